@@ -1,0 +1,269 @@
+//===- FAOps.td - FlashMLIR attention ops ------------------*- tablegen -*-===//
+
+#ifndef FA_DIALECT_FA_IR_FAOPS_TD
+#define FA_DIALECT_FA_IR_FAOPS_TD
+
+include "fa/Dialect/FA/IR/FADialect.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+include "mlir/IR/CommonAttrConstraints.td"
+
+def FA_ElementType : AnyTypeOf<[F16, BF16, F32], "f16, bf16 or f32">;
+def FA_Rank4Tensor : TensorRankOf<[F16, BF16, F32], [4]>;
+def FA_LseTensor : TensorRankOf<[F32], [3]>;
+
+// Attributes shared by the forward and the backward op.
+class FA_AttentionOpBase<string mnemonic, list<Trait> traits = []>
+    : FA_Op<mnemonic, !listconcat(traits, [Pure])> {
+  code attentionClassDeclaration = [{
+    /// The softmax scale: the `scale` attribute, or 1/sqrt(D) when absent.
+    float getScaleValue();
+    /// The mask this op applies; see `::mlir::fa::AttentionMask`.
+    ::mlir::fa::AttentionMask getMask() {
+      return ::mlir::fa::AttentionMask::get(getCausal(), getWindowAttr());
+    }
+    /// Head dimensions of q/k and of v.
+    int64_t getHeadDim() { return getQuery().getType().getDimSize(3); }
+    int64_t getValueHeadDim() { return getValue().getType().getDimSize(3); }
+  }];
+}
+
+def FA_AttentionOp : FA_AttentionOpBase<"attention"> {
+  let summary = "Exact multi-head scaled-dot-product attention";
+  let description = [{
+    Computes `out = softmax(scale * q k^T [+ softcap] [+ mask]) v` for every
+    batch and query head, and the natural-log log-sum-exp `lse` of each score
+    row (what a recompute-based backward needs).
+
+    Shapes: `q: [B, Hq, Nq, D]`, `k: [B, Hkv, Nk, D]`, `v: [B, Hkv, Nk, Dv]`,
+    `out: [B, Hq, Nq, Dv]` with q's element type, `lse: [B, Hq, Nq]` in f32.
+    B, H and N may be dynamic; D and Dv are static. `Hq` must be a multiple of
+    `Hkv` (grouped-query / multi-query attention: query head `h` reads
+    key/value head `h / (Hq / Hkv)`).
+
+    Optional attributes:
+    - `scale`: softmax scale, > 0 (default `1/sqrt(D)`).
+    - `causal`: key j is visible from query i iff `j <= i + Nk - Nq`
+      (bottom-right aligned when Nq != Nk).
+    - `window [left, right]`: sliding window, `-1` = unbounded on that side.
+      With `causal`, `right` must be 0.
+    - `softcap`: scores become `softcap * tanh(s / softcap)` (after `scale`,
+      before the mask and the softmax).
+
+    A row with no visible key gives `out = 0` and `lse = +inf`.
+
+    Example:
+
+    ```mlir
+    %out, %lse = fa.attention %q, %k, %v causal scale 0.125
+        : (tensor<2x8x?x64xbf16>, tensor<2x2x?x64xbf16>, tensor<2x2x?x64xbf16>)
+        -> (tensor<2x8x?x64xbf16>, tensor<2x8x?xf32>)
+    ```
+  }];
+
+  let arguments = (ins
+    FA_Rank4Tensor:$query,
+    FA_Rank4Tensor:$key,
+    FA_Rank4Tensor:$value,
+    OptionalAttr<F32Attr>:$scale,
+    UnitAttr:$causal,
+    OptionalAttr<DenseI64ArrayAttr>:$window,
+    OptionalAttr<F32Attr>:$softcap
+  );
+  let results = (outs FA_Rank4Tensor:$out, FA_LseTensor:$lse);
+
+  let assemblyFormat = [{
+    $query `,` $key `,` $value
+    (`causal` $causal^)?
+    (`window` $window^)?
+    (`softcap` $softcap^)?
+    (`scale` $scale^)?
+    attr-dict `:` functional-type(operands, results)
+  }];
+
+  let builders = [
+    // Infers the result types from q and v.
+    OpBuilder<(ins "::mlir::Value":$query, "::mlir::Value":$key,
+                   "::mlir::Value":$value,
+                   CArg<"::mlir::FloatAttr", "{}">:$scale,
+                   CArg<"bool", "false">:$causal,
+                   CArg<"::mlir::DenseI64ArrayAttr", "{}">:$window,
+                   CArg<"::mlir::FloatAttr", "{}">:$softcap)>
+  ];
+
+  let hasVerifier = 1;
+  let extraClassDeclaration = attentionClassDeclaration;
+}
+
+def FA_AttentionBackwardOp : FA_AttentionOpBase<"attention_backward"> {
+  let summary = "Gradients of `fa.attention` by recomputation";
+  let description = [{
+    Given the forward's inputs `q, k, v`, its results `out` and `lse`, and the
+    incoming gradient `dout`, computes `dq, dk, dv` (same types as `q, k, v`).
+    The attributes and shape rules are those of `fa.attention` and must match
+    the forward that produced `out` and `lse`. For grouped-query attention,
+    `dk` and `dv` sum the contributions of all query heads of a group.
+
+    `deterministic` asks for a fixed accumulation order of `dq` (results are
+    bitwise reproducible run to run), at some cost in speed.
+
+    Example:
+
+    ```mlir
+    %dq, %dk, %dv = fa.attention_backward %q, %k, %v, %out, %lse, %dout causal
+        : (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>,
+           tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>,
+           tensor<1x4x128xf32>, tensor<1x4x128x64xf16>)
+        -> (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>,
+            tensor<1x4x128x64xf16>)
+    ```
+  }];
+
+  let arguments = (ins
+    FA_Rank4Tensor:$query,
+    FA_Rank4Tensor:$key,
+    FA_Rank4Tensor:$value,
+    FA_Rank4Tensor:$out,
+    FA_LseTensor:$lse,
+    FA_Rank4Tensor:$dout,
+    OptionalAttr<F32Attr>:$scale,
+    UnitAttr:$causal,
+    OptionalAttr<DenseI64ArrayAttr>:$window,
+    OptionalAttr<F32Attr>:$softcap,
+    UnitAttr:$deterministic
+  );
+  let results = (outs FA_Rank4Tensor:$dq, FA_Rank4Tensor:$dk,
+                      FA_Rank4Tensor:$dv);
+
+  let assemblyFormat = [{
+    $query `,` $key `,` $value `,` $out `,` $lse `,` $dout
+    (`causal` $causal^)?
+    (`window` $window^)?
+    (`softcap` $softcap^)?
+    (`scale` $scale^)?
+    (`deterministic` $deterministic^)?
+    attr-dict `:` functional-type(operands, results)
+  }];
+
+  let builders = [
+    OpBuilder<(ins "::mlir::Value":$query, "::mlir::Value":$key,
+                   "::mlir::Value":$value, "::mlir::Value":$out,
+                   "::mlir::Value":$lse, "::mlir::Value":$dout,
+                   CArg<"::mlir::FloatAttr", "{}">:$scale,
+                   CArg<"bool", "false">:$causal,
+                   CArg<"::mlir::DenseI64ArrayAttr", "{}">:$window,
+                   CArg<"::mlir::FloatAttr", "{}">:$softcap,
+                   CArg<"bool", "false">:$deterministic)>
+  ];
+
+  let hasVerifier = 1;
+  let extraClassDeclaration = attentionClassDeclaration;
+}
+
+//===----------------------------------------------------------------------===//
+// Tile-level ops of the online-softmax form
+//===----------------------------------------------------------------------===//
+
+def FA_Rank1F32Tensor : TensorRankOf<[F32], [1]>;
+def FA_Rank2Tensor : TensorRankOf<[F16, BF16, F32], [2]>;
+def FA_Rank2F32Tensor : TensorRankOf<[F32], [2]>;
+
+def FA_OnlineAttentionOp : FA_Op<"online_attention", [Pure,
+    AttrSizedOperandSegments, AllTypesMatch<["acc", "new_acc"]>,
+    AllTypesMatch<["max", "sum", "new_max", "new_sum"]>]> {
+  let summary = "One streaming step of attention over a block of keys";
+  let description = [{
+    The tile-level form that `fa-tile-attention` produces inside its loop over
+    key/value blocks: folds one block of `Bc` keys/values into the running
+    state of `Br` query rows, as in FlashAttention's online softmax.
+
+    Operands: `q: [Br, D]`, `k: [Bc, D]`, `v: [Bc, Dv]` (the input element
+    type), and the running state, all f32: the unnormalized accumulator
+    `acc: [Br, Dv]`, the running row max `max: [Br]` and the running row sum
+    `sum: [Br]` (relative to `max`). Results are the updated state:
+
+    ```
+    s     = scale * q k^T                         [Br, Bc]
+    s     = softcap * tanh(s / softcap)           (if softcap)
+    s     = s * log2(e)                           (if exp2)
+    s     = -inf where key kStart+c is not visible from query qStart+r
+            (only with `masked`; also hides keys >= nk)
+    m'    = max(max, rowmax(s))
+    alpha = exp(max - m')                         (exp2 if exp2)
+    p     = exp(s - m')
+    sum'  = alpha * sum + rowsum(p)
+    acc'  = alpha * acc + p v
+    ```
+
+    A row whose every score so far is -inf keeps `max = -inf`, `sum = 0`,
+    `acc = 0` (the exponentials are taken against 0 instead of -inf).
+    With `exp2`, `max` is kept in log2 units and the exponentials are base 2:
+    the scores are pre-multiplied by log2(e), after the softcap.
+
+    Without `masked` the op applies no mask at all: it is the form of a block
+    that is fully visible from every row of the query block.
+  }];
+
+  let arguments = (ins
+    FA_Rank2Tensor:$query,
+    FA_Rank2Tensor:$key,
+    FA_Rank2Tensor:$value,
+    FA_Rank2F32Tensor:$acc,
+    FA_Rank1F32Tensor:$max,
+    FA_Rank1F32Tensor:$sum,
+    Optional<Index>:$q_start,
+    Optional<Index>:$k_start,
+    Optional<Index>:$q_len,
+    Optional<Index>:$k_len,
+    F32Attr:$scale,
+    UnitAttr:$causal,
+    OptionalAttr<DenseI64ArrayAttr>:$window,
+    OptionalAttr<F32Attr>:$softcap,
+    UnitAttr:$exp2
+  );
+  let results = (outs FA_Rank2F32Tensor:$new_acc, FA_Rank1F32Tensor:$new_max,
+                      FA_Rank1F32Tensor:$new_sum);
+
+  let assemblyFormat = [{
+    $query `,` $key `,` $value `into` $acc `,` $max `,` $sum
+    (`masked` `(` $q_start^ `,` $k_start `,` $q_len `,` $k_len `)`)?
+    (`causal` $causal^)?
+    (`window` $window^)?
+    (`softcap` $softcap^)?
+    `scale` $scale
+    (`exp2` $exp2^)?
+    attr-dict `:` type($query) `,` type($key) `,` type($value) `->`
+    type($new_acc) `,` type($new_max)
+  }];
+
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    bool isMasked() { return getQStart() != nullptr; }
+    ::mlir::fa::AttentionMask getMask() {
+      return ::mlir::fa::AttentionMask::get(getCausal(), getWindowAttr());
+    }
+  }];
+}
+
+def FA_OnlineAttentionFinalizeOp : FA_Op<"online_attention_finalize", [Pure,
+    AllTypesMatch<["max", "sum", "lse"]>]> {
+  let summary = "Normalizes the online-softmax state once, after the loop";
+  let description = [{
+    Turns the state left by the last `fa.online_attention` of a query block
+    into its results: `out = acc / sum` (in the element type of `out`) and
+    `lse = max + log(sum)` in natural-log units (with `exp2`, `max` is in
+    log2 units: `lse = ln(2) * (max + log2(sum))`). A row with `sum = 0`
+    (no visible key) gives `out = 0`, `lse = +inf`.
+  }];
+
+  let arguments = (ins FA_Rank2F32Tensor:$acc, FA_Rank1F32Tensor:$max,
+                       FA_Rank1F32Tensor:$sum, UnitAttr:$exp2);
+  let results = (outs FA_Rank2Tensor:$out, FA_Rank1F32Tensor:$lse);
+
+  let assemblyFormat = [{
+    $acc `,` $max `,` $sum (`exp2` $exp2^)? attr-dict `:`
+    type($acc) `,` type($max) `->` type($out)
+  }];
+  let hasVerifier = 1;
+}
+
+#endif // FA_DIALECT_FA_IR_FAOPS_TD

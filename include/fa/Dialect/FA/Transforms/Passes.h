@@ -1,0 +1,36 @@
+//===- Passes.h - FlashMLIR transformation passes ---------------*- C++ -*-===//
+
+#ifndef FA_DIALECT_FA_TRANSFORMS_PASSES_H
+#define FA_DIALECT_FA_TRANSFORMS_PASSES_H
+
+#include "fa/Dialect/FA/IR/FAOps.h"
+#include "mlir/Dialect/Affine/IR/AffineOps.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Pass/Pass.h"
+
+namespace mlir {
+class RewritePatternSet;
+
+namespace fa {
+
+#define GEN_PASS_DECL
+#include "fa/Dialect/FA/Transforms/Passes.h.inc"
+
+/// Patterns that rewrite fa.attention / fa.attention_backward into the
+/// reference linalg form (full N x N scores).
+void populateLowerToReferencePatterns(RewritePatternSet &patterns);
+
+/// Patterns that expand fa.online_attention(_finalize) into linalg on tiles.
+void populateDecomposeOnlineAttentionPatterns(RewritePatternSet &patterns);
+
+#define GEN_PASS_REGISTRATION
+#include "fa/Dialect/FA/Transforms/Passes.h.inc"
+
+} // namespace fa
+} // namespace mlir
+
+#endif // FA_DIALECT_FA_TRANSFORMS_PASSES_H

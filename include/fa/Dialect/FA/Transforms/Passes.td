@@ -1,0 +1,123 @@
+//===- Passes.td - FlashMLIR transformation passes ---------*- tablegen -*-===//
+
+#ifndef FA_DIALECT_FA_TRANSFORMS_PASSES_TD
+#define FA_DIALECT_FA_TRANSFORMS_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def FALowerToReference : Pass<"fa-lower-to-reference"> {
+  let summary = "Lower fa ops to the golden reference: full N x N scores";
+  let description = [{
+    Rewrites `fa.attention` and `fa.attention_backward` into plain upstream
+    ops (linalg, tensor, arith, math) that materialize the whole score matrix
+    `[B, Hq, Nq, Nk]`, exactly as the dialect documents the semantics. Every
+    optimized lowering is tested against this one. Scores and reductions are
+    computed in f32 whatever the input element type.
+
+    Before:
+    ```mlir
+    %o, %lse = fa.attention %q, %k, %v causal : ...
+    ```
+    After: `linalg.generic` ops for `S = scale * Q K^T`, the mask, the row
+    max, `exp`, the row sum, `P V`, and `lse = max + log(sum)`.
+  }];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect", "::mlir::linalg::LinalgDialect",
+    "::mlir::math::MathDialect", "::mlir::tensor::TensorDialect"
+  ];
+}
+
+def FATileAttention : Pass<"fa-tile-attention"> {
+  let summary = "Tile fa.attention into query blocks and a loop over key blocks";
+  let description = [{
+    Rewrites `fa.attention` into an `scf.forall` over (batch, query head,
+    block of `block-q` query rows) that holds an `scf.for` over blocks of
+    `block-kv` keys/values. The loop carries the online-softmax state (f32
+    accumulator, running max, running sum) through `fa.online_attention`, and
+    `fa.online_attention_finalize` normalizes once after the loop. Tiles are
+    static (`block-q x D`, `block-kv x D`): sequence tails are padded with
+    zeros and hidden by the step's mask, so B, H and N may be dynamic.
+
+    Every step is `masked` here (it hides keys past Nk and applies the op's
+    causal/window mask); `fa-specialize-masks` then splits the loop so only
+    boundary blocks pay for the mask.
+  }];
+  let options = [
+    Option<"blockQ", "block-q", "int64_t", /*default=*/"64",
+           "Query rows per block (Br)">,
+    Option<"blockKV", "block-kv", "int64_t", /*default=*/"64",
+           "Keys/values per block (Bc)">
+  ];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect", "::mlir::scf::SCFDialect",
+    "::mlir::tensor::TensorDialect", "::mlir::affine::AffineDialect"
+  ];
+}
+
+def FASpecializeMasks : Pass<"fa-specialize-masks"> {
+  let summary = "Skip fully masked key blocks and drop the mask from full ones";
+  let description = [{
+    Turns the masked key-block loop of a query block into up to three loops:
+    `[lo, fullLo)` masked, `[fullLo, fullHi)` without any mask arithmetic, and
+    `[fullHi, hi)` masked, where `lo`/`hi` exclude every block that no query
+    row of the block can see (causal, sliding window, sequence end). Bounds are
+    computed per query block at run time from `q_start`, `q_len`, `k_len` and
+    the op's mask.
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::scf::SCFDialect"];
+}
+
+def FAUseExp2 : Pass<"fa-use-exp2"> {
+  let summary = "Compute the online softmax with exp2, log2(e) folded in";
+  let description = [{
+    Switches `fa.online_attention` and `fa.online_attention_finalize` to the
+    base-2 form: scores are pre-multiplied by log2(e) (folded into the softmax
+    scale, or into the softcap factor, after the tanh), the running max is
+    kept in log2 units, and every exponential becomes `math.exp2`. The LSE
+    stays in natural-log units at the op boundary.
+  }];
+}
+
+def FADecomposeOnlineAttention : Pass<"fa-decompose-online-attention"> {
+  let summary = "Expand the online-softmax tile ops into linalg on tiles";
+  let description = [{
+    Rewrites `fa.online_attention` into linalg ops on `Br x Bc` tiles (the
+    largest intermediate): `S = Q K^T`, scaling/softcap/mask, row max, the
+    rescale factor `alpha`, `P = exp(S - m)`, row sum and `acc = alpha * acc
+    + P V`; and `fa.online_attention_finalize` into the one normalization
+    `out = acc / sum`, `lse = max + log(sum)`.
+  }];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect", "::mlir::linalg::LinalgDialect",
+    "::mlir::math::MathDialect", "::mlir::tensor::TensorDialect"
+  ];
+}
+
+def FATileAttentionBackward : Pass<"fa-tile-attention-backward"> {
+  let summary = "Tile fa.attention_backward: recompute P from the saved LSE";
+  let description = [{
+    Rewrites `fa.attention_backward` the FlashAttention-2 way: a
+    preprocessing step `D = rowsum(dO * O)`, then a loop parallel over
+    (batch, key/value head, block of `block-kv` keys) and sequential over the
+    query heads of the group and their blocks of `block-q` rows, that
+    recomputes `P = exp2(S * scale * log2(e) - LSE * log2(e))` from the saved
+    LSE and accumulates `dV += P^T dO`, `dK += dS^T Q * scale` with
+    `dS = P * (dO V^T - D)`. `dQ = dS K * scale` is accumulated across key
+    blocks; with `deterministic` on the op it is computed by a separate loop
+    parallel over query blocks, in a fixed order.
+  }];
+  let options = [
+    Option<"blockQ", "block-q", "int64_t", /*default=*/"64",
+           "Query rows per block (Br)">,
+    Option<"blockKV", "block-kv", "int64_t", /*default=*/"64",
+           "Keys/values per block (Bc)">
+  ];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect", "::mlir::linalg::LinalgDialect",
+    "::mlir::math::MathDialect", "::mlir::scf::SCFDialect",
+    "::mlir::tensor::TensorDialect", "::mlir::affine::AffineDialect"
+  ];
+}
+
+#endif // FA_DIALECT_FA_TRANSFORMS_PASSES_TD

@@ -1,0 +1,26 @@
+//===- DecomposeOnlineAttention.cpp ------------------------------------------------------------===//
+//
+// Placeholder: not implemented yet. The pass fails loudly rather than
+// pretending to work.
+//
+//===----------------------------------------------------------------------===//
+
+#include "fa/Dialect/FA/Transforms/Passes.h"
+
+namespace mlir::fa {
+#define GEN_PASS_DEF_FADECOMPOSEONLINEATTENTION
+#include "fa/Dialect/FA/Transforms/Passes.h.inc"
+} // namespace mlir::fa
+
+using namespace mlir;
+using namespace mlir::fa;
+
+namespace {
+struct FADecomposeOnlineAttentionPass final : fa::impl::FADecomposeOnlineAttentionBase<FADecomposeOnlineAttentionPass> {
+  using Base::Base;
+  void runOnOperation() override {
+    getOperation()->emitError("DecomposeOnlineAttention is not implemented yet");
+    signalPassFailure();
+  }
+};
+} // namespace

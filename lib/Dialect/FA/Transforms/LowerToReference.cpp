@@ -1,0 +1,26 @@
+//===- LowerToReference.cpp ------------------------------------------------------------===//
+//
+// Placeholder: not implemented yet. The pass fails loudly rather than
+// pretending to work.
+//
+//===----------------------------------------------------------------------===//
+
+#include "fa/Dialect/FA/Transforms/Passes.h"
+
+namespace mlir::fa {
+#define GEN_PASS_DEF_FALOWERTOREFERENCE
+#include "fa/Dialect/FA/Transforms/Passes.h.inc"
+} // namespace mlir::fa
+
+using namespace mlir;
+using namespace mlir::fa;
+
+namespace {
+struct FALowerToReferencePass final : fa::impl::FALowerToReferenceBase<FALowerToReferencePass> {
+  using Base::Base;
+  void runOnOperation() override {
+    getOperation()->emitError("LowerToReference is not implemented yet");
+    signalPassFailure();
+  }
+};
+} // namespace

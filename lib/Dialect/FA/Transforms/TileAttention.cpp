@@ -1,0 +1,26 @@
+//===- TileAttention.cpp ------------------------------------------------------------===//
+//
+// Placeholder: not implemented yet. The pass fails loudly rather than
+// pretending to work.
+//
+//===----------------------------------------------------------------------===//
+
+#include "fa/Dialect/FA/Transforms/Passes.h"
+
+namespace mlir::fa {
+#define GEN_PASS_DEF_FATILEATTENTION
+#include "fa/Dialect/FA/Transforms/Passes.h.inc"
+} // namespace mlir::fa
+
+using namespace mlir;
+using namespace mlir::fa;
+
+namespace {
+struct FATileAttentionPass final : fa::impl::FATileAttentionBase<FATileAttentionPass> {
+  using Base::Base;
+  void runOnOperation() override {
+    getOperation()->emitError("TileAttention is not implemented yet");
+    signalPassFailure();
+  }
+};
+} // namespace

@@ -1,0 +1,26 @@
+//===- TileAttentionBackward.cpp ------------------------------------------------------------===//
+//
+// Placeholder: not implemented yet. The pass fails loudly rather than
+// pretending to work.
+//
+//===----------------------------------------------------------------------===//
+
+#include "fa/Dialect/FA/Transforms/Passes.h"
+
+namespace mlir::fa {
+#define GEN_PASS_DEF_FATILEATTENTIONBACKWARD
+#include "fa/Dialect/FA/Transforms/Passes.h.inc"
+} // namespace mlir::fa
+
+using namespace mlir;
+using namespace mlir::fa;
+
+namespace {
+struct FATileAttentionBackwardPass final : fa::impl::FATileAttentionBackwardBase<FATileAttentionBackwardPass> {
+  using Base::Base;
+  void runOnOperation() override {
+    getOperation()->emitError("TileAttentionBackward is not implemented yet");
+    signalPassFailure();
+  }
+};
+} // namespace

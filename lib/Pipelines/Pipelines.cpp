@@ -1,0 +1,87 @@
+//===- Pipelines.cpp - FlashMLIR pass pipelines ---------------------------===//
+
+#include "fa/Pipelines/Pipelines.h"
+
+#include "fa/Dialect/FA/Transforms/Passes.h"
+#include "mlir/Conversion/Passes.h"
+#include "mlir/Dialect/Bufferization/Pipelines/Passes.h"
+#include "mlir/Dialect/Bufferization/Transforms/Passes.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Linalg/Passes.h"
+#include "mlir/Dialect/MemRef/Transforms/Passes.h"
+#include "mlir/Dialect/SCF/Transforms/Passes.h"
+#include "mlir/Pass/PassRegistry.h"
+#include "mlir/Transforms/Passes.h"
+
+using namespace mlir;
+using namespace mlir::fa;
+
+void mlir::fa::buildCPUToLLVMPipeline(OpPassManager &pm) {
+  pm.addPass(createCanonicalizerPass());
+  bufferization::OneShotBufferizePassOptions bufferizeOptions;
+  bufferizeOptions.bufferizeFunctionBoundaries = true;
+  bufferizeOptions.functionBoundaryTypeConversion =
+      bufferization::LayoutMapOption::IdentityLayoutMap;
+  pm.addPass(bufferization::createOneShotBufferizePass(bufferizeOptions));
+  // The host runs query blocks one after the other.
+  pm.addPass(createForallToForLoopPass());
+  bufferization::buildBufferDeallocationPipeline(pm);
+  pm.addPass(createConvertLinalgToLoopsPass());
+  pm.addPass(createLowerAffinePass());
+  pm.addPass(memref::createExpandStridedMetadataPass());
+  pm.addPass(createLowerAffinePass());
+  pm.addPass(createSCFToControlFlowPass());
+  // tanh and friends go to libm; exp/exp2/log become LLVM intrinsics.
+  pm.addPass(createConvertMathToLibmPass());
+  pm.addPass(createConvertMathToLLVMPass());
+  pm.addPass(createArithToLLVMConversionPass());
+  pm.addPass(createConvertIndexToLLVMPass());
+  pm.addPass(createFinalizeMemRefToLLVMConversionPass());
+  pm.addPass(createConvertFuncToLLVMPass());
+  pm.addPass(createConvertControlFlowToLLVMPass());
+  pm.addPass(createReconcileUnrealizedCastsPass());
+  pm.addPass(createCanonicalizerPass());
+}
+
+void mlir::fa::buildReferenceCPUPipeline(OpPassManager &pm) {
+  pm.addPass(createFALowerToReference());
+  buildCPUToLLVMPipeline(pm);
+}
+
+void mlir::fa::buildTiledAttentionPipeline(
+    OpPassManager &pm, const TiledCPUPipelineOptions &options) {
+  pm.addPass(createFATileAttention(
+      FATileAttentionOptions{options.blockQ, options.blockKV}));
+  pm.addPass(createFATileAttentionBackward(
+      FATileAttentionBackwardOptions{options.blockQ, options.blockKV}));
+  pm.addPass(createFASpecializeMasks());
+  pm.addPass(createFAUseExp2());
+  pm.addPass(createFADecomposeOnlineAttention());
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createCSEPass());
+}
+
+void mlir::fa::buildTiledCPUPipeline(OpPassManager &pm,
+                                     const TiledCPUPipelineOptions &options) {
+  buildTiledAttentionPipeline(pm, options);
+  buildCPUToLLVMPipeline(pm);
+}
+
+void mlir::fa::registerFAPipelines() {
+  PassPipelineRegistration<>(
+      "fa-cpu-to-llvm",
+      "Bufferize tensor code and lower it to LLVM for the host",
+      buildCPUToLLVMPipeline);
+  PassPipelineRegistration<>(
+      "fa-reference-cpu",
+      "Lower fa ops to the N x N reference form and on to LLVM for the host",
+      buildReferenceCPUPipeline);
+  PassPipelineRegistration<TiledCPUPipelineOptions>(
+      "fa-tiled-attention",
+      "The FlashAttention passes: tile, specialize masks, exp2, decompose",
+      buildTiledAttentionPipeline);
+  PassPipelineRegistration<TiledCPUPipelineOptions>(
+      "fa-tiled-cpu",
+      "The FlashAttention passes followed by the lowering to LLVM for the host",
+      buildTiledCPUPipeline);
+}
