@@ -20,6 +20,8 @@ config.substitutions.append(("%fa_libs", config.fa_lib_dir))
 llvm_config.with_system_environment(["HOME", "INCLUDE", "LIB", "TMP", "TEMP"])
 llvm_config.use_default_substitutions()
 
+llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
+
 tool_dirs = [config.fa_tools_dir, config.llvm_tools_dir]
 tools = ["fa-opt", "mlir-opt", "mlir-runner"]
 llvm_config.add_tool_substitutions(tools, tool_dirs)

@@ -1,0 +1,99 @@
+// RUN: fa-opt %s --split-input-file --fa-specialize-masks | FileCheck %s
+
+// Causal: no key block left of the band, so two loops remain: the fully
+// visible blocks [0, fullHi) run the step without any mask, and only the
+// diagonal blocks [fullHi, hi) keep it. Blocks past hi are never visited.
+
+// CHECK-LABEL: func.func @causal
+// CHECK-SAME:    %[[Q0:[a-zA-Z0-9]+]]: index, %[[NQ:[a-zA-Z0-9]+]]: index, %[[NK:[a-zA-Z0-9]+]]: index
+// CHECK-DAG:     %[[C32:.*]] = arith.constant 32 : index
+// Last real row of the block: max(min(q0 + 64, Nq) - 1, q0).
+// CHECK-DAG:     %[[END:.*]] = arith.addi %[[Q0]], %{{.*}}
+// CHECK-DAG:     %[[OFF:.*]] = arith.subi %[[NK]], %[[NQ]]
+// hi: blocks up to the key the last row sees (rounded up to 32).
+// CHECK:         %[[HIB:.*]] = arith.ceildivui %{{.*}}, %[[C32]]
+// CHECK:         %[[HI0:.*]] = arith.muli %[[HIB]], %[[C32]]
+// CHECK:         %[[HI:.*]] = arith.minsi %[[HI0]], %[[NK]]
+// fullHi: blocks the first row sees whole (rounded down).
+// CHECK:         arith.divui %{{.*}}, %[[C32]]
+// CHECK:         %[[FULLHI:.*]] = arith.minsi %{{.*}}, %[[HI]]
+// CHECK:         %[[FULL:.*]]:3 = scf.for %{{.*}} = %{{.*}} to %[[FULLHI]] step %[[C32]]
+// CHECK:           fa.online_attention %{{.*}} into %{{.*}} scale 1.250000e-01 :
+// CHECK:         %[[DIAG:.*]]:3 = scf.for %[[K0:.*]] = %[[FULLHI]] to %[[HI]] step %[[C32]] iter_args(%{{.*}} = %[[FULL]]#0, %{{.*}} = %[[FULL]]#1, %{{.*}} = %[[FULL]]#2)
+// CHECK:           fa.online_attention {{.*}} masked(%[[Q0]], %[[K0]], %[[NQ]], %[[NK]]) causal scale 1.250000e-01
+// CHECK:         return %[[DIAG]]#0, %[[DIAG]]#1, %[[DIAG]]#2
+func.func @causal(%q: tensor<64x64xf16>, %k: tensor<32x64xf16>, %v: tensor<32x64xf16>, %acc: tensor<64x64xf32>, %m: tensor<64xf32>, %l: tensor<64xf32>, %q0: index, %nq: index, %nk: index) -> (tensor<64x64xf32>, tensor<64xf32>, tensor<64xf32>) {
+  %c0 = arith.constant 0 : index
+  %c32 = arith.constant 32 : index
+  %r:3 = scf.for %k0 = %c0 to %nk step %c32 iter_args(%a = %acc, %mm = %m, %ll = %l) -> (tensor<64x64xf32>, tensor<64xf32>, tensor<64xf32>) {
+    %n:3 = fa.online_attention %q, %k, %v into %a, %mm, %ll masked(%q0, %k0, %nq, %nk) causal scale 0.125 : tensor<64x64xf16>, tensor<32x64xf16>, tensor<32x64xf16> -> tensor<64x64xf32>, tensor<64xf32>
+    scf.yield %n#0, %n#1, %n#2 : tensor<64x64xf32>, tensor<64xf32>, tensor<64xf32>
+  }
+  return %r#0, %r#1, %r#2 : tensor<64x64xf32>, tensor<64xf32>, tensor<64xf32>
+}
+
+// -----
+
+// Sliding window [128, 0]: a masked left boundary, unmasked full blocks, a
+// masked diagonal. Blocks left of lo (too far in the past) are skipped.
+
+// CHECK-LABEL: func.func @sliding_window
+// CHECK:         %[[A:.*]]:3 = scf.for %{{.*}} = %[[LO:.*]] to %[[FULLLO:.*]] step
+// CHECK:           fa.online_attention {{.*}} masked({{.*}}) causal window [128, 0]
+// CHECK:         %[[B:.*]]:3 = scf.for %{{.*}} = %[[FULLLO]] to %[[FULLHI:.*]] step {{.*}} iter_args(%{{.*}} = %[[A]]#0
+// CHECK-NOT:       masked
+// CHECK:           fa.online_attention %{{.*}} softcap 5.000000e+01 scale 1.250000e-01 exp2 :
+// CHECK:         scf.for %{{.*}} = %[[FULLHI]] to {{.*}} iter_args(%{{.*}} = %[[B]]#0
+// CHECK:           fa.online_attention {{.*}} masked({{.*}}) causal window [128, 0] softcap 5.000000e+01 scale 1.250000e-01 exp2
+func.func @sliding_window(%q: tensor<64x64xf16>, %k: tensor<32x64xf16>, %v: tensor<32x64xf16>, %acc: tensor<64x64xf32>, %m: tensor<64xf32>, %l: tensor<64xf32>, %q0: index, %nq: index, %nk: index) -> (tensor<64x64xf32>, tensor<64xf32>, tensor<64xf32>) {
+  %c0 = arith.constant 0 : index
+  %c32 = arith.constant 32 : index
+  %r:3 = scf.for %k0 = %c0 to %nk step %c32 iter_args(%a = %acc, %mm = %m, %ll = %l) -> (tensor<64x64xf32>, tensor<64xf32>, tensor<64xf32>) {
+    %n:3 = fa.online_attention %q, %k, %v into %a, %mm, %ll masked(%q0, %k0, %nq, %nk) causal window [128, 0] softcap 50.0 scale 0.125 exp2 : tensor<64x64xf16>, tensor<32x64xf16>, tensor<32x64xf16> -> tensor<64x64xf32>, tensor<64xf32>
+    scf.yield %n#0, %n#1, %n#2 : tensor<64x64xf32>, tensor<64xf32>, tensor<64xf32>
+  }
+  return %r#0, %r#1, %r#2 : tensor<64x64xf32>, tensor<64xf32>, tensor<64xf32>
+}
+
+// -----
+
+// No mask at all: every block but a partial last one (keys past Nk) is
+// fully visible, and no row bound is computed.
+
+// CHECK-LABEL: func.func @no_mask
+// CHECK-NOT:     arith.subi
+// CHECK:         scf.for %{{.*}} = %{{.*}} to %[[FULLHI:.*]] step
+// CHECK-NEXT:      fa.online_attention %{{.*}} into %{{.*}} scale
+// CHECK:         scf.for %{{.*}} = %[[FULLHI]] to
+// CHECK-NEXT:      fa.online_attention {{.*}} masked
+func.func @no_mask(%q: tensor<64x64xf16>, %k: tensor<32x64xf16>, %v: tensor<32x64xf16>, %acc: tensor<64x64xf32>, %m: tensor<64xf32>, %l: tensor<64xf32>, %q0: index, %nq: index, %nk: index) -> (tensor<64x64xf32>, tensor<64xf32>, tensor<64xf32>) {
+  %c0 = arith.constant 0 : index
+  %c32 = arith.constant 32 : index
+  %r:3 = scf.for %k0 = %c0 to %nk step %c32 iter_args(%a = %acc, %mm = %m, %ll = %l) -> (tensor<64x64xf32>, tensor<64xf32>, tensor<64xf32>) {
+    %n:3 = fa.online_attention %q, %k, %v into %a, %mm, %ll masked(%q0, %k0, %nq, %nk) scale 0.125 : tensor<64x64xf16>, tensor<32x64xf16>, tensor<32x64xf16> -> tensor<64x64xf32>, tensor<64xf32>
+    scf.yield %n#0, %n#1, %n#2 : tensor<64x64xf32>, tensor<64xf32>, tensor<64xf32>
+  }
+  return %r#0, %r#1, %r#2 : tensor<64x64xf32>, tensor<64xf32>, tensor<64xf32>
+}
+
+// -----
+
+// A loop that does more than thread the state through the step cannot skip
+// iterations: it is left alone.
+
+// CHECK-LABEL: func.func @not_a_key_loop
+// CHECK:         scf.for
+// CHECK:           fa.online_attention {{.*}} masked
+// CHECK:           linalg.fill
+// CHECK-NOT:     scf.for
+func.func @not_a_key_loop(%q: tensor<64x64xf16>, %k: tensor<32x64xf16>, %v: tensor<32x64xf16>, %acc: tensor<64x64xf32>, %m: tensor<64xf32>, %l: tensor<64xf32>, %q0: index, %nq: index, %nk: index) -> (tensor<64x64xf32>, tensor<64xf32>, tensor<64xf32>) {
+  %c0 = arith.constant 0 : index
+  %c32 = arith.constant 32 : index
+  %one = arith.constant 1.0 : f32
+  %r:3 = scf.for %k0 = %c0 to %nk step %c32 iter_args(%a = %acc, %mm = %m, %ll = %l) -> (tensor<64x64xf32>, tensor<64xf32>, tensor<64xf32>) {
+    %n:3 = fa.online_attention %q, %k, %v into %a, %mm, %ll masked(%q0, %k0, %nq, %nk) causal scale 0.125 : tensor<64x64xf16>, tensor<32x64xf16>, tensor<32x64xf16> -> tensor<64x64xf32>, tensor<64xf32>
+    %f = linalg.fill ins(%one : f32) outs(%n#2 : tensor<64xf32>) -> tensor<64xf32>
+    scf.yield %n#0, %n#1, %f : tensor<64x64xf32>, tensor<64xf32>, tensor<64xf32>
+  }
+  return %r#0, %r#1, %r#2 : tensor<64x64xf32>, tensor<64xf32>, tensor<64xf32>
+}

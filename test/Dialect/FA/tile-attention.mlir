@@ -1,0 +1,66 @@
+// RUN: fa-opt %s --split-input-file --fa-tile-attention="block-q=64 block-kv=32" | FileCheck %s
+
+// fa.attention becomes a parallel loop over (batch, head, query block) that
+// holds a sequential loop over key blocks. The loop carries the online-softmax
+// state (acc, max, sum) through fa.online_attention; the state is normalized
+// once, after the loop, by fa.online_attention_finalize.
+
+// CHECK-LABEL: func.func @static_mha
+// CHECK-SAME:    %[[Q:[a-zA-Z0-9]+]]: tensor<2x4x128x64xf16>, %[[K:[a-zA-Z0-9]+]]: tensor<2x4x96x64xf16>, %[[V:[a-zA-Z0-9]+]]: tensor<2x4x96x64xf16>
+// CHECK-DAG:     %[[BR:.*]] = arith.constant 64 : index
+// CHECK-DAG:     %[[BC:.*]] = arith.constant 32 : index
+// Static sizes fold: 2 batches x 4 heads x ceil(128 / 64) query blocks.
+// CHECK:         %[[RES:.*]]:2 = scf.forall (%[[B:.*]], %[[H:.*]], %[[QB:.*]]) in (2, 4, 2) shared_outs(%[[O:.*]] = %{{.*}}, %[[L:.*]] = %{{.*}})
+// CHECK:           %[[Q0:.*]] = arith.muli %[[QB]], %[[BR]]
+// The query tile is padded to a static 64x64 tile.
+// CHECK:           tensor.extract_slice %[[Q]][%[[B]], %[[H]], %[[Q0]], 0]
+// CHECK:           %[[QT:.*]] = tensor.pad
+// CHECK:           } : tensor<?x64xf16> to tensor<64x64xf16>
+// Initial state: acc = 0, max = -inf, sum = 0.
+// CHECK:           %[[ACC0:.*]] = linalg.fill ins(%{{.*}} : f32) outs(%{{.*}} : tensor<64x64xf32>)
+// CHECK:           %[[NEGINF:.*]] = arith.constant 0xFF800000 : f32
+// CHECK:           %[[M0:.*]] = linalg.fill ins(%[[NEGINF]] : f32) outs(%{{.*}} : tensor<64xf32>)
+// CHECK:           %[[S0:.*]] = linalg.fill ins(%{{.*}} : f32) outs(%{{.*}} : tensor<64xf32>)
+// CHECK:           %[[STATE:.*]]:3 = scf.for %[[K0:.*]] = %{{.*}} to %{{.*}} step %[[BC]] iter_args(%[[ACC:.*]] = %[[ACC0]], %[[M:.*]] = %[[M0]], %[[S:.*]] = %[[S0]])
+// CHECK:             tensor.extract_slice %[[K]][%[[B]], %{{.*}}, %[[K0]], 0]
+// CHECK:             %[[KT:.*]] = tensor.pad
+// CHECK:             } : tensor<?x64xf16> to tensor<32x64xf16>
+// CHECK:             %[[VT:.*]] = tensor.pad
+// CHECK:             } : tensor<?x64xf16> to tensor<32x64xf16>
+// Every step is masked here (keys past Nk are padding); fa-specialize-masks
+// removes the mask where it can.
+// CHECK:             %[[NA:.*]], %[[NM:.*]], %[[NS:.*]] = fa.online_attention %[[QT]], %[[KT]], %[[VT]] into %[[ACC]], %[[M]], %[[S]] masked(%[[Q0]], %[[K0]], %{{.*}}, %{{.*}}) scale 1.250000e-01
+// CHECK:             scf.yield %[[NA]], %[[NM]], %[[NS]]
+// CHECK:           }
+// CHECK:           %[[OUT:.*]], %[[LSE:.*]] = fa.online_attention_finalize %[[STATE]]#0, %[[STATE]]#1, %[[STATE]]#2 : tensor<64x64xf32>, tensor<64xf32> -> tensor<64x64xf16>
+// CHECK:           scf.forall.in_parallel
+// CHECK:             tensor.parallel_insert_slice %{{.*}} into %[[O]][%[[B]], %[[H]], %[[Q0]], 0]
+// CHECK:             tensor.parallel_insert_slice %{{.*}} into %[[L]][%[[B]], %[[H]], %[[Q0]]]
+// CHECK:         return %[[RES]]#0, %[[RES]]#1
+// CHECK-NOT:     fa.attention
+func.func @static_mha(%q: tensor<2x4x128x64xf16>, %k: tensor<2x4x96x64xf16>, %v: tensor<2x4x96x64xf16>) -> (tensor<2x4x128x64xf16>, tensor<2x4x128xf32>) {
+  %o, %l = fa.attention %q, %k, %v : (tensor<2x4x128x64xf16>, tensor<2x4x96x64xf16>, tensor<2x4x96x64xf16>) -> (tensor<2x4x128x64xf16>, tensor<2x4x128xf32>)
+  return %o, %l : tensor<2x4x128x64xf16>, tensor<2x4x128xf32>
+}
+
+// -----
+
+// Dynamic batch, heads and lengths; grouped-query attention reads key/value
+// head h / (Hq / Hkv); the mask attributes travel to the step.
+
+// CHECK-LABEL: func.func @dynamic_gqa_causal_softcap
+// CHECK-DAG:     %[[HQ:.*]] = tensor.dim %arg0, %c1
+// CHECK-DAG:     %[[HKV:.*]] = tensor.dim %arg1, %c1
+// CHECK:         %[[G:.*]] = arith.divui %[[HQ]], %[[HKV]]
+// CHECK:         scf.forall (%{{.*}}, %[[H:.*]], %{{.*}}) in
+// Tail rows: min(Br, Nq - q0).
+// CHECK:           arith.minsi
+// CHECK:           %[[KVH:.*]] = arith.divui %[[H]], %[[G]]
+// CHECK:           scf.for
+// CHECK:             tensor.extract_slice %arg1[%{{.*}}, %[[KVH]], %{{.*}}, 0]
+// CHECK:             fa.online_attention {{.*}} masked({{.*}}) causal window [16, 0] softcap 3.000000e+01 scale 5.000000e-01 : tensor<64x128xbf16>, tensor<32x128xbf16>, tensor<32x32xbf16> -> tensor<64x32xf32>, tensor<64xf32>
+// CHECK:           fa.online_attention_finalize {{.*}} -> tensor<64x32xbf16>
+func.func @dynamic_gqa_causal_softcap(%q: tensor<?x?x?x128xbf16>, %k: tensor<?x?x?x128xbf16>, %v: tensor<?x?x?x32xbf16>) -> (tensor<?x?x?x32xbf16>, tensor<?x?x?xf32>) {
+  %o, %l = fa.attention %q, %k, %v causal window [16, 0] softcap 30.0 scale 0.5 : (tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>, tensor<?x?x?x32xbf16>) -> (tensor<?x?x?x32xbf16>, tensor<?x?x?xf32>)
+  return %o, %l : tensor<?x?x?x32xbf16>, tensor<?x?x?xf32>
+}
