@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Runs every test: lit + FileCheck (IR, diagnostics, plugin), GoogleTest
-# (dialect and CPU numerics), and the Python tests (GPU ones skip without a
-# GPU). Assumes scripts/setup.sh has built ./build (or $FA_BUILD_DIR).
+# (dialect and CPU numerics), the installed package (scripts/test-install.sh:
+# install, build examples/downstream with find_package, run it), and the
+# Python tests (GPU ones skip without a GPU). Assumes scripts/setup.sh has
+# built ./build (or $FA_BUILD_DIR).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${FA_BUILD_DIR:-build}
@@ -12,10 +14,13 @@ echo "== lit"
 echo "== GoogleTest"
 (cd "$BUILD_DIR" && ctest --output-on-failure -j2)
 
+echo "== install + downstream project"
+FA_BUILD_DIR="$BUILD_DIR" bash scripts/test-install.sh
+
 if [ -d python/tests ]; then
   echo "== pytest"
   set +e
-  FA_BUILD_DIR="$PWD/$BUILD_DIR" python3 -m pytest -q python/tests
+  FA_BUILD_DIR="$PWD/$BUILD_DIR" /usr/bin/python3 -m pytest -q python/tests
   rc=$?
   set -e
   # 5 = no test collected (e.g. all GPU tests deselected): not a failure.

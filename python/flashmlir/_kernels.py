@@ -1,0 +1,481 @@
+"""Kernel discovery, selection, on-demand compilation and loading.
+
+Search path (first match wins; see `default_search_dirs`):
+  1. every folder in $FLASHMLIR_KERNEL_DIR (os.pathsep-separated),
+  2. the package's own ``kernels/`` folder,
+  3. ``$FA_BUILD_DIR/kernels`` when FA_BUILD_DIR is set, then ``<repo>/build/kernels``,
+  4. the compile cache ($FLASHMLIR_CACHE_DIR, default ~/.cache/flashmlir).
+
+Selection and discovery need neither torch nor a GPU; `load_kernel` needs
+the CUDA driver.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import subprocess
+import tempfile
+import threading
+import warnings
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from . import _manifest as M
+from ._errors import CompileError, KernelNotFoundError, LaunchError, ManifestError
+
+_PKG_DIR = os.path.dirname(os.path.abspath(__file__))
+_REPO_DIR = os.path.dirname(os.path.dirname(_PKG_DIR))
+
+# Chips `fa-compile` can target, most preferred first.
+COMPILER_CHIPS = ("sm_90a", "sm_80")
+
+
+def _env_flag(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() not in ("", "0", "false", "no", "off")
+
+
+def cache_dir() -> str:
+    env = os.environ.get("FLASHMLIR_CACHE_DIR")
+    if env:
+        return os.path.abspath(os.path.expanduser(env))
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "flashmlir")
+
+
+def default_search_dirs() -> List[str]:
+    dirs: List[str] = []
+    env = os.environ.get("FLASHMLIR_KERNEL_DIR", "")
+    dirs += [d for d in env.split(os.pathsep) if d]
+    dirs.append(os.path.join(_PKG_DIR, "kernels"))
+    if os.environ.get("FA_BUILD_DIR"):
+        dirs.append(os.path.join(os.environ["FA_BUILD_DIR"], "kernels"))
+    dirs.append(os.path.join(_REPO_DIR, "build", "kernels"))
+    dirs.append(cache_dir())
+    out: List[str] = []
+    for d in dirs:
+        d = os.path.abspath(os.path.expanduser(d))
+        if d not in out:
+            out.append(d)
+    return out
+
+
+def find_compiler() -> Optional[str]:
+    """The `fa-compile` executable, or None ($FLASHMLIR_NO_COMPILE=1 disables
+    compilation; $FLASHMLIR_COMPILER names the executable explicitly)."""
+    if _env_flag("FLASHMLIR_NO_COMPILE"):
+        return None
+    env = os.environ.get("FLASHMLIR_COMPILER")
+    if env:
+        return env if os.access(env, os.X_OK) else shutil.which(env)
+    found = shutil.which("fa-compile")
+    if found:
+        return found
+    cands = []
+    if os.environ.get("FA_BUILD_DIR"):
+        cands.append(os.path.join(os.environ["FA_BUILD_DIR"], "bin", "fa-compile"))
+    cands.append(os.path.join(_REPO_DIR, "build", "bin", "fa-compile"))
+    for c in cands:
+        if os.path.isfile(c) and os.access(c, os.X_OK):
+            return c
+    return None
+
+
+@dataclass(frozen=True)
+class KernelRequest:
+    """What a call needs: every compile-time property of a kernel."""
+
+    kind: str
+    dtype: str
+    head_dim: int
+    value_head_dim: int
+    mask: Tuple[int, int]          # canonical (left, right); -1 unbounded
+    softcap: Optional[float]
+    scale: float                   # resolved (never None)
+
+    @staticmethod
+    def make(kind: str, dtype: str, head_dim: int, value_head_dim: Optional[int] = None,
+             causal: bool = False, window=None, softcap: Optional[float] = None,
+             scale: Optional[float] = None) -> "KernelRequest":
+        return KernelRequest(kind, M.normalize_dtype(dtype), int(head_dim),
+                             int(value_head_dim if value_head_dim is not None else head_dim),
+                             M.canonical_mask(causal, window),
+                             None if softcap is None else float(softcap),
+                             float(scale) if scale is not None else M.default_scale(head_dim))
+
+    @property
+    def causal(self) -> bool:
+        return self.mask[1] == 0
+
+    def matches(self, spec: M.KernelSpec) -> bool:
+        if (spec.kind, spec.dtype, spec.head_dim, spec.value_head_dim) != (
+                self.kind, self.dtype, self.head_dim, self.value_head_dim):
+            return False
+        if spec.mask != self.mask:
+            return False
+        if (spec.softcap is None) != (self.softcap is None):
+            return False
+        if spec.softcap is not None and not M.same_float(spec.softcap, self.softcap):
+            return False
+        return M.same_float(spec.resolved_scale, self.scale)
+
+    def describe(self) -> str:
+        left, right = self.mask
+        bits = [f"kind={self.kind}", f"dtype={self.dtype}", f"head_dim={self.head_dim}"]
+        if self.value_head_dim != self.head_dim:
+            bits.append(f"value_head_dim={self.value_head_dim}")
+        bits.append(f"causal={self.causal}")
+        if left >= 0 or right > 0:
+            bits.append(f"window=({left},{right})")
+        if self.softcap is not None:
+            bits.append(f"softcap={self.softcap:g}")
+        bits.append(f"scale={self.scale:.8g}")
+        return " ".join(bits)
+
+    def compile_args(self, chip: str, out_dir: str) -> List[str]:
+        args = [f"--kind={self.kind}", f"--head-dim={self.head_dim}",
+                f"--value-head-dim={self.value_head_dim}", f"--dtype={self.dtype}"]
+        left, right = self.mask
+        if right == 0:
+            args.append("--causal")
+            if left >= 0:
+                args.append(f"--window={left},0")
+        elif (left, right) != (-1, -1):
+            args.append(f"--window={left},{right}")
+        if self.softcap is not None:
+            args.append(f"--softcap={self.softcap!r}")
+        if not M.same_float(self.scale, M.default_scale(self.head_dim)):
+            args.append(f"--scale={self.scale!r}")
+        args += [f"--chip={chip}", "-o", out_dir]
+        return args
+
+
+def _forced_chip() -> Optional[str]:
+    chip = os.environ.get("FLASHMLIR_CHIP", "").strip()
+    return chip or None
+
+
+class KernelRegistry:
+    """The kernels found in a list of folders, plus what it compiles."""
+
+    def __init__(self, search_dirs: Optional[Sequence[str]] = None,
+                 cache: Optional[str] = None, compiler: Optional[str] = "auto"):
+        self.search_dirs = [os.path.abspath(d) for d in
+                            (search_dirs if search_dirs is not None else default_search_dirs())]
+        self.cache = os.path.abspath(cache) if cache else cache_dir()
+        self._compiler = compiler
+        self._lock = threading.RLock()
+        self._specs: Optional[List[Tuple[int, M.KernelSpec]]] = None
+        self._invalid: List[Tuple[str, str]] = []
+        self._compile_failures: Dict[Tuple, str] = {}
+
+    # -- discovery -----------------------------------------------------------
+    def refresh(self) -> None:
+        with self._lock:
+            self._specs = None
+
+    def _scan(self) -> None:
+        specs: List[Tuple[int, M.KernelSpec]] = []
+        invalid: List[Tuple[str, str]] = []
+        dirs = list(self.search_dirs)
+        if self.cache not in dirs:
+            dirs.append(self.cache)
+        for i, d in enumerate(dirs):
+            if not os.path.isdir(d):
+                continue
+            for path in sorted(glob.glob(os.path.join(d, "*.json"))):
+                try:
+                    spec = M.load_manifest(path)
+                except ManifestError as exc:
+                    invalid.append((path, str(exc)))
+                    continue
+                specs.append((i, spec))  # earlier folders win at selection
+        for path, err in invalid:
+            warnings.warn(f"flashmlir: ignoring invalid kernel manifest: {err}",
+                          RuntimeWarning, stacklevel=3)
+        self._specs = specs
+        self._invalid = invalid
+
+    def specs(self) -> List[M.KernelSpec]:
+        with self._lock:
+            if self._specs is None:
+                self._scan()
+            return [s for _, s in self._specs]
+
+    def invalid(self) -> List[Tuple[str, str]]:
+        with self._lock:
+            if self._specs is None:
+                self._scan()
+            return list(self._invalid)
+
+    # -- selection -------------------------------------------------------------
+    def candidates(self, request: KernelRequest, cc: Tuple[int, int]) -> List[M.KernelSpec]:
+        """Every kernel that computes `request` and runs on `cc`, best first."""
+        forced = _forced_chip()
+        with self._lock:
+            if self._specs is None:
+                self._scan()
+            ranked = []
+            for order, spec in self._specs:
+                if not request.matches(spec):
+                    continue
+                if forced and spec.chip != forced:
+                    continue
+                pref = M.chip_preference(spec.chip, cc)
+                if pref is None:
+                    continue
+                ranked.append((pref, order, spec.name, spec))
+        ranked.sort(key=lambda r: r[:3])
+        return [r[3] for r in ranked]
+
+    def find(self, request: KernelRequest, cc: Tuple[int, int],
+             compile: bool = True) -> M.KernelSpec:
+        """The best kernel for `request` on a device of capability `cc`;
+        compiles it with fa-compile when none exists and a compiler is
+        available; raises KernelNotFoundError otherwise."""
+        cc = tuple(cc)
+        if cc < (8, 0):
+            raise KernelNotFoundError(
+                f"flashmlir kernels need an NVIDIA GPU of compute capability 8.0 "
+                f"(sm_80) or newer; this device is {cc[0]}.{cc[1]}")
+        forced = _forced_chip()
+        if forced:
+            try:
+                ok = M.chip_runs_on(forced, cc)
+            except ManifestError as exc:
+                raise KernelNotFoundError(f"FLASHMLIR_CHIP: {exc}") from None
+            if not ok:
+                raise KernelNotFoundError(
+                    f"FLASHMLIR_CHIP={forced} cannot run on a device of compute "
+                    f"capability {cc[0]}.{cc[1]}")
+        found = self.candidates(request, cc)
+        if found:
+            return found[0]
+        compiler = find_compiler() if self._compiler == "auto" else self._compiler
+        errors: List[str] = []
+        if compile and compiler:
+            spec = self._compile(compiler, request, cc, errors)
+            if spec is not None:
+                return spec
+        raise KernelNotFoundError(self._not_found_message(request, cc, compiler, errors))
+
+    def _not_found_message(self, request, cc, compiler, errors) -> str:
+        lines = [f"flashmlir: no kernel for {request.describe()} on sm_{cc[0]}{cc[1]}"
+                 + (f" (FLASHMLIR_CHIP={_forced_chip()})" if _forced_chip() else "") + "."]
+        specs = self.specs()
+        same_kind = [s for s in specs if s.kind == request.kind]
+        if same_kind:
+            lines.append(f"Available {request.kind} kernels ({len(same_kind)}):")
+            for s in same_kind[:60]:
+                lines.append("  " + s.describe())
+            if len(same_kind) > 60:
+                lines.append(f"  ... and {len(same_kind) - 60} more")
+            dims = sorted({(s.dtype, s.head_dim, s.value_head_dim) for s in same_kind})
+            if not any(d[1:] == (request.head_dim, request.value_head_dim) for d in dims):
+                lines.append(f"No {request.kind} kernel has head dim {request.head_dim}"
+                             + (f"/{request.value_head_dim}"
+                                if request.value_head_dim != request.head_dim else "")
+                             + "; head dims with kernels: "
+                             + ", ".join(sorted({str(d[1]) for d in dims})) + ".")
+        else:
+            lines.append(f"No {request.kind} kernels were found at all.")
+        lines.append("Searched: " + ", ".join(self.search_dirs + (
+            [self.cache] if self.cache not in self.search_dirs else [])))
+        bad = self.invalid()
+        if bad:
+            lines.append(f"Invalid manifests ({len(bad)}):")
+            lines += ["  " + err for _, err in bad[:10]]
+        if errors:
+            lines.append("fa-compile failed:")
+            lines += ["  " + e for e in errors]
+        elif not compiler:
+            lines.append("No fa-compile found (PATH, $FLASHMLIR_COMPILER, <repo>/build/bin) "
+                         "to build the missing variant; set FLASHMLIR_KERNEL_DIR to a folder "
+                         "of compiled kernels.")
+        return "\n".join(lines)
+
+    # -- compilation -------------------------------------------------------------
+    def _compile(self, compiler: str, request: KernelRequest, cc, errors: List[str]):
+        forced = _forced_chip()
+        chips = [forced] if forced else [c for c in COMPILER_CHIPS if M.chip_runs_on(c, cc)]
+        for chip in chips:
+            key = (request, chip)
+            if key in self._compile_failures:
+                errors.append(self._compile_failures[key])
+                continue
+            try:
+                spec = self._compile_one(compiler, request, chip)
+            except CompileError as exc:
+                self._compile_failures[key] = str(exc)
+                errors.append(str(exc))
+                continue
+            if spec is not None:
+                return spec
+        return None
+
+    def _compile_one(self, compiler: str, request: KernelRequest, chip: str):
+        os.makedirs(self.cache, exist_ok=True)
+        with tempfile.TemporaryDirectory(prefix="compile-", dir=self.cache) as tmp:
+            cmd = [compiler] + request.compile_args(chip, tmp)
+            timeout = float(os.environ.get("FLASHMLIR_COMPILE_TIMEOUT", "600"))
+            try:
+                proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                      text=True, timeout=timeout)
+            except subprocess.TimeoutExpired:
+                raise CompileError(f"{' '.join(cmd)}: timed out after {timeout:g} s") from None
+            except OSError as exc:
+                raise CompileError(f"{' '.join(cmd)}: {exc}") from None
+            if proc.returncode != 0:
+                tail = (proc.stderr or proc.stdout or "").strip()[-4000:]
+                raise CompileError(f"{' '.join(cmd)} exited with {proc.returncode}:\n{tail}")
+            produced = sorted(glob.glob(os.path.join(tmp, "*.json")))
+            if not produced:
+                raise CompileError(f"{' '.join(cmd)} wrote no manifest into {tmp}")
+            problems = []
+            for path in produced:  # validate everything before touching the cache
+                try:
+                    M.load_manifest(path)
+                except ManifestError as exc:
+                    problems.append(str(exc))
+            if problems:
+                raise CompileError(f"{' '.join(cmd)} wrote invalid output: "
+                                   + "; ".join(problems))
+            # PTX (and anything else) first, so a manifest never points at nothing.
+            for f in sorted(os.listdir(tmp)):
+                if not f.endswith(".json") and os.path.isfile(os.path.join(tmp, f)):
+                    os.replace(os.path.join(tmp, f), os.path.join(self.cache, f))
+            for path in produced:
+                os.replace(path, os.path.join(self.cache, os.path.basename(path)))
+            matched = None
+            for path in produced:
+                final = M.load_manifest(os.path.join(self.cache, os.path.basename(path)))
+                if matched is None and request.matches(final):
+                    matched = final
+            if matched is None:
+                raise CompileError(
+                    f"{' '.join(cmd)} succeeded but wrote no kernel matching "
+                    f"{request.describe()} (wrote: {', '.join(os.path.basename(p) for p in produced)})")
+        self.refresh()
+        return matched
+
+
+# ---------------------------------------------------------------------------
+# Loading (needs the CUDA driver)
+# ---------------------------------------------------------------------------
+
+class LoadedKernel:
+    """A kernel loaded on one device: the CUfunction and its limits."""
+
+    def __init__(self, spec: M.KernelSpec, device, module: int, function: int,
+                 attrs: Dict[str, int], jit_log: str):
+        self.spec = spec
+        self.device = device  # _cuda.DeviceInfo
+        self.module = module
+        self.function = function
+        self.attrs = attrs
+        self.jit_log = jit_log
+
+    def __repr__(self) -> str:
+        return (f"LoadedKernel({self.spec.name} on device {self.device.ordinal}, "
+                + ", ".join(f"{k}={v}" for k, v in self.attrs.items()) + ")")
+
+
+_modules: Dict[Tuple, Tuple[int, str]] = {}
+_loaded: Dict[Tuple, LoadedKernel] = {}
+_load_lock = threading.RLock()
+
+
+def _file_key(path: str) -> Tuple:
+    st = os.stat(path)
+    return (os.path.realpath(path), st.st_mtime_ns, st.st_size)
+
+
+def load_kernel(spec: M.KernelSpec, ordinal: int) -> LoadedKernel:
+    """Loads `spec` on CUDA device `ordinal` once (cached) and checks it
+    against the manifest and the device's limits."""
+    from . import _cuda
+
+    try:
+        fkey = _file_key(spec.ptx_path)
+    except OSError as exc:
+        raise ManifestError(f"{spec.json_path}: cannot read PTX {spec.ptx_path}: {exc}") from None
+    key = (ordinal, fkey, spec.entry, spec.json_path)
+    hit = _loaded.get(key)
+    if hit is not None:
+        return hit
+    with _load_lock:
+        hit = _loaded.get(key)
+        if hit is not None:
+            return hit
+        drv = _cuda.driver()
+        dev = _cuda.device_info(ordinal)
+        with open(spec.ptx_path, "rb") as f:
+            image = f.read()
+        M.check_against_ptx(spec, image.decode("utf-8", errors="replace"))
+        with drv.context(dev.context):
+            mkey = (ordinal, fkey)
+            if mkey not in _modules:
+                _modules[mkey] = drv.load_module(image, what=spec.ptx_path)
+            module, jit_log = _modules[mkey]
+            fn = drv.get_function(module, spec.entry)
+            fa = lambda a: drv.function_attribute(fn, a)
+            attrs = {
+                "max_threads": fa(_cuda.CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK),
+                "static_shared": fa(_cuda.CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES),
+                "registers": fa(_cuda.CU_FUNC_ATTRIBUTE_NUM_REGS),
+                "local_bytes": fa(_cuda.CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES),
+                "binary_version": fa(_cuda.CU_FUNC_ATTRIBUTE_BINARY_VERSION),
+            }
+            if spec.threads > attrs["max_threads"]:
+                raise LaunchError(
+                    f"{spec.name}: the manifest asks for {spec.threads} threads per block "
+                    f"but the compiled kernel allows at most {attrs['max_threads']} "
+                    f"({attrs['registers']} registers per thread)")
+            total = attrs["static_shared"] + spec.dynamic_shared_memory
+            if total > dev.max_shared_optin:
+                raise LaunchError(
+                    f"{spec.name}: needs {spec.dynamic_shared_memory} bytes of dynamic + "
+                    f"{attrs['static_shared']} of static shared memory, more than the "
+                    f"{dev.max_shared_optin} a block may have on {dev.name}")
+            if spec.dynamic_shared_memory > 0:
+                drv.set_function_attribute(
+                    fn, _cuda.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                    spec.dynamic_shared_memory)
+            info = drv.param_info(fn)
+            if info is not None:
+                want = [M.slot_size(t) for _, t in spec.slots()]
+                got = [size for _, size in info]
+                if want != got:
+                    raise ManifestError(
+                        f"{spec.json_path}: the driver reports {len(got)} kernel parameters "
+                        f"of sizes {got} for {spec.entry}, the manifest expands to "
+                        f"{len(want)} of sizes {want}")
+        loaded = LoadedKernel(spec, dev, module, fn, attrs, jit_log)
+        _loaded[key] = loaded
+        return loaded
+
+
+# ---------------------------------------------------------------------------
+# The default registry
+# ---------------------------------------------------------------------------
+
+_default: Optional[KernelRegistry] = None
+_default_lock = threading.Lock()
+
+
+def default_registry() -> KernelRegistry:
+    global _default
+    with _default_lock:
+        if _default is None:
+            _default = KernelRegistry()
+        return _default
+
+
+def set_default_registry(registry: Optional[KernelRegistry]) -> Optional[KernelRegistry]:
+    """Replaces the registry `flashmlir.attention` uses (None: rebuild from
+    the environment on next use). Returns the previous one."""
+    global _default
+    with _default_lock:
+        prev, _default = _default, registry
+        return prev

@@ -1,0 +1,494 @@
+"""Kernel manifests (``<name>.json`` next to ``<name>.ptx``): parsing,
+validation, and a consistency check against the PTX entry signature.
+
+Needs neither torch nor CUDA. Format version 1 (see python/README.md)::
+
+    {"version": 1, "name": "...", "kind": "forward", "chip": "sm_80",
+     "entry": "fa_fwd_kernel", "dtype": "bf16", "head_dim": 128,
+     "value_head_dim": 128, "causal": true, "window": [-1, -1],
+     "softcap": null, "scale": 0.0883..., "threads": 128,
+     "dynamic_shared_memory": 98304, "grid": ["ceildiv(Nq, 128)", "Hq", "B"],
+     "params": [{"name": "q", "type": "memref", "rank": 4, "dtype": "bf16",
+                 "dims": ["B", "Hq", "Nq", "D"]}, ...]}
+
+Every memref parameter expands, in PTX order, to: allocated pointer, aligned
+pointer, offset, sizes[rank], strides[rank] (all 64-bit). Scalar parameters
+(an extension, ``{"name": ..., "type": "f32" | "f64" | "i32" | "u32" | "i64"
+| "u64", "value": <number or expression>}``) pass one value of that type.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Tuple
+
+from . import _expr
+from ._errors import ExpressionError, ManifestError
+
+MANIFEST_VERSION = 1
+
+KINDS = ("forward", "backward_preprocess", "backward", "backward_dq_convert")
+
+# Element types a memref parameter may have, with their size in bytes.
+ELEMENT_SIZES = {"f16": 2, "bf16": 2, "f32": 4, "f64": 8, "i8": 1, "u8": 1,
+                 "i16": 2, "i32": 4, "u32": 4, "i64": 8, "u64": 8}
+
+# Scalar parameter types: size in bytes of the kernel parameter.
+SCALAR_SIZES = {"i32": 4, "u32": 4, "f32": 4, "i64": 8, "u64": 8, "f64": 8}
+
+# Input element types an attention kernel may be built for.
+ATTENTION_DTYPES = ("f16", "bf16")
+
+_DTYPE_ALIASES = {"fp16": "f16", "float16": "f16", "half": "f16",
+                  "bfloat16": "bf16", "float32": "f32", "fp32": "f32"}
+
+# Names a forward kernel's grid and dims may use (bound at launch time).
+FORWARD_NAMES = ("B", "Hq", "Hkv", "Nq", "Nk", "D", "Dv", "G")
+
+_CHIP_RE = re.compile(r"^sm_(\d+)(\d)(a?)$")
+_IDENT_RE = re.compile(r"^[A-Za-z_$][A-Za-z0-9_$]*$")
+
+MEMREF_SLOT = 8  # every expanded memref slot (pointer or i64) is 8 bytes
+
+
+def normalize_dtype(name: str) -> str:
+    if not isinstance(name, str):
+        raise TypeError(f"dtype must be a string, got {type(name).__name__}")
+    return _DTYPE_ALIASES.get(name.lower(), name.lower())
+
+
+def parse_chip(chip: str) -> Tuple[int, int, bool]:
+    """'sm_90a' -> (9, 0, True); 'sm_80' -> (8, 0, False)."""
+    m = _CHIP_RE.match(chip) if isinstance(chip, str) else None
+    if not m:
+        raise ManifestError(f"bad chip {chip!r}: expected e.g. 'sm_80' or 'sm_90a'")
+    return int(m.group(1)), int(m.group(2)), bool(m.group(3))
+
+
+def chip_runs_on(chip: str, cc: Tuple[int, int]) -> bool:
+    """Whether PTX built for `chip` can be JIT-compiled for a device of
+    compute capability `cc`. Arch-specific targets (sm_90a) run only on that
+    exact chip; plain ones on that chip and every later one."""
+    major, minor, specific = parse_chip(chip)
+    if specific:
+        return (major, minor) == tuple(cc)
+    return (major, minor) <= tuple(cc)
+
+
+def chip_preference(chip: str, cc: Tuple[int, int]) -> Optional[Tuple]:
+    """Sort key (smaller is preferred) of `chip` on a device of capability
+    `cc`, or None when it cannot run there: an arch-specific target of the
+    device first, then plain targets from the newest down."""
+    if not chip_runs_on(chip, cc):
+        return None
+    major, minor, specific = parse_chip(chip)
+    return (0 if specific else 1, -major, -minor)
+
+
+def canonical_mask(causal: bool, window) -> Tuple[int, int]:
+    """(left, right) with -1 unbounded; causal is right = 0 (FAOps.h's
+    AttentionMask). Raises ValueError for invalid combinations."""
+    left, right = (-1, -1) if window is None else (int(window[0]), int(window[1]))
+    if left < -1 or right < -1:
+        raise ValueError(f"window bounds must be >= 0 or -1 (unbounded), got {window!r}")
+    if causal:
+        if right not in (0, -1):
+            raise ValueError(
+                "causal attention sees no key to the right of the diagonal: "
+                f"window right bound must be 0 (or -1), got {right}")
+        right = 0
+    return left, right
+
+
+def default_scale(head_dim: int) -> float:
+    return 1.0 / math.sqrt(head_dim)
+
+
+def same_float(a: float, b: float, rel: float = 1e-6) -> bool:
+    """Equality up to float32 rounding of a compile-time attribute."""
+    return abs(a - b) <= rel * max(abs(a), abs(b))
+
+
+@dataclass(frozen=True)
+class ParamSpec:
+    name: str
+    type: str                                   # "memref" or a SCALAR_SIZES key
+    rank: int = 0
+    dtype: Optional[str] = None
+    dims: Optional[Tuple[_expr.Expression, ...]] = None
+    value: Optional[_expr.Expression] = None    # scalars only
+
+    @property
+    def is_memref(self) -> bool:
+        return self.type == "memref"
+
+    def slots(self) -> List[Tuple[str, str]]:
+        """(label, slot type) of each kernel parameter this expands to; slot
+        type is 'ptr', 'i64' or a scalar type."""
+        if not self.is_memref:
+            return [(self.name, self.type)]
+        out = [(f"{self.name}.allocated", "ptr"), (f"{self.name}.aligned", "ptr"),
+               (f"{self.name}.offset", "i64")]
+        out += [(f"{self.name}.sizes[{i}]", "i64") for i in range(self.rank)]
+        out += [(f"{self.name}.strides[{i}]", "i64") for i in range(self.rank)]
+        return out
+
+
+def slot_size(slot_type: str) -> int:
+    return MEMREF_SLOT if slot_type in ("ptr", "i64") else SCALAR_SIZES[slot_type]
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    name: str
+    kind: str
+    chip: str
+    entry: str
+    dtype: str
+    head_dim: int
+    value_head_dim: int
+    causal: bool
+    window: Tuple[int, int]
+    softcap: Optional[float]
+    scale: Optional[float]
+    threads: int
+    dynamic_shared_memory: int
+    grid: Tuple[_expr.Expression, ...]
+    params: Tuple[ParamSpec, ...]
+    json_path: str
+    ptx_path: str
+    block_q: Optional[int] = None
+    block_kv: Optional[int] = None
+    warps: Optional[int] = None
+    stages: Optional[int] = None
+    raw: Dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def mask(self) -> Tuple[int, int]:
+        return canonical_mask(self.causal, self.window)
+
+    @property
+    def resolved_scale(self) -> float:
+        return self.scale if self.scale is not None else default_scale(self.head_dim)
+
+    def slots(self) -> List[Tuple[str, str]]:
+        out: List[Tuple[str, str]] = []
+        for p in self.params:
+            out += p.slots()
+        return out
+
+    def param(self, name: str) -> Optional[ParamSpec]:
+        for p in self.params:
+            if p.name == name:
+                return p
+        return None
+
+    def describe(self) -> str:
+        left, right = self.mask
+        bits = [self.kind, self.chip, self.dtype, f"D={self.head_dim}"]
+        if self.value_head_dim != self.head_dim:
+            bits.append(f"Dv={self.value_head_dim}")
+        if right == 0:
+            bits.append("causal")
+        if (left, right) not in ((-1, -1), (-1, 0)):
+            bits.append(f"window=({left},{right})")
+        if self.softcap is not None:
+            bits.append(f"softcap={self.softcap:g}")
+        if self.scale is not None and not same_float(self.scale, default_scale(self.head_dim)):
+            bits.append(f"scale={self.scale:g}")
+        return f"{self.name} [{' '.join(bits)}]"
+
+
+class _Ctx:
+    """Collects the location of a manifest for error messages."""
+
+    def __init__(self, path: str):
+        self.path = path
+
+    def fail(self, msg: str) -> ManifestError:
+        return ManifestError(f"{self.path}: {msg}")
+
+
+def _get(d: dict, key: str, ctx: _Ctx, types, required=True, default=None,
+         where="manifest"):
+    if d.get(key) is None:
+        if required:
+            what = "missing field" if key not in d else "null field"
+            raise ctx.fail(f"{where}: {what} {key!r}")
+        return default
+    val = d[key]
+    # bool is an int in Python: keep them apart.
+    if types is int and isinstance(val, bool):
+        raise ctx.fail(f"{where}: field {key!r} must be an integer, got {val!r}")
+    if types is float and (isinstance(val, bool) or not isinstance(val, (int, float))):
+        raise ctx.fail(f"{where}: field {key!r} must be a number, got {val!r}")
+    if types is float:
+        return float(val)
+    if not isinstance(val, types):
+        tn = types.__name__ if isinstance(types, type) else "/".join(t.__name__ for t in types)
+        raise ctx.fail(f"{where}: field {key!r} must be {tn}, got {val!r}")
+    return val
+
+
+def _parse_expr(text, ctx: _Ctx, where: str, allowed_names) -> _expr.Expression:
+    try:
+        e = _expr.parse(text)
+    except ExpressionError as exc:
+        raise ctx.fail(f"{where}: {exc}") from None
+    if allowed_names is not None:
+        bad = [n for n in e.names if n not in allowed_names]
+        if bad:
+            raise ctx.fail(f"{where}: unknown name(s) {', '.join(bad)} in {text!r} "
+                           f"(known: {', '.join(allowed_names)})")
+    return e
+
+
+def _parse_param(p, i: int, ctx: _Ctx, allowed_names) -> ParamSpec:
+    where = f"params[{i}]"
+    if not isinstance(p, dict):
+        raise ctx.fail(f"{where} must be an object, got {p!r}")
+    name = _get(p, "name", ctx, str, where=where)
+    if not _IDENT_RE.match(name):
+        raise ctx.fail(f"{where}: bad parameter name {name!r}")
+    where = f"params[{i}] ({name})"
+    ptype = _get(p, "type", ctx, str, where=where)
+    if ptype == "memref":
+        rank = _get(p, "rank", ctx, int, where=where)
+        if not 0 <= rank <= 8:
+            raise ctx.fail(f"{where}: rank must be in [0, 8], got {rank}")
+        dtype = normalize_dtype(_get(p, "dtype", ctx, str, where=where))
+        if dtype not in ELEMENT_SIZES:
+            raise ctx.fail(f"{where}: unknown dtype {dtype!r} "
+                           f"(known: {', '.join(ELEMENT_SIZES)})")
+        dims = p.get("dims")
+        parsed_dims = None
+        if dims is not None:
+            if not isinstance(dims, list) or len(dims) != rank:
+                raise ctx.fail(f"{where}: dims must be a list of {rank} entries, got {dims!r}")
+            parsed_dims = tuple(_parse_expr(d, ctx, f"{where} dims[{j}]", allowed_names)
+                                for j, d in enumerate(dims))
+        return ParamSpec(name, "memref", rank, dtype, parsed_dims)
+    if ptype in SCALAR_SIZES:
+        if "value" not in p:
+            raise ctx.fail(f"{where}: scalar parameter needs a 'value' "
+                           "(a number or an expression)")
+        value = _parse_expr(p["value"], ctx, f"{where} value", None)
+        return ParamSpec(name, ptype, value=value)
+    raise ctx.fail(f"{where}: unknown parameter type {ptype!r} "
+                   f"(known: memref, {', '.join(SCALAR_SIZES)})")
+
+
+def parse_manifest(data: Any, json_path: str = "<manifest>",
+                   check_files: bool = True) -> KernelSpec:
+    """Validates a decoded manifest and returns its KernelSpec. Raises
+    ManifestError naming the file and the field on any problem."""
+    ctx = _Ctx(json_path)
+    if not isinstance(data, dict):
+        raise ctx.fail("manifest must be a JSON object")
+    version = data.get("version")
+    if version != MANIFEST_VERSION:
+        raise ctx.fail(f"unsupported manifest version {version!r} "
+                       f"(this package reads version {MANIFEST_VERSION})")
+    name = _get(data, "name", ctx, str)
+    if not re.match(r"^[A-Za-z0-9_.\-]+$", name):
+        raise ctx.fail(f"bad kernel name {name!r}")
+    stem = os.path.splitext(os.path.basename(json_path))[0]
+    if json_path != "<manifest>" and stem != name:
+        raise ctx.fail(f"kernel name {name!r} does not match the file name {stem!r}.json")
+    kind = _get(data, "kind", ctx, str)
+    if kind not in KINDS:
+        raise ctx.fail(f"unknown kind {kind!r} (known: {', '.join(KINDS)})")
+    chip = _get(data, "chip", ctx, str)
+    try:
+        parse_chip(chip)
+    except ManifestError as exc:
+        raise ctx.fail(str(exc)) from None
+    entry = _get(data, "entry", ctx, str)
+    if not _IDENT_RE.match(entry):
+        raise ctx.fail(f"bad entry name {entry!r}")
+    dtype = normalize_dtype(_get(data, "dtype", ctx, str))
+    if dtype not in ATTENTION_DTYPES + ("f32",):
+        raise ctx.fail(f"unsupported dtype {dtype!r} (known: f16, bf16, f32)")
+    head_dim = _get(data, "head_dim", ctx, int)
+    value_head_dim = _get(data, "value_head_dim", ctx, int, required=False,
+                          default=head_dim)
+    for fname, d in (("head_dim", head_dim), ("value_head_dim", value_head_dim)):
+        if d < 8 or d > 256 or d % 8:
+            raise ctx.fail(f"{fname} must be a multiple of 8 in [8, 256], got {d}")
+    causal = _get(data, "causal", ctx, bool)
+    window = data.get("window", None)
+    if window is None:
+        window = [-1, -1]
+    if (not isinstance(window, list) or len(window) != 2
+            or any(isinstance(w, bool) or not isinstance(w, int) for w in window)):
+        raise ctx.fail(f"window must be [left, right] integers, got {window!r}")
+    try:
+        canonical_mask(causal, window)
+    except ValueError as exc:
+        raise ctx.fail(str(exc)) from None
+    softcap = _get(data, "softcap", ctx, float, required=False)
+    if softcap is not None and not (softcap > 0 and math.isfinite(softcap)):
+        raise ctx.fail(f"softcap must be null or a finite number > 0, got {softcap!r}")
+    scale = _get(data, "scale", ctx, float, required=False)
+    if scale is not None and not (scale > 0 and math.isfinite(scale)):
+        raise ctx.fail(f"scale must be null or a finite number > 0, got {scale!r}")
+    threads = _get(data, "threads", ctx, int)
+    if not 1 <= threads <= 1024:
+        raise ctx.fail(f"threads must be in [1, 1024], got {threads}")
+    warps = _get(data, "warps", ctx, int, required=False)
+    smem = _get(data, "dynamic_shared_memory", ctx, int, required=False, default=0)
+    if smem < 0:
+        raise ctx.fail(f"dynamic_shared_memory must be >= 0, got {smem}")
+    allowed = FORWARD_NAMES if kind == "forward" else None
+    grid = data.get("grid")
+    if not isinstance(grid, list) or not 1 <= len(grid) <= 3:
+        raise ctx.fail(f"grid must be a list of 1 to 3 expressions, got {grid!r}")
+    grid_e = tuple(_parse_expr(g, ctx, f"grid[{i}]", allowed) for i, g in enumerate(grid))
+    params = data.get("params")
+    if not isinstance(params, list) or not params:
+        raise ctx.fail("params must be a non-empty list")
+    parsed = tuple(_parse_param(p, i, ctx, allowed) for i, p in enumerate(params))
+    names = [p.name for p in parsed]
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        raise ctx.fail(f"duplicate parameter name(s): {', '.join(dup)}")
+    extras = {}
+    for key in ("block_q", "block_kv", "stages"):
+        extras[key] = _get(data, key, ctx, int, required=False)
+    ptx_name = data.get("ptx", name + ".ptx")
+    if not isinstance(ptx_name, str) or os.path.basename(ptx_name) != ptx_name:
+        raise ctx.fail(f"'ptx' must be a file name in the manifest's folder, got {ptx_name!r}")
+    ptx_path = os.path.join(os.path.dirname(os.path.abspath(json_path)), ptx_name)
+    if check_files and json_path != "<manifest>" and not os.path.isfile(ptx_path):
+        raise ctx.fail(f"PTX file {ptx_path} is missing")
+    return KernelSpec(
+        name=name, kind=kind, chip=chip, entry=entry, dtype=dtype,
+        head_dim=head_dim, value_head_dim=value_head_dim, causal=causal,
+        window=(window[0], window[1]), softcap=softcap, scale=scale,
+        threads=threads, dynamic_shared_memory=smem, grid=grid_e,
+        params=parsed, json_path=os.path.abspath(json_path) if json_path != "<manifest>" else json_path,
+        ptx_path=ptx_path, warps=warps, raw=data, **extras)
+
+
+def load_manifest(json_path: str, check_files: bool = True) -> KernelSpec:
+    try:
+        with open(json_path, "r", encoding="utf-8") as f:
+            data = json.load(f)
+    except json.JSONDecodeError as exc:
+        raise ManifestError(f"{json_path}: not valid JSON: {exc}") from None
+    except OSError as exc:
+        raise ManifestError(f"{json_path}: cannot read: {exc}") from None
+    return parse_manifest(data, json_path, check_files=check_files)
+
+
+# ---------------------------------------------------------------------------
+# PTX entry signatures
+# ---------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class PtxEntry:
+    name: str
+    param_sizes: Tuple[int, ...]
+    param_types: Tuple[str, ...]
+    maxntid: Optional[Tuple[int, ...]] = None
+    reqntid: Optional[Tuple[int, ...]] = None
+
+
+@dataclass(frozen=True)
+class PtxInfo:
+    version: Optional[str]
+    target: Optional[str]
+    entries: Dict[str, PtxEntry]
+
+
+_PTX_TYPE_SIZES = {"b8": 1, "u8": 1, "s8": 1, "b16": 2, "u16": 2, "s16": 2,
+                   "f16": 2, "bf16": 2, "b32": 4, "u32": 4, "s32": 4, "f32": 4,
+                   "b64": 8, "u64": 8, "s64": 8, "f64": 8}
+_ENTRY_RE = re.compile(
+    r"(?:\.visible\s+|\.weak\s+|\.extern\s+)?\.entry\s+([A-Za-z_$][\w$]*)\s*\((.*?)\)"
+    r"(.*?)\{", re.S)
+_PARAM_RE = re.compile(
+    r"^\.param\s+(?:\.align\s+\d+\s+)?\.(\w+)\s+(?:\.ptr\s+)?(?:\.(?:global|shared|const|local)\s+)?"
+    r"(?:\.align\s+\d+\s+)?([A-Za-z_$][\w$]*)\s*(?:\[(\d+)\])?$")
+_DIRECTIVE_RE = re.compile(r"\.(maxntid|reqntid)\s+(\d+(?:\s*,\s*\d+)*)")
+
+
+def _strip_ptx_comments(text: str) -> str:
+    text = re.sub(r"/\*.*?\*/", " ", text, flags=re.S)
+    return re.sub(r"//[^\n]*", "", text)
+
+
+def parse_ptx(text: str) -> PtxInfo:
+    """Finds the .version, .target and every .entry with its parameter sizes."""
+    text = _strip_ptx_comments(text)
+    version = re.search(r"^\s*\.version\s+(\S+)", text, re.M)
+    target = re.search(r"^\s*\.target\s+([^\s,]+)", text, re.M)
+    entries = {}
+    for m in _ENTRY_RE.finditer(text):
+        name, plist, directives = m.group(1), m.group(2), m.group(3)
+        sizes, types = [], []
+        for raw in plist.split(","):
+            raw = " ".join(raw.split())
+            if not raw:
+                continue
+            pm = _PARAM_RE.match(raw)
+            if not pm:
+                raise ManifestError(f"cannot parse PTX parameter {raw!r} of entry {name}")
+            ptype, count = pm.group(1), pm.group(3)
+            if ptype not in _PTX_TYPE_SIZES:
+                raise ManifestError(f"unknown PTX parameter type .{ptype} in entry {name}")
+            size = _PTX_TYPE_SIZES[ptype] * (int(count) if count else 1)
+            sizes.append(size)
+            types.append(ptype + (f"[{count}]" if count else ""))
+        dirs = {}
+        for dm in _DIRECTIVE_RE.finditer(directives):
+            dirs[dm.group(1)] = tuple(int(x) for x in dm.group(2).split(","))
+        entries[name] = PtxEntry(name, tuple(sizes), tuple(types),
+                                 dirs.get("maxntid"), dirs.get("reqntid"))
+    return PtxInfo(version.group(1) if version else None,
+                   target.group(1) if target else None, entries)
+
+
+def check_against_ptx(spec: KernelSpec, ptx_text: str) -> PtxInfo:
+    """Raises ManifestError when the manifest does not describe the PTX's
+    entry: wrong target, missing entry, parameter count or sizes, or more
+    threads than the entry allows."""
+    info = parse_ptx(ptx_text)
+    where = f"{spec.json_path} vs {os.path.basename(spec.ptx_path)}"
+    if info.target is not None and info.target != spec.chip:
+        raise ManifestError(f"{where}: PTX .target is {info.target} but the manifest "
+                            f"says chip {spec.chip}")
+    entry = info.entries.get(spec.entry)
+    if entry is None:
+        raise ManifestError(f"{where}: no .entry {spec.entry} in the PTX "
+                            f"(entries: {', '.join(info.entries) or 'none'})")
+    slots = spec.slots()
+    want = tuple(slot_size(t) for _, t in slots)
+    if len(want) != len(entry.param_sizes):
+        raise ManifestError(
+            f"{where}: entry {spec.entry} takes {len(entry.param_sizes)} parameters "
+            f"but the manifest's params expand to {len(want)} "
+            f"({', '.join(l for l, _ in slots)})")
+    for i, ((label, _), w, got) in enumerate(zip(slots, want, entry.param_sizes)):
+        if w != got:
+            raise ManifestError(
+                f"{where}: parameter {i} ({label}) is {w} bytes in the manifest but "
+                f"{got} bytes (.{entry.param_types[i]}) in the PTX")
+    for which in ("maxntid", "reqntid"):
+        dims = getattr(entry, which)
+        if dims is None:
+            continue
+        total = 1
+        for d in dims:
+            total *= d
+        if which == "maxntid" and spec.threads > total:
+            raise ManifestError(f"{where}: manifest threads {spec.threads} exceeds the "
+                                f"entry's .maxntid {dims}")
+        if which == "reqntid" and spec.threads != total:
+            raise ManifestError(f"{where}: manifest threads {spec.threads} differs from "
+                                f"the entry's .reqntid {dims}")
+    return info

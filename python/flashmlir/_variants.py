@@ -1,0 +1,36 @@
+"""The kernel variants the GPU tests and the benchmark use, so that one
+command can build them all:
+
+    PYTHONPATH=python python3 -m flashmlir compile -o build/kernels
+
+Each entry is a dict of KernelRequest.make() keyword arguments.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, List
+
+DTYPES = ("f16", "bf16")
+HEAD_DIMS = (64, 128)
+
+# Masks/options the GPU tests exercise for every (dtype, head dim).
+TEST_OPTIONS = (
+    {},                                        # full attention
+    {"causal": True},
+    {"window": (97, 31)},                      # sliding window, both sides
+    {"causal": True, "window": (255, 0)},      # causal + left window
+    {"softcap": 2.0},
+    {"scale": 0.3},
+)
+
+# What bench/bench_attention.py times: full and causal, default scale.
+BENCH_OPTIONS = ({}, {"causal": True})
+
+
+def forward_variants() -> List[Dict]:
+    out = []
+    for dtype in DTYPES:
+        for d in HEAD_DIMS:
+            for opts in TEST_OPTIONS:
+                out.append(dict(kind="forward", dtype=dtype, head_dim=d, value_head_dim=d, **opts))
+    return out

@@ -1,0 +1,129 @@
+"""Reference attention and the FlashAttention-style accuracy check, for the
+GPU tests (needs torch; imported only by test_gpu_*.py).
+
+Rule (as FlashAttention's tests): with `ref` computed in float64 on upcast
+inputs and `pt` the same naive attention computed by PyTorch in the input
+precision (scores, softmax and P·V in f16/bf16),
+
+    max|ours - ref| <= 2 * max|pt - ref| + ATOL        (out and lse, over rows
+                                                        that see at least one key)
+
+and rows that see no key must be exactly out = 0 and lse = +inf.
+"""
+
+import math
+import zlib
+
+import torch
+
+ATOL_OUT = 1e-3
+ATOL_LSE = 1e-3
+
+
+def seed_for(*parts) -> int:
+    return zlib.crc32(repr(parts).encode()) & 0x7FFFFFFF
+
+
+def visible(nq, nk, mask, device):
+    """[nq, nk] bool: key j visible from query i (FAOps.h's AttentionMask)."""
+    left, right = mask
+    i = torch.arange(nq, device=device)[:, None]
+    j = torch.arange(nk, device=device)[None, :]
+    diag = i + (nk - nq)
+    vis = torch.ones(nq, nk, dtype=torch.bool, device=device)
+    if left >= 0:
+        vis &= j >= diag - left
+    if right >= 0:
+        vis &= j <= diag + right
+    return vis
+
+
+def canonical(causal, window):
+    left, right = (-1, -1) if window is None else window
+    if causal:
+        right = 0
+    return left, right
+
+
+def attention_ref(q, k, v, mask=(-1, -1), scale=None, softcap=None, upcast=True):
+    """q [B, Hq, Nq, D], k [B, Hkv, Nk, D], v [B, Hkv, Nk, Dv] (bhsd views).
+    Returns out [B, Hq, Nq, Dv] (float64 if upcast, else q.dtype), lse
+    [B, Hq, Nq] (float64 / float32) and rows [Nq] (row sees a key)."""
+    d = q.shape[-1]
+    scale = 1.0 / math.sqrt(d) if scale is None else scale
+    if upcast:
+        q, k, v = q.double(), k.double(), v.double()
+    g = q.shape[1] // k.shape[1]
+    if g > 1:
+        k = k.repeat_interleave(g, dim=1)
+        v = v.repeat_interleave(g, dim=1)
+    s = torch.matmul(q, k.transpose(-1, -2)) * scale
+    if softcap is not None:
+        s = softcap * torch.tanh(s / softcap)
+    vis = visible(q.shape[2], k.shape[2], mask, q.device)
+    s = s.masked_fill(~vis, float("-inf"))
+    rows = vis.any(-1)
+    lse = torch.logsumexp(s if upcast else s.float(), dim=-1)
+    p = torch.softmax(s, dim=-1)
+    p = torch.where(rows[:, None], p, torch.zeros((), dtype=p.dtype, device=p.device))
+    out = torch.matmul(p.to(v.dtype), v)
+    lse = torch.where(rows, lse, torch.full((), math.inf, dtype=lse.dtype, device=lse.device))
+    return out, lse, rows
+
+
+def check(out, lse, q, k, v, mask=(-1, -1), scale=None, softcap=None,
+          atol_out=ATOL_OUT, atol_lse=ATOL_LSE, what=""):
+    """Asserts the rule above. All tensors as bhsd views."""
+    out_ref, lse_ref, rows = attention_ref(q, k, v, mask, scale, softcap, upcast=True)
+    out_pt, lse_pt, _ = attention_ref(q, k, v, mask, scale, softcap, upcast=False)
+    o = out.double()
+    l = lse.double()
+    empty = ~rows
+    if empty.any():
+        oe = out[:, :, empty]
+        le = lse[:, :, empty]
+        assert (oe == 0).all(), f"{what}: rows with no visible key must give out = 0 " \
+            f"({int((oe != 0).sum())} nonzero / NaN elements)"
+        assert (le == math.inf).all(), f"{what}: rows with no visible key must give " \
+            f"lse = +inf, got e.g. {le[le != math.inf][:4].tolist()}"
+    if not rows.any():
+        return {}
+    o, l = o[:, :, rows], l[:, :, rows]
+    ref_o, ref_l = out_ref[:, :, rows], lse_ref[:, :, rows]
+    pt_o, pt_l = out_pt[:, :, rows].double(), lse_pt[:, :, rows].double()
+    n_bad = int((~torch.isfinite(o)).sum())
+    assert n_bad == 0, f"{what}: {n_bad} non-finite output elements (unwritten or NaN)"
+    n_bad = int((~torch.isfinite(l)).sum())
+    assert n_bad == 0, f"{what}: {n_bad} non-finite lse values on rows that see keys"
+    err = (o - ref_o).abs().max().item()
+    err_pt = (pt_o - ref_o).abs().max().item()
+    rel = ((o - ref_o).norm() / ref_o.norm().clamp_min(1e-30)).item()
+    lerr = (l - ref_l).abs().max().item()
+    lerr_pt = (pt_l - ref_l).abs().max().item()
+    stats = dict(err=err, err_pt=err_pt, rel=rel, lse_err=lerr, lse_err_pt=lerr_pt)
+    assert err <= 2 * err_pt + atol_out, f"{what}: out max error {err:.3g} > 2 * {err_pt:.3g} " \
+        f"(PyTorch same-precision) + {atol_out} (relative L2 {rel:.3g})"
+    assert lerr <= 2 * lerr_pt + atol_lse, f"{what}: lse max error {lerr:.3g} > 2 * " \
+        f"{lerr_pt:.3g} + {atol_lse}"
+    return stats
+
+
+def make_qkv(b, hq, hkv, nq, nk, d, dv, dtype, layout, device="cuda", seed=0):
+    g = torch.Generator(device=device)
+    g.manual_seed(seed)
+
+    def mk(h, n, dd):
+        shape = (b, h, n, dd) if layout == "bhsd" else (b, n, h, dd)
+        return torch.randn(shape, generator=g, device=device, dtype=torch.float32).to(dtype)
+    return mk(hq, nq, d), mk(hkv, nk, d), mk(hkv, nk, dv)
+
+
+def bhsd(t, layout):
+    return t if layout == "bhsd" else t.transpose(1, 2)
+
+
+def poisoned_outputs(b, hq, nq, dv, dtype, layout, device="cuda"):
+    shape = (b, hq, nq, dv) if layout == "bhsd" else (b, nq, hq, dv)
+    out = torch.full(shape, float("nan"), dtype=dtype, device=device)
+    lse = torch.full((b, hq, nq), float("nan"), dtype=torch.float32, device=device)
+    return out, lse

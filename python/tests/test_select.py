@@ -1,0 +1,304 @@
+"""Kernel discovery, selection and the fa-compile fallback, with temporary
+folders of fake manifests (CPU only)."""
+
+import json
+import os
+import stat
+import sys
+import textwrap
+
+import pytest
+
+from flashmlir import _kernels as K
+from flashmlir._errors import KernelNotFoundError
+
+from helpers import forward_manifest, write_kernel
+
+H = (9, 0)
+A100 = (8, 0)
+
+
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch):
+    for v in ("FLASHMLIR_CHIP", "FLASHMLIR_KERNEL_DIR", "FLASHMLIR_COMPILER",
+              "FLASHMLIR_NO_COMPILE", "FLASHMLIR_CACHE_DIR"):
+        monkeypatch.delenv(v, raising=False)
+
+
+def put(folder, name, **kw):
+    write_kernel(str(folder), forward_manifest(name, **kw))
+
+
+@pytest.fixture
+def kdir(tmp_path):
+    d = tmp_path / "kernels"
+    put(d, "bf16_d128_causal_sm80", causal=True)
+    put(d, "bf16_d128_causal_sm90a", causal=True, chip="sm_90a")
+    put(d, "bf16_d128_full_sm80")
+    put(d, "f16_d64_win_sm80", dtype="f16", d=64, window=(97, 31))
+    put(d, "bf16_d128_cap_sm80", softcap=30.0)
+    put(d, "bf16_d128_scale_sm80", scale=0.30000001192092896)
+    put(d, "bf16_d64_causalwin_sm80", d=64, causal=False, window=(-1, 0))
+    put(d, "bf16_d64_causal255_sm80", d=64, causal=True, window=(255, 0))
+    return d
+
+
+def reg(*dirs, tmp=None, compiler=None):
+    cache = os.path.join(str(tmp or dirs[0]), "cache-none")
+    return K.KernelRegistry([str(d) for d in dirs], cache=cache, compiler=compiler)
+
+
+def req(**kw):
+    base = dict(kind="forward", dtype="bf16", head_dim=128)
+    base.update(kw)
+    return K.KernelRequest.make(**base)
+
+
+def test_scan(kdir):
+    r = reg(kdir)
+    assert len(r.specs()) == 8 and r.invalid() == []
+
+
+def test_chip_preference(kdir):
+    r = reg(kdir)
+    assert r.find(req(causal=True), H).name == "bf16_d128_causal_sm90a"
+    assert r.find(req(causal=True), A100).name == "bf16_d128_causal_sm80"
+    assert r.find(req(causal=True), (8, 6)).name == "bf16_d128_causal_sm80"
+    assert r.find(req(causal=True), (12, 0)).name == "bf16_d128_causal_sm80"
+    assert [s.name for s in r.candidates(req(causal=True), H)] == [
+        "bf16_d128_causal_sm90a", "bf16_d128_causal_sm80"]
+    # a device without an sm_90a kernel for this variant falls back to sm_80
+    assert r.find(req(), H).name == "bf16_d128_full_sm80"
+
+
+def test_forced_chip(kdir, monkeypatch):
+    r = reg(kdir)
+    monkeypatch.setenv("FLASHMLIR_CHIP", "sm_80")
+    assert r.find(req(causal=True), H).name == "bf16_d128_causal_sm80"
+    monkeypatch.setenv("FLASHMLIR_CHIP", "sm_90a")
+    with pytest.raises(KernelNotFoundError, match="cannot run on a device of compute capability 8.0"):
+        r.find(req(causal=True), A100)
+    monkeypatch.setenv("FLASHMLIR_CHIP", "sm90")
+    with pytest.raises(KernelNotFoundError, match="FLASHMLIR_CHIP: bad chip"):
+        r.find(req(causal=True), H)
+
+
+def test_old_gpu(kdir):
+    with pytest.raises(KernelNotFoundError, match="compute capability 8.0 .* this device is 7.5"):
+        reg(kdir).find(req(causal=True), (7, 5))
+
+
+def test_mask_canonicalization(kdir):
+    r = reg(kdir)
+    # causal == window (-1, 0), whichever way the manifest or the call says it
+    assert r.find(req(head_dim=64, causal=True), A100).name == "bf16_d64_causalwin_sm80"
+    assert r.find(req(head_dim=64, window=(-1, 0)), A100).name == "bf16_d64_causalwin_sm80"
+    assert r.find(req(causal=True, window=(-1, -1)), A100).name == "bf16_d128_causal_sm80"
+    assert r.find(req(head_dim=64, causal=True, window=(255, 0)), A100).name == "bf16_d64_causal255_sm80"
+    assert r.find(req(head_dim=64, causal=True, window=(255, -1)), A100).name == "bf16_d64_causal255_sm80"
+    assert r.find(req(dtype="f16", head_dim=64, window=(97, 31)), A100).name == "f16_d64_win_sm80"
+    for bad in (dict(window=(97, 30)), dict(window=(96, 31)), dict(dtype="bf16")):
+        with pytest.raises(KernelNotFoundError):
+            r.find(req(head_dim=64, **{"dtype": "f16", "window": (97, 31), **bad}), A100)
+
+
+def test_scale_and_softcap_matching(kdir):
+    r = reg(kdir)
+    assert r.find(req(scale=0.3), A100).name == "bf16_d128_scale_sm80"
+    assert r.find(req(scale=128 ** -0.5), A100).name == "bf16_d128_full_sm80"
+    with pytest.raises(KernelNotFoundError):
+        r.find(req(scale=0.31), A100)
+    assert r.find(req(softcap=30.0), A100).name == "bf16_d128_cap_sm80"
+    assert r.find(req(softcap=30.0000001), A100).name == "bf16_d128_cap_sm80"
+    with pytest.raises(KernelNotFoundError):
+        r.find(req(softcap=31.0), A100)
+    with pytest.raises(KernelNotFoundError):
+        r.find(req(softcap=30.0, causal=True), A100)
+
+
+def test_explicit_default_scale_manifest(tmp_path):
+    put(tmp_path, "k", scale=float.fromhex("0x1.6a09e60000000p-4"))  # f32(1/sqrt(128))
+    assert reg(tmp_path).find(req(), A100).name == "k"
+
+
+def test_dir_order(tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    put(b, "second", causal=True)
+    put(a, "first", causal=True)
+    assert reg(a, b, tmp=tmp_path).find(req(causal=True), A100).name == "first"
+    assert reg(b, a, tmp=tmp_path).find(req(causal=True), A100).name == "second"
+
+
+def test_not_found_message(kdir):
+    with pytest.raises(KernelNotFoundError) as ei:
+        reg(kdir).find(req(head_dim=96), A100)
+    msg = str(ei.value)
+    assert "no kernel for kind=forward dtype=bf16 head_dim=96 causal=False" in msg
+    assert "Available forward kernels (8)" in msg
+    assert "bf16_d128_causal_sm80 [forward sm_80 bf16 D=128 causal]" in msg
+    assert "No forward kernel has head dim 96; head dims with kernels: 128, 64." in msg
+    assert "Searched: " + str(kdir) in msg
+    assert "No fa-compile found" in msg
+    assert isinstance(ei.value, ValueError)
+
+
+def test_invalid_manifests_reported(kdir):
+    (kdir / "broken.json").write_text('{"version": 1, "name": "broken"}')
+    r = reg(kdir)
+    with pytest.warns(RuntimeWarning, match="invalid kernel manifest"):
+        specs = r.specs()
+    assert len(specs) == 8
+    with pytest.raises(KernelNotFoundError, match=r"(?s)Invalid manifests \(1\):.*broken.json"):
+        r.find(req(head_dim=96), A100)
+
+
+def test_empty_search_path(tmp_path):
+    with pytest.raises(KernelNotFoundError, match="No forward kernels were found at all"):
+        reg(tmp_path / "nothing", tmp=tmp_path).find(req(), A100)
+
+
+def test_default_search_dirs(monkeypatch, tmp_path):
+    monkeypatch.setenv("FLASHMLIR_KERNEL_DIR", f"{tmp_path}/x{os.pathsep}{tmp_path}/y")
+    monkeypatch.setenv("FA_BUILD_DIR", str(tmp_path / "bld"))
+    monkeypatch.setenv("FLASHMLIR_CACHE_DIR", str(tmp_path / "cache"))
+    dirs = K.default_search_dirs()
+    assert dirs[:2] == [f"{tmp_path}/x", f"{tmp_path}/y"]
+    assert dirs[2].endswith(os.path.join("flashmlir", "kernels"))
+    assert dirs[3] == str(tmp_path / "bld" / "kernels")
+    assert dirs[4].endswith(os.path.join("build", "kernels"))
+    assert dirs[-1] == str(tmp_path / "cache")
+
+
+# -- fa-compile fallback ---------------------------------------------------------
+
+FAKE_COMPILER = textwrap.dedent("""\
+    #!{python}
+    import json, os, sys
+    sys.path.insert(0, {helpers!r})
+    from helpers import forward_manifest, write_kernel
+    log = {log!r}
+    with open(log, "a") as f:
+        f.write(json.dumps(sys.argv[1:]) + "\\n")
+    a = sys.argv[1:]
+    mode = {mode!r}
+    opts = {{}}
+    flags = set()
+    i = 0
+    while i < len(a):
+        if a[i] == "-o":
+            opts["o"] = a[i + 1]; i += 2; continue
+        if "=" in a[i]:
+            k, v = a[i][2:].split("=", 1); opts[k] = v
+        else:
+            flags.add(a[i][2:])
+        i += 1
+    if mode == "fail" or (mode == "fail90" and opts["chip"] == "sm_90a"):
+        sys.stderr.write("fa-compile: error: unsupported thing\\n"); sys.exit(3)
+    window = tuple(int(x) for x in opts.get("window", "-1,-1").split(","))
+    d = int(opts["head-dim"])
+    if mode == "wrong":
+        d = 8
+    name = "cc_" + opts["chip"] + "_" + str(abs(hash(tuple(a))) % 10**8)
+    m = forward_manifest(name, chip=opts["chip"], dtype=opts["dtype"], d=d,
+                         causal="causal" in flags, window=window,
+                         softcap=float(opts["softcap"]) if "softcap" in opts else None,
+                         scale=float(opts["scale"]) if "scale" in opts else None)
+    write_kernel(opts["o"], m)
+""")
+
+
+def make_compiler(tmp_path, mode="ok"):
+    path = tmp_path / f"fa-compile-{mode}"
+    log = tmp_path / f"log-{mode}"
+    path.write_text(FAKE_COMPILER.format(python=sys.executable, log=str(log), mode=mode,
+                                         helpers=os.path.dirname(os.path.abspath(__file__))))
+    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    return str(path), log
+
+
+def calls(log):
+    return [json.loads(l) for l in log.read_text().splitlines()] if log.exists() else []
+
+
+def test_compile_on_demand(tmp_path):
+    compiler, log = make_compiler(tmp_path)
+    cache = tmp_path / "cache"
+    r = K.KernelRegistry([str(tmp_path / "none")], cache=str(cache), compiler=compiler)
+    rq = req(head_dim=64, causal=True, window=(255, 0), softcap=2.0, scale=0.3)
+    spec = r.find(rq, H)
+    assert spec.chip == "sm_90a" and rq.matches(spec)
+    assert os.path.dirname(spec.json_path) == str(cache)
+    (argv,) = calls(log)
+    assert argv[:4] == ["--kind=forward", "--head-dim=64", "--value-head-dim=64", "--dtype=bf16"]
+    assert "--causal" in argv and "--window=255,0" in argv
+    assert "--softcap=2.0" in argv and "--scale=0.3" in argv and "--chip=sm_90a" in argv
+    assert argv[-2] == "-o"
+    # now cached: found without calling the compiler again, also by a new registry
+    assert r.find(rq, H).json_path == spec.json_path
+    r2 = K.KernelRegistry([str(tmp_path / "none")], cache=str(cache), compiler=compiler)
+    assert r2.find(rq, H).json_path == spec.json_path
+    assert len(calls(log)) == 1
+    # no leftovers of the temporary folder
+    assert not [p for p in os.listdir(cache) if p.startswith("compile-")]
+
+
+def test_compile_default_args(tmp_path):
+    compiler, log = make_compiler(tmp_path)
+    r = K.KernelRegistry([], cache=str(tmp_path / "c"), compiler=compiler)
+    r.find(req(), A100)
+    (argv,) = calls(log)
+    assert argv == ["--kind=forward", "--head-dim=128", "--value-head-dim=128", "--dtype=bf16",
+                    "--chip=sm_80", "-o", argv[-1]]
+
+
+def test_compile_falls_back_to_sm80(tmp_path):
+    compiler, log = make_compiler(tmp_path, "fail90")
+    r = K.KernelRegistry([], cache=str(tmp_path / "c"), compiler=compiler)
+    assert r.find(req(causal=True), H).chip == "sm_80"
+    assert [a[-3] for a in calls(log)] == ["--chip=sm_90a", "--chip=sm_80"]
+
+
+def test_compile_failure_message(tmp_path):
+    compiler, log = make_compiler(tmp_path, "fail")
+    r = K.KernelRegistry([], cache=str(tmp_path / "c"), compiler=compiler)
+    with pytest.raises(KernelNotFoundError) as ei:
+        r.find(req(causal=True), H)
+    msg = str(ei.value)
+    assert "fa-compile failed:" in msg and "exited with 3" in msg
+    assert "unsupported thing" in msg and "--chip=sm_90a" in msg and "--chip=sm_80" in msg
+    # failures are remembered: no second attempt in this registry
+    with pytest.raises(KernelNotFoundError):
+        r.find(req(causal=True), H)
+    assert len(calls(log)) == 2
+
+
+def test_compile_wrong_output(tmp_path):
+    compiler, _ = make_compiler(tmp_path, "wrong")
+    r = K.KernelRegistry([], cache=str(tmp_path / "c"), compiler=compiler)
+    with pytest.raises(KernelNotFoundError, match="wrote no kernel matching"):
+        r.find(req(), A100)
+
+
+def test_compile_disabled(tmp_path):
+    compiler, log = make_compiler(tmp_path)
+    r = K.KernelRegistry([], cache=str(tmp_path / "c"), compiler=compiler)
+    with pytest.raises(KernelNotFoundError):
+        r.find(req(), A100, compile=False)
+    assert calls(log) == []
+
+
+def test_find_compiler(monkeypatch, tmp_path):
+    compiler, _ = make_compiler(tmp_path)
+    monkeypatch.setenv("FLASHMLIR_COMPILER", compiler)
+    assert K.find_compiler() == compiler
+    monkeypatch.setenv("FLASHMLIR_NO_COMPILE", "1")
+    assert K.find_compiler() is None
+
+
+def test_request_describe_and_args():
+    r = req(head_dim=64, window=(97, 31))
+    assert r.describe() == ("kind=forward dtype=bf16 head_dim=64 causal=False "
+                            "window=(97,31) scale=0.125")
+    assert "--window=97,31" in r.compile_args("sm_80", "D")
+    assert "--causal" not in r.compile_args("sm_80", "D")
+    assert K.KernelRequest.make("forward", "float16", 64).dtype == "f16"
