@@ -32,3 +32,13 @@ if config.cuda_bin_dir and os.path.exists(os.path.join(config.cuda_bin_dir,
     config.available_features.add("ptxas")
     config.substitutions.append(("%ptxas",
                                  os.path.join(config.cuda_bin_dir, "ptxas")))
+
+# CPU execution tests (test/Integration): mlir-runner and its runtime
+# libraries, which sit next to the LLVM tools.
+mlir_lib_dir = os.path.normpath(os.path.join(config.llvm_tools_dir, "..", "lib"))
+runner_libs = {name: os.path.join(mlir_lib_dir, "lib" + name + config.llvm_shlib_ext)
+               for name in ["mlir_runner_utils", "mlir_c_runner_utils"]}
+if all(os.path.exists(lib) for lib in runner_libs.values()):
+    config.available_features.add("mlir-runner")
+    for name, lib in runner_libs.items():
+        config.substitutions.append(("%" + name, lib))
