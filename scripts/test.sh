@@ -12,7 +12,7 @@ echo "== lit"
 /usr/lib/llvm-22/bin/lit -sv "$BUILD_DIR/test"
 
 echo "== GoogleTest"
-(cd "$BUILD_DIR" && ctest --output-on-failure -j2)
+(cd "$BUILD_DIR" && ctest --output-on-failure --no-tests=error -j2)
 
 echo "== install + downstream project"
 FA_BUILD_DIR="$BUILD_DIR" bash scripts/test-install.sh

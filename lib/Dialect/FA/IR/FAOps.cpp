@@ -15,26 +15,53 @@ using namespace mlir::fa;
 // Shared verification
 //===----------------------------------------------------------------------===//
 
-/// Two dimension sizes agree unless both are static and differ.
-static bool dimsCompatible(int64_t a, int64_t b) {
-  return ShapedType::isDynamic(a) || ShapedType::isDynamic(b) || a == b;
+namespace {
+/// Dimension `dim` of the operand or result `name`, of type `type`.
+struct DimRef {
+  StringRef name;
+  RankedTensorType type;
+  int64_t dim;
+
+  int64_t size() const { return type.getDimSize(dim); }
+};
+} // namespace
+
+/// Returns the first static size among `refs`, or ShapedType::kDynamic.
+static int64_t staticSize(ArrayRef<DimRef> refs) {
+  for (const DimRef &ref : refs)
+    if (!ShapedType::isDynamic(ref.size()))
+      return ref.size();
+  return ShapedType::kDynamic;
 }
 
-static std::string dimStr(int64_t d) {
-  return ShapedType::isDynamic(d) ? std::string("?") : std::to_string(d);
+/// Checks that every static size among `refs` (all the places where one
+/// symbolic dimension such as the batch size appears) is the same. Comparing
+/// all of them, not pairs, also catches `2 vs ? vs 3`.
+static LogicalResult checkSameDim(Operation *op, StringRef what,
+                                  ArrayRef<DimRef> refs) {
+  const DimRef *first = nullptr;
+  for (const DimRef &ref : refs) {
+    if (ShapedType::isDynamic(ref.size()))
+      continue;
+    if (!first) {
+      first = &ref;
+      continue;
+    }
+    if (ref.size() != first->size())
+      return op->emitOpError()
+             << what << " mismatch: " << first->name << " has " << first->size()
+             << " but " << ref.name << " has " << ref.size();
+  }
+  return success();
 }
 
-/// Checks that dimension `dim` of `a` (named `aName`) agrees with dimension
-/// `bDim` of `b`.
-static LogicalResult checkDim(Operation *op, StringRef what, RankedTensorType a,
-                              int64_t aDim, StringRef aName,
-                              RankedTensorType b, int64_t bDim,
-                              StringRef bName) {
-  if (dimsCompatible(a.getDimSize(aDim), b.getDimSize(bDim)))
+/// Checks that the operand or result `name` has element type `elt`.
+static LogicalResult checkElementType(Operation *op, StringRef name,
+                                      RankedTensorType type, Type elt) {
+  if (type.getElementType() == elt)
     return success();
-  return op->emitOpError() << what << " mismatch: " << aName << " has "
-                           << dimStr(a.getDimSize(aDim)) << " but " << bName
-                           << " has " << dimStr(b.getDimSize(bDim));
+  return op->emitOpError() << name << " must have element type " << elt
+                           << ", got " << type.getElementType();
 }
 
 /// Checks scale, softcap and window, shared by every op of the dialect.
@@ -56,14 +83,12 @@ static LogicalResult verifyScoreAttributes(Operation *op, FloatAttr scale,
   }
   if (window) {
     if (window.size() != 2)
-      return op->emitOpError()
-             << "window must be [left, right], got " << window.size()
-             << " values";
+      return op->emitOpError() << "window must be [left, right], got "
+                               << window.size() << " values";
     for (int64_t w : window.asArrayRef())
       if (w < -1)
         return op->emitOpError()
-               << "window bounds must be >= 0, or -1 for unbounded, got "
-               << w;
+               << "window bounds must be >= 0, or -1 for unbounded, got " << w;
     if (causal && window[1] != 0)
       return op->emitOpError()
              << "causal attention sees no key to the right of the "
@@ -73,73 +98,124 @@ static LogicalResult verifyScoreAttributes(Operation *op, FloatAttr scale,
   return success();
 }
 
-/// Verifies what the forward and the backward op have in common: q, k, v
-/// shapes and element types, and the attributes.
-static LogicalResult verifyAttentionInputs(Operation *op, RankedTensorType q,
-                                           RankedTensorType k,
-                                           RankedTensorType v,
-                                           FloatAttr scale, bool causal,
-                                           DenseI64ArrayAttr window,
-                                           FloatAttr softcap) {
-  Type elt = q.getElementType();
-  if (k.getElementType() != elt || v.getElementType() != elt)
+namespace {
+/// The tensors of a forward or backward attention op by role: the inputs
+/// q, k, v, and the other operands and results named by whose shape they
+/// share (q: [B, Hq, Nq, D], k: [B, Hkv, Nk, D], v: [B, Hkv, Nk, Dv],
+/// out: [B, Hq, Nq, Dv], lse: [B, Hq, Nq]).
+struct AttentionTensors {
+  using Named = std::pair<StringRef, RankedTensorType>;
+  RankedTensorType q, k, v;
+  SmallVector<Named> likeQ, likeK, likeV, likeOut, likeLse;
+};
+} // namespace
+
+/// Verifies the shapes and element types of a forward or backward attention
+/// op, and its attributes.
+static LogicalResult verifyAttention(Operation *op, const AttentionTensors &t,
+                                     FloatAttr scale, bool causal,
+                                     DenseI64ArrayAttr window,
+                                     FloatAttr softcap) {
+  Type elt = t.q.getElementType();
+  if (t.k.getElementType() != elt || t.v.getElementType() != elt)
     return op->emitOpError() << "query, key and value must have the same "
                                 "element type, got "
-                             << elt << ", " << k.getElementType() << " and "
-                             << v.getElementType();
+                             << elt << ", " << t.k.getElementType() << " and "
+                             << t.v.getElementType();
 
-  if (failed(checkDim(op, "batch size", q, 0, "query", k, 0, "key")) ||
-      failed(checkDim(op, "batch size", k, 0, "key", v, 0, "value")) ||
-      failed(checkDim(op, "key/value head count", k, 1, "key", v, 1,
-                      "value")) ||
-      failed(checkDim(op, "key/value sequence length", k, 2, "key", v, 2,
-                      "value")) ||
-      failed(checkDim(op, "head dim", q, 3, "query", k, 3, "key")))
+  // Every place where one symbolic dimension appears, inputs first.
+  SmallVector<DimRef> batch, hq, hkv, nq, nk, d, dv;
+  auto add = [](SmallVectorImpl<DimRef> &refs, StringRef name,
+                RankedTensorType type, int64_t dim) {
+    refs.push_back({name, type, dim});
+  };
+  add(batch, "query", t.q, 0);
+  add(hq, "query", t.q, 1);
+  add(nq, "query", t.q, 2);
+  add(d, "query", t.q, 3);
+  add(batch, "key", t.k, 0);
+  add(hkv, "key", t.k, 1);
+  add(nk, "key", t.k, 2);
+  add(d, "key", t.k, 3);
+  add(batch, "value", t.v, 0);
+  add(hkv, "value", t.v, 1);
+  add(nk, "value", t.v, 2);
+  add(dv, "value", t.v, 3);
+  for (auto [name, type] : t.likeQ) {
+    add(batch, name, type, 0);
+    add(hq, name, type, 1);
+    add(nq, name, type, 2);
+    add(d, name, type, 3);
+  }
+  for (auto [name, type] : t.likeK) {
+    add(batch, name, type, 0);
+    add(hkv, name, type, 1);
+    add(nk, name, type, 2);
+    add(d, name, type, 3);
+  }
+  for (auto [name, type] : t.likeV) {
+    add(batch, name, type, 0);
+    add(hkv, name, type, 1);
+    add(nk, name, type, 2);
+    add(dv, name, type, 3);
+  }
+  for (auto [name, type] : t.likeOut) {
+    add(batch, name, type, 0);
+    add(hq, name, type, 1);
+    add(nq, name, type, 2);
+    add(dv, name, type, 3);
+  }
+  for (auto [name, type] : t.likeLse) {
+    add(batch, name, type, 0);
+    add(hq, name, type, 1);
+    add(nq, name, type, 2);
+  }
+  if (failed(checkSameDim(op, "batch size", batch)) ||
+      failed(checkSameDim(op, "query head count", hq)) ||
+      failed(checkSameDim(op, "key/value head count", hkv)) ||
+      failed(checkSameDim(op, "query sequence length", nq)) ||
+      failed(checkSameDim(op, "key/value sequence length", nk)) ||
+      failed(checkSameDim(op, "head dim", d)) ||
+      failed(checkSameDim(op, "value head dim", dv)))
     return failure();
 
-  int64_t d = q.getDimSize(3), dv = v.getDimSize(3);
-  for (auto [name, size] : {std::pair<StringRef, int64_t>{"query/key", d},
-                            std::pair<StringRef, int64_t>{"value", dv}}) {
-    if (ShapedType::isDynamic(size))
+  // The kernels are specialized for the head dims: the inputs must carry them.
+  for (auto [name, type] : {AttentionTensors::Named{"query", t.q},
+                            AttentionTensors::Named{"key", t.k},
+                            AttentionTensors::Named{"value", t.v}})
+    if (type.isDynamicDim(3))
       return op->emitOpError() << name << " head dim must be static";
+  for (auto [name, size] :
+       {std::pair<StringRef, int64_t>{"query/key", t.q.getDimSize(3)},
+        std::pair<StringRef, int64_t>{"value", t.v.getDimSize(3)}}) {
     if (size <= 0 || size % 8 != 0 || size > kMaxHeadDim)
       return op->emitOpError()
              << "unsupported " << name << " head dim " << size
              << ": expected a multiple of 8 in [8, " << kMaxHeadDim << "]";
   }
 
-  int64_t hq = q.getDimSize(1), hkv = k.getDimSize(1);
-  if (!ShapedType::isDynamic(hkv) && hkv == 0)
+  // Query head h reads key/value head h / (Hq / Hkv): both counts must be
+  // positive (Hq = 0 would make the group size 0) and Hkv must divide Hq.
+  int64_t numQHeads = staticSize(hq), numKVHeads = staticSize(hkv);
+  if (numQHeads == 0)
+    return op->emitOpError() << "query head count must be positive";
+  if (numKVHeads == 0)
     return op->emitOpError() << "key/value head count must be positive";
-  if (!ShapedType::isDynamic(hq) && !ShapedType::isDynamic(hkv) &&
-      hq % hkv != 0)
+  if (!ShapedType::isDynamic(numQHeads) && !ShapedType::isDynamic(numKVHeads) &&
+      numQHeads % numKVHeads != 0)
     return op->emitOpError()
-           << "query head count (" << hq
-           << ") must be a multiple of the key/value head count (" << hkv
+           << "query head count (" << numQHeads
+           << ") must be a multiple of the key/value head count (" << numKVHeads
            << ")";
 
-  return verifyScoreAttributes(op, scale, causal, window, softcap);
-}
+  for (ArrayRef<AttentionTensors::Named> group :
+       {ArrayRef(t.likeQ), ArrayRef(t.likeK), ArrayRef(t.likeV),
+        ArrayRef(t.likeOut)})
+    for (auto [name, type] : group)
+      if (failed(checkElementType(op, name, type, elt)))
+        return failure();
 
-/// Verifies that `actual` has the shape `expected` (with compatible dynamic
-/// dims) and element type `elt`.
-static LogicalResult checkShape(Operation *op, StringRef name,
-                                RankedTensorType actual,
-                                ArrayRef<int64_t> expected, Type elt) {
-  if (actual.getElementType() != elt)
-    return op->emitOpError() << name << " must have element type " << elt
-                             << ", got " << actual.getElementType();
-  if (actual.getRank() != static_cast<int64_t>(expected.size()))
-    return op->emitOpError() << name << " must have rank " << expected.size()
-                             << ", got " << actual.getRank();
-  for (auto [i, pair] : llvm::enumerate(llvm::zip(actual.getShape(),
-                                                  expected))) {
-    auto [a, e] = pair;
-    if (!dimsCompatible(a, e))
-      return op->emitOpError() << name << " dimension " << i << " must be "
-                               << dimStr(e) << ", got " << dimStr(a);
-  }
-  return success();
+  return verifyScoreAttributes(op, scale, causal, window, softcap);
 }
 
 static float defaultScale(int64_t headDim) {
@@ -169,19 +245,14 @@ float AttentionOp::getScaleValue() {
 }
 
 LogicalResult AttentionOp::verify() {
-  RankedTensorType q = getQuery().getType(), k = getKey().getType(),
-                   v = getValue().getType();
-  if (failed(verifyAttentionInputs(*this, q, k, v, getScaleAttr(), getCausal(),
-                                   getWindowAttr(), getSoftcapAttr())))
-    return failure();
-  if (failed(checkShape(*this, "out", getOut().getType(),
-                        {q.getDimSize(0), q.getDimSize(1), q.getDimSize(2),
-                         v.getDimSize(3)},
-                        q.getElementType())))
-    return failure();
-  return checkShape(*this, "lse", getLse().getType(),
-                    q.getShape().take_front(3),
-                    Float32Type::get(getContext()));
+  AttentionTensors t;
+  t.q = getQuery().getType();
+  t.k = getKey().getType();
+  t.v = getValue().getType();
+  t.likeOut.push_back({"out", getOut().getType()});
+  t.likeLse.push_back({"lse", getLse().getType()});
+  return verifyAttention(*this, t, getScaleAttr(), getCausal(), getWindowAttr(),
+                         getSoftcapAttr());
 }
 
 //===----------------------------------------------------------------------===//
@@ -204,24 +275,18 @@ float AttentionBackwardOp::getScaleValue() {
 }
 
 LogicalResult AttentionBackwardOp::verify() {
-  RankedTensorType q = getQuery().getType(), k = getKey().getType(),
-                   v = getValue().getType();
-  if (failed(verifyAttentionInputs(*this, q, k, v, getScaleAttr(), getCausal(),
-                                   getWindowAttr(), getSoftcapAttr())))
-    return failure();
-  SmallVector<int64_t> outShape = {q.getDimSize(0), q.getDimSize(1),
-                                   q.getDimSize(2), v.getDimSize(3)};
-  Type elt = q.getElementType();
-  if (failed(checkShape(*this, "out", getOut().getType(), outShape, elt)) ||
-      failed(checkShape(*this, "dout", getDout().getType(), outShape, elt)) ||
-      failed(checkShape(*this, "lse", getLse().getType(),
-                        q.getShape().take_front(3),
-                        Float32Type::get(getContext()))) ||
-      failed(checkShape(*this, "dq", getDq().getType(), q.getShape(), elt)) ||
-      failed(checkShape(*this, "dk", getDk().getType(), k.getShape(), elt)) ||
-      failed(checkShape(*this, "dv", getDv().getType(), v.getShape(), elt)))
-    return failure();
-  return success();
+  AttentionTensors t;
+  t.q = getQuery().getType();
+  t.k = getKey().getType();
+  t.v = getValue().getType();
+  t.likeQ.push_back({"dq", getDq().getType()});
+  t.likeK.push_back({"dk", getDk().getType()});
+  t.likeV.push_back({"dv", getDv().getType()});
+  t.likeOut.push_back({"out", getOut().getType()});
+  t.likeOut.push_back({"dout", getDout().getType()});
+  t.likeLse.push_back({"lse", getLse().getType()});
+  return verifyAttention(*this, t, getScaleAttr(), getCausal(), getWindowAttr(),
+                         getSoftcapAttr());
 }
 
 //===----------------------------------------------------------------------===//
@@ -230,21 +295,24 @@ LogicalResult AttentionBackwardOp::verify() {
 
 LogicalResult OnlineAttentionOp::verify() {
   RankedTensorType q = getQuery().getType(), k = getKey().getType(),
-                   v = getValue().getType();
+                   v = getValue().getType(), acc = getAcc().getType(),
+                   max = getMax().getType();
   Type elt = q.getElementType();
   if (k.getElementType() != elt || v.getElementType() != elt)
     return emitOpError() << "query, key and value must have the same element "
                             "type, got "
                          << elt << ", " << k.getElementType() << " and "
                          << v.getElementType();
-  if (failed(checkDim(*this, "head dim", q, 1, "query", k, 1, "key")) ||
-      failed(checkDim(*this, "key block size", k, 0, "key", v, 0, "value")))
-    return failure();
-  Type f32 = Float32Type::get(getContext());
-  int64_t br = q.getDimSize(0), dv = v.getDimSize(1);
-  if (failed(checkShape(*this, "acc", getAcc().getType(), {br, dv}, f32)) ||
-      failed(checkShape(*this, "max", getMax().getType(), {br}, f32)) ||
-      failed(checkShape(*this, "sum", getSum().getType(), {br}, f32)))
+  // sum, new_max and new_sum have the type of max, new_acc that of acc.
+  if (failed(
+          checkSameDim(*this, "query block size",
+                       {{"query", q, 0}, {"acc", acc, 0}, {"max", max, 0}})) ||
+      failed(
+          checkSameDim(*this, "head dim", {{"query", q, 1}, {"key", k, 1}})) ||
+      failed(checkSameDim(*this, "key block size",
+                          {{"key", k, 0}, {"value", v, 0}})) ||
+      failed(checkSameDim(*this, "value head dim",
+                          {{"value", v, 1}, {"acc", acc, 1}})))
     return failure();
 
   int numMaskOperands = (getQStart() ? 1 : 0) + (getKStart() ? 1 : 0) +
@@ -264,14 +332,14 @@ LogicalResult OnlineAttentionOp::verify() {
 //===----------------------------------------------------------------------===//
 
 LogicalResult OnlineAttentionFinalizeOp::verify() {
-  RankedTensorType acc = getAcc().getType();
-  Type f32 = Float32Type::get(getContext());
-  int64_t br = acc.getDimSize(0), dv = acc.getDimSize(1);
-  if (failed(checkShape(*this, "max", getMax().getType(), {br}, f32)) ||
-      failed(checkShape(*this, "sum", getSum().getType(), {br}, f32)) ||
-      failed(checkShape(*this, "out", getOut().getType(), {br, dv},
-                        getOut().getType().getElementType())) ||
-      failed(checkShape(*this, "lse", getLse().getType(), {br}, f32)))
+  // sum and lse have the type of max.
+  RankedTensorType acc = getAcc().getType(), max = getMax().getType(),
+                   out = getOut().getType();
+  if (failed(
+          checkSameDim(*this, "query block size",
+                       {{"acc", acc, 0}, {"max", max, 0}, {"out", out, 0}})) ||
+      failed(checkSameDim(*this, "value head dim",
+                          {{"acc", acc, 1}, {"out", out, 1}})))
     return failure();
   return success();
 }

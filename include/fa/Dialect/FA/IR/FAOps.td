@@ -8,8 +8,12 @@ include "mlir/Interfaces/SideEffectInterfaces.td"
 include "mlir/IR/CommonAttrConstraints.td"
 
 def FA_ElementType : AnyTypeOf<[F16, BF16, F32], "f16, bf16 or f32">;
-def FA_Rank4Tensor : TensorRankOf<[F16, BF16, F32], [4]>;
-def FA_LseTensor : TensorRankOf<[F32], [3]>;
+def FA_Rank4Tensor : TensorRankOf<[F16, BF16, F32], [4]> {
+  let summary = "4D tensor of f16, bf16 or f32 values";
+}
+def FA_LseTensor : TensorRankOf<[F32], [3]> {
+  let summary = "3D tensor of f32 values";
+}
 
 // Attributes shared by the forward and the backward op.
 class FA_AttentionOpBase<string mnemonic, list<Trait> traits = []>
@@ -36,9 +40,13 @@ def FA_AttentionOp : FA_AttentionOpBase<"attention"> {
 
     Shapes: `q: [B, Hq, Nq, D]`, `k: [B, Hkv, Nk, D]`, `v: [B, Hkv, Nk, Dv]`,
     `out: [B, Hq, Nq, Dv]` with q's element type, `lse: [B, Hq, Nq]` in f32.
-    B, H and N may be dynamic; D and Dv are static. `Hq` must be a multiple of
-    `Hkv` (grouped-query / multi-query attention: query head `h` reads
-    key/value head `h / (Hq / Hkv)`).
+    B, H and N may be dynamic; D and Dv are static multiples of 8 in
+    [8, 256]. `Hq` must be a positive multiple of `Hkv` (grouped-query /
+    multi-query attention: query head `h` reads key/value head
+    `h / (Hq / Hkv)`). Every static size of one dimension must agree across
+    all operands and results (a dynamic size agrees with anything). Empty
+    batches and sequences (size 0) are valid: with `Nk = 0` every row has no
+    visible key.
 
     Optional attributes:
     - `scale`: softmax scale, > 0 (default `1/sqrt(D)`).
@@ -163,9 +171,15 @@ def FA_AttentionBackwardOp : FA_AttentionOpBase<"attention_backward"> {
 // Tile-level ops of the online-softmax form
 //===----------------------------------------------------------------------===//
 
-def FA_Rank1F32Tensor : TensorRankOf<[F32], [1]>;
-def FA_Rank2Tensor : TensorRankOf<[F16, BF16, F32], [2]>;
-def FA_Rank2F32Tensor : TensorRankOf<[F32], [2]>;
+def FA_Rank1F32Tensor : TensorRankOf<[F32], [1]> {
+  let summary = "1D tensor of f32 values";
+}
+def FA_Rank2Tensor : TensorRankOf<[F16, BF16, F32], [2]> {
+  let summary = "2D tensor of f16, bf16 or f32 values";
+}
+def FA_Rank2F32Tensor : TensorRankOf<[F32], [2]> {
+  let summary = "2D tensor of f32 values";
+}
 
 def FA_OnlineAttentionOp : FA_Op<"online_attention", [Pure,
     AttrSizedOperandSegments, AllTypesMatch<["acc", "new_acc"]>,

@@ -1,0 +1,124 @@
+#!/usr/bin/env bash
+# The main job on the built-in example: compiles examples/attention.mlir (a
+# causal GQA bf16 attention layer with a dynamic sequence length, forward and
+# backward) through FlashMLIR's deepest pipeline, and prints a short view of
+# the IR after each stage.
+#
+#   bash scripts/demo.sh [input.mlir]      (default: examples/attention.mlir)
+#
+# Stages: verify the input -> fa-tiled-attention (every pass of it: tile the
+# forward and the backward, specialize masks, exp2, decompose the tile ops)
+# -> fa-cpu-to-llvm (bufferize and lower to the LLVM dialect for the host).
+# Every stage must succeed and leave what it should: any failure stops the
+# demo with a non-zero exit status. The full IR of each stage is kept in
+# $FA_DEMO_OUT (default: a temporary directory, removed at the end).
+# Assumes scripts/setup.sh has built ./build (or $FA_BUILD_DIR).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD_DIR=${FA_BUILD_DIR:-build}
+FA_OPT=$BUILD_DIR/bin/fa-opt
+INPUT=${1:-examples/attention.mlir}
+
+if [ ! -x "$FA_OPT" ]; then
+  echo "demo: $FA_OPT not found; run scripts/setup.sh first" >&2
+  exit 1
+fi
+if [ -n "${FA_DEMO_OUT:-}" ]; then
+  OUT=$FA_DEMO_OUT
+  mkdir -p "$OUT"
+else
+  OUT=$(mktemp -d "${TMPDIR:-/tmp}/fa-demo.XXXXXX")
+  trap 'rm -rf "$OUT"' EXIT
+fi
+
+fail() {
+  echo "demo: FAILED: $*" >&2
+  exit 1
+}
+
+# Runs fa-opt with the given flags; stops the demo if it fails.
+run_fa_opt() {
+  local log=$OUT/fa-opt.log
+  if ! "$FA_OPT" "$@" 2>"$log"; then
+    cat "$log" >&2
+    fail "fa-opt $*"
+  fi
+}
+
+# The ops of a stage, by count (most frequent first).
+op_histogram() {
+  grep -oE '(^|= )[a-z_]+\.[a-z_.0-9]+' "$1" | sed 's/^= //' | sort |
+    uniq -c | sort -rn | head -n "${2:-12}" |
+    awk '{ printf "      %5d  %s\n", $1, $2 }'
+}
+
+# The loop structure and the attention math of a stage, without types; the
+# fa ops without their operands, to show their attributes.
+skeleton() {
+  grep -E 'func\.func|scf\.forall \(|scf\.for |fa\.[a-z_]+ |linalg\.matmul|math\.exp' "$1" |
+    sed -E 's/ (iter_args|shared_outs|ins|outs)\(.*//; s/ : .*//; s/ \{[^}]*\}?$//' |
+    sed -E '/ fa\./ { s/^( *)[^=]*= /\1/; s/%[A-Za-z0-9_#]+/%/g;
+                      s/\(%(, %)*\)/(...)/g; s/ %(, %)*/ .../g; }' |
+    cut -c1-110 | head -n "${2:-40}"
+}
+
+stage() {
+  echo
+  echo "== $*"
+}
+
+# 1. The input: parse and verify.
+stage "1. input: $INPUT"
+run_fa_opt "$INPUT" -o "$OUT/0-input.mlir"
+skeleton "$OUT/0-input.mlir"
+grep -q 'fa\.attention ' "$OUT/0-input.mlir" || fail "no fa.attention in $INPUT"
+
+# 2. The FlashAttention passes, one dump per pass of the registered pipeline.
+run_fa_opt "$OUT/0-input.mlir" --fa-tiled-attention \
+  --mlir-print-ir-after-all --mlir-disable-threading -o "$OUT/tiled.mlir"
+awk -v out="$OUT" '
+  /^\/\/ -----\/\/ IR Dump After / {
+    n++; name = $0
+    sub(/.*\(/, "", name); sub(/\).*/, "", name)
+    file = sprintf("%s/%d-%s.mlir", out, n, name)
+    print file > (out "/passes.txt")
+    next
+  }
+  file { print > file }' "$OUT/fa-opt.log"
+[ -s "$OUT/passes.txt" ] || fail "fa-tiled-attention printed no IR dump"
+
+while read -r dump; do
+  pass=$(basename "$dump" .mlir)
+  pass=${pass#*-}
+  case $pass in
+    fa-tile-attention | fa-tile-attention-backward | fa-specialize-masks | \
+    fa-use-exp2)
+      stage "2. fa-tiled-attention: after $pass"
+      skeleton "$dump" 24
+      ;;
+    *)
+      stage "2. fa-tiled-attention: after $pass"
+      op_histogram "$dump" 6
+      ;;
+  esac
+done <"$OUT/passes.txt"
+
+stage "2. fa-tiled-attention: result ($(wc -l <"$OUT/tiled.mlir") lines)"
+op_histogram "$OUT/tiled.mlir"
+if grep -qE '(^|= )fa\.' "$OUT/tiled.mlir"; then
+  grep -nE '(^|= )fa\.' "$OUT/tiled.mlir" | head -5 >&2
+  fail "fa ops left after fa-tiled-attention"
+fi
+grep -q 'scf\.forall' "$OUT/tiled.mlir" || fail "no parallel loop after tiling"
+
+# 3. Host code: bufferize and lower to the LLVM dialect.
+stage "3. fa-cpu-to-llvm: the tiled code lowered to the LLVM dialect"
+run_fa_opt "$OUT/tiled.mlir" --fa-cpu-to-llvm -o "$OUT/llvm.mlir"
+echo "      $(wc -l <"$OUT/llvm.mlir") lines; ops by count:"
+op_histogram "$OUT/llvm.mlir" 8
+leftover=$(grep -oE '(^|= )[a-z_]+\.[a-z_.0-9]+' "$OUT/llvm.mlir" |
+  sed 's/^= //' | grep -vE '^(llvm|builtin)\.' | sort -u | head -5 || true)
+[ -z "$leftover" ] || fail "non-LLVM ops left after fa-cpu-to-llvm: $leftover"
+
+echo
+echo "demo: OK (${FA_DEMO_OUT:+IR of every stage in $OUT}${FA_DEMO_OUT:-set FA_DEMO_OUT=<dir> to keep the IR of every stage})"

@@ -1,0 +1,898 @@
+// RUN: fa-opt %s -split-input-file -verify-diagnostics
+
+// One case per user-facing error of the fa dialect: the verifiers in
+// lib/Dialect/FA/IR/FAOps.cpp and the type constraints of FAOps.td. A few
+// cases use the generic form to build what the custom form cannot express.
+
+//===----------------------------------------------------------------------===//
+// fa.attention: operand and result types (ODS)
+//===----------------------------------------------------------------------===//
+
+// The inputs are rank-4 tensors.
+func.func @f(%q: tensor<4x128x64xf16>, %k: tensor<1x4x128x64xf16>, %v: tensor<1x4x128x64xf16>) {
+  // expected-error @below {{operand #0 must be 4D tensor of f16, bf16 or f32 values, but got 'tensor<4x128x64xf16>'}}
+  %out, %lse = fa.attention %q, %k, %v
+      : (tensor<4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>)
+      -> (tensor<1x4x128x64xf16>, tensor<1x4x128xf32>)
+  return
+}
+
+// -----
+
+// Unranked tensors are rejected.
+func.func @f(%q: tensor<*xf16>, %k: tensor<1x4x128x64xf16>, %v: tensor<1x4x128x64xf16>) {
+  // expected-error @below {{operand #0 must be 4D tensor of f16, bf16 or f32 values, but got 'tensor<*xf16>'}}
+  %out, %lse = fa.attention %q, %k, %v
+      : (tensor<*xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>)
+      -> (tensor<1x4x128x64xf16>, tensor<1x4x128xf32>)
+  return
+}
+
+// -----
+
+// Integer element types are rejected.
+func.func @f(%q: tensor<1x4x128x64xf16>, %k: tensor<1x4x128x64xi32>, %v: tensor<1x4x128x64xf16>) {
+  // expected-error @below {{operand #1 must be 4D tensor of f16, bf16 or f32 values, but got 'tensor<1x4x128x64xi32>'}}
+  %out, %lse = fa.attention %q, %k, %v
+      : (tensor<1x4x128x64xf16>, tensor<1x4x128x64xi32>, tensor<1x4x128x64xf16>)
+      -> (tensor<1x4x128x64xf16>, tensor<1x4x128xf32>)
+  return
+}
+
+// -----
+
+// f64 is rejected: the kernels compute in f16, bf16 or f32.
+func.func @f(%q: tensor<1x4x128x64xf16>, %k: tensor<1x4x128x64xf16>, %v: tensor<1x4x128x64xf64>) {
+  // expected-error @below {{operand #2 must be 4D tensor of f16, bf16 or f32 values, but got 'tensor<1x4x128x64xf64>'}}
+  %out, %lse = fa.attention %q, %k, %v
+      : (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf64>)
+      -> (tensor<1x4x128x64xf16>, tensor<1x4x128xf32>)
+  return
+}
+
+// -----
+
+// The output is rank 4.
+func.func @f(%q: tensor<1x4x128x64xf16>, %k: tensor<1x4x128x64xf16>, %v: tensor<1x4x128x64xf16>) {
+  // expected-error @below {{result #0 must be 4D tensor of f16, bf16 or f32 values, but got 'tensor<4x128x64xf16>'}}
+  %out, %lse = fa.attention %q, %k, %v
+      : (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>)
+      -> (tensor<4x128x64xf16>, tensor<1x4x128xf32>)
+  return
+}
+
+// -----
+
+// The log-sum-exp is always f32...
+func.func @f(%q: tensor<1x4x128x64xf16>, %k: tensor<1x4x128x64xf16>, %v: tensor<1x4x128x64xf16>) {
+  // expected-error @below {{result #1 must be 3D tensor of f32 values, but got 'tensor<1x4x128xf16>'}}
+  %out, %lse = fa.attention %q, %k, %v
+      : (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>)
+      -> (tensor<1x4x128x64xf16>, tensor<1x4x128xf16>)
+  return
+}
+
+// -----
+
+// ...and rank 3.
+func.func @f(%q: tensor<1x4x128x64xf16>, %k: tensor<1x4x128x64xf16>, %v: tensor<1x4x128x64xf16>) {
+  // expected-error @below {{result #1 must be 3D tensor of f32 values, but got 'tensor<1x4x128x1xf32>'}}
+  %out, %lse = fa.attention %q, %k, %v
+      : (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>)
+      -> (tensor<1x4x128x64xf16>, tensor<1x4x128x1xf32>)
+  return
+}
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// fa.attention: element types and shapes
+//===----------------------------------------------------------------------===//
+
+// q, k and v share one element type.
+func.func @f(%q: tensor<1x4x128x64xf16>, %k: tensor<1x4x128x64xbf16>, %v: tensor<1x4x128x64xf16>) {
+  // expected-error @below {{query, key and value must have the same element type, got 'f16', 'bf16' and 'f16'}}
+  %out, %lse = fa.attention %q, %k, %v
+      : (tensor<1x4x128x64xf16>, tensor<1x4x128x64xbf16>, tensor<1x4x128x64xf16>)
+      -> (tensor<1x4x128x64xf16>, tensor<1x4x128xf32>)
+  return
+}
+
+// -----
+
+// The output has the element type of the inputs.
+func.func @f(%q: tensor<1x4x128x64xf16>, %k: tensor<1x4x128x64xf16>, %v: tensor<1x4x128x64xf16>) {
+  // expected-error @below {{out must have element type 'f16', got 'f32'}}
+  %out, %lse = fa.attention %q, %k, %v
+      : (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>)
+      -> (tensor<1x4x128x64xf32>, tensor<1x4x128xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<1x4x128x64xf16>, %k: tensor<2x4x128x64xf16>, %v: tensor<2x4x128x64xf16>) {
+  // expected-error @below {{batch size mismatch: query has 1 but key has 2}}
+  %out, %lse = fa.attention %q, %k, %v
+      : (tensor<1x4x128x64xf16>, tensor<2x4x128x64xf16>, tensor<2x4x128x64xf16>)
+      -> (tensor<1x4x128x64xf16>, tensor<1x4x128xf32>)
+  return
+}
+
+// -----
+
+// All static sizes of one dimension must agree, even when the tensor
+// between them is dynamic.
+func.func @f(%q: tensor<2x4x128x64xf16>, %k: tensor<?x4x128x64xf16>, %v: tensor<3x4x128x64xf16>) {
+  // expected-error @below {{batch size mismatch: query has 2 but value has 3}}
+  %out, %lse = fa.attention %q, %k, %v
+      : (tensor<2x4x128x64xf16>, tensor<?x4x128x64xf16>, tensor<3x4x128x64xf16>)
+      -> (tensor<2x4x128x64xf16>, tensor<2x4x128xf32>)
+  return
+}
+
+// -----
+
+// The results carry the batch size too.
+func.func @f(%q: tensor<1x4x128x64xf16>, %k: tensor<1x4x128x64xf16>, %v: tensor<1x4x128x64xf16>) {
+  // expected-error @below {{batch size mismatch: query has 1 but lse has 2}}
+  %out, %lse = fa.attention %q, %k, %v
+      : (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>)
+      -> (tensor<1x4x128x64xf16>, tensor<2x4x128xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<1x4x128x64xf16>, %k: tensor<1x4x128x64xf16>, %v: tensor<1x4x128x64xf16>) {
+  // expected-error @below {{query head count mismatch: query has 4 but out has 8}}
+  %out, %lse = fa.attention %q, %k, %v
+      : (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>)
+      -> (tensor<1x8x128x64xf16>, tensor<1x4x128xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<1x4x128x64xf16>, %k: tensor<1x2x128x64xf16>, %v: tensor<1x4x128x64xf16>) {
+  // expected-error @below {{key/value head count mismatch: key has 2 but value has 4}}
+  %out, %lse = fa.attention %q, %k, %v
+      : (tensor<1x4x128x64xf16>, tensor<1x2x128x64xf16>, tensor<1x4x128x64xf16>)
+      -> (tensor<1x4x128x64xf16>, tensor<1x4x128xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<1x4x128x64xf16>, %k: tensor<1x4x128x64xf16>, %v: tensor<1x4x128x64xf16>) {
+  // expected-error @below {{query sequence length mismatch: query has 128 but lse has 64}}
+  %out, %lse = fa.attention %q, %k, %v
+      : (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>)
+      -> (tensor<1x4x128x64xf16>, tensor<1x4x64xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<1x4x128x64xf16>, %k: tensor<1x4x128x64xf16>, %v: tensor<1x4x96x64xf16>) {
+  // expected-error @below {{key/value sequence length mismatch: key has 128 but value has 96}}
+  %out, %lse = fa.attention %q, %k, %v
+      : (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x96x64xf16>)
+      -> (tensor<1x4x128x64xf16>, tensor<1x4x128xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<1x4x128x64xf16>, %k: tensor<1x4x128x128xf16>, %v: tensor<1x4x128x64xf16>) {
+  // expected-error @below {{head dim mismatch: query has 64 but key has 128}}
+  %out, %lse = fa.attention %q, %k, %v
+      : (tensor<1x4x128x64xf16>, tensor<1x4x128x128xf16>, tensor<1x4x128x64xf16>)
+      -> (tensor<1x4x128x64xf16>, tensor<1x4x128xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<1x4x128x64xf16>, %k: tensor<1x4x128x64xf16>, %v: tensor<1x4x128x128xf16>) {
+  // expected-error @below {{value head dim mismatch: value has 128 but out has 64}}
+  %out, %lse = fa.attention %q, %k, %v
+      : (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x128xf16>)
+      -> (tensor<1x4x128x64xf16>, tensor<1x4x128xf32>)
+  return
+}
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// fa.attention: head dims
+//===----------------------------------------------------------------------===//
+
+// The head dims are static: the kernels are specialized for them.
+func.func @f(%q: tensor<1x4x128x?xf16>, %k: tensor<1x4x128x64xf16>, %v: tensor<1x4x128x64xf16>) {
+  // expected-error @below {{query head dim must be static}}
+  %out, %lse = fa.attention %q, %k, %v
+      : (tensor<1x4x128x?xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>)
+      -> (tensor<1x4x128x64xf16>, tensor<1x4x128xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<1x4x128x64xf16>, %k: tensor<1x4x128x?xf16>, %v: tensor<1x4x128x64xf16>) {
+  // expected-error @below {{key head dim must be static}}
+  %out, %lse = fa.attention %q, %k, %v
+      : (tensor<1x4x128x64xf16>, tensor<1x4x128x?xf16>, tensor<1x4x128x64xf16>)
+      -> (tensor<1x4x128x64xf16>, tensor<1x4x128xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<1x4x128x64xf16>, %k: tensor<1x4x128x64xf16>, %v: tensor<1x4x128x?xf16>) {
+  // expected-error @below {{value head dim must be static}}
+  %out, %lse = fa.attention %q, %k, %v
+      : (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x?xf16>)
+      -> (tensor<1x4x128x?xf16>, tensor<1x4x128xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<1x4x128x60xf16>, %k: tensor<1x4x128x60xf16>, %v: tensor<1x4x128x64xf16>) {
+  // expected-error @below {{unsupported query/key head dim 60: expected a multiple of 8 in [8, 256]}}
+  %out, %lse = fa.attention %q, %k, %v
+      : (tensor<1x4x128x60xf16>, tensor<1x4x128x60xf16>, tensor<1x4x128x64xf16>)
+      -> (tensor<1x4x128x64xf16>, tensor<1x4x128xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<1x4x128x512xf16>, %k: tensor<1x4x128x512xf16>, %v: tensor<1x4x128x64xf16>) {
+  // expected-error @below {{unsupported query/key head dim 512: expected a multiple of 8 in [8, 256]}}
+  %out, %lse = fa.attention %q, %k, %v
+      : (tensor<1x4x128x512xf16>, tensor<1x4x128x512xf16>, tensor<1x4x128x64xf16>)
+      -> (tensor<1x4x128x64xf16>, tensor<1x4x128xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<1x4x128x64xf16>, %k: tensor<1x4x128x64xf16>, %v: tensor<1x4x128x12xf16>) {
+  // expected-error @below {{unsupported value head dim 12: expected a multiple of 8 in [8, 256]}}
+  %out, %lse = fa.attention %q, %k, %v
+      : (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x12xf16>)
+      -> (tensor<1x4x128x12xf16>, tensor<1x4x128xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<1x4x128x0xf16>, %k: tensor<1x4x128x0xf16>, %v: tensor<1x4x128x64xf16>) {
+  // expected-error @below {{unsupported query/key head dim 0: expected a multiple of 8 in [8, 256]}}
+  %out, %lse = fa.attention %q, %k, %v
+      : (tensor<1x4x128x0xf16>, tensor<1x4x128x0xf16>, tensor<1x4x128x64xf16>)
+      -> (tensor<1x4x128x64xf16>, tensor<1x4x128xf32>)
+  return
+}
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// fa.attention: head counts (grouped-query attention)
+//===----------------------------------------------------------------------===//
+
+// Query head h reads key/value head h / (Hq / Hkv).
+func.func @f(%q: tensor<1x8x128x64xf16>, %k: tensor<1x3x128x64xf16>, %v: tensor<1x3x128x64xf16>) {
+  // expected-error @below {{query head count (8) must be a multiple of the key/value head count (3)}}
+  %out, %lse = fa.attention %q, %k, %v
+      : (tensor<1x8x128x64xf16>, tensor<1x3x128x64xf16>, tensor<1x3x128x64xf16>)
+      -> (tensor<1x8x128x64xf16>, tensor<1x8x128xf32>)
+  return
+}
+
+// -----
+
+// Fewer query heads than key/value heads.
+func.func @f(%q: tensor<1x2x128x64xf16>, %k: tensor<1x4x128x64xf16>, %v: tensor<1x4x128x64xf16>) {
+  // expected-error @below {{query head count (2) must be a multiple of the key/value head count (4)}}
+  %out, %lse = fa.attention %q, %k, %v
+      : (tensor<1x2x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>)
+      -> (tensor<1x2x128x64xf16>, tensor<1x2x128xf32>)
+  return
+}
+
+// -----
+
+// No query head: the group size Hq / Hkv would be 0.
+func.func @f(%q: tensor<1x0x128x64xf16>, %k: tensor<1x4x128x64xf16>, %v: tensor<1x4x128x64xf16>) {
+  // expected-error @below {{query head count must be positive}}
+  %out, %lse = fa.attention %q, %k, %v
+      : (tensor<1x0x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>)
+      -> (tensor<1x0x128x64xf16>, tensor<1x0x128xf32>)
+  return
+}
+
+// -----
+
+// The head counts are checked against the static sizes of every tensor.
+func.func @f(%q: tensor<1x?x128x64xf16>, %k: tensor<1x?x128x64xf16>, %v: tensor<1x3x128x64xf16>) {
+  // expected-error @below {{query head count (8) must be a multiple of the key/value head count (3)}}
+  %out, %lse = fa.attention %q, %k, %v
+      : (tensor<1x?x128x64xf16>, tensor<1x?x128x64xf16>, tensor<1x3x128x64xf16>)
+      -> (tensor<1x8x128x64xf16>, tensor<1x?x128xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<1x4x128x64xf16>, %k: tensor<1x0x128x64xf16>, %v: tensor<1x0x128x64xf16>) {
+  // expected-error @below {{key/value head count must be positive}}
+  %out, %lse = fa.attention %q, %k, %v
+      : (tensor<1x4x128x64xf16>, tensor<1x0x128x64xf16>, tensor<1x0x128x64xf16>)
+      -> (tensor<1x4x128x64xf16>, tensor<1x4x128xf32>)
+  return
+}
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// fa.attention: attributes
+//===----------------------------------------------------------------------===//
+
+func.func @f(%q: tensor<1x4x128x64xf16>, %k: tensor<1x4x128x64xf16>, %v: tensor<1x4x128x64xf16>) {
+  // expected-error @below {{scale must be positive and finite, got 0.000000e+00}}
+  %out, %lse = fa.attention %q, %k, %v scale 0.0
+      : (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>)
+      -> (tensor<1x4x128x64xf16>, tensor<1x4x128xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<1x4x128x64xf16>, %k: tensor<1x4x128x64xf16>, %v: tensor<1x4x128x64xf16>) {
+  // expected-error @below {{scale must be positive and finite, got -1.250000e-01}}
+  %out, %lse = fa.attention %q, %k, %v scale -0.125
+      : (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>)
+      -> (tensor<1x4x128x64xf16>, tensor<1x4x128xf32>)
+  return
+}
+
+// -----
+
+// +inf, as an f32 bit pattern.
+func.func @f(%q: tensor<1x4x128x64xf16>, %k: tensor<1x4x128x64xf16>, %v: tensor<1x4x128x64xf16>) {
+  // expected-error @below {{scale must be positive and finite, got INF}}
+  %out, %lse = fa.attention %q, %k, %v scale 0x7F800000
+      : (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>)
+      -> (tensor<1x4x128x64xf16>, tensor<1x4x128xf32>)
+  return
+}
+
+// -----
+
+// NaN.
+func.func @f(%q: tensor<1x4x128x64xf16>, %k: tensor<1x4x128x64xf16>, %v: tensor<1x4x128x64xf16>) {
+  // expected-error @below {{scale must be positive and finite, got nan}}
+  %out, %lse = fa.attention %q, %k, %v scale 0x7FC00000
+      : (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>)
+      -> (tensor<1x4x128x64xf16>, tensor<1x4x128xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<1x4x128x64xf16>, %k: tensor<1x4x128x64xf16>, %v: tensor<1x4x128x64xf16>) {
+  // expected-error @below {{softcap must be positive and finite, got 0.000000e+00}}
+  %out, %lse = fa.attention %q, %k, %v softcap 0.0
+      : (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>)
+      -> (tensor<1x4x128x64xf16>, tensor<1x4x128xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<1x4x128x64xf16>, %k: tensor<1x4x128x64xf16>, %v: tensor<1x4x128x64xf16>) {
+  // expected-error @below {{softcap must be positive and finite, got -3.000000e+01}}
+  %out, %lse = fa.attention %q, %k, %v softcap -30.0
+      : (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>)
+      -> (tensor<1x4x128x64xf16>, tensor<1x4x128xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<1x4x128x64xf16>, %k: tensor<1x4x128x64xf16>, %v: tensor<1x4x128x64xf16>) {
+  // expected-error @below {{window must be [left, right], got 1 values}}
+  %out, %lse = fa.attention %q, %k, %v window [16]
+      : (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>)
+      -> (tensor<1x4x128x64xf16>, tensor<1x4x128xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<1x4x128x64xf16>, %k: tensor<1x4x128x64xf16>, %v: tensor<1x4x128x64xf16>) {
+  // expected-error @below {{window must be [left, right], got 3 values}}
+  %out, %lse = fa.attention %q, %k, %v window [16, 0, 0]
+      : (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>)
+      -> (tensor<1x4x128x64xf16>, tensor<1x4x128xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<1x4x128x64xf16>, %k: tensor<1x4x128x64xf16>, %v: tensor<1x4x128x64xf16>) {
+  // expected-error @below {{window bounds must be >= 0, or -1 for unbounded, got -2}}
+  %out, %lse = fa.attention %q, %k, %v window [-2, 0]
+      : (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>)
+      -> (tensor<1x4x128x64xf16>, tensor<1x4x128xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<1x4x128x64xf16>, %k: tensor<1x4x128x64xf16>, %v: tensor<1x4x128x64xf16>) {
+  // expected-error @below {{causal attention sees no key to the right of the diagonal: window right bound must be 0, got 8}}
+  %out, %lse = fa.attention %q, %k, %v causal window [16, 8]
+      : (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>)
+      -> (tensor<1x4x128x64xf16>, tensor<1x4x128xf32>)
+  return
+}
+
+// -----
+
+// Causal bounds the right side: an unbounded right side contradicts it.
+func.func @f(%q: tensor<1x4x128x64xf16>, %k: tensor<1x4x128x64xf16>, %v: tensor<1x4x128x64xf16>) {
+  // expected-error @below {{causal attention sees no key to the right of the diagonal: window right bound must be 0, got -1}}
+  %out, %lse = fa.attention %q, %k, %v causal window [16, -1]
+      : (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>)
+      -> (tensor<1x4x128x64xf16>, tensor<1x4x128xf32>)
+  return
+}
+
+// -----
+
+// The scale is an f32 attribute (generic form).
+func.func @f(%q: tensor<1x4x128x64xf16>) {
+  // expected-error @below {{attribute 'scale' failed to satisfy constraint: 32-bit float attribute}}
+  %out:2 = "fa.attention"(%q, %q, %q) <{scale = 1.250000e-01 : f64}>
+      : (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>)
+      -> (tensor<1x4x128x64xf16>, tensor<1x4x128xf32>)
+  return
+}
+
+// -----
+
+// The window is an array of i64 (generic form).
+func.func @f(%q: tensor<1x4x128x64xf16>) {
+  // expected-error @below {{Invalid attribute `window` in property conversion: array<i32: 16, 0>}}
+  %out:2 = "fa.attention"(%q, %q, %q) <{window = array<i32: 16, 0>}>
+      : (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>)
+      -> (tensor<1x4x128x64xf16>, tensor<1x4x128xf32>)
+  return
+}
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// fa.attention_backward
+//===----------------------------------------------------------------------===//
+
+func.func @f(%q: tensor<1x4x128x64xf16>, %k: tensor<1x4x128x64xf16>, %v: tensor<1x4x128x64xf16>,
+             %out: tensor<1x4x128x64xf16>, %lse: tensor<1x4x128xf32>, %dout: tensor<1x4x128x64xf16>) {
+  // expected-error @below {{dv must have element type 'f16', got 'bf16'}}
+  %dq, %dk, %dv = fa.attention_backward %q, %k, %v, %out, %lse, %dout
+      : (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>,
+         tensor<1x4x128x64xf16>, tensor<1x4x128xf32>, tensor<1x4x128x64xf16>)
+      -> (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xbf16>)
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<1x4x128x64xf16>, %k: tensor<1x4x128x64xf16>, %v: tensor<1x4x128x64xf16>,
+             %out: tensor<1x4x128x64xf16>, %lse: tensor<1x4x128xf32>, %dout: tensor<1x4x128x64xf32>) {
+  // expected-error @below {{dout must have element type 'f16', got 'f32'}}
+  %dq, %dk, %dv = fa.attention_backward %q, %k, %v, %out, %lse, %dout
+      : (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>,
+         tensor<1x4x128x64xf16>, tensor<1x4x128xf32>, tensor<1x4x128x64xf32>)
+      -> (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>)
+  return
+}
+
+// -----
+
+// The gradients have the element type of the inputs.
+func.func @f(%q: tensor<1x4x128x64xf16>, %k: tensor<1x4x128x64xf16>, %v: tensor<1x4x128x64xf16>,
+             %out: tensor<1x4x128x64xf16>, %lse: tensor<1x4x128xf32>, %dout: tensor<1x4x128x64xf16>) {
+  // expected-error @below {{dq must have element type 'f16', got 'f32'}}
+  %dq, %dk, %dv = fa.attention_backward %q, %k, %v, %out, %lse, %dout
+      : (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>,
+         tensor<1x4x128x64xf16>, tensor<1x4x128xf32>, tensor<1x4x128x64xf16>)
+      -> (tensor<1x4x128x64xf32>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>)
+  return
+}
+
+// -----
+
+// dk and dv have the key/value head count, not the query one.
+func.func @f(%q: tensor<1x8x128x64xf16>, %k: tensor<1x4x128x64xf16>, %v: tensor<1x4x128x64xf16>,
+             %out: tensor<1x8x128x64xf16>, %lse: tensor<1x8x128xf32>, %dout: tensor<1x8x128x64xf16>) {
+  // expected-error @below {{key/value head count mismatch: key has 4 but dk has 8}}
+  %dq, %dk, %dv = fa.attention_backward %q, %k, %v, %out, %lse, %dout
+      : (tensor<1x8x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>,
+         tensor<1x8x128x64xf16>, tensor<1x8x128xf32>, tensor<1x8x128x64xf16>)
+      -> (tensor<1x8x128x64xf16>, tensor<1x8x128x64xf16>, tensor<1x4x128x64xf16>)
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<1x4x128x64xf16>, %k: tensor<1x4x128x64xf16>, %v: tensor<1x4x128x64xf16>,
+             %out: tensor<1x4x128x64xf16>, %lse: tensor<1x4x128xf32>, %dout: tensor<1x4x64x64xf16>) {
+  // expected-error @below {{query sequence length mismatch: query has 128 but dout has 64}}
+  %dq, %dk, %dv = fa.attention_backward %q, %k, %v, %out, %lse, %dout
+      : (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>,
+         tensor<1x4x128x64xf16>, tensor<1x4x128xf32>, tensor<1x4x64x64xf16>)
+      -> (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>)
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<1x4x128x64xf16>, %k: tensor<1x4x128x64xf16>, %v: tensor<1x4x128x64xf16>,
+             %out: tensor<1x4x128x64xf16>, %lse: tensor<1x4x64xf32>, %dout: tensor<1x4x128x64xf16>) {
+  // expected-error @below {{query sequence length mismatch: query has 128 but lse has 64}}
+  %dq, %dk, %dv = fa.attention_backward %q, %k, %v, %out, %lse, %dout
+      : (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>,
+         tensor<1x4x128x64xf16>, tensor<1x4x64xf32>, tensor<1x4x128x64xf16>)
+      -> (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>)
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<1x4x128x64xf16>, %k: tensor<1x4x128x64xf16>, %v: tensor<1x4x128x32xf16>,
+             %out: tensor<1x4x128x32xf16>, %lse: tensor<1x4x128xf32>, %dout: tensor<1x4x128x32xf16>) {
+  // expected-error @below {{value head dim mismatch: value has 32 but dv has 64}}
+  %dq, %dk, %dv = fa.attention_backward %q, %k, %v, %out, %lse, %dout
+      : (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x32xf16>,
+         tensor<1x4x128x32xf16>, tensor<1x4x128xf32>, tensor<1x4x128x32xf16>)
+      -> (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>)
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<1x4x128x64xf16>, %k: tensor<1x4x128x64xf16>, %v: tensor<1x4x128x64xf16>,
+             %out: tensor<1x4x128x64xf16>, %lse: tensor<1x4x128xf32>, %dout: tensor<1x4x128x64xf16>) {
+  // expected-error @below {{head dim mismatch: query has 64 but dq has 32}}
+  %dq, %dk, %dv = fa.attention_backward %q, %k, %v, %out, %lse, %dout
+      : (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>,
+         tensor<1x4x128x64xf16>, tensor<1x4x128xf32>, tensor<1x4x128x64xf16>)
+      -> (tensor<1x4x128x32xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>)
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<1x4x128x64xf16>, %k: tensor<1x4x128x64xf16>, %v: tensor<1x4x128x64xf16>,
+             %out: tensor<1x4x128x64xf16>, %lse: tensor<1x4x128xf32>, %dout: tensor<1x4x128x64xf16>) {
+  // expected-error @below {{key/value sequence length mismatch: key has 128 but dk has 96}}
+  %dq, %dk, %dv = fa.attention_backward %q, %k, %v, %out, %lse, %dout
+      : (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>,
+         tensor<1x4x128x64xf16>, tensor<1x4x128xf32>, tensor<1x4x128x64xf16>)
+      -> (tensor<1x4x128x64xf16>, tensor<1x4x96x64xf16>, tensor<1x4x128x64xf16>)
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<1x4x128x64xf16>, %k: tensor<1x4x128x64xf16>, %v: tensor<1x4x128x64xf16>,
+             %out: tensor<1x4x128x64xf16>, %lse: tensor<1x4x128xf16>, %dout: tensor<1x4x128x64xf16>) {
+  // expected-error @below {{operand #4 must be 3D tensor of f32 values, but got 'tensor<1x4x128xf16>'}}
+  %dq, %dk, %dv = fa.attention_backward %q, %k, %v, %out, %lse, %dout
+      : (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>,
+         tensor<1x4x128x64xf16>, tensor<1x4x128xf16>, tensor<1x4x128x64xf16>)
+      -> (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>)
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<1x4x128x64xf16>, %k: tensor<1x4x128x64xf16>, %v: tensor<1x4x128x64xf16>,
+             %out: tensor<1x4x128x64xf16>, %lse: tensor<1x4x128xf32>, %dout: tensor<1x4x128x64xf16>) {
+  // expected-error @below {{causal attention sees no key to the right of the diagonal: window right bound must be 0, got 4}}
+  %dq, %dk, %dv = fa.attention_backward %q, %k, %v, %out, %lse, %dout causal window [-1, 4] deterministic
+      : (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>,
+         tensor<1x4x128x64xf16>, tensor<1x4x128xf32>, tensor<1x4x128x64xf16>)
+      -> (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>)
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<1x4x128x64xf16>, %k: tensor<1x4x128x64xf16>, %v: tensor<1x4x128x64xf16>,
+             %out: tensor<1x4x128x64xf16>, %lse: tensor<1x4x128xf32>, %dout: tensor<1x4x128x64xf16>) {
+  // expected-error @below {{scale must be positive and finite, got -1.000000e+00}}
+  %dq, %dk, %dv = fa.attention_backward %q, %k, %v, %out, %lse, %dout scale -1.0
+      : (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>,
+         tensor<1x4x128x64xf16>, tensor<1x4x128xf32>, tensor<1x4x128x64xf16>)
+      -> (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>)
+  return
+}
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// fa.online_attention
+//===----------------------------------------------------------------------===//
+
+func.func @f(%q: tensor<64x64xf16>, %k: tensor<32x64xf16>, %v: tensor<32x64xbf16>, %acc: tensor<64x64xf32>,
+             %max: tensor<64xf32>, %sum: tensor<64xf32>, %i: index) {
+  // expected-error @below {{query, key and value must have the same element type, got 'f16', 'f16' and 'bf16'}}
+  %a, %m, %s = fa.online_attention %q, %k, %v into %acc, %max, %sum scale 0.125
+      : tensor<64x64xf16>, tensor<32x64xf16>, tensor<32x64xbf16> -> tensor<64x64xf32>, tensor<64xf32>
+  return
+}
+
+// -----
+
+// The state is f32 whatever the input element type.
+func.func @f(%q: tensor<64x64xf16>, %k: tensor<64x64xf16>, %v: tensor<64x64xf16>, %acc: tensor<64x64xf16>,
+             %max: tensor<64xf32>, %sum: tensor<64xf32>, %i: index) {
+  // expected-error @below {{operand #3 must be 2D tensor of f32 values, but got 'tensor<64x64xf16>'}}
+  %a, %m, %s = fa.online_attention %q, %k, %v into %acc, %max, %sum scale 0.125
+      : tensor<64x64xf16>, tensor<64x64xf16>, tensor<64x64xf16> -> tensor<64x64xf16>, tensor<64xf32>
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<64x64xf16>, %k: tensor<64x64xf16>, %v: tensor<64x64xf16>, %acc: tensor<64x64xf32>,
+             %max: tensor<64xf16>, %sum: tensor<64xf16>, %i: index) {
+  // expected-error @below {{operand #4 must be 1D tensor of f32 values, but got 'tensor<64xf16>'}}
+  %a, %m, %s = fa.online_attention %q, %k, %v into %acc, %max, %sum scale 0.125
+      : tensor<64x64xf16>, tensor<64x64xf16>, tensor<64x64xf16> -> tensor<64x64xf32>, tensor<64xf16>
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<64x64x1xf16>, %k: tensor<64x64xf16>, %v: tensor<64x64xf16>, %acc: tensor<64x64xf32>,
+             %max: tensor<64xf32>, %sum: tensor<64xf32>, %i: index) {
+  // expected-error @below {{operand #0 must be 2D tensor of f16, bf16 or f32 values, but got 'tensor<64x64x1xf16>'}}
+  %a, %m, %s = fa.online_attention %q, %k, %v into %acc, %max, %sum scale 0.125
+      : tensor<64x64x1xf16>, tensor<64x64xf16>, tensor<64x64xf16> -> tensor<64x64xf32>, tensor<64xf32>
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<64x64xi32>, %k: tensor<64x64xf16>, %v: tensor<64x64xf16>, %acc: tensor<64x64xf32>,
+             %max: tensor<64xf32>, %sum: tensor<64xf32>, %i: index) {
+  // expected-error @below {{operand #0 must be 2D tensor of f16, bf16 or f32 values, but got 'tensor<64x64xi32>'}}
+  %a, %m, %s = fa.online_attention %q, %k, %v into %acc, %max, %sum scale 0.125
+      : tensor<64x64xi32>, tensor<64x64xf16>, tensor<64x64xf16> -> tensor<64x64xf32>, tensor<64xf32>
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<64x64xf16>, %k: tensor<64x32xf16>, %v: tensor<64x64xf16>, %acc: tensor<64x64xf32>,
+             %max: tensor<64xf32>, %sum: tensor<64xf32>, %i: index) {
+  // expected-error @below {{head dim mismatch: query has 64 but key has 32}}
+  %a, %m, %s = fa.online_attention %q, %k, %v into %acc, %max, %sum scale 0.125
+      : tensor<64x64xf16>, tensor<64x32xf16>, tensor<64x64xf16> -> tensor<64x64xf32>, tensor<64xf32>
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<64x64xf16>, %k: tensor<32x64xf16>, %v: tensor<64x64xf16>, %acc: tensor<64x64xf32>,
+             %max: tensor<64xf32>, %sum: tensor<64xf32>, %i: index) {
+  // expected-error @below {{key block size mismatch: key has 32 but value has 64}}
+  %a, %m, %s = fa.online_attention %q, %k, %v into %acc, %max, %sum scale 0.125
+      : tensor<64x64xf16>, tensor<32x64xf16>, tensor<64x64xf16> -> tensor<64x64xf32>, tensor<64xf32>
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<64x64xf16>, %k: tensor<64x64xf16>, %v: tensor<64x32xf16>, %acc: tensor<64x64xf32>,
+             %max: tensor<64xf32>, %sum: tensor<64xf32>, %i: index) {
+  // expected-error @below {{value head dim mismatch: value has 32 but acc has 64}}
+  %a, %m, %s = fa.online_attention %q, %k, %v into %acc, %max, %sum scale 0.125
+      : tensor<64x64xf16>, tensor<64x64xf16>, tensor<64x32xf16> -> tensor<64x64xf32>, tensor<64xf32>
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<32x64xf16>, %k: tensor<64x64xf16>, %v: tensor<64x64xf16>, %acc: tensor<64x64xf32>,
+             %max: tensor<64xf32>, %sum: tensor<64xf32>, %i: index) {
+  // expected-error @below {{query block size mismatch: query has 32 but acc has 64}}
+  %a, %m, %s = fa.online_attention %q, %k, %v into %acc, %max, %sum scale 0.125
+      : tensor<32x64xf16>, tensor<64x64xf16>, tensor<64x64xf16> -> tensor<64x64xf32>, tensor<64xf32>
+  return
+}
+
+// -----
+
+// All static sizes of one dimension must agree, even when the query
+// block is dynamic.
+func.func @f(%q: tensor<?x64xf16>, %k: tensor<64x64xf16>, %v: tensor<64x64xf16>, %acc: tensor<64x64xf32>,
+             %max: tensor<32xf32>, %sum: tensor<32xf32>, %i: index) {
+  // expected-error @below {{query block size mismatch: acc has 64 but max has 32}}
+  %a, %m, %s = fa.online_attention %q, %k, %v into %acc, %max, %sum scale 0.125
+      : tensor<?x64xf16>, tensor<64x64xf16>, tensor<64x64xf16> -> tensor<64x64xf32>, tensor<32xf32>
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<64x64xf16>, %k: tensor<64x64xf16>, %v: tensor<64x64xf16>, %acc: tensor<64x64xf32>,
+             %max: tensor<64xf32>, %sum: tensor<64xf32>, %i: index) {
+  // expected-error @below {{a causal or window mask needs the masked(q_start, k_start, q_len, k_len) operands}}
+  %a, %m, %s = fa.online_attention %q, %k, %v into %acc, %max, %sum causal scale 0.125
+      : tensor<64x64xf16>, tensor<64x64xf16>, tensor<64x64xf16> -> tensor<64x64xf32>, tensor<64xf32>
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<64x64xf16>, %k: tensor<64x64xf16>, %v: tensor<64x64xf16>, %acc: tensor<64x64xf32>,
+             %max: tensor<64xf32>, %sum: tensor<64xf32>, %i: index) {
+  // expected-error @below {{a causal or window mask needs the masked(q_start, k_start, q_len, k_len) operands}}
+  %a, %m, %s = fa.online_attention %q, %k, %v into %acc, %max, %sum window [8, 8] scale 0.125
+      : tensor<64x64xf16>, tensor<64x64xf16>, tensor<64x64xf16> -> tensor<64x64xf32>, tensor<64xf32>
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<64x64xf16>, %k: tensor<64x64xf16>, %v: tensor<64x64xf16>, %acc: tensor<64x64xf32>,
+             %max: tensor<64xf32>, %sum: tensor<64xf32>, %i: index) {
+  // expected-error @below {{causal attention sees no key to the right of the diagonal: window right bound must be 0, got 8}}
+  %a, %m, %s = fa.online_attention %q, %k, %v into %acc, %max, %sum masked(%i, %i, %i, %i) causal window [8, 8] scale 0.125
+      : tensor<64x64xf16>, tensor<64x64xf16>, tensor<64x64xf16> -> tensor<64x64xf32>, tensor<64xf32>
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<64x64xf16>, %k: tensor<64x64xf16>, %v: tensor<64x64xf16>, %acc: tensor<64x64xf32>,
+             %max: tensor<64xf32>, %sum: tensor<64xf32>, %i: index) {
+  // expected-error @below {{scale must be positive and finite, got 0.000000e+00}}
+  %a, %m, %s = fa.online_attention %q, %k, %v into %acc, %max, %sum masked(%i, %i, %i, %i) scale 0.0
+      : tensor<64x64xf16>, tensor<64x64xf16>, tensor<64x64xf16> -> tensor<64x64xf32>, tensor<64xf32>
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<64x64xf16>, %k: tensor<64x64xf16>, %v: tensor<64x64xf16>, %acc: tensor<64x64xf32>,
+             %max: tensor<64xf32>, %sum: tensor<64xf32>, %i: index) {
+  // expected-error @below {{softcap must be positive and finite, got -1.000000e+00}}
+  %a, %m, %s = fa.online_attention %q, %k, %v into %acc, %max, %sum softcap -1.0 scale 0.125
+      : tensor<64x64xf16>, tensor<64x64xf16>, tensor<64x64xf16> -> tensor<64x64xf32>, tensor<64xf32>
+  return
+}
+
+// -----
+
+// The mask takes all four index operands (generic form).
+func.func @f(%t: tensor<64x64xf16>, %acc: tensor<64x64xf32>, %m: tensor<64xf32>,
+             %i: index) {
+  // expected-error @below {{masked needs all four of q_start, k_start, q_len and k_len}}
+  %r:3 = "fa.online_attention"(%t, %t, %t, %acc, %m, %m, %i, %i)
+      <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 1, 1, 0, 0>,
+        scale = 1.250000e-01 : f32}>
+      : (tensor<64x64xf16>, tensor<64x64xf16>, tensor<64x64xf16>,
+         tensor<64x64xf32>, tensor<64xf32>, tensor<64xf32>, index, index)
+      -> (tensor<64x64xf32>, tensor<64xf32>, tensor<64xf32>)
+  return
+}
+
+// -----
+
+// The updated state has the type of the running state (generic form).
+func.func @f(%t: tensor<64x64xf16>, %acc: tensor<64x64xf32>, %m: tensor<64xf32>) {
+  // expected-error @below {{failed to verify that all of {acc, new_acc} have same type}}
+  %r:3 = "fa.online_attention"(%t, %t, %t, %acc, %m, %m)
+      <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 0, 0, 0>,
+        scale = 1.250000e-01 : f32}>
+      : (tensor<64x64xf16>, tensor<64x64xf16>, tensor<64x64xf16>,
+         tensor<64x64xf32>, tensor<64xf32>, tensor<64xf32>)
+      -> (tensor<?x64xf32>, tensor<64xf32>, tensor<64xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%t: tensor<64x64xf16>, %acc: tensor<64x64xf32>, %m: tensor<64xf32>,
+             %s: tensor<?xf32>) {
+  // expected-error @below {{failed to verify that all of {max, sum, new_max, new_sum} have same type}}
+  %r:3 = "fa.online_attention"(%t, %t, %t, %acc, %m, %s)
+      <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 0, 0, 0>,
+        scale = 1.250000e-01 : f32}>
+      : (tensor<64x64xf16>, tensor<64x64xf16>, tensor<64x64xf16>,
+         tensor<64x64xf32>, tensor<64xf32>, tensor<?xf32>)
+      -> (tensor<64x64xf32>, tensor<64xf32>, tensor<64xf32>)
+  return
+}
+
+// -----
+
+// The scale is required (generic form).
+func.func @f(%t: tensor<64x64xf16>, %acc: tensor<64x64xf32>, %m: tensor<64xf32>) {
+  // expected-error @below {{requires attribute 'scale'}}
+  %r:3 = "fa.online_attention"(%t, %t, %t, %acc, %m, %m)
+      <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 0, 0, 0>}>
+      : (tensor<64x64xf16>, tensor<64x64xf16>, tensor<64x64xf16>,
+         tensor<64x64xf32>, tensor<64xf32>, tensor<64xf32>)
+      -> (tensor<64x64xf32>, tensor<64xf32>, tensor<64xf32>)
+  return
+}
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// fa.online_attention_finalize
+//===----------------------------------------------------------------------===//
+
+func.func @f(%acc: tensor<64x64xf32>, %max: tensor<32xf32>, %sum: tensor<32xf32>) {
+  // expected-error @below {{query block size mismatch: acc has 64 but max has 32}}
+  %out, %lse = fa.online_attention_finalize %acc, %max, %sum
+      : tensor<64x64xf32>, tensor<32xf32> -> tensor<64x64xf16>
+  return
+}
+
+// -----
+
+func.func @f(%acc: tensor<64x64xf32>, %max: tensor<64xf32>, %sum: tensor<64xf32>) {
+  // expected-error @below {{query block size mismatch: acc has 64 but out has 32}}
+  %out, %lse = fa.online_attention_finalize %acc, %max, %sum
+      : tensor<64x64xf32>, tensor<64xf32> -> tensor<32x64xf16>
+  return
+}
+
+// -----
+
+func.func @f(%acc: tensor<64x64xf32>, %max: tensor<64xf32>, %sum: tensor<64xf32>) {
+  // expected-error @below {{value head dim mismatch: acc has 64 but out has 32}}
+  %out, %lse = fa.online_attention_finalize %acc, %max, %sum
+      : tensor<64x64xf32>, tensor<64xf32> -> tensor<64x32xf16>
+  return
+}
+
+// -----
+
+// All static sizes of one dimension must agree, even when acc is dynamic.
+func.func @f(%acc: tensor<?x64xf32>, %max: tensor<16xf32>, %sum: tensor<16xf32>) {
+  // expected-error @below {{query block size mismatch: max has 16 but out has 32}}
+  %out, %lse = fa.online_attention_finalize %acc, %max, %sum
+      : tensor<?x64xf32>, tensor<16xf32> -> tensor<32x64xf16>
+  return
+}
+
+// -----
+
+func.func @f(%acc: tensor<64x64xf32>, %max: tensor<64xf32>, %sum: tensor<64xf32>) {
+  // expected-error @below {{result #0 must be 2D tensor of f16, bf16 or f32 values, but got 'tensor<64x64xi8>'}}
+  %out, %lse = fa.online_attention_finalize %acc, %max, %sum
+      : tensor<64x64xf32>, tensor<64xf32> -> tensor<64x64xi8>
+  return
+}
+
+// -----
+
+func.func @f(%acc: tensor<64x64xf32>, %m: tensor<64xf32>) {
+  // expected-error @below {{failed to verify that all of {max, sum, lse} have same type}}
+  %r:2 = "fa.online_attention_finalize"(%acc, %m, %m)
+      : (tensor<64x64xf32>, tensor<64xf32>, tensor<64xf32>)
+      -> (tensor<64x64xf16>, tensor<?xf32>)
+  return
+}

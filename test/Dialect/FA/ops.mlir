@@ -1,0 +1,332 @@
+// RUN: fa-opt %s | fa-opt | FileCheck %s
+// RUN: fa-opt %s --mlir-print-op-generic | fa-opt | FileCheck %s
+// RUN: fa-opt %s --mlir-print-op-generic | FileCheck %s --check-prefix=GENERIC
+
+// Round trip of every op form of the fa dialect: the custom assembly prints
+// back to itself, and so does the generic form parsed back. The GENERIC lines
+// show the properties each keyword of the custom form stands for.
+
+//===----------------------------------------------------------------------===//
+// fa.attention
+//===----------------------------------------------------------------------===//
+
+// CHECK-LABEL: func.func @attention_plain
+// CHECK: %{{.*}}, %{{.*}} = fa.attention %{{.*}}, %{{.*}}, %{{.*}} :
+// CHECK-SAME: (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>)
+// CHECK-SAME: -> (tensor<1x4x128x64xf16>, tensor<1x4x128xf32>)
+func.func @attention_plain(%q: tensor<1x4x128x64xf16>, %k: tensor<1x4x128x64xf16>,
+                           %v: tensor<1x4x128x64xf16>)
+    -> (tensor<1x4x128x64xf16>, tensor<1x4x128xf32>) {
+  %out, %lse = fa.attention %q, %k, %v
+      : (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>)
+      -> (tensor<1x4x128x64xf16>, tensor<1x4x128xf32>)
+  return %out, %lse : tensor<1x4x128x64xf16>, tensor<1x4x128xf32>
+}
+
+// Each optional attribute alone.
+
+// CHECK-LABEL: func.func @attention_causal
+// CHECK: fa.attention %{{.*}}, %{{.*}}, %{{.*}} causal :
+func.func @attention_causal(%q: tensor<1x4x128x64xf16>, %k: tensor<1x4x128x64xf16>,
+                            %v: tensor<1x4x128x64xf16>)
+    -> (tensor<1x4x128x64xf16>, tensor<1x4x128xf32>) {
+  %out, %lse = fa.attention %q, %k, %v causal
+      : (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>)
+      -> (tensor<1x4x128x64xf16>, tensor<1x4x128xf32>)
+  return %out, %lse : tensor<1x4x128x64xf16>, tensor<1x4x128xf32>
+}
+
+// CHECK-LABEL: func.func @attention_scale
+// CHECK: fa.attention %{{.*}}, %{{.*}}, %{{.*}} scale 1.250000e-01 :
+func.func @attention_scale(%q: tensor<1x4x128x64xf16>, %k: tensor<1x4x128x64xf16>,
+                           %v: tensor<1x4x128x64xf16>)
+    -> (tensor<1x4x128x64xf16>, tensor<1x4x128xf32>) {
+  %out, %lse = fa.attention %q, %k, %v scale 0.125
+      : (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>)
+      -> (tensor<1x4x128x64xf16>, tensor<1x4x128xf32>)
+  return %out, %lse : tensor<1x4x128x64xf16>, tensor<1x4x128xf32>
+}
+
+// A sliding window of 32 keys to the left and 16 to the right of the diagonal;
+// -1 leaves a side unbounded.
+// CHECK-LABEL: func.func @attention_window
+// CHECK: fa.attention %{{.*}}, %{{.*}}, %{{.*}} window [32, 16] :
+// CHECK: fa.attention %{{.*}}, %{{.*}}, %{{.*}} window [-1, 8] :
+func.func @attention_window(%q: tensor<1x4x128x64xf16>, %k: tensor<1x4x128x64xf16>,
+                            %v: tensor<1x4x128x64xf16>)
+    -> (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>) {
+  %out, %lse = fa.attention %q, %k, %v window [32, 16]
+      : (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>)
+      -> (tensor<1x4x128x64xf16>, tensor<1x4x128xf32>)
+  %out2, %lse2 = fa.attention %q, %k, %v window [-1, 8]
+      : (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>)
+      -> (tensor<1x4x128x64xf16>, tensor<1x4x128xf32>)
+  return %out, %out2 : tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>
+}
+
+// CHECK-LABEL: func.func @attention_softcap
+// CHECK: fa.attention %{{.*}}, %{{.*}}, %{{.*}} softcap 3.000000e+01 :
+func.func @attention_softcap(%q: tensor<1x4x128x64xf16>, %k: tensor<1x4x128x64xf16>,
+                             %v: tensor<1x4x128x64xf16>)
+    -> (tensor<1x4x128x64xf16>, tensor<1x4x128xf32>) {
+  %out, %lse = fa.attention %q, %k, %v softcap 30.0
+      : (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>)
+      -> (tensor<1x4x128x64xf16>, tensor<1x4x128xf32>)
+  return %out, %lse : tensor<1x4x128x64xf16>, tensor<1x4x128xf32>
+}
+
+// All attributes together; the keywords print in a fixed order whatever the
+// order of the input (here the unit attribute comes from the attr-dict).
+// CHECK-LABEL: func.func @attention_all_attributes
+// CHECK: fa.attention %{{.*}}, %{{.*}}, %{{.*}} causal window [256, 0] softcap 5.000000e+01 scale 2.500000e-01 :
+// GENERIC-LABEL: sym_name = "attention_all_attributes"
+// GENERIC: "fa.attention"(%{{.*}}, %{{.*}}, %{{.*}}) <{causal, scale = 2.500000e-01 : f32, softcap = 5.000000e+01 : f32, window = array<i64: 256, 0>}>
+// CHECK: fa.attention %{{.*}}, %{{.*}}, %{{.*}} causal window [64, 0] scale 5.000000e-01 :
+func.func @attention_all_attributes(%q: tensor<1x4x128x128xbf16>,
+                                    %k: tensor<1x4x128x128xbf16>,
+                                    %v: tensor<1x4x128x128xbf16>)
+    -> (tensor<1x4x128x128xbf16>, tensor<1x4x128x128xbf16>) {
+  %out, %lse = fa.attention %q, %k, %v causal window [256, 0] softcap 50.0 scale 0.25
+      : (tensor<1x4x128x128xbf16>, tensor<1x4x128x128xbf16>, tensor<1x4x128x128xbf16>)
+      -> (tensor<1x4x128x128xbf16>, tensor<1x4x128xf32>)
+  %out2, %lse2 = fa.attention %q, %k, %v window [64, 0] scale 0.5 {causal}
+      : (tensor<1x4x128x128xbf16>, tensor<1x4x128x128xbf16>, tensor<1x4x128x128xbf16>)
+      -> (tensor<1x4x128x128xbf16>, tensor<1x4x128xf32>)
+  return %out, %out2 : tensor<1x4x128x128xbf16>, tensor<1x4x128x128xbf16>
+}
+
+// Dynamic batch, head counts and sequence lengths (the head dims stay static),
+// Nq != Nk (cross attention / decoding with a KV cache).
+// CHECK-LABEL: func.func @attention_dynamic
+// CHECK: fa.attention %{{.*}}, %{{.*}}, %{{.*}} causal :
+// CHECK-SAME: (tensor<?x?x?x64xf32>, tensor<?x?x?x64xf32>, tensor<?x?x?x64xf32>)
+// CHECK-SAME: -> (tensor<?x?x?x64xf32>, tensor<?x?x?xf32>)
+// CHECK: fa.attention %{{.*}}, %{{.*}}, %{{.*}} :
+// CHECK-SAME: (tensor<2x8x1x64xf32>, tensor<2x8x?x64xf32>, tensor<2x8x?x64xf32>)
+func.func @attention_dynamic(%q: tensor<?x?x?x64xf32>, %k: tensor<?x?x?x64xf32>,
+                             %v: tensor<?x?x?x64xf32>, %q1: tensor<2x8x1x64xf32>,
+                             %kc: tensor<2x8x?x64xf32>, %vc: tensor<2x8x?x64xf32>)
+    -> (tensor<?x?x?x64xf32>, tensor<2x8x1x64xf32>) {
+  %out, %lse = fa.attention %q, %k, %v causal
+      : (tensor<?x?x?x64xf32>, tensor<?x?x?x64xf32>, tensor<?x?x?x64xf32>)
+      -> (tensor<?x?x?x64xf32>, tensor<?x?x?xf32>)
+  %out1, %lse1 = fa.attention %q1, %kc, %vc
+      : (tensor<2x8x1x64xf32>, tensor<2x8x?x64xf32>, tensor<2x8x?x64xf32>)
+      -> (tensor<2x8x1x64xf32>, tensor<2x8x1xf32>)
+  return %out, %out1 : tensor<?x?x?x64xf32>, tensor<2x8x1x64xf32>
+}
+
+// Grouped-query attention (8 query heads over 2 key/value heads) and
+// multi-query attention (one key/value head), bf16.
+// CHECK-LABEL: func.func @attention_gqa_mqa
+// CHECK: fa.attention %{{.*}}, %{{.*}}, %{{.*}} causal :
+// CHECK-SAME: (tensor<2x8x?x128xbf16>, tensor<2x2x?x128xbf16>, tensor<2x2x?x128xbf16>)
+// CHECK-SAME: -> (tensor<2x8x?x128xbf16>, tensor<2x8x?xf32>)
+// CHECK: fa.attention %{{.*}}, %{{.*}}, %{{.*}} :
+// CHECK-SAME: (tensor<2x8x?x128xbf16>, tensor<2x1x?x128xbf16>, tensor<2x1x?x128xbf16>)
+func.func @attention_gqa_mqa(%q: tensor<2x8x?x128xbf16>, %k: tensor<2x2x?x128xbf16>,
+                             %v: tensor<2x2x?x128xbf16>, %k1: tensor<2x1x?x128xbf16>,
+                             %v1: tensor<2x1x?x128xbf16>)
+    -> (tensor<2x8x?x128xbf16>, tensor<2x8x?x128xbf16>) {
+  %out, %lse = fa.attention %q, %k, %v causal
+      : (tensor<2x8x?x128xbf16>, tensor<2x2x?x128xbf16>, tensor<2x2x?x128xbf16>)
+      -> (tensor<2x8x?x128xbf16>, tensor<2x8x?xf32>)
+  %out1, %lse1 = fa.attention %q, %k1, %v1
+      : (tensor<2x8x?x128xbf16>, tensor<2x1x?x128xbf16>, tensor<2x1x?x128xbf16>)
+      -> (tensor<2x8x?x128xbf16>, tensor<2x8x?xf32>)
+  return %out, %out1 : tensor<2x8x?x128xbf16>, tensor<2x8x?x128xbf16>
+}
+
+// A value head dim (Dv = 128) different from the query/key one (D = 192), at
+// the smallest and the largest head dims.
+// CHECK-LABEL: func.func @attention_value_head_dim
+// CHECK: fa.attention %{{.*}}, %{{.*}}, %{{.*}} :
+// CHECK-SAME: (tensor<1x2x16x192xf16>, tensor<1x2x32x192xf16>, tensor<1x2x32x128xf16>)
+// CHECK-SAME: -> (tensor<1x2x16x128xf16>, tensor<1x2x16xf32>)
+// CHECK: fa.attention %{{.*}}, %{{.*}}, %{{.*}} :
+// CHECK-SAME: (tensor<1x2x16x8xf16>, tensor<1x2x32x8xf16>, tensor<1x2x32x256xf16>)
+// CHECK-SAME: -> (tensor<1x2x16x256xf16>, tensor<1x2x16xf32>)
+func.func @attention_value_head_dim(%q: tensor<1x2x16x192xf16>,
+                                    %k: tensor<1x2x32x192xf16>,
+                                    %v: tensor<1x2x32x128xf16>,
+                                    %q8: tensor<1x2x16x8xf16>,
+                                    %k8: tensor<1x2x32x8xf16>,
+                                    %v256: tensor<1x2x32x256xf16>)
+    -> (tensor<1x2x16x128xf16>, tensor<1x2x16x256xf16>) {
+  %out, %lse = fa.attention %q, %k, %v
+      : (tensor<1x2x16x192xf16>, tensor<1x2x32x192xf16>, tensor<1x2x32x128xf16>)
+      -> (tensor<1x2x16x128xf16>, tensor<1x2x16xf32>)
+  %out2, %lse2 = fa.attention %q8, %k8, %v256
+      : (tensor<1x2x16x8xf16>, tensor<1x2x32x8xf16>, tensor<1x2x32x256xf16>)
+      -> (tensor<1x2x16x256xf16>, tensor<1x2x16xf32>)
+  return %out, %out2 : tensor<1x2x16x128xf16>, tensor<1x2x16x256xf16>
+}
+
+// Result shapes may be less static than the inputs (and the other way round):
+// the shapes only have to be compatible.
+// CHECK-LABEL: func.func @attention_compatible_results
+// CHECK: fa.attention %{{.*}}, %{{.*}}, %{{.*}} :
+// CHECK-SAME: (tensor<?x4x?x64xf32>, tensor<2x4x?x64xf32>, tensor<2x4x?x64xf32>)
+// CHECK-SAME: -> (tensor<2x?x32x64xf32>, tensor<?x4x?xf32>)
+func.func @attention_compatible_results(%q: tensor<?x4x?x64xf32>,
+                                        %k: tensor<2x4x?x64xf32>,
+                                        %v: tensor<2x4x?x64xf32>)
+    -> (tensor<2x?x32x64xf32>, tensor<?x4x?xf32>) {
+  %out, %lse = fa.attention %q, %k, %v
+      : (tensor<?x4x?x64xf32>, tensor<2x4x?x64xf32>, tensor<2x4x?x64xf32>)
+      -> (tensor<2x?x32x64xf32>, tensor<?x4x?xf32>)
+  return %out, %lse : tensor<2x?x32x64xf32>, tensor<?x4x?xf32>
+}
+
+// Empty batches and sequences are valid: with Nk = 0 every row sees no key
+// (out = 0, lse = +inf).
+// CHECK-LABEL: func.func @attention_empty
+// CHECK: fa.attention %{{.*}}, %{{.*}}, %{{.*}} :
+// CHECK-SAME: (tensor<0x4x16x64xf32>, tensor<0x4x0x64xf32>, tensor<0x4x0x64xf32>)
+func.func @attention_empty(%q: tensor<0x4x16x64xf32>, %k: tensor<0x4x0x64xf32>,
+                           %v: tensor<0x4x0x64xf32>)
+    -> (tensor<0x4x16x64xf32>, tensor<0x4x16xf32>) {
+  %out, %lse = fa.attention %q, %k, %v
+      : (tensor<0x4x16x64xf32>, tensor<0x4x0x64xf32>, tensor<0x4x0x64xf32>)
+      -> (tensor<0x4x16x64xf32>, tensor<0x4x16xf32>)
+  return %out, %lse : tensor<0x4x16x64xf32>, tensor<0x4x16xf32>
+}
+
+//===----------------------------------------------------------------------===//
+// fa.attention_backward
+//===----------------------------------------------------------------------===//
+
+// CHECK-LABEL: func.func @attention_backward
+// CHECK: %{{.*}}, %{{.*}}, %{{.*}} = fa.attention_backward %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} :
+// CHECK-SAME: -> (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>)
+// CHECK: fa.attention_backward %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} causal deterministic :
+// GENERIC-LABEL: sym_name = "attention_backward"
+// GENERIC: "fa.attention_backward"(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) :
+// GENERIC: "fa.attention_backward"(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) <{causal, deterministic}>
+// CHECK: fa.attention_backward %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} causal window [16, 0] softcap 2.000000e+01 scale 1.250000e-01 deterministic :
+func.func @attention_backward(%q: tensor<1x4x128x64xf16>, %k: tensor<1x4x128x64xf16>,
+                              %v: tensor<1x4x128x64xf16>, %o: tensor<1x4x128x64xf16>,
+                              %lse: tensor<1x4x128xf32>, %do: tensor<1x4x128x64xf16>)
+    -> (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>) {
+  %dq, %dk, %dv = fa.attention_backward %q, %k, %v, %o, %lse, %do
+      : (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>,
+         tensor<1x4x128x64xf16>, tensor<1x4x128xf32>, tensor<1x4x128x64xf16>)
+      -> (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>)
+  %dq1, %dk1, %dv1 = fa.attention_backward %q, %k, %v, %o, %lse, %do causal deterministic
+      : (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>,
+         tensor<1x4x128x64xf16>, tensor<1x4x128xf32>, tensor<1x4x128x64xf16>)
+      -> (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>)
+  %dq2, %dk2, %dv2 = fa.attention_backward %q, %k, %v, %o, %lse, %do
+      causal window [16, 0] softcap 20.0 scale 0.125 deterministic
+      : (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>,
+         tensor<1x4x128x64xf16>, tensor<1x4x128xf32>, tensor<1x4x128x64xf16>)
+      -> (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>)
+  return %dq, %dk1, %dv2 : tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>
+}
+
+// Backward of a GQA bf16 forward with a dynamic sequence length and Dv != D:
+// dk and dv have the key/value head count.
+// CHECK-LABEL: func.func @attention_backward_gqa
+// CHECK: fa.attention_backward %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} window [-1, 32] :
+// CHECK-SAME: (tensor<2x8x?x128xbf16>, tensor<2x2x?x128xbf16>, tensor<2x2x?x64xbf16>,
+// CHECK-SAME:  tensor<2x8x?x64xbf16>, tensor<2x8x?xf32>, tensor<2x8x?x64xbf16>)
+// CHECK-SAME: -> (tensor<2x8x?x128xbf16>, tensor<2x2x?x128xbf16>, tensor<2x2x?x64xbf16>)
+func.func @attention_backward_gqa(%q: tensor<2x8x?x128xbf16>, %k: tensor<2x2x?x128xbf16>,
+                                  %v: tensor<2x2x?x64xbf16>, %o: tensor<2x8x?x64xbf16>,
+                                  %lse: tensor<2x8x?xf32>, %do: tensor<2x8x?x64xbf16>)
+    -> (tensor<2x8x?x128xbf16>, tensor<2x2x?x128xbf16>, tensor<2x2x?x64xbf16>) {
+  %dq, %dk, %dv = fa.attention_backward %q, %k, %v, %o, %lse, %do window [-1, 32]
+      : (tensor<2x8x?x128xbf16>, tensor<2x2x?x128xbf16>, tensor<2x2x?x64xbf16>,
+         tensor<2x8x?x64xbf16>, tensor<2x8x?xf32>, tensor<2x8x?x64xbf16>)
+      -> (tensor<2x8x?x128xbf16>, tensor<2x2x?x128xbf16>, tensor<2x2x?x64xbf16>)
+  return %dq, %dk, %dv : tensor<2x8x?x128xbf16>, tensor<2x2x?x128xbf16>, tensor<2x2x?x64xbf16>
+}
+
+//===----------------------------------------------------------------------===//
+// fa.online_attention and fa.online_attention_finalize
+//===----------------------------------------------------------------------===//
+
+// A fully visible block: no mask operands, natural-log units.
+// CHECK-LABEL: func.func @online_attention_unmasked
+// GENERIC-LABEL: sym_name = "online_attention_unmasked"
+// GENERIC: "fa.online_attention"({{.*}}) <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 0, 0, 0>, scale = 1.250000e-01 : f32}>
+// GENERIC: "fa.online_attention_finalize"({{.*}}) :
+// CHECK: %[[ACC:.*]], %[[MAX:.*]], %[[SUM:.*]] = fa.online_attention %{{.*}}, %{{.*}}, %{{.*}} into %{{.*}}, %{{.*}}, %{{.*}} scale 1.250000e-01 :
+// CHECK-SAME: tensor<64x64xf16>, tensor<32x64xf16>, tensor<32x64xf16> -> tensor<64x64xf32>, tensor<64xf32>
+// CHECK: fa.online_attention_finalize %[[ACC]], %[[MAX]], %[[SUM]] :
+// CHECK-SAME: tensor<64x64xf32>, tensor<64xf32> -> tensor<64x64xf16>
+func.func @online_attention_unmasked(%q: tensor<64x64xf16>, %k: tensor<32x64xf16>,
+                                     %v: tensor<32x64xf16>, %acc: tensor<64x64xf32>,
+                                     %max: tensor<64xf32>, %sum: tensor<64xf32>)
+    -> (tensor<64x64xf16>, tensor<64xf32>) {
+  %acc1, %max1, %sum1 = fa.online_attention %q, %k, %v into %acc, %max, %sum
+      scale 0.125
+      : tensor<64x64xf16>, tensor<32x64xf16>, tensor<32x64xf16>
+      -> tensor<64x64xf32>, tensor<64xf32>
+  %out, %lse = fa.online_attention_finalize %acc1, %max1, %sum1
+      : tensor<64x64xf32>, tensor<64xf32> -> tensor<64x64xf16>
+  return %out, %lse : tensor<64x64xf16>, tensor<64xf32>
+}
+
+// A boundary block: the mask operands (block origins and sequence lengths)
+// alone hide the keys past the end; then with a causal and a window mask.
+// CHECK-LABEL: func.func @online_attention_masked
+// CHECK-SAME: %[[QS:[a-zA-Z0-9]+]]: index, %[[KS:[a-zA-Z0-9]+]]: index, %[[QL:[a-zA-Z0-9]+]]: index, %[[KL:[a-zA-Z0-9]+]]: index
+// CHECK: fa.online_attention {{.*}} masked(%[[QS]], %[[KS]], %[[QL]], %[[KL]]) scale 1.250000e-01 :
+// GENERIC-LABEL: sym_name = "online_attention_masked"
+// GENERIC: "fa.online_attention"({{.*}}) <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 1, 1, 1, 1>, scale = 1.250000e-01 : f32}>
+// CHECK: fa.online_attention {{.*}} masked(%[[QS]], %[[KS]], %[[QL]], %[[KL]]) causal scale 1.250000e-01 :
+// CHECK: fa.online_attention {{.*}} masked(%[[QS]], %[[KS]], %[[QL]], %[[KL]]) causal window [128, 0] scale 1.250000e-01 :
+// CHECK: fa.online_attention {{.*}} masked(%[[QS]], %[[KS]], %[[QL]], %[[KL]]) window [16, 16] scale 1.250000e-01 :
+func.func @online_attention_masked(%q: tensor<64x64xbf16>, %k: tensor<64x64xbf16>,
+                                   %v: tensor<64x64xbf16>, %acc: tensor<64x64xf32>,
+                                   %max: tensor<64xf32>, %sum: tensor<64xf32>,
+                                   %qs: index, %ks: index, %ql: index, %kl: index)
+    -> tensor<64x64xf32> {
+  %a0, %m0, %s0 = fa.online_attention %q, %k, %v into %acc, %max, %sum
+      masked(%qs, %ks, %ql, %kl) scale 0.125
+      : tensor<64x64xbf16>, tensor<64x64xbf16>, tensor<64x64xbf16>
+      -> tensor<64x64xf32>, tensor<64xf32>
+  %a1, %m1, %s1 = fa.online_attention %q, %k, %v into %a0, %m0, %s0
+      masked(%qs, %ks, %ql, %kl) causal scale 0.125
+      : tensor<64x64xbf16>, tensor<64x64xbf16>, tensor<64x64xbf16>
+      -> tensor<64x64xf32>, tensor<64xf32>
+  %a2, %m2, %s2 = fa.online_attention %q, %k, %v into %a1, %m1, %s1
+      masked(%qs, %ks, %ql, %kl) causal window [128, 0] scale 0.125
+      : tensor<64x64xbf16>, tensor<64x64xbf16>, tensor<64x64xbf16>
+      -> tensor<64x64xf32>, tensor<64xf32>
+  %a3, %m3, %s3 = fa.online_attention %q, %k, %v into %a2, %m2, %s2
+      masked(%qs, %ks, %ql, %kl) window [16, 16] scale 0.125
+      : tensor<64x64xbf16>, tensor<64x64xbf16>, tensor<64x64xbf16>
+      -> tensor<64x64xf32>, tensor<64xf32>
+  return %a3 : tensor<64x64xf32>
+}
+
+// The base-2 form (fa-use-exp2's output) with a softcap, f32 inputs, a
+// value head dim different from the head dim, and dynamic tile sizes.
+// CHECK-LABEL: func.func @online_attention_exp2_softcap
+// CHECK: %[[ACC:.*]], %[[MAX:.*]], %[[SUM:.*]] = fa.online_attention {{.*}} softcap 3.000000e+01 scale 0.180336893 exp2 :
+// CHECK-SAME: tensor<?x64xf32>, tensor<?x64xf32>, tensor<?x32xf32> -> tensor<?x32xf32>, tensor<?xf32>
+// CHECK: fa.online_attention {{.*}} masked({{.*}}) causal softcap 3.000000e+01 scale 0.180336893 exp2 :
+// CHECK: fa.online_attention_finalize %{{.*}}, %{{.*}}, %{{.*}} exp2 :
+// GENERIC-LABEL: sym_name = "online_attention_exp2_softcap"
+// GENERIC: "fa.online_attention"({{.*}}) <{exp2, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 0, 0, 0>, scale = 0.180336893 : f32, softcap = 3.000000e+01 : f32}>
+// GENERIC: "fa.online_attention_finalize"({{.*}}) <{exp2}>
+// CHECK-SAME: tensor<?x32xf32>, tensor<?xf32> -> tensor<?x32xf32>
+func.func @online_attention_exp2_softcap(%q: tensor<?x64xf32>, %k: tensor<?x64xf32>,
+                                         %v: tensor<?x32xf32>, %acc: tensor<?x32xf32>,
+                                         %max: tensor<?xf32>, %sum: tensor<?xf32>,
+                                         %i: index)
+    -> (tensor<?x32xf32>, tensor<?xf32>) {
+  %a0, %m0, %s0 = fa.online_attention %q, %k, %v into %acc, %max, %sum
+      softcap 30.0 scale 0.1803369 exp2
+      : tensor<?x64xf32>, tensor<?x64xf32>, tensor<?x32xf32>
+      -> tensor<?x32xf32>, tensor<?xf32>
+  %a1, %m1, %s1 = fa.online_attention %q, %k, %v into %a0, %m0, %s0
+      masked(%i, %i, %i, %i) causal softcap 30.0 scale 0.1803369 exp2
+      : tensor<?x64xf32>, tensor<?x64xf32>, tensor<?x32xf32>
+      -> tensor<?x32xf32>, tensor<?xf32>
+  %out, %lse = fa.online_attention_finalize %a1, %m1, %s1 exp2
+      : tensor<?x32xf32>, tensor<?xf32> -> tensor<?x32xf32>
+  return %out, %lse : tensor<?x32xf32>, tensor<?xf32>
+}
