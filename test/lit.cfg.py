@@ -32,6 +32,8 @@ if config.cuda_bin_dir and os.path.exists(os.path.join(config.cuda_bin_dir,
     config.available_features.add("ptxas")
     config.substitutions.append(("%ptxas",
                                  os.path.join(config.cuda_bin_dir, "ptxas")))
+    config.substitutions.append(("%cuda_root",
+                                 os.path.dirname(config.cuda_bin_dir)))
 
 # CPU execution tests (test/Integration): mlir-runner and its runtime
 # libraries, which sit next to the LLVM tools.

@@ -6,8 +6,10 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "fa/Conversion/Passes.h"
 #include "fa/Dialect/FA/IR/FADialect.h"
 #include "fa/Dialect/FA/Transforms/Passes.h"
+#include "fa/Pipelines/GPUPipelines.h"
 #include "fa/Pipelines/Pipelines.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/InitAllDialects.h"
@@ -20,6 +22,8 @@ int main(int argc, char **argv) {
   mlir::registerAllPasses();
   mlir::fa::registerFAPasses();
   mlir::fa::registerFAPipelines();
+  mlir::fa::registerFAConversionPasses();
+  mlir::fa::registerFAGPUPipelines();
 
   mlir::DialectRegistry registry;
   mlir::registerAllDialects(registry);

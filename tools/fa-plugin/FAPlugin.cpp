@@ -1,7 +1,9 @@
 //===- FAPlugin.cpp - fa dialect and passes as an mlir-opt plugin ---------===//
 
+#include "fa/Conversion/Passes.h"
 #include "fa/Dialect/FA/IR/FADialect.h"
 #include "fa/Dialect/FA/Transforms/Passes.h"
+#include "fa/Pipelines/GPUPipelines.h"
 #include "fa/Pipelines/Pipelines.h"
 #include "mlir/Tools/Plugins/DialectPlugin.h"
 #include "mlir/Tools/Plugins/PassPlugin.h"
@@ -25,5 +27,7 @@ extern "C" LLVM_ATTRIBUTE_WEAK PassPluginLibraryInfo mlirGetPassPluginInfo() {
           []() {
             fa::registerFAPasses();
             fa::registerFAPipelines();
+            fa::registerFAConversionPasses();
+            fa::registerFAGPUPipelines();
           }};
 }

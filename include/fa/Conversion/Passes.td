@@ -1,0 +1,71 @@
+//===- Passes.td - FlashMLIR conversion passes -------------*- tablegen -*-===//
+
+#ifndef FA_CONVERSION_PASSES_TD
+#define FA_CONVERSION_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def FAConvertTiledAttentionToGPU : Pass<"fa-convert-tiled-attention-to-gpu"> {
+  let summary = "Map tiled attention onto one gpu.launch: FlashAttention-2 "
+                "forward with mma.sync";
+  let description = [{
+    Rewrites the `scf.forall` over (batch, query head, query block) that
+    `fa-tile-attention` (and `fa-specialize-masks`, `fa-use-exp2`) produce,
+    whose q/k/v come from memrefs through `bufferization.to_tensor` and whose
+    out/lse results go to memrefs through
+    `bufferization.materialize_in_destination`, into a `gpu.launch` with grid
+    `(ceil(Nq / Br), Hq, B)` and `32 * warps` threads. Each warp owns
+    `Br / warps` query rows. The body is the FlashAttention-2 forward for one
+    query block:
+
+    - Q and double-buffered K/V tiles are staged in dynamic shared memory
+      with `nvgpu.device_async_copy` (cp.async, 16 bytes per thread,
+      zero-filled past the sequence ends), on rows padded by 16 bytes (or
+      XOR-swizzled) so that `nvgpu.ldmatrix` is bank-conflict free;
+    - `S = Q K^T` and `O += P V` use mma.sync m16n8k16 (f16/bf16 in, f32
+      accumulation); P stays in registers;
+    - the online softmax runs on the accumulator fragments (quad shuffles
+      for the row max, `math.exp2` with the scale and log2(e) folded into one
+      multiply-add);
+    - the key loops of the input (masked boundary / unmasked interior /
+      masked boundary) are kept, with their run-time bounds cloned into the
+      kernel; only the masked ones carry mask arithmetic;
+    - the finalization normalizes once and writes O and the natural-log LSE.
+
+    Before:
+    ```mlir
+    %r:2 = scf.forall (%b, %h, %qb) in (%B, %H, %nqb) shared_outs(...) {
+      ... scf.for ... { fa.online_attention ... }
+      ... fa.online_attention_finalize ...
+    }
+    bufferization.materialize_in_destination %r#0 in restrict writable %o
+    ```
+    After:
+    ```mlir
+    gpu.launch blocks(...) in (%nqb, %H, %B) threads(...) in (128, 1, 1)
+        dynamic_shared_memory_size %bytes {
+      nvgpu.device_async_copy ... nvgpu.ldmatrix ... nvgpu.mma.sync ...
+    }
+    ```
+  }];
+  let options = [
+    Option<"warps", "warps", "int64_t", /*default=*/"4",
+           "Warps per thread block; each owns block-q / warps query rows">,
+    Option<"stages", "stages", "int64_t", /*default=*/"2",
+           "Shared-memory buffers per K/V tile (1 or 2; 2 = double-buffered)">,
+    Option<"swizzle", "swizzle", "bool", /*default=*/"false",
+           "XOR-swizzle shared-memory rows instead of padding them by 16 "
+           "bytes (both make ldmatrix conflict-free; padding keeps every "
+           "ldmatrix address a constant offset of one register per tile, "
+           "which saves registers)">
+  ];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect", "::mlir::gpu::GPUDialect",
+    "::mlir::LLVM::LLVMDialect", "::mlir::math::MathDialect",
+    "::mlir::memref::MemRefDialect", "::mlir::nvgpu::NVGPUDialect",
+    "::mlir::NVVM::NVVMDialect", "::mlir::scf::SCFDialect",
+    "::mlir::vector::VectorDialect"
+  ];
+}
+
+#endif // FA_CONVERSION_PASSES_TD

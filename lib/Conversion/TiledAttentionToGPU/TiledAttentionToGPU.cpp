@@ -1,0 +1,1172 @@
+//===- TiledAttentionToGPU.cpp - Tiled attention to a GPU kernel ----------===//
+//
+// Maps the query-block loop nest of `fa-tile-attention` (after
+// `fa-specialize-masks` / `fa-use-exp2`) onto one `gpu.launch` that runs the
+// FlashAttention-2 forward with tensor-core mma.sync (sm_80 and later):
+//
+//   grid  = (ceil(Nq / Br), Hq, B), one thread block per query block
+//   block = 32 * warps threads; warp w owns query rows [w * Br/warps, ...)
+//
+//   smem: Q [Br, D] | K [stages x Bc, D] | V [stages x Bc, Dv]  (cp.async)
+//   prologue: copy Q and the first K/V block; Q -> registers (if it fits)
+//   for each key loop of the input (masked / unmasked / masked):
+//     for kStart in [lb, ub) step Bc:
+//       wait for block kStart, barrier, start copying block kStart + Bc
+//       S = Q K^T (mma.sync m16n8k16, f32 accumulators)
+//       [mask], online softmax on the fragments (quad shuffles, exp2)
+//       O = alpha * O + P V (P reused from the S fragments, in registers)
+//   O /= rowsum, LSE = ln2 * (m + log2(rowsum)), guarded stores
+//
+// The run-time bounds of the key loops and every index the tiled IR computes
+// from (b, h, qBlock) are cloned into the kernel, with the forall's induction
+// variables mapped to the block ids, so the kernel visits exactly the key
+// blocks the tiled IR does. The softmax always runs in base 2 internally (the
+// running max never leaves the kernel), which is exact whether or not the
+// input carries the `exp2` form.
+//
+//===----------------------------------------------------------------------===//
+
+#include "fa/Conversion/TiledAttentionToGPU/TiledAttentionToGPU.h"
+
+#include "fa/Dialect/FA/IR/FAOps.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Bufferization/IR/Bufferization.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Dialect/Utils/StaticValueUtils.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/IR/IRMapping.h"
+#include "mlir/IR/Matchers.h"
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "llvm/Support/MathExtras.h"
+
+#include <limits>
+
+namespace mlir::fa {
+#define GEN_PASS_DEF_FACONVERTTILEDATTENTIONTOGPU
+#include "fa/Conversion/Passes.h.inc"
+} // namespace mlir::fa
+
+using namespace mlir;
+using namespace mlir::fa;
+
+namespace {
+
+constexpr double kLog2e = 1.4426950408889634;
+constexpr double kLn2 = 0.6931471805599453;
+constexpr int64_t kWarpSize = 32;
+/// Elements of a 16-byte chunk (one cp.async, one ldmatrix row) of f16/bf16.
+constexpr int64_t kChunk = 8;
+
+//===----------------------------------------------------------------------===//
+// Matching the tiled IR
+//===----------------------------------------------------------------------===//
+
+/// Where a [rows, D] tile of the tiled IR comes from: rows from
+/// `offsets[2]` on of head `offsets[1]` in batch `offsets[0]` of `memref`.
+struct TileSource {
+  Value memref;
+  SmallVector<OpFoldResult, 3> offsets;
+};
+
+/// Follows a (zero-padded) slice of a `bufferization.to_tensor` back to the
+/// memref. Padding needs no code: the copies zero-fill rows past the end.
+FailureOr<TileSource> traceTile(Value tile) {
+  if (auto pad = tile.getDefiningOp<tensor::PadOp>()) {
+    Value padValue = pad.getConstantPaddingValue();
+    if (!padValue || !matchPattern(padValue, m_AnyZeroFloat()) ||
+        !llvm::all_of(pad.getMixedLowPad(), isZeroInteger))
+      return failure();
+    tile = pad.getSource();
+  }
+  auto slice = tile.getDefiningOp<tensor::ExtractSliceOp>();
+  if (!slice || !slice.hasUnitStride() || slice.getSourceType().getRank() != 4)
+    return failure();
+  auto toTensor = slice.getSource().getDefiningOp<bufferization::ToTensorOp>();
+  if (!toTensor || !isa<MemRefType>(toTensor.getBuffer().getType()))
+    return failure();
+  SmallVector<OpFoldResult> offsets = slice.getMixedOffsets();
+  SmallVector<OpFoldResult> sizes = slice.getMixedSizes();
+  if (!isZeroInteger(offsets[3]) || !isOneInteger(sizes[0]) ||
+      !isOneInteger(sizes[1]) ||
+      getConstantIntValue(sizes[3]) != slice.getSourceType().getDimSize(3))
+    return failure();
+  return TileSource{toTensor.getBuffer(), {offsets[0], offsets[1], offsets[2]}};
+}
+
+/// One key loop of a query block: `scf.for` threading (acc, max, sum)
+/// through a single `fa.online_attention`.
+struct KeyLoop {
+  scf::ForOp loop;
+  OnlineAttentionOp step;
+};
+
+/// Everything the kernel needs from one tiled-attention `scf.forall`.
+struct TiledAttention {
+  scf::ForallOp forall;
+  TileSource q, k, v;
+  SmallVector<KeyLoop> loops;
+  Value out, lse;
+  SmallVector<OpFoldResult> outOffsets, lseOffsets;
+  /// Valid rows of the query block: min(Br, Nq - qStart).
+  OpFoldResult rows;
+  SmallVector<Operation *> stores;
+};
+
+/// True when `v` can be recomputed inside the kernel from the block ids and
+/// values defined above the forall (index arithmetic, dims, constants).
+bool isClonable(Value v, scf::ForallOp forall) {
+  if (llvm::is_contained(forall.getInductionVars(), v))
+    return true;
+  Operation *def = v.getDefiningOp();
+  if (!def)
+    return !forall->isAncestor(v.getParentBlock()->getParentOp());
+  if (auto dim = dyn_cast<tensor::DimOp>(def))
+    if (dim.getSource().getDefiningOp<bufferization::ToTensorOp>())
+      return isClonable(dim.getIndex(), forall);
+  if (def->getNumRegions() != 0 || !isMemoryEffectFree(def))
+    return false;
+  return llvm::all_of(def->getOperands(), [&](Value operand) {
+    return isClonable(operand, forall);
+  });
+}
+
+bool isClonable(OpFoldResult ofr, scf::ForallOp forall) {
+  auto v = dyn_cast<Value>(ofr);
+  return !v || isClonable(v, forall);
+}
+
+/// Matches the tile of a key loop's K or V: the same head rows as the other
+/// loops, starting at the loop's induction variable.
+LogicalResult matchKeyTile(Value tile, scf::ForOp loop,
+                           std::optional<TileSource> &expected) {
+  FailureOr<TileSource> src = traceTile(tile);
+  if (failed(src) || src->offsets[2] != OpFoldResult(loop.getInductionVar()))
+    return failure();
+  for (int i = 0; i < 2; ++i)
+    if (auto v = dyn_cast<Value>(src->offsets[i]))
+      if (!loop.isDefinedOutsideOfLoop(v))
+        return failure();
+  if (!expected) {
+    expected = *src;
+    return success();
+  }
+  return success(expected->memref == src->memref &&
+                 expected->offsets[0] == src->offsets[0] &&
+                 expected->offsets[1] == src->offsets[1]);
+}
+
+FailureOr<TiledAttention> matchTiledAttention(scf::ForallOp forall) {
+  auto fail = [&](const Twine &why) -> FailureOr<TiledAttention> {
+    forall.emitError("fa-convert-tiled-attention-to-gpu: ") << why;
+    return failure();
+  };
+  TiledAttention ta;
+  ta.forall = forall;
+  if (forall.getRank() != 3 || !forall.isNormalized() ||
+      forall.getNumResults() != 2)
+    return fail("expected a normalized 3-d scf.forall with 2 results");
+
+  std::optional<TileSource> k, v;
+  OnlineAttentionFinalizeOp finalize;
+  for (Operation &op : forall.getBody()->without_terminator()) {
+    if (auto fin = dyn_cast<OnlineAttentionFinalizeOp>(op)) {
+      finalize = fin;
+      continue;
+    }
+    auto loop = dyn_cast<scf::ForOp>(op);
+    if (!loop)
+      continue;
+    auto steps = loop.getBody()->getOps<OnlineAttentionOp>();
+    if (!llvm::hasSingleElement(steps))
+      return fail("a key loop must hold exactly one fa.online_attention");
+    OnlineAttentionOp step = *steps.begin();
+    auto yield = cast<scf::YieldOp>(loop.getBody()->getTerminator());
+    if (loop.getNumRegionIterArgs() != 3 ||
+        yield.getOperands() != ValueRange(step.getResults()) ||
+        ValueRange{step.getAcc(), step.getMax(), step.getSum()} !=
+            ValueRange(loop.getRegionIterArgs()))
+      return fail("a key loop may only thread (acc, max, sum) through its "
+                  "step");
+    if (step.isMasked() && step.getKStart() != loop.getInductionVar())
+      return fail("the masked step must start at the loop's key offset");
+    if (failed(matchKeyTile(step.getKey(), loop, k)) ||
+        failed(matchKeyTile(step.getValue(), loop, v)))
+      return fail("K/V tiles must be slices of memrefs (through "
+                  "bufferization.to_tensor) at the loop's key offset");
+    if (!ta.loops.empty()) {
+      KeyLoop &prev = ta.loops.back();
+      if (loop.getInitArgs() != ValueRange(prev.loop.getResults()) ||
+          loop.getLowerBound() != prev.loop.getUpperBound() ||
+          step.getQuery() != prev.step.getQuery() ||
+          step.getScaleAttr() != prev.step.getScaleAttr() ||
+          step.getSoftcapAttr() != prev.step.getSoftcapAttr())
+        return fail("key loops must run back to back over the same query "
+                    "tile and state");
+    }
+    ta.loops.push_back({loop, step});
+  }
+  if (ta.loops.empty() || !finalize ||
+      ValueRange(finalize->getOperands()) !=
+          ValueRange(ta.loops.back().loop.getResults()))
+    return fail("expected key loops followed by fa.online_attention_finalize");
+  ta.k = *k;
+  ta.v = *v;
+
+  FailureOr<TileSource> q = traceTile(ta.loops.front().step.getQuery());
+  if (failed(q))
+    return fail("the Q tile must be a slice of a memref (through "
+                "bufferization.to_tensor)");
+  ta.q = *q;
+
+  // Results: parallel_insert_slice of the finalized rows into the shared
+  // outputs, which are materialized into memrefs after the loop nest.
+  for (Operation &op : forall.getTerminator().getYieldingOps()) {
+    auto insert = dyn_cast<tensor::ParallelInsertSliceOp>(op);
+    if (!insert)
+      return fail("unexpected op in scf.forall.in_parallel");
+    auto dest = dyn_cast<BlockArgument>(insert.getDest());
+    auto outArgs = forall.getRegionOutArgs();
+    auto it = llvm::find(outArgs, dest);
+    if (it == outArgs.end())
+      return fail("parallel_insert_slice must write a shared output");
+    OpResult result = forall->getResult(std::distance(outArgs.begin(), it));
+    auto store = result.hasOneUse()
+                     ? dyn_cast<bufferization::MaterializeInDestinationOp>(
+                           *result.getUsers().begin())
+                     : nullptr;
+    if (!store || !isa<MemRefType>(store.getDest().getType()))
+      return fail("forall results must be materialized into memrefs");
+    Value src = insert.getSource();
+    if (auto slice = src.getDefiningOp<tensor::ExtractSliceOp>())
+      if (llvm::all_of(slice.getMixedOffsets(), isZeroInteger))
+        src = slice.getSource();
+    SmallVector<OpFoldResult> offsets = insert.getMixedOffsets();
+    SmallVector<OpFoldResult> sizes = insert.getMixedSizes();
+    if (!insert.hasUnitStride() || !isOneInteger(sizes[0]) ||
+        !isOneInteger(sizes[1]) ||
+        (sizes.size() == 4 && !isZeroInteger(offsets[3])))
+      return fail("unexpected result slice");
+    offsets.resize(3);
+    if (src == finalize.getOut() && sizes.size() == 4) {
+      ta.out = store.getDest();
+      ta.outOffsets = offsets;
+      ta.rows = sizes[2];
+    } else if (src == finalize.getLse() && sizes.size() == 3) {
+      ta.lse = store.getDest();
+      ta.lseOffsets = offsets;
+    } else {
+      return fail("results must be slices of the finalized out and lse");
+    }
+    ta.stores.push_back(store);
+  }
+  if (!ta.out || !ta.lse)
+    return fail("expected both out and lse to be stored");
+
+  // Everything the kernel indexes with must be recomputable from the block
+  // ids.
+  SmallVector<OpFoldResult> needed;
+  llvm::append_range(needed, ta.q.offsets);
+  llvm::append_range(needed, ArrayRef(ta.k.offsets).take_front(2));
+  llvm::append_range(needed, ArrayRef(ta.v.offsets).take_front(2));
+  llvm::append_range(needed, ta.outOffsets);
+  llvm::append_range(needed, ta.lseOffsets);
+  needed.push_back(ta.rows);
+  for (KeyLoop &kl : ta.loops) {
+    needed.append({kl.loop.getLowerBound(), kl.loop.getUpperBound()});
+    if (kl.step.isMasked())
+      needed.append(
+          {kl.step.getQStart(), kl.step.getQLen(), kl.step.getKLen()});
+  }
+  for (OpFoldResult ofr : needed)
+    if (!isClonable(ofr, forall))
+      return fail("an index of the loop nest cannot be recomputed in the "
+                  "kernel");
+  return ta;
+}
+
+//===----------------------------------------------------------------------===//
+// Kernel configuration
+//===----------------------------------------------------------------------===//
+
+/// A [rows, cols] tile in shared memory, as rows of 16-byte chunks. With
+/// `swizzle`, chunk c of row r is stored at chunk c ^ (r % 8); otherwise rows
+/// are padded by one chunk. Either way the 8 rows one ldmatrix phase (or one
+/// group of 8 cp.async) touches fall in distinct banks.
+struct SmemTile {
+  Value view;
+  int64_t rows = 0, cols = 0;
+  bool swizzle = false;
+
+  static bool canSwizzle(int64_t cols) {
+    int64_t chunks = cols / kChunk;
+    return chunks >= 8 && llvm::isPowerOf2_64(chunks);
+  }
+  int64_t storedCols() const { return swizzle ? cols : cols + kChunk; }
+  int64_t bytes(int64_t eltBytes) const {
+    return rows * storedCols() * eltBytes;
+  }
+};
+
+struct KernelConfig {
+  int64_t br, bc, d, dv, warps, stages;
+  /// m16 row tiles per warp.
+  int64_t mTiles;
+  Type elt;
+  /// Whether each warp keeps its Q fragments in registers for the whole key
+  /// loop (else it reloads them from shared memory per block, as FA2 does
+  /// for large head dims).
+  bool qInRegs;
+  /// Keys per online-softmax sub-step (divides bc).
+  int64_t softmaxKeys;
+  float scale;
+  std::optional<float> softcap;
+  /// XOR-swizzled (else padded) shared-memory rows.
+  bool swizzle;
+  int64_t qBytes, kBytes, vBytes;
+
+  int64_t threads() const { return warps * kWarpSize; }
+  int64_t smemBytes() const { return qBytes + kBytes + vBytes; }
+};
+
+FailureOr<KernelConfig>
+getKernelConfig(TiledAttention &ta,
+                const FAConvertTiledAttentionToGPUOptions &options) {
+  auto fail = [&](const Twine &why) -> FailureOr<KernelConfig> {
+    ta.forall.emitError("fa-convert-tiled-attention-to-gpu: ") << why;
+    return failure();
+  };
+  OnlineAttentionOp step = ta.loops.front().step;
+  auto qType = cast<RankedTensorType>(step.getQuery().getType());
+  auto kType = cast<RankedTensorType>(step.getKey().getType());
+  auto vType = cast<RankedTensorType>(step.getValue().getType());
+  KernelConfig cfg;
+  cfg.br = qType.getDimSize(0);
+  cfg.d = qType.getDimSize(1);
+  cfg.bc = kType.getDimSize(0);
+  cfg.dv = vType.getDimSize(1);
+  cfg.warps = options.warps;
+  cfg.stages = options.stages;
+  cfg.swizzle = options.swizzle;
+  cfg.elt = qType.getElementType();
+  cfg.scale = step.getScale().convertToFloat();
+  if (FloatAttr softcap = step.getSoftcapAttr())
+    cfg.softcap = softcap.getValueAsDouble();
+
+  if (!cfg.elt.isF16() && !cfg.elt.isBF16())
+    return fail("mma.sync needs f16 or bf16 inputs");
+  if (kType.getElementType() != cfg.elt || vType.getElementType() != cfg.elt ||
+      cast<MemRefType>(ta.out.getType()).getElementType() != cfg.elt)
+    return fail("q, k, v and out must share one element type");
+  if (cfg.stages != 1 && cfg.stages != 2)
+    return fail("stages must be 1 or 2");
+  if (cfg.warps < 1 || cfg.br % (16 * cfg.warps) != 0)
+    return fail("block-q must be a multiple of 16 * warps");
+  if (cfg.bc % 16 != 0 || cfg.d % 16 != 0 || cfg.dv % 16 != 0)
+    return fail("block-kv and the head dims must be multiples of 16");
+  for (KeyLoop kl : ta.loops)
+    if (getConstantIntValue(kl.loop.getStep()) != cfg.bc)
+      return fail("key loops must step by whole key tiles");
+  for (Value m : {ta.q.memref, ta.k.memref, ta.v.memref, ta.out})
+    if (!cast<MemRefType>(m.getType()).isLastDimUnitStride())
+      return fail("q, k, v and out rows must be contiguous");
+  cfg.mTiles = cfg.br / (16 * cfg.warps);
+
+  // Registers per thread for the f32 state (O, S) and the Q fragments:
+  // keep Q in registers only while that leaves room for addresses and
+  // temporaries below the 255-register limit.
+  int64_t oRegs = cfg.mTiles * cfg.dv / 2, sRegs = cfg.mTiles * cfg.bc / 2,
+          qRegs = cfg.mTiles * cfg.d / 4;
+  cfg.qInRegs = oRegs + sRegs + qRegs <= 192;
+  // Past 160 registers of O and S together the kernel spills (D = 128 with
+  // Bc = 64): split the softmax into 32-key sub-steps on the same buffers.
+  cfg.softmaxKeys = cfg.bc;
+  if (oRegs + sRegs > 160 && cfg.bc % 32 == 0)
+    cfg.softmaxKeys = 32;
+
+  int64_t eltBytes = 2;
+  auto tileBytes = [&](int64_t rows, int64_t cols) {
+    SmemTile t;
+    t.rows = rows;
+    t.cols = cols;
+    t.swizzle = cfg.swizzle && SmemTile::canSwizzle(cols);
+    return t.bytes(eltBytes);
+  };
+  cfg.qBytes = tileBytes(cfg.br, cfg.d);
+  cfg.kBytes = tileBytes(cfg.stages * cfg.bc, cfg.d);
+  cfg.vBytes = tileBytes(cfg.stages * cfg.bc, cfg.dv);
+  return cfg;
+}
+
+//===----------------------------------------------------------------------===//
+// Warp-level fragments of mma.sync m16n8k16
+//===----------------------------------------------------------------------===//
+
+/// Register fragments of one warp for mma.sync m16n8k16 (f16/bf16 in, f32
+/// accumulation), in nvgpu's vector form:
+///   A 16x16: vector<4x2xT>, rows a0..a3 = (r, k), (r+8, k), (r, k+8),
+///            (r+8, k+8) with r = lane/4, k = 2*(lane%4)
+///   B 16x8:  vector<2x2xT>, rows b0, b1 = k-rows 2*(lane%4) and +8, n = lane/4
+///   C 16x8:  vector<2x2xf32>, row h = query row lane/4 + 8h, columns
+///            2*(lane%4) + {0, 1}
+/// Two adjacent C fragments (n = 0..7, 8..15) converted to T are the A
+/// fragment of the 16x16 block they cover: P never leaves registers.
+/// The Hopper (wgmma) path would provide a second flavour of this class.
+class WarpFragments {
+public:
+  WarpFragments(OpBuilder &b, Location loc, Type elt)
+      : b(b), loc(loc), elt(elt) {
+    f32 = b.getF32Type();
+    aType = VectorType::get({4, 2}, elt);
+    bType = VectorType::get({2, 2}, elt);
+    cType = VectorType::get({2, 2}, f32);
+  }
+
+  Value zeroC() {
+    return arith::ConstantOp::create(b, loc, cType, b.getZeroAttr(cType));
+  }
+
+  /// x4 ldmatrix of four 8x8 matrices whose row addresses the caller
+  /// computed for this lane.
+  Value ldmatrix(Value view, Value row, Value col, bool transpose) {
+    return nvgpu::LdMatrixOp::create(b, loc, aType, view, ValueRange{row, col},
+                                     transpose, /*numTiles=*/4);
+  }
+
+  /// Splits an x4 result into the B fragments of two n8 tiles.
+  std::pair<Value, Value> splitB(Value x4) {
+    auto pick = [&](int64_t r0) {
+      Value frag =
+          arith::ConstantOp::create(b, loc, bType, b.getZeroAttr(bType));
+      for (int64_t i = 0; i < 2; ++i) {
+        Value row =
+            vector::ExtractOp::create(b, loc, x4, ArrayRef<int64_t>{r0 + i});
+        frag =
+            vector::InsertOp::create(b, loc, row, frag, ArrayRef<int64_t>{i});
+      }
+      return frag;
+    };
+    return {pick(0), pick(2)};
+  }
+
+  /// D = A * B + C.
+  Value mma(Value a, Value bFrag, Value c) {
+    if (elt.isF16())
+      return nvgpu::MmaSyncOp::create(b, loc, a, bFrag, c,
+                                      ArrayRef<int64_t>{16, 8, 16});
+    // MLIR 22's nvgpu.mma.sync lowering has no bf16 case: emit the NVVM op on
+    // packed bf16x2 registers.
+    Type i32 = b.getI32Type();
+    auto packed = [&](Value frag, int64_t n) {
+      SmallVector<Value> regs;
+      for (int64_t i = 0; i < n; ++i)
+        regs.push_back(LLVM::BitcastOp::create(
+            b, loc, i32,
+            vector::ExtractOp::create(b, loc, frag, ArrayRef<int64_t>{i})));
+      return regs;
+    };
+    SmallVector<Value> accs;
+    for (int64_t h = 0; h < 2; ++h)
+      for (int64_t e = 0; e < 2; ++e)
+        accs.push_back(element(c, h, e));
+    auto resType =
+        LLVM::LLVMStructType::getLiteral(b.getContext(), {f32, f32, f32, f32});
+    auto op = NVVM::MmaOp::create(
+        b, loc, resType, packed(a, 4), packed(bFrag, 2), accs,
+        ArrayRef<int64_t>{16, 8, 16}, std::nullopt, std::nullopt,
+        std::array<NVVM::MMATypes, 2>{NVVM::MMATypes::bf16,
+                                      NVVM::MMATypes::bf16},
+        std::array<NVVM::MMALayout, 2>{NVVM::MMALayout::row,
+                                       NVVM::MMALayout::col});
+    SmallVector<Value> res;
+    for (int64_t i = 0; i < 4; ++i)
+      res.push_back(
+          LLVM::ExtractValueOp::create(b, loc, op, ArrayRef<int64_t>{i}));
+    return fromElements(res);
+  }
+
+  /// Element (row half h, column e) of a C fragment.
+  Value element(Value c, int64_t h, int64_t e) {
+    return vector::ExtractOp::create(b, loc, c, ArrayRef<int64_t>{h, e});
+  }
+
+  /// A C fragment from its four elements (c0, c1, c2, c3).
+  Value fromElements(ArrayRef<Value> elems) {
+    Value c = zeroC();
+    auto rowType = VectorType::get({2}, f32);
+    for (int64_t h = 0; h < 2; ++h) {
+      Value row = vector::FromElementsOp::create(
+          b, loc, rowType, ValueRange{elems[2 * h], elems[2 * h + 1]});
+      c = vector::InsertOp::create(b, loc, row, c, ArrayRef<int64_t>{h});
+    }
+    return c;
+  }
+
+  /// Multiplies row half h of `c` by scales[h].
+  Value scaleRows(Value c, Value s0, Value s1) {
+    auto rowType = VectorType::get({2}, f32);
+    Value scales = zeroC();
+    for (auto [h, s] : llvm::enumerate(ValueRange{s0, s1}))
+      scales = vector::InsertOp::create(
+          b, loc, vector::BroadcastOp::create(b, loc, rowType, s), scales,
+          ArrayRef<int64_t>{static_cast<int64_t>(h)});
+    return arith::MulFOp::create(b, loc, c, scales);
+  }
+
+  /// Row half h of `c` in the input element type: one packed conversion.
+  Value truncRow(Value c, int64_t h) {
+    Value row = vector::ExtractOp::create(b, loc, c, ArrayRef<int64_t>{h});
+    return arith::TruncFOp::create(b, loc, VectorType::get({2}, elt), row);
+  }
+
+  /// The A fragment of the 16x16 block covered by two adjacent C fragments.
+  Value packA(Value c0, Value c1) {
+    Value a = arith::ConstantOp::create(b, loc, aType, b.getZeroAttr(aType));
+    int64_t i = 0;
+    for (Value c : {c0, c1})
+      for (int64_t h = 0; h < 2; ++h)
+        a = vector::InsertOp::create(b, loc, truncRow(c, h), a,
+                                     ArrayRef<int64_t>{i++});
+    return a;
+  }
+
+private:
+  OpBuilder &b;
+  Location loc;
+  Type elt, f32;
+  VectorType aType, bType, cType;
+};
+
+//===----------------------------------------------------------------------===//
+// Kernel emission
+//===----------------------------------------------------------------------===//
+
+class ForwardKernelEmitter {
+public:
+  ForwardKernelEmitter(OpBuilder &b, Location loc, TiledAttention &ta,
+                       const KernelConfig &cfg)
+      : b(b), loc(loc), ta(ta), cfg(cfg), frags(b, loc, cfg.elt) {}
+
+  void emit(gpu::LaunchOp launch);
+
+private:
+  // Scalars.
+  Value idx(int64_t v) { return arith::ConstantIndexOp::create(b, loc, v); }
+  Value i32(int64_t v) {
+    return arith::ConstantIntOp::create(b, loc, b.getI32Type(), v);
+  }
+  Value f32(double v) {
+    return arith::ConstantOp::create(b, loc, b.getF32FloatAttr(v));
+  }
+  Value add(Value x, Value y) { return arith::AddIOp::create(b, loc, x, y); }
+  Value sub(Value x, Value y) { return arith::SubIOp::create(b, loc, x, y); }
+  Value mul(Value x, Value y) { return arith::MulIOp::create(b, loc, x, y); }
+  Value divu(Value x, int64_t y) {
+    return arith::DivUIOp::create(b, loc, x, idx(y));
+  }
+  Value remu(Value x, int64_t y) {
+    return arith::RemUIOp::create(b, loc, x, idx(y));
+  }
+  Value slt(Value x, Value y) {
+    return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, x, y);
+  }
+  Value toI32(Value x) {
+    return arith::IndexCastOp::create(b, loc, b.getI32Type(), x);
+  }
+
+  /// The kernel-side value of an index of the tiled IR.
+  Value clone(OpFoldResult ofr);
+
+  /// Copies rows [srcRow0, srcRow0 + rows) of head (batch, head) of `src`
+  /// into rows [dstRow0, ...) of `tile`, zero-filling rows >= `limit`.
+  SmallVector<Value> copyTile(Value src, Value batch, Value head, Value srcRow0,
+                              Value limit, const SmemTile &tile, Value dstRow0,
+                              int64_t rows);
+  /// Copies key/value block `kStart` into buffer rows [dstRow0, +Bc) and
+  /// commits the copies as one group.
+  void copyKV(Value kStart, Value dstRow0);
+  Value commit(ValueRange tokens) {
+    return nvgpu::DeviceAsyncCreateGroupOp::create(
+        b, loc, nvgpu::DeviceAsyncTokenType::get(b.getContext()), tokens);
+  }
+  void waitGroups(int64_t pending) {
+    nvgpu::DeviceAsyncWaitOp::create(b, loc, group,
+                                     b.getI32IntegerAttr(pending));
+  }
+
+  /// Column of this lane's ldmatrix row address for chunk `chunk0 + off`
+  /// (off = this lane's chunk offset, 0 or 1), swizzle included.
+  Value ldmatrixCol(const SmemTile &tile, int64_t chunk0, bool aPattern);
+  /// A fragment of rows [row0, +16) x cols [16 ks, +16) (Q, "A pattern").
+  Value loadA(const SmemTile &tile, Value row0, int64_t ks);
+  /// B fragments of K rows [row0, +16) x cols [16 ks, +16): two n8 tiles.
+  std::pair<Value, Value> loadKFrags(Value row0, int64_t ks);
+  /// B fragments of V rows [row0, +16) x cols [16 dp, +16), transposed.
+  std::pair<Value, Value> loadVFrags(Value row0, int64_t dp);
+
+  /// One step of the online softmax over the `keys` keys from `kStart`,
+  /// held in buffer rows [kRow0, +keys). The state is (acc..., max...,
+  /// sum...).
+  SmallVector<Value> emitStep(OnlineAttentionOp step, Value kStart, Value kRow0,
+                              int64_t keys, ValueRange state);
+  void emitKeyLoop(KeyLoop kl, SmallVector<Value> &state);
+  void emitEpilogue(ValueRange state);
+
+  OpBuilder &b;
+  Location loc;
+  TiledAttention &ta;
+  const KernelConfig &cfg;
+  WarpFragments frags;
+  IRMapping mapping;
+
+  Value tid, lane, g, tig, warpRow;
+  // Per-lane ldmatrix row offsets and (swizzled) chunk offsets.
+  Value aRowOff, bRowOff, aChunkOff, bChunkOff, aChunkX, bChunkX;
+  Value nq, nk, lo, hi;
+  Value kBatch, kHead, vBatch, vHead;
+  SmemTile qTile, kTile, vTile;
+  Value group;
+  SmallVector<Value> qFrags;
+};
+
+Value ForwardKernelEmitter::clone(OpFoldResult ofr) {
+  if (auto attr = dyn_cast<Attribute>(ofr))
+    return idx(cast<IntegerAttr>(attr).getInt());
+  Value v = cast<Value>(ofr);
+  if (Value mapped = mapping.lookupOrNull(v))
+    return mapped;
+  Operation *def = v.getDefiningOp();
+  // Values defined above the loop nest (the memrefs) are captured.
+  if (!def)
+    return v;
+  if (auto dim = dyn_cast<tensor::DimOp>(def)) {
+    auto toTensor = dim.getSource().getDefiningOp<bufferization::ToTensorOp>();
+    Value res = memref::DimOp::create(b, loc, toTensor.getBuffer(),
+                                      clone(dim.getIndex()));
+    mapping.map(v, res);
+    return res;
+  }
+  for (Value operand : def->getOperands())
+    (void)clone(operand);
+  Operation *copy = b.clone(*def, mapping);
+  return copy->getResult(cast<OpResult>(v).getResultNumber());
+}
+
+SmallVector<Value> ForwardKernelEmitter::copyTile(Value src, Value batch,
+                                                  Value head, Value srcRow0,
+                                                  Value limit,
+                                                  const SmemTile &tile,
+                                                  Value dstRow0, int64_t rows) {
+  // Groups of `perRow` threads copy 128 contiguous bytes of a row per
+  // instruction (coalesced); a thread copies chunks tChunk + j * perRow of
+  // rows tRow + i * rowsPerRound. All copies of a thread then address off
+  // one row base by constants, except for the few rounds: few registers.
+  int64_t chunks = tile.cols / kChunk;
+  int64_t perRow = std::min<int64_t>(chunks, 8);
+  while (chunks % perRow != 0 || cfg.threads() % perRow != 0)
+    --perRow;
+  int64_t rowsPerRound = cfg.threads() / perRow;
+  int64_t rounds = llvm::divideCeil(rows, rowsPerRound);
+  Value tRow = divu(tid, perRow), tChunk = remu(tid, perRow);
+  Value full = idx(kChunk), none = idx(0);
+  auto tokenType = nvgpu::DeviceAsyncTokenType::get(b.getContext());
+  SmallVector<Value> tokens;
+  for (int64_t i = 0; i < rounds; ++i) {
+    Value r = add(tRow, idx(i * rowsPerRound));
+    Value srcRow = add(srcRow0, r);
+    // Rows past the end read nothing (src-size 0) and are zero-filled; the
+    // address is not dereferenced then, so it needs no clamping.
+    Value n = arith::SelectOp::create(b, loc, slt(srcRow, limit), full, none);
+    Value dstRow = add(dstRow0, r);
+    std::optional<OpBuilder::InsertionGuard> guard;
+    if ((i + 1) * rowsPerRound > rows) {
+      // Last, partial round: only the first rows exist.
+      auto ifOp = scf::IfOp::create(b, loc, slt(r, idx(rows)), false);
+      guard.emplace(b);
+      b.setInsertionPointToStart(ifOp.thenBlock());
+    }
+    for (int64_t j = 0; j < chunks / perRow; ++j) {
+      Value chunk = add(tChunk, idx(j * perRow));
+      Value dstChunk = tile.swizzle
+                           ? arith::XOrIOp::create(b, loc, chunk, remu(r, 8))
+                           : chunk;
+      auto copy = nvgpu::DeviceAsyncCopyOp::create(
+          b, loc, tokenType, tile.view,
+          ValueRange{dstRow, mul(dstChunk, idx(kChunk))}, src,
+          ValueRange{batch, head, srcRow, mul(chunk, idx(kChunk))},
+          b.getIndexAttr(kChunk), n, b.getUnitAttr());
+      // Tokens only name groups; a commit after the if still covers copies
+      // inside it.
+      if (!guard)
+        tokens.push_back(copy);
+    }
+  }
+  return tokens;
+}
+
+void ForwardKernelEmitter::copyKV(Value kStart, Value dstRow0) {
+  SmallVector<Value> tokens =
+      copyTile(ta.k.memref, kBatch, kHead, kStart, nk, kTile, dstRow0, cfg.bc);
+  llvm::append_range(tokens, copyTile(ta.v.memref, vBatch, vHead, kStart, nk,
+                                      vTile, dstRow0, cfg.bc));
+  commit(tokens);
+}
+
+Value ForwardKernelEmitter::ldmatrixCol(const SmemTile &tile, int64_t chunk0,
+                                        bool aPattern) {
+  // chunk0 is even and the lane's offset is 0 or 1, so the swizzled chunk
+  // (chunk0 + off) ^ (row % 8) is chunk0 ^ (off ^ (row % 8)).
+  Value chunk =
+      tile.swizzle ? arith::XOrIOp::create(b, loc, aPattern ? aChunkX : bChunkX,
+                                           idx(chunk0))
+                   : add(aPattern ? aChunkOff : bChunkOff, idx(chunk0));
+  return mul(chunk, idx(kChunk));
+}
+
+Value ForwardKernelEmitter::loadA(const SmemTile &tile, Value row0,
+                                  int64_t ks) {
+  return frags.ldmatrix(tile.view, add(row0, aRowOff),
+                        ldmatrixCol(tile, 2 * ks, /*aPattern=*/true),
+                        /*transpose=*/false);
+}
+
+std::pair<Value, Value> ForwardKernelEmitter::loadKFrags(Value row0,
+                                                         int64_t ks) {
+  // Matrices (n0, k0), (n0, k0+8), (n0+8, k0), (n0+8, k0+8): B fragments of
+  // key rows n0..n0+7 and n0+8..n0+15.
+  return frags.splitB(frags.ldmatrix(
+      kTile.view, add(row0, bRowOff),
+      ldmatrixCol(kTile, 2 * ks, /*aPattern=*/false), /*transpose=*/false));
+}
+
+std::pair<Value, Value> ForwardKernelEmitter::loadVFrags(Value row0,
+                                                         int64_t dp) {
+  // Matrices (k0, n0), (k0+8, n0), (k0, n0+8), (k0+8, n0+8), transposed:
+  // B fragments of value columns n0..n0+7 and n0+8..n0+15.
+  return frags.splitB(frags.ldmatrix(
+      vTile.view, add(row0, aRowOff),
+      ldmatrixCol(vTile, 2 * dp, /*aPattern=*/true), /*transpose=*/true));
+}
+
+SmallVector<Value> ForwardKernelEmitter::emitStep(OnlineAttentionOp step,
+                                                  Value kStart, Value kRow0,
+                                                  int64_t keys,
+                                                  ValueRange state) {
+  const int64_t m = cfg.mTiles, ns = keys / 8, nd = cfg.dv / 8;
+  ValueRange accIn = state.take_front(m * nd);
+  ValueRange maxIn = state.slice(m * nd, 2 * m);
+  ValueRange sumIn = state.take_back(2 * m);
+
+  // S = Q K^T, k-step outermost so each K fragment feeds every row tile.
+  SmallVector<Value> s(m * ns, frags.zeroC());
+  for (int64_t ks = 0; ks < cfg.d / 16; ++ks) {
+    SmallVector<Value> qa;
+    for (int64_t mt = 0; mt < m; ++mt)
+      qa.push_back(cfg.qInRegs ? qFrags[mt * (cfg.d / 16) + ks]
+                               : loadA(qTile, add(warpRow, idx(16 * mt)), ks));
+    for (int64_t np = 0; np < keys / 16; ++np) {
+      auto [b0, b1] = loadKFrags(add(kRow0, idx(16 * np)), ks);
+      for (int64_t mt = 0; mt < m; ++mt) {
+        s[mt * ns + 2 * np] = frags.mma(qa[mt], b0, s[mt * ns + 2 * np]);
+        s[mt * ns + 2 * np + 1] =
+            frags.mma(qa[mt], b1, s[mt * ns + 2 * np + 1]);
+      }
+    }
+  }
+
+  // Scores u (before the exp2 factor c): p = exp2(u * c - m), m in log2
+  // units. With softcap, u = tanh(s * scale / softcap), c = softcap * log2e.
+  double c = cfg.softcap ? *cfg.softcap * kLog2e : cfg.scale * kLog2e;
+  Value cst = f32(c);
+  Value negInf = f32(-std::numeric_limits<double>::infinity());
+  SmallVector<Value> uVals(m * ns * 4);
+  auto u = [&](int64_t mt, int64_t nt, int64_t h, int64_t e) -> Value & {
+    return uVals[((mt * ns + nt) * 2 + h) * 2 + e];
+  };
+  for (int64_t mt = 0; mt < m; ++mt)
+    for (int64_t nt = 0; nt < ns; ++nt)
+      for (int64_t h = 0; h < 2; ++h)
+        for (int64_t e = 0; e < 2; ++e) {
+          Value x = frags.element(s[mt * ns + nt], h, e);
+          if (cfg.softcap)
+            x = math::TanhOp::create(
+                b, loc,
+                arith::MulFOp::create(b, loc, x,
+                                      f32(cfg.scale / *cfg.softcap)));
+          u(mt, nt, h, e) = x;
+        }
+
+  if (step.isMasked()) {
+    // col - row = d0 + (8 nt + e - 16 mt - 8 h) with the lane's
+    // d0 = (kStart + 2 tig) - (qStart + warpRow + g): every bound becomes one
+    // compare of a constant against a per-step scalar.
+    AttentionMask mask = step.getMask();
+    Value qStart = clone(step.getQStart()), qLen = clone(step.getQLen()),
+          kLen = clone(step.getKLen());
+    Value col0 = add(kStart, mul(tig, idx(2)));
+    Value row0 = add(add(qStart, warpRow), g);
+    Value d0 = toI32(sub(col0, row0));
+    Value off = toI32(sub(kLen, qLen));
+    Value keyLimit = toI32(sub(kLen, col0)); // 8 nt + e < keyLimit
+    Value rightLimit, leftLimit;
+    if (mask.right)
+      rightLimit = sub(arith::AddIOp::create(b, loc, off, i32(*mask.right)),
+                       d0); // cst <= rightLimit
+    if (mask.left)
+      leftLimit = sub(arith::SubIOp::create(b, loc, off, i32(*mask.left)),
+                      d0); // cst >= leftLimit
+    auto cmp = [&](arith::CmpIPredicate pred, int64_t lhs, Value rhs) {
+      return arith::CmpIOp::create(b, loc, pred, i32(lhs), rhs);
+    };
+    for (int64_t mt = 0; mt < m; ++mt)
+      for (int64_t nt = 0; nt < ns; ++nt)
+        for (int64_t h = 0; h < 2; ++h)
+          for (int64_t e = 0; e < 2; ++e) {
+            int64_t colOff = 8 * nt + e, diff = colOff - 16 * mt - 8 * h;
+            Value visible = cmp(arith::CmpIPredicate::slt, colOff, keyLimit);
+            if (rightLimit)
+              visible = arith::AndIOp::create(
+                  b, loc, visible,
+                  cmp(arith::CmpIPredicate::sle, diff, rightLimit));
+            if (leftLimit)
+              visible = arith::AndIOp::create(
+                  b, loc, visible,
+                  cmp(arith::CmpIPredicate::sge, diff, leftLimit));
+            Value &x = u(mt, nt, h, e);
+            x = arith::SelectOp::create(b, loc, visible, x, negInf);
+          }
+  }
+
+  // Online softmax per row (mt, h): the 4 lanes of a quad share a row.
+  SmallVector<Value> newMax, newSum, alphas;
+  SmallVector<Value> p(m * ns * 4);
+  for (int64_t mt = 0; mt < m; ++mt)
+    for (int64_t h = 0; h < 2; ++h) {
+      Value rowMax = negInf;
+      for (int64_t nt = 0; nt < ns; ++nt)
+        for (int64_t e = 0; e < 2; ++e)
+          rowMax = arith::MaxNumFOp::create(b, loc, rowMax, u(mt, nt, h, e));
+      for (int32_t mask : {1, 2})
+        rowMax = arith::MaxNumFOp::create(
+            b, loc, rowMax,
+            gpu::ShuffleOp::create(b, loc, rowMax, mask, kWarpSize,
+                                   gpu::ShuffleMode::XOR)
+                .getShuffleResult());
+      Value mOld = maxIn[mt * 2 + h];
+      Value mNew = arith::MaxNumFOp::create(
+          b, loc, mOld, arith::MulFOp::create(b, loc, rowMax, cst));
+      // A row with no visible key so far keeps max = -inf; exponentiate
+      // against 0 so that it stays at p = 0, alpha = 0 instead of NaN.
+      Value isEmpty = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OEQ,
+                                            mNew, negInf);
+      Value mSafe = arith::SelectOp::create(b, loc, isEmpty, f32(0.0), mNew);
+      Value alpha = math::Exp2Op::create(
+          b, loc, arith::SubFOp::create(b, loc, mOld, mSafe));
+      Value negM = arith::NegFOp::create(b, loc, mSafe);
+      Value rowSum = arith::MulFOp::create(b, loc, sumIn[mt * 2 + h], alpha);
+      for (int64_t nt = 0; nt < ns; ++nt)
+        for (int64_t e = 0; e < 2; ++e) {
+          Value x = math::FmaOp::create(b, loc, u(mt, nt, h, e), cst, negM);
+          Value pe = math::Exp2Op::create(b, loc, x);
+          p[((mt * ns + nt) * 2 + h) * 2 + e] = pe;
+          rowSum = arith::AddFOp::create(b, loc, rowSum, pe);
+        }
+      newMax.push_back(mNew);
+      newSum.push_back(rowSum);
+      alphas.push_back(alpha);
+    }
+
+  // O = alpha * O + P V, P taken from the score fragments.
+  SmallVector<Value> acc;
+  for (int64_t mt = 0; mt < m; ++mt)
+    for (int64_t dn = 0; dn < nd; ++dn)
+      acc.push_back(frags.scaleRows(accIn[mt * nd + dn], alphas[2 * mt],
+                                    alphas[2 * mt + 1]));
+  auto pFrag = [&](int64_t mt, int64_t nt) {
+    SmallVector<Value> elems;
+    for (int64_t i = 0; i < 4; ++i)
+      elems.push_back(p[(mt * ns + nt) * 4 + i]);
+    return frags.fromElements(elems);
+  };
+  for (int64_t kk = 0; kk < keys / 16; ++kk) {
+    SmallVector<Value> pa;
+    for (int64_t mt = 0; mt < m; ++mt)
+      pa.push_back(frags.packA(pFrag(mt, 2 * kk), pFrag(mt, 2 * kk + 1)));
+    for (int64_t dp = 0; dp < cfg.dv / 16; ++dp) {
+      auto [b0, b1] = loadVFrags(add(kRow0, idx(16 * kk)), dp);
+      for (int64_t mt = 0; mt < m; ++mt) {
+        acc[mt * nd + 2 * dp] = frags.mma(pa[mt], b0, acc[mt * nd + 2 * dp]);
+        acc[mt * nd + 2 * dp + 1] =
+            frags.mma(pa[mt], b1, acc[mt * nd + 2 * dp + 1]);
+      }
+    }
+  }
+
+  SmallVector<Value> result = acc;
+  llvm::append_range(result, newMax);
+  llvm::append_range(result, newSum);
+  return result;
+}
+
+void ForwardKernelEmitter::emitKeyLoop(KeyLoop kl, SmallVector<Value> &state) {
+  Value lb = clone(kl.loop.getLowerBound()),
+        ub = clone(kl.loop.getUpperBound());
+  auto loop = scf::ForOp::create(b, loc, lb, ub, idx(cfg.bc), state);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(loop.getBody());
+  Value kStart = loop.getInductionVar();
+  // Buffers alternate with the block's position in [lo, hi), across loops.
+  Value buf = cfg.stages == 1 ? idx(0) : remu(divu(sub(kStart, lo), cfg.bc), 2);
+  Value kRow0 = mul(buf, idx(cfg.bc));
+  Value next = add(kStart, idx(cfg.bc));
+
+  // Block kStart has landed for every thread, and every warp is done with
+  // the buffer the next copies overwrite.
+  waitGroups(0);
+  gpu::BarrierOp::create(b, loc);
+  auto prefetch = [&](Value dstRow0) {
+    auto ifOp = scf::IfOp::create(b, loc, slt(next, hi), false);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(ifOp.thenBlock());
+    copyKV(next, dstRow0);
+  };
+  if (cfg.stages == 2)
+    prefetch(mul(sub(idx(1), buf), idx(cfg.bc)));
+
+  // The softmax runs on sub-blocks of `cfg.softmaxKeys` keys: fewer live
+  // score registers, one more rescale of O per sub-block.
+  SmallVector<Value> newState(loop.getRegionIterArgs());
+  for (int64_t k0 = 0; k0 < cfg.bc; k0 += cfg.softmaxKeys)
+    newState = emitStep(kl.step, add(kStart, idx(k0)), add(kRow0, idx(k0)),
+                        cfg.softmaxKeys, newState);
+
+  if (cfg.stages == 1) {
+    gpu::BarrierOp::create(b, loc);
+    prefetch(idx(0));
+  }
+  scf::YieldOp::create(b, loc, newState);
+  state.assign(loop.getResults().begin(), loop.getResults().end());
+}
+
+void ForwardKernelEmitter::emitEpilogue(ValueRange state) {
+  const int64_t m = cfg.mTiles, nd = cfg.dv / 8;
+  Value rows = clone(ta.rows);
+  Value ob = clone(ta.outOffsets[0]), oh = clone(ta.outOffsets[1]),
+        oq = clone(ta.outOffsets[2]);
+  Value lb = clone(ta.lseOffsets[0]), lh = clone(ta.lseOffsets[1]),
+        lq = clone(ta.lseOffsets[2]);
+  Value zero = f32(0.0), one = f32(1.0);
+  Value inf = f32(std::numeric_limits<double>::infinity());
+  Value isLeader =
+      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, tig, idx(0));
+  for (int64_t mt = 0; mt < m; ++mt) {
+    Value invs[2];
+    Value lses[2];
+    for (int64_t h = 0; h < 2; ++h) {
+      Value sum = state[m * nd + 2 * m + 2 * mt + h];
+      for (int32_t mask : {1, 2})
+        sum = arith::AddFOp::create(
+            b, loc, sum,
+            gpu::ShuffleOp::create(b, loc, sum, mask, kWarpSize,
+                                   gpu::ShuffleMode::XOR)
+                .getShuffleResult());
+      // No visible key: out = 0, lse = +inf.
+      Value empty =
+          arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OEQ, sum, zero);
+      invs[h] = arith::SelectOp::create(
+          b, loc, empty, zero, arith::DivFOp::create(b, loc, one, sum));
+      Value mx = state[m * nd + 2 * mt + h];
+      Value lse = arith::MulFOp::create(
+          b, loc, f32(kLn2),
+          arith::AddFOp::create(b, loc, mx, math::Log2Op::create(b, loc, sum)));
+      lses[h] = arith::SelectOp::create(b, loc, empty, inf, lse);
+    }
+    SmallVector<Value> outFrags;
+    for (int64_t dn = 0; dn < nd; ++dn)
+      outFrags.push_back(
+          frags.scaleRows(state[mt * nd + dn], invs[0], invs[1]));
+    for (int64_t h = 0; h < 2; ++h) {
+      Value r = add(add(warpRow, g), idx(16 * mt + 8 * h));
+      auto ifOp = scf::IfOp::create(b, loc, slt(r, rows), false);
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(ifOp.thenBlock());
+      Value outRow = add(oq, r);
+      for (int64_t dn = 0; dn < nd; ++dn)
+        vector::StoreOp::create(
+            b, loc, frags.truncRow(outFrags[dn], h), ta.out,
+            ValueRange{ob, oh, outRow, add(mul(tig, idx(2)), idx(8 * dn))});
+      auto lseIf = scf::IfOp::create(b, loc, isLeader, false);
+      b.setInsertionPointToStart(lseIf.thenBlock());
+      memref::StoreOp::create(b, loc, lses[h], ta.lse,
+                              ValueRange{lb, lh, add(lq, r)});
+    }
+  }
+}
+
+void ForwardKernelEmitter::emit(gpu::LaunchOp launch) {
+  gpu::KernelDim3 blockIds = launch.getBlockIds();
+  SmallVector<Value> ivs = ta.forall.getInductionVars();
+  mapping.map(ivs[0], blockIds.z);
+  mapping.map(ivs[1], blockIds.y);
+  mapping.map(ivs[2], blockIds.x);
+
+  // The first uses of the memrefs fix the kernel's parameter order after
+  // outlining: q, k, v, out, lse.
+  nq = memref::DimOp::create(b, loc, ta.q.memref, 2);
+  nk = memref::DimOp::create(b, loc, ta.k.memref, 2);
+
+  tid = launch.getThreadIds().x;
+  lane = remu(tid, kWarpSize);
+  g = divu(lane, 4);
+  tig = remu(lane, 4);
+  warpRow = mul(divu(tid, kWarpSize), idx(cfg.br / cfg.warps));
+  Value laneMod8 = remu(lane, 8), laneDiv16 = divu(lane, 16);
+  aRowOff = remu(lane, 16);
+  aChunkOff = laneDiv16;
+  bRowOff = add(laneMod8, mul(laneDiv16, idx(8)));
+  bChunkOff = remu(divu(lane, 8), 2);
+  aChunkX = arith::XOrIOp::create(b, loc, aChunkOff, laneMod8);
+  bChunkX = arith::XOrIOp::create(b, loc, bChunkOff, laneMod8);
+
+  // Shared memory: Q | K buffers | V buffers.
+  auto smemSpace =
+      gpu::AddressSpaceAttr::get(b.getContext(), gpu::AddressSpace::Workgroup);
+  Value base = gpu::DynamicSharedMemoryOp::create(
+      b, loc,
+      MemRefType::get({ShapedType::kDynamic}, b.getI8Type(), AffineMap(),
+                      smemSpace));
+  auto makeTile = [&](int64_t rows, int64_t cols, int64_t byteOffset) {
+    SmemTile t;
+    t.rows = rows;
+    t.cols = cols;
+    t.swizzle = cfg.swizzle && SmemTile::canSwizzle(cols);
+    auto type = MemRefType::get({rows, t.storedCols()}, cfg.elt, AffineMap(),
+                                smemSpace);
+    t.view = memref::ViewOp::create(b, loc, type, base, idx(byteOffset),
+                                    ValueRange{});
+    return t;
+  };
+  qTile = makeTile(cfg.br, cfg.d, 0);
+  kTile = makeTile(cfg.stages * cfg.bc, cfg.d, cfg.qBytes);
+  vTile = makeTile(cfg.stages * cfg.bc, cfg.dv, cfg.qBytes + cfg.kBytes);
+
+  // Indices of the tiled IR, recomputed from the block ids.
+  Value qBatch = clone(ta.q.offsets[0]), qHead = clone(ta.q.offsets[1]),
+        qStart = clone(ta.q.offsets[2]);
+  kBatch = clone(ta.k.offsets[0]);
+  kHead = clone(ta.k.offsets[1]);
+  vBatch = clone(ta.v.offsets[0]);
+  vHead = clone(ta.v.offsets[1]);
+  lo = clone(ta.loops.front().loop.getLowerBound());
+  hi = clone(ta.loops.back().loop.getUpperBound());
+  // Clone every other index here too, so that the clones dominate all uses.
+  for (KeyLoop kl : ta.loops) {
+    clone(kl.loop.getLowerBound());
+    clone(kl.loop.getUpperBound());
+    if (kl.step.isMasked())
+      for (Value v :
+           {kl.step.getQStart(), kl.step.getQLen(), kl.step.getKLen()})
+        clone(v);
+  }
+  for (OpFoldResult ofr : ta.outOffsets)
+    clone(ofr);
+  for (OpFoldResult ofr : ta.lseOffsets)
+    clone(ofr);
+  clone(ta.rows);
+
+  // Prologue: Q in one group, the first K/V block (if any) in the next.
+  group = commit(
+      copyTile(ta.q.memref, qBatch, qHead, qStart, nq, qTile, idx(0), cfg.br));
+  auto ifOp = scf::IfOp::create(b, loc, slt(lo, hi), true);
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(ifOp.thenBlock());
+    copyKV(lo, idx(0));
+    // An empty group keeps the group count the same on both paths.
+    b.setInsertionPointToStart(ifOp.elseBlock());
+    commit({});
+  }
+  if (cfg.qInRegs) {
+    // Only Q is needed before the loop; K/V may still be in flight.
+    waitGroups(1);
+    gpu::BarrierOp::create(b, loc);
+    for (int64_t mt = 0; mt < cfg.mTiles; ++mt)
+      for (int64_t ks = 0; ks < cfg.d / 16; ++ks)
+        qFrags.push_back(loadA(qTile, add(warpRow, idx(16 * mt)), ks));
+  }
+
+  // State: acc = 0, max = -inf, sum = 0.
+  SmallVector<Value> state(cfg.mTiles * cfg.dv / 8, frags.zeroC());
+  state.append(2 * cfg.mTiles, f32(-std::numeric_limits<double>::infinity()));
+  state.append(2 * cfg.mTiles, f32(0.0));
+  for (KeyLoop kl : ta.loops)
+    emitKeyLoop(kl, state);
+  // No copy may still be in flight when the block exits (e.g. Q when no key
+  // block is visible).
+  waitGroups(0);
+  emitEpilogue(state);
+}
+
+} // namespace
+
+LogicalResult mlir::fa::convertTiledAttentionToGPU(
+    RewriterBase &rewriter, scf::ForallOp forall,
+    const FAConvertTiledAttentionToGPUOptions &options) {
+  FailureOr<TiledAttention> ta = matchTiledAttention(forall);
+  if (failed(ta))
+    return failure();
+  FailureOr<KernelConfig> cfg = getKernelConfig(*ta, options);
+  if (failed(cfg))
+    return failure();
+
+  Location loc = forall.getLoc();
+  OpBuilder::InsertionGuard guard(rewriter);
+  rewriter.setInsertionPoint(forall);
+  SmallVector<Value> grid = getValueOrCreateConstantIndexOp(
+      rewriter, loc, forall.getMixedUpperBound());
+  Value one = arith::ConstantIndexOp::create(rewriter, loc, 1);
+  Value threads = arith::ConstantIndexOp::create(rewriter, loc, cfg->threads());
+  Value smemBytes = arith::ConstantIntOp::create(
+      rewriter, loc, rewriter.getI32Type(), cfg->smemBytes());
+  // Query blocks on x (no 65535 limit), heads on y, batches on z.
+  auto launch = gpu::LaunchOp::create(rewriter, loc, grid[2], grid[1], grid[0],
+                                      threads, one, one, smemBytes);
+  rewriter.setInsertionPointToStart(&launch.getBody().front());
+  ForwardKernelEmitter(rewriter, loc, *ta, *cfg).emit(launch);
+  gpu::TerminatorOp::create(rewriter, loc);
+
+  for (Operation *store : ta->stores)
+    rewriter.eraseOp(store);
+  rewriter.eraseOp(forall);
+  return success();
+}
+
+namespace {
+
+struct FAConvertTiledAttentionToGPUPass final
+    : fa::impl::FAConvertTiledAttentionToGPUBase<
+          FAConvertTiledAttentionToGPUPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    SmallVector<scf::ForallOp> foralls;
+    getOperation()->walk([&](scf::ForallOp forall) {
+      if (!forall.getBody()->getOps<OnlineAttentionFinalizeOp>().empty())
+        foralls.push_back(forall);
+    });
+    FAConvertTiledAttentionToGPUOptions options{warps, stages, swizzle};
+    IRRewriter rewriter(&getContext());
+    for (scf::ForallOp forall : foralls)
+      if (failed(convertTiledAttentionToGPU(rewriter, forall, options)))
+        return signalPassFailure();
+  }
+};
+
+} // namespace

@@ -1,0 +1,82 @@
+//===- GPUPipelines.cpp - FlashMLIR GPU pass pipelines --------------------===//
+
+#include "fa/Pipelines/GPUPipelines.h"
+
+#include "fa/Conversion/Passes.h"
+#include "fa/Dialect/FA/Transforms/Passes.h"
+#include "mlir/Conversion/Passes.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/GPU/Transforms/Passes.h"
+#include "mlir/Dialect/MemRef/Transforms/Passes.h"
+#include "mlir/Pass/PassRegistry.h"
+#include "mlir/Transforms/Passes.h"
+#include "llvm/Support/CommandLine.h"
+
+using namespace mlir;
+using namespace mlir::fa;
+
+/// Makes the NVPTX back end address shared memory with 32-bit registers, as
+/// nvcc does. With 64-bit shared pointers every ldmatrix/cp.async address
+/// takes two registers, which is what pushes the D=128 kernel into spills.
+/// The NVVM serializer passes no LLVM flags, so this sets the back end's
+/// (process-wide) option directly.
+static void useShortSharedPointers() {
+  auto &options = llvm::cl::getRegisteredOptions();
+  auto it = options.find("nvptx-short-ptr");
+  if (it != options.end() && it->second->getNumOccurrences() == 0)
+    (void)it->second->addOccurrence(0, "nvptx-short-ptr", "true");
+}
+
+void mlir::fa::buildGPUForwardPipeline(
+    OpPassManager &pm, const GPUForwardPipelineOptions &options) {
+  // The tiled form the conversion consumes.
+  pm.addPass(createFATileAttention(
+      FATileAttentionOptions{options.blockQ, options.blockKV}));
+  pm.addPass(createFASpecializeMasks());
+  pm.addPass(createFAUseExp2());
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createCSEPass());
+
+  pm.addPass(
+      createFAConvertTiledAttentionToGPU(FAConvertTiledAttentionToGPUOptions{
+          options.warps, options.stages, options.swizzle}));
+  // Outline before any canonicalization: it would hoist the kernel's
+  // constants to the host and turn them into kernel arguments.
+  pm.addPass(createGpuLaunchSinkIndexComputationsPass());
+  pm.addPass(createGpuKernelOutliningPass());
+  pm.addPass(createCanonicalizerPass());
+
+  if (options.shortSharedPointers)
+    useShortSharedPointers();
+  GpuNVVMAttachTargetOptions target;
+  target.chip = options.chip;
+  target.features = options.features;
+  target.optLevel = 3;
+  pm.addPass(createGpuNVVMAttachTarget(target));
+
+  // math.exp2 / log2 / tanh must reach convert-gpu-to-nvvm as math ops so
+  // they become libdevice calls (ex2.approx for exp2).
+  OpPassManager &kernel = pm.nest<gpu::GPUModuleOp>();
+  kernel.addPass(createSCFToControlFlowPass());
+  kernel.addPass(createConvertNVGPUToNVVMPass());
+  kernel.addPass(memref::createExpandStridedMetadataPass());
+  kernel.addPass(createLowerAffinePass());
+  kernel.addPass(createConvertGpuOpsToNVVMOps());
+  kernel.addPass(createCanonicalizerPass());
+  kernel.addPass(createCSEPass());
+  kernel.addPass(createReconcileUnrealizedCastsPass());
+
+  GpuModuleToBinaryPassOptions binary;
+  binary.compilationTarget = options.format;
+  // libdevice (exp2, log2, tanh, fmax) is linked from the toolkit.
+  binary.toolkitPath = options.toolkit;
+  pm.addPass(createGpuModuleToBinaryPass(binary));
+}
+
+void mlir::fa::registerFAGPUPipelines() {
+  PassPipelineRegistration<GPUForwardPipelineOptions>(
+      "fa-gpu-forward",
+      "fa.attention on memrefs to a FlashAttention-2 forward kernel "
+      "(mma.sync) and its PTX in a gpu.binary",
+      buildGPUForwardPipeline);
+}

@@ -1,0 +1,482 @@
+//===- fa-compile.cpp - Compile fa.attention to PTX + manifest ------------===//
+//
+// The compile driver: takes an attention configuration (flags) or an IR file
+// holding a `func.func` that calls `fa.attention` on memref-backed tensors,
+// runs the GPU pipeline, and writes `<name>.ptx` plus `<name>.json`, a
+// manifest that tells a runtime how to launch the kernel: entry name,
+// parameters in order (each memref expands to allocated pointer, aligned
+// pointer, offset, sizes and strides), grid and block, dynamic shared memory
+// and the op's attributes.
+//
+//===----------------------------------------------------------------------===//
+
+#include "fa/Dialect/FA/IR/FADialect.h"
+#include "fa/Dialect/FA/IR/FAOps.h"
+#include "fa/Dialect/FA/Transforms/Passes.h"
+#include "fa/InitAllPasses.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/Matchers.h"
+#include "mlir/InitAllDialects.h"
+#include "mlir/InitAllExtensions.h"
+#include "mlir/InitAllPasses.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassRegistry.h"
+#include "mlir/Support/FileUtilities.h"
+#include "mlir/Target/LLVMIR/Dialect/All.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/ToolOutputFile.h"
+
+#include <cmath>
+#include <optional>
+
+using namespace mlir;
+namespace cl = llvm::cl;
+
+static cl::OptionCategory category("fa-compile options");
+
+static cl::opt<std::string> inputFile(
+    cl::Positional, cl::desc("[input.mlir] (a func calling fa.attention on "
+                             "memref-backed tensors; flags describe it "
+                             "otherwise)"),
+    cl::init(""), cl::cat(category));
+static cl::opt<std::string> outputDir("o", cl::desc("Output directory"),
+                                      cl::init("."), cl::cat(category));
+static cl::opt<std::string> kernelName(
+    "name", cl::desc("Kernel name (default: derived from the config)"),
+    cl::init(""), cl::cat(category));
+static cl::opt<std::string>
+    kind("kind", cl::desc("Kernel kind: forward"), cl::init("forward"),
+         cl::cat(category));
+static cl::opt<int64_t> headDim("head-dim", cl::desc("Head dim D of q and k"),
+                                cl::init(128), cl::cat(category));
+static cl::opt<int64_t>
+    valueHeadDim("value-head-dim",
+                 cl::desc("Head dim Dv of v (default: --head-dim)"),
+                 cl::init(0), cl::cat(category));
+static cl::opt<std::string> dtype("dtype", cl::desc("f16 or bf16"),
+                                  cl::init("bf16"), cl::cat(category));
+static cl::opt<bool> causal("causal", cl::desc("Causal mask (bottom-right)"),
+                            cl::init(false), cl::cat(category));
+static cl::opt<std::string>
+    window("window", cl::desc("Sliding window 'left,right' (-1 = unbounded)"),
+           cl::init(""), cl::cat(category));
+static cl::opt<double> softcap("softcap", cl::desc("Soft-capping value (> 0)"),
+                               cl::init(0.0), cl::cat(category));
+static cl::opt<double> scale("scale",
+                             cl::desc("Softmax scale (default 1/sqrt(D))"),
+                             cl::init(0.0), cl::cat(category));
+static cl::opt<std::string> chip("chip", cl::desc("sm_80 or sm_90a"),
+                                 cl::init("sm_80"), cl::cat(category));
+static cl::opt<int64_t> blockQ("block-q", cl::desc("Query rows per block"),
+                               cl::init(0), cl::cat(category));
+static cl::opt<int64_t> blockKV("block-kv", cl::desc("Keys per block"),
+                                cl::init(0), cl::cat(category));
+static cl::opt<int64_t> warps("warps", cl::desc("Warps per thread block"),
+                              cl::init(4), cl::cat(category));
+static cl::opt<int64_t> stages("stages",
+                               cl::desc("K/V shared-memory stages (2 = "
+                                        "double buffering)"),
+                               cl::init(2), cl::cat(category));
+static cl::opt<std::string>
+    pipelineName("pipeline", cl::desc("Pass pipeline that ends in gpu.binary"),
+                 cl::init("fa-gpu-forward"), cl::cat(category));
+static cl::opt<bool> defaultSet(
+    "default-set",
+    cl::desc("Compile the default kernel set (D 64/128 x f16/bf16 x "
+             "causal/not x sm_80/sm_90a) into -o"),
+    cl::init(false), cl::cat(category));
+static cl::opt<bool> emitMLIR("emit-mlir",
+                              cl::desc("Also write <name>.mlir (final IR)"),
+                              cl::init(false), cl::cat(category));
+
+namespace {
+
+/// Everything that selects one kernel.
+struct KernelConfig {
+  std::string kind = "forward";
+  int64_t d = 128, dv = 128;
+  std::string dtype = "bf16";
+  bool causal = false;
+  int64_t windowLeft = -1, windowRight = -1;
+  std::optional<double> softcap, scale;
+  std::string chip = "sm_80";
+  int64_t blockQ = 128, blockKV = 64, warps = 4, stages = 2;
+
+  double effectiveScale() const {
+    return scale ? *scale : 1.0 / std::sqrt(static_cast<double>(d));
+  }
+  bool hasWindow() const { return windowLeft >= 0 || windowRight >= 0; }
+
+  std::string defaultName() const {
+    std::string n = llvm::formatv("fa_fwd_d{0}", d);
+    if (dv != d)
+      n += llvm::formatv("_dv{0}", dv).str();
+    n += "_" + dtype;
+    if (causal)
+      n += "_causal";
+    if (hasWindow())
+      n += llvm::formatv("_w{0}_{1}", windowLeft < 0 ? "inf" : std::to_string(windowLeft),
+                         windowRight < 0 ? "inf" : std::to_string(windowRight))
+               .str();
+    if (softcap)
+      n += llvm::formatv("_cap{0}", *softcap).str();
+    if (scale)
+      n += llvm::formatv("_s{0}", *scale).str();
+    std::string c = chip;
+    llvm::erase(c, '_');
+    n += "_" + c;
+    for (char &ch : n)
+      if (!llvm::isAlnum(ch) && ch != '_')
+        ch = '_';
+    return n;
+  }
+};
+
+/// The function the driver compiles: fa.attention between memrefs, strided
+/// so one kernel serves both [B, H, N, D] and [B, N, H, D] layouts.
+std::string buildForwardModule(const KernelConfig &c) {
+  auto memref4 = [&](int64_t d, StringRef elt) {
+    return llvm::formatv(
+               "memref<?x?x?x{0}x{1}, strided<[?, ?, ?, 1], offset: ?>>", d,
+               elt)
+        .str();
+  };
+  auto tensor4 = [&](int64_t d, StringRef elt) {
+    return llvm::formatv("tensor<?x?x?x{0}x{1}>", d, elt).str();
+  };
+  std::string qm = memref4(c.d, c.dtype), vm = memref4(c.dv, c.dtype);
+  std::string qt = tensor4(c.d, c.dtype), vt = tensor4(c.dv, c.dtype);
+  std::string lm = "memref<?x?x?xf32, strided<[?, ?, ?], offset: ?>>";
+  std::string lt = "tensor<?x?x?xf32>";
+  std::string attrs;
+  if (c.causal)
+    attrs += " causal";
+  if (c.hasWindow())
+    attrs += llvm::formatv(" window [{0}, {1}]", c.windowLeft, c.windowRight)
+                 .str();
+  if (c.softcap)
+    attrs += llvm::formatv(" softcap {0:e}", *c.softcap).str();
+  if (c.scale)
+    attrs += llvm::formatv(" scale {0:e}", *c.scale).str();
+  return llvm::formatv(
+             R"mlir(
+func.func @fa_fwd(%q: {0}, %k: {0}, %v: {1}, %out: {1}, %lse: {2}) {{
+  %qt = bufferization.to_tensor %q restrict : {0} to {3}
+  %kt = bufferization.to_tensor %k restrict : {0} to {3}
+  %vt = bufferization.to_tensor %v restrict : {1} to {4}
+  %o, %l = fa.attention %qt, %kt, %vt{6} : ({3}, {3}, {4}) -> ({4}, {5})
+  bufferization.materialize_in_destination %o in restrict writable %out : ({4}, {1}) -> ()
+  bufferization.materialize_in_destination %l in restrict writable %lse : ({5}, {2}) -> ()
+  return
+}
+)mlir",
+             qm, vm, lm, qt, vt, lt, attrs)
+      .str();
+}
+
+/// Reads the configuration back from the (verified) fa.attention op, so a
+/// user-written IR file and the flags produce the same manifest.
+KernelConfig configFromOp(fa::AttentionOp op, const KernelConfig &flags) {
+  KernelConfig c = flags;
+  c.d = op.getHeadDim();
+  c.dv = op.getValueHeadDim();
+  Type elt = op.getQuery().getType().getElementType();
+  c.dtype = elt.isBF16() ? "bf16" : elt.isF16() ? "f16" : "f32";
+  c.causal = op.getCausal();
+  c.windowLeft = c.windowRight = -1;
+  if (auto w = op.getWindowAttr()) {
+    c.windowLeft = w[0];
+    c.windowRight = w[1];
+  }
+  c.softcap.reset();
+  if (auto s = op.getSoftcapAttr())
+    c.softcap = s.getValueAsDouble();
+  c.scale.reset();
+  if (auto s = op.getScaleAttr())
+    c.scale = s.getValueAsDouble();
+  return c;
+}
+
+/// Describes one kernel parameter of the host-side gpu.launch_func.
+FailureOr<llvm::json::Object> describeParam(Value operand,
+                                            func::FuncOp host) {
+  static const char *names[] = {"q", "k", "v", "out", "lse"};
+  static const char *dims[][4] = {{"B", "Hq", "Nq", "D"},
+                                  {"B", "Hkv", "Nk", "D"},
+                                  {"B", "Hkv", "Nk", "Dv"},
+                                  {"B", "Hq", "Nq", "Dv"},
+                                  {"B", "Hq", "Nq", nullptr}};
+  auto argIndex = [&](Value v) -> std::optional<unsigned> {
+    auto arg = dyn_cast<BlockArgument>(v);
+    if (!arg || arg.getOwner() != &host.getBody().front())
+      return std::nullopt;
+    return arg.getArgNumber();
+  };
+  if (auto memrefType = dyn_cast<MemRefType>(operand.getType())) {
+    std::optional<unsigned> idx = argIndex(operand);
+    if (!idx || *idx >= 5)
+      return failure();
+    Type elt = memrefType.getElementType();
+    llvm::json::Array dimNames;
+    for (int64_t i = 0; i < memrefType.getRank(); ++i)
+      dimNames.push_back(dims[*idx][i]);
+    return llvm::json::Object{
+        {"name", names[*idx]},
+        {"type", "memref"},
+        {"rank", memrefType.getRank()},
+        {"dtype", elt.isBF16() ? "bf16" : elt.isF16() ? "f16" : "f32"},
+        {"dims", std::move(dimNames)}};
+  }
+  // A captured size: only `memref.dim %arg, i` can be described.
+  if (auto dim = operand.getDefiningOp<memref::DimOp>()) {
+    std::optional<unsigned> idx = argIndex(dim.getSource());
+    std::optional<int64_t> i = dim.getConstantIndex();
+    if (idx && *idx < 5 && i && dims[*idx][*i])
+      return llvm::json::Object{{"name", dims[*idx][*i]},
+                                {"type", "index"},
+                                {"expr", dims[*idx][*i]}};
+  }
+  return failure();
+}
+
+LogicalResult compileOne(MLIRContext &ctx, const KernelConfig &flags,
+                         OwningOpRef<ModuleOp> module) {
+  // Find the op and derive the config from it.
+  fa::AttentionOp attention;
+  module->walk([&](fa::AttentionOp op) {
+    if (!attention)
+      attention = op;
+  });
+  if (!attention)
+    return module->emitError("fa-compile: no fa.attention op in the input");
+  KernelConfig config = configFromOp(attention, flags);
+  if (config.dtype == "f32")
+    return attention.emitError(
+        "fa-compile: the GPU kernels take f16 or bf16 inputs, not f32");
+  auto host = attention->getParentOfType<func::FuncOp>();
+
+  std::string name =
+      kernelName.empty() || defaultSet ? config.defaultName() : kernelName;
+  std::string pipeline = llvm::formatv(
+      "{0}{{block-q={1} block-kv={2} warps={3} stages={4} chip={5}}",
+      pipelineName, config.blockQ, config.blockKV, config.warps,
+      config.stages, config.chip);
+  PassManager pm(&ctx);
+  if (failed(parsePassPipeline(pipeline, pm, llvm::errs())))
+    return module->emitError("fa-compile: cannot build pipeline '")
+           << pipeline << "'";
+  if (failed(pm.run(*module)))
+    return module->emitError("fa-compile: the pipeline failed for ") << name;
+
+  // Collect the launch and the binary.
+  gpu::LaunchFuncOp launch;
+  module->walk([&](gpu::LaunchFuncOp op) {
+    if (!launch)
+      launch = op;
+  });
+  gpu::BinaryOp binary;
+  module->walk([&](gpu::BinaryOp op) {
+    if (!binary)
+      binary = op;
+  });
+  if (!launch || !binary || binary.getObjects().size() != 1) {
+    return module->emitError("fa-compile: the pipeline produced no single "
+                             "gpu.launch_func + gpu.binary");
+  }
+  auto object = cast<gpu::ObjectAttr>(binary.getObjects()[0]);
+  StringRef ptx = object.getObject().getValue();
+
+  llvm::json::Array params;
+  for (Value operand : launch.getKernelOperands()) {
+    FailureOr<llvm::json::Object> p = describeParam(operand, host);
+    if (failed(p))
+      return launch.emitError("fa-compile: kernel parameter of type ")
+             << operand.getType()
+             << " is not a function argument or its size";
+    params.push_back(std::move(*p));
+  }
+  auto constantOf = [](Value v) -> std::optional<int64_t> {
+    APInt value;
+    if (v && matchPattern(v, m_ConstantInt(&value)))
+      return value.getSExtValue();
+    return std::nullopt;
+  };
+  std::optional<int64_t> bx = constantOf(launch.getBlockSizeX());
+  std::optional<int64_t> by = constantOf(launch.getBlockSizeY());
+  std::optional<int64_t> bz = constantOf(launch.getBlockSizeZ());
+  std::optional<int64_t> smem =
+      launch.getDynamicSharedMemorySize()
+          ? constantOf(launch.getDynamicSharedMemorySize())
+          : std::optional<int64_t>(0);
+  if (!bx || !by || !bz || !smem)
+    return launch.emitError("fa-compile: block size and dynamic shared "
+                            "memory must be constants");
+
+  llvm::json::Object manifest{
+      {"version", 1},
+      {"name", name},
+      {"kind", config.kind},
+      {"chip", config.chip},
+      {"entry", launch.getKernelName().getValue()},
+      {"dtype", config.dtype},
+      {"head_dim", config.d},
+      {"value_head_dim", config.dv},
+      {"causal", config.causal},
+      {"window", llvm::json::Array{config.windowLeft, config.windowRight}},
+      {"softcap", config.softcap ? llvm::json::Value(*config.softcap)
+                                 : llvm::json::Value(nullptr)},
+      {"scale", config.effectiveScale()},
+      {"scale_is_default", !config.scale.has_value()},
+      {"block_q", config.blockQ},
+      {"block_kv", config.blockKV},
+      {"warps", config.warps},
+      {"stages", config.stages},
+      {"threads", *bx * *by * *bz},
+      {"block", llvm::json::Array{*bx, *by, *bz}},
+      {"dynamic_shared_memory", *smem},
+      {"grid", llvm::json::Array{
+                   llvm::formatv("ceildiv(Nq, {0})", config.blockQ).str(),
+                   "Hq", "B"}},
+      {"params", std::move(params)},
+  };
+
+  if (std::error_code ec = llvm::sys::fs::create_directories(outputDir))
+    return module->emitError("fa-compile: cannot create ")
+           << outputDir << ": " << ec.message();
+  auto write = [&](StringRef ext, llvm::function_ref<void(raw_ostream &)> fn)
+      -> LogicalResult {
+    SmallString<256> path(outputDir);
+    llvm::sys::path::append(path, name + ext);
+    std::string error;
+    auto file = openOutputFile(path, &error);
+    if (!file)
+      return module->emitError("fa-compile: ") << error;
+    fn(file->os());
+    file->keep();
+    llvm::outs() << "wrote " << path << "\n";
+    return success();
+  };
+  if (failed(write(".ptx", [&](raw_ostream &os) { os << ptx; })) ||
+      failed(write(".json", [&](raw_ostream &os) {
+        os << llvm::formatv("{0:2}",
+                            llvm::json::Value(std::move(manifest)))
+           << "\n";
+      })))
+    return failure();
+  if (emitMLIR &&
+      failed(write(".mlir", [&](raw_ostream &os) { module->print(os); })))
+    return failure();
+  return success();
+}
+
+/// Parses the flags into a config, with precise errors.
+FailureOr<KernelConfig> configFromFlags() {
+  KernelConfig c;
+  c.kind = kind;
+  if (c.kind != "forward") {
+    llvm::errs() << "fa-compile: unsupported --kind '" << c.kind
+                 << "' (supported: forward)\n";
+    return failure();
+  }
+  c.d = headDim;
+  c.dv = valueHeadDim ? valueHeadDim.getValue() : headDim.getValue();
+  c.dtype = dtype;
+  if (c.dtype != "f16" && c.dtype != "bf16") {
+    llvm::errs() << "fa-compile: --dtype must be f16 or bf16, got '"
+                 << c.dtype << "'\n";
+    return failure();
+  }
+  c.causal = causal;
+  if (!window.empty()) {
+    auto [l, r] = StringRef(window).split(',');
+    if (l.trim().getAsInteger(10, c.windowLeft) ||
+        r.trim().getAsInteger(10, c.windowRight)) {
+      llvm::errs() << "fa-compile: --window must be 'left,right', got '"
+                   << window << "'\n";
+      return failure();
+    }
+  }
+  if (softcap.getNumOccurrences())
+    c.softcap = softcap;
+  if (scale.getNumOccurrences())
+    c.scale = scale;
+  c.chip = chip;
+  if (c.chip != "sm_80" && c.chip != "sm_90a") {
+    llvm::errs() << "fa-compile: --chip must be sm_80 or sm_90a, got '"
+                 << c.chip << "'\n";
+    return failure();
+  }
+  // FlashAttention-2's tile shapes: 128 query rows; 64 keys per block.
+  c.blockQ = blockQ ? blockQ.getValue() : 128;
+  c.blockKV = blockKV ? blockKV.getValue() : 64;
+  c.warps = warps;
+  c.stages = stages;
+  return c;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM y(argc, argv);
+  registerAllPasses();
+  fa::registerAllFAPasses();
+  cl::HideUnrelatedOptions(category);
+  cl::ParseCommandLineOptions(argc, argv,
+                              "FlashMLIR compile driver: fa.attention -> PTX "
+                              "+ JSON manifest\n");
+
+  DialectRegistry registry;
+  registerAllDialects(registry);
+  registerAllExtensions(registry);
+  registerAllToLLVMIRTranslations(registry);
+  registry.insert<fa::FADialect>();
+  MLIRContext ctx(registry);
+  ctx.loadAllAvailableDialects();
+
+  FailureOr<KernelConfig> flags = configFromFlags();
+  if (failed(flags))
+    return 1;
+
+  SmallVector<KernelConfig> configs;
+  if (defaultSet) {
+    for (int64_t d : {64, 128})
+      for (StringRef t : {"f16", "bf16"})
+        for (bool c : {false, true})
+          for (StringRef ch : {"sm_80", "sm_90a"}) {
+            KernelConfig k = *flags;
+            k.d = k.dv = d;
+            k.dtype = t.str();
+            k.causal = c;
+            k.chip = ch.str();
+            configs.push_back(k);
+          }
+  } else {
+    configs.push_back(*flags);
+  }
+
+  for (const KernelConfig &config : configs) {
+    OwningOpRef<ModuleOp> module;
+    if (!inputFile.empty() && !defaultSet) {
+      module = parseSourceFile<ModuleOp>(inputFile, &ctx);
+    } else {
+      module = parseSourceString<ModuleOp>(buildForwardModule(config), &ctx,
+                                           "fa-compile-config");
+    }
+    if (!module)
+      return 1;
+    if (failed(compileOne(ctx, config, std::move(module))))
+      return 1;
+  }
+  return 0;
+}
