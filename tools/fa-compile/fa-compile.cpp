@@ -111,7 +111,7 @@ struct KernelConfig {
   int64_t windowLeft = -1, windowRight = -1;
   std::optional<double> softcap, scale;
   std::string chip = "sm_80";
-  int64_t blockQ = 128, blockKV = 64, warps = 4, stages = 2;
+  int64_t blockQ = 0, blockKV = 0, warps = 4, stages = 2;
 
   double effectiveScale() const {
     return scale ? *scale : 1.0 / std::sqrt(static_cast<double>(d));
@@ -261,6 +261,13 @@ LogicalResult compileOne(MLIRContext &ctx, const KernelConfig &flags,
   if (!attention)
     return module->emitError("fa-compile: no fa.attention op in the input");
   KernelConfig config = configFromOp(attention, flags);
+  // FlashAttention-2's sm8x tiles, which keep the kernel free of register
+  // spills (docs/GPU.md): 128 query rows; 64 keys per block at D <= 64, 32
+  // at larger D.
+  if (config.blockQ == 0)
+    config.blockQ = 128;
+  if (config.blockKV == 0)
+    config.blockKV = std::max(config.d, config.dv) > 64 ? 32 : 64;
   if (config.dtype == "f32")
     return attention.emitError(
         "fa-compile: the GPU kernels take f16 or bf16 inputs, not f32");
@@ -417,9 +424,9 @@ FailureOr<KernelConfig> configFromFlags() {
                  << c.chip << "'\n";
     return failure();
   }
-  // FlashAttention-2's tile shapes: 128 query rows; 64 keys per block.
-  c.blockQ = blockQ ? blockQ.getValue() : 128;
-  c.blockKV = blockKV ? blockKV.getValue() : 64;
+  // 0 = pick per head dim (see compileOne).
+  c.blockQ = blockQ;
+  c.blockKV = blockKV;
   c.warps = warps;
   c.stages = stages;
   return c;

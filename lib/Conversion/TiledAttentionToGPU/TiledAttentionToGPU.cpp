@@ -513,10 +513,12 @@ public:
   Value scaleRows(Value c, Value s0, Value s1) {
     auto rowType = VectorType::get({2}, f32);
     Value scales = zeroC();
-    for (auto [h, s] : llvm::enumerate(ValueRange{s0, s1}))
+    // A named array: a ValueRange over a braced list would dangle here.
+    Value rowScales[2] = {s0, s1};
+    for (int64_t h = 0; h < 2; ++h)
       scales = vector::InsertOp::create(
-          b, loc, vector::BroadcastOp::create(b, loc, rowType, s), scales,
-          ArrayRef<int64_t>{static_cast<int64_t>(h)});
+          b, loc, vector::BroadcastOp::create(b, loc, rowType, rowScales[h]),
+          scales, ArrayRef<int64_t>{h});
     return arith::MulFOp::create(b, loc, c, scales);
   }
 

@@ -1,11 +1,26 @@
-//===- LowerToReference.cpp ------------------------------------------------------------===//
+//===- LowerToReference.cpp - fa ops to the N x N reference form ----------===//
 //
-// Placeholder: not implemented yet. The pass fails loudly rather than
-// pretending to work.
+// Rewrites `fa.attention` and `fa.attention_backward` into plain upstream ops
+// (linalg.generic, linalg.fill, tensor, arith, math) that materialize the
+// whole score matrix and compute everything in f32: the golden semantics that
+// every optimized lowering is tested against. Clarity wins over speed here:
+// one linalg.generic per line of the math in FADialect.td.
+//
+// Grouped-query attention is expressed with shapes rather than index
+// arithmetic: tensors indexed by query head, `[B, Hq, ...]`, are expanded to
+// `[B, Hkv, G, ...]` (G = Hq / Hkv) so that every generic reads k and v with
+// plain affine maps, and the results are collapsed back at the end.
 //
 //===----------------------------------------------------------------------===//
 
 #include "fa/Dialect/FA/Transforms/Passes.h"
+
+#include "mlir/Dialect/Arith/Utils/Utils.h"
+#include "mlir/Dialect/Utils/StaticValueUtils.h"
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+
+#include <limits>
 
 namespace mlir::fa {
 #define GEN_PASS_DEF_FALOWERTOREFERENCE
@@ -16,11 +31,569 @@ using namespace mlir;
 using namespace mlir::fa;
 
 namespace {
-struct FALowerToReferencePass final : fa::impl::FALowerToReferenceBase<FALowerToReferencePass> {
-  using Base::Base;
-  void runOnOperation() override {
-    getOperation()->emitError("LowerToReference is not implemented yet");
-    signalPassFailure();
+
+using utils::IteratorType;
+
+/// Returns the first static size among `sizes`, or dynamic when none is.
+static int64_t firstStatic(ArrayRef<int64_t> sizes) {
+  for (int64_t size : sizes)
+    if (!ShapedType::isDynamic(size))
+      return size;
+  return ShapedType::kDynamic;
+}
+
+static int64_t staticOf(OpFoldResult ofr) {
+  return getConstantIntValue(ofr).value_or(ShapedType::kDynamic);
+}
+
+/// Builds the reference form of one attention op. Holds what every step
+/// needs: the problem sizes, the element type and the score attributes.
+class ReferenceBuilder {
+public:
+  ReferenceBuilder(OpBuilder &b, Location loc, Type elementType, float scale,
+                   AttentionMask mask, FloatAttr softcap)
+      : b(b), loc(loc), elementType(elementType), scale(scale), mask(mask),
+        softcap(softcap) {}
+
+  /// Computes the problem sizes from q, k, v and the tensors shaped like q's
+  /// rows (`rowTensors`: out, dout, lse), and casts all of them to types that
+  /// agree on every static size any of them knows. Returns the casts in the
+  /// order q, k, v, rowTensors...
+  SmallVector<Value> normalize(Value q, Value k, Value v,
+                               ArrayRef<Value> rowTensors);
+
+  /// `[B, Hq, rest...]` -> `[B, Hkv, G, rest...]`.
+  Value expandHeads(Value t);
+  /// `[B, Hkv, G, rest...]` -> `[B, Hq, rest...]`, cast to `resultType`.
+  Value collapseHeads(Value t, Type resultType);
+
+  /// S_raw[b,h,g,i,j] = sum_d q[b,h,g,i,d] * k[b,h,j,d], in f32.
+  Value rawScores(Value q5, Value k);
+  /// scale * raw, then softcap * tanh(s / softcap) when the op has one.
+  Value scoreFromRaw(OpBuilder &nb, Location nl, Value raw);
+  /// i1: is key `j` visible from query `i`; null when every key is.
+  Value isVisible(OpBuilder &nb, Location nl, Value i, Value j);
+
+  /// isVisible for the current (i, j) = loops (3, 4) of a score generic.
+  Value isVisibleHere(OpBuilder &nb, Location nl) {
+    if (mask.isFull())
+      return nullptr;
+    Value i = linalg::IndexOp::create(nb, nl, 3);
+    Value j = linalg::IndexOp::create(nb, nl, 4);
+    return isVisible(nb, nl, i, j);
+  }
+
+  /// A generic writing into `init`; `body` returns the value to yield.
+  Value generic(ValueRange inputs, Value init, ArrayRef<AffineMap> maps,
+                ArrayRef<IteratorType> iterators,
+                function_ref<Value(OpBuilder &, Location, ValueRange)> body);
+  /// init[outMap] = sum over the trailing `numReductions` loops of
+  /// f32(a[aMap]) * f32(c[cMap]); `init` starts at zero.
+  Value contract(Value a, ArrayRef<unsigned> aDims, Value c,
+                 ArrayRef<unsigned> cDims, ArrayRef<unsigned> outDims,
+                 ArrayRef<OpFoldResult> outSizes, unsigned numReductions);
+  /// Reduces the last dimension of `t` with `combine`, starting at `init`;
+  /// `sizes` are those of the result.
+  Value
+  reduceRows(Value t, ArrayRef<OpFoldResult> sizes, double init,
+             function_ref<Value(OpBuilder &, Location, Value, Value)> combine);
+  /// Elementwise f32 -> the op's element type (a no-op for f32); `sizes`
+  /// are those of `t`.
+  Value toElementType(Value t, ArrayRef<OpFoldResult> sizes);
+
+  Value emptyF32(ArrayRef<OpFoldResult> sizes) {
+    return tensor::EmptyOp::create(b, loc, sizes, b.getF32Type());
+  }
+  Value filledF32(ArrayRef<OpFoldResult> sizes, double value);
+  Value f32Const(OpBuilder &nb, Location nl, double value) {
+    return arith::ConstantOp::create(nb, nl, nb.getF32FloatAttr(value));
+  }
+  static Value toF32(OpBuilder &nb, Location nl, Value x) {
+    if (x.getType().isF32())
+      return x;
+    return arith::ExtFOp::create(nb, nl, nb.getF32Type(), x);
+  }
+  AffineMap map(unsigned numDims, ArrayRef<unsigned> dims) {
+    return AffineMap::getMultiDimMapWithTargets(numDims, dims, b.getContext());
+  }
+  static SmallVector<IteratorType> iterators(unsigned numParallel,
+                                             unsigned numReduction) {
+    SmallVector<IteratorType> its(numParallel, IteratorType::parallel);
+    its.append(numReduction, IteratorType::reduction);
+    return its;
+  }
+
+  OpBuilder &b;
+  Location loc;
+  Type elementType;
+  float scale;
+  AttentionMask mask;
+  FloatAttr softcap;
+
+  // Problem sizes (static where known) and `Nk - Nq`, the mask offset.
+  OpFoldResult batch, headsQ, headsKV, group, seqQ, seqK;
+  int64_t headDim = 0, valueHeadDim = 0;
+  Value diagOffset;
+};
+
+SmallVector<Value> ReferenceBuilder::normalize(Value q, Value k, Value v,
+                                               ArrayRef<Value> rowTensors) {
+  auto type = [](Value t) { return cast<RankedTensorType>(t.getType()); };
+  auto dimsOf = [&](ArrayRef<Value> ts, unsigned dim) {
+    SmallVector<int64_t> sizes;
+    for (Value t : ts)
+      sizes.push_back(type(t).getDimSize(dim));
+    return sizes;
+  };
+  SmallVector<Value> qRows = {q};
+  llvm::append_range(qRows, rowTensors);
+  SmallVector<Value> all = {q, k, v};
+  llvm::append_range(all, rowTensors);
+
+  int64_t bS = firstStatic(dimsOf(all, 0));
+  int64_t hkvS = firstStatic(dimsOf({k, v}, 1));
+  int64_t hqS = firstStatic(dimsOf(qRows, 1));
+  // expand_shape cannot split a static head count into dynamic factors.
+  if (ShapedType::isDynamic(hkvS))
+    hqS = ShapedType::kDynamic;
+  int64_t nqS = firstStatic(dimsOf(qRows, 2));
+  int64_t nkS = firstStatic(dimsOf({k, v}, 2));
+  headDim = type(q).getDimSize(3);
+  valueHeadDim = type(v).getDimSize(3);
+
+  auto castTo = [&](Value t, ArrayRef<int64_t> shape) -> Value {
+    auto target = RankedTensorType::get(shape, type(t).getElementType());
+    if (t.getType() == target)
+      return t;
+    return tensor::CastOp::create(b, loc, target, t);
+  };
+  SmallVector<Value> result = {castTo(q, {bS, hqS, nqS, headDim}),
+                               castTo(k, {bS, hkvS, nkS, headDim}),
+                               castTo(v, {bS, hkvS, nkS, valueHeadDim})};
+  for (Value t : rowTensors) {
+    SmallVector<int64_t> shape = {bS, hqS, nqS};
+    if (type(t).getRank() == 4)
+      shape.push_back(type(t).getDimSize(3));
+    result.push_back(castTo(t, shape));
+  }
+
+  batch = tensor::getMixedSize(b, loc, result[0], 0);
+  headsQ = tensor::getMixedSize(b, loc, result[0], 1);
+  seqQ = tensor::getMixedSize(b, loc, result[0], 2);
+  headsKV = tensor::getMixedSize(b, loc, result[1], 1);
+  seqK = tensor::getMixedSize(b, loc, result[1], 2);
+  if (!ShapedType::isDynamic(hqS) && !ShapedType::isDynamic(hkvS)) {
+    group = b.getIndexAttr(hqS / hkvS);
+  } else {
+    group = arith::DivUIOp::create(
+                b, loc, getValueOrCreateConstantIndexOp(b, loc, headsQ),
+                getValueOrCreateConstantIndexOp(b, loc, headsKV))
+                .getResult();
+  }
+  if (!ShapedType::isDynamic(nqS) && !ShapedType::isDynamic(nkS)) {
+    diagOffset = arith::ConstantIndexOp::create(b, loc, nkS - nqS);
+  } else {
+    diagOffset = arith::SubIOp::create(
+        b, loc, getValueOrCreateConstantIndexOp(b, loc, seqK),
+        getValueOrCreateConstantIndexOp(b, loc, seqQ));
+  }
+  return result;
+}
+
+Value ReferenceBuilder::expandHeads(Value t) {
+  auto type = cast<RankedTensorType>(t.getType());
+  SmallVector<int64_t> shape = {type.getDimSize(0), staticOf(headsKV),
+                                staticOf(group)};
+  // Every tensor expanded here is [B, Hq, Nq(, D or Dv)].
+  SmallVector<OpFoldResult> sizes = {batch, headsKV, group, seqQ};
+  SmallVector<ReassociationIndices> reassociation = {{0}, {1, 2}};
+  for (int64_t d = 2; d < type.getRank(); ++d) {
+    shape.push_back(type.getDimSize(d));
+    reassociation.push_back({d + 1});
+  }
+  if (type.getRank() == 4)
+    sizes.push_back(b.getIndexAttr(type.getDimSize(3)));
+  auto resultType = RankedTensorType::get(shape, type.getElementType());
+  if (ShapedType::isDynamic(shape[1]) && ShapedType::isDynamic(shape[2])) {
+    // MLIR 22's expand-strided-metadata crashes on a memref.expand_shape with
+    // two dynamic sizes in one group; a reshape by a shape tensor is the same
+    // view and lowers fine.
+    SmallVector<Value> dims = llvm::map_to_vector(sizes, [&](OpFoldResult s) {
+      return getValueOrCreateConstantIndexOp(b, loc, s);
+    });
+    Value shapeTensor = tensor::FromElementsOp::create(b, loc, dims);
+    return tensor::ReshapeOp::create(b, loc, resultType, t, shapeTensor);
+  }
+  return tensor::ExpandShapeOp::create(b, loc, resultType, t, reassociation,
+                                       sizes);
+}
+
+Value ReferenceBuilder::collapseHeads(Value t, Type resultType) {
+  auto rank = cast<RankedTensorType>(t.getType()).getRank();
+  SmallVector<ReassociationIndices> reassociation = {{0}, {1, 2}};
+  for (int64_t d = 3; d < rank; ++d)
+    reassociation.push_back({d});
+  Value collapsed = tensor::CollapseShapeOp::create(b, loc, t, reassociation);
+  if (collapsed.getType() == resultType)
+    return collapsed;
+  return tensor::CastOp::create(b, loc, resultType, collapsed);
+}
+
+Value ReferenceBuilder::generic(
+    ValueRange inputs, Value init, ArrayRef<AffineMap> maps,
+    ArrayRef<IteratorType> iterators,
+    function_ref<Value(OpBuilder &, Location, ValueRange)> body) {
+  auto op = linalg::GenericOp::create(
+      b, loc, init.getType(), inputs, init, maps, iterators,
+      [&](OpBuilder &nb, Location nl, ValueRange args) {
+        linalg::YieldOp::create(nb, nl, body(nb, nl, args));
+      });
+  return op.getResult(0);
+}
+
+Value ReferenceBuilder::filledF32(ArrayRef<OpFoldResult> sizes, double value) {
+  Value cst = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(value));
+  return linalg::FillOp::create(b, loc, cst, emptyF32(sizes)).getResult(0);
+}
+
+Value ReferenceBuilder::contract(Value a, ArrayRef<unsigned> aDims, Value c,
+                                 ArrayRef<unsigned> cDims,
+                                 ArrayRef<unsigned> outDims,
+                                 ArrayRef<OpFoldResult> outSizes,
+                                 unsigned numReductions) {
+  unsigned numLoops = outDims.size() + numReductions;
+  return generic(
+      {a, c}, filledF32(outSizes, 0.0),
+      {map(numLoops, aDims), map(numLoops, cDims), map(numLoops, outDims)},
+      iterators(outDims.size(), numReductions),
+      [&](OpBuilder &nb, Location nl, ValueRange args) -> Value {
+        // Separate statements: the IR order must not depend on the order in
+        // which the compiler evaluates call arguments.
+        Value lhs = toF32(nb, nl, args[0]);
+        Value rhs = toF32(nb, nl, args[1]);
+        Value prod = arith::MulFOp::create(nb, nl, lhs, rhs);
+        return arith::AddFOp::create(nb, nl, args[2], prod);
+      });
+}
+
+Value ReferenceBuilder::reduceRows(
+    Value t, ArrayRef<OpFoldResult> sizes, double init,
+    function_ref<Value(OpBuilder &, Location, Value, Value)> combine) {
+  auto rank = cast<RankedTensorType>(t.getType()).getRank();
+  SmallVector<unsigned> rowDims =
+      llvm::to_vector(llvm::seq<unsigned>(0, rank - 1));
+  return generic({t}, filledF32(sizes, init),
+                 {b.getMultiDimIdentityMap(rank), map(rank, rowDims)},
+                 iterators(rank - 1, 1),
+                 [&](OpBuilder &nb, Location nl, ValueRange args) {
+                   return combine(nb, nl, args[1], args[0]);
+                 });
+}
+
+Value ReferenceBuilder::toElementType(Value t, ArrayRef<OpFoldResult> sizes) {
+  if (elementType.isF32())
+    return t;
+  auto type = cast<RankedTensorType>(t.getType());
+  Value init = tensor::EmptyOp::create(b, loc, sizes, elementType);
+  AffineMap id = b.getMultiDimIdentityMap(type.getRank());
+  return generic({t}, init, {id, id}, iterators(type.getRank(), 0),
+                 [&](OpBuilder &nb, Location nl, ValueRange args) -> Value {
+                   return arith::TruncFOp::create(nb, nl, elementType, args[0]);
+                 });
+}
+
+Value ReferenceBuilder::rawScores(Value q5, Value k) {
+  // Loops (b, h, g, i, j, d); d is reduced.
+  return contract(q5, {0, 1, 2, 3, 5}, k, {0, 1, 4, 5}, {0, 1, 2, 3, 4},
+                  {batch, headsKV, group, seqQ, seqK}, /*numReductions=*/1);
+}
+
+Value ReferenceBuilder::scoreFromRaw(OpBuilder &nb, Location nl, Value raw) {
+  Value s = arith::MulFOp::create(nb, nl, raw, f32Const(nb, nl, scale));
+  if (!softcap)
+    return s;
+  Value cap = f32Const(nb, nl, softcap.getValueAsDouble());
+  Value t = math::TanhOp::create(nb, nl, arith::DivFOp::create(nb, nl, s, cap));
+  return arith::MulFOp::create(nb, nl, cap, t);
+}
+
+Value ReferenceBuilder::isVisible(OpBuilder &nb, Location nl, Value i,
+                                  Value j) {
+  if (mask.isFull())
+    return nullptr;
+  // Bottom-right aligned: query i's diagonal is key i + Nk - Nq. Signed
+  // compares: the bounds may be negative.
+  Value diag = arith::AddIOp::create(nb, nl, i, diagOffset);
+  Value visible;
+  auto conjoin = [&](Value cond) {
+    visible = visible ? arith::AndIOp::create(nb, nl, visible, cond).getResult()
+                      : cond;
+  };
+  if (mask.left) {
+    Value lo = arith::SubIOp::create(
+        nb, nl, diag, arith::ConstantIndexOp::create(nb, nl, *mask.left));
+    conjoin(arith::CmpIOp::create(nb, nl, arith::CmpIPredicate::sge, j, lo));
+  }
+  if (mask.right) {
+    Value hi = arith::AddIOp::create(
+        nb, nl, diag, arith::ConstantIndexOp::create(nb, nl, *mask.right));
+    conjoin(arith::CmpIOp::create(nb, nl, arith::CmpIPredicate::sle, j, hi));
+  }
+  return visible;
+}
+
+//===----------------------------------------------------------------------===//
+// Patterns
+//===----------------------------------------------------------------------===//
+
+struct LowerAttention final : OpRewritePattern<AttentionOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(AttentionOp op,
+                                PatternRewriter &rewriter) const override {
+    Type elementType = op.getQuery().getType().getElementType();
+    ReferenceBuilder rb(rewriter, op.getLoc(), elementType, op.getScaleValue(),
+                        op.getMask(), op.getSoftcapAttr());
+    SmallVector<Value> operands =
+        rb.normalize(op.getQuery(), op.getKey(), op.getValue(), {});
+    Value q = rb.expandHeads(operands[0]), k = operands[1], v = operands[2];
+    // Loops over scores are (b, h, g, i, j): kv head h, query head h * G + g,
+    // query row i, key j.
+    SmallVector<OpFoldResult> scoreSizes = {rb.batch, rb.headsKV, rb.group,
+                                            rb.seqQ, rb.seqK};
+    SmallVector<OpFoldResult> outSizes = {
+        rb.batch, rb.headsKV, rb.group, rb.seqQ,
+        rewriter.getIndexAttr(rb.valueHeadDim)};
+    AffineMap id5 = rewriter.getMultiDimIdentityMap(5);
+    AffineMap rows5 = rb.map(5, {0, 1, 2, 3});
+    AffineMap id4 = rewriter.getMultiDimIdentityMap(4);
+    const double inf = std::numeric_limits<double>::infinity();
+
+    // S = q k^T, then scale, softcap, and -inf on keys the mask hides.
+    Value raw = rb.rawScores(q, k);
+    Value scores = rb.generic(
+        {raw}, rb.emptyF32(scoreSizes), {id5, id5}, rb.iterators(5, 0),
+        [&](OpBuilder &nb, Location nl, ValueRange args) {
+          Value s = rb.scoreFromRaw(nb, nl, args[0]);
+          Value visible = rb.isVisibleHere(nb, nl);
+          if (!visible)
+            return s;
+          return arith::SelectOp::create(nb, nl, visible, s,
+                                         rb.f32Const(nb, nl, -inf))
+              .getResult();
+        });
+
+    // m = rowmax(S); -inf for a row that sees no key.
+    ArrayRef<OpFoldResult> rowSizes = ArrayRef(scoreSizes).drop_back();
+    Value rowMax = rb.reduceRows(
+        scores, rowSizes, -inf,
+        [](OpBuilder &nb, Location nl, Value acc, Value x) -> Value {
+          return arith::MaximumFOp::create(nb, nl, acc, x);
+        });
+
+    // P = exp(S - m), subtracting 0 instead of -inf on rows without a
+    // visible key so that their P is exp(-inf) = 0 rather than NaN.
+    Value probs = rb.generic(
+        {scores, rowMax}, rb.emptyF32(scoreSizes), {id5, rows5, id5},
+        rb.iterators(5, 0),
+        [&](OpBuilder &nb, Location nl, ValueRange args) -> Value {
+          Value negInf = rb.f32Const(nb, nl, -inf);
+          Value empty = arith::CmpFOp::create(nb, nl, arith::CmpFPredicate::OEQ,
+                                              args[1], negInf);
+          Value m = arith::SelectOp::create(nb, nl, empty,
+                                            rb.f32Const(nb, nl, 0.0), args[1]);
+          return math::ExpOp::create(nb, nl,
+                                     arith::SubFOp::create(nb, nl, args[0], m));
+        });
+
+    // l = rowsum(P); 0 exactly for a row that sees no key.
+    Value rowSum = rb.reduceRows(
+        probs, rowSizes, 0.0,
+        [](OpBuilder &nb, Location nl, Value acc, Value x) -> Value {
+          return arith::AddFOp::create(nb, nl, acc, x);
+        });
+
+    // O = P v, loops (b, h, g, i, e, j).
+    Value unnormalized = rb.contract(probs, {0, 1, 2, 3, 5}, v, {0, 1, 5, 4},
+                                     {0, 1, 2, 3, 4}, outSizes, 1);
+
+    // out = O / l, 0 where l = 0; in the element type of q.
+    Value outInit =
+        tensor::EmptyOp::create(rewriter, op.getLoc(), outSizes, elementType);
+    Value out = rb.generic(
+        {unnormalized, rowSum}, outInit, {id5, rows5, id5}, rb.iterators(5, 0),
+        [&](OpBuilder &nb, Location nl, ValueRange args) -> Value {
+          Value zero = rb.f32Const(nb, nl, 0.0);
+          Value seen = arith::CmpFOp::create(nb, nl, arith::CmpFPredicate::OGT,
+                                             args[1], zero);
+          Value o = arith::SelectOp::create(
+              nb, nl, seen, arith::DivFOp::create(nb, nl, args[0], args[1]),
+              zero);
+          if (elementType.isF32())
+            return o;
+          return arith::TruncFOp::create(nb, nl, elementType, o);
+        });
+
+    // lse = m + log(l), +inf where l = 0.
+    Value lse = rb.generic(
+        {rowMax, rowSum}, rb.emptyF32(rowSizes), {id4, id4, id4},
+        rb.iterators(4, 0),
+        [&](OpBuilder &nb, Location nl, ValueRange args) -> Value {
+          Value seen = arith::CmpFOp::create(nb, nl, arith::CmpFPredicate::OGT,
+                                             args[1], rb.f32Const(nb, nl, 0.0));
+          Value logSum = math::LogOp::create(nb, nl, args[1]);
+          Value lse = arith::AddFOp::create(nb, nl, args[0], logSum);
+          return arith::SelectOp::create(nb, nl, seen, lse,
+                                         rb.f32Const(nb, nl, inf));
+        });
+
+    rewriter.replaceOp(op, {rb.collapseHeads(out, op.getOut().getType()),
+                            rb.collapseHeads(lse, op.getLse().getType())});
+    return success();
   }
 };
+
+/// `deterministic` needs no handling: it only constrains the order of the
+/// dQ accumulation, and the reference's loops run in one fixed order anyway.
+struct LowerAttentionBackward final : OpRewritePattern<AttentionBackwardOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(AttentionBackwardOp op,
+                                PatternRewriter &rewriter) const override {
+    Type elementType = op.getQuery().getType().getElementType();
+    ReferenceBuilder rb(rewriter, op.getLoc(), elementType, op.getScaleValue(),
+                        op.getMask(), op.getSoftcapAttr());
+    SmallVector<Value> operands =
+        rb.normalize(op.getQuery(), op.getKey(), op.getValue(),
+                     {op.getOut(), op.getLse(), op.getDout()});
+    Value q = rb.expandHeads(operands[0]), k = operands[1], v = operands[2];
+    Value out = rb.expandHeads(operands[3]);
+    Value lse = rb.expandHeads(operands[4]);
+    Value dout = rb.expandHeads(operands[5]);
+    OpFoldResult d = rewriter.getIndexAttr(rb.headDim);
+    OpFoldResult dv = rewriter.getIndexAttr(rb.valueHeadDim);
+    SmallVector<OpFoldResult> scoreSizes = {rb.batch, rb.headsKV, rb.group,
+                                            rb.seqQ, rb.seqK};
+    AffineMap id5 = rewriter.getMultiDimIdentityMap(5);
+    AffineMap rows5 = rb.map(5, {0, 1, 2, 3});
+    float scale = rb.scale;
+    FloatAttr softcap = rb.softcap;
+
+    // P = exp(S - lse) on visible keys, 0 on hidden ones; a row that saw no
+    // key has lse = +inf and gets P = exp(-inf) = 0.
+    Value raw = rb.rawScores(q, k);
+    Value probs =
+        rb.generic({raw, lse}, rb.emptyF32(scoreSizes), {id5, rows5, id5},
+                   rb.iterators(5, 0),
+                   [&](OpBuilder &nb, Location nl, ValueRange args) -> Value {
+                     Value s = rb.scoreFromRaw(nb, nl, args[0]);
+                     Value p = math::ExpOp::create(
+                         nb, nl, arith::SubFOp::create(nb, nl, s, args[1]));
+                     Value visible = rb.isVisibleHere(nb, nl);
+                     if (!visible)
+                       return p;
+                     return arith::SelectOp::create(nb, nl, visible, p,
+                                                    rb.f32Const(nb, nl, 0.0));
+                   });
+
+    // dV[b,h,j,e] = sum over (g, i) of P * dO: loops (b, h, j, e, g, i), so
+    // the query heads of a group add up into their kv head.
+    SmallVector<OpFoldResult> dvSizes = {rb.batch, rb.headsKV, rb.seqK, dv};
+    Value dValue = rb.contract(probs, {0, 1, 4, 5, 2}, dout, {0, 1, 4, 5, 3},
+                               {0, 1, 2, 3}, dvSizes, 2);
+
+    // dP = dO v^T, loops (b, h, g, i, j, e).
+    Value dProbs = rb.contract(dout, {0, 1, 2, 3, 5}, v, {0, 1, 4, 5},
+                               {0, 1, 2, 3, 4}, scoreSizes, 1);
+
+    // Di = rowsum(dO * O), loops (b, h, g, i, e).
+    Value rowDot =
+        rb.contract(dout, {0, 1, 2, 3, 4}, out, {0, 1, 2, 3, 4}, {0, 1, 2, 3},
+                    ArrayRef(scoreSizes).drop_back(), 1);
+
+    // dS = P * (dP - Di), times the softcap's derivative 1 - tanh^2 and the
+    // scale: the gradient with respect to the raw scores q k^T.
+    SmallVector<Value> dsInputs = {probs, dProbs, rowDot};
+    SmallVector<AffineMap> dsMaps = {id5, id5, rows5};
+    if (softcap) {
+      dsInputs.push_back(raw);
+      dsMaps.push_back(id5);
+    }
+    dsMaps.push_back(id5);
+    Value dScores = rb.generic(
+        dsInputs, rb.emptyF32(scoreSizes), dsMaps, rb.iterators(5, 0),
+        [&](OpBuilder &nb, Location nl, ValueRange args) -> Value {
+          Value centered = arith::SubFOp::create(nb, nl, args[1], args[2]);
+          Value ds = arith::MulFOp::create(nb, nl, args[0], centered);
+          if (softcap) {
+            Value cap = rb.f32Const(nb, nl, softcap.getValueAsDouble());
+            Value s = arith::MulFOp::create(nb, nl, args[3],
+                                            rb.f32Const(nb, nl, scale));
+            Value t = math::TanhOp::create(
+                nb, nl, arith::DivFOp::create(nb, nl, s, cap));
+            Value tanhSquared = arith::MulFOp::create(nb, nl, t, t);
+            Value slope = arith::SubFOp::create(
+                nb, nl, rb.f32Const(nb, nl, 1.0), tanhSquared);
+            ds = arith::MulFOp::create(nb, nl, ds, slope);
+          }
+          return arith::MulFOp::create(nb, nl, ds, rb.f32Const(nb, nl, scale));
+        });
+
+    // dQ = dS k, loops (b, h, g, i, d, j).
+    SmallVector<OpFoldResult> dqSizes = {rb.batch, rb.headsKV, rb.group,
+                                         rb.seqQ, d};
+    Value dQuery = rb.contract(dScores, {0, 1, 2, 3, 5}, k, {0, 1, 5, 4},
+                               {0, 1, 2, 3, 4}, dqSizes, 1);
+    // dK[b,h,j,d] = sum over (g, i) of dS * q: loops (b, h, j, d, g, i).
+    SmallVector<OpFoldResult> dkSizes = {rb.batch, rb.headsKV, rb.seqK, d};
+    Value dKey = rb.contract(dScores, {0, 1, 4, 5, 2}, q, {0, 1, 4, 5, 3},
+                             {0, 1, 2, 3}, dkSizes, 2);
+
+    auto castTo = [&](Value t, Type type) -> Value {
+      if (t.getType() == type)
+        return t;
+      return tensor::CastOp::create(rewriter, op.getLoc(), type, t);
+    };
+    rewriter.replaceOp(
+        op, {rb.collapseHeads(rb.toElementType(dQuery, dqSizes),
+                              op.getDq().getType()),
+             castTo(rb.toElementType(dKey, dkSizes), op.getDk().getType()),
+             castTo(rb.toElementType(dValue, dvSizes), op.getDv().getType())});
+    return success();
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// Pass
+//===----------------------------------------------------------------------===//
+
+struct FALowerToReferencePass final
+    : fa::impl::FALowerToReferenceBase<FALowerToReferencePass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    RewritePatternSet patterns(&getContext());
+    populateLowerToReferencePatterns(patterns);
+    if (failed(applyPatternsGreedily(getOperation(), std::move(patterns)))) {
+      getOperation()->emitError(
+          "fa-lower-to-reference: rewriting did not converge");
+      return signalPassFailure();
+    }
+    // The patterns handle every op the verifier accepts; anything left is a
+    // bug, reported rather than passed on to a later pass.
+    WalkResult result = getOperation()->walk([](Operation *op) {
+      if (!isa<AttentionOp, AttentionBackwardOp>(op))
+        return WalkResult::advance();
+      op->emitOpError("could not be lowered to the reference form");
+      return WalkResult::interrupt();
+    });
+    if (result.wasInterrupted())
+      signalPassFailure();
+  }
+};
+
 } // namespace
+
+void mlir::fa::populateLowerToReferencePatterns(RewritePatternSet &patterns) {
+  patterns.add<LowerAttention, LowerAttentionBackward>(patterns.getContext());
+}

@@ -1,11 +1,53 @@
-//===- TileAttentionBackward.cpp ------------------------------------------------------------===//
+//===- TileAttentionBackward.cpp - FlashAttention-2 backward tiling -------===//
 //
-// Placeholder: not implemented yet. The pass fails loudly rather than
-// pretending to work.
+// Rewrites `fa.attention_backward` into the FlashAttention-2 backward on
+// tensors. P is never stored: it is recomputed per tile from the saved LSE,
+// so no max/sum reduction is redone and nothing of size N x N is built.
+//
+//   Di = rowsum(dO * O)                                  once, [B, Hq, Nq]
+//   for each key block (Bc keys of one kv head):
+//     for each query head h of the group, each query block that sees it:
+//       S  = Q K^T                                       (f32)
+//       P  = exp2(S * scale * log2e - LSE * log2e)       (0 where masked)
+//       dV += P^T dO          dP = dO V^T
+//       dS = P * (dP - Di)    [* (1 - tanh^2) with softcap]
+//       dK += dS^T Q          dQ += dS K
+//   dK *= scale, dQ *= scale; cast to the element type.  (epilogues)
+//
+// The softmax scale is applied once to the f32 dK/dQ accumulators instead
+// of to every tile product: the same sum, fewer multiplies. P and dS are
+// cast to the element type before their GEMMs, as tensor cores consume them.
+//
+// dQ sums over key blocks, which a parallel loop on tensors cannot express
+// (its iterations may only write disjoint slices). Two structures:
+//
+// * fast (default): `scf.forall` over (batch, kv head) holds a sequential
+//   `scf.for` over key blocks that carries the f32 dQ of the whole group
+//   ([G, Nq padded to Br, D]) and the group's dK/dV slabs. The iterations
+//   are independent except for the additive dQ update, which the loop marks
+//   with `fa.dq_accumulation`: a GPU lowering runs them as separate thread
+//   blocks and turns that update into f32 atomics, as FlashAttention-2 does.
+//   One tile pass computes dK, dV and dQ.
+// * deterministic: `scf.forall` over (batch, kv head, key block) computes
+//   dK/dV only, and a second `scf.forall` over (batch, query head, query
+//   block) computes dQ, recomputing P and dS over the visible key blocks in
+//   ascending order. Every sum has a fixed order: bitwise reproducible.
+//
+// Tiles are static ([Br, D], [Bc, D], [Br, Bc]); when a sequence length is
+// dynamic or not a multiple of the block, tails are read clipped and padded
+// (LSE rows with +inf, so padded query rows get P = 0; keys >= Nk are masked
+// by index), and written back with dynamic-size slices.
 //
 //===----------------------------------------------------------------------===//
 
 #include "fa/Dialect/FA/Transforms/Passes.h"
+
+#include "mlir/Dialect/Arith/Utils/Utils.h"
+#include "mlir/Dialect/Tensor/Utils/Utils.h"
+#include "mlir/Dialect/Utils/StaticValueUtils.h"
+#include "mlir/IR/PatternMatch.h"
+
+#include <optional>
 
 namespace mlir::fa {
 #define GEN_PASS_DEF_FATILEATTENTIONBACKWARD
@@ -15,12 +57,882 @@ namespace mlir::fa {
 using namespace mlir;
 using namespace mlir::fa;
 
+constexpr double kLog2e = 1.4426950408889634;
+/// Block sizes must map onto MMA fragments (multiples of 16 rows) and fit in
+/// shared memory next to the other tiles.
+constexpr int64_t kBlockMultiple = 16;
+constexpr int64_t kMaxBlock = 256;
+
+/// Marks the fast mode's key-block loop: iterations are independent except
+/// for the additive update of the dQ they carry.
+constexpr StringLiteral kDqAccumulationAttr = "fa.dq_accumulation";
+
 namespace {
-struct FATileAttentionBackwardPass final : fa::impl::FATileAttentionBackwardBase<FATileAttentionBackwardPass> {
+/// What every piece of the rewrite shares: the op's semantics, the static
+/// tile sizes, and index values defined once in front of the loop nests.
+struct BackwardPlan {
+  Location loc;
+  Type elemType;
+  Type f32Type;
+  int64_t blockQ;
+  int64_t blockKV;
+  int64_t headDim;
+  int64_t valueHeadDim;
+  float scale;
+  std::optional<float> softcap;
+  AttentionMask mask;
+
+  Value query, key, value, dout, lse, delta;
+
+  Value batch, numQHeads, numKVHeads, groupSize, seqQ, seqK;
+  /// Nk - Nq: the diagonal of the bottom-right aligned masks.
+  Value diagOffset;
+  Value numQBlocks, numKBlocks;
+  /// Whether the last query (key) block may be partial. Only then are tiles
+  /// clipped and padded, and keys masked by index.
+  bool queryTail;
+  bool keyTail;
+};
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Small builders
+//===----------------------------------------------------------------------===//
+
+static Value indexConst(OpBuilder &b, Location loc, int64_t v) {
+  return arith::ConstantIndexOp::create(b, loc, v);
+}
+
+static Value f32Const(OpBuilder &b, Location loc, double v) {
+  return arith::ConstantOp::create(b, loc, b.getF32FloatAttr(v));
+}
+
+static Value f32Inf(OpBuilder &b, Location loc) {
+  return arith::ConstantOp::create(
+      b, loc,
+      b.getFloatAttr(b.getF32Type(), APFloat::getInf(APFloat::IEEEsingle())));
+}
+
+static Value zeroTensor(OpBuilder &b, Location loc,
+                        ArrayRef<OpFoldResult> sizes, Type elemType) {
+  Value empty = tensor::EmptyOp::create(b, loc, sizes, elemType);
+  Value zero = arith::ConstantOp::create(
+      b, loc, cast<TypedAttr>(b.getZeroAttr(elemType)));
+  return linalg::FillOp::create(b, loc, ValueRange{zero}, ValueRange{empty})
+      .getResult(0);
+}
+
+static Value zeroTile(OpBuilder &b, Location loc, ArrayRef<int64_t> shape,
+                      Type elemType) {
+  return zeroTensor(b, loc, getAsIndexOpFoldResult(b.getContext(), shape),
+                    elemType);
+}
+
+static Value extendToF32(OpBuilder &b, Location loc, Value v) {
+  if (v.getType().isF32())
+    return v;
+  return arith::ExtFOp::create(b, loc, b.getF32Type(), v);
+}
+
+static Value truncateTo(OpBuilder &b, Location loc, Type elemType, Value v) {
+  if (elemType.isF32())
+    return v;
+  return arith::TruncFOp::create(b, loc, elemType, v);
+}
+
+/// v + c, without an op when c is 0.
+static Value addIndex(OpBuilder &b, Location loc, Value v, int64_t c) {
+  if (c == 0)
+    return v;
+  if (c < 0)
+    return arith::SubIOp::create(b, loc, v, indexConst(b, loc, -c));
+  return arith::AddIOp::create(b, loc, v, indexConst(b, loc, c));
+}
+
+/// min(block, seqLen - start): the rows of a block that exist.
+static Value clippedLength(OpBuilder &b, Location loc, Value start,
+                           int64_t block, Value seqLen) {
+  Value rest = arith::SubIOp::create(b, loc, seqLen, start);
+  return arith::MinSIOp::create(b, loc, indexConst(b, loc, block), rest);
+}
+
+/// Maps for a 2-D elementwise generic whose operands are either whole tiles
+/// or per-row vectors.
+static AffineMap tileMap(MLIRContext *ctx) {
+  return AffineMap::getMultiDimIdentityMap(2, ctx);
+}
+static AffineMap rowMap(MLIRContext *ctx) {
+  return AffineMap::get(2, 0, {getAffineDimExpr(0, ctx)}, ctx);
+}
+
+/// acc += op(lhs) * op(rhs) as a named linalg.matmul. Transposes are
+/// indexing maps, so every GEMM stays a contraction a GPU lowering can map
+/// to MMA fragments, and f16/bf16 operands are widened into the f32 acc.
+static Value buildMatmul(OpBuilder &b, Location loc, Value lhs, Value rhs,
+                         Value acc, bool transposeLhs, bool transposeRhs) {
+  auto matmul = linalg::MatmulOp::create(b, loc, TypeRange{acc.getType()},
+                                         ValueRange{lhs, rhs}, ValueRange{acc});
+  if (transposeLhs || transposeRhs) {
+    MLIRContext *ctx = b.getContext();
+    AffineExpr m = getAffineDimExpr(0, ctx), n = getAffineDimExpr(1, ctx),
+               k = getAffineDimExpr(2, ctx);
+    auto map = [&](AffineExpr r, AffineExpr c) {
+      return AffineMap::get(3, 0, {r, c}, ctx);
+    };
+    matmul.setIndexingMapsAttr(b.getAffineMapArrayAttr(
+        {transposeLhs ? map(k, m) : map(m, k),
+         transposeRhs ? map(n, k) : map(k, n), map(m, n)}));
+  }
+  return matmul.getResult(0);
+}
+
+/// Reads rows [start, start + rows) of one head of `src` ([B, H, N, X] or
+/// [B, H, N]) as a static [rows, X] (or [rows]) tile. With `len`, only `len`
+/// rows exist: the read is clipped there and padded with `padValue`.
+static Value extractRowTile(OpBuilder &b, Location loc, Value src, Value batch,
+                            Value head, Value start, int64_t rows, Value len,
+                            TypedAttr padValue) {
+  auto srcType = cast<RankedTensorType>(src.getType());
+  OpFoldResult one = b.getIndexAttr(1);
+  SmallVector<OpFoldResult> offsets = {batch, head, start};
+  SmallVector<OpFoldResult> sizes = {
+      one, one, len ? OpFoldResult(len) : OpFoldResult(b.getIndexAttr(rows))};
+  SmallVector<int64_t> shape = {len ? ShapedType::kDynamic : rows};
+  if (srcType.getRank() == 4) {
+    int64_t width = srcType.getDimSize(3);
+    offsets.push_back(b.getIndexAttr(0));
+    sizes.push_back(b.getIndexAttr(width));
+    shape.push_back(width);
+  }
+  SmallVector<OpFoldResult> strides(offsets.size(), one);
+  Type elemType = srcType.getElementType();
+  Value tile = tensor::ExtractSliceOp::create(
+      b, loc, RankedTensorType::get(shape, elemType), src, offsets, sizes,
+      strides);
+  if (!len)
+    return tile;
+  shape[0] = rows;
+  Value pad = arith::ConstantOp::create(b, loc, padValue);
+  return tensor::createPadHighOp(RankedTensorType::get(shape, elemType), tile,
+                                 pad, /*nofold=*/false, loc, b);
+}
+
+/// Keeps the first `len` rows of `tile` (all rows when `len` is null).
+static Value clipRows(OpBuilder &b, Location loc, Value tile, int64_t rowDim,
+                      Value len) {
+  auto type = cast<RankedTensorType>(tile.getType());
+  if (!len || getConstantIntValue(len) == type.getDimSize(rowDim))
+    return tile;
+  SmallVector<OpFoldResult> offsets(type.getRank(), b.getIndexAttr(0));
+  SmallVector<OpFoldResult> sizes = tensor::getMixedSizes(b, loc, tile);
+  sizes[rowDim] = getAsOpFoldResult(len);
+  SmallVector<OpFoldResult> strides(type.getRank(), b.getIndexAttr(1));
+  return tensor::ExtractSliceOp::create(b, loc, tile, offsets, sizes, strides);
+}
+
+//===----------------------------------------------------------------------===//
+// Preprocessing and epilogue
+//===----------------------------------------------------------------------===//
+
+/// Di = rowsum(dO * O) in f32, [B, Hq, Nq]: the softmax Jacobian's row term,
+/// the one reduction of the backward besides the GEMMs, done once up front.
+static Value buildDelta(OpBuilder &b, Location loc, Value out, Value dout) {
+  MLIRContext *ctx = b.getContext();
+  SmallVector<OpFoldResult> sizes = tensor::getMixedSizes(b, loc, out);
+  sizes.pop_back();
+  Value init = zeroTensor(b, loc, sizes, b.getF32Type());
+  AffineMap full = AffineMap::getMultiDimIdentityMap(4, ctx);
+  AffineMap rows =
+      AffineMap::get(4, 0,
+                     {getAffineDimExpr(0, ctx), getAffineDimExpr(1, ctx),
+                      getAffineDimExpr(2, ctx)},
+                     ctx);
+  SmallVector<utils::IteratorType> iterators(3, utils::IteratorType::parallel);
+  iterators.push_back(utils::IteratorType::reduction);
+  return linalg::GenericOp::create(
+             b, loc, TypeRange{init.getType()}, ValueRange{dout, out},
+             ValueRange{init}, ArrayRef<AffineMap>{full, full, rows}, iterators,
+             [](OpBuilder &nb, Location nl, ValueRange args) {
+               Value prod =
+                   arith::MulFOp::create(nb, nl, extendToF32(nb, nl, args[0]),
+                                         extendToF32(nb, nl, args[1]));
+               Value sum = arith::AddFOp::create(nb, nl, args[2], prod);
+               linalg::YieldOp::create(nb, nl, sum);
+             })
+      .getResult(0);
+}
+
+/// acc * factor, cast to the element type: the single scaling and rounding
+/// of a gradient, after its last accumulation.
+static Value buildEpilogue(OpBuilder &b, Location loc, Value acc, float factor,
+                           Type elemType) {
+  if (factor == 1.0f && elemType.isF32())
+    return acc;
+  auto accType = cast<RankedTensorType>(acc.getType());
+  int64_t rank = accType.getRank();
+  Value init = tensor::EmptyOp::create(
+      b, loc, tensor::getMixedSizes(b, loc, acc), elemType);
+  AffineMap id = AffineMap::getMultiDimIdentityMap(rank, b.getContext());
+  SmallVector<utils::IteratorType> iterators(rank,
+                                             utils::IteratorType::parallel);
+  return linalg::GenericOp::create(
+             b, loc, TypeRange{init.getType()}, ValueRange{acc},
+             ValueRange{init}, ArrayRef<AffineMap>{id, id}, iterators,
+             [&](OpBuilder &nb, Location nl, ValueRange args) {
+               Value v = args[0];
+               if (factor != 1.0f)
+                 v = arith::MulFOp::create(nb, nl, v, f32Const(nb, nl, factor));
+               linalg::YieldOp::create(nb, nl, truncateTo(nb, nl, elemType, v));
+             })
+      .getResult(0);
+}
+
+//===----------------------------------------------------------------------===//
+// Tiles of one (query block, key block) pair
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// The tiles of Br query rows of one query head.
+struct QueryBlock {
+  Value start;
+  Value len; // Null when the block is known to be full.
+  Value q, dout, lse, delta;
+};
+} // namespace
+
+namespace {
+/// The tiles of Bc keys of one kv head.
+struct KeyBlock {
+  Value start;
+  Value len; // Null when the block is known to be full.
+  Value k, v;
+};
+} // namespace
+
+static QueryBlock loadQueryBlock(OpBuilder &b, const BackwardPlan &p,
+                                 Value batch, Value qHead, Value qBlock) {
+  Location loc = p.loc;
+  QueryBlock blk;
+  blk.start =
+      arith::MulIOp::create(b, loc, qBlock, indexConst(b, loc, p.blockQ));
+  if (p.queryTail)
+    blk.len = clippedLength(b, loc, blk.start, p.blockQ, p.seqQ);
+  auto zero = cast<TypedAttr>(b.getZeroAttr(p.elemType));
+  auto zeroF32 = b.getF32FloatAttr(0.0f);
+  // Padded rows get LSE = +inf, hence P = 0: no separate row mask needed.
+  auto inf =
+      b.getFloatAttr(b.getF32Type(), APFloat::getInf(APFloat::IEEEsingle()));
+  auto load = [&](Value src, TypedAttr pad) {
+    return extractRowTile(b, loc, src, batch, qHead, blk.start, p.blockQ,
+                          blk.len, pad);
+  };
+  blk.q = load(p.query, zero);
+  blk.dout = load(p.dout, zero);
+  blk.lse = load(p.lse, inf);
+  blk.delta = load(p.delta, zeroF32);
+  return blk;
+}
+
+static KeyBlock loadKeyBlock(OpBuilder &b, const BackwardPlan &p, Value batch,
+                             Value kvHead, Value kBlock) {
+  Location loc = p.loc;
+  KeyBlock blk;
+  blk.start =
+      arith::MulIOp::create(b, loc, kBlock, indexConst(b, loc, p.blockKV));
+  if (p.keyTail)
+    blk.len = clippedLength(b, loc, blk.start, p.blockKV, p.seqK);
+  auto zero = cast<TypedAttr>(b.getZeroAttr(p.elemType));
+  blk.k = extractRowTile(b, loc, p.key, batch, kvHead, blk.start, p.blockKV,
+                         blk.len, zero);
+  blk.v = extractRowTile(b, loc, p.value, batch, kvHead, blk.start, p.blockKV,
+                         blk.len, zero);
+  return blk;
+}
+
+/// True where key kStart + c is visible from query qStart + r and the row has
+/// a visible key at all (finite LSE). Only the checks this op needs are
+/// emitted; null means "everything visible".
+static Value buildVisibility(OpBuilder &b, Location loc, const BackwardPlan &p,
+                             Value qStart, Value kStart) {
+  Value keep;
+  auto conjoin = [&](Value c) {
+    keep = keep ? arith::AndIOp::create(b, loc, keep, c).getResult() : c;
+  };
+  if (p.mask.isFull() && !p.keyTail)
+    return keep;
+  Value row = linalg::IndexOp::create(b, loc, 0);
+  Value col = linalg::IndexOp::create(b, loc, 1);
+  Value i = arith::AddIOp::create(b, loc, qStart, row);
+  Value j = arith::AddIOp::create(b, loc, kStart, col);
+  Value diag = arith::AddIOp::create(b, loc, i, p.diagOffset);
+  if (p.mask.left) {
+    Value first = addIndex(b, loc, diag, -*p.mask.left);
+    conjoin(arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sge, j, first));
+  }
+  if (p.mask.right) {
+    Value last = addIndex(b, loc, diag, *p.mask.right);
+    conjoin(arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sle, j, last));
+  }
+  if (p.keyTail)
+    conjoin(
+        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, j, p.seqK));
+  return keep;
+}
+
+namespace {
+/// P recomputed from the saved LSE, with what the gradient also needs.
+struct Probabilities {
+  Value p;       // f32 [Br, Bc], for dS.
+  Value pLow;    // P in the element type, for the dV GEMM (== p for f32).
+  Value capGrad; // 1 - tanh^2 with softcap, else null.
+};
+} // namespace
+
+/// P = exp2(s * log2e - LSE * log2e) with s = S * scale, or with softcap
+/// s = c * tanh(S * scale / c). No max/sum reduction: the LSE already holds
+/// both. P = 0 where the key is not visible and on rows with LSE = +inf
+/// (selected, never multiplied, so an overflowing exp2 cannot leak a NaN).
+static Probabilities recomputeProbabilities(OpBuilder &b, const BackwardPlan &p,
+                                            Value scores, Value lseTile,
+                                            Value qStart, Value kStart) {
+  Location loc = p.loc;
+  MLIRContext *ctx = b.getContext();
+  SmallVector<int64_t> shape = {p.blockQ, p.blockKV};
+  bool lowP = !p.elemType.isF32();
+  SmallVector<Value> inits = {
+      tensor::EmptyOp::create(b, loc, shape, p.f32Type)};
+  if (lowP)
+    inits.push_back(tensor::EmptyOp::create(b, loc, shape, p.elemType));
+  if (p.softcap)
+    inits.push_back(tensor::EmptyOp::create(b, loc, shape, p.f32Type));
+  SmallVector<AffineMap> maps = {tileMap(ctx), rowMap(ctx)};
+  maps.append(inits.size(), tileMap(ctx));
+  SmallVector<utils::IteratorType> iterators(2, utils::IteratorType::parallel);
+
+  auto generic = linalg::GenericOp::create(
+      b, loc, ValueRange(inits).getTypes(), ValueRange{scores, lseTile}, inits,
+      maps, iterators, [&](OpBuilder &nb, Location nl, ValueRange args) {
+        Value s = args[0], lse = args[1];
+        SmallVector<Value> results;
+        Value logits, capGrad;
+        if (p.softcap) {
+          float c = *p.softcap;
+          Value t = math::TanhOp::create(
+              nb, nl,
+              arith::MulFOp::create(nb, nl, s, f32Const(nb, nl, p.scale / c)));
+          logits =
+              arith::MulFOp::create(nb, nl, t, f32Const(nb, nl, c * kLog2e));
+          Value t2 = arith::MulFOp::create(nb, nl, t, t);
+          capGrad = arith::SubFOp::create(nb, nl, f32Const(nb, nl, 1.0), t2);
+        } else {
+          logits = arith::MulFOp::create(nb, nl, s,
+                                         f32Const(nb, nl, p.scale * kLog2e));
+        }
+        Value lseLog2 =
+            arith::MulFOp::create(nb, nl, lse, f32Const(nb, nl, kLog2e));
+        Value prob = math::Exp2Op::create(
+            nb, nl, arith::SubFOp::create(nb, nl, logits, lseLog2));
+        Value keep = arith::CmpFOp::create(nb, nl, arith::CmpFPredicate::OLT,
+                                           lse, f32Inf(nb, nl));
+        if (Value visible = buildVisibility(nb, nl, p, qStart, kStart))
+          keep = arith::AndIOp::create(nb, nl, keep, visible);
+        prob =
+            arith::SelectOp::create(nb, nl, keep, prob, f32Const(nb, nl, 0.0));
+        results.push_back(prob);
+        if (lowP)
+          results.push_back(truncateTo(nb, nl, p.elemType, prob));
+        if (capGrad)
+          results.push_back(capGrad);
+        linalg::YieldOp::create(nb, nl, results);
+      });
+
+  Probabilities probs;
+  probs.p = generic.getResult(0);
+  probs.pLow = lowP ? generic.getResult(1) : probs.p;
+  if (p.softcap)
+    probs.capGrad = generic.getResults().back();
+  return probs;
+}
+
+/// dS = P * (dP - Di), times the softcap's tanh' when present; produced in
+/// the element type, the operand type of the dK and dQ GEMMs.
+static Value computeScoreGradient(OpBuilder &b, const BackwardPlan &p,
+                                  const Probabilities &probs, Value dP,
+                                  Value deltaTile) {
+  Location loc = p.loc;
+  MLIRContext *ctx = b.getContext();
+  SmallVector<Value> inputs = {probs.p, dP, deltaTile};
+  SmallVector<AffineMap> maps = {tileMap(ctx), tileMap(ctx), rowMap(ctx)};
+  if (probs.capGrad) {
+    inputs.push_back(probs.capGrad);
+    maps.push_back(tileMap(ctx));
+  }
+  maps.push_back(tileMap(ctx));
+  Value init =
+      tensor::EmptyOp::create(b, loc, {p.blockQ, p.blockKV}, p.elemType);
+  SmallVector<utils::IteratorType> iterators(2, utils::IteratorType::parallel);
+  return linalg::GenericOp::create(
+             b, loc, TypeRange{init.getType()}, inputs, ValueRange{init}, maps,
+             iterators,
+             [&](OpBuilder &nb, Location nl, ValueRange args) {
+               Value diff = arith::SubFOp::create(nb, nl, args[1], args[2]);
+               Value ds = arith::MulFOp::create(nb, nl, args[0], diff);
+               if (probs.capGrad)
+                 ds = arith::MulFOp::create(nb, nl, ds, args[3]);
+               linalg::YieldOp::create(nb, nl,
+                                       truncateTo(nb, nl, p.elemType, ds));
+             })
+      .getResult(0);
+}
+
+namespace {
+/// What one (query block, key block) pair contributes: P for dV += P^T dO,
+/// and dS for dK += dS^T Q and dQ += dS K (both in the element type).
+struct TileGradients {
+  Value pLow;
+  Value dS;
+};
+} // namespace
+
+/// S = Q K^T, P from the LSE, dP = dO V^T, dS = P (dP - Di).
+static TileGradients buildTileGradients(OpBuilder &b, const BackwardPlan &p,
+                                        const QueryBlock &qBlk,
+                                        const KeyBlock &kBlk) {
+  Location loc = p.loc;
+  SmallVector<int64_t> shape = {p.blockQ, p.blockKV};
+  Value scores =
+      buildMatmul(b, loc, qBlk.q, kBlk.k, zeroTile(b, loc, shape, p.f32Type),
+                  /*transposeLhs=*/false, /*transposeRhs=*/true);
+  Probabilities probs =
+      recomputeProbabilities(b, p, scores, qBlk.lse, qBlk.start, kBlk.start);
+  Value dP =
+      buildMatmul(b, loc, qBlk.dout, kBlk.v, zeroTile(b, loc, shape, p.f32Type),
+                  /*transposeLhs=*/false, /*transposeRhs=*/true);
+  Value dS = computeScoreGradient(b, p, probs, dP, qBlk.delta);
+  return {probs.pLow, dS};
+}
+
+//===----------------------------------------------------------------------===//
+// Visible block ranges
+//===----------------------------------------------------------------------===//
+
+/// Query blocks [lo, hi) that hold a row seeing a key of [kStart, kStart +
+/// Bc). Key j is visible from row i iff i + off - left <= j <= i + off +
+/// right, so rows before kStart - off - right see nothing of the block (right
+/// bound) and rows after kEnd - 1 - off + left neither (left bound). An empty
+/// range has hi <= lo.
+static std::pair<Value, Value>
+visibleQueryBlocks(OpBuilder &b, const BackwardPlan &p, Value kStart) {
+  Location loc = p.loc;
+  Value lo = indexConst(b, loc, 0), hi = p.numQBlocks;
+  Value blockQ = indexConst(b, loc, p.blockQ);
+  if (p.mask.right) {
+    Value first =
+        addIndex(b, loc, arith::SubIOp::create(b, loc, kStart, p.diagOffset),
+                 -*p.mask.right);
+    first = arith::MaxSIOp::create(b, loc, first, lo);
+    lo = arith::DivSIOp::create(b, loc, first, blockQ);
+  }
+  if (p.mask.left) {
+    Value kEnd = arith::MinSIOp::create(
+        b, loc, addIndex(b, loc, kStart, p.blockKV), p.seqK);
+    Value end =
+        addIndex(b, loc, arith::SubIOp::create(b, loc, kEnd, p.diagOffset),
+                 *p.mask.left);
+    end = arith::MinSIOp::create(b, loc, end, p.seqQ);
+    hi = arith::CeilDivSIOp::create(b, loc, end, blockQ);
+  }
+  return {lo, hi};
+}
+
+/// Key blocks [lo, hi) holding a key visible from some row of [qStart,
+/// qStart + Br): the mirror image of visibleQueryBlocks.
+static std::pair<Value, Value>
+visibleKeyBlocks(OpBuilder &b, const BackwardPlan &p, Value qStart) {
+  Location loc = p.loc;
+  Value lo = indexConst(b, loc, 0), hi = p.numKBlocks;
+  Value blockKV = indexConst(b, loc, p.blockKV);
+  if (p.mask.left) {
+    Value first =
+        addIndex(b, loc, arith::AddIOp::create(b, loc, qStart, p.diagOffset),
+                 -*p.mask.left);
+    first = arith::MaxSIOp::create(b, loc, first, lo);
+    lo = arith::DivSIOp::create(b, loc, first, blockKV);
+  }
+  if (p.mask.right) {
+    Value qEnd = arith::MinSIOp::create(
+        b, loc, addIndex(b, loc, qStart, p.blockQ), p.seqQ);
+    Value end =
+        addIndex(b, loc, arith::AddIOp::create(b, loc, qEnd, p.diagOffset),
+                 *p.mask.right);
+    end = arith::MinSIOp::create(b, loc, end, p.seqK);
+    hi = arith::CeilDivSIOp::create(b, loc, end, blockKV);
+  }
+  return {lo, hi};
+}
+
+//===----------------------------------------------------------------------===//
+// Loop nests
+//===----------------------------------------------------------------------===//
+
+namespace {
+struct KeyBlockGradients {
+  KeyBlock block;
+  Value dK, dV;  // f32 accumulators, unscaled.
+  Value dqGroup; // Updated group dQ, or null.
+};
+} // namespace
+
+/// dK, dV of one key block: a sequential loop over the G query heads of the
+/// kv head's group and, inside, over the query blocks that see the block.
+/// With `dqGroup` ([G, Nq padded, D] f32) the loop also adds dS K to it.
+static KeyBlockGradients buildKeyBlockGradients(OpBuilder &b,
+                                                const BackwardPlan &p,
+                                                Value batch, Value kvHead,
+                                                Value kBlock, Value dqGroup) {
+  Location loc = p.loc;
+  KeyBlock kBlk = loadKeyBlock(b, p, batch, kvHead, kBlock);
+  auto [qbLo, qbHi] = visibleQueryBlocks(b, p, kBlk.start);
+  SmallVector<Value> init = {
+      zeroTile(b, loc, {p.blockKV, p.headDim}, p.f32Type),
+      zeroTile(b, loc, {p.blockKV, p.valueHeadDim}, p.f32Type)};
+  if (dqGroup)
+    init.push_back(dqGroup);
+  Value zero = indexConst(b, loc, 0), one = indexConst(b, loc, 1);
+  Value firstHead = arith::MulIOp::create(b, loc, kvHead, p.groupSize);
+
+  auto headLoop = scf::ForOp::create(
+      b, loc, zero, p.groupSize, one, init,
+      [&](OpBuilder &hb, Location hl, Value h, ValueRange headAcc) {
+        Value qHead = arith::AddIOp::create(hb, hl, firstHead, h);
+        auto blockLoop = scf::ForOp::create(
+            hb, hl, qbLo, qbHi, one, headAcc,
+            [&](OpBuilder &nb, Location nl, Value qb, ValueRange acc) {
+              QueryBlock qBlk = loadQueryBlock(nb, p, batch, qHead, qb);
+              TileGradients g = buildTileGradients(nb, p, qBlk, kBlk);
+              SmallVector<Value> next = {
+                  buildMatmul(nb, nl, g.dS, qBlk.q, acc[0],
+                              /*transposeLhs=*/true, /*transposeRhs=*/false),
+                  buildMatmul(nb, nl, g.pLow, qBlk.dout, acc[1],
+                              /*transposeLhs=*/true,
+                              /*transposeRhs=*/false)};
+              if (dqGroup) {
+                // The [Br, D] rows of this head's padded dQ; always in bounds.
+                SmallVector<OpFoldResult> offsets = {h, qBlk.start,
+                                                     nb.getIndexAttr(0)};
+                SmallVector<OpFoldResult> sizes = getAsIndexOpFoldResult(
+                    nb.getContext(), {1, p.blockQ, p.headDim});
+                SmallVector<OpFoldResult> strides(3, nb.getIndexAttr(1));
+                auto tileType =
+                    RankedTensorType::get({p.blockQ, p.headDim}, p.f32Type);
+                Value dq = tensor::ExtractSliceOp::create(
+                    nb, nl, tileType, acc[2], offsets, sizes, strides);
+                dq = buildMatmul(nb, nl, g.dS, kBlk.k, dq,
+                                 /*transposeLhs=*/false,
+                                 /*transposeRhs=*/false);
+                next.push_back(tensor::InsertSliceOp::create(
+                    nb, nl, dq, acc[2], offsets, sizes, strides));
+              }
+              scf::YieldOp::create(nb, nl, next);
+            });
+        scf::YieldOp::create(hb, hl, blockLoop.getResults());
+      });
+
+  KeyBlockGradients grads;
+  grads.block = kBlk;
+  grads.dK = headLoop.getResult(0);
+  grads.dV = headLoop.getResult(1);
+  if (dqGroup)
+    grads.dqGroup = headLoop.getResult(2);
+  return grads;
+}
+
+/// Creates `scf.forall` over [0, ubs) with `outputs` as shared_outs, builder
+/// positioned in its body. The caller adds the parallel_insert_slice ops.
+static scf::ForallOp createForall(OpBuilder &b, Location loc, ValueRange ubs,
+                                  ValueRange outputs) {
+  SmallVector<OpFoldResult> bounds = getAsOpFoldResult(ubs);
+  auto forall =
+      scf::ForallOp::create(b, loc, bounds, outputs, /*mapping=*/std::nullopt);
+  b.setInsertionPoint(forall.getTerminator());
+  return forall;
+}
+
+/// Writes `tile` ([rows, X], or [1, rows, X] etc. after rank reduction) at
+/// `offsets` of the shared output `dest` from the forall's terminator.
+static void parallelInsert(OpBuilder &b, Location loc, scf::ForallOp forall,
+                           Value tile, Value dest,
+                           ArrayRef<OpFoldResult> offsets,
+                           ArrayRef<OpFoldResult> sizes) {
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToEnd(forall.getTerminator().getBody());
+  SmallVector<OpFoldResult> strides(offsets.size(), b.getIndexAttr(1));
+  tensor::ParallelInsertSliceOp::create(b, loc, tile, dest, offsets, sizes,
+                                        strides);
+}
+
+/// Sizes [1, 1, len, width] of a row slice of a [B, H, N, width] tensor.
+static SmallVector<OpFoldResult> rowSliceSizes(OpBuilder &b, OpFoldResult len,
+                                               int64_t width) {
+  return {b.getIndexAttr(1), b.getIndexAttr(1), len, b.getIndexAttr(width)};
+}
+
+static OpFoldResult blockRows(OpBuilder &b, Value len, int64_t block) {
+  return len ? OpFoldResult(len) : OpFoldResult(b.getIndexAttr(block));
+}
+
+/// Fast mode: forall over (batch, kv head); inside, a key-block loop carrying
+/// the group's f32 dQ and its dK/dV slabs. Returns {dq, dk, dv}.
+static SmallVector<Value> buildFastBackward(OpBuilder &b,
+                                            const BackwardPlan &p) {
+  OpBuilder::InsertionGuard guard(b);
+  Location loc = p.loc;
+  Value zero = indexConst(b, loc, 0), one = indexConst(b, loc, 1);
+  SmallVector<Value> outputs = {
+      tensor::EmptyOp::create(b, loc, tensor::getMixedSizes(b, loc, p.query),
+                              p.elemType),
+      tensor::EmptyOp::create(b, loc, tensor::getMixedSizes(b, loc, p.key),
+                              p.elemType),
+      tensor::EmptyOp::create(b, loc, tensor::getMixedSizes(b, loc, p.value),
+                              p.elemType)};
+  OpFoldResult paddedSeqQ = b.getIndexAttr(0);
+  if (std::optional<int64_t> n = getConstantIntValue(p.numQBlocks))
+    paddedSeqQ = b.getIndexAttr(*n * p.blockQ);
+  else
+    paddedSeqQ = arith::MulIOp::create(b, loc, p.numQBlocks,
+                                       indexConst(b, loc, p.blockQ))
+                     .getResult();
+
+  scf::ForallOp forall = createForall(b, loc, {p.batch, p.numKVHeads}, outputs);
+  Value batch = forall.getInductionVar(0), kvHead = forall.getInductionVar(1);
+  ValueRange shared = forall.getRegionIterArgs();
+  OpFoldResult zeroAttr = b.getIndexAttr(0);
+
+  // The group's dQ, padded to whole query blocks so every tile is static.
+  Value dqGroup = zeroTensor(
+      b, loc,
+      {getAsOpFoldResult(p.groupSize), paddedSeqQ, b.getIndexAttr(p.headDim)},
+      p.f32Type);
+  auto slab = [&](Value dest, int64_t width) -> Value {
+    SmallVector<OpFoldResult> offsets = {batch, kvHead, zeroAttr, zeroAttr};
+    auto type = RankedTensorType::get(
+        {cast<RankedTensorType>(dest.getType()).getDimSize(2), width},
+        p.elemType);
+    return tensor::ExtractSliceOp::create(
+        b, loc, type, dest, offsets,
+        rowSliceSizes(b, getAsOpFoldResult(p.seqK), width),
+        SmallVector<OpFoldResult>(4, b.getIndexAttr(1)));
+  };
+  SmallVector<Value> init = {dqGroup, slab(shared[1], p.headDim),
+                             slab(shared[2], p.valueHeadDim)};
+
+  auto keyLoop = scf::ForOp::create(
+      b, loc, zero, p.numKBlocks, one, init,
+      [&](OpBuilder &nb, Location nl, Value kb, ValueRange acc) {
+        KeyBlockGradients g =
+            buildKeyBlockGradients(nb, p, batch, kvHead, kb, acc[0]);
+        OpFoldResult rows = blockRows(nb, g.block.len, p.blockKV);
+        auto store = [&](Value accTile, float factor, Value slabAcc) {
+          Value tile = buildEpilogue(nb, nl, accTile, factor, p.elemType);
+          tile = clipRows(nb, nl, tile, 0, g.block.len);
+          int64_t width = cast<RankedTensorType>(tile.getType()).getDimSize(1);
+          return tensor::InsertSliceOp::create(
+                     nb, nl, tile, slabAcc,
+                     {OpFoldResult(g.block.start), nb.getIndexAttr(0)},
+                     {rows, nb.getIndexAttr(width)},
+                     {nb.getIndexAttr(1), nb.getIndexAttr(1)})
+              .getResult();
+        };
+        scf::YieldOp::create(nb, nl,
+                             ValueRange{g.dqGroup, store(g.dK, p.scale, acc[1]),
+                                        store(g.dV, 1.0f, acc[2])});
+      });
+  keyLoop->setAttr(kDqAccumulationAttr, b.getUnitAttr());
+
+  Value dq = buildEpilogue(b, loc, keyLoop.getResult(0), p.scale, p.elemType);
+  dq = clipRows(b, loc, dq, 1, p.seqQ);
+  Value firstHead = arith::MulIOp::create(b, loc, kvHead, p.groupSize);
+  parallelInsert(b, loc, forall, dq, shared[0],
+                 {batch, firstHead, zeroAttr, zeroAttr},
+                 {b.getIndexAttr(1), getAsOpFoldResult(p.groupSize),
+                  getAsOpFoldResult(p.seqQ), b.getIndexAttr(p.headDim)});
+  SmallVector<OpFoldResult> slabOffsets = {batch, kvHead, zeroAttr, zeroAttr};
+  parallelInsert(b, loc, forall, keyLoop.getResult(1), shared[1], slabOffsets,
+                 rowSliceSizes(b, getAsOpFoldResult(p.seqK), p.headDim));
+  parallelInsert(b, loc, forall, keyLoop.getResult(2), shared[2], slabOffsets,
+                 rowSliceSizes(b, getAsOpFoldResult(p.seqK), p.valueHeadDim));
+  return forall.getResults();
+}
+
+/// Deterministic mode, first nest: forall over (batch, kv head, key block)
+/// producing dK and dV, no dQ. Returns {dk, dv}.
+static SmallVector<Value> buildKeyValueGradients(OpBuilder &b,
+                                                 const BackwardPlan &p) {
+  OpBuilder::InsertionGuard guard(b);
+  Location loc = p.loc;
+  SmallVector<Value> outputs = {
+      tensor::EmptyOp::create(b, loc, tensor::getMixedSizes(b, loc, p.key),
+                              p.elemType),
+      tensor::EmptyOp::create(b, loc, tensor::getMixedSizes(b, loc, p.value),
+                              p.elemType)};
+  scf::ForallOp forall =
+      createForall(b, loc, {p.batch, p.numKVHeads, p.numKBlocks}, outputs);
+  Value batch = forall.getInductionVar(0), kvHead = forall.getInductionVar(1);
+  ValueRange shared = forall.getRegionIterArgs();
+  KeyBlockGradients g = buildKeyBlockGradients(
+      b, p, batch, kvHead, forall.getInductionVar(2), /*dqGroup=*/nullptr);
+  OpFoldResult rows = blockRows(b, g.block.len, p.blockKV);
+  SmallVector<OpFoldResult> offsets = {batch, kvHead, g.block.start,
+                                       b.getIndexAttr(0)};
+  Value dk = clipRows(b, loc, buildEpilogue(b, loc, g.dK, p.scale, p.elemType),
+                      0, g.block.len);
+  Value dv = clipRows(b, loc, buildEpilogue(b, loc, g.dV, 1.0f, p.elemType), 0,
+                      g.block.len);
+  parallelInsert(b, loc, forall, dk, shared[0], offsets,
+                 rowSliceSizes(b, rows, p.headDim));
+  parallelInsert(b, loc, forall, dv, shared[1], offsets,
+                 rowSliceSizes(b, rows, p.valueHeadDim));
+  return forall.getResults();
+}
+
+/// Deterministic mode, second nest: forall over (batch, query head, query
+/// block); a sequential loop over the visible key blocks in ascending order
+/// recomputes P and dS and accumulates dQ in a [Br, D] f32 tile.
+static Value buildDeterministicQueryGradient(OpBuilder &b,
+                                             const BackwardPlan &p) {
+  OpBuilder::InsertionGuard guard(b);
+  Location loc = p.loc;
+  Value output = tensor::EmptyOp::create(
+      b, loc, tensor::getMixedSizes(b, loc, p.query), p.elemType);
+  scf::ForallOp forall = createForall(
+      b, loc, {p.batch, p.numQHeads, p.numQBlocks}, ValueRange{output});
+  Value batch = forall.getInductionVar(0), qHead = forall.getInductionVar(1);
+  Value kvHead = arith::DivUIOp::create(b, loc, qHead, p.groupSize);
+  QueryBlock qBlk =
+      loadQueryBlock(b, p, batch, qHead, forall.getInductionVar(2));
+  auto [kbLo, kbHi] = visibleKeyBlocks(b, p, qBlk.start);
+  Value init = zeroTile(b, loc, {p.blockQ, p.headDim}, p.f32Type);
+  auto keyLoop = scf::ForOp::create(
+      b, loc, kbLo, kbHi, indexConst(b, loc, 1), ValueRange{init},
+      [&](OpBuilder &nb, Location nl, Value kb, ValueRange acc) {
+        KeyBlock kBlk = loadKeyBlock(nb, p, batch, kvHead, kb);
+        TileGradients g = buildTileGradients(nb, p, qBlk, kBlk);
+        scf::YieldOp::create(nb, nl,
+                             buildMatmul(nb, nl, g.dS, kBlk.k, acc[0],
+                                         /*transposeLhs=*/false,
+                                         /*transposeRhs=*/false));
+      });
+  Value dq = buildEpilogue(b, loc, keyLoop.getResult(0), p.scale, p.elemType);
+  dq = clipRows(b, loc, dq, 0, qBlk.len);
+  parallelInsert(b, loc, forall, dq, forall.getRegionIterArgs()[0],
+                 {batch, qHead, qBlk.start, b.getIndexAttr(0)},
+                 rowSliceSizes(b, blockRows(b, qBlk.len, p.blockQ), p.headDim));
+  return forall.getResult(0);
+}
+
+//===----------------------------------------------------------------------===//
+// Driver
+//===----------------------------------------------------------------------===//
+
+static Value dimValue(OpBuilder &b, Location loc, Value tensor, int64_t dim) {
+  return getValueOrCreateConstantIndexOp(
+      b, loc, tensor::getMixedSize(b, loc, tensor, dim));
+}
+
+/// ceil(len / block), folded when `len` is a constant.
+static Value numBlocks(OpBuilder &b, Location loc, Value len, int64_t block) {
+  if (std::optional<int64_t> n = getConstantIntValue(len))
+    return indexConst(b, loc, llvm::divideCeil(*n, block));
+  return arith::CeilDivSIOp::create(b, loc, len, indexConst(b, loc, block));
+}
+
+static bool mayHaveTail(Value tensor, int64_t dim, int64_t block) {
+  int64_t n = cast<RankedTensorType>(tensor.getType()).getDimSize(dim);
+  return ShapedType::isDynamic(n) || n % block != 0;
+}
+
+static BackwardPlan makePlan(OpBuilder &b, AttentionBackwardOp op,
+                             int64_t blockQ, int64_t blockKV) {
+  Location loc = op.getLoc();
+  BackwardPlan p{loc, op.getQuery().getType().getElementType(), b.getF32Type()};
+  p.blockQ = blockQ;
+  p.blockKV = blockKV;
+  p.headDim = op.getHeadDim();
+  p.valueHeadDim = op.getValueHeadDim();
+  p.scale = op.getScaleValue();
+  if (FloatAttr softcap = op.getSoftcapAttr())
+    p.softcap = softcap.getValueAsDouble();
+  p.mask = op.getMask();
+  p.query = op.getQuery();
+  p.key = op.getKey();
+  p.value = op.getValue();
+  p.dout = op.getDout();
+  p.lse = op.getLse();
+
+  p.batch = dimValue(b, loc, p.query, 0);
+  p.numQHeads = dimValue(b, loc, p.query, 1);
+  p.numKVHeads = dimValue(b, loc, p.key, 1);
+  int64_t hq = op.getQuery().getType().getDimSize(1);
+  int64_t hkv = op.getKey().getType().getDimSize(1);
+  p.groupSize = !ShapedType::isDynamic(hq) && !ShapedType::isDynamic(hkv)
+                    ? indexConst(b, loc, hq / hkv)
+                    : arith::DivUIOp::create(b, loc, p.numQHeads, p.numKVHeads)
+                          .getResult();
+  p.seqQ = dimValue(b, loc, p.query, 2);
+  p.seqK = dimValue(b, loc, p.key, 2);
+  p.diagOffset = arith::SubIOp::create(b, loc, p.seqK, p.seqQ);
+  p.numQBlocks = numBlocks(b, loc, p.seqQ, blockQ);
+  p.numKBlocks = numBlocks(b, loc, p.seqK, blockKV);
+  p.queryTail = mayHaveTail(p.query, 2, blockQ);
+  p.keyTail = mayHaveTail(p.key, 2, blockKV);
+  p.delta = buildDelta(b, loc, op.getOut(), op.getDout());
+  return p;
+}
+
+/// Builds the tiled backward in front of `op` and returns {dq, dk, dv}.
+static SmallVector<Value> buildTiledBackward(OpBuilder &b,
+                                             AttentionBackwardOp op,
+                                             int64_t blockQ, int64_t blockKV) {
+  BackwardPlan plan = makePlan(b, op, blockQ, blockKV);
+  if (!op.getDeterministic())
+    return buildFastBackward(b, plan);
+  SmallVector<Value> dkdv = buildKeyValueGradients(b, plan);
+  Value dq = buildDeterministicQueryGradient(b, plan);
+  return {dq, dkdv[0], dkdv[1]};
+}
+
+static LogicalResult checkBlockSize(AttentionBackwardOp op, StringRef name,
+                                    int64_t size) {
+  if (size > 0 && size % kBlockMultiple == 0 && size <= kMaxBlock)
+    return success();
+  return op.emitError() << "fa-tile-attention-backward: " << name
+                        << " must be a multiple of " << kBlockMultiple
+                        << " in [" << kBlockMultiple << ", " << kMaxBlock
+                        << "], got " << size;
+}
+
+namespace {
+struct FATileAttentionBackwardPass final
+    : fa::impl::FATileAttentionBackwardBase<FATileAttentionBackwardPass> {
   using Base::Base;
+
   void runOnOperation() override {
-    getOperation()->emitError("TileAttentionBackward is not implemented yet");
-    signalPassFailure();
+    SmallVector<AttentionBackwardOp> ops;
+    getOperation()->walk([&](AttentionBackwardOp op) { ops.push_back(op); });
+
+    bool valid = true;
+    for (AttentionBackwardOp op : ops) {
+      valid &= succeeded(checkBlockSize(op, "block-q", blockQ));
+      valid &= succeeded(checkBlockSize(op, "block-kv", blockKV));
+    }
+    if (!valid)
+      return signalPassFailure();
+
+    IRRewriter rewriter(&getContext());
+    for (AttentionBackwardOp op : ops) {
+      rewriter.setInsertionPoint(op);
+      rewriter.replaceOp(op, buildTiledBackward(rewriter, op, blockQ, blockKV));
+    }
   }
 };
 } // namespace

@@ -1,0 +1,338 @@
+// RUN: fa-opt %s --split-input-file --fa-tile-attention-backward="block-q=32 block-kv=64" | FileCheck %s
+
+// Fast mode, f16, Nq and Nk multiples of the blocks (no padding, no mask).
+// Preprocessing: Di = rowsum(dO * O) in f32, the only reduction outside the
+// GEMMs. Then a forall over (batch, kv head) whose key-block loop carries the
+// group's padded f32 dQ and the dK/dV slabs; inside, the head loop and the
+// query-block loop carry the f32 dK/dV tile accumulators.
+
+// CHECK-DAG:   #[[ID4:.*]] = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>
+// CHECK-DAG:   #[[ROWS3:.*]] = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2)>
+// CHECK-DAG:   #[[A:.*]] = affine_map<(d0, d1, d2) -> (d0, d2)>
+// CHECK-DAG:   #[[BT:.*]] = affine_map<(d0, d1, d2) -> (d1, d2)>
+// CHECK-DAG:   #[[C:.*]] = affine_map<(d0, d1, d2) -> (d0, d1)>
+// CHECK-DAG:   #[[AT:.*]] = affine_map<(d0, d1, d2) -> (d2, d0)>
+// CHECK-DAG:   #[[B:.*]] = affine_map<(d0, d1, d2) -> (d2, d1)>
+// CHECK-LABEL: func.func @fast(
+// CHECK-SAME:      %[[Q:[a-zA-Z0-9]+]]: tensor<1x2x64x32xf16>, %[[K:[a-zA-Z0-9]+]]: tensor<1x2x128x32xf16>, %[[V:[a-zA-Z0-9]+]]: tensor<1x2x128x32xf16>, %[[O:[a-zA-Z0-9]+]]: tensor<1x2x64x32xf16>, %[[LSE:[a-zA-Z0-9]+]]: tensor<1x2x64xf32>, %[[DO:[a-zA-Z0-9]+]]: tensor<1x2x64x32xf16>)
+//
+// Di = rowsum(dO * O).
+// CHECK:         %[[DI:.*]] = linalg.generic {indexing_maps = [#[[ID4]], #[[ID4]], #[[ROWS3]]], iterator_types = ["parallel", "parallel", "parallel", "reduction"]}
+// CHECK-SAME:        ins(%[[DO]], %[[O]] : {{.*}}) outs(%{{.*}} : tensor<1x2x64xf32>)
+// CHECK:           arith.mulf
+// CHECK:           arith.addf
+//
+// forall over (batch, kv head); the kv-block loop carries dQ, dK, dV.
+// CHECK:         %[[RES:.*]]:3 = scf.forall (%[[BI:.*]], %[[HKV:.*]]) in (1, 2) shared_outs(%[[DQS:.*]] = %{{.*}}, %[[DKS:.*]] = %{{.*}}, %[[DVS:.*]] = %{{.*}})
+// CHECK:           %[[DQ0:.*]] = linalg.fill {{.*}} -> tensor<1x64x32xf32>
+// CHECK:           %[[DK0:.*]] = tensor.extract_slice %[[DKS]][%[[BI]], %[[HKV]], 0, 0] [1, 1, 128, 32]
+// CHECK:           %[[DV0:.*]] = tensor.extract_slice %[[DVS]][%[[BI]], %[[HKV]], 0, 0] [1, 1, 128, 32]
+// CHECK:           %[[KB:.*]]:3 = scf.for %[[KBI:.*]] = %{{.*}} to %{{.*}} step %{{.*}} iter_args(%[[DQG:.*]] = %[[DQ0]], %[[DKA:.*]] = %[[DK0]], %[[DVA:.*]] = %[[DV0]]) -> (tensor<1x64x32xf32>, tensor<128x32xf16>, tensor<128x32xf16>)
+// CHECK:             %[[KSTART:.*]] = arith.muli %[[KBI]], %{{.*}} : index
+// CHECK:             %[[KT:.*]] = tensor.extract_slice %[[K]][%[[BI]], %[[HKV]], %[[KSTART]], 0] [1, 1, 64, 32] {{.*}} to tensor<64x32xf16>
+// CHECK:             %[[VT:.*]] = tensor.extract_slice %[[V]][%[[BI]], %[[HKV]], %[[KSTART]], 0] [1, 1, 64, 32] {{.*}} to tensor<64x32xf16>
+// Head loop over the group, then the query blocks; f32 dK/dV tiles carried.
+// CHECK:             scf.for %{{.*}} iter_args(%{{.*}} = %{{.*}}, %{{.*}} = %{{.*}}, %{{.*}} = %[[DQG]]) -> (tensor<64x32xf32>, tensor<64x32xf32>, tensor<1x64x32xf32>)
+// CHECK:               scf.for %{{.*}} iter_args(%[[DKT:.*]] = %{{.*}}, %[[DVT:.*]] = %{{.*}}, %[[DQI:.*]] = %{{.*}}) -> (tensor<64x32xf32>, tensor<64x32xf32>, tensor<1x64x32xf32>)
+// CHECK:                 %[[QT:.*]] = tensor.extract_slice %[[Q]]{{.*}} to tensor<32x32xf16>
+// CHECK:                 %[[DOT:.*]] = tensor.extract_slice %[[DO]]{{.*}} to tensor<32x32xf16>
+// CHECK:                 %[[LSET:.*]] = tensor.extract_slice %[[LSE]]{{.*}} to tensor<32xf32>
+// CHECK:                 %[[DIT:.*]] = tensor.extract_slice %[[DI]]{{.*}} to tensor<32xf32>
+// S = Q K^T.
+// CHECK:                 %[[S:.*]] = linalg.matmul indexing_maps = [#[[A]], #[[BT]], #[[C]]] ins(%[[QT]], %[[KT]] : tensor<32x32xf16>, tensor<64x32xf16>) outs(%{{.*}} : tensor<32x64xf32>)
+// P = exp2(S * scale * log2e - lse * log2e), only 0 on rows with lse = +inf,
+// also produced in f16 for the dV GEMM. No max, no sum: just the LSE.
+// CHECK:                 %[[P:.*]]:2 = linalg.generic {{.*}} iterator_types = ["parallel", "parallel"]} ins(%[[S]], %[[LSET]] : tensor<32x64xf32>, tensor<32xf32>)
+// CHECK:                   %[[SS:.*]] = arith.mulf %{{.*}}, %{{.*}} : f32
+// CHECK:                   %[[LL:.*]] = arith.mulf %{{.*}}, %{{.*}} : f32
+// CHECK:                   %[[X:.*]] = arith.subf %[[SS]], %[[LL]] : f32
+// CHECK:                   %[[E:.*]] = math.exp2 %[[X]] : f32
+// CHECK:                   %[[FIN:.*]] = arith.cmpf olt, %{{.*}}, %{{.*}} : f32
+// CHECK-NOT:               linalg.index
+// CHECK:                   %[[PV:.*]] = arith.select %[[FIN]], %[[E]], %{{.*}} : f32
+// CHECK:                   %[[PL:.*]] = arith.truncf %[[PV]] : f32 to f16
+// CHECK:                   linalg.yield %[[PV]], %[[PL]] : f32, f16
+// dP = dO V^T.
+// CHECK:                 %[[DP:.*]] = linalg.matmul indexing_maps = [#[[A]], #[[BT]], #[[C]]] ins(%[[DOT]], %[[VT]] : tensor<32x32xf16>, tensor<64x32xf16>) outs(%{{.*}} : tensor<32x64xf32>)
+// dS = P * (dP - Di), rounded to f16 for the dK and dQ GEMMs.
+// CHECK:                 %[[DS:.*]] = linalg.generic {{.*}} ins(%[[P]]#0, %[[DP]], %[[DIT]] : tensor<32x64xf32>, tensor<32x64xf32>, tensor<32xf32>) outs(%{{.*}} : tensor<32x64xf16>)
+// CHECK:                   arith.subf
+// CHECK:                   arith.mulf
+// CHECK:                   arith.truncf
+// dK += dS^T Q, dV += P^T dO, dQ += dS K (into this head's rows of the group).
+// CHECK:                 %[[NDK:.*]] = linalg.matmul indexing_maps = [#[[AT]], #[[B]], #[[C]]] ins(%[[DS]], %[[QT]] : tensor<32x64xf16>, tensor<32x32xf16>) outs(%[[DKT]] : tensor<64x32xf32>)
+// CHECK:                 %[[NDV:.*]] = linalg.matmul indexing_maps = [#[[AT]], #[[B]], #[[C]]] ins(%[[P]]#1, %[[DOT]] : tensor<32x64xf16>, tensor<32x32xf16>) outs(%[[DVT]] : tensor<64x32xf32>)
+// CHECK:                 %[[DQT:.*]] = tensor.extract_slice %[[DQI]]{{.*}} [1, 32, 32] [1, 1, 1] : tensor<1x64x32xf32> to tensor<32x32xf32>
+// CHECK:                 %[[NDQ:.*]] = linalg.matmul ins(%[[DS]], %[[KT]] : tensor<32x64xf16>, tensor<64x32xf16>) outs(%[[DQT]] : tensor<32x32xf32>)
+// CHECK:                 %[[DQN:.*]] = tensor.insert_slice %[[NDQ]] into %[[DQI]]
+// CHECK:                 scf.yield %[[NDK]], %[[NDV]], %[[DQN]]
+// The softmax scale is applied once, to the finished dK (not to dV).
+// CHECK:             linalg.generic
+// CHECK:               arith.mulf
+// CHECK:               arith.truncf {{.*}} : f32 to f16
+// CHECK:             tensor.insert_slice %{{.*}} into %[[DKA]][%[[KSTART]], 0] [64, 32]
+// CHECK:             linalg.generic
+// CHECK-NOT:           arith.mulf
+// CHECK:               arith.truncf {{.*}} : f32 to f16
+// CHECK:             tensor.insert_slice %{{.*}} into %[[DVA]][%[[KSTART]], 0] [64, 32]
+// CHECK:           } {fa.dq_accumulation}
+// CHECK:           %[[DQF:.*]] = linalg.generic {{.*}} ins(%[[KB]]#0 : tensor<1x64x32xf32>) outs(%{{.*}} : tensor<1x64x32xf16>)
+// CHECK:           scf.forall.in_parallel
+// CHECK:             tensor.parallel_insert_slice %[[DQF]] into %[[DQS]]
+// CHECK:             tensor.parallel_insert_slice %[[KB]]#1 into %[[DKS]][%[[BI]], %[[HKV]], 0, 0] [1, 1, 128, 32]
+// CHECK:             tensor.parallel_insert_slice %[[KB]]#2 into %[[DVS]][%[[BI]], %[[HKV]], 0, 0] [1, 1, 128, 32]
+// CHECK:         return %[[RES]]#0, %[[RES]]#1, %[[RES]]#2
+func.func @fast(%q: tensor<1x2x64x32xf16>, %k: tensor<1x2x128x32xf16>,
+                %v: tensor<1x2x128x32xf16>, %o: tensor<1x2x64x32xf16>,
+                %lse: tensor<1x2x64xf32>, %do: tensor<1x2x64x32xf16>)
+    -> (tensor<1x2x64x32xf16>, tensor<1x2x128x32xf16>, tensor<1x2x128x32xf16>) {
+  %dq, %dk, %dv = fa.attention_backward %q, %k, %v, %o, %lse, %do
+      : (tensor<1x2x64x32xf16>, tensor<1x2x128x32xf16>, tensor<1x2x128x32xf16>,
+         tensor<1x2x64x32xf16>, tensor<1x2x64xf32>, tensor<1x2x64x32xf16>)
+      -> (tensor<1x2x64x32xf16>, tensor<1x2x128x32xf16>, tensor<1x2x128x32xf16>)
+  return %dq, %dk, %dv : tensor<1x2x64x32xf16>, tensor<1x2x128x32xf16>, tensor<1x2x128x32xf16>
+}
+
+// -----
+
+// No max or sum reduction is redone inside the loops: the only reduction
+// iterator is the preprocessing's, and no max appears anywhere.
+
+// CHECK-LABEL: func.func @no_reduction_in_loop(
+// CHECK:         linalg.generic {{.*}} iterator_types = ["parallel", "parallel", "parallel", "reduction"]
+// CHECK:         scf.forall
+// CHECK-NOT:       reduction
+// CHECK-NOT:       arith.maximumf
+// CHECK-NOT:       arith.maxnumf
+// CHECK-NOT:       linalg.reduce
+// CHECK:         return
+func.func @no_reduction_in_loop(%q: tensor<1x1x64x32xf32>, %k: tensor<1x1x64x32xf32>,
+                                %v: tensor<1x1x64x32xf32>, %o: tensor<1x1x64x32xf32>,
+                                %lse: tensor<1x1x64xf32>, %do: tensor<1x1x64x32xf32>)
+    -> (tensor<1x1x64x32xf32>, tensor<1x1x64x32xf32>, tensor<1x1x64x32xf32>) {
+  %dq, %dk, %dv = fa.attention_backward %q, %k, %v, %o, %lse, %do causal
+      : (tensor<1x1x64x32xf32>, tensor<1x1x64x32xf32>, tensor<1x1x64x32xf32>,
+         tensor<1x1x64x32xf32>, tensor<1x1x64xf32>, tensor<1x1x64x32xf32>)
+      -> (tensor<1x1x64x32xf32>, tensor<1x1x64x32xf32>, tensor<1x1x64x32xf32>)
+  return %dq, %dk, %dv : tensor<1x1x64x32xf32>, tensor<1x1x64x32xf32>, tensor<1x1x64x32xf32>
+}
+
+// -----
+
+// Causal, Nq = 96 < Nk = 192 (bottom-right aligned, off = Nk - Nq = 96), f32.
+// Key j is seen from row i iff j <= i + off, so the query blocks of key
+// block kb start at max(kStart - off, 0) / Br and run to the end. P is masked
+// by index on the diagonal. f32 needs no cast of P or dS.
+
+// CHECK-LABEL: func.func @causal_bounds(
+// CHECK:         %[[OFF:.*]] = arith.subi %c192, %c96 : index
+// CHECK:         scf.forall
+// CHECK:           scf.for %[[KBI:.*]] = {{.*}} iter_args
+// CHECK:             %[[KSTART:.*]] = arith.muli %[[KBI]], %c64{{.*}} : index
+// CHECK:             %[[FIRST:.*]] = arith.subi %[[KSTART]], %[[OFF]] : index
+// CHECK:             %[[CLAMP:.*]] = arith.maxsi %[[FIRST]], %{{.*}} : index
+// CHECK:             %[[LO:.*]] = arith.divsi %[[CLAMP]], %c32{{.*}} : index
+// CHECK:             scf.for
+// CHECK:               scf.for %{{.*}} = %[[LO]] to %c3{{.*}} step
+// CHECK:                 linalg.matmul
+// CHECK:                 linalg.generic
+// CHECK:                   math.exp2
+// CHECK:                   %[[ROW:.*]] = linalg.index 0 : index
+// CHECK:                   %[[COL:.*]] = linalg.index 1 : index
+// CHECK:                   %[[I:.*]] = arith.addi %{{.*}}, %[[ROW]] : index
+// CHECK:                   %[[J:.*]] = arith.addi %[[KSTART]], %[[COL]] : index
+// CHECK:                   %[[DIAG:.*]] = arith.addi %[[I]], %[[OFF]] : index
+// CHECK:                   %[[VIS:.*]] = arith.cmpi sle, %[[J]], %[[DIAG]] : index
+// CHECK:                   arith.andi %{{.*}}, %[[VIS]] : i1
+// CHECK-NOT:               arith.truncf
+// CHECK:                   linalg.yield
+// CHECK:                 linalg.matmul
+// CHECK:                 linalg.generic
+// CHECK-NOT:               arith.truncf
+// CHECK:                   linalg.yield
+// CHECK-COUNT-3:         linalg.matmul
+func.func @causal_bounds(%q: tensor<1x1x96x64xf32>, %k: tensor<1x1x192x64xf32>,
+                         %v: tensor<1x1x192x64xf32>, %o: tensor<1x1x96x64xf32>,
+                         %lse: tensor<1x1x96xf32>, %do: tensor<1x1x96x64xf32>)
+    -> (tensor<1x1x96x64xf32>, tensor<1x1x192x64xf32>, tensor<1x1x192x64xf32>) {
+  %dq, %dk, %dv = fa.attention_backward %q, %k, %v, %o, %lse, %do causal
+      : (tensor<1x1x96x64xf32>, tensor<1x1x192x64xf32>, tensor<1x1x192x64xf32>,
+         tensor<1x1x96x64xf32>, tensor<1x1x96xf32>, tensor<1x1x96x64xf32>)
+      -> (tensor<1x1x96x64xf32>, tensor<1x1x192x64xf32>, tensor<1x1x192x64xf32>)
+  return %dq, %dk, %dv : tensor<1x1x96x64xf32>, tensor<1x1x192x64xf32>, tensor<1x1x192x64xf32>
+}
+
+// -----
+
+// Sliding window [32, 8], Nq = 100 and Nk = 70 (tails on both sides, bf16).
+// Key tiles are clipped and zero-padded to 64 rows, query tiles to 32 rows;
+// padded LSE rows get +inf so P = 0 there. Both window sides bound the
+// query blocks of a key block: first row kStart - off - 8, last row
+// min(kStart + 64, Nk) - 1 - off + 32. Keys >= Nk are masked by index. dK/dV
+// tiles are cut back to the rows that exist before they are stored.
+
+// CHECK-LABEL: func.func @window_tails(
+// CHECK:         %[[OFF:.*]] = arith.subi %c70, %c100 : index
+// CHECK:         scf.forall
+// CHECK:           scf.for %[[KBI:.*]] = {{.*}} iter_args({{.*}}) -> (tensor<1x128x32xf32>, tensor<70x32xbf16>, tensor<70x32xbf16>)
+// CHECK:             %[[KSTART:.*]] = arith.muli %[[KBI]], %c64{{.*}} : index
+// CHECK:             %[[KREST:.*]] = arith.subi %c70, %[[KSTART]] : index
+// CHECK:             %[[KLEN:.*]] = arith.minsi %c64{{.*}}, %[[KREST]] : index
+// CHECK:             %[[KS:.*]] = tensor.extract_slice %{{.*}}[%{{.*}}, %{{.*}}, %[[KSTART]], 0] [1, 1, %[[KLEN]], 32] {{.*}} to tensor<?x32xbf16>
+// CHECK:             tensor.pad %[[KS]] low[0, 0] high[%{{.*}}, 0]
+// CHECK:             } : tensor<?x32xbf16> to tensor<64x32xbf16>
+// Right side of the window: the first query block.
+// CHECK:             %[[R0:.*]] = arith.subi %[[KSTART]], %[[OFF]] : index
+// CHECK:             %[[R1:.*]] = arith.subi %[[R0]], %c8 : index
+// CHECK:             %[[R2:.*]] = arith.maxsi %[[R1]], %{{.*}} : index
+// CHECK:             %[[LO:.*]] = arith.divsi %[[R2]], %c32{{.*}} : index
+// Left side of the window: the end of the query blocks.
+// CHECK:             %[[L0:.*]] = arith.addi %[[KSTART]], %c64{{.*}} : index
+// CHECK:             %[[KEND:.*]] = arith.minsi %[[L0]], %c70 : index
+// CHECK:             %[[L1:.*]] = arith.subi %[[KEND]], %[[OFF]] : index
+// CHECK:             %[[L2:.*]] = arith.addi %[[L1]], %c32{{.*}} : index
+// CHECK:             %[[L3:.*]] = arith.minsi %[[L2]], %c100 : index
+// CHECK:             %[[HI:.*]] = arith.ceildivsi %[[L3]], %c32{{.*}} : index
+// CHECK:             scf.for
+// CHECK:               scf.for %{{.*}} = %[[LO]] to %[[HI]] step
+// CHECK:                 tensor.pad
+// CHECK:                 } : tensor<?x32xbf16> to tensor<32x32xbf16>
+// CHECK:                 tensor.pad
+// CHECK:                 } : tensor<?x32xbf16> to tensor<32x32xbf16>
+// CHECK:                 %[[INF:.*]] = arith.constant 0x7F800000 : f32
+// CHECK:                 %[[LSEP:.*]] = tensor.pad
+// CHECK-NEXT:            ^bb0
+// CHECK-NEXT:              tensor.yield %[[INF]] : f32
+// CHECK-NEXT:            } : tensor<?xf32> to tensor<32xf32>
+// CHECK:                 linalg.generic {{.*}} ins(%{{.*}}, %[[LSEP]] :
+// CHECK:                   math.exp2
+// CHECK:                   arith.cmpi sge
+// CHECK:                   arith.cmpi sle
+// CHECK:                   arith.cmpi slt, %{{.*}}, %c70 : index
+// CHECK:                   arith.select
+// CHECK:             %[[DKC:.*]] = tensor.extract_slice %{{.*}}[0, 0] [%[[KLEN]], 32] [1, 1] : tensor<64x32xbf16> to tensor<?x32xbf16>
+// CHECK:             tensor.insert_slice %[[DKC]] into %{{.*}}[%[[KSTART]], 0] [%[[KLEN]], 32]
+// CHECK:           } {fa.dq_accumulation}
+// The padded dQ of the group is cut back to Nq rows.
+// CHECK:           tensor.extract_slice %{{.*}}[0, 0, 0] [1, 100, 32] [1, 1, 1] : tensor<1x128x32xbf16> to tensor<1x100x32xbf16>
+func.func @window_tails(%q: tensor<1x1x100x32xbf16>, %k: tensor<1x1x70x32xbf16>,
+                        %v: tensor<1x1x70x32xbf16>, %o: tensor<1x1x100x32xbf16>,
+                        %lse: tensor<1x1x100xf32>, %do: tensor<1x1x100x32xbf16>)
+    -> (tensor<1x1x100x32xbf16>, tensor<1x1x70x32xbf16>, tensor<1x1x70x32xbf16>) {
+  %dq, %dk, %dv = fa.attention_backward %q, %k, %v, %o, %lse, %do window [32, 8]
+      : (tensor<1x1x100x32xbf16>, tensor<1x1x70x32xbf16>, tensor<1x1x70x32xbf16>,
+         tensor<1x1x100x32xbf16>, tensor<1x1x100xf32>, tensor<1x1x100x32xbf16>)
+      -> (tensor<1x1x100x32xbf16>, tensor<1x1x70x32xbf16>, tensor<1x1x70x32xbf16>)
+  return %dq, %dk, %dv : tensor<1x1x100x32xbf16>, tensor<1x1x70x32xbf16>, tensor<1x1x70x32xbf16>
+}
+
+// -----
+
+// GQA (8 query heads, 2 kv heads: G = 4) with softcap 30. The head loop runs
+// over the 4 query heads of kv head h, i.e. query heads 4h .. 4h+3, and sums
+// their dK/dV. Softcap: s = 30 tanh(S * scale / 30); P from s; dS picks up
+// tanh' = 1 - t^2.
+
+// CHECK-LABEL: func.func @gqa_softcap(
+// CHECK:         scf.forall (%[[BI:.*]], %[[HKV:.*]]) in (2, 2)
+// CHECK:           tensor.empty() : tensor<4x64x32xf32>
+// CHECK:           scf.for
+// CHECK:             %[[FIRST:.*]] = arith.muli %[[HKV]], %c4 : index
+// CHECK:             scf.for %[[H:.*]] = %{{.*}} to %c4 step
+// CHECK:               %[[HQ:.*]] = arith.addi %[[FIRST]], %[[H]] : index
+// CHECK:               scf.for
+// CHECK:                 tensor.extract_slice %{{.*}}[%[[BI]], %[[HQ]], %{{.*}}, 0] [1, 1, 32, 32]
+// CHECK:                 %[[P:.*]]:3 = linalg.generic
+// CHECK:                   %[[T:.*]] = math.tanh
+// CHECK:                   %[[CAPPED:.*]] = arith.mulf %[[T]], %{{.*}} : f32
+// CHECK:                   %[[T2:.*]] = arith.mulf %[[T]], %[[T]] : f32
+// CHECK:                   %[[DT:.*]] = arith.subf %{{.*}}, %[[T2]] : f32
+// CHECK:                   %[[LL:.*]] = arith.mulf
+// CHECK:                   arith.subf %[[CAPPED]], %[[LL]] : f32
+// CHECK:                   math.exp2
+// CHECK:                   linalg.yield %{{.*}}, %{{.*}}, %[[DT]] : f32, f16, f32
+// CHECK:                 %[[DP:.*]] = linalg.matmul
+// CHECK:                 linalg.generic {{.*}} ins(%[[P]]#0, %[[DP]], %{{.*}}, %[[P]]#2 :
+// CHECK:                   arith.subf
+// CHECK:                   arith.mulf
+// CHECK:                   arith.mulf
+// CHECK:                   arith.truncf
+// The group's dQ goes to query heads 4h .. 4h+3 at once.
+// CHECK:           tensor.parallel_insert_slice %{{.*}} into %{{.*}}[%[[BI]], %{{.*}}, 0, 0] [1, 4, 64, 32] [1, 1, 1, 1] : tensor<4x64x32xf16> into tensor<2x8x64x32xf16>
+func.func @gqa_softcap(%q: tensor<2x8x64x32xf16>, %k: tensor<2x2x64x32xf16>,
+                       %v: tensor<2x2x64x32xf16>, %o: tensor<2x8x64x32xf16>,
+                       %lse: tensor<2x8x64xf32>, %do: tensor<2x8x64x32xf16>)
+    -> (tensor<2x8x64x32xf16>, tensor<2x2x64x32xf16>, tensor<2x2x64x32xf16>) {
+  %dq, %dk, %dv = fa.attention_backward %q, %k, %v, %o, %lse, %do softcap 30.0
+      : (tensor<2x8x64x32xf16>, tensor<2x2x64x32xf16>, tensor<2x2x64x32xf16>,
+         tensor<2x8x64x32xf16>, tensor<2x8x64xf32>, tensor<2x8x64x32xf16>)
+      -> (tensor<2x8x64x32xf16>, tensor<2x2x64x32xf16>, tensor<2x2x64x32xf16>)
+  return %dq, %dk, %dv : tensor<2x8x64x32xf16>, tensor<2x2x64x32xf16>, tensor<2x2x64x32xf16>
+}
+
+// -----
+
+// Deterministic mode, everything dynamic but D, causal. First nest: forall
+// over (batch, kv head, key block) with dK/dV as shared outputs and no dQ
+// GEMM. Second nest: forall over (batch, query head, query block); its kv
+// head is h / G; a sequential loop over the visible key blocks, from 0 to
+// ceil(min(qEnd + off, Nk) / Bc), recomputes P and dS and accumulates dQ.
+
+// CHECK-LABEL: func.func @deterministic(
+// CHECK-SAME:      %[[Q:[a-zA-Z0-9]+]]: tensor<?x?x?x64xf16>, %[[K:[a-zA-Z0-9]+]]: tensor<?x?x?x64xf16>
+// CHECK-DAG:     %[[HQ:.*]] = tensor.dim %[[Q]], %c1
+// CHECK-DAG:     %[[HKV:.*]] = tensor.dim %[[K]], %c1
+// CHECK:         %[[G:.*]] = arith.divui %[[HQ]], %[[HKV]] : index
+// CHECK:         %[[NQ:.*]] = tensor.dim %[[Q]], %c2
+// CHECK:         %[[NK:.*]] = tensor.dim %[[K]], %c2
+// CHECK:         %[[OFF:.*]] = arith.subi %[[NK]], %[[NQ]] : index
+// CHECK:         %[[NQB:.*]] = arith.ceildivsi %[[NQ]], %c32
+// CHECK:         %[[NKB:.*]] = arith.ceildivsi %[[NK]], %c64
+// CHECK:         linalg.generic {{.*}}"reduction"
+//
+// dK/dV nest.
+// CHECK:         %[[KV:.*]]:2 = scf.forall (%{{.*}}, %{{.*}}, %{{.*}}) in (%{{.*}}, %[[HKV]], %[[NKB]]) shared_outs(%[[DKS:.*]] = %{{.*}}, %[[DVS:.*]] = %{{.*}}) -> (tensor<?x?x?x64xf16>, tensor<?x?x?x64xf16>)
+// CHECK:           scf.for %{{.*}} = %{{.*}} to %[[G]] step {{.*}} -> (tensor<64x64xf32>, tensor<64x64xf32>)
+// CHECK:             scf.for {{.*}} -> (tensor<64x64xf32>, tensor<64x64xf32>)
+// CHECK:               linalg.matmul
+// CHECK:               math.exp2
+// CHECK-COUNT-3:       linalg.matmul
+// CHECK-NOT:           linalg.matmul
+// CHECK:               scf.yield
+// CHECK:           scf.forall.in_parallel
+// CHECK:             tensor.parallel_insert_slice %{{.*}} into %[[DKS]]
+// CHECK:             tensor.parallel_insert_slice %{{.*}} into %[[DVS]]
+//
+// dQ nest.
+// CHECK:         %[[DQ:.*]] = scf.forall (%{{.*}}, %[[H:.*]], %[[QB:.*]]) in (%{{.*}}, %[[HQ]], %[[NQB]]) shared_outs(%[[DQS:.*]] = %{{.*}}) -> (tensor<?x?x?x64xf16>)
+// CHECK:           %[[KVH:.*]] = arith.divui %[[H]], %[[G]] : index
+// CHECK:           %[[QSTART:.*]] = arith.muli %[[QB]], %c32
+// CHECK:           %[[QE0:.*]] = arith.addi %[[QSTART]], %c32
+// CHECK:           %[[QEND:.*]] = arith.minsi %[[QE0]], %[[NQ]] : index
+// CHECK:           %[[KE0:.*]] = arith.addi %[[QEND]], %[[OFF]] : index
+// CHECK:           %[[KE1:.*]] = arith.minsi %[[KE0]], %[[NK]] : index
+// CHECK:           %[[KBHI:.*]] = arith.ceildivsi %[[KE1]], %c64
+// CHECK:           %[[ACC:.*]] = scf.for %{{.*}} = %{{.*}} to %[[KBHI]] step %{{.*}} iter_args(%[[A:.*]] = %{{.*}}) -> (tensor<32x64xf32>)
+// CHECK:             tensor.extract_slice %[[K]][%{{.*}}, %[[KVH]], %{{.*}}, 0]
+// CHECK:             linalg.matmul
+// CHECK:             math.exp2
+// CHECK:             linalg.matmul
+// CHECK:             %[[DS:.*]] = linalg.generic
+// CHECK:             %[[NEW:.*]] = linalg.matmul ins(%[[DS]], %{{.*}} : tensor<32x64xf16>, tensor<64x64xf16>) outs(%[[A]] : tensor<32x64xf32>)
+// CHECK-NEXT:        scf.yield %[[NEW]]
+// CHECK:           linalg.generic {{.*}} ins(%[[ACC]] : tensor<32x64xf32>)
+// CHECK:             arith.mulf
+// CHECK:             arith.truncf
+// CHECK:           scf.forall.in_parallel
+// CHECK:             tensor.parallel_insert_slice %{{.*}} into %[[DQS]][%{{.*}}, %[[H]], %[[QSTART]], 0]
+// CHECK:         return %[[DQ]], %[[KV]]#0, %[[KV]]#1
+func.func @deterministic(%q: tensor<?x?x?x64xf16>, %k: tensor<?x?x?x64xf16>,
+                         %v: tensor<?x?x?x64xf16>, %o: tensor<?x?x?x64xf16>,
+                         %lse: tensor<?x?x?xf32>, %do: tensor<?x?x?x64xf16>)
+    -> (tensor<?x?x?x64xf16>, tensor<?x?x?x64xf16>, tensor<?x?x?x64xf16>) {
+  %dq, %dk, %dv = fa.attention_backward %q, %k, %v, %o, %lse, %do causal deterministic
+      : (tensor<?x?x?x64xf16>, tensor<?x?x?x64xf16>, tensor<?x?x?x64xf16>,
+         tensor<?x?x?x64xf16>, tensor<?x?x?xf32>, tensor<?x?x?x64xf16>)
+      -> (tensor<?x?x?x64xf16>, tensor<?x?x?x64xf16>, tensor<?x?x?x64xf16>)
+  return %dq, %dk, %dv : tensor<?x?x?x64xf16>, tensor<?x?x?x64xf16>, tensor<?x?x?x64xf16>
+}

@@ -1,0 +1,321 @@
+//===- TiledBackwardNumericsTest.cpp - fa-tile-attention-backward on CPU --===//
+//
+// Runs `fa-tile-attention-backward` followed by the CPU lowering through the
+// ExecutionEngine and compares dq, dk, dv with the float64 backward, over
+// sequence lengths that are and are not multiples of the blocks, head dims,
+// block sizes, masks, GQA/MQA, softcap and both dQ modes. The forward's
+// `out` and `lse` come from the float64 forward (rounded on the way in), so
+// only the backward is under test.
+//
+//===----------------------------------------------------------------------===//
+
+#include "AttentionHarness.h"
+
+#include "fa/Dialect/FA/Transforms/Passes.h"
+#include "fa/Pipelines/Pipelines.h"
+#include "llvm/Support/DynamicLibrary.h"
+
+#include <cstring>
+#include <functional>
+#include <string>
+
+using namespace mlir::fa::numerics;
+
+namespace {
+
+/// Tiles clipped at a dynamic offset bufferize to strided `memref.copy`, which
+/// the LLVM lowering turns into calls to `memrefCopy` from the MLIR C runner
+/// utils. The harness's ExecutionEngine resolves symbols from the process,
+/// so load the library into it globally once.
+class RunnerUtilsEnvironment : public ::testing::Environment {
+public:
+  void SetUp() override {
+    std::string error;
+    ASSERT_FALSE(llvm::sys::DynamicLibrary::LoadLibraryPermanently(
+        FA_MLIR_C_RUNNER_UTILS, &error))
+        << error;
+  }
+};
+
+const ::testing::Environment *const runnerUtils =
+    ::testing::AddGlobalTestEnvironment(new RunnerUtilsEnvironment);
+
+/// Bounds for `allClose` (|got - want| <= rtol * (|want| + max|want|)).
+///
+/// f32: everything is computed in f32 from inputs the float64 code sees
+/// exactly. Beyond f32 rounding in dot products of up to 339 terms, the tiled
+/// form recomputes P = exp2(s * log2e - lse * log2e) from an LSE rounded to
+/// f32 (|lse| < ~10, so P is off by ~1e-6 relative at most). Observed over
+/// the cases below: <= 3.5e-6. 1e-5 leaves room and still fails for any
+/// wrong term (a dropped Di, LSE or mask changes results by > 1e-2).
+///
+/// f16/bf16: P and dS are rounded to the element type before their GEMMs, as
+/// tensor cores consume them (2^-11 resp. 2^-8 relative per product term,
+/// averaging out over the sums), on top of the rounding of the results and
+/// of `out` (through Di). Observed: <= 5.2e-4 (f16), <= 4.6e-3 (bf16); the
+/// bounds keep a factor ~4.
+double toleranceFor(ElementType type) {
+  switch (type) {
+  case ElementType::F32:
+    return 1e-5;
+  case ElementType::F16:
+    return 2e-3;
+  case ElementType::BF16:
+    return 2e-2;
+  }
+  return 0;
+}
+
+/// One test: a problem and the block sizes of the pass.
+struct TiledCase {
+  AttentionProblem problem;
+  int64_t blockQ = 64;
+  int64_t blockKV = 64;
+
+  std::string name() const {
+    return problem.name() + "_bq" + std::to_string(blockQ) + "_bkv" +
+           std::to_string(blockKV);
+  }
+};
+
+void PrintTo(const TiledCase &c, std::ostream *os) { *os << c.name(); }
+
+PipelineBuilder tiledBackwardPipeline(int64_t blockQ, int64_t blockKV) {
+  return [=](mlir::OpPassManager &pm) {
+    pm.addPass(mlir::fa::createFATileAttentionBackward(
+        mlir::fa::FATileAttentionBackwardOptions{blockQ, blockKV}));
+    mlir::fa::buildCPUToLLVMPipeline(pm);
+  };
+}
+
+uint64_t seedFor(const AttentionProblem &p) {
+  return std::hash<std::string>{}(p.name());
+}
+
+/// Runs the tiled backward of `c` on random inputs; `want` gets the float64
+/// gradients when non-null.
+llvm::Expected<BackwardResult> runTiled(const TiledCase &c,
+                                        BackwardResult *want = nullptr) {
+  const AttentionProblem &p = c.problem;
+  AttentionInputs in = makeRandomInputs(p, seedFor(p));
+  auto jit = AttentionJit::compile(p, AttentionKind::Backward,
+                                   tiledBackwardPipeline(c.blockQ, c.blockKV));
+  if (!jit)
+    return jit.takeError();
+  ForwardResult fwd = float64Forward(p, in.q, in.k, in.v);
+  if (want)
+    *want = float64Backward(p, in.q, in.k, in.v, in.dout);
+  return (*jit)->backward(in, fwd.out, fwd.lse);
+}
+
+class TiledBackwardNumerics : public ::testing::TestWithParam<TiledCase> {};
+
+TEST_P(TiledBackwardNumerics, MatchesFloat64) {
+  const TiledCase &c = GetParam();
+  BackwardResult want;
+  auto got = runTiled(c, &want);
+  ASSERT_TRUE(!!got) << llvm::toString(got.takeError());
+  double tol = toleranceFor(c.problem.elementType);
+  EXPECT_TRUE(allClose("dq", got->dq, want.dq, tol));
+  EXPECT_TRUE(allClose("dk", got->dk, want.dk, tol));
+  EXPECT_TRUE(allClose("dv", got->dv, want.dv, tol));
+}
+
+/// Reads like the parameter list below.
+struct C {
+  TiledCase c;
+  C(int64_t nq, int64_t nk, int64_t d) {
+    c.problem.seqQ = nq;
+    c.problem.seqK = nk;
+    c.problem.headDim = c.problem.valueHeadDim = d;
+  }
+  C &blocks(int64_t bq, int64_t bkv) {
+    c.blockQ = bq;
+    c.blockKV = bkv;
+    return *this;
+  }
+  C &heads(int64_t hq, int64_t hkv) {
+    c.problem.headsQ = hq;
+    c.problem.headsKV = hkv;
+    return *this;
+  }
+  C &batch(int64_t b) {
+    c.problem.batch = b;
+    return *this;
+  }
+  C &dv(int64_t dv) {
+    c.problem.valueHeadDim = dv;
+    return *this;
+  }
+  C &causal() {
+    c.problem.causal = true;
+    return *this;
+  }
+  C &window(int64_t left, int64_t right) {
+    c.problem.window = {{left, right}};
+    return *this;
+  }
+  C &softcap(float cap) {
+    c.problem.softcap = cap;
+    return *this;
+  }
+  C &scale(float s) {
+    c.problem.scale = s;
+    return *this;
+  }
+  C &type(ElementType t) {
+    c.problem.elementType = t;
+    return *this;
+  }
+  C &shapes(ShapeKind s) {
+    c.problem.shapes = s;
+    return *this;
+  }
+  C &deterministic() {
+    c.problem.deterministic = true;
+    return *this;
+  }
+  operator TiledCase() const { return c; }
+};
+
+constexpr ElementType f16 = ElementType::F16, bf16 = ElementType::BF16;
+constexpr ShapeKind dynSeq = ShapeKind::DynamicSeq,
+                    dynAll = ShapeKind::DynamicAll;
+
+/// Each case runs in the fast mode and, with `deterministic`, again in the
+/// deterministic one.
+std::vector<TiledCase> baseCases() {
+  return {
+      // No mask: decode, Nq < Nk, Nq > Nk, a single key, exact multiples,
+      // tails on both sides.
+      C(1, 339, 64).blocks(16, 128),
+      C(17, 1, 32).blocks(16, 16),
+      C(64, 113, 128).blocks(64, 32),
+      C(339, 64, 32).blocks(128, 64).heads(2, 2),
+      C(113, 17, 64).blocks(32, 16).dv(32),
+      // Causal, bottom-right aligned: query blocks that see nothing (Nq >
+      // Nk), key blocks seen by few rows (Nq < Nk).
+      C(113, 64, 64).blocks(16, 16).causal(),
+      C(17, 339, 32).blocks(16, 64).causal(),
+      C(339, 113, 128).blocks(64, 128).causal().dv(64),
+      C(64, 17, 32).blocks(32, 16).causal().batch(2),
+      // Sliding windows: left only, right only, both, causal + left, and
+      // windows narrower than a block (most blocks skipped).
+      C(339, 113, 64).blocks(32, 32).window(20, -1),
+      C(113, 339, 32).blocks(64, 16).window(-1, 7),
+      C(113, 64, 32).blocks(16, 48).window(5, 3),
+      C(339, 113, 64).blocks(48, 64).causal().window(40, 0),
+      C(64, 113, 128).blocks(16, 16).window(0, 0),
+      // GQA and MQA: dK/dV sum over the group.
+      C(17, 64, 64).blocks(16, 32).heads(4, 2).causal(),
+      C(113, 339, 32).blocks(32, 128).heads(4, 1).window(32, -1),
+      C(1, 113, 128).blocks(16, 64).heads(8, 2).batch(2),
+      // Softcap (tanh in the chain rule), explicit scale.
+      C(113, 17, 32).blocks(32, 16).softcap(2.5f),
+      C(339, 113, 64).blocks(64, 64).heads(4, 2).causal().softcap(5.0f),
+      C(17, 64, 128).blocks(128, 128).scale(0.3f),
+      C(113, 64, 64)
+          .blocks(16, 32)
+          .heads(3, 1)
+          .window(40, 2)
+          .softcap(3.0f)
+          .scale(0.2f),
+      // Dynamic shapes: tails only known at run time.
+      C(17, 113, 32).blocks(16, 32).window(4, 4).softcap(4.0f).shapes(dynSeq),
+      C(113, 64, 64).blocks(32, 16).heads(4, 2).causal().shapes(dynAll),
+      C(64, 339, 32).blocks(64, 64).heads(4, 1).batch(2).shapes(dynAll),
+      // Half precision: P and dS rounded before their GEMMs.
+      C(113, 64, 64).blocks(32, 32).type(f16),
+      C(64, 113, 32)
+          .blocks(16, 64)
+          .heads(4, 2)
+          .causal()
+          .softcap(5.0f)
+          .type(f16),
+      C(17, 339, 128)
+          .blocks(16, 128)
+          .window(20, 3)
+          .dv(64)
+          .shapes(dynAll)
+          .type(f16),
+      C(113, 17, 64).blocks(32, 16).type(bf16),
+      C(339, 113, 32).blocks(64, 32).heads(4, 1).causal().type(bf16),
+  };
+}
+
+std::vector<TiledCase> withBothModes(std::vector<TiledCase> cases) {
+  size_t n = cases.size();
+  for (size_t i = 0; i < n; ++i) {
+    TiledCase det = cases[i];
+    det.problem.deterministic = true;
+    cases.push_back(det);
+  }
+  return cases;
+}
+
+auto caseName = [](const auto &info) { return info.param.name(); };
+
+INSTANTIATE_TEST_SUITE_P(Tiled, TiledBackwardNumerics,
+                         ::testing::ValuesIn(withBothModes(baseCases())),
+                         caseName);
+
+bool bitwiseEqual(const HostTensor &a, const HostTensor &b) {
+  return a.shape == b.shape && std::memcmp(a.data.data(), b.data.data(),
+                                           a.data.size() * sizeof(double)) == 0;
+}
+
+/// Deterministic mode: two runs of the same compiled function give the same
+/// bits, and the fast mode computes the same math (equal up to the order of
+/// f32 additions, which on this host happens to be the same).
+TEST(TiledBackwardNumerics, DeterministicIsRepeatableAndMatchesFastMode) {
+  TiledCase c =
+      C(113, 339, 64).blocks(32, 64).heads(4, 2).causal().window(100, 0);
+  c.problem.deterministic = true;
+  const AttentionProblem &p = c.problem;
+  AttentionInputs in = makeRandomInputs(p, 7);
+  ForwardResult fwd = float64Forward(p, in.q, in.k, in.v);
+  auto det = AttentionJit::compile(p, AttentionKind::Backward,
+                                   tiledBackwardPipeline(c.blockQ, c.blockKV));
+  ASSERT_TRUE(!!det) << llvm::toString(det.takeError());
+  auto first = (*det)->backward(in, fwd.out, fwd.lse);
+  auto second = (*det)->backward(in, fwd.out, fwd.lse);
+  ASSERT_TRUE(first && second) << llvm::toString(first.takeError())
+                               << llvm::toString(second.takeError());
+  EXPECT_TRUE(bitwiseEqual(first->dq, second->dq));
+  EXPECT_TRUE(bitwiseEqual(first->dk, second->dk));
+  EXPECT_TRUE(bitwiseEqual(first->dv, second->dv));
+
+  AttentionProblem fastProblem = p;
+  fastProblem.deterministic = false;
+  auto fast = AttentionJit::compile(fastProblem, AttentionKind::Backward,
+                                    tiledBackwardPipeline(c.blockQ, c.blockKV));
+  ASSERT_TRUE(!!fast) << llvm::toString(fast.takeError());
+  auto fastGrads = (*fast)->backward(in, fwd.out, fwd.lse);
+  ASSERT_TRUE(!!fastGrads) << llvm::toString(fastGrads.takeError());
+  EXPECT_TRUE(allClose("dq", fastGrads->dq, first->dq, 1e-6));
+  EXPECT_TRUE(allClose("dk", fastGrads->dk, first->dk, 1e-6));
+  EXPECT_TRUE(allClose("dv", fastGrads->dv, first->dv, 1e-6));
+}
+
+/// Rows that see no key (lse = +inf) and keys no row sees get exactly zero
+/// gradients, never NaN, in both modes.
+TEST(TiledBackwardNumerics, InvisibleRowsAndKeysGetExactZeros) {
+  for (bool deterministic : {false, true}) {
+    // Causal with Nq > Nk: rows 0..48 see nothing (whole query blocks are
+    // skipped, the block of rows 48..63 is partly visible); the left window
+    // of 8 skips most key blocks of every query block.
+    TiledCase c = C(113, 64, 32).blocks(16, 16).causal().window(8, 0);
+    c.problem.deterministic = deterministic;
+    BackwardResult want;
+    auto got = runTiled(c, &want);
+    ASSERT_TRUE(!!got) << llvm::toString(got.takeError());
+    for (int64_t i = 0; i < 49; ++i)
+      for (int64_t d = 0; d < c.problem.headDim; ++d)
+        EXPECT_EQ(got->dq.at({0, 0, i, d}), 0.0) << "row " << i;
+    EXPECT_TRUE(allClose("dq", got->dq, want.dq, 1e-5));
+    EXPECT_TRUE(allClose("dk", got->dk, want.dk, 1e-5));
+    EXPECT_TRUE(allClose("dv", got->dv, want.dv, 1e-5));
+  }
+}
+
+} // namespace
