@@ -8,7 +8,8 @@
 #
 # Stages: verify the input -> fa-tiled-attention (every pass of it: tile the
 # forward and the backward, specialize masks, exp2, decompose the tile ops)
-# -> fa-cpu-to-llvm (bufferize and lower to the LLVM dialect for the host).
+# -> fa-cpu-to-llvm (bufferize and lower to the LLVM dialect for the host)
+# -> fa-compile (fa-gpu-forward: the GPU kernel as PTX + a JSON manifest).
 # Every stage must succeed and leave what it should: any failure stops the
 # demo with a non-zero exit status. The full IR of each stage is kept in
 # $FA_DEMO_OUT (default: a temporary directory, removed at the end).
@@ -119,6 +120,36 @@ op_histogram "$OUT/llvm.mlir" 8
 leftover=$(grep -oE '(^|= )[a-z_]+\.[a-z_.0-9]+' "$OUT/llvm.mlir" |
   sed 's/^= //' | grep -vE '^(llvm|builtin)\.' | sort -u | head -5 || true)
 [ -z "$leftover" ] || fail "non-LLVM ops left after fa-cpu-to-llvm: $leftover"
+
+# 4. The GPU kernel: the same forward through fa-gpu-forward to PTX, with
+# the JSON manifest a runtime needs to launch it.
+FA_COMPILE=$BUILD_DIR/bin/fa-compile
+stage "4. fa-compile: causal bf16 D=128 forward -> PTX (sm_90a) + manifest"
+if ! "$FA_COMPILE" --kind=forward --head-dim=128 --dtype=bf16 --causal \
+    --chip=sm_90a -o "$OUT/kernels" >"$OUT/fa-compile.log" 2>&1; then
+  cat "$OUT/fa-compile.log" >&2
+  fail "fa-compile"
+fi
+ptx=$(ls "$OUT"/kernels/*.ptx)
+manifest=${ptx%.ptx}.json
+echo "      $(basename "$ptx"): $(wc -l <"$ptx") lines of PTX"
+for insn in mma.sync.aligned.m16n8k16 ldmatrix cp.async.cg ex2.approx shfl.sync; do
+  n=$(grep -c "$insn" "$ptx" || true)
+  [ "$n" -gt 0 ] || fail "no $insn in the PTX"
+  printf '      %5d  %s\n' "$n" "$insn"
+done
+python3 - "$manifest" <<'EOF'
+import json, sys
+m = json.load(open(sys.argv[1]))
+print(f"      entry {m['entry']}: grid {m['grid']}, block {m['block']}, "
+      f"{m['dynamic_shared_memory']} B dynamic shared memory, "
+      f"{len(m['params'])} memref parameters ({', '.join(p['name'] for p in m['params'])})")
+EOF
+PTXAS=${PTXAS:-/usr/local/cuda/bin/ptxas}
+if [ -x "$PTXAS" ]; then
+  "$PTXAS" -arch=sm_90a -v "$ptx" -o /dev/null 2>&1 | grep -E 'registers|spill' |
+    sed 's/^/      /'
+fi
 
 echo
 echo "demo: OK (${FA_DEMO_OUT:+IR of every stage in $OUT}${FA_DEMO_OUT:-set FA_DEMO_OUT=<dir> to keep the IR of every stage})"

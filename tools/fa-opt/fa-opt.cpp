@@ -6,11 +6,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "fa/Conversion/Passes.h"
 #include "fa/Dialect/FA/IR/FADialect.h"
-#include "fa/Dialect/FA/Transforms/Passes.h"
-#include "fa/Pipelines/GPUPipelines.h"
-#include "fa/Pipelines/Pipelines.h"
+#include "fa/InitAllPasses.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/InitAllDialects.h"
 #include "mlir/InitAllExtensions.h"
@@ -20,10 +17,7 @@
 
 int main(int argc, char **argv) {
   mlir::registerAllPasses();
-  mlir::fa::registerFAPasses();
-  mlir::fa::registerFAPipelines();
-  mlir::fa::registerFAConversionPasses();
-  mlir::fa::registerFAGPUPipelines();
+  mlir::fa::registerAllFAPasses();
 
   mlir::DialectRegistry registry;
   mlir::registerAllDialects(registry);

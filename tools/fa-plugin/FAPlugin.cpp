@@ -1,10 +1,7 @@
 //===- FAPlugin.cpp - fa dialect and passes as an mlir-opt plugin ---------===//
 
-#include "fa/Conversion/Passes.h"
 #include "fa/Dialect/FA/IR/FADialect.h"
-#include "fa/Dialect/FA/Transforms/Passes.h"
-#include "fa/Pipelines/GPUPipelines.h"
-#include "fa/Pipelines/Pipelines.h"
+#include "fa/InitAllPasses.h"
 #include "mlir/Tools/Plugins/DialectPlugin.h"
 #include "mlir/Tools/Plugins/PassPlugin.h"
 #include "llvm/Config/llvm-config.h"
@@ -25,9 +22,6 @@ mlirGetDialectPluginInfo() {
 extern "C" LLVM_ATTRIBUTE_WEAK PassPluginLibraryInfo mlirGetPassPluginInfo() {
   return {MLIR_PLUGIN_API_VERSION, "FlashMLIRPasses", LLVM_VERSION_STRING,
           []() {
-            fa::registerFAPasses();
-            fa::registerFAPipelines();
-            fa::registerFAConversionPasses();
-            fa::registerFAGPUPipelines();
+            fa::registerAllFAPasses();
           }};
 }

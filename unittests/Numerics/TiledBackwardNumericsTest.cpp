@@ -10,10 +10,10 @@
 //===----------------------------------------------------------------------===//
 
 #include "AttentionHarness.h"
+#include "TiledCase.h"
 
 #include "fa/Dialect/FA/Transforms/Passes.h"
 #include "fa/Pipelines/Pipelines.h"
-#include "llvm/Support/DynamicLibrary.h"
 
 #include <cstring>
 #include <functional>
@@ -22,23 +22,6 @@
 using namespace mlir::fa::numerics;
 
 namespace {
-
-/// Tiles clipped at a dynamic offset bufferize to strided `memref.copy`, which
-/// the LLVM lowering turns into calls to `memrefCopy` from the MLIR C runner
-/// utils. The harness's ExecutionEngine resolves symbols from the process,
-/// so load the library into it globally once.
-class RunnerUtilsEnvironment : public ::testing::Environment {
-public:
-  void SetUp() override {
-    std::string error;
-    ASSERT_FALSE(llvm::sys::DynamicLibrary::LoadLibraryPermanently(
-        FA_MLIR_C_RUNNER_UTILS, &error))
-        << error;
-  }
-};
-
-const ::testing::Environment *const runnerUtils =
-    ::testing::AddGlobalTestEnvironment(new RunnerUtilsEnvironment);
 
 /// Bounds for `allClose` (|got - want| <= rtol * (|want| + max|want|)).
 ///
@@ -66,30 +49,12 @@ double toleranceFor(ElementType type) {
   return 0;
 }
 
-/// One test: a problem and the block sizes of the pass.
-struct TiledCase {
-  AttentionProblem problem;
-  int64_t blockQ = 64;
-  int64_t blockKV = 64;
-
-  std::string name() const {
-    return problem.name() + "_bq" + std::to_string(blockQ) + "_bkv" +
-           std::to_string(blockKV);
-  }
-};
-
-void PrintTo(const TiledCase &c, std::ostream *os) { *os << c.name(); }
-
 PipelineBuilder tiledBackwardPipeline(int64_t blockQ, int64_t blockKV) {
   return [=](mlir::OpPassManager &pm) {
     pm.addPass(mlir::fa::createFATileAttentionBackward(
         mlir::fa::FATileAttentionBackwardOptions{blockQ, blockKV}));
     mlir::fa::buildCPUToLLVMPipeline(pm);
   };
-}
-
-uint64_t seedFor(const AttentionProblem &p) {
-  return std::hash<std::string>{}(p.name());
 }
 
 /// Runs the tiled backward of `c` on random inputs; `want` gets the float64
@@ -120,63 +85,6 @@ TEST_P(TiledBackwardNumerics, MatchesFloat64) {
   EXPECT_TRUE(allClose("dk", got->dk, want.dk, tol));
   EXPECT_TRUE(allClose("dv", got->dv, want.dv, tol));
 }
-
-/// Reads like the parameter list below.
-struct C {
-  TiledCase c;
-  C(int64_t nq, int64_t nk, int64_t d) {
-    c.problem.seqQ = nq;
-    c.problem.seqK = nk;
-    c.problem.headDim = c.problem.valueHeadDim = d;
-  }
-  C &blocks(int64_t bq, int64_t bkv) {
-    c.blockQ = bq;
-    c.blockKV = bkv;
-    return *this;
-  }
-  C &heads(int64_t hq, int64_t hkv) {
-    c.problem.headsQ = hq;
-    c.problem.headsKV = hkv;
-    return *this;
-  }
-  C &batch(int64_t b) {
-    c.problem.batch = b;
-    return *this;
-  }
-  C &dv(int64_t dv) {
-    c.problem.valueHeadDim = dv;
-    return *this;
-  }
-  C &causal() {
-    c.problem.causal = true;
-    return *this;
-  }
-  C &window(int64_t left, int64_t right) {
-    c.problem.window = {{left, right}};
-    return *this;
-  }
-  C &softcap(float cap) {
-    c.problem.softcap = cap;
-    return *this;
-  }
-  C &scale(float s) {
-    c.problem.scale = s;
-    return *this;
-  }
-  C &type(ElementType t) {
-    c.problem.elementType = t;
-    return *this;
-  }
-  C &shapes(ShapeKind s) {
-    c.problem.shapes = s;
-    return *this;
-  }
-  C &deterministic() {
-    c.problem.deterministic = true;
-    return *this;
-  }
-  operator TiledCase() const { return c; }
-};
 
 constexpr ElementType f16 = ElementType::F16, bf16 = ElementType::BF16;
 constexpr ShapeKind dynSeq = ShapeKind::DynamicSeq,

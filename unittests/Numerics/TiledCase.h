@@ -1,8 +1,7 @@
 //===- TiledCase.h - Test cases for the tiled pipelines ---------*- C++ -*-===//
 //
-// A problem plus the block sizes of the tiling passes, a fluent builder so
-// parameter lists read like tables, and the runtime library the tiled code
-// needs on the host.
+// A problem plus the block sizes of the tiling passes, and a fluent builder
+// so parameter lists read like tables.
 //
 //===----------------------------------------------------------------------===//
 
@@ -10,8 +9,6 @@
 #define FA_UNITTESTS_NUMERICS_TILEDCASE_H
 
 #include "AttentionHarness.h"
-
-#include "llvm/Support/DynamicLibrary.h"
 
 #include <functional>
 #include <ostream>
@@ -94,21 +91,6 @@ struct C {
     return *this;
   }
   operator TiledCase() const { return c; }
-};
-
-/// Tiles clipped at a dynamic offset bufferize to strided `memref.copy`, which
-/// the LLVM lowering turns into calls to `memrefCopy` from the MLIR C runner
-/// utils. The harness's ExecutionEngine resolves symbols from the process, so
-/// tests load the library into it once (FA_MLIR_C_RUNNER_UTILS is set by
-/// CMake).
-class RunnerUtilsEnvironment : public ::testing::Environment {
-public:
-  void SetUp() override {
-    std::string error;
-    ASSERT_FALSE(llvm::sys::DynamicLibrary::LoadLibraryPermanently(
-        FA_MLIR_C_RUNNER_UTILS, &error))
-        << error;
-  }
 };
 
 } // namespace mlir::fa::numerics

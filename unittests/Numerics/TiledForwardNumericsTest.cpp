@@ -21,9 +21,6 @@ using namespace mlir::fa::numerics;
 
 namespace {
 
-const ::testing::Environment *const runnerUtils =
-    ::testing::AddGlobalTestEnvironment(new RunnerUtilsEnvironment);
-
 /// Bounds for `allClose` (|got - want| <= rtol * (|want| + max|want|)).
 ///
 /// f32 on unit-scale inputs: the tiled form differs from float64 by f32
