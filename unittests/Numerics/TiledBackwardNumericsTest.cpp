@@ -86,71 +86,8 @@ TEST_P(TiledBackwardNumerics, MatchesFloat64) {
   EXPECT_TRUE(allClose("dv", got->dv, want.dv, tol));
 }
 
-constexpr ElementType f16 = ElementType::F16, bf16 = ElementType::BF16;
-constexpr ShapeKind dynSeq = ShapeKind::DynamicSeq,
-                    dynAll = ShapeKind::DynamicAll;
-
 /// Each case runs in the fast mode and, with `deterministic`, again in the
 /// deterministic one.
-std::vector<TiledCase> baseCases() {
-  return {
-      // No mask: decode, Nq < Nk, Nq > Nk, a single key, exact multiples,
-      // tails on both sides.
-      C(1, 339, 64).blocks(16, 128),
-      C(17, 1, 32).blocks(16, 16),
-      C(64, 113, 128).blocks(64, 32),
-      C(339, 64, 32).blocks(128, 64).heads(2, 2),
-      C(113, 17, 64).blocks(32, 16).dv(32),
-      // Causal, bottom-right aligned: query blocks that see nothing (Nq >
-      // Nk), key blocks seen by few rows (Nq < Nk).
-      C(113, 64, 64).blocks(16, 16).causal(),
-      C(17, 339, 32).blocks(16, 64).causal(),
-      C(339, 113, 128).blocks(64, 128).causal().dv(64),
-      C(64, 17, 32).blocks(32, 16).causal().batch(2),
-      // Sliding windows: left only, right only, both, causal + left, and
-      // windows narrower than a block (most blocks skipped).
-      C(339, 113, 64).blocks(32, 32).window(20, -1),
-      C(113, 339, 32).blocks(64, 16).window(-1, 7),
-      C(113, 64, 32).blocks(16, 48).window(5, 3),
-      C(339, 113, 64).blocks(48, 64).causal().window(40, 0),
-      C(64, 113, 128).blocks(16, 16).window(0, 0),
-      // GQA and MQA: dK/dV sum over the group.
-      C(17, 64, 64).blocks(16, 32).heads(4, 2).causal(),
-      C(113, 339, 32).blocks(32, 128).heads(4, 1).window(32, -1),
-      C(1, 113, 128).blocks(16, 64).heads(8, 2).batch(2),
-      // Softcap (tanh in the chain rule), explicit scale.
-      C(113, 17, 32).blocks(32, 16).softcap(2.5f),
-      C(339, 113, 64).blocks(64, 64).heads(4, 2).causal().softcap(5.0f),
-      C(17, 64, 128).blocks(128, 128).scale(0.3f),
-      C(113, 64, 64)
-          .blocks(16, 32)
-          .heads(3, 1)
-          .window(40, 2)
-          .softcap(3.0f)
-          .scale(0.2f),
-      // Dynamic shapes: tails only known at run time.
-      C(17, 113, 32).blocks(16, 32).window(4, 4).softcap(4.0f).shapes(dynSeq),
-      C(113, 64, 64).blocks(32, 16).heads(4, 2).causal().shapes(dynAll),
-      C(64, 339, 32).blocks(64, 64).heads(4, 1).batch(2).shapes(dynAll),
-      // Half precision: P and dS rounded before their GEMMs.
-      C(113, 64, 64).blocks(32, 32).type(f16),
-      C(64, 113, 32)
-          .blocks(16, 64)
-          .heads(4, 2)
-          .causal()
-          .softcap(5.0f)
-          .type(f16),
-      C(17, 339, 128)
-          .blocks(16, 128)
-          .window(20, 3)
-          .dv(64)
-          .shapes(dynAll)
-          .type(f16),
-      C(113, 17, 64).blocks(32, 16).type(bf16),
-      C(339, 113, 32).blocks(64, 32).heads(4, 1).causal().type(bf16),
-  };
-}
-
 std::vector<TiledCase> withBothModes(std::vector<TiledCase> cases) {
   size_t n = cases.size();
   for (size_t i = 0; i < n; ++i) {
@@ -164,7 +101,7 @@ std::vector<TiledCase> withBothModes(std::vector<TiledCase> cases) {
 auto caseName = [](const auto &info) { return info.param.name(); };
 
 INSTANTIATE_TEST_SUITE_P(Tiled, TiledBackwardNumerics,
-                         ::testing::ValuesIn(withBothModes(baseCases())),
+                         ::testing::ValuesIn(withBothModes(sharedTiledCases())),
                          caseName);
 
 bool bitwiseEqual(const HostTensor &a, const HostTensor &b) {
