@@ -23,7 +23,7 @@ llvm_config.use_default_substitutions()
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 
 tool_dirs = [config.fa_tools_dir, config.llvm_tools_dir]
-tools = ["fa-opt", "mlir-opt", "mlir-runner"]
+tools = ["fa-opt", "fa-compile", "mlir-opt", "mlir-runner"]
 llvm_config.add_tool_substitutions(tools, tool_dirs)
 
 # ptxas checks need CUDA; they run wherever it is installed (no GPU needed).

@@ -11,6 +11,10 @@
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Transforms/Passes.h"
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
+
+#include <cstdlib>
 
 using namespace mlir;
 using namespace mlir::fa;
@@ -68,9 +72,26 @@ void mlir::fa::buildGPUForwardPipeline(
 
   GpuModuleToBinaryPassOptions binary;
   binary.compilationTarget = options.format;
-  // libdevice (exp2, log2, tanh, fmax) is linked from the toolkit.
-  binary.toolkitPath = options.toolkit;
+  // libdevice (exp2, log2, tanh, fmax) is linked from the toolkit; without
+  // it the PTX would call undefined __nv_* functions.
+  binary.toolkitPath = options.toolkit.empty() ? findCudaToolkit()
+                                               : std::string(options.toolkit);
   pm.addPass(createGpuModuleToBinaryPass(binary));
+}
+
+std::string mlir::fa::findCudaToolkit() {
+  SmallVector<std::string> candidates;
+  for (const char *var : {"CUDA_HOME", "CUDA_PATH", "CUDA_ROOT"})
+    if (const char *dir = std::getenv(var))
+      candidates.push_back(dir);
+  candidates.push_back("/usr/local/cuda");
+  for (const std::string &dir : candidates) {
+    SmallString<128> libdevice(dir);
+    llvm::sys::path::append(libdevice, "nvvm", "libdevice", "libdevice.10.bc");
+    if (llvm::sys::fs::exists(libdevice))
+      return dir;
+  }
+  return "";
 }
 
 void mlir::fa::registerFAGPUPipelines() {

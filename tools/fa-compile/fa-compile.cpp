@@ -303,6 +303,12 @@ LogicalResult compileOne(MLIRContext &ctx, const KernelConfig &flags,
   }
   auto object = cast<gpu::ObjectAttr>(binary.getObjects()[0]);
   StringRef ptx = object.getObject().getValue();
+  // A call left to an external function means libdevice was not linked: the
+  // PTX would not assemble.
+  if (ptx.contains(".extern .func"))
+    return module->emitError("fa-compile: the PTX calls external functions "
+                             "(libdevice not found); set CUDA_HOME to a CUDA "
+                             "toolkit with nvvm/libdevice");
 
   llvm::json::Array params;
   for (Value operand : launch.getKernelOperands()) {

@@ -58,6 +58,10 @@ struct GPUForwardPipelineOptions
 void buildGPUForwardPipeline(OpPassManager &pm,
                              const GPUForwardPipelineOptions &options);
 
+/// The CUDA toolkit whose libdevice the PTX links: $CUDA_HOME, $CUDA_PATH,
+/// $CUDA_ROOT or /usr/local/cuda, the first holding nvvm/libdevice; "" if none.
+std::string findCudaToolkit();
+
 /// Registers `fa-gpu-forward` with the global registry.
 void registerFAGPUPipelines();
 

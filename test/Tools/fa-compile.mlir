@@ -1,0 +1,38 @@
+// REQUIRES: ptxas
+// The default kernel set (D 64/128 x f16/bf16 x causal/not x sm_80/sm_90a):
+// every manifest complete and consistent with its PTX, every kernel
+// assembles without register spills.
+// RUN: rm -rf %t && fa-compile --default-set -o %t > %t.log
+// RUN: python3 %S/check-manifests.py %t --expect 16 --ptxas %ptxas | FileCheck %s --check-prefix=SET
+// SET-COUNT-16: {{^fa_fwd_d(64|128)_(f16|bf16)(_causal)?_sm(80|90a) ok sm_(80|90a) regs=[0-9]+ spills=0$}}
+
+// A user's IR file: the config comes from the op (window, softcap, scale).
+// RUN: fa-compile %s --chip=sm_80 --name=user_kernel -o %t.user
+// RUN: python3 %S/check-manifests.py %t.user --expect 1 | FileCheck %s --check-prefix=USER
+// RUN: FileCheck %s --check-prefix=USERJSON < %t.user/user_kernel.json
+// USER: user_kernel ok sm_80
+// USERJSON-DAG: "window": [
+// USERJSON-DAG: "softcap": 30
+// USERJSON-DAG: "scale": 0.25
+// USERJSON-DAG: "scale_is_default": false
+// USERJSON-DAG: "dtype": "f16"
+
+// Bad flags get a precise error and a non-zero exit.
+// RUN: not fa-compile --dtype=f64 -o %t.bad 2>&1 | FileCheck %s --check-prefix=DTYPE
+// DTYPE: fa-compile: --dtype must be f16 or bf16, got 'f64'
+// RUN: not fa-compile --chip=sm_70 -o %t.bad 2>&1 | FileCheck %s --check-prefix=CHIP
+// CHIP: fa-compile: --chip must be sm_80 or sm_90a, got 'sm_70'
+// RUN: not fa-compile --window=3 -o %t.bad 2>&1 | FileCheck %s --check-prefix=WINDOW
+// WINDOW: fa-compile: --window must be 'left,right', got '3'
+// RUN: not fa-compile --head-dim=100 -o %t.bad 2>&1 | FileCheck %s --check-prefix=HEADDIM
+// HEADDIM: unsupported query/key head dim 100
+
+func.func @fa_fwd(%q: memref<?x?x?x64xf16, strided<[?, ?, ?, 1], offset: ?>>, %k: memref<?x?x?x64xf16, strided<[?, ?, ?, 1], offset: ?>>, %v: memref<?x?x?x64xf16, strided<[?, ?, ?, 1], offset: ?>>, %out: memref<?x?x?x64xf16, strided<[?, ?, ?, 1], offset: ?>>, %lse: memref<?x?x?xf32, strided<[?, ?, ?], offset: ?>>) {
+  %qt = bufferization.to_tensor %q restrict : memref<?x?x?x64xf16, strided<[?, ?, ?, 1], offset: ?>> to tensor<?x?x?x64xf16>
+  %kt = bufferization.to_tensor %k restrict : memref<?x?x?x64xf16, strided<[?, ?, ?, 1], offset: ?>> to tensor<?x?x?x64xf16>
+  %vt = bufferization.to_tensor %v restrict : memref<?x?x?x64xf16, strided<[?, ?, ?, 1], offset: ?>> to tensor<?x?x?x64xf16>
+  %o, %l = fa.attention %qt, %kt, %vt window [64, 16] softcap 30.0 scale 0.25 : (tensor<?x?x?x64xf16>, tensor<?x?x?x64xf16>, tensor<?x?x?x64xf16>) -> (tensor<?x?x?x64xf16>, tensor<?x?x?xf32>)
+  bufferization.materialize_in_destination %o in restrict writable %out : (tensor<?x?x?x64xf16>, memref<?x?x?x64xf16, strided<[?, ?, ?, 1], offset: ?>>) -> ()
+  bufferization.materialize_in_destination %l in restrict writable %lse : (tensor<?x?x?xf32>, memref<?x?x?xf32, strided<[?, ?, ?], offset: ?>>) -> ()
+  return
+}
