@@ -10,6 +10,8 @@
 
 #include "AttentionHarness.h"
 
+#include <algorithm>
+#include <cmath>
 #include <functional>
 #include <ostream>
 #include <string>
@@ -97,6 +99,27 @@ struct C {
 inline constexpr ElementType f16 = ElementType::F16, bf16 = ElementType::BF16;
 inline constexpr ShapeKind dynSeq = ShapeKind::DynamicSeq,
                     dynAll = ShapeKind::DynamicAll;
+
+/// Scales q so that the largest |score| is `target`: a naive exp(s) would
+/// overflow f32 (exp(89) = inf), the online softmax must not.
+inline void scaleLogits(const AttentionProblem &p, AttentionInputs &in,
+                 double target) {
+  double scale = p.scale ? *p.scale : 1.0 / std::sqrt(double(p.headDim));
+  double maxAbs = 0;
+  for (int64_t b = 0; b < p.batch; ++b)
+    for (int64_t h = 0; h < p.headsQ; ++h)
+      for (int64_t i = 0; i < p.seqQ; ++i)
+        for (int64_t j = 0; j < p.seqK; ++j) {
+          double s = 0;
+          for (int64_t d = 0; d < p.headDim; ++d)
+            s += in.q.at({b, h, i, d}) *
+                 in.k.at({b, h / (p.headsQ / p.headsKV), j, d});
+          maxAbs = std::max(maxAbs, std::abs(s * scale));
+        }
+  double factor = target / maxAbs;
+  for (double &x : in.q.data)
+    x = roundTo(x * factor, p.elementType);
+}
 
 /// The problems both tiled numerics tests run: sequence lengths that are and
 /// are not multiples of the blocks, Nq != Nk, D in {32, 64, 128}, blocks

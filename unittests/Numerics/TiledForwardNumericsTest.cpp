@@ -99,27 +99,6 @@ INSTANTIATE_TEST_SUITE_P(
 // Large logits
 //===----------------------------------------------------------------------===//
 
-/// Scales q so that the largest |score| is `target`: a naive exp(s) would
-/// overflow f32 (exp(89) = inf), the online softmax must not.
-void scaleLogits(const AttentionProblem &p, AttentionInputs &in,
-                 double target) {
-  double scale = p.scale ? *p.scale : 1.0 / std::sqrt(double(p.headDim));
-  double maxAbs = 0;
-  for (int64_t b = 0; b < p.batch; ++b)
-    for (int64_t h = 0; h < p.headsQ; ++h)
-      for (int64_t i = 0; i < p.seqQ; ++i)
-        for (int64_t j = 0; j < p.seqK; ++j) {
-          double s = 0;
-          for (int64_t d = 0; d < p.headDim; ++d)
-            s += in.q.at({b, h, i, d}) *
-                 in.k.at({b, h / (p.headsQ / p.headsKV), j, d});
-          maxAbs = std::max(maxAbs, std::abs(s * scale));
-        }
-  double factor = target / maxAbs;
-  for (double &x : in.q.data)
-    x = roundTo(x * factor, p.elementType);
-}
-
 class TiledForwardLargeLogits : public ::testing::TestWithParam<TiledCase> {};
 
 TEST_P(TiledForwardLargeLogits, NoOverflowAndBoundedError) {
