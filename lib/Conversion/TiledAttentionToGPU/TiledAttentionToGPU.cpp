@@ -296,7 +296,9 @@ FailureOr<TiledAttention> matchTiledAttention(scf::ForallOp forall) {
 // Kernel configuration
 //===----------------------------------------------------------------------===//
 
-/// A [rows, cols] tile in shared memory, as rows of 16-byte chunks. With
+/// A [rows, cols] tile in shared memory, as rows of 16-byte chunks, viewed
+/// as a flat 1-d memref (element index row * storedCols() + col): every
+/// address is then one per-lane register plus a constant. With
 /// `swizzle`, chunk c of row r is stored at chunk c ^ (r % 8); otherwise rows
 /// are padded by one chunk. Either way the 8 rows one ldmatrix phase (or one
 /// group of 8 cp.async) touches fall in distinct banks.
@@ -434,9 +436,9 @@ public:
   }
 
   /// x4 ldmatrix of four 8x8 matrices whose row addresses the caller
-  /// computed for this lane.
-  Value ldmatrix(Value view, Value row, Value col, bool transpose) {
-    return nvgpu::LdMatrixOp::create(b, loc, aType, view, ValueRange{row, col},
+  /// computed for this lane (an element index into the flat tile `view`).
+  Value ldmatrix(Value view, Value index, bool transpose) {
+    return nvgpu::LdMatrixOp::create(b, loc, aType, view, ValueRange{index},
                                      transpose, /*numTiles=*/4);
   }
 
@@ -582,15 +584,48 @@ private:
   Value toI32(Value x) {
     return arith::IndexCastOp::create(b, loc, b.getI32Type(), x);
   }
+  // Shared-memory element offsets: i32 (one register each; they stay far
+  // below 2^31), nsw so that constant terms fold into the address.
+  Value addNsw(Value x, Value y) {
+    auto op = arith::AddIOp::create(b, loc, x, y);
+    op.setOverflowFlags(arith::IntegerOverflowFlags::nsw);
+    return op;
+  }
+  Value mulNsw(Value x, Value y) {
+    auto op = arith::MulIOp::create(b, loc, x, y);
+    op.setOverflowFlags(arith::IntegerOverflowFlags::nsw);
+    return op;
+  }
+  Value smemIndex(Value off32) {
+    return arith::IndexCastOp::create(b, loc, b.getIndexType(), off32);
+  }
 
   /// The kernel-side value of an index of the tiled IR.
   Value clone(OpFoldResult ofr);
 
-  /// Copies rows [srcRow0, srcRow0 + rows) of head (batch, head) of `src`
-  /// into rows [dstRow0, ...) of `tile`, zero-filling rows >= `limit`.
-  SmallVector<Value> copyTile(Value src, Value batch, Value head, Value srcRow0,
-                              Value limit, const SmemTile &tile, Value dstRow0,
-                              int64_t rows);
+  /// How the threads copy `rows` rows of one head of a global tensor into a
+  /// shared-memory tile. Everything here is computed once, before the key
+  /// loops; a copy then costs one multiply by the row stride per round of
+  /// rows, every chunk and destination being a constant offset.
+  struct CopyPlan {
+    /// 1-d view of the head's rows from this thread's first element (row
+    /// tRow, chunk tChunk of (batch, head)).
+    Value src;
+    /// Elements between two rows of `src`.
+    Value rowStride;
+    const SmemTile *tile = nullptr;
+    int64_t rows = 0, perRow = 0, rowsPerRound = 0, rounds = 0;
+    /// This thread's first row and chunk.
+    Value tRow, tChunk;
+    /// The thread's first destination element (i32; unswizzled tiles only).
+    Value dstLane;
+  };
+  CopyPlan planCopy(Value memref, Value batch, Value head, const SmemTile &tile,
+                    int64_t rows);
+  /// Copies rows [srcRow0, srcRow0 + rows) of the plan's head into rows
+  /// [dstRow0, ...) of its tile, zero-filling rows >= `limit`.
+  SmallVector<Value> copyTile(const CopyPlan &plan, Value srcRow0, Value limit,
+                              Value dstRow0);
   /// Copies key/value block `kStart` into buffer rows [dstRow0, +Bc) and
   /// commits the copies as one group.
   void copyKV(Value kStart, Value dstRow0);
@@ -603,20 +638,30 @@ private:
                                      b.getI32IntegerAttr(pending));
   }
 
-  /// Column of this lane's ldmatrix row address for chunk `chunk0 + off`
-  /// (off = this lane's chunk offset, 0 or 1), swizzle included.
-  Value ldmatrixCol(const SmemTile &tile, int64_t chunk0, bool aPattern);
-  /// A fragment of rows [row0, +16) x cols [16 ks, +16) (Q, "A pattern").
-  Value loadA(const SmemTile &tile, Value row0, int64_t ks);
-  /// B fragments of K rows [row0, +16) x cols [16 ks, +16): two n8 tiles.
-  std::pair<Value, Value> loadKFrags(Value row0, int64_t ks);
-  /// B fragments of V rows [row0, +16) x cols [16 dp, +16), transposed.
-  std::pair<Value, Value> loadVFrags(Value row0, int64_t dp);
+  /// This lane's element offset (i32) of its ldmatrix row address in `tile`,
+  /// for row `row` (a multiple of 8 plus the lane's row offset):
+  /// row * storedCols plus, unswizzled, the lane's chunk offset (0 or 1
+  /// chunk).
+  Value ldmatrixLane(const SmemTile &tile, Value row, bool aPattern);
+  /// Element index of this lane's ldmatrix row address for rows [row, +16)
+  /// and chunks [chunk0, +2) past `laneBase` (from ldmatrixLane plus a
+  /// multiple of 8 rows), swizzle included: a constant offset of `laneBase`
+  /// unless swizzled.
+  Value ldmatrixIndex(const SmemTile &tile, Value laneBase, int64_t row,
+                      int64_t chunk0, bool aPattern);
+  /// A fragment of Q rows [warpRow + 16 mt, +16) x cols [16 ks, +16).
+  Value loadQ(int64_t mt, int64_t ks);
+  /// B fragments of K rows [row, +16) of the current block x cols
+  /// [16 ks, +16): two n8 tiles.
+  std::pair<Value, Value> loadKFrags(int64_t row, int64_t ks);
+  /// B fragments of V rows [row, +16) of the current block x cols
+  /// [16 dp, +16), transposed.
+  std::pair<Value, Value> loadVFrags(int64_t row, int64_t dp);
 
   /// One step of the online softmax over the `keys` keys from `kStart`,
-  /// held in buffer rows [kRow0, +keys). The state is (acc..., max...,
-  /// sum...).
-  SmallVector<Value> emitStep(OnlineAttentionOp step, Value kStart, Value kRow0,
+  /// held in rows [k0, +keys) of the current block's buffer (kBlock,
+  /// vBlock). The state is (acc..., max..., sum...).
+  SmallVector<Value> emitStep(OnlineAttentionOp step, Value kStart, int64_t k0,
                               int64_t keys, ValueRange state);
   void emitKeyLoop(KeyLoop kl, SmallVector<Value> &state);
   void emitEpilogue(ValueRange state);
@@ -631,9 +676,12 @@ private:
   Value tid, lane, g, tig, warpRow;
   // Per-lane ldmatrix row offsets and (swizzled) chunk offsets.
   Value aRowOff, bRowOff, aChunkOff, bChunkOff, aChunkX, bChunkX;
+  // Per-lane ldmatrix element offsets: Q rows of this warp, K and V rows of
+  // buffer 0 (loop-invariant); kBlock, vBlock: those of the current block.
+  Value qLane, kLane, vLane, kBlock, vBlock;
   Value nq, nk, lo, hi;
-  Value kBatch, kHead, vBatch, vHead;
   SmemTile qTile, kTile, vTile;
+  CopyPlan kCopy, vCopy;
   Value group;
   SmallVector<Value> qFrags;
 };
@@ -661,49 +709,105 @@ Value ForwardKernelEmitter::clone(OpFoldResult ofr) {
   return copy->getResult(cast<OpResult>(v).getResultNumber());
 }
 
-SmallVector<Value> ForwardKernelEmitter::copyTile(Value src, Value batch,
-                                                  Value head, Value srcRow0,
-                                                  Value limit,
-                                                  const SmemTile &tile,
-                                                  Value dstRow0, int64_t rows) {
+ForwardKernelEmitter::CopyPlan
+ForwardKernelEmitter::planCopy(Value memref, Value batch, Value head,
+                               const SmemTile &tile, int64_t rows) {
   // Groups of `perRow` threads copy 128 contiguous bytes of a row per
   // instruction (coalesced); a thread copies chunks tChunk + j * perRow of
   // rows tRow + i * rowsPerRound. All copies of a thread then address off
   // one row base by constants, except for the few rounds: few registers.
+  CopyPlan plan;
+  plan.tile = &tile;
+  plan.rows = rows;
   int64_t chunks = tile.cols / kChunk;
-  int64_t perRow = std::min<int64_t>(chunks, 8);
-  while (chunks % perRow != 0 || cfg.threads() % perRow != 0)
-    --perRow;
-  int64_t rowsPerRound = cfg.threads() / perRow;
-  int64_t rounds = llvm::divideCeil(rows, rowsPerRound);
-  Value tRow = divu(tid, perRow), tChunk = remu(tid, perRow);
+  plan.perRow = std::min<int64_t>(chunks, 8);
+  while (chunks % plan.perRow != 0 || cfg.threads() % plan.perRow != 0)
+    --plan.perRow;
+  plan.rowsPerRound = cfg.threads() / plan.perRow;
+  plan.rounds = llvm::divideCeil(rows, plan.rowsPerRound);
+  plan.tRow = divu(tid, plan.perRow);
+  plan.tChunk = remu(tid, plan.perRow);
+
+  // A 1-d view of the head's rows from the thread's first element: element
+  // (batch, head, tRow + row, 8 tChunk + col) is element
+  // row * stride[2] + col of it. Its size covers the head's rows; rows past
+  // the end are never dereferenced (src-size 0).
+  auto meta = memref::ExtractStridedMetadataOp::create(b, loc, memref);
+  ValueRange strides = meta.getStrides();
+  plan.rowStride = strides[2];
+  Value offset = add(
+      add(meta.getOffset(),
+          add(mul(batch, strides[0]), mul(head, strides[1]))),
+      add(mul(plan.tRow, plan.rowStride), mul(plan.tChunk, idx(kChunk))));
+  Value size = mul(meta.getSizes()[2], plan.rowStride);
+  auto flatType = MemRefType::get(
+      {ShapedType::kDynamic}, cfg.elt,
+      StridedLayoutAttr::get(b.getContext(), ShapedType::kDynamic, {1}));
+  plan.src = memref::ReinterpretCastOp::create(
+      b, loc, flatType, memref, OpFoldResult(offset),
+      ArrayRef<OpFoldResult>{size}, ArrayRef<OpFoldResult>{b.getIndexAttr(1)});
+  if (!tile.swizzle)
+    plan.dstLane = addNsw(mulNsw(toI32(plan.tRow), i32(tile.storedCols())),
+                          mulNsw(toI32(plan.tChunk), i32(kChunk)));
+  return plan;
+}
+
+SmallVector<Value> ForwardKernelEmitter::copyTile(const CopyPlan &plan,
+                                                  Value srcRow0, Value limit,
+                                                  Value dstRow0) {
+  const SmemTile &tile = *plan.tile;
+  int64_t sc = tile.storedCols();
+  int64_t chunks = tile.cols / kChunk, perRow = plan.perRow,
+          rowsPerRound = plan.rowsPerRound;
   Value full = idx(kChunk), none = idx(0);
   auto tokenType = nvgpu::DeviceAsyncTokenType::get(b.getContext());
+  // Per round of a copy: one multiply by the row stride; chunks and the
+  // destination advance by constants.
+  Value dstRow0Off = mulNsw(toI32(dstRow0), i32(sc));
+  Value dstBase =
+      tile.swizzle ? dstRow0Off : addNsw(plan.dstLane, dstRow0Off);
+  // Rows tRow + i * rowsPerRound < limit - srcRow0 exist.
+  Value remaining = sub(limit, srcRow0);
   SmallVector<Value> tokens;
-  for (int64_t i = 0; i < rounds; ++i) {
-    Value r = add(tRow, idx(i * rowsPerRound));
-    Value srcRow = add(srcRow0, r);
+  for (int64_t i = 0; i < plan.rounds; ++i) {
+    // One multiply per round (not a chain of adds of a hoisted stride: LLVM
+    // would keep one 64-bit base pointer per round alive across the loop).
+    Value srcRound =
+        mul(i == 0 ? srcRow0 : add(srcRow0, idx(i * rowsPerRound)),
+            plan.rowStride);
     // Rows past the end read nothing (src-size 0) and are zero-filled; the
     // address is not dereferenced then, so it needs no clamping.
-    Value n = arith::SelectOp::create(b, loc, slt(srcRow, limit), full, none);
-    Value dstRow = add(dstRow0, r);
+    Value n = arith::SelectOp::create(
+        b, loc,
+        slt(plan.tRow, i == 0 ? remaining
+                              : sub(remaining, idx(i * rowsPerRound))),
+        full, none);
     std::optional<OpBuilder::InsertionGuard> guard;
-    if ((i + 1) * rowsPerRound > rows) {
+    if ((i + 1) * rowsPerRound > plan.rows) {
       // Last, partial round: only the first rows exist.
-      auto ifOp = scf::IfOp::create(b, loc, slt(r, idx(rows)), false);
+      auto ifOp = scf::IfOp::create(
+          b, loc, slt(plan.tRow, idx(plan.rows - i * rowsPerRound)), false);
       guard.emplace(b);
       b.setInsertionPointToStart(ifOp.thenBlock());
     }
     for (int64_t j = 0; j < chunks / perRow; ++j) {
-      Value chunk = add(tChunk, idx(j * perRow));
-      Value dstChunk = tile.swizzle
-                           ? arith::XOrIOp::create(b, loc, chunk, remu(r, 8))
-                           : chunk;
+      Value srcIndex =
+          j == 0 ? srcRound : add(srcRound, idx(j * perRow * kChunk));
+      Value dstIndex;
+      if (tile.swizzle) {
+        Value r = add(plan.tRow, idx(i * rowsPerRound));
+        Value chunk = add(plan.tChunk, idx(j * perRow));
+        Value dstChunk = arith::XOrIOp::create(b, loc, chunk, remu(r, 8));
+        dstIndex = smemIndex(
+            addNsw(dstBase, toI32(add(mul(r, idx(sc)),
+                                      mul(dstChunk, idx(kChunk))))));
+      } else {
+        dstIndex = smemIndex(addNsw(
+            dstBase, i32(i * rowsPerRound * sc + j * perRow * kChunk)));
+      }
       auto copy = nvgpu::DeviceAsyncCopyOp::create(
-          b, loc, tokenType, tile.view,
-          ValueRange{dstRow, mul(dstChunk, idx(kChunk))}, src,
-          ValueRange{batch, head, srcRow, mul(chunk, idx(kChunk))},
-          b.getIndexAttr(kChunk), n, b.getUnitAttr());
+          b, loc, tokenType, tile.view, ValueRange{dstIndex}, plan.src,
+          ValueRange{srcIndex}, b.getIndexAttr(kChunk), n, b.getUnitAttr());
       // Tokens only name groups; a commit after the if still covers copies
       // inside it.
       if (!guard)
@@ -714,51 +818,62 @@ SmallVector<Value> ForwardKernelEmitter::copyTile(Value src, Value batch,
 }
 
 void ForwardKernelEmitter::copyKV(Value kStart, Value dstRow0) {
-  SmallVector<Value> tokens =
-      copyTile(ta.k.memref, kBatch, kHead, kStart, nk, kTile, dstRow0, cfg.bc);
-  llvm::append_range(tokens, copyTile(ta.v.memref, vBatch, vHead, kStart, nk,
-                                      vTile, dstRow0, cfg.bc));
+  SmallVector<Value> tokens = copyTile(kCopy, kStart, nk, dstRow0);
+  llvm::append_range(tokens, copyTile(vCopy, kStart, nk, dstRow0));
   commit(tokens);
 }
 
-Value ForwardKernelEmitter::ldmatrixCol(const SmemTile &tile, int64_t chunk0,
-                                        bool aPattern) {
+Value ForwardKernelEmitter::ldmatrixLane(const SmemTile &tile, Value row,
+                                         bool aPattern) {
+  Value off = mulNsw(toI32(row), i32(tile.storedCols()));
+  if (tile.swizzle)
+    return off;
+  return addNsw(off,
+                mulNsw(toI32(aPattern ? aChunkOff : bChunkOff), i32(kChunk)));
+}
+
+Value ForwardKernelEmitter::ldmatrixIndex(const SmemTile &tile, Value laneBase,
+                                          int64_t row, int64_t chunk0,
+                                          bool aPattern) {
+  int64_t rowOff = row * tile.storedCols();
+  if (!tile.swizzle)
+    return smemIndex(addNsw(laneBase, i32(rowOff + chunk0 * kChunk)));
   // chunk0 is even and the lane's offset is 0 or 1, so the swizzled chunk
-  // (chunk0 + off) ^ (row % 8) is chunk0 ^ (off ^ (row % 8)).
-  Value chunk =
-      tile.swizzle ? arith::XOrIOp::create(b, loc, aPattern ? aChunkX : bChunkX,
-                                           idx(chunk0))
-                   : add(aPattern ? aChunkOff : bChunkOff, idx(chunk0));
-  return mul(chunk, idx(kChunk));
+  // (chunk0 + off) ^ (row % 8) is chunk0 ^ (off ^ (row % 8)); the row base
+  // is a multiple of 8.
+  Value chunk = arith::XOrIOp::create(b, loc, aPattern ? aChunkX : bChunkX,
+                                      idx(chunk0));
+  return smemIndex(addNsw(addNsw(laneBase, i32(rowOff)),
+                          mulNsw(toI32(chunk), i32(kChunk))));
 }
 
-Value ForwardKernelEmitter::loadA(const SmemTile &tile, Value row0,
-                                  int64_t ks) {
-  return frags.ldmatrix(tile.view, add(row0, aRowOff),
-                        ldmatrixCol(tile, 2 * ks, /*aPattern=*/true),
-                        /*transpose=*/false);
+Value ForwardKernelEmitter::loadQ(int64_t mt, int64_t ks) {
+  return frags.ldmatrix(
+      qTile.view,
+      ldmatrixIndex(qTile, qLane, 16 * mt, 2 * ks, /*aPattern=*/true),
+      /*transpose=*/false);
 }
 
-std::pair<Value, Value> ForwardKernelEmitter::loadKFrags(Value row0,
+std::pair<Value, Value> ForwardKernelEmitter::loadKFrags(int64_t row,
                                                          int64_t ks) {
   // Matrices (n0, k0), (n0, k0+8), (n0+8, k0), (n0+8, k0+8): B fragments of
   // key rows n0..n0+7 and n0+8..n0+15.
   return frags.splitB(frags.ldmatrix(
-      kTile.view, add(row0, bRowOff),
-      ldmatrixCol(kTile, 2 * ks, /*aPattern=*/false), /*transpose=*/false));
+      kTile.view, ldmatrixIndex(kTile, kBlock, row, 2 * ks, /*aPattern=*/false),
+      /*transpose=*/false));
 }
 
-std::pair<Value, Value> ForwardKernelEmitter::loadVFrags(Value row0,
+std::pair<Value, Value> ForwardKernelEmitter::loadVFrags(int64_t row,
                                                          int64_t dp) {
   // Matrices (k0, n0), (k0+8, n0), (k0, n0+8), (k0+8, n0+8), transposed:
   // B fragments of value columns n0..n0+7 and n0+8..n0+15.
   return frags.splitB(frags.ldmatrix(
-      vTile.view, add(row0, aRowOff),
-      ldmatrixCol(vTile, 2 * dp, /*aPattern=*/true), /*transpose=*/true));
+      vTile.view, ldmatrixIndex(vTile, vBlock, row, 2 * dp, /*aPattern=*/true),
+      /*transpose=*/true));
 }
 
 SmallVector<Value> ForwardKernelEmitter::emitStep(OnlineAttentionOp step,
-                                                  Value kStart, Value kRow0,
+                                                  Value kStart, int64_t k0,
                                                   int64_t keys,
                                                   ValueRange state) {
   const int64_t m = cfg.mTiles, ns = keys / 8, nd = cfg.dv / 8;
@@ -772,9 +887,9 @@ SmallVector<Value> ForwardKernelEmitter::emitStep(OnlineAttentionOp step,
     SmallVector<Value> qa;
     for (int64_t mt = 0; mt < m; ++mt)
       qa.push_back(cfg.qInRegs ? qFrags[mt * (cfg.d / 16) + ks]
-                               : loadA(qTile, add(warpRow, idx(16 * mt)), ks));
+                               : loadQ(mt, ks));
     for (int64_t np = 0; np < keys / 16; ++np) {
-      auto [b0, b1] = loadKFrags(add(kRow0, idx(16 * np)), ks);
+      auto [b0, b1] = loadKFrags(k0 + 16 * np, ks);
       for (int64_t mt = 0; mt < m; ++mt) {
         s[mt * ns + 2 * np] = frags.mma(qa[mt], b0, s[mt * ns + 2 * np]);
         s[mt * ns + 2 * np + 1] =
@@ -902,7 +1017,7 @@ SmallVector<Value> ForwardKernelEmitter::emitStep(OnlineAttentionOp step,
     for (int64_t mt = 0; mt < m; ++mt)
       pa.push_back(frags.packA(pFrag(mt, 2 * kk), pFrag(mt, 2 * kk + 1)));
     for (int64_t dp = 0; dp < cfg.dv / 16; ++dp) {
-      auto [b0, b1] = loadVFrags(add(kRow0, idx(16 * kk)), dp);
+      auto [b0, b1] = loadVFrags(k0 + 16 * kk, dp);
       for (int64_t mt = 0; mt < m; ++mt) {
         acc[mt * nd + 2 * dp] = frags.mma(pa[mt], b0, acc[mt * nd + 2 * dp]);
         acc[mt * nd + 2 * dp + 1] =
@@ -927,6 +1042,10 @@ void ForwardKernelEmitter::emitKeyLoop(KeyLoop kl, SmallVector<Value> &state) {
   // Buffers alternate with the block's position in [lo, hi), across loops.
   Value buf = cfg.stages == 1 ? idx(0) : remu(divu(sub(kStart, lo), cfg.bc), 2);
   Value kRow0 = mul(buf, idx(cfg.bc));
+  // The lanes' ldmatrix offsets in this block's buffer.
+  Value kRow0I32 = toI32(kRow0);
+  kBlock = addNsw(kLane, mulNsw(kRow0I32, i32(kTile.storedCols())));
+  vBlock = addNsw(vLane, mulNsw(kRow0I32, i32(vTile.storedCols())));
   Value next = add(kStart, idx(cfg.bc));
 
   // Block kStart has landed for every thread, and every warp is done with
@@ -946,8 +1065,8 @@ void ForwardKernelEmitter::emitKeyLoop(KeyLoop kl, SmallVector<Value> &state) {
   // score registers, one more rescale of O per sub-block.
   SmallVector<Value> newState(loop.getRegionIterArgs());
   for (int64_t k0 = 0; k0 < cfg.bc; k0 += cfg.softmaxKeys)
-    newState = emitStep(kl.step, add(kStart, idx(k0)), add(kRow0, idx(k0)),
-                        cfg.softmaxKeys, newState);
+    newState = emitStep(kl.step, add(kStart, idx(k0)), k0, cfg.softmaxKeys,
+                        newState);
 
   if (cfg.stages == 1) {
     gpu::BarrierOp::create(b, loc);
@@ -1049,7 +1168,7 @@ void ForwardKernelEmitter::emit(gpu::LaunchOp launch) {
     t.rows = rows;
     t.cols = cols;
     t.swizzle = cfg.swizzle && SmemTile::canSwizzle(cols);
-    auto type = MemRefType::get({rows, t.storedCols()}, cfg.elt, AffineMap(),
+    auto type = MemRefType::get({rows * t.storedCols()}, cfg.elt, AffineMap(),
                                 smemSpace);
     t.view = memref::ViewOp::create(b, loc, type, base, idx(byteOffset),
                                     ValueRange{});
@@ -1062,10 +1181,8 @@ void ForwardKernelEmitter::emit(gpu::LaunchOp launch) {
   // Indices of the tiled IR, recomputed from the block ids.
   Value qBatch = clone(ta.q.offsets[0]), qHead = clone(ta.q.offsets[1]),
         qStart = clone(ta.q.offsets[2]);
-  kBatch = clone(ta.k.offsets[0]);
-  kHead = clone(ta.k.offsets[1]);
-  vBatch = clone(ta.v.offsets[0]);
-  vHead = clone(ta.v.offsets[1]);
+  Value kBatch = clone(ta.k.offsets[0]), kHead = clone(ta.k.offsets[1]);
+  Value vBatch = clone(ta.v.offsets[0]), vHead = clone(ta.v.offsets[1]);
   lo = clone(ta.loops.front().loop.getLowerBound());
   hi = clone(ta.loops.back().loop.getUpperBound());
   // Clone every other index here too, so that the clones dominate all uses.
@@ -1084,8 +1201,16 @@ void ForwardKernelEmitter::emit(gpu::LaunchOp launch) {
   clone(ta.rows);
 
   // Prologue: Q in one group, the first K/V block (if any) in the next.
-  group = commit(
-      copyTile(ta.q.memref, qBatch, qHead, qStart, nq, qTile, idx(0), cfg.br));
+  // Loop-invariant address parts, computed once: the copy plans and the
+  // lanes' ldmatrix offsets.
+  CopyPlan qCopy = planCopy(ta.q.memref, qBatch, qHead, qTile, cfg.br);
+  kCopy = planCopy(ta.k.memref, kBatch, kHead, kTile, cfg.bc);
+  vCopy = planCopy(ta.v.memref, vBatch, vHead, vTile, cfg.bc);
+  qLane = ldmatrixLane(qTile, add(warpRow, aRowOff), /*aPattern=*/true);
+  kLane = ldmatrixLane(kTile, bRowOff, /*aPattern=*/false);
+  vLane = ldmatrixLane(vTile, aRowOff, /*aPattern=*/true);
+
+  group = commit(copyTile(qCopy, qStart, nq, idx(0)));
   auto ifOp = scf::IfOp::create(b, loc, slt(lo, hi), true);
   {
     OpBuilder::InsertionGuard guard(b);
@@ -1101,7 +1226,7 @@ void ForwardKernelEmitter::emit(gpu::LaunchOp launch) {
     gpu::BarrierOp::create(b, loc);
     for (int64_t mt = 0; mt < cfg.mTiles; ++mt)
       for (int64_t ks = 0; ks < cfg.d / 16; ++ks)
-        qFrags.push_back(loadA(qTile, add(warpRow, idx(16 * mt)), ks));
+        qFrags.push_back(loadQ(mt, ks));
   }
 
   // State: acc = 0, max = -inf, sum = 0.

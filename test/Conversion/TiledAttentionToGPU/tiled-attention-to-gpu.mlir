@@ -11,30 +11,36 @@
 // CHECK:         %[[SMEM:.*]] = arith.constant 27648 : i32
 // CHECK:         gpu.launch blocks(%{{.*}}, %{{.*}}, %{{.*}}) in (%{{.*}} = %[[NQB]], %{{.*}} = %{{.*}}, %{{.*}} = %{{.*}}) threads(%[[TID:.*]], %{{.*}}, %{{.*}}) in (%{{.*}} = %[[C128:.*]], %{{.*}} = %[[C1:.*]], %{{.*}} = %[[C1]]) dynamic_shared_memory_size %[[SMEM]] {
 // CHECK:           gpu.dynamic_shared_memory : memref<?xi8, #gpu.address_space<workgroup>>
-// CHECK:           memref.view {{.*}} to memref<64x72xf16, #gpu.address_space<workgroup>>
-// CHECK:           memref.view {{.*}} to memref<64x72xf16, #gpu.address_space<workgroup>>
-// CHECK:           memref.view {{.*}} to memref<64x72xf16, #gpu.address_space<workgroup>>
+// Tiles: flat views of [64, 64 + 8] (rows padded by one chunk).
+// CHECK:           %[[QS:.*]] = memref.view {{.*}} to memref<4608xf16, #gpu.address_space<workgroup>>
+// CHECK:           memref.view {{.*}} to memref<4608xf16, #gpu.address_space<workgroup>>
+// CHECK:           memref.view {{.*}} to memref<4608xf16, #gpu.address_space<workgroup>>
+// Global sources: 1-d views from each thread's first element of its head,
+// built once before the key loops.
+// CHECK:           %[[QG0:.*]] = memref.reinterpret_cast %arg0 to offset: [%{{.*}}], sizes: [%{{.*}}], strides: [1] : memref<?x?x?x64xf16, strided<[?, ?, ?, 1], offset: ?>> to memref<?xf16, strided<[1], offset: ?>>
+// CHECK:           %[[KG:.*]] = memref.reinterpret_cast %arg1
+// CHECK:           %[[VG:.*]] = memref.reinterpret_cast %arg2
 // Prologue: Q with 16-byte cp.async (src-size 0 past Nq zero-fills), then
 // the first K/V block in a second group; Q fragments once the Q group landed.
-// CHECK:           nvgpu.device_async_copy %arg0[{{.*}}], %{{.*}}[{{.*}}], 8, %{{.*}} {bypassL1}
+// CHECK:           nvgpu.device_async_copy %[[QG0]][{{.*}}], %[[QS]][{{.*}}], 8, %{{.*}} {bypassL1}
 // CHECK:           %[[QG:.*]] = nvgpu.device_async_create_group
 // CHECK:           scf.if
-// CHECK:             nvgpu.device_async_copy %arg1
-// CHECK:             nvgpu.device_async_copy %arg2
+// CHECK:             nvgpu.device_async_copy %[[KG]]
+// CHECK:             nvgpu.device_async_copy %[[VG]]
 // CHECK:             nvgpu.device_async_create_group
 // CHECK:           } else {
 // CHECK-NEXT:        nvgpu.device_async_create_group
 // CHECK:           nvgpu.device_async_wait %[[QG]] {numGroups = 1 : i32}
 // CHECK-NEXT:      gpu.barrier
-// CHECK:           nvgpu.ldmatrix %{{.*}} {numTiles = 4 : i32, transpose = false} : memref<64x72xf16, #gpu.address_space<workgroup>> -> vector<4x2xf16>
+// CHECK:           nvgpu.ldmatrix %[[QS]][%{{.*}}] {numTiles = 4 : i32, transpose = false} : memref<4608xf16, #gpu.address_space<workgroup>> -> vector<4x2xf16>
 // Fully visible key blocks: wait for block k, barrier, prefetch block k + Bc
 // into the other buffer, S = Q K^T, softmax without any mask, O += P V.
 // CHECK:           %[[FULL:.*]]:12 = scf.for %{{.*}} = %{{.*}} to %[[FULLHI:.*]] step %{{.*}} iter_args(
 // CHECK:             nvgpu.device_async_wait %[[QG]] {numGroups = 0 : i32}
 // CHECK-NEXT:        gpu.barrier
 // CHECK:             scf.if
-// CHECK:               nvgpu.device_async_copy %arg1
-// CHECK:               nvgpu.device_async_copy %arg2
+// CHECK:               nvgpu.device_async_copy %[[KG]]
+// CHECK:               nvgpu.device_async_copy %[[VG]]
 // CHECK:               nvgpu.device_async_create_group
 // CHECK:             nvgpu.ldmatrix {{.*}}transpose = false
 // CHECK:             nvgpu.mma.sync({{.*}}) {mmaShape = [16, 8, 16]} : (vector<4x2xf16>, vector<2x2xf16>, vector<2x2xf32>) -> vector<2x2xf32>
