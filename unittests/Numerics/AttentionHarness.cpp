@@ -457,11 +457,9 @@ AttentionJit::compile(const AttentionProblem &problem, AttentionKind kind,
       new AttentionJit(problem, kind, std::move(*engine)));
 }
 
-llvm::Expected<ForwardResult>
-AttentionJit::forward(const AttentionInputs &inputs) {
-  if (kind != AttentionKind::Forward)
-    return makeError("forward() called on a backward function");
-  const AttentionProblem &p = problem;
+/// q, k, v, out, lse: the forward's arguments, which the backward's start
+/// with.
+static std::vector<KernelBuffer> forwardBuffers(const AttentionProblem &p) {
   ElementType elt = p.elementType;
   std::vector<KernelBuffer> buffers;
   buffers.emplace_back("q", elt, vec(p.qShape()));
@@ -470,6 +468,14 @@ AttentionJit::forward(const AttentionInputs &inputs) {
   buffers.emplace_back("out", elt, vec(p.outShape()));
   buffers.emplace_back("lse", ElementType::F32,
                        std::vector<int64_t>{p.batch, p.headsQ, p.seqQ});
+  return buffers;
+}
+
+llvm::Expected<ForwardResult>
+AttentionJit::forward(const AttentionInputs &inputs) {
+  if (kind != AttentionKind::Forward)
+    return makeError("forward() called on a backward function");
+  std::vector<KernelBuffer> buffers = forwardBuffers(problem);
   buffers[0].write(inputs.q);
   buffers[1].write(inputs.k);
   buffers[2].write(inputs.v);
@@ -496,13 +502,7 @@ AttentionJit::backward(const AttentionInputs &inputs, const HostTensor &out,
     return makeError("backward() called on a forward function");
   const AttentionProblem &p = problem;
   ElementType elt = p.elementType;
-  std::vector<KernelBuffer> buffers;
-  buffers.emplace_back("q", elt, vec(p.qShape()));
-  buffers.emplace_back("k", elt, vec(p.kShape()));
-  buffers.emplace_back("v", elt, vec(p.vShape()));
-  buffers.emplace_back("out", elt, vec(p.outShape()));
-  buffers.emplace_back("lse", ElementType::F32,
-                       std::vector<int64_t>{p.batch, p.headsQ, p.seqQ});
+  std::vector<KernelBuffer> buffers = forwardBuffers(p);
   buffers.emplace_back("dout", elt, vec(p.outShape()));
   buffers.emplace_back("dq", elt, vec(p.qShape()));
   buffers.emplace_back("dk", elt, vec(p.kShape()));

@@ -23,7 +23,7 @@ using namespace mlir::fa::numerics;
 
 namespace {
 
-/// Bounds for `allClose` (|got - want| <= rtol * (|want| + max|want|)).
+/// Why tiledTolerance (TiledCase.h) holds for the backward; bounds for `allClose` (|got - want| <= rtol * (|want| + max|want|)).
 ///
 /// f32: everything is computed in f32 from inputs the float64 code sees
 /// exactly. Beyond f32 rounding in dot products of up to 339 terms, the tiled
@@ -37,17 +37,6 @@ namespace {
 /// averaging out over the sums), on top of the rounding of the results and
 /// of `out` (through Di). Observed: <= 5.2e-4 (f16), <= 4.6e-3 (bf16); the
 /// bounds keep a factor ~4.
-double toleranceFor(ElementType type) {
-  switch (type) {
-  case ElementType::F32:
-    return 1e-5;
-  case ElementType::F16:
-    return 2e-3;
-  case ElementType::BF16:
-    return 2e-2;
-  }
-  return 0;
-}
 
 PipelineBuilder tiledBackwardPipeline(int64_t blockQ, int64_t blockKV) {
   return [=](mlir::OpPassManager &pm) {
@@ -83,7 +72,7 @@ TEST_P(TiledBackwardNumerics, MatchesFloat64) {
   BackwardResult want;
   auto got = runTiled(c, &want);
   ASSERT_TRUE(!!got) << llvm::toString(got.takeError());
-  double tol = toleranceFor(c.problem.elementType);
+  double tol = tiledTolerance(c.problem.elementType);
   EXPECT_TRUE(allClose("dq", got->dq, want.dq, tol));
   EXPECT_TRUE(allClose("dk", got->dk, want.dk, tol));
   EXPECT_TRUE(allClose("dv", got->dv, want.dv, tol));

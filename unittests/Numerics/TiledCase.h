@@ -100,6 +100,21 @@ inline constexpr ElementType f16 = ElementType::F16, bf16 = ElementType::BF16;
 inline constexpr ShapeKind dynSeq = ShapeKind::DynamicSeq,
                     dynAll = ShapeKind::DynamicAll;
 
+/// `allClose` bounds of the tiled pipelines against float64, forward and
+/// backward (each test explains why they hold for it): f32 1e-5, f16 2e-3,
+/// bf16 2e-2.
+inline double tiledTolerance(ElementType type) {
+  switch (type) {
+  case ElementType::F32:
+    return 1e-5;
+  case ElementType::F16:
+    return 2e-3;
+  case ElementType::BF16:
+    return 2e-2;
+  }
+  return 0;
+}
+
 /// Scales q so that the largest |score| is `target`: a naive exp(s) would
 /// overflow f32 (exp(89) = inf), the online softmax must not.
 inline void scaleLogits(const AttentionProblem &p, AttentionInputs &in,

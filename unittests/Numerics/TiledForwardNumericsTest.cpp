@@ -28,20 +28,9 @@ namespace {
 /// alpha (one rounding per key block), and exp2 of arguments pre-multiplied
 /// by an f32-rounded log2(e) * scale. Observed <= 2e-6; 1e-5 is the bound the
 /// issue asks for and still fails for a wrong rescale or mask (> 1e-2).
-constexpr double kF32Tolerance = 1e-5;
 /// f16/bf16: P is rounded to the element type before P V, as tensor cores
-/// consume it, and out is rounded on the way out.
-double toleranceFor(ElementType type) {
-  switch (type) {
-  case ElementType::F32:
-    return kF32Tolerance;
-  case ElementType::F16:
-    return 2e-3;
-  case ElementType::BF16:
-    return 2e-2;
-  }
-  return 0;
-}
+/// consume it, and out is rounded on the way out. The bounds are
+/// `tiledTolerance` (TiledCase.h), shared with the backward.
 
 PipelineBuilder tiledPipeline(int64_t blockQ, int64_t blockKV) {
   return [=](mlir::OpPassManager &pm) {
@@ -64,7 +53,7 @@ TEST_P(TiledForwardNumerics, MatchesFloat64AndReference) {
   auto got = (*tiled)->forward(in);
   ASSERT_TRUE(!!got) << llvm::toString(got.takeError());
 
-  double tol = toleranceFor(p.elementType);
+  double tol = tiledTolerance(p.elementType);
   ForwardResult want = float64Forward(p, in.q, in.k, in.v);
   EXPECT_TRUE(allClose("out", got->out, want.out, tol));
   EXPECT_TRUE(allClose("lse", got->lse, want.lse, tol));
