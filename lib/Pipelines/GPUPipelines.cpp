@@ -31,30 +31,21 @@ static void useShortSharedPointers() {
     (void)it->second->addOccurrence(0, "nvptx-short-ptr", "true");
 }
 
-void mlir::fa::buildGPUForwardPipeline(
-    OpPassManager &pm, const GPUForwardPipelineOptions &options) {
-  // The tiled form the conversion consumes.
-  pm.addPass(createFATileAttention(
-      FATileAttentionOptions{options.blockQ, options.blockKV}));
-  pm.addPass(createFASpecializeMasks());
-  pm.addPass(createFAUseExp2());
-  pm.addPass(createCanonicalizerPass());
-  pm.addPass(createCSEPass());
-
-  pm.addPass(
-      createFAConvertTiledAttentionToGPU(FAConvertTiledAttentionToGPUOptions{
-          options.warps, options.stages, options.swizzle}));
+/// gpu.launch ops -> outlined gpu.modules lowered to NVVM -> gpu.binary.
+static void addKernelToBinaryPasses(OpPassManager &pm, StringRef chip,
+                                    StringRef features, StringRef toolkit,
+                                    StringRef format, bool shortPointers) {
   // Outline before any canonicalization: it would hoist the kernel's
   // constants to the host and turn them into kernel arguments.
   pm.addPass(createGpuLaunchSinkIndexComputationsPass());
   pm.addPass(createGpuKernelOutliningPass());
   pm.addPass(createCanonicalizerPass());
 
-  if (options.shortSharedPointers)
+  if (shortPointers)
     useShortSharedPointers();
   GpuNVVMAttachTargetOptions target;
-  target.chip = options.chip;
-  target.features = options.features;
+  target.chip = chip.str();
+  target.features = features.str();
   target.optLevel = 3;
   pm.addPass(createGpuNVVMAttachTarget(target));
 
@@ -71,12 +62,40 @@ void mlir::fa::buildGPUForwardPipeline(
   kernel.addPass(createReconcileUnrealizedCastsPass());
 
   GpuModuleToBinaryPassOptions binary;
-  binary.compilationTarget = options.format;
+  binary.compilationTarget = format.str();
   // libdevice (exp2, log2, tanh, fmax) is linked from the toolkit; without
   // it the PTX would call undefined __nv_* functions.
-  binary.toolkitPath = options.toolkit.empty() ? findCudaToolkit()
-                                               : std::string(options.toolkit);
+  binary.toolkitPath = toolkit.empty() ? findCudaToolkit() : toolkit.str();
   pm.addPass(createGpuModuleToBinaryPass(binary));
+}
+
+void mlir::fa::buildGPUForwardPipeline(
+    OpPassManager &pm, const GPUForwardPipelineOptions &options) {
+  // The tiled form the conversion consumes.
+  pm.addPass(createFATileAttention(
+      FATileAttentionOptions{options.blockQ, options.blockKV}));
+  pm.addPass(createFASpecializeMasks());
+  pm.addPass(createFAUseExp2());
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createCSEPass());
+
+  pm.addPass(
+      createFAConvertTiledAttentionToGPU(FAConvertTiledAttentionToGPUOptions{
+          options.warps, options.stages, options.swizzle}));
+  addKernelToBinaryPasses(pm, options.chip, options.features, options.toolkit,
+                          options.format, options.shortSharedPointers);
+}
+
+void mlir::fa::buildGPUBackwardPipeline(
+    OpPassManager &pm, const GPUBackwardPipelineOptions &options) {
+  pm.addPass(createFATileAttentionBackward(
+      FATileAttentionBackwardOptions{options.blockQ, options.blockKV}));
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createCSEPass());
+  pm.addPass(createFAConvertTiledAttentionBackwardToGPU(
+      FAConvertTiledAttentionBackwardToGPUOptions{options.warps}));
+  addKernelToBinaryPasses(pm, options.chip, options.features, options.toolkit,
+                          options.format, options.shortSharedPointers);
 }
 
 std::string mlir::fa::findCudaToolkit() {
@@ -100,4 +119,9 @@ void mlir::fa::registerFAGPUPipelines() {
       "fa.attention on memrefs to a FlashAttention-2 forward kernel "
       "(mma.sync) and its PTX in a gpu.binary",
       buildGPUForwardPipeline);
+  PassPipelineRegistration<GPUBackwardPipelineOptions>(
+      "fa-gpu-backward",
+      "fa.attention_backward on memrefs to the FlashAttention-2 backward "
+      "kernels (mma.sync) and their PTX in one gpu.binary",
+      buildGPUBackwardPipeline);
 }

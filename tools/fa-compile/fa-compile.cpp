@@ -45,19 +45,21 @@ namespace cl = llvm::cl;
 
 static cl::OptionCategory category("fa-compile options");
 
-static cl::opt<std::string> inputFile(
-    cl::Positional, cl::desc("[input.mlir] (a func calling fa.attention on "
-                             "memref-backed tensors; flags describe it "
-                             "otherwise)"),
-    cl::init(""), cl::cat(category));
+static cl::opt<std::string>
+    inputFile(cl::Positional,
+              cl::desc("[input.mlir] (a func calling fa.attention on "
+                       "memref-backed tensors; flags describe it "
+                       "otherwise)"),
+              cl::init(""), cl::cat(category));
 static cl::opt<std::string> outputDir("o", cl::desc("Output directory"),
                                       cl::init("."), cl::cat(category));
-static cl::opt<std::string> kernelName(
-    "name", cl::desc("Kernel name (default: derived from the config)"),
-    cl::init(""), cl::cat(category));
 static cl::opt<std::string>
-    kind("kind", cl::desc("Kernel kind: forward"), cl::init("forward"),
-         cl::cat(category));
+    kernelName("name",
+               cl::desc("Kernel name (default: derived from the config)"),
+               cl::init(""), cl::cat(category));
+static cl::opt<std::string> kind("kind",
+                                 cl::desc("Kernel kind: forward or backward"),
+                                 cl::init("forward"), cl::cat(category));
 static cl::opt<int64_t> headDim("head-dim", cl::desc("Head dim D of q and k"),
                                 cl::init(128), cl::cat(category));
 static cl::opt<int64_t>
@@ -88,13 +90,17 @@ static cl::opt<int64_t> stages("stages",
                                cl::desc("K/V shared-memory stages (2 = "
                                         "double buffering)"),
                                cl::init(2), cl::cat(category));
+static cl::opt<bool> deterministic(
+    "deterministic",
+    cl::desc("Backward: deterministic dQ (a separate dQ kernel, no atomics)"),
+    cl::init(false), cl::cat(category));
 static cl::opt<std::string>
     pipelineName("pipeline", cl::desc("Pass pipeline that ends in gpu.binary"),
-                 cl::init("fa-gpu-forward"), cl::cat(category));
+                 cl::init(""), cl::cat(category));
 static cl::opt<bool> defaultSet(
     "default-set",
-    cl::desc("Compile the default kernel set (D 64/128 x f16/bf16 x "
-             "causal/not x sm_80/sm_90a) into -o"),
+    cl::desc("Compile the default kernel set (forward and backward x D "
+             "64/128 x f16/bf16 x causal/not x sm_80/sm_90a) into -o"),
     cl::init(false), cl::cat(category));
 static cl::opt<bool> emitMLIR("emit-mlir",
                               cl::desc("Also write <name>.mlir (final IR)"),
@@ -111,7 +117,9 @@ struct KernelConfig {
   int64_t windowLeft = -1, windowRight = -1;
   std::optional<double> softcap, scale;
   std::string chip = "sm_80";
+  bool deterministic = false;
   int64_t blockQ = 0, blockKV = 0, warps = 4, stages = 2;
+  bool backward() const { return kind == "backward"; }
 
   double effectiveScale() const {
     return scale ? *scale : 1.0 / std::sqrt(static_cast<double>(d));
@@ -119,20 +127,24 @@ struct KernelConfig {
   bool hasWindow() const { return windowLeft >= 0 || windowRight >= 0; }
 
   std::string defaultName() const {
-    std::string n = llvm::formatv("fa_fwd_d{0}", d);
+    std::string n =
+        llvm::formatv("{0}_d{1}", backward() ? "fa_bwd" : "fa_fwd", d);
     if (dv != d)
       n += llvm::formatv("_dv{0}", dv).str();
     n += "_" + dtype;
     if (causal)
       n += "_causal";
     if (hasWindow())
-      n += llvm::formatv("_w{0}_{1}", windowLeft < 0 ? "inf" : std::to_string(windowLeft),
+      n += llvm::formatv("_w{0}_{1}",
+                         windowLeft < 0 ? "inf" : std::to_string(windowLeft),
                          windowRight < 0 ? "inf" : std::to_string(windowRight))
                .str();
     if (softcap)
       n += llvm::formatv("_cap{0}", *softcap).str();
     if (scale)
       n += llvm::formatv("_s{0}", *scale).str();
+    if (backward() && deterministic)
+      n += "_det";
     std::string c = chip;
     llvm::erase(c, '_');
     n += "_" + c;
@@ -163,8 +175,8 @@ std::string buildForwardModule(const KernelConfig &c) {
   if (c.causal)
     attrs += " causal";
   if (c.hasWindow())
-    attrs += llvm::formatv(" window [{0}, {1}]", c.windowLeft, c.windowRight)
-                 .str();
+    attrs +=
+        llvm::formatv(" window [{0}, {1}]", c.windowLeft, c.windowRight).str();
   if (c.softcap)
     attrs += llvm::formatv(" softcap {0:e}", *c.softcap).str();
   if (c.scale)
@@ -185,9 +197,58 @@ func.func @fa_fwd(%q: {0}, %k: {0}, %v: {1}, %out: {1}, %lse: {2}) {{
       .str();
 }
 
-/// Reads the configuration back from the (verified) fa.attention op, so a
+/// The backward's function: fa.attention_backward between memrefs.
+std::string buildBackwardModule(const KernelConfig &c) {
+  auto memref4 = [&](int64_t d, StringRef elt) {
+    return llvm::formatv(
+               "memref<?x?x?x{0}x{1}, strided<[?, ?, ?, 1], offset: ?>>", d,
+               elt)
+        .str();
+  };
+  auto tensor4 = [&](int64_t d, StringRef elt) {
+    return llvm::formatv("tensor<?x?x?x{0}x{1}>", d, elt).str();
+  };
+  std::string qm = memref4(c.d, c.dtype), vm = memref4(c.dv, c.dtype);
+  std::string qt = tensor4(c.d, c.dtype), vt = tensor4(c.dv, c.dtype);
+  std::string lm = "memref<?x?x?xf32, strided<[?, ?, 1], offset: ?>>";
+  std::string lt = "tensor<?x?x?xf32>";
+  std::string attrs;
+  if (c.causal)
+    attrs += " causal";
+  if (c.hasWindow())
+    attrs +=
+        llvm::formatv(" window [{0}, {1}]", c.windowLeft, c.windowRight).str();
+  if (c.softcap)
+    attrs += llvm::formatv(" softcap {0:e}", *c.softcap).str();
+  if (c.scale)
+    attrs += llvm::formatv(" scale {0:e}", *c.scale).str();
+  if (c.deterministic)
+    attrs += " deterministic";
+  return llvm::formatv(
+             R"mlir(
+func.func @fa_bwd(%q: {0}, %k: {0}, %v: {1}, %out: {1}, %dout: {1}, %lse: {2},
+                  %dq: {0}, %dk: {0}, %dv: {1}) {{
+  %qt = bufferization.to_tensor %q restrict : {0} to {3}
+  %kt = bufferization.to_tensor %k restrict : {0} to {3}
+  %vt = bufferization.to_tensor %v restrict : {1} to {4}
+  %ot = bufferization.to_tensor %out restrict : {1} to {4}
+  %dot = bufferization.to_tensor %dout restrict : {1} to {4}
+  %lt = bufferization.to_tensor %lse restrict : {2} to {5}
+  %gq, %gk, %gv = fa.attention_backward %qt, %kt, %vt, %ot, %lt, %dot{6} : ({3}, {3}, {4}, {4}, {5}, {4}) -> ({3}, {3}, {4})
+  bufferization.materialize_in_destination %gq in restrict writable %dq : ({3}, {0}) -> ()
+  bufferization.materialize_in_destination %gk in restrict writable %dk : ({3}, {0}) -> ()
+  bufferization.materialize_in_destination %gv in restrict writable %dv : ({4}, {1}) -> ()
+  return
+}
+)mlir",
+             qm, vm, lm, qt, vt, lt, attrs)
+      .str();
+}
+
+/// Reads the configuration back from the (verified) attention op, so a
 /// user-written IR file and the flags produce the same manifest.
-KernelConfig configFromOp(fa::AttentionOp op, const KernelConfig &flags) {
+template <typename OpT>
+KernelConfig configFromOp(OpT op, const KernelConfig &flags) {
   KernelConfig c = flags;
   c.d = op.getHeadDim();
   c.dv = op.getValueHeadDim();
@@ -208,100 +269,183 @@ KernelConfig configFromOp(fa::AttentionOp op, const KernelConfig &flags) {
   return c;
 }
 
-/// Describes one kernel parameter of the host-side gpu.launch_func.
-FailureOr<llvm::json::Object> describeParam(Value operand,
-                                            func::FuncOp host) {
-  static const char *names[] = {"q", "k", "v", "out", "lse"};
-  static const char *dims[][4] = {{"B", "Hq", "Nq", "D"},
-                                  {"B", "Hkv", "Nk", "D"},
-                                  {"B", "Hkv", "Nk", "Dv"},
-                                  {"B", "Hq", "Nq", "Dv"},
-                                  {"B", "Hq", "Nq", nullptr}};
-  auto argIndex = [&](Value v) -> std::optional<unsigned> {
-    auto arg = dyn_cast<BlockArgument>(v);
-    if (!arg || arg.getOwner() != &host.getBody().front())
-      return std::nullopt;
-    return arg.getArgNumber();
-  };
-  if (auto memrefType = dyn_cast<MemRefType>(operand.getType())) {
-    std::optional<unsigned> idx = argIndex(operand);
-    if (!idx || *idx >= 5)
+/// A named memref parameter: the host function's arguments in order.
+struct ParamInfo {
+  const char *name;
+  const char *dims[4];
+};
+constexpr ParamInfo kForwardArgs[] = {{"q", {"B", "Hq", "Nq", "D"}},
+                                      {"k", {"B", "Hkv", "Nk", "D"}},
+                                      {"v", {"B", "Hkv", "Nk", "Dv"}},
+                                      {"out", {"B", "Hq", "Nq", "Dv"}},
+                                      {"lse", {"B", "Hq", "Nq", nullptr}}};
+constexpr ParamInfo kBackwardArgs[] = {
+    {"q", {"B", "Hq", "Nq", "D"}},     {"k", {"B", "Hkv", "Nk", "D"}},
+    {"v", {"B", "Hkv", "Nk", "Dv"}},   {"out", {"B", "Hq", "Nq", "Dv"}},
+    {"dout", {"B", "Hq", "Nq", "Dv"}}, {"lse", {"B", "Hq", "Nq", nullptr}},
+    {"dq", {"B", "Hq", "Nq", "D"}},    {"dk", {"B", "Hkv", "Nk", "D"}},
+    {"dv", {"B", "Hkv", "Nk", "Dv"}}};
+/// The backward's workspace (memref.alloc, tagged by the conversion).
+constexpr ParamInfo kWorkspace[] = {
+    {"delta", {"B", "Hq", "ceildiv(Nq, 128) * 128", nullptr}},
+    {"lse2", {"B", "Hq", "ceildiv(Nq, 128) * 128", nullptr}},
+    {"dq_accum", {"B", "Hq", "Nq", "D"}}};
+
+StringRef dtypeName(Type elt) {
+  return elt.isBF16() ? "bf16" : elt.isF16() ? "f16" : "f32";
+}
+
+/// Describes one kernel parameter of a host-side gpu.launch_func: a function
+/// argument or a workspace buffer.
+FailureOr<llvm::json::Object> describeParam(Value operand, func::FuncOp host,
+                                            ArrayRef<ParamInfo> args) {
+  auto memrefType = dyn_cast<MemRefType>(operand.getType());
+  if (!memrefType)
+    return failure();
+  const ParamInfo *info = nullptr;
+  if (auto arg = dyn_cast<BlockArgument>(operand)) {
+    if (arg.getOwner() == &host.getBody().front() &&
+        arg.getArgNumber() < args.size())
+      info = &args[arg.getArgNumber()];
+  } else if (auto alloc = operand.getDefiningOp<memref::AllocOp>()) {
+    if (auto tag = alloc->getAttrOfType<StringAttr>("fa.workspace"))
+      for (const ParamInfo &ws : kWorkspace)
+        if (tag.getValue() == ws.name)
+          info = &ws;
+  }
+  if (!info)
+    return failure();
+  llvm::json::Array dimNames;
+  for (int64_t i = 0; i < memrefType.getRank(); ++i)
+    dimNames.push_back(info->dims[i]);
+  return llvm::json::Object{{"name", info->name},
+                            {"type", "memref"},
+                            {"rank", memrefType.getRank()},
+                            {"dtype", dtypeName(memrefType.getElementType())},
+                            {"dims", std::move(dimNames)}};
+}
+
+std::optional<int64_t> constantOf(Value v) {
+  APInt value;
+  if (v && matchPattern(v, m_ConstantInt(&value)))
+    return value.getSExtValue();
+  return std::nullopt;
+}
+
+/// The manifest entry of one launch: entry, grid, block, shared memory and
+/// parameters.
+FailureOr<llvm::json::Object> describeLaunch(gpu::LaunchFuncOp launch,
+                                             func::FuncOp host,
+                                             ArrayRef<ParamInfo> args,
+                                             llvm::json::Array grid) {
+  llvm::json::Array params;
+  for (Value operand : launch.getKernelOperands()) {
+    FailureOr<llvm::json::Object> p = describeParam(operand, host, args);
+    if (failed(p)) {
+      launch.emitError("fa-compile: kernel parameter of type ")
+          << operand.getType()
+          << " is not a function argument or a workspace buffer";
       return failure();
-    Type elt = memrefType.getElementType();
-    llvm::json::Array dimNames;
-    for (int64_t i = 0; i < memrefType.getRank(); ++i)
-      dimNames.push_back(dims[*idx][i]);
-    return llvm::json::Object{
-        {"name", names[*idx]},
-        {"type", "memref"},
-        {"rank", memrefType.getRank()},
-        {"dtype", elt.isBF16() ? "bf16" : elt.isF16() ? "f16" : "f32"},
-        {"dims", std::move(dimNames)}};
+    }
+    params.push_back(std::move(*p));
   }
-  // A captured size: only `memref.dim %arg, i` can be described.
-  if (auto dim = operand.getDefiningOp<memref::DimOp>()) {
-    std::optional<unsigned> idx = argIndex(dim.getSource());
-    std::optional<int64_t> i = dim.getConstantIndex();
-    if (idx && *idx < 5 && i && dims[*idx][*i])
-      return llvm::json::Object{{"name", dims[*idx][*i]},
-                                {"type", "index"},
-                                {"expr", dims[*idx][*i]}};
+  std::optional<int64_t> bx = constantOf(launch.getBlockSizeX());
+  std::optional<int64_t> by = constantOf(launch.getBlockSizeY());
+  std::optional<int64_t> bz = constantOf(launch.getBlockSizeZ());
+  std::optional<int64_t> smem =
+      launch.getDynamicSharedMemorySize()
+          ? constantOf(launch.getDynamicSharedMemorySize())
+          : std::optional<int64_t>(0);
+  if (!bx || !by || !bz || !smem) {
+    launch.emitError("fa-compile: block size and dynamic shared memory must "
+                     "be constants");
+    return failure();
   }
-  return failure();
+  return llvm::json::Object{{"entry", launch.getKernelName().getValue()},
+                            {"threads", *bx * *by * *bz},
+                            {"block", llvm::json::Array{*bx, *by, *bz}},
+                            {"dynamic_shared_memory", *smem},
+                            {"grid", std::move(grid)},
+                            {"params", std::move(params)}};
 }
 
 LogicalResult compileOne(MLIRContext &ctx, const KernelConfig &flags,
                          OwningOpRef<ModuleOp> module) {
   // Find the op and derive the config from it.
-  fa::AttentionOp attention;
-  module->walk([&](fa::AttentionOp op) {
-    if (!attention)
+  Operation *attention = nullptr;
+  module->walk([&](Operation *op) {
+    if (!attention && isa<fa::AttentionOp, fa::AttentionBackwardOp>(op))
       attention = op;
   });
   if (!attention)
-    return module->emitError("fa-compile: no fa.attention op in the input");
-  KernelConfig config = configFromOp(attention, flags);
-  // FlashAttention-2's sm8x tiles, which keep the kernel free of register
-  // spills (docs/GPU.md): 128 query rows; 64 keys per block at D <= 64, 32
-  // at larger D.
-  if (config.blockQ == 0)
-    config.blockQ = 128;
-  if (config.blockKV == 0)
-    config.blockKV = std::max(config.d, config.dv) > 64 ? 32 : 64;
+    return module->emitError(
+        "fa-compile: no fa.attention or fa.attention_backward op in the "
+        "input");
+  KernelConfig config = flags;
+  if (auto fwd = dyn_cast<fa::AttentionOp>(attention)) {
+    config = configFromOp(fwd, flags);
+    config.kind = "forward";
+  } else {
+    auto bwd = cast<fa::AttentionBackwardOp>(attention);
+    config = configFromOp(bwd, flags);
+    config.kind = "backward";
+    config.deterministic = bwd.getDeterministic();
+  }
+  if (config.backward()) {
+    // One key-block kernel keeps dK, dV (f32) of 16 keys per warp in
+    // registers; 64 x 64 tiles fit in 255 registers at D = 128.
+    if (config.blockQ == 0)
+      config.blockQ = 64;
+    if (config.blockKV == 0)
+      config.blockKV = 64;
+  } else {
+    // FlashAttention-2's sm8x tiles, which keep the kernel free of register
+    // spills (docs/GPU.md): 128 query rows; 64 keys per block at D <= 64, 32
+    // at larger D.
+    if (config.blockQ == 0)
+      config.blockQ = 128;
+    if (config.blockKV == 0)
+      config.blockKV = std::max(config.d, config.dv) > 64 ? 32 : 64;
+  }
   if (config.dtype == "f32")
-    return attention.emitError(
+    return attention->emitError(
         "fa-compile: the GPU kernels take f16 or bf16 inputs, not f32");
   auto host = attention->getParentOfType<func::FuncOp>();
-
   std::string name =
       kernelName.empty() || defaultSet ? config.defaultName() : kernelName;
-  std::string pipeline = llvm::formatv(
-      "{0}{{block-q={1} block-kv={2} warps={3} stages={4} chip={5}}",
-      pipelineName, config.blockQ, config.blockKV, config.warps,
-      config.stages, config.chip);
+  std::string pipeline =
+      config.backward()
+          ? llvm::formatv("{0}{{block-q={1} block-kv={2} warps={3} chip={4}}",
+                          pipelineName.empty() ? "fa-gpu-backward"
+                                               : pipelineName.getValue(),
+                          config.blockQ, config.blockKV, config.warps,
+                          config.chip)
+                .str()
+          : llvm::formatv(
+                "{0}{{block-q={1} block-kv={2} warps={3} stages={4} chip={5}}",
+                pipelineName.empty() ? "fa-gpu-forward"
+                                     : pipelineName.getValue(),
+                config.blockQ, config.blockKV, config.warps, config.stages,
+                config.chip)
+                .str();
   PassManager pm(&ctx);
   if (failed(parsePassPipeline(pipeline, pm, llvm::errs())))
     return module->emitError("fa-compile: cannot build pipeline '")
            << pipeline << "'";
   if (failed(pm.run(*module)))
     return module->emitError("fa-compile: the pipeline failed for ") << name;
-
-  // Collect the launch and the binary.
-  gpu::LaunchFuncOp launch;
-  module->walk([&](gpu::LaunchFuncOp op) {
-    if (!launch)
-      launch = op;
-  });
-  gpu::BinaryOp binary;
-  module->walk([&](gpu::BinaryOp op) {
-    if (!binary)
-      binary = op;
-  });
-  if (!launch || !binary || binary.getObjects().size() != 1) {
-    return module->emitError("fa-compile: the pipeline produced no single "
-                             "gpu.launch_func + gpu.binary");
-  }
-  auto object = cast<gpu::ObjectAttr>(binary.getObjects()[0]);
+  // Collect the launches and the binary.
+  SmallVector<gpu::LaunchFuncOp> launches;
+  module->walk([&](gpu::LaunchFuncOp op) { launches.push_back(op); });
+  SmallVector<gpu::BinaryOp> binaries;
+  module->walk([&](gpu::BinaryOp op) { binaries.push_back(op); });
+  size_t expected = config.backward() ? 3 : 1;
+  if (launches.size() != expected || binaries.size() != 1 ||
+      binaries[0].getObjects().size() != 1)
+    return module->emitError("fa-compile: expected ")
+           << expected << " gpu.launch_func and one gpu.binary, got "
+           << launches.size() << " and " << binaries.size();
+  auto object = cast<gpu::ObjectAttr>(binaries[0].getObjects()[0]);
   StringRef ptx = object.getObject().getValue();
   // A call left to an external function means libdevice was not linked: the
   // PTX would not assemble.
@@ -310,38 +454,11 @@ LogicalResult compileOne(MLIRContext &ctx, const KernelConfig &flags,
                              "(libdevice not found); set CUDA_HOME to a CUDA "
                              "toolkit with nvvm/libdevice");
 
-  llvm::json::Array params;
-  for (Value operand : launch.getKernelOperands()) {
-    FailureOr<llvm::json::Object> p = describeParam(operand, host);
-    if (failed(p))
-      return launch.emitError("fa-compile: kernel parameter of type ")
-             << operand.getType()
-             << " is not a function argument or its size";
-    params.push_back(std::move(*p));
-  }
-  auto constantOf = [](Value v) -> std::optional<int64_t> {
-    APInt value;
-    if (v && matchPattern(v, m_ConstantInt(&value)))
-      return value.getSExtValue();
-    return std::nullopt;
-  };
-  std::optional<int64_t> bx = constantOf(launch.getBlockSizeX());
-  std::optional<int64_t> by = constantOf(launch.getBlockSizeY());
-  std::optional<int64_t> bz = constantOf(launch.getBlockSizeZ());
-  std::optional<int64_t> smem =
-      launch.getDynamicSharedMemorySize()
-          ? constantOf(launch.getDynamicSharedMemorySize())
-          : std::optional<int64_t>(0);
-  if (!bx || !by || !bz || !smem)
-    return launch.emitError("fa-compile: block size and dynamic shared "
-                            "memory must be constants");
-
   llvm::json::Object manifest{
       {"version", 1},
       {"name", name},
       {"kind", config.kind},
       {"chip", config.chip},
-      {"entry", launch.getKernelName().getValue()},
       {"dtype", config.dtype},
       {"head_dim", config.d},
       {"value_head_dim", config.dv},
@@ -354,21 +471,59 @@ LogicalResult compileOne(MLIRContext &ctx, const KernelConfig &flags,
       {"block_q", config.blockQ},
       {"block_kv", config.blockKV},
       {"warps", config.warps},
-      {"stages", config.stages},
-      {"threads", *bx * *by * *bz},
-      {"block", llvm::json::Array{*bx, *by, *bz}},
-      {"dynamic_shared_memory", *smem},
-      {"grid", llvm::json::Array{
-                   llvm::formatv("ceildiv(Nq, {0})", config.blockQ).str(),
-                   "Hq", "B"}},
-      {"params", std::move(params)},
   };
-
+  if (!config.backward()) {
+    FailureOr<llvm::json::Object> k = describeLaunch(
+        launches[0], host, kForwardArgs,
+        llvm::json::Array{
+            llvm::formatv("ceildiv(Nq, {0})", config.blockQ).str(), "Hq", "B"});
+    if (failed(k))
+      return failure();
+    manifest["stages"] = config.stages;
+    for (auto &[key, value] : *k)
+      manifest[key] = std::move(value);
+  } else {
+    manifest["deterministic"] = config.deterministic;
+    llvm::json::Array kernels, workspace;
+    std::string rows = "ceildiv(Nq, 128)";
+    for (gpu::LaunchFuncOp launch : launches) {
+      StringRef entry = launch.getKernelName().getValue();
+      llvm::json::Array grid;
+      if (entry.ends_with("_preprocess_kernel") ||
+          entry.ends_with("_dq_convert_kernel"))
+        grid = llvm::json::Array{rows, "Hq", "B"};
+      else if (entry.ends_with("_dq_kernel"))
+        grid = llvm::json::Array{
+            llvm::formatv("ceildiv(Nq, {0})", config.blockQ).str(), "Hq", "B"};
+      else
+        grid = llvm::json::Array{
+            llvm::formatv("ceildiv(Nk, {0})", config.blockKV).str(), "Hkv",
+            "B"};
+      FailureOr<llvm::json::Object> k =
+          describeLaunch(launch, host, kBackwardArgs, std::move(grid));
+      if (failed(k))
+        return failure();
+      kernels.push_back(std::move(*k));
+    }
+    for (const ParamInfo &ws : kWorkspace) {
+      if (config.deterministic && StringRef(ws.name) == "dq_accum")
+        continue;
+      llvm::json::Array dims;
+      for (const char *d : ws.dims)
+        if (d)
+          dims.push_back(d);
+      workspace.push_back(llvm::json::Object{
+          {"name", ws.name}, {"dtype", "f32"}, {"dims", std::move(dims)}});
+    }
+    manifest["kernels"] = std::move(kernels);
+    manifest["workspace"] = std::move(workspace);
+  }
   if (std::error_code ec = llvm::sys::fs::create_directories(outputDir))
     return module->emitError("fa-compile: cannot create ")
            << outputDir << ": " << ec.message();
-  auto write = [&](StringRef ext, llvm::function_ref<void(raw_ostream &)> fn)
-      -> LogicalResult {
+  auto write =
+      [&](StringRef ext,
+          llvm::function_ref<void(raw_ostream &)> fn) -> LogicalResult {
     SmallString<256> path(outputDir);
     llvm::sys::path::append(path, name + ext);
     std::string error;
@@ -382,8 +537,7 @@ LogicalResult compileOne(MLIRContext &ctx, const KernelConfig &flags,
   };
   if (failed(write(".ptx", [&](raw_ostream &os) { os << ptx; })) ||
       failed(write(".json", [&](raw_ostream &os) {
-        os << llvm::formatv("{0:2}",
-                            llvm::json::Value(std::move(manifest)))
+        os << llvm::formatv("{0:2}", llvm::json::Value(std::move(manifest)))
            << "\n";
       })))
     return failure();
@@ -397,17 +551,23 @@ LogicalResult compileOne(MLIRContext &ctx, const KernelConfig &flags,
 FailureOr<KernelConfig> configFromFlags() {
   KernelConfig c;
   c.kind = kind;
-  if (c.kind != "forward") {
+  if (c.kind != "forward" && c.kind != "backward") {
     llvm::errs() << "fa-compile: unsupported --kind '" << c.kind
-                 << "' (supported: forward)\n";
+                 << "' (supported: forward, backward)\n";
+    return failure();
+  }
+  c.deterministic = deterministic;
+  if (c.deterministic && c.kind != "backward") {
+    llvm::errs() << "fa-compile: --deterministic applies to --kind "
+                    "backward only\n";
     return failure();
   }
   c.d = headDim;
   c.dv = valueHeadDim ? valueHeadDim.getValue() : headDim.getValue();
   c.dtype = dtype;
   if (c.dtype != "f16" && c.dtype != "bf16") {
-    llvm::errs() << "fa-compile: --dtype must be f16 or bf16, got '"
-                 << c.dtype << "'\n";
+    llvm::errs() << "fa-compile: --dtype must be f16 or bf16, got '" << c.dtype
+                 << "'\n";
     return failure();
   }
   c.causal = causal;
@@ -463,17 +623,19 @@ int main(int argc, char **argv) {
 
   SmallVector<KernelConfig> configs;
   if (defaultSet) {
-    for (int64_t d : {64, 128})
-      for (StringRef t : {"f16", "bf16"})
-        for (bool c : {false, true})
-          for (StringRef ch : {"sm_80", "sm_90a"}) {
-            KernelConfig k = *flags;
-            k.d = k.dv = d;
-            k.dtype = t.str();
-            k.causal = c;
-            k.chip = ch.str();
-            configs.push_back(k);
-          }
+    for (StringRef kindName : {"forward", "backward"})
+      for (int64_t d : {64, 128})
+        for (StringRef t : {"f16", "bf16"})
+          for (bool c : {false, true})
+            for (StringRef ch : {"sm_80", "sm_90a"}) {
+              KernelConfig k = *flags;
+              k.kind = kindName.str();
+              k.d = k.dv = d;
+              k.dtype = t.str();
+              k.causal = c;
+              k.chip = ch.str();
+              configs.push_back(k);
+            }
   } else {
     configs.push_back(*flags);
   }
@@ -483,8 +645,10 @@ int main(int argc, char **argv) {
     if (!inputFile.empty() && !defaultSet) {
       module = parseSourceFile<ModuleOp>(inputFile, &ctx);
     } else {
-      module = parseSourceString<ModuleOp>(buildForwardModule(config), &ctx,
-                                           "fa-compile-config");
+      module = parseSourceString<ModuleOp>(config.backward()
+                                               ? buildBackwardModule(config)
+                                               : buildForwardModule(config),
+                                           &ctx, "fa-compile-config");
     }
     if (!module)
       return 1;

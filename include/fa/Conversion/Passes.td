@@ -68,4 +68,48 @@ def FAConvertTiledAttentionToGPU : Pass<"fa-convert-tiled-attention-to-gpu"> {
   ];
 }
 
+def FAConvertTiledAttentionBackwardToGPU
+    : Pass<"fa-convert-tiled-attention-backward-to-gpu"> {
+  let summary = "Map the tiled backward onto gpu.launch ops: FlashAttention-2 "
+                "backward with mma.sync";
+  let description = [{
+    Rewrites the loop nests `fa-tile-attention-backward` produces for one
+    `fa.attention_backward` (tiles read from memrefs through
+    `bufferization.to_tensor`, results materialized into memrefs) into
+    `gpu.launch` ops, in order:
+
+    - `<func>_preprocess_kernel`, one thread per query row: `delta =
+      rowsum(dO * O)` (the nest's Di `linalg.generic`) and `lse2 = LSE *
+      log2(e)` into workspace padded to whole blocks of 128 rows (delta 0,
+      lse2 +inf past Nq: padded rows get P = 0 with no mask); in fast mode it
+      also zeroes the f32 dQ accumulator.
+    - `<func>_kernel`, grid `(ceil(Nk / Bc), Hkv, B)`: dK and dV of one key
+      block in registers while looping over the query heads of the group and
+      the query blocks the nest visits (its bounds cloned into the kernel);
+      Q, dO, lse2 and delta double-buffered in shared memory by cp.async;
+      S^T, dP^T, dV += P^T dO and dK += dS^T Q with mma.sync m16n8k16 (keys
+      as rows, so P^T and dS^T stay in registers); in fast mode (the key loop
+      marked `fa.dq_accumulation`) dS^T also goes through shared memory and
+      dQ = dS K is added to the f32 accumulator with atomics.
+    - fast mode: `<func>_dq_convert_kernel`, dq = scale * accumulator.
+    - deterministic mode: `<func>_dq_kernel`, grid `(ceil(Nq / Br), Hq, B)`,
+      dQ of one query block over the key blocks in ascending order, in
+      registers: bitwise reproducible.
+
+    All launches share the gpu.module `<func>_kernels`. delta, lse2 and the
+    accumulator are `memref.alloc`ed before the launches and freed after.
+  }];
+  let options = [
+    Option<"warps", "warps", "int64_t", /*default=*/"4",
+           "Warps per thread block of the two GEMM kernels">
+  ];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect", "::mlir::gpu::GPUDialect",
+    "::mlir::LLVM::LLVMDialect", "::mlir::math::MathDialect",
+    "::mlir::memref::MemRefDialect", "::mlir::nvgpu::NVGPUDialect",
+    "::mlir::NVVM::NVVMDialect", "::mlir::scf::SCFDialect",
+    "::mlir::vector::VectorDialect"
+  ];
+}
+
 #endif // FA_CONVERSION_PASSES_TD

@@ -58,11 +58,50 @@ struct GPUForwardPipelineOptions
 void buildGPUForwardPipeline(OpPassManager &pm,
                              const GPUForwardPipelineOptions &options);
 
+/// Options of the GPU backward pipeline.
+struct GPUBackwardPipelineOptions
+    : public PassPipelineOptions<GPUBackwardPipelineOptions> {
+  PassOptions::Option<int64_t> blockQ{*this, "block-q",
+                                      llvm::cl::desc("Query rows per block"),
+                                      llvm::cl::init(64)};
+  PassOptions::Option<int64_t> blockKV{
+      *this, "block-kv", llvm::cl::desc("Keys per block"), llvm::cl::init(64)};
+  PassOptions::Option<int64_t> warps{
+      *this, "warps",
+      llvm::cl::desc("Warps per thread block of the GEMM kernels"),
+      llvm::cl::init(4)};
+  PassOptions::Option<bool> shortSharedPointers{
+      *this, "short-smem-ptr",
+      llvm::cl::desc("32-bit shared-memory pointers in the NVPTX back end"),
+      llvm::cl::init(true)};
+  PassOptions::Option<std::string> chip{
+      *this, "chip", llvm::cl::desc("Target chip (sm_80, sm_90a, ...)"),
+      llvm::cl::init("sm_80")};
+  PassOptions::Option<std::string> features{*this, "features",
+                                            llvm::cl::desc("PTX features"),
+                                            llvm::cl::init("+ptx80")};
+  PassOptions::Option<std::string> toolkit{
+      *this, "toolkit",
+      llvm::cl::desc("CUDA toolkit root for libdevice (default: $CUDA_HOME "
+                     "and friends)")};
+  PassOptions::Option<std::string> format{
+      *this, "format",
+      llvm::cl::desc("gpu-module-to-binary format (isa = PTX text, bin, "
+                     "fatbin, offloading)"),
+      llvm::cl::init("isa")};
+};
+
+/// fa.attention_backward on memrefs -> fa-tile-attention-backward ->
+/// preprocessing, key-block and dQ gpu.launch ops (mma.sync) in one
+/// gpu.module -> NVVM -> gpu.binary holding the PTX of all of them.
+void buildGPUBackwardPipeline(OpPassManager &pm,
+                              const GPUBackwardPipelineOptions &options);
+
 /// The CUDA toolkit whose libdevice the PTX links: $CUDA_HOME, $CUDA_PATH,
 /// $CUDA_ROOT or /usr/local/cuda, the first holding nvvm/libdevice; "" if none.
 std::string findCudaToolkit();
 
-/// Registers `fa-gpu-forward` with the global registry.
+/// Registers `fa-gpu-forward` and `fa-gpu-backward` with the global registry.
 void registerFAGPUPipelines();
 
 } // namespace mlir::fa

@@ -1,4 +1,5 @@
-//===- KernelSupport.h - Building blocks of the attention kernels -*- C++ -*-===//
+//===- KernelSupport.h - Building blocks of the attention kernels -*- C++
+//-*-===//
 //
 // What the forward and backward GPU conversions share: scalar builders, the
 // shared-memory tile layout and the warp-level mma.sync m16n8k16 fragments.
@@ -89,7 +90,6 @@ public:
     return arith::IndexCastOp::create(b, loc, b.getIndexType(), off32);
   }
 
-protected:
   OpBuilder &b;
   Location loc;
 };

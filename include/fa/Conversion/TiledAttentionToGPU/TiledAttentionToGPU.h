@@ -10,10 +10,15 @@ class RewriterBase;
 namespace scf {
 class ForallOp;
 } // namespace scf
+namespace linalg {
+class GenericOp;
+} // namespace linalg
 
 namespace fa {
+class AttentionBackwardStepOp;
 
 #define GEN_PASS_DECL_FACONVERTTILEDATTENTIONTOGPU
+#define GEN_PASS_DECL_FACONVERTTILEDATTENTIONBACKWARDTOGPU
 #include "fa/Conversion/Passes.h.inc"
 
 /// Rewrites one tiled-attention `scf.forall` (see the pass description) into
@@ -23,6 +28,15 @@ namespace fa {
 LogicalResult
 convertTiledAttentionToGPU(RewriterBase &rewriter, scf::ForallOp forall,
                            const FAConvertTiledAttentionToGPUOptions &options);
+
+/// Rewrites the loop nests of one tiled `fa.attention_backward` (the
+/// `steps` reading the delta computed by `deltaOp`) into the preprocessing,
+/// key-block and dQ launches described in the pass documentation. Fails
+/// with a diagnostic when the nests are not of that form.
+LogicalResult convertTiledAttentionBackwardToGPU(
+    RewriterBase &rewriter, linalg::GenericOp deltaOp,
+    ArrayRef<AttentionBackwardStepOp> steps,
+    const FAConvertTiledAttentionBackwardToGPUOptions &options);
 
 } // namespace fa
 } // namespace mlir

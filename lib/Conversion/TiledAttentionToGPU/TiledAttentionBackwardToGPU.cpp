@@ -1,0 +1,1476 @@
+//===- TiledAttentionBackwardToGPU.cpp - Tiled backward to GPU kernels ----===//
+//
+// Maps the loop nests of `fa-tile-attention-backward` onto gpu.launch ops
+// running the FlashAttention-2 backward with tensor-core mma.sync:
+//
+//   preprocess   grid (ceil(Nq / 128), Hq, B), one thread per query row:
+//                delta = rowsum(dO * O) (the nest's Di generic), lse2 =
+//                LSE * log2(e), both padded to whole query blocks (delta 0,
+//                lse2 +inf past Nq, so padded rows give P = 0 with no mask);
+//                fast mode: zeroes the f32 dQ accumulator.
+//   key block    grid (ceil(Nk / Bc), Hkv, B), warp w owns keys
+//                [16 m w, 16 m (w + 1)) of the block. dK and dV stay in
+//                registers while the kernel walks the query heads of the
+//                group and the query blocks the nest visits (its cloned
+//                bounds), with Q / dO / lse2 / delta double-buffered in
+//                shared memory by cp.async. Everything is computed
+//                transposed, keys as rows, so every GEMM takes its A operand
+//                from registers or shared memory and P^T, dS^T never leave
+//                registers:
+//                  S^T = K Q^T, P^T = exp2(S^T c - lse2), dP^T = V dO^T,
+//                  dS^T = P^T (dP^T - delta), dV += P^T dO, dK += dS^T Q
+//                fast mode (`fa.dq_accumulation`): dS^T goes to shared
+//                memory and each warp adds its rows of dQ = dS K to the f32
+//                accumulator with atomics.
+//   dq convert   fast mode: dq = scale * accumulator, in the element type.
+//   query block  deterministic mode's dQ nest: grid (ceil(Nq / Br), Hq, B),
+//                rows as in the forward, the key blocks in ascending order:
+//                dQ += dS K in registers, no atomics: bitwise reproducible.
+//
+// The launches read the nests' tiles straight from the memrefs behind their
+// `bufferization.to_tensor`s, recompute every index the nests compute from
+// the block ids (loop bounds, tile offsets, mask operands), and write the
+// memrefs the results are materialized into. delta, lse2 and the dQ
+// accumulator are `memref.alloc`ed workspace.
+//
+//===----------------------------------------------------------------------===//
+
+#include "fa/Conversion/TiledAttentionToGPU/TiledAttentionToGPU.h"
+
+#include "KernelSupport.h"
+
+#include "fa/Dialect/FA/IR/FAOps.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Bufferization/IR/Bufferization.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Dialect/Utils/StaticValueUtils.h"
+#include "mlir/IR/IRMapping.h"
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+#include <limits>
+
+namespace mlir::fa {
+#define GEN_PASS_DEF_FACONVERTTILEDATTENTIONBACKWARDTOGPU
+#include "fa/Conversion/Passes.h.inc"
+} // namespace mlir::fa
+
+using namespace mlir;
+using namespace mlir::fa;
+using namespace mlir::fa::detail;
+
+namespace {
+
+/// Rows the preprocessing and conversion kernels handle per thread block;
+/// also the granule the lse2 / delta workspace is padded to.
+constexpr int64_t kRowKernelThreads = 128;
+
+//===----------------------------------------------------------------------===//
+// Matching the tiled backward
+//===----------------------------------------------------------------------===//
+
+/// Rows [offsets[2], ...) of head offsets[1] in batch offsets[0] of a
+/// [B, H, N(, X)] tensor.
+struct RowSlice {
+  Value source;
+  SmallVector<OpFoldResult, 3> offsets;
+};
+
+/// Follows a (padded) row slice back to the sliced tensor. Padding needs no
+/// code: the kernels zero-fill (or +inf-fill) past the sequence ends.
+FailureOr<RowSlice> traceRowSlice(Value tile) {
+  if (auto pad = tile.getDefiningOp<tensor::PadOp>()) {
+    if (!llvm::all_of(pad.getMixedLowPad(), isZeroInteger))
+      return failure();
+    tile = pad.getSource();
+  }
+  auto slice = tile.getDefiningOp<tensor::ExtractSliceOp>();
+  if (!slice || !slice.hasUnitStride())
+    return failure();
+  int64_t rank = slice.getSourceType().getRank();
+  if (rank != 3 && rank != 4)
+    return failure();
+  SmallVector<OpFoldResult> offsets = slice.getMixedOffsets();
+  SmallVector<OpFoldResult> sizes = slice.getMixedSizes();
+  if (!isOneInteger(sizes[0]) || !isOneInteger(sizes[1]))
+    return failure();
+  if (rank == 4 &&
+      (!isZeroInteger(offsets[3]) ||
+       getConstantIntValue(sizes[3]) != slice.getSourceType().getDimSize(3)))
+    return failure();
+  return RowSlice{slice.getSource(), {offsets[0], offsets[1], offsets[2]}};
+}
+
+/// The memref behind a `bufferization.to_tensor`, or null.
+Value memrefOf(Value tensor) {
+  auto toTensor = tensor.getDefiningOp<bufferization::ToTensorOp>();
+  return toTensor ? toTensor.getBuffer() : Value();
+}
+
+/// What every backward kernel takes from the step op and its tiles.
+struct StepInputs {
+  AttentionBackwardStepOp step;
+  RowSlice q, k, v, dout, lse, delta;
+  Value qMem, kMem, vMem, doMem, lseMem;
+  /// The Di generic: delta = rowsum(dO * O).
+  linalg::GenericOp deltaOp;
+  Value outMem;
+};
+
+/// The memrefs a forall's results are materialized into, in result order.
+FailureOr<SmallVector<Operation *>> resultStores(scf::ForallOp forall,
+                                                 SmallVector<Value> &dests) {
+  SmallVector<Operation *> stores;
+  for (OpResult result : forall->getResults()) {
+    auto store = result.hasOneUse()
+                     ? dyn_cast<bufferization::MaterializeInDestinationOp>(
+                           *result.getUsers().begin())
+                     : nullptr;
+    if (!store || !isa<MemRefType>(store.getDest().getType()))
+      return failure();
+    dests.push_back(store.getDest());
+    stores.push_back(store);
+  }
+  return stores;
+}
+
+LogicalResult matchStepInputs(AttentionBackwardStepOp step, StepInputs &in,
+                              Operation *anchor) {
+  auto fail = [&](const Twine &why) {
+    return anchor->emitError("fa-convert-tiled-attention-backward-to-gpu: ")
+           << why;
+  };
+  in.step = step;
+  auto trace = [&](Value tile, RowSlice &slice, Value *mem) -> LogicalResult {
+    FailureOr<RowSlice> s = traceRowSlice(tile);
+    if (failed(s))
+      return failure();
+    slice = *s;
+    if (mem) {
+      *mem = memrefOf(slice.source);
+      if (!*mem)
+        return failure();
+    }
+    return success();
+  };
+  if (failed(trace(step.getQuery(), in.q, &in.qMem)) ||
+      failed(trace(step.getKey(), in.k, &in.kMem)) ||
+      failed(trace(step.getValue(), in.v, &in.vMem)) ||
+      failed(trace(step.getDout(), in.dout, &in.doMem)) ||
+      failed(trace(step.getLse(), in.lse, &in.lseMem)) ||
+      failed(trace(step.getDelta(), in.delta, nullptr)))
+    return fail("the step's tiles must be row slices of memrefs (through "
+                "bufferization.to_tensor) or of the delta generic");
+  in.deltaOp = in.delta.source.getDefiningOp<linalg::GenericOp>();
+  if (!in.deltaOp || in.deltaOp.getNumDpsInputs() != 2 ||
+      in.deltaOp.getNumResults() != 1 ||
+      memrefOf(in.deltaOp.getDpsInputs()[0]) != in.doMem ||
+      !memrefOf(in.deltaOp.getDpsInputs()[1]))
+    return fail("delta must be the rowsum(dO * O) generic over the dO and O "
+                "memrefs");
+  in.outMem = memrefOf(in.deltaOp.getDpsInputs()[1]);
+  for (Value m : {in.qMem, in.kMem, in.vMem, in.doMem, in.outMem, in.lseMem})
+    if (!cast<MemRefType>(m.getType()).isLastDimUnitStride())
+      return fail("every row of q, k, v, out, dout and lse must be "
+                  "contiguous");
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Configuration
+//===----------------------------------------------------------------------===//
+
+struct BackwardConfig {
+  int64_t br, bc, d, dv, warps;
+  /// m16 row tiles per warp: key rows in the key-block kernel, query rows
+  /// in the query-block kernel.
+  int64_t mTiles;
+  Type elt;
+  float scale;
+  std::optional<float> softcap;
+  AttentionMask mask;
+  bool masked;
+
+  int64_t threads() const { return warps * kWarpSize; }
+  /// exp2 factor of the scores u: p = exp2(u c - lse2).
+  double expFactor() const {
+    return softcap ? *softcap * kLog2e : scale * kLog2e;
+  }
+};
+
+FailureOr<BackwardConfig> getConfig(AttentionBackwardStepOp step, int64_t warps,
+                                    bool keyRows, Operation *anchor) {
+  auto fail = [&](const Twine &why) -> FailureOr<BackwardConfig> {
+    anchor->emitError("fa-convert-tiled-attention-backward-to-gpu: ") << why;
+    return failure();
+  };
+  auto qType = cast<RankedTensorType>(step.getQuery().getType());
+  auto kType = cast<RankedTensorType>(step.getKey().getType());
+  auto vType = cast<RankedTensorType>(step.getValue().getType());
+  BackwardConfig cfg;
+  cfg.br = qType.getDimSize(0);
+  cfg.d = qType.getDimSize(1);
+  cfg.bc = kType.getDimSize(0);
+  cfg.dv = vType.getDimSize(1);
+  cfg.warps = warps;
+  cfg.elt = qType.getElementType();
+  cfg.scale = step.getScale().convertToFloat();
+  if (FloatAttr softcap = step.getSoftcapAttr())
+    cfg.softcap = softcap.getValueAsDouble();
+  cfg.mask = step.getMask();
+  cfg.masked = step.isMasked();
+  if (!cfg.elt.isF16() && !cfg.elt.isBF16())
+    return fail("mma.sync needs f16 or bf16 inputs");
+  if (cfg.br % 16 || cfg.bc % 16 || cfg.d % 16 || cfg.dv % 16)
+    return fail("block sizes and head dims must be multiples of 16");
+  if (warps < 1)
+    return fail("warps must be positive");
+  int64_t rows = keyRows ? cfg.bc : cfg.br;
+  if (rows % (16 * warps))
+    return fail(Twine(keyRows ? "block-kv" : "block-q") +
+                " must be a multiple of 16 * warps");
+  cfg.mTiles = rows / (16 * warps);
+  if (keyRows && (cfg.br % (16 * warps) || kRowKernelThreads % cfg.br))
+    return fail("block-q must be a multiple of 16 * warps and divide 128");
+  if (!keyRows && kRowKernelThreads % cfg.br)
+    return fail("block-q must divide 128");
+  return cfg;
+}
+
+//===----------------------------------------------------------------------===//
+// Shared emitter pieces
+//===----------------------------------------------------------------------===//
+
+class BackwardEmitter : public KernelBuilder {
+public:
+  BackwardEmitter(OpBuilder &b, Location loc) : KernelBuilder(b, loc) {}
+
+  Value divs(Value x, int64_t y) {
+    return arith::DivUIOp::create(b, loc, x, idx(y));
+  }
+  Value fmul(Value x, Value y) { return arith::MulFOp::create(b, loc, x, y); }
+  Value fadd(Value x, Value y) { return arith::AddFOp::create(b, loc, x, y); }
+  Value fsub(Value x, Value y) { return arith::SubFOp::create(b, loc, x, y); }
+  Value inf() { return f32(std::numeric_limits<double>::infinity()); }
+
+  /// The kernel-side value of an index of the nest, with `mapping` holding
+  /// the kernel values of the nest's induction variables. Pure index
+  /// arithmetic is cloned; `tensor.dim` of a to_tensor becomes `memref.dim`.
+  /// Returns null (and records the failure) for anything else.
+  Value clone(OpFoldResult ofr, IRMapping &mapping) {
+    if (auto attr = dyn_cast<Attribute>(ofr))
+      return idx(cast<IntegerAttr>(attr).getInt());
+    Value v = cast<Value>(ofr);
+    if (Value mapped = mapping.lookupOrNull(v))
+      return mapped;
+    Operation *def = v.getDefiningOp();
+    // Values from outside the nest (the memrefs) are captured; an unmapped
+    // induction variable of the nest cannot be.
+    if (!def)
+      return nest && nest->isAncestor(v.getParentBlock()->getParentOp())
+                 ? fail(v)
+                 : v;
+    if (auto dim = dyn_cast<tensor::DimOp>(def)) {
+      Value mem = memrefOf(dim.getSource());
+      if (!mem)
+        return fail(v);
+      Value res =
+          memref::DimOp::create(b, loc, mem, clone(dim.getIndex(), mapping));
+      mapping.map(v, res);
+      return res;
+    }
+    if (def->getNumRegions() != 0 || !isMemoryEffectFree(def))
+      return fail(v);
+    for (Value operand : def->getOperands())
+      (void)clone(operand, mapping);
+    Operation *copy = b.clone(*def, mapping);
+    return copy->getResult(cast<OpResult>(v).getResultNumber());
+  }
+
+  /// Records that `v` cannot be recomputed; returns a placeholder.
+  Value fail(Value v) {
+    if (!failed)
+      failedValue = v;
+    failed = true;
+    return idx(0);
+  }
+
+  /// A flat 1-d view of rows of (batch, head) of a [B, H, N, X] memref from
+  /// element (row0, col0): element (row0 + r, col0 + c) is r * rowStride + c.
+  std::pair<Value, Value> rowView(Value memref, Value batch, Value head,
+                                  Type elt) {
+    auto meta = memref::ExtractStridedMetadataOp::create(b, loc, memref);
+    ValueRange strides = meta.getStrides();
+    Value offset = add(meta.getOffset(),
+                       add(mul(batch, strides[0]), mul(head, strides[1])));
+    Value size = mul(meta.getSizes()[2], strides[2]);
+    auto flatType = MemRefType::get(
+        {ShapedType::kDynamic}, elt,
+        StridedLayoutAttr::get(b.getContext(), ShapedType::kDynamic, {1}));
+    Value view = memref::ReinterpretCastOp::create(
+        b, loc, flatType, memref, OpFoldResult(offset),
+        ArrayRef<OpFoldResult>{size},
+        ArrayRef<OpFoldResult>{b.getIndexAttr(1)});
+    return {view, strides[2]};
+  }
+
+  /// cp.async of rows [row0, row0 + rows) of (batch, head) of `memref` into
+  /// tile rows [dstRow0, ...); rows >= limit are zero-filled. Threads copy
+  /// 16-byte chunks, consecutive threads along a row (coalesced).
+  void copyRows(Value memref, Value batch, Value head, Value row0, Value limit,
+                const SmemTile &tile, Value dstRow0, int64_t rows,
+                int64_t threads) {
+    auto [view, rowStride] = rowView(memref, batch, head, elt);
+    int64_t chunks = tile.cols / kChunk;
+    int64_t total = rows * chunks;
+    auto tokenType = nvgpu::DeviceAsyncTokenType::get(b.getContext());
+    for (int64_t i = 0; i < llvm::divideCeil(total, threads); ++i) {
+      Value c = add(tid, idx(i * threads));
+      std::optional<OpBuilder::InsertionGuard> guard;
+      if ((i + 1) * threads > total) {
+        auto ifOp = scf::IfOp::create(b, loc, slt(c, idx(total)), false);
+        guard.emplace(b);
+        b.setInsertionPointToStart(ifOp.thenBlock());
+      }
+      Value r = divu(c, chunks), ch = remu(c, chunks);
+      Value srcRow = add(row0, r);
+      Value n = arith::SelectOp::create(b, loc, slt(srcRow, limit), idx(kChunk),
+                                        idx(0));
+      // Rows past the end read nothing; keep their address in bounds anyway.
+      Value safeRow =
+          arith::SelectOp::create(b, loc, slt(srcRow, limit), srcRow, idx(0));
+      Value src = add(mul(safeRow, rowStride), mul(ch, idx(kChunk)));
+      Value dst = add(mul(add(r, dstRow0), idx(tile.storedCols())),
+                      mul(ch, idx(kChunk)));
+      nvgpu::DeviceAsyncCopyOp::create(
+          b, loc, tokenType, tile.view, ValueRange{dst}, view, ValueRange{src},
+          b.getIndexAttr(kChunk), n, b.getUnitAttr());
+    }
+  }
+
+  /// cp.async of `rows` f32 of a padded [B, H, Npad] workspace row from
+  /// (batch, head, row0) into dst[dstOff, ...).
+  void copyF32Rows(Value ws, Value batch, Value head, Value row0, Value dst,
+                   Value dstOff, int64_t rows) {
+    auto tokenType = nvgpu::DeviceAsyncTokenType::get(b.getContext());
+    int64_t chunks = rows / 4;
+    auto ifOp = scf::IfOp::create(b, loc, slt(tid, idx(chunks)), false);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(ifOp.thenBlock());
+    Value col = mul(tid, idx(4));
+    nvgpu::DeviceAsyncCopyOp::create(
+        b, loc, tokenType, dst, ValueRange{add(col, dstOff)}, ws,
+        ValueRange{batch, head, add(row0, col)}, b.getIndexAttr(4), Value(),
+        b.getUnitAttr());
+  }
+
+  void commit() {
+    nvgpu::DeviceAsyncCreateGroupOp::create(
+        b, loc, nvgpu::DeviceAsyncTokenType::get(b.getContext()), ValueRange{});
+  }
+  void waitAll() {
+    Value token = nvgpu::DeviceAsyncCreateGroupOp::create(
+        b, loc, nvgpu::DeviceAsyncTokenType::get(b.getContext()), ValueRange{});
+    nvgpu::DeviceAsyncWaitOp::create(b, loc, token, b.getI32IntegerAttr(0));
+  }
+
+  /// ldmatrix lane offsets. Pattern A: matrices (r, c), (r + 8, c),
+  /// (r, c + 1), (r + 8, c + 1) (an A fragment, or the two B fragments of
+  /// a transposed [k, n] tile). Pattern B: (r, c), (r, c + 1), (r + 8, c),
+  /// (r + 8, c + 1) (two B fragments of an [n, k] tile, or an A fragment
+  /// of a transposed [k, m] tile). In elements of a padded tile.
+  Value laneOffset(const SmemTile &tile, bool patternA) {
+    Value row = patternA ? remu(lane, 16)
+                         : add(remu(lane, 8), mul(divu(lane, 16), idx(8)));
+    Value chunk = patternA ? divu(lane, 16) : remu(divu(lane, 8), 2);
+    return add(mul(row, idx(tile.storedCols())), mul(chunk, idx(kChunk)));
+  }
+  /// x4 ldmatrix of rows [row0, +16) x columns [col0, +16) of `tile`.
+  Value load(const SmemTile &tile, Value laneOff, Value row0, Value col0,
+             bool transpose, WarpFragments &frags) {
+    Value index = add(add(laneOff, mul(row0, idx(tile.storedCols()))), col0);
+    return frags.ldmatrix(tile.view, index, transpose);
+  }
+
+  Value lane, g, tig, tid;
+  Type elt;
+  /// The loop nest being converted.
+  Operation *nest = nullptr;
+  bool failed = false;
+  Value failedValue;
+};
+
+/// Dynamic shared memory carved into tiles.
+struct SmemLayout {
+  int64_t bytes = 0;
+  Value base;
+  Attribute space;
+
+  SmemTile tile(OpBuilder &b, Location loc, int64_t rows, int64_t cols,
+                Type elt) {
+    SmemTile t;
+    t.rows = rows;
+    t.cols = cols;
+    auto type =
+        MemRefType::get({rows * t.storedCols()}, elt, AffineMap(), space);
+    t.view = memref::ViewOp::create(
+        b, loc, type, base, arith::ConstantIndexOp::create(b, loc, bytes),
+        ValueRange{});
+    bytes += t.bytes(2);
+    return t;
+  }
+  Value f32Buffer(OpBuilder &b, Location loc, int64_t n) {
+    auto type = MemRefType::get({n}, b.getF32Type(), AffineMap(), space);
+    Value v = memref::ViewOp::create(
+        b, loc, type, base, arith::ConstantIndexOp::create(b, loc, bytes),
+        ValueRange{});
+    bytes += 4 * n;
+    return v;
+  }
+};
+
+SmemLayout makeSmem(OpBuilder &b, Location loc) {
+  SmemLayout s;
+  s.space =
+      gpu::AddressSpaceAttr::get(b.getContext(), gpu::AddressSpace::Workgroup);
+  s.base = gpu::DynamicSharedMemoryOp::create(
+      b, loc,
+      MemRefType::get({ShapedType::kDynamic}, b.getI8Type(), AffineMap(),
+                      s.space));
+  return s;
+}
+
+/// Creates a gpu.launch named `name` (kernel symbol) in module `module`, of
+/// `threads` threads and the given grid; the builder ends up in its body.
+gpu::LaunchOp createLaunch(OpBuilder &b, Location loc, ArrayRef<Value> grid,
+                           int64_t threads, StringRef module, StringRef name) {
+  Value one = arith::ConstantIndexOp::create(b, loc, 1);
+  Value nThreads = arith::ConstantIndexOp::create(b, loc, threads);
+  Value smem = arith::ConstantIntOp::create(b, loc, b.getI32Type(), 0);
+  auto launch = gpu::LaunchOp::create(
+      b, loc, grid[0], grid[1], grid[2], nThreads, one, one, smem, nullptr, {},
+      {}, {}, nullptr, nullptr, nullptr,
+      FlatSymbolRefAttr::get(b.getContext(), module),
+      FlatSymbolRefAttr::get(b.getContext(), name));
+  b.setInsertionPointToStart(&launch.getBody().front());
+  return launch;
+}
+
+/// Finishes a launch: its dynamic shared memory size and terminator.
+void finishLaunch(OpBuilder &b, Location loc, gpu::LaunchOp launch,
+                  int64_t smemBytes) {
+  gpu::TerminatorOp::create(b, loc);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPoint(launch);
+  launch.getDynamicSharedMemorySizeMutable().assign(
+      arith::ConstantIntOp::create(b, loc, b.getI32Type(), smemBytes));
+}
+
+//===----------------------------------------------------------------------===//
+// Row kernels: preprocessing and dQ conversion
+//===----------------------------------------------------------------------===//
+
+/// delta = rowsum(dO * O), lse2 = LSE * log2(e), padded; zeroes dqAcc rows.
+void emitPreprocess(BackwardEmitter &e, gpu::LaunchOp launch, Value out,
+                    Value dout, Value lse, Value delta, Value lse2, Value dqAcc,
+                    int64_t dv, int64_t d, Type elt) {
+  OpBuilder &b = e.b;
+  Location loc = e.loc;
+  // First uses fix the kernel's parameter order.
+  Value nq = memref::DimOp::create(b, loc, out, 2);
+  (void)memref::DimOp::create(b, loc, dout, 2);
+  (void)memref::DimOp::create(b, loc, lse, 2);
+  (void)memref::DimOp::create(b, loc, delta, 2);
+  (void)memref::DimOp::create(b, loc, lse2, 2);
+  if (dqAcc)
+    (void)memref::DimOp::create(b, loc, dqAcc, 2);
+  gpu::KernelDim3 ids = launch.getBlockIds();
+  Value bi = ids.z, h = ids.y;
+  Value row =
+      e.add(e.mul(ids.x, e.idx(kRowKernelThreads)), launch.getThreadIds().x);
+  auto ifOp = scf::IfOp::create(b, loc, e.slt(row, nq), true);
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(ifOp.thenBlock());
+    auto vt = VectorType::get({kChunk}, elt);
+    auto vf = VectorType::get({kChunk}, b.getF32Type());
+    Value acc = arith::ConstantOp::create(b, loc, vf, b.getZeroAttr(vf));
+    for (int64_t c = 0; c < dv; c += kChunk) {
+      ValueRange at{bi, h, row, e.idx(c)};
+      Value x = vector::LoadOp::create(b, loc, vt, dout, at);
+      Value y = vector::LoadOp::create(b, loc, vt, out, at);
+      acc = math::FmaOp::create(b, loc, arith::ExtFOp::create(b, loc, vf, x),
+                                arith::ExtFOp::create(b, loc, vf, y), acc);
+    }
+    Value sum =
+        vector::ReductionOp::create(b, loc, vector::CombiningKind::ADD, acc);
+    memref::StoreOp::create(b, loc, sum, delta, ValueRange{bi, h, row});
+    Value l = memref::LoadOp::create(b, loc, lse, ValueRange{bi, h, row});
+    memref::StoreOp::create(b, loc, e.fmul(l, e.f32(kLog2e)), lse2,
+                            ValueRange{bi, h, row});
+    if (dqAcc) {
+      auto v4 = VectorType::get({4}, b.getF32Type());
+      Value zero = arith::ConstantOp::create(b, loc, v4, b.getZeroAttr(v4));
+      for (int64_t c = 0; c < d; c += 4)
+        vector::StoreOp::create(b, loc, zero, dqAcc,
+                                ValueRange{bi, h, row, e.idx(c)});
+    }
+    // Padded rows: no gradient flows (P = 0 through lse2 = +inf).
+    b.setInsertionPointToStart(ifOp.elseBlock());
+    memref::StoreOp::create(b, loc, e.f32(0.0), delta, ValueRange{bi, h, row});
+    memref::StoreOp::create(b, loc, e.inf(), lse2, ValueRange{bi, h, row});
+  }
+}
+
+/// dq = scale * dqAcc in the element type.
+void emitDqConvert(BackwardEmitter &e, gpu::LaunchOp launch, Value dqAcc,
+                   Value dq, int64_t d, float scale, Type elt) {
+  OpBuilder &b = e.b;
+  Location loc = e.loc;
+  Value nq = memref::DimOp::create(b, loc, dqAcc, 2);
+  (void)memref::DimOp::create(b, loc, dq, 2);
+  gpu::KernelDim3 ids = launch.getBlockIds();
+  Value bi = ids.z, h = ids.y;
+  Value row =
+      e.add(e.mul(ids.x, e.idx(kRowKernelThreads)), launch.getThreadIds().x);
+  auto ifOp = scf::IfOp::create(b, loc, e.slt(row, nq), false);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(ifOp.thenBlock());
+  auto vf = VectorType::get({4}, b.getF32Type());
+  auto vt = VectorType::get({4}, elt);
+  Value s = vector::BroadcastOp::create(b, loc, vf, e.f32(scale));
+  for (int64_t c = 0; c < d; c += 4) {
+    Value x = vector::LoadOp::create(b, loc, vf, dqAcc,
+                                     ValueRange{bi, h, row, e.idx(c)});
+    Value y = arith::TruncFOp::create(b, loc, vt, e.fmul(x, s));
+    vector::StoreOp::create(b, loc, y, dq, ValueRange{bi, h, row, e.idx(c)});
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Score-tile math shared by both GEMM kernels
+//===----------------------------------------------------------------------===//
+
+/// Where the visibility bounds of one tile stand for this lane, as i32
+/// limits of constant per-element offsets (see the kernels).
+struct MaskLimits {
+  Value keyLimit, rightLimit, leftLimit;
+};
+
+/// P and dS of one score tile held as C fragments `s` (scores) and `dp`,
+/// with per-element lse2 / delta / visibility supplied by the kernel.
+/// Returns {P, dS} as C fragments (f32).
+std::pair<SmallVector<Value>, SmallVector<Value>> scoreGradients(
+    BackwardEmitter &e, WarpFragments &frags, const BackwardConfig &cfg,
+    ArrayRef<Value> s, ArrayRef<Value> dp,
+    function_ref<Value(int64_t frag, int64_t h, int64_t el)> lse2,
+    function_ref<Value(int64_t frag, int64_t h, int64_t el)> delta,
+    function_ref<Value(int64_t frag, int64_t h, int64_t el)> visible) {
+  OpBuilder &b = e.b;
+  Location loc = e.loc;
+  Value c = e.f32(cfg.expFactor()), zero = e.f32(0.0), one = e.f32(1.0);
+  SmallVector<Value> pFrags, dsFrags;
+  for (size_t f = 0; f < s.size(); ++f) {
+    SmallVector<Value> pe, dse;
+    for (int64_t h = 0; h < 2; ++h)
+      for (int64_t el = 0; el < 2; ++el) {
+        Value u = frags.element(s[f], h, el);
+        if (cfg.softcap)
+          u = math::TanhOp::create(b, loc,
+                                   e.fmul(u, e.f32(cfg.scale / *cfg.softcap)));
+        // P = exp2(u c - lse2); lse2 = +inf (padded or empty rows) gives 0.
+        Value p = math::Exp2Op::create(
+            b, loc,
+            math::FmaOp::create(b, loc, u, c,
+                                arith::NegFOp::create(b, loc, lse2(f, h, el))));
+        if (Value vis = visible(f, h, el))
+          p = arith::SelectOp::create(b, loc, vis, p, zero);
+        Value ds =
+            e.fmul(p, e.fsub(frags.element(dp[f], h, el), delta(f, h, el)));
+        if (cfg.softcap)
+          ds = e.fmul(ds, e.fsub(one, e.fmul(u, u)));
+        pe.push_back(p);
+        dse.push_back(ds);
+      }
+    pFrags.push_back(frags.fromElements(pe));
+    dsFrags.push_back(frags.fromElements(dse));
+  }
+  return {pFrags, dsFrags};
+}
+
+//===----------------------------------------------------------------------===//
+// Key-block kernel: dK, dV (and dQ atomics)
+//===----------------------------------------------------------------------===//
+
+/// The nest `fa-tile-attention-backward` builds for dK/dV: forall over
+/// (batch, kv head[, key block]) { [scf.for key blocks {fa.dq_accumulation}]
+/// { scf.for heads of the group { scf.for query blocks { step } } } }.
+struct KeyBlockNest {
+  StepInputs in;
+  scf::ForallOp forall;
+  scf::ForOp keyLoop, headLoop, queryLoop;
+  bool withDq = false;
+  Value dq, dk, dv;
+  SmallVector<Operation *> stores;
+};
+
+FailureOr<KeyBlockNest> matchKeyBlockNest(AttentionBackwardStepOp step) {
+  KeyBlockNest n;
+  auto fail = [&](Operation *at, const Twine &why) -> FailureOr<KeyBlockNest> {
+    at->emitError("fa-convert-tiled-attention-backward-to-gpu: ") << why;
+    return failure();
+  };
+  n.queryLoop = dyn_cast<scf::ForOp>(step->getParentOp());
+  n.headLoop = n.queryLoop ? dyn_cast<scf::ForOp>(n.queryLoop->getParentOp())
+                           : scf::ForOp();
+  if (!n.headLoop)
+    return fail(step, "expected the step in a query-block loop inside a "
+                      "head loop");
+  Operation *parent = n.headLoop->getParentOp();
+  n.keyLoop = dyn_cast<scf::ForOp>(parent);
+  if (n.keyLoop)
+    parent = n.keyLoop->getParentOp();
+  n.forall = dyn_cast<scf::ForallOp>(parent);
+  n.withDq = step.getDqAcc() != nullptr;
+  int64_t rank = n.keyLoop ? 2 : 3;
+  if (!n.forall || n.forall.getRank() != rank || !n.forall.isNormalized())
+    return fail(step, "expected the loops in a normalized scf.forall over "
+                      "(batch, kv head[, key block])");
+  if (!step.getDkAcc() || n.withDq != bool(n.keyLoop))
+    return fail(step, "a key-block nest computes dK and dV, and dQ exactly "
+                      "when it loops over key blocks itself");
+  for (scf::ForOp loop : {n.keyLoop, n.headLoop, n.queryLoop})
+    if (loop && !isOneInteger(loop.getStep()))
+      return fail(loop, "expected unit-step loops");
+  if (n.keyLoop && !isZeroInteger(n.keyLoop.getLowerBound()))
+    return fail(n.keyLoop, "expected the key-block loop to start at 0");
+  if (!isZeroInteger(n.headLoop.getLowerBound()))
+    return fail(n.headLoop, "expected the head loop to start at 0");
+  if (failed(matchStepInputs(step, n.in, n.forall)))
+    return failure();
+  SmallVector<Value> dests;
+  FailureOr<SmallVector<Operation *>> stores = resultStores(n.forall, dests);
+  if (failed(stores) || dests.size() != (n.withDq ? 3u : 2u))
+    return fail(n.forall, "the forall's results (dq, dk, dv or dk, dv) must "
+                          "be materialized into memrefs");
+  n.stores = *stores;
+  if (n.withDq)
+    n.dq = dests[0];
+  n.dk = dests[dests.size() - 2];
+  n.dv = dests.back();
+  return n;
+}
+
+class KeyBlockKernel : public BackwardEmitter {
+public:
+  KeyBlockKernel(OpBuilder &b, Location loc, KeyBlockNest &n,
+                 const BackwardConfig &cfg, Value lse2, Value delta,
+                 Value dqAcc)
+      : BackwardEmitter(b, loc), n(n), cfg(cfg), frags(b, loc, cfg.elt),
+        lse2(lse2), delta(delta), dqAcc(dqAcc) {
+    elt = cfg.elt;
+  }
+
+  /// Emits the kernel body; returns its shared-memory bytes.
+  int64_t emit(gpu::LaunchOp launch);
+
+private:
+  /// The mapping of the nest's induction variables at iteration t of the
+  /// flattened (head, query block) loop.
+  IRMapping iteration(Value t);
+  void issue(Value t, Value buf);
+  SmallVector<Value> body(Value t, Value buf, ValueRange acc);
+  void epilogue(ValueRange acc);
+
+  KeyBlockNest &n;
+  const BackwardConfig &cfg;
+  WarpFragments frags;
+  Value lse2, delta, dqAcc;
+  IRMapping base;
+  Value nq, nk, kStart, kBatch, kHead, qbLo, nQB, warp, warpKey0;
+  SmemTile kTile, vTile, qTile, doTile, dsTile;
+  Value lseS, deltaS;
+  Value laneK, laneQB, laneV, laneDoB, laneDoA, laneQA, laneDsB, laneKA;
+};
+
+IRMapping KeyBlockKernel::iteration(Value t) {
+  IRMapping m = base;
+  m.map(n.headLoop.getInductionVar(), arith::DivUIOp::create(b, loc, t, nQB));
+  m.map(n.queryLoop.getInductionVar(),
+        add(qbLo, arith::RemUIOp::create(b, loc, t, nQB)));
+  return m;
+}
+
+void KeyBlockKernel::issue(Value t, Value buf) {
+  IRMapping m = iteration(t);
+  auto at = [&](const RowSlice &s, int i) { return clone(s.offsets[i], m); };
+  Value row0 = mul(buf, idx(cfg.br));
+  copyRows(n.in.qMem, at(n.in.q, 0), at(n.in.q, 1), at(n.in.q, 2), nq, qTile,
+           row0, cfg.br, cfg.threads());
+  copyRows(n.in.doMem, at(n.in.dout, 0), at(n.in.dout, 1), at(n.in.dout, 2), nq,
+           doTile, row0, cfg.br, cfg.threads());
+  copyF32Rows(lse2, at(n.in.lse, 0), at(n.in.lse, 1), at(n.in.lse, 2), lseS,
+              row0, cfg.br);
+  copyF32Rows(delta, at(n.in.delta, 0), at(n.in.delta, 1), at(n.in.delta, 2),
+              deltaS, row0, cfg.br);
+  commit();
+}
+
+SmallVector<Value> KeyBlockKernel::body(Value t, Value buf, ValueRange acc) {
+  const int64_t m = cfg.mTiles, nqt = cfg.br / 8, ndk = cfg.d / 8,
+                ndv = cfg.dv / 8;
+  IRMapping it = iteration(t);
+  Value qRow0 = mul(buf, idx(cfg.br));
+  auto keyRow = [&](int64_t mt) { return add(warpKey0, idx(16 * mt)); };
+
+  // S^T = K Q^T and dP^T = V dO^T: [keys, queries], keys as rows.
+  auto gemmT = [&](const SmemTile &a, Value laneA, const SmemTile &bt,
+                   Value laneB, int64_t depth) {
+    SmallVector<Value> c(m * nqt, frags.zeroC());
+    for (int64_t ks = 0; ks < depth / 16; ++ks) {
+      SmallVector<Value> af;
+      for (int64_t mt = 0; mt < m; ++mt)
+        af.push_back(load(a, laneA, keyRow(mt), idx(16 * ks), false, frags));
+      for (int64_t np = 0; np < cfg.br / 16; ++np) {
+        auto [b0, b1] = frags.splitB(load(bt, laneB, add(qRow0, idx(16 * np)),
+                                          idx(16 * ks), false, frags));
+        for (int64_t mt = 0; mt < m; ++mt) {
+          c[mt * nqt + 2 * np] = frags.mma(af[mt], b0, c[mt * nqt + 2 * np]);
+          c[mt * nqt + 2 * np + 1] =
+              frags.mma(af[mt], b1, c[mt * nqt + 2 * np + 1]);
+        }
+      }
+    }
+    return c;
+  };
+  SmallVector<Value> s = gemmT(kTile, laneK, qTile, laneQB, cfg.d);
+
+  // Per-column lse2 and delta: columns 8 nt + 2 tig + {0, 1} of the block.
+  auto v2 = VectorType::get({2}, b.getF32Type());
+  SmallVector<Value> lseCols, deltaCols;
+  for (int64_t nt = 0; nt < nqt; ++nt) {
+    Value col = add(add(qRow0, idx(8 * nt)), mul(tig, idx(2)));
+    lseCols.push_back(vector::LoadOp::create(b, loc, v2, lseS, col));
+    deltaCols.push_back(vector::LoadOp::create(b, loc, v2, deltaS, col));
+  }
+  auto colValue = [&](SmallVector<Value> &cols, int64_t f, int64_t el) {
+    return vector::ExtractOp::create(b, loc, cols[f % nqt],
+                                     ArrayRef<int64_t>{el});
+  };
+
+  // Visibility, keys as rows: key - query = d0 + (16 mt + 8 h - 8 nt - e)
+  // with d0 = (kStart + warpKey0 + g) - (qStart + 2 tig).
+  MaskLimits lim;
+  AttentionBackwardStepOp step = n.in.step;
+  if (cfg.masked) {
+    Value qStart = clone(step.getQStart(), it),
+          kS = clone(step.getKStart(), it), qLen = clone(step.getQLen(), it),
+          kLen = clone(step.getKLen(), it);
+    Value key0 = add(add(kS, warpKey0), g);
+    Value d0 = toI32(sub(key0, add(qStart, mul(tig, idx(2)))));
+    Value off = toI32(sub(kLen, qLen));
+    lim.keyLimit = toI32(sub(kLen, key0));
+    if (cfg.mask.right)
+      lim.rightLimit =
+          sub(arith::AddIOp::create(b, loc, off, i32(*cfg.mask.right)), d0);
+    if (cfg.mask.left)
+      lim.leftLimit =
+          sub(arith::SubIOp::create(b, loc, off, i32(*cfg.mask.left)), d0);
+  }
+  auto visible = [&](int64_t f, int64_t h, int64_t el) -> Value {
+    if (!cfg.masked)
+      return Value();
+    int64_t mt = f / nqt, nt = f % nqt;
+    int64_t rowOff = 16 * mt + 8 * h, diff = rowOff - 8 * nt - el;
+    auto cmp = [&](arith::CmpIPredicate pred, int64_t lhs, Value rhs) {
+      return arith::CmpIOp::create(b, loc, pred, i32(lhs), rhs);
+    };
+    Value vis = cmp(arith::CmpIPredicate::slt, rowOff, lim.keyLimit);
+    if (lim.rightLimit)
+      vis = arith::AndIOp::create(
+          b, loc, vis, cmp(arith::CmpIPredicate::sle, diff, lim.rightLimit));
+    if (lim.leftLimit)
+      vis = arith::AndIOp::create(
+          b, loc, vis, cmp(arith::CmpIPredicate::sge, diff, lim.leftLimit));
+    return vis;
+  };
+
+  SmallVector<Value> dpT = gemmT(vTile, laneV, doTile, laneDoB, cfg.dv);
+  auto [p, ds] = scoreGradients(
+      *this, frags, cfg, s, dpT,
+      [&](int64_t f, int64_t, int64_t el) { return colValue(lseCols, f, el); },
+      [&](int64_t f, int64_t, int64_t el) {
+        return colValue(deltaCols, f, el);
+      },
+      visible);
+
+  // dV += P^T dO, dK += dS^T Q: A from the P^T / dS^T fragments, B from the
+  // row tiles read transposed.
+  SmallVector<Value> dk(acc.take_front(m * ndk)),
+      dv(acc.slice(m * ndk, m * ndv));
+  auto accumulate = [&](SmallVector<Value> &out, ArrayRef<Value> lhs,
+                        const SmemTile &rhs, Value laneR, int64_t width) {
+    int64_t nn = width / 8;
+    for (int64_t kk = 0; kk < cfg.br / 16; ++kk) {
+      SmallVector<Value> af;
+      for (int64_t mt = 0; mt < m; ++mt)
+        af.push_back(
+            frags.packA(lhs[mt * nqt + 2 * kk], lhs[mt * nqt + 2 * kk + 1]));
+      for (int64_t dp = 0; dp < width / 16; ++dp) {
+        auto [b0, b1] = frags.splitB(load(rhs, laneR, add(qRow0, idx(16 * kk)),
+                                          idx(16 * dp), true, frags));
+        for (int64_t mt = 0; mt < m; ++mt) {
+          out[mt * nn + 2 * dp] = frags.mma(af[mt], b0, out[mt * nn + 2 * dp]);
+          out[mt * nn + 2 * dp + 1] =
+              frags.mma(af[mt], b1, out[mt * nn + 2 * dp + 1]);
+        }
+      }
+    }
+  };
+  accumulate(dv, p, doTile, laneDoA, cfg.dv);
+  accumulate(dk, ds, qTile, laneQA, cfg.d);
+
+  if (n.withDq) {
+    // dS^T to shared memory, then each warp adds its query rows of
+    // dQ = dS K to the accumulator.
+    for (int64_t mt = 0; mt < m; ++mt)
+      for (int64_t nt = 0; nt < nqt; ++nt)
+        for (int64_t h = 0; h < 2; ++h) {
+          Value row = add(add(keyRow(mt), g), idx(8 * h));
+          Value index = add(mul(row, idx(dsTile.storedCols())),
+                            add(idx(8 * nt), mul(tig, idx(2))));
+          vector::StoreOp::create(b, loc, frags.truncRow(ds[mt * nqt + nt], h),
+                                  dsTile.view, index);
+        }
+    gpu::BarrierOp::create(b, loc);
+    Value qBatch = clone(n.in.q.offsets[0], it),
+          qHead = clone(n.in.q.offsets[1], it),
+          qStart = clone(n.in.q.offsets[2], it);
+    int64_t rowsPerWarp = cfg.br / cfg.warps;
+    Value qWarp0 = mul(warp, idx(rowsPerWarp));
+    int64_t chunk = std::min<int64_t>(cfg.d, 64);
+    for (int64_t mq = 0; mq < rowsPerWarp / 16; ++mq) {
+      Value qr = add(qWarp0, idx(16 * mq));
+      for (int64_t c0 = 0; c0 < cfg.d; c0 += chunk) {
+        SmallVector<Value> dq(chunk / 8, frags.zeroC());
+        for (int64_t kk = 0; kk < cfg.bc / 16; ++kk) {
+          Value a = load(dsTile, laneDsB, idx(16 * kk), qr, true, frags);
+          for (int64_t dp = 0; dp < chunk / 16; ++dp) {
+            auto [b0, b1] = frags.splitB(load(kTile, laneKA, idx(16 * kk),
+                                              idx(c0 + 16 * dp), true, frags));
+            dq[2 * dp] = frags.mma(a, b0, dq[2 * dp]);
+            dq[2 * dp + 1] = frags.mma(a, b1, dq[2 * dp + 1]);
+          }
+        }
+        for (int64_t h = 0; h < 2; ++h) {
+          Value row = add(add(qStart, add(qr, g)), idx(8 * h));
+          auto ifOp = scf::IfOp::create(b, loc, slt(row, nq), false);
+          OpBuilder::InsertionGuard guard(b);
+          b.setInsertionPointToStart(ifOp.thenBlock());
+          for (int64_t nt = 0; nt < chunk / 8; ++nt)
+            for (int64_t el = 0; el < 2; ++el) {
+              Value col = add(idx(c0 + 8 * nt + el), mul(tig, idx(2)));
+              memref::AtomicRMWOp::create(b, loc, arith::AtomicRMWKind::addf,
+                                          frags.element(dq[nt], h, el), dqAcc,
+                                          ValueRange{qBatch, qHead, row, col});
+            }
+        }
+      }
+    }
+  }
+  SmallVector<Value> next = dk;
+  llvm::append_range(next, dv);
+  return next;
+}
+
+void KeyBlockKernel::epilogue(ValueRange acc) {
+  const int64_t m = cfg.mTiles, ndk = cfg.d / 8, ndv = cfg.dv / 8;
+  Value scale = f32(cfg.scale), one = f32(1.0);
+  auto store = [&](Value dest, ValueRange frs, int64_t nn, Value factor) {
+    for (int64_t mt = 0; mt < m; ++mt)
+      for (int64_t h = 0; h < 2; ++h) {
+        Value row = add(add(add(kStart, warpKey0), g), idx(16 * mt + 8 * h));
+        auto ifOp = scf::IfOp::create(b, loc, slt(row, nk), false);
+        OpBuilder::InsertionGuard guard(b);
+        b.setInsertionPointToStart(ifOp.thenBlock());
+        for (int64_t nt = 0; nt < nn; ++nt) {
+          Value f = frags.scaleRows(frs[mt * nn + nt], factor, factor);
+          vector::StoreOp::create(
+              b, loc, frags.truncRow(f, h), dest,
+              ValueRange{kBatch, kHead, row,
+                         add(idx(8 * nt), mul(tig, idx(2)))});
+        }
+      }
+  };
+  store(n.dk, acc.take_front(m * ndk), ndk, scale);
+  store(n.dv, acc.slice(m * ndk, m * ndv), ndv, one);
+}
+
+int64_t KeyBlockKernel::emit(gpu::LaunchOp launch) {
+  nest = n.forall;
+  // First uses fix the kernel's parameter order:
+  // q, k, v, dout, lse2, delta, [dq_accum], dk, dv.
+  nq = memref::DimOp::create(b, loc, n.in.qMem, 2);
+  nk = memref::DimOp::create(b, loc, n.in.kMem, 2);
+  for (Value mem : {n.in.vMem, n.in.doMem, lse2, delta})
+    (void)memref::DimOp::create(b, loc, mem, 2);
+  if (n.withDq)
+    (void)memref::DimOp::create(b, loc, dqAcc, 2);
+  (void)memref::DimOp::create(b, loc, n.dk, 2);
+  (void)memref::DimOp::create(b, loc, n.dv, 2);
+
+  gpu::KernelDim3 ids = launch.getBlockIds();
+  SmallVector<Value> ivs = n.forall.getInductionVars();
+  base.map(ivs[0], ids.z);
+  base.map(ivs[1], ids.y);
+  base.map(n.keyLoop ? n.keyLoop.getInductionVar() : ivs[2], ids.x);
+  tid = launch.getThreadIds().x;
+  lane = remu(tid, kWarpSize);
+  g = divu(lane, 4);
+  tig = remu(lane, 4);
+  warp = divu(tid, kWarpSize);
+  warpKey0 = mul(warp, idx(16 * cfg.mTiles));
+
+  SmemLayout smem = makeSmem(b, loc);
+  kTile = smem.tile(b, loc, cfg.bc, cfg.d, cfg.elt);
+  vTile = smem.tile(b, loc, cfg.bc, cfg.dv, cfg.elt);
+  qTile = smem.tile(b, loc, 2 * cfg.br, cfg.d, cfg.elt);
+  doTile = smem.tile(b, loc, 2 * cfg.br, cfg.dv, cfg.elt);
+  if (n.withDq)
+    dsTile = smem.tile(b, loc, cfg.bc, cfg.br, cfg.elt);
+  lseS = smem.f32Buffer(b, loc, 2 * cfg.br);
+  deltaS = smem.f32Buffer(b, loc, 2 * cfg.br);
+
+  laneK = laneOffset(kTile, true);
+  laneV = laneOffset(vTile, true);
+  laneQB = laneOffset(qTile, false);
+  laneDoB = laneOffset(doTile, false);
+  laneQA = laneOffset(qTile, true);
+  laneDoA = laneOffset(doTile, true);
+  laneKA = laneK;
+  if (n.withDq)
+    laneDsB = laneOffset(dsTile, false);
+
+  kStart = clone(n.in.k.offsets[2], base);
+  kBatch = clone(n.in.k.offsets[0], base);
+  kHead = clone(n.in.k.offsets[1], base);
+  Value vBatch = clone(n.in.v.offsets[0], base),
+        vHead = clone(n.in.v.offsets[1], base);
+  qbLo = clone(n.queryLoop.getLowerBound(), base);
+  Value qbHi = clone(n.queryLoop.getUpperBound(), base);
+  Value groups = clone(n.headLoop.getUpperBound(), base);
+  Value zero = idx(0), one = idx(1);
+  Value span = arith::MaxSIOp::create(b, loc, sub(qbHi, qbLo), zero);
+  Value total = mul(groups, span);
+  nQB = arith::MaxSIOp::create(b, loc, span, one);
+
+  // K and V once, then the first (head, query block).
+  copyRows(n.in.kMem, kBatch, kHead, kStart, nk, kTile, zero, cfg.bc,
+           cfg.threads());
+  copyRows(n.in.vMem, vBatch, vHead, kStart, nk, vTile, zero, cfg.bc,
+           cfg.threads());
+  commit();
+  {
+    auto ifOp = scf::IfOp::create(b, loc, slt(zero, total), false);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(ifOp.thenBlock());
+    issue(zero, zero);
+  }
+
+  SmallVector<Value> init(cfg.mTiles * (cfg.d + cfg.dv) / 8, frags.zeroC());
+  auto loop = scf::ForOp::create(b, loc, zero, total, one, init);
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(loop.getBody());
+    Value t = loop.getInductionVar();
+    Value buf = remu(t, 2);
+    // Iteration t has landed for every thread, and every warp is done with
+    // the buffers (and dS^T) the next copies overwrite.
+    waitAll();
+    gpu::BarrierOp::create(b, loc);
+    Value next = add(t, one);
+    {
+      auto ifOp = scf::IfOp::create(b, loc, slt(next, total), false);
+      OpBuilder::InsertionGuard g2(b);
+      b.setInsertionPointToStart(ifOp.thenBlock());
+      issue(next, sub(one, buf));
+    }
+    scf::YieldOp::create(b, loc, body(t, buf, loop.getRegionIterArgs()));
+  }
+  waitAll();
+  epilogue(loop.getResults());
+  return smem.bytes;
+}
+
+//===----------------------------------------------------------------------===//
+// Query-block kernel: deterministic dQ
+//===----------------------------------------------------------------------===//
+
+/// The deterministic dQ nest: forall over (batch, query head, query block)
+/// { scf.for key blocks { step with only the dQ accumulator } }.
+struct QueryBlockNest {
+  StepInputs in;
+  scf::ForallOp forall;
+  scf::ForOp keyLoop;
+  Value dq;
+  SmallVector<Operation *> stores;
+};
+
+FailureOr<QueryBlockNest> matchQueryBlockNest(AttentionBackwardStepOp step) {
+  QueryBlockNest n;
+  auto fail = [&](Operation *at,
+                  const Twine &why) -> FailureOr<QueryBlockNest> {
+    at->emitError("fa-convert-tiled-attention-backward-to-gpu: ") << why;
+    return failure();
+  };
+  n.keyLoop = dyn_cast<scf::ForOp>(step->getParentOp());
+  n.forall = n.keyLoop ? dyn_cast<scf::ForallOp>(n.keyLoop->getParentOp())
+                       : scf::ForallOp();
+  if (!n.forall || n.forall.getRank() != 3 || !n.forall.isNormalized() ||
+      !isOneInteger(n.keyLoop.getStep()))
+    return fail(step, "expected a dQ-only step in a unit-step key-block loop "
+                      "of a normalized scf.forall over (batch, query head, "
+                      "query block)");
+  if (failed(matchStepInputs(step, n.in, n.forall)))
+    return failure();
+  SmallVector<Value> dests;
+  FailureOr<SmallVector<Operation *>> stores = resultStores(n.forall, dests);
+  if (failed(stores) || dests.size() != 1)
+    return fail(n.forall, "the forall's dq result must be materialized into "
+                          "a memref");
+  n.stores = *stores;
+  n.dq = dests[0];
+  return n;
+}
+
+class QueryBlockKernel : public BackwardEmitter {
+public:
+  QueryBlockKernel(OpBuilder &b, Location loc, QueryBlockNest &n,
+                   const BackwardConfig &cfg, Value lse2, Value delta)
+      : BackwardEmitter(b, loc), n(n), cfg(cfg), frags(b, loc, cfg.elt),
+        lse2(lse2), delta(delta) {
+    elt = cfg.elt;
+  }
+  int64_t emit(gpu::LaunchOp launch);
+
+private:
+  void copyKV(IRMapping &m, Value buf);
+
+  QueryBlockNest &n;
+  const BackwardConfig &cfg;
+  WarpFragments frags;
+  Value lse2, delta;
+  Value nk, kbLo;
+  SmemTile qTile, doTile, kTile, vTile;
+};
+
+void QueryBlockKernel::copyKV(IRMapping &m, Value buf) {
+  auto at = [&](const RowSlice &s, int i) { return clone(s.offsets[i], m); };
+  Value row0 = mul(buf, idx(cfg.bc));
+  copyRows(n.in.kMem, at(n.in.k, 0), at(n.in.k, 1), at(n.in.k, 2), nk, kTile,
+           row0, cfg.bc, cfg.threads());
+  copyRows(n.in.vMem, at(n.in.v, 0), at(n.in.v, 1), at(n.in.v, 2), nk, vTile,
+           row0, cfg.bc, cfg.threads());
+  commit();
+}
+
+int64_t QueryBlockKernel::emit(gpu::LaunchOp launch) {
+  nest = n.forall;
+  // Parameter order: q, k, v, dout, lse2, delta, dq.
+  Value nq = memref::DimOp::create(b, loc, n.in.qMem, 2);
+  nk = memref::DimOp::create(b, loc, n.in.kMem, 2);
+  for (Value mem : {n.in.vMem, n.in.doMem, lse2, delta, n.dq})
+    (void)memref::DimOp::create(b, loc, mem, 2);
+
+  const int64_t m = cfg.mTiles, nkt = cfg.bc / 8, nd = cfg.d / 8;
+  gpu::KernelDim3 ids = launch.getBlockIds();
+  SmallVector<Value> ivs = n.forall.getInductionVars();
+  IRMapping base;
+  base.map(ivs[0], ids.z);
+  base.map(ivs[1], ids.y);
+  base.map(ivs[2], ids.x);
+  tid = launch.getThreadIds().x;
+  lane = remu(tid, kWarpSize);
+  g = divu(lane, 4);
+  tig = remu(lane, 4);
+  Value warpRow = mul(divu(tid, kWarpSize), idx(16 * m));
+
+  SmemLayout smem = makeSmem(b, loc);
+  qTile = smem.tile(b, loc, cfg.br, cfg.d, cfg.elt);
+  doTile = smem.tile(b, loc, cfg.br, cfg.dv, cfg.elt);
+  kTile = smem.tile(b, loc, 2 * cfg.bc, cfg.d, cfg.elt);
+  vTile = smem.tile(b, loc, 2 * cfg.bc, cfg.dv, cfg.elt);
+  Value laneQ = laneOffset(qTile, true), laneDo = laneOffset(doTile, true);
+  Value laneKB = laneOffset(kTile, false), laneVB = laneOffset(vTile, false);
+  Value laneKA = laneOffset(kTile, true);
+
+  auto at = [&](const RowSlice &s, int i) { return clone(s.offsets[i], base); };
+  Value qBatch = at(n.in.q, 0), qHead = at(n.in.q, 1), qStart = at(n.in.q, 2);
+  Value zero = idx(0), one = idx(1);
+  copyRows(n.in.qMem, qBatch, qHead, qStart, nq, qTile, zero, cfg.br,
+           cfg.threads());
+  copyRows(n.in.doMem, at(n.in.dout, 0), at(n.in.dout, 1), at(n.in.dout, 2), nq,
+           doTile, zero, cfg.br, cfg.threads());
+  commit();
+  kbLo = clone(n.keyLoop.getLowerBound(), base);
+  Value kbHi = clone(n.keyLoop.getUpperBound(), base);
+  {
+    auto ifOp = scf::IfOp::create(b, loc, slt(kbLo, kbHi), false);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(ifOp.thenBlock());
+    IRMapping m0 = base;
+    m0.map(n.keyLoop.getInductionVar(), kbLo);
+    copyKV(m0, zero);
+  }
+  // This lane's rows: warpRow + 16 mt + g + 8 h (padded workspace: always
+  // in bounds).
+  SmallVector<Value> rowLse, rowDelta;
+  Value lb = at(n.in.lse, 0), lh = at(n.in.lse, 1), ls = at(n.in.lse, 2);
+  Value db = at(n.in.delta, 0), dh = at(n.in.delta, 1), ds0 = at(n.in.delta, 2);
+  for (int64_t mt = 0; mt < m; ++mt)
+    for (int64_t h = 0; h < 2; ++h) {
+      Value r = add(add(warpRow, g), idx(16 * mt + 8 * h));
+      rowLse.push_back(
+          memref::LoadOp::create(b, loc, lse2, ValueRange{lb, lh, add(ls, r)}));
+      rowDelta.push_back(memref::LoadOp::create(
+          b, loc, delta, ValueRange{db, dh, add(ds0, r)}));
+    }
+
+  SmallVector<Value> init(m * nd, frags.zeroC());
+  auto loop = scf::ForOp::create(b, loc, kbLo, kbHi, one, init);
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(loop.getBody());
+    Value kb = loop.getInductionVar();
+    IRMapping it = base;
+    it.map(n.keyLoop.getInductionVar(), kb);
+    Value buf = remu(sub(kb, kbLo), 2);
+    Value kRow0 = mul(buf, idx(cfg.bc));
+    waitAll();
+    gpu::BarrierOp::create(b, loc);
+    Value next = add(kb, one);
+    {
+      auto ifOp = scf::IfOp::create(b, loc, slt(next, kbHi), false);
+      OpBuilder::InsertionGuard g2(b);
+      b.setInsertionPointToStart(ifOp.thenBlock());
+      IRMapping mn = base;
+      mn.map(n.keyLoop.getInductionVar(), next);
+      copyKV(mn, sub(one, buf));
+    }
+    // S = Q K^T, dP = dO V^T: queries as rows.
+    auto gemm = [&](const SmemTile &a, Value laneA, const SmemTile &bt,
+                    Value laneB, int64_t depth) {
+      SmallVector<Value> c(m * nkt, frags.zeroC());
+      for (int64_t ks = 0; ks < depth / 16; ++ks) {
+        SmallVector<Value> af;
+        for (int64_t mt = 0; mt < m; ++mt)
+          af.push_back(load(a, laneA, add(warpRow, idx(16 * mt)), idx(16 * ks),
+                            false, frags));
+        for (int64_t np = 0; np < cfg.bc / 16; ++np) {
+          auto [b0, b1] = frags.splitB(load(bt, laneB, add(kRow0, idx(16 * np)),
+                                            idx(16 * ks), false, frags));
+          for (int64_t mt = 0; mt < m; ++mt) {
+            c[mt * nkt + 2 * np] = frags.mma(af[mt], b0, c[mt * nkt + 2 * np]);
+            c[mt * nkt + 2 * np + 1] =
+                frags.mma(af[mt], b1, c[mt * nkt + 2 * np + 1]);
+          }
+        }
+      }
+      return c;
+    };
+    SmallVector<Value> s = gemm(qTile, laneQ, kTile, laneKB, cfg.d);
+
+    // Visibility, queries as rows: key - query = d0 + (8 nt + e - 16 mt -
+    // 8 h), d0 = (kStart + 2 tig) - (qStart + warpRow + g).
+    MaskLimits lim;
+    AttentionBackwardStepOp step = n.in.step;
+    if (cfg.masked) {
+      Value qS = clone(step.getQStart(), it), kS = clone(step.getKStart(), it),
+            qLen = clone(step.getQLen(), it), kLen = clone(step.getKLen(), it);
+      Value col0 = add(kS, mul(tig, idx(2)));
+      Value d0 = toI32(sub(col0, add(add(qS, warpRow), g)));
+      Value off = toI32(sub(kLen, qLen));
+      lim.keyLimit = toI32(sub(kLen, col0));
+      if (cfg.mask.right)
+        lim.rightLimit =
+            sub(arith::AddIOp::create(b, loc, off, i32(*cfg.mask.right)), d0);
+      if (cfg.mask.left)
+        lim.leftLimit =
+            sub(arith::SubIOp::create(b, loc, off, i32(*cfg.mask.left)), d0);
+    }
+    auto visible = [&](int64_t f, int64_t h, int64_t el) -> Value {
+      if (!cfg.masked)
+        return Value();
+      int64_t mt = f / nkt, nt = f % nkt;
+      int64_t colOff = 8 * nt + el, diff = colOff - 16 * mt - 8 * h;
+      auto cmp = [&](arith::CmpIPredicate pred, int64_t lhs, Value rhs) {
+        return arith::CmpIOp::create(b, loc, pred, i32(lhs), rhs);
+      };
+      Value vis = cmp(arith::CmpIPredicate::slt, colOff, lim.keyLimit);
+      if (lim.rightLimit)
+        vis = arith::AndIOp::create(
+            b, loc, vis, cmp(arith::CmpIPredicate::sle, diff, lim.rightLimit));
+      if (lim.leftLimit)
+        vis = arith::AndIOp::create(
+            b, loc, vis, cmp(arith::CmpIPredicate::sge, diff, lim.leftLimit));
+      return vis;
+    };
+    SmallVector<Value> dp = gemm(doTile, laneDo, vTile, laneVB, cfg.dv);
+    auto [p, ds] = scoreGradients(
+        *this, frags, cfg, s, dp,
+        [&](int64_t f, int64_t h, int64_t) {
+          return rowLse[(f / nkt) * 2 + h];
+        },
+        [&](int64_t f, int64_t h, int64_t) {
+          return rowDelta[(f / nkt) * 2 + h];
+        },
+        visible);
+    (void)p;
+    // dQ += dS K.
+    SmallVector<Value> dq(loop.getRegionIterArgs());
+    for (int64_t kk = 0; kk < cfg.bc / 16; ++kk) {
+      SmallVector<Value> af;
+      for (int64_t mt = 0; mt < m; ++mt)
+        af.push_back(
+            frags.packA(ds[mt * nkt + 2 * kk], ds[mt * nkt + 2 * kk + 1]));
+      for (int64_t dpi = 0; dpi < cfg.d / 16; ++dpi) {
+        auto [b0, b1] =
+            frags.splitB(load(kTile, laneKA, add(kRow0, idx(16 * kk)),
+                              idx(16 * dpi), true, frags));
+        for (int64_t mt = 0; mt < m; ++mt) {
+          dq[mt * nd + 2 * dpi] = frags.mma(af[mt], b0, dq[mt * nd + 2 * dpi]);
+          dq[mt * nd + 2 * dpi + 1] =
+              frags.mma(af[mt], b1, dq[mt * nd + 2 * dpi + 1]);
+        }
+      }
+    }
+    scf::YieldOp::create(b, loc, dq);
+  }
+  waitAll();
+  Value scale = f32(cfg.scale);
+  for (int64_t mt = 0; mt < m; ++mt)
+    for (int64_t h = 0; h < 2; ++h) {
+      Value row = add(add(qStart, add(warpRow, g)), idx(16 * mt + 8 * h));
+      auto ifOp = scf::IfOp::create(b, loc, slt(row, nq), false);
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(ifOp.thenBlock());
+      for (int64_t nt = 0; nt < nd; ++nt) {
+        Value f = frags.scaleRows(loop.getResult(mt * nd + nt), scale, scale);
+        vector::StoreOp::create(
+            b, loc, frags.truncRow(f, h), n.dq,
+            ValueRange{qBatch, qHead, row, add(idx(8 * nt), mul(tig, idx(2)))});
+      }
+    }
+  return smem.bytes;
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Driver
+//===----------------------------------------------------------------------===//
+
+LogicalResult mlir::fa::convertTiledAttentionBackwardToGPU(
+    RewriterBase &rewriter, linalg::GenericOp deltaOp,
+    ArrayRef<AttentionBackwardStepOp> steps,
+    const FAConvertTiledAttentionBackwardToGPUOptions &options) {
+  Location loc = deltaOp.getLoc();
+  std::optional<KeyBlockNest> keyNest;
+  std::optional<QueryBlockNest> queryNest;
+  for (AttentionBackwardStepOp step : steps) {
+    if (step.getDkAcc()) {
+      if (keyNest)
+        return step.emitError("fa-convert-tiled-attention-backward-to-gpu: "
+                              "two dK/dV nests share one delta");
+      FailureOr<KeyBlockNest> n = matchKeyBlockNest(step);
+      if (failed(n))
+        return failure();
+      keyNest = *n;
+    } else {
+      if (queryNest)
+        return step.emitError("fa-convert-tiled-attention-backward-to-gpu: "
+                              "two dQ nests share one delta");
+      FailureOr<QueryBlockNest> n = matchQueryBlockNest(step);
+      if (failed(n))
+        return failure();
+      queryNest = *n;
+    }
+  }
+  if (!keyNest || keyNest->withDq == bool(queryNest))
+    return deltaOp.emitError("fa-convert-tiled-attention-backward-to-gpu: "
+                             "expected one dK/dV/dQ nest, or one dK/dV nest "
+                             "and one dQ nest");
+  FailureOr<BackwardConfig> keyCfg = getConfig(
+      keyNest->in.step, options.warps, /*keyRows=*/true, keyNest->forall);
+  if (failed(keyCfg))
+    return failure();
+  std::optional<BackwardConfig> queryCfg;
+  if (queryNest) {
+    FailureOr<BackwardConfig> c =
+        getConfig(queryNest->in.step, options.warps, /*keyRows=*/false,
+                  queryNest->forall);
+    if (failed(c))
+      return failure();
+    queryCfg = *c;
+  }
+
+  OpBuilder::InsertionGuard guard(rewriter);
+  rewriter.setInsertionPoint(keyNest->forall);
+  OpBuilder &b = rewriter;
+  auto func = keyNest->forall->getParentOfType<FunctionOpInterface>();
+  std::string prefix = func ? func.getName().str() : "fa_bwd";
+  std::string module = prefix + "_kernels";
+  auto cidx = [&](int64_t v) {
+    return arith::ConstantIndexOp::create(b, loc, v);
+  };
+  const StepInputs &in = keyNest->in;
+  Value batch = memref::DimOp::create(b, loc, in.qMem, 0);
+  Value hq = memref::DimOp::create(b, loc, in.qMem, 1);
+  Value nq = memref::DimOp::create(b, loc, in.qMem, 2);
+  Value rowBlocks =
+      arith::CeilDivUIOp::create(b, loc, nq, cidx(kRowKernelThreads));
+  Value nqPad =
+      arith::MulIOp::create(b, loc, rowBlocks, cidx(kRowKernelThreads));
+  Type f32 = b.getF32Type();
+  auto ws3 = MemRefType::get(
+      {ShapedType::kDynamic, ShapedType::kDynamic, ShapedType::kDynamic}, f32);
+  Value delta =
+      memref::AllocOp::create(b, loc, ws3, ValueRange{batch, hq, nqPad});
+  Value lse2 =
+      memref::AllocOp::create(b, loc, ws3, ValueRange{batch, hq, nqPad});
+  Value dqAcc;
+  if (keyNest->withDq)
+    dqAcc = memref::AllocOp::create(
+        b, loc,
+        MemRefType::get({ShapedType::kDynamic, ShapedType::kDynamic,
+                         ShapedType::kDynamic, keyCfg->d},
+                        f32),
+        ValueRange{batch, hq, nq});
+
+  // Tagged for drivers that describe kernel parameters (fa-compile).
+  Value workspace[] = {delta, lse2, dqAcc};
+  StringRef tags[] = {"delta", "lse2", "dq_accum"};
+  for (int i = 0; i < 3; ++i)
+    if (workspace[i])
+      workspace[i].getDefiningOp()->setAttr("fa.workspace",
+                                            b.getStringAttr(tags[i]));
+
+  auto launchAt = [&](ArrayRef<Value> grid, int64_t threads, StringRef name) {
+    OpBuilder::InsertionGuard g(b);
+    return createLaunch(b, loc, grid, threads, module, (prefix + name).str());
+  };
+  // Preprocess.
+  {
+    gpu::LaunchOp launch = launchAt({rowBlocks, hq, batch}, kRowKernelThreads,
+                                    "_preprocess_kernel");
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(&launch.getBody().front());
+    BackwardEmitter e(b, loc);
+    emitPreprocess(e, launch, in.outMem, in.doMem, in.lseMem, delta, lse2,
+                   dqAcc, keyCfg->dv, keyCfg->d, keyCfg->elt);
+    finishLaunch(b, loc, launch, 0);
+  }
+  // Key blocks.
+  {
+    SmallVector<Value> grid = getValueOrCreateConstantIndexOp(
+        b, loc, keyNest->forall.getMixedUpperBound());
+    Value blocks = keyNest->keyLoop
+                       ? getValueOrCreateConstantIndexOp(
+                             b, loc, keyNest->keyLoop.getUpperBound())
+                       : grid[2];
+    gpu::LaunchOp launch =
+        launchAt({blocks, grid[1], grid[0]}, keyCfg->threads(), "_kernel");
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(&launch.getBody().front());
+    KeyBlockKernel kernel(b, loc, *keyNest, *keyCfg, lse2, delta, dqAcc);
+    int64_t bytes = kernel.emit(launch);
+    finishLaunch(b, loc, launch, bytes);
+    if (kernel.failed)
+      return keyNest->forall.emitError(
+                 "fa-convert-tiled-attention-backward-to-gpu: an index of the "
+                 "dK/dV nest cannot be recomputed in the kernel: ")
+             << kernel.failedValue;
+  }
+  if (keyNest->withDq) {
+    gpu::LaunchOp launch = launchAt({rowBlocks, hq, batch}, kRowKernelThreads,
+                                    "_dq_convert_kernel");
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(&launch.getBody().front());
+    BackwardEmitter e(b, loc);
+    emitDqConvert(e, launch, dqAcc, keyNest->dq, keyCfg->d, keyCfg->scale,
+                  keyCfg->elt);
+    finishLaunch(b, loc, launch, 0);
+  } else {
+    SmallVector<Value> grid = getValueOrCreateConstantIndexOp(
+        b, loc, queryNest->forall.getMixedUpperBound());
+    gpu::LaunchOp launch = launchAt({grid[2], grid[1], grid[0]},
+                                    queryCfg->threads(), "_dq_kernel");
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(&launch.getBody().front());
+    QueryBlockKernel kernel(b, loc, *queryNest, *queryCfg, lse2, delta);
+    int64_t bytes = kernel.emit(launch);
+    finishLaunch(b, loc, launch, bytes);
+    if (kernel.failed)
+      return queryNest->forall.emitError(
+                 "fa-convert-tiled-attention-backward-to-gpu: an index of the "
+                 "dQ nest cannot be recomputed in the kernel: ")
+             << kernel.failedValue;
+  }
+  for (Value ws : {delta, lse2, dqAcc})
+    if (ws)
+      memref::DeallocOp::create(b, loc, ws);
+
+  for (Operation *store : keyNest->stores)
+    rewriter.eraseOp(store);
+  rewriter.eraseOp(keyNest->forall);
+  if (queryNest) {
+    for (Operation *store : queryNest->stores)
+      rewriter.eraseOp(store);
+    rewriter.eraseOp(queryNest->forall);
+  }
+  if (deltaOp->use_empty())
+    rewriter.eraseOp(deltaOp);
+  return success();
+}
+
+namespace {
+
+struct FAConvertTiledAttentionBackwardToGPUPass final
+    : fa::impl::FAConvertTiledAttentionBackwardToGPUBase<
+          FAConvertTiledAttentionBackwardToGPUPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    // Group the steps by the delta they read: one group per backward op.
+    llvm::MapVector<Operation *, SmallVector<AttentionBackwardStepOp>> groups;
+    bool ok = true;
+    getOperation()->walk([&](AttentionBackwardStepOp step) {
+      FailureOr<RowSlice> slice = traceRowSlice(step.getDelta());
+      auto generic = succeeded(slice)
+                         ? slice->source.getDefiningOp<linalg::GenericOp>()
+                         : linalg::GenericOp();
+      if (!generic) {
+        step.emitError("fa-convert-tiled-attention-backward-to-gpu: the "
+                       "step's delta must be a row slice of the delta generic");
+        ok = false;
+        return;
+      }
+      groups[generic].push_back(step);
+    });
+    if (!ok)
+      return signalPassFailure();
+    FAConvertTiledAttentionBackwardToGPUOptions options{warps};
+    IRRewriter rewriter(&getContext());
+    for (auto &[op, steps] : groups)
+      if (failed(convertTiledAttentionBackwardToGPU(
+              rewriter, cast<linalg::GenericOp>(op), steps, options)))
+        return signalPassFailure();
+  }
+};
+
+} // namespace
