@@ -4,6 +4,7 @@ GPU kernels, called from PyTorch.
     import flashmlir
     out = flashmlir.attention(q, k, v, causal=True)            # [B, H, N, D]
     out, lse = flashmlir.attention(q, k, v, layout="bshd", return_lse=True)
+    out.backward(dout)                     # dq, dk, dv by the backward kernels
 
 Only `attention` (and `backward_available`) import torch; the kernel
 discovery, manifest and launch-packing modules work without it.
@@ -23,7 +24,7 @@ __version__ = "0.1.0"
 
 
 def attention(q, k, v, causal=False, window=None, scale=None, softcap=None,
-              return_lse=False, layout="bhsd", *, out=None, lse=None):
+              return_lse=False, layout="bhsd", *, out=None, lse=None, deterministic=False):
     """Exact scaled-dot-product attention, `softmax(scale * q k^T) v`.
 
     Args:
@@ -40,19 +41,31 @@ def attention(q, k, v, causal=False, window=None, scale=None, softcap=None,
       softcap: scores become softcap * tanh(scores / softcap); > 0 or None.
       return_lse: also return the natural-log log-sum-exp [B, Hq, Nq] (f32).
       layout: "bhsd" or "bshd"; the output uses the same layout.
-      out, lse: optional preallocated outputs (same shapes as the results).
+      out, lse: optional preallocated outputs (same shapes as the results);
+         not allowed when q, k or v requires grad.
+      deterministic: run the backward (when q, k or v requires grad) with the
+         deterministic kernels: dq without atomics, so repeated backward
+         passes give bitwise-identical gradients (somewhat slower).
 
     Rows that see no key give out = 0 and lse = +inf. The last dimension of
     every tensor must be contiguous and data pointers 16-byte aligned.
+
+    The result is differentiable in q, k and v (lse is not): the backward
+    runs the kernels of a "backward" manifest. dq, dk, dv come back in the
+    caller's layout; with GQA/MQA dk and dv are summed over each group.
 
     Returns: out, or (out, lse) when return_lse.
     """
     from ._interface import attention as _attention
     return _attention(q, k, v, causal=causal, window=window, scale=scale, softcap=softcap,
-                      return_lse=return_lse, layout=layout, out=out, lse=lse)
+                      return_lse=return_lse, layout=layout, out=out, lse=lse,
+                      deterministic=deterministic)
 
 
 def backward_available(*args, **kwargs) -> bool:
-    """Whether the backward pass can run (False until backward kernels land)."""
+    """Whether a backward kernel exists for a configuration:
+    backward_available(dtype=torch.bfloat16, head_dim=128, causal=False,
+    window=None, softcap=None, scale=None, deterministic=False,
+    value_head_dim=None, device=None, compile=False)."""
     from ._interface import backward_available as _ba
     return _ba(*args, **kwargs)

@@ -2,8 +2,9 @@
 
     python3 -m flashmlir list [DIR ...]      kernels found (and invalid manifests)
     python3 -m flashmlir check [DIR ...]     also checks each manifest against its PTX
-    python3 -m flashmlir variants            fa-compile arguments of the test/bench variants
-    python3 -m flashmlir compile -o DIR [--chip sm_80 --chip sm_90a] [--compiler PATH]
+    python3 -m flashmlir variants [--kind K]  fa-compile arguments of the test/bench variants
+    python3 -m flashmlir compile -o DIR [--kind forward|backward|all]
+            [--chip sm_80 --chip sm_90a] [--compiler PATH]
                                              builds those variants with fa-compile
 """
 
@@ -29,8 +30,16 @@ def cmd_list(args) -> int:
     specs = reg.specs()
     print(f"{len(specs)} kernel(s):")
     for s in specs:
-        print(f"  {s.describe():<70} threads={s.threads} smem={s.dynamic_shared_memory} "
-              f"grid={[g.text for g in s.grid]}")
+        if not s.is_backward:
+            print(f"  {s.describe():<70} threads={s.threads} smem={s.dynamic_shared_memory} "
+                  f"grid={[g.text for g in s.grid]}")
+            continue
+        print(f"  {s.describe():<70} workspace="
+              + ",".join(f"{w.name}[{','.join(d.text for d in w.dims)}]" for w in s.workspace))
+        for k in s.kernels:
+            print(f"      {k.entry:<40} threads={k.threads} smem={k.dynamic_shared_memory} "
+                  f"grid={[g.text for g in k.grid]} "
+                  f"params={','.join(p.name for p in k.params)}")
     bad = reg.invalid()
     for _, err in bad:
         print(f"INVALID: {err}")
@@ -40,15 +49,20 @@ def cmd_list(args) -> int:
             try:
                 with open(s.ptx_path, encoding="utf-8", errors="replace") as f:
                     info = _manifest.check_against_ptx(s, f.read())
-                print(f"  ok   {s.name} (PTX {info.version}, {info.target})")
+                what = f", {len(s.kernels)} entries" if s.is_backward else ""
+                print(f"  ok   {s.name} (PTX {info.version}, {info.target}{what})")
             except _manifest.ManifestError as exc:
                 print(f"  FAIL {exc}")
                 rc = 1
     return rc
 
 
+def _kinds(args):
+    return _variants.KINDS if args.kind in (None, "all") else (args.kind,)
+
+
 def cmd_variants(args) -> int:
-    for v in _variants.forward_variants():
+    for v in _variants.variants(_kinds(args)):
         req = _kernels.KernelRequest.make(**v)
         for chip in args.chip or _kernels.COMPILER_CHIPS:
             print("fa-compile " + " ".join(req.compile_args(chip, args.out or "DIR")))
@@ -62,7 +76,7 @@ def cmd_compile(args) -> int:
         return 2
     os.makedirs(args.out, exist_ok=True)
     failures = 0
-    for v in _variants.forward_variants():
+    for v in _variants.variants(_kinds(args)):
         req = _kernels.KernelRequest.make(**v)
         for chip in args.chip or _kernels.COMPILER_CHIPS:
             cmd = [compiler] + req.compile_args(chip, args.out)
@@ -86,9 +100,11 @@ def main(argv=None) -> int:
     s = sub.add_parser("variants")
     s.add_argument("--chip", action="append")
     s.add_argument("-o", "--out")
+    s.add_argument("--kind", choices=("forward", "backward", "all"), default="all")
     s.set_defaults(func=cmd_variants)
     s = sub.add_parser("compile")
     s.add_argument("-o", "--out", required=True)
+    s.add_argument("--kind", choices=("forward", "backward", "all"), default="all")
     s.add_argument("--chip", action="append", help="default: sm_90a and sm_80")
     s.add_argument("--compiler")
     s.set_defaults(func=cmd_compile)

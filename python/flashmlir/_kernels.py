@@ -84,7 +84,9 @@ def find_compiler() -> Optional[str]:
 
 @dataclass(frozen=True)
 class KernelRequest:
-    """What a call needs: every compile-time property of a kernel."""
+    """What a call needs: every compile-time property of a kernel. Only a
+    backward has two modes (`deterministic`: dq without atomics, bitwise
+    repeatable); a forward request always has deterministic False."""
 
     kind: str
     dtype: str
@@ -93,16 +95,24 @@ class KernelRequest:
     mask: Tuple[int, int]          # canonical (left, right); -1 unbounded
     softcap: Optional[float]
     scale: float                   # resolved (never None)
+    deterministic: bool = False
+
+    def __post_init__(self):
+        if self.kind not in M.KINDS:
+            raise ValueError(f"unknown kernel kind {self.kind!r} (known: {', '.join(M.KINDS)})")
+        if self.deterministic and self.kind != "backward":
+            raise ValueError("deterministic applies to backward kernels only")
 
     @staticmethod
     def make(kind: str, dtype: str, head_dim: int, value_head_dim: Optional[int] = None,
              causal: bool = False, window=None, softcap: Optional[float] = None,
-             scale: Optional[float] = None) -> "KernelRequest":
+             scale: Optional[float] = None, deterministic: bool = False) -> "KernelRequest":
         return KernelRequest(kind, M.normalize_dtype(dtype), int(head_dim),
                              int(value_head_dim if value_head_dim is not None else head_dim),
                              M.canonical_mask(causal, window),
                              None if softcap is None else float(softcap),
-                             float(scale) if scale is not None else M.default_scale(head_dim))
+                             float(scale) if scale is not None else M.default_scale(head_dim),
+                             bool(deterministic))
 
     @property
     def causal(self) -> bool:
@@ -111,6 +121,8 @@ class KernelRequest:
     def matches(self, spec: M.KernelSpec) -> bool:
         if (spec.kind, spec.dtype, spec.head_dim, spec.value_head_dim) != (
                 self.kind, self.dtype, self.head_dim, self.value_head_dim):
+            return False
+        if self.kind == "backward" and spec.deterministic != self.deterministic:
             return False
         if spec.mask != self.mask:
             return False
@@ -131,6 +143,8 @@ class KernelRequest:
         if self.softcap is not None:
             bits.append(f"softcap={self.softcap:g}")
         bits.append(f"scale={self.scale:.8g}")
+        if self.kind == "backward":
+            bits.append(f"deterministic={self.deterministic}")
         return " ".join(bits)
 
     def compile_args(self, chip: str, out_dir: str) -> List[str]:
@@ -147,6 +161,8 @@ class KernelRequest:
             args.append(f"--softcap={self.softcap!r}")
         if not M.same_float(self.scale, M.default_scale(self.head_dim)):
             args.append(f"--scale={self.scale!r}")
+        if self.deterministic:
+            args.append("--deterministic")
         args += [f"--chip={chip}", "-o", out_dir]
         return args
 
@@ -365,11 +381,14 @@ class KernelRegistry:
 # ---------------------------------------------------------------------------
 
 class LoadedKernel:
-    """A kernel loaded on one device: the CUfunction and its limits."""
+    """A kernel loaded on one device: the CUfunction and its limits. `spec`
+    describes the launch (the KernelSpec of a forward, an EntrySpec for each
+    kernel of a backward); `manifest` is the KernelSpec it came from."""
 
-    def __init__(self, spec: M.KernelSpec, device, module: int, function: int,
-                 attrs: Dict[str, int], jit_log: str):
+    def __init__(self, spec, device, module: int, function: int,
+                 attrs: Dict[str, int], jit_log: str, manifest: Optional[M.KernelSpec] = None):
         self.spec = spec
+        self.manifest = manifest if manifest is not None else spec
         self.device = device  # _cuda.DeviceInfo
         self.module = module
         self.function = function
@@ -382,7 +401,7 @@ class LoadedKernel:
 
 
 _modules: Dict[Tuple, Tuple[int, str]] = {}
-_loaded: Dict[Tuple, LoadedKernel] = {}
+_loaded: Dict[Tuple, object] = {}
 _load_lock = threading.RLock()
 
 
@@ -391,16 +410,57 @@ def _file_key(path: str) -> Tuple:
     return (os.path.realpath(path), st.st_mtime_ns, st.st_size)
 
 
-def load_kernel(spec: M.KernelSpec, ordinal: int) -> LoadedKernel:
-    """Loads `spec` on CUDA device `ordinal` once (cached) and checks it
-    against the manifest and the device's limits."""
+def _load_function(drv, dev, module: int, jit_log: str, manifest: M.KernelSpec,
+                   launch_spec) -> LoadedKernel:
+    """Gets one entry of a loaded module, checks it against the manifest and
+    the device, and sets its dynamic shared memory limit."""
+    from . import _cuda
+
+    fn = drv.get_function(module, launch_spec.entry)
+    fa = lambda a: drv.function_attribute(fn, a)
+    attrs = {
+        "max_threads": fa(_cuda.CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK),
+        "static_shared": fa(_cuda.CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES),
+        "registers": fa(_cuda.CU_FUNC_ATTRIBUTE_NUM_REGS),
+        "local_bytes": fa(_cuda.CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES),
+        "binary_version": fa(_cuda.CU_FUNC_ATTRIBUTE_BINARY_VERSION),
+    }
+    name = launch_spec.name
+    if launch_spec.threads > attrs["max_threads"]:
+        raise LaunchError(
+            f"{name}: the manifest asks for {launch_spec.threads} threads per block "
+            f"but the compiled kernel allows at most {attrs['max_threads']} "
+            f"({attrs['registers']} registers per thread)")
+    smem = launch_spec.dynamic_shared_memory
+    total = attrs["static_shared"] + smem
+    if total > dev.max_shared_optin:
+        raise LaunchError(
+            f"{name}: needs {smem} bytes of dynamic + "
+            f"{attrs['static_shared']} of static shared memory, more than the "
+            f"{dev.max_shared_optin} a block may have on {dev.name}")
+    if smem > 0:
+        drv.set_function_attribute(
+            fn, _cuda.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem)
+    info = drv.param_info(fn)
+    if info is not None:
+        want = [M.slot_size(t) for _, t in launch_spec.slots()]
+        got = [size for _, size in info]
+        if want != got:
+            raise ManifestError(
+                f"{manifest.json_path}: the driver reports {len(got)} kernel parameters "
+                f"of sizes {got} for {launch_spec.entry}, the manifest expands to "
+                f"{len(want)} of sizes {want}")
+    return LoadedKernel(launch_spec, dev, module, fn, attrs, jit_log, manifest)
+
+
+def _load(spec: M.KernelSpec, ordinal: int, key_extra) -> Tuple[LoadedKernel, ...]:
     from . import _cuda
 
     try:
         fkey = _file_key(spec.ptx_path)
     except OSError as exc:
         raise ManifestError(f"{spec.json_path}: cannot read PTX {spec.ptx_path}: {exc}") from None
-    key = (ordinal, fkey, spec.entry, spec.json_path)
+    key = (ordinal, fkey, key_extra, spec.json_path)
     hit = _loaded.get(key)
     if hit is not None:
         return hit
@@ -418,42 +478,29 @@ def load_kernel(spec: M.KernelSpec, ordinal: int) -> LoadedKernel:
             if mkey not in _modules:
                 _modules[mkey] = drv.load_module(image, what=spec.ptx_path)
             module, jit_log = _modules[mkey]
-            fn = drv.get_function(module, spec.entry)
-            fa = lambda a: drv.function_attribute(fn, a)
-            attrs = {
-                "max_threads": fa(_cuda.CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK),
-                "static_shared": fa(_cuda.CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES),
-                "registers": fa(_cuda.CU_FUNC_ATTRIBUTE_NUM_REGS),
-                "local_bytes": fa(_cuda.CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES),
-                "binary_version": fa(_cuda.CU_FUNC_ATTRIBUTE_BINARY_VERSION),
-            }
-            if spec.threads > attrs["max_threads"]:
-                raise LaunchError(
-                    f"{spec.name}: the manifest asks for {spec.threads} threads per block "
-                    f"but the compiled kernel allows at most {attrs['max_threads']} "
-                    f"({attrs['registers']} registers per thread)")
-            total = attrs["static_shared"] + spec.dynamic_shared_memory
-            if total > dev.max_shared_optin:
-                raise LaunchError(
-                    f"{spec.name}: needs {spec.dynamic_shared_memory} bytes of dynamic + "
-                    f"{attrs['static_shared']} of static shared memory, more than the "
-                    f"{dev.max_shared_optin} a block may have on {dev.name}")
-            if spec.dynamic_shared_memory > 0:
-                drv.set_function_attribute(
-                    fn, _cuda.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                    spec.dynamic_shared_memory)
-            info = drv.param_info(fn)
-            if info is not None:
-                want = [M.slot_size(t) for _, t in spec.slots()]
-                got = [size for _, size in info]
-                if want != got:
-                    raise ManifestError(
-                        f"{spec.json_path}: the driver reports {len(got)} kernel parameters "
-                        f"of sizes {got} for {spec.entry}, the manifest expands to "
-                        f"{len(want)} of sizes {want}")
-        loaded = LoadedKernel(spec, dev, module, fn, attrs, jit_log)
+            launches = (spec,) if not spec.is_backward else spec.kernels
+            loaded = tuple(_load_function(drv, dev, module, jit_log, spec, ls)
+                           for ls in launches)
         _loaded[key] = loaded
         return loaded
+
+
+def load_kernel(spec: M.KernelSpec, ordinal: int) -> LoadedKernel:
+    """Loads the forward kernel `spec` on CUDA device `ordinal` once (cached)
+    and checks it against the manifest and the device's limits."""
+    if spec.is_backward:
+        raise LaunchError(f"{spec.name} is a backward manifest with {len(spec.kernels)} "
+                          "kernels: use load_kernels()")
+    return _load(spec, ordinal, spec.entry)[0]
+
+
+def load_kernels(spec: M.KernelSpec, ordinal: int) -> Tuple[LoadedKernel, ...]:
+    """Every launch of `spec`, in manifest order, loaded on device `ordinal`
+    (one module per PTX file, one function per entry; cached). A forward
+    manifest gives one kernel."""
+    if not spec.is_backward:
+        return (load_kernel(spec, ordinal),)
+    return _load(spec, ordinal, "kernels")
 
 
 # ---------------------------------------------------------------------------

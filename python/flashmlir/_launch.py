@@ -189,23 +189,53 @@ def describe_params(packed: Sequence[PackedParam]) -> str:
     return "\n".join(rows)
 
 
-def launch(kernel, args: Mapping[str, Any], env: Mapping[str, Any], stream: int) -> None:
-    """Packs and launches a `_kernels.LoadedKernel` on `stream` (a CUstream
-    handle as an int; 0 is the legacy default stream)."""
-    from . import _cuda
+@dataclass(frozen=True)
+class PreparedLaunch:
+    """A launch whose parameters are packed and whose grid is evaluated, so
+    that a sequence of launches can be checked completely before the first
+    one is issued."""
 
+    kernel: Any                    # _kernels.LoadedKernel
+    packed: Tuple[PackedParam, ...]
+    grid: Tuple[int, int, int]
+    block: Tuple[int, int, int]
+    shared_bytes: int
+
+    @property
+    def name(self) -> str:
+        return self.kernel.spec.name
+
+
+def prepare(kernel, args: Mapping[str, Any], env: Mapping[str, Any]) -> PreparedLaunch:
+    """Packs `args` for a `_kernels.LoadedKernel` and evaluates its grid
+    (raises LaunchError; launches nothing)."""
     spec = kernel.spec
     packed = pack_params(spec, args, env)
     grid = grid_dims(spec, env, kernel.device.max_grid)
-    block = (spec.threads, 1, 1)
+    block = tuple(getattr(spec, "block", None) or (spec.threads, 1, 1))
+    return PreparedLaunch(kernel, tuple(packed), grid, block, spec.dynamic_shared_memory)
+
+
+def launch_prepared(prep: PreparedLaunch, stream: int) -> None:
+    """Issues a prepared launch on `stream` (a CUstream handle as an int; 0
+    is the legacy default stream)."""
+    from . import _cuda
+
+    kernel = prep.kernel
     if os.environ.get("FLASHMLIR_DEBUG"):
-        print(f"flashmlir: launch {spec.name} grid={grid} block={block} "
-              f"smem={spec.dynamic_shared_memory} stream={int(stream or 0):#x}\n"
-              + describe_params(packed), file=sys.stderr)
-    storage = [p.ctype() for p in packed]
+        print(f"flashmlir: launch {prep.name} grid={prep.grid} block={prep.block} "
+              f"smem={prep.shared_bytes} stream={int(stream or 0):#x}\n"
+              + describe_params(prep.packed), file=sys.stderr)
+    storage = [p.ctype() for p in prep.packed]
     drv = _cuda.driver()
     with drv.context(kernel.device.context):
-        drv.launch(kernel.function, grid, block, spec.dynamic_shared_memory, stream,
-                   storage, what=spec.name)
+        drv.launch(kernel.function, prep.grid, prep.block, prep.shared_bytes, stream,
+                   storage, what=prep.name)
         if os.environ.get("FLASHMLIR_SYNC"):
-            drv.stream_synchronize(stream, what=spec.name)
+            drv.stream_synchronize(stream, what=prep.name)
+
+
+def launch(kernel, args: Mapping[str, Any], env: Mapping[str, Any], stream: int) -> None:
+    """Packs and launches a `_kernels.LoadedKernel` on `stream` (a CUstream
+    handle as an int; 0 is the legacy default stream)."""
+    launch_prepared(prepare(kernel, args, env), stream)

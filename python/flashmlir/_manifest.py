@@ -1,7 +1,8 @@
 """Kernel manifests (``<name>.json`` next to ``<name>.ptx``): parsing,
-validation, and a consistency check against the PTX entry signature.
+validation, and a consistency check against the PTX entry signatures.
 
-Needs neither torch nor CUDA. Format version 1 (see python/README.md)::
+Needs neither torch nor CUDA. Format version 1 (see python/README.md). A
+forward manifest describes one launch at the top level::
 
     {"version": 1, "name": "...", "kind": "forward", "chip": "sm_80",
      "entry": "fa_fwd_kernel", "dtype": "bf16", "head_dim": 128,
@@ -10,6 +11,20 @@ Needs neither torch nor CUDA. Format version 1 (see python/README.md)::
      "dynamic_shared_memory": 98304, "grid": ["ceildiv(Nq, 128)", "Hq", "B"],
      "params": [{"name": "q", "type": "memref", "rank": 4, "dtype": "bf16",
                  "dims": ["B", "Hq", "Nq", "D"]}, ...]}
+
+A backward manifest (kind "backward") has the same top-level fields but no
+entry/grid/params/threads: its launches are the ``kernels`` list, in launch
+order on one stream, plus the buffers the caller allocates for them::
+
+    {..., "kind": "backward", "deterministic": false,
+     "workspace": [{"name": "delta", "dtype": "f32", "dims": ["B", "Hq", "Nq"]},
+                   {"name": "dq_accum", "dtype": "f32", "dims": ["B", "Hq", "Nq", "D"]}],
+     "kernels": [{"entry": "fa_bwd_preprocess_kernel", "grid": [...],
+                  "block": [128, 1, 1], "threads": 128, "dynamic_shared_memory": 0,
+                  "params": [<out>, <dout>, <delta>, <dq_accum>]}, ...]}
+
+A backward kernel's memref parameters are user tensors (USER_TENSORS, whose
+rank, dtype and dims are fixed by the op) or workspace buffers.
 
 Every memref parameter expands, in PTX order, to: allocated pointer, aligned
 pointer, offset, sizes[rank], strides[rank] (all 64-bit). Scalar parameters
@@ -31,7 +46,7 @@ from ._errors import ExpressionError, ManifestError
 
 MANIFEST_VERSION = 1
 
-KINDS = ("forward", "backward_preprocess", "backward", "backward_dq_convert")
+KINDS = ("forward", "backward")
 
 # Element types a memref parameter may have, with their size in bytes.
 ELEMENT_SIZES = {"f16": 2, "bf16": 2, "f32": 4, "f64": 8, "i8": 1, "u8": 1,
@@ -46,8 +61,33 @@ ATTENTION_DTYPES = ("f16", "bf16")
 _DTYPE_ALIASES = {"fp16": "f16", "float16": "f16", "half": "f16",
                   "bfloat16": "bf16", "float32": "f32", "fp32": "f32"}
 
-# Names a forward kernel's grid and dims may use (bound at launch time).
+# Names a kernel's grid and dims may use (bound at launch time).
 FORWARD_NAMES = ("B", "Hq", "Hkv", "Nq", "Nk", "D", "Dv", "G")
+BACKWARD_NAMES = FORWARD_NAMES
+
+# The tensors a backward kernel may take from the caller, with their rank,
+# element type ("input": the manifest's dtype) and [B, H, N, D] dims. Every
+# other memref parameter must be a declared workspace buffer.
+USER_TENSORS = {
+    "q": ("input", ("B", "Hq", "Nq", "D")),
+    "k": ("input", ("B", "Hkv", "Nk", "D")),
+    "v": ("input", ("B", "Hkv", "Nk", "Dv")),
+    "out": ("input", ("B", "Hq", "Nq", "Dv")),
+    "dout": ("input", ("B", "Hq", "Nq", "Dv")),
+    "lse": ("f32", ("B", "Hq", "Nq")),
+    "dq": ("input", ("B", "Hq", "Nq", "D")),
+    "dk": ("input", ("B", "Hkv", "Nk", "D")),
+    "dv": ("input", ("B", "Hkv", "Nk", "Dv")),
+}
+# What the backward computes: some kernel must take each of these.
+GRADIENTS = ("dq", "dk", "dv")
+
+# Sample shapes on which manifest dims are compared with USER_TENSORS (two
+# sets of distinct values, so that swapped names cannot agree by accident).
+_SAMPLE_ENVS = (
+    {"B": 3, "Hq": 12, "Hkv": 4, "Nq": 1009, "Nk": 2003, "D": 40, "Dv": 56, "G": 3},
+    {"B": 5, "Hq": 14, "Hkv": 7, "Nq": 97, "Nk": 31, "D": 128, "Dv": 64, "G": 2},
+)
 
 _CHIP_RE = re.compile(r"^sm_(\d+)(\d)(a?)$")
 _IDENT_RE = re.compile(r"^[A-Za-z_$][A-Za-z0-9_$]*$")
@@ -143,11 +183,61 @@ def slot_size(slot_type: str) -> int:
 
 
 @dataclass(frozen=True)
+class EntrySpec:
+    """One launch of a manifest: a PTX entry with its grid, block, shared
+    memory and parameters. `name` labels it in messages (the manifest's name
+    for a forward kernel, ``name:entry`` for a kernel of a backward)."""
+
+    name: str
+    entry: str
+    grid: Tuple[_expr.Expression, ...]
+    threads: int
+    block: Tuple[int, int, int]
+    dynamic_shared_memory: int
+    params: Tuple[ParamSpec, ...]
+
+    def slots(self) -> List[Tuple[str, str]]:
+        out: List[Tuple[str, str]] = []
+        for p in self.params:
+            out += p.slots()
+        return out
+
+    def param(self, name: str) -> Optional[ParamSpec]:
+        for p in self.params:
+            if p.name == name:
+                return p
+        return None
+
+
+@dataclass(frozen=True)
+class WorkspaceSpec:
+    """A buffer the caller allocates (contiguous, uninitialized) for the
+    kernels of a backward manifest."""
+
+    name: str
+    dtype: str
+    dims: Tuple[_expr.Expression, ...]
+
+    @property
+    def rank(self) -> int:
+        return len(self.dims)
+
+    def shape(self, env) -> Tuple[int, ...]:
+        return tuple(d.evaluate(env) for d in self.dims)
+
+
+@dataclass(frozen=True)
 class KernelSpec:
+    """A validated manifest. A forward manifest is one launch, described by
+    entry/threads/dynamic_shared_memory/grid/params (and `kernels` holds it
+    as its single EntrySpec). A backward manifest has entry None, threads 0,
+    no grid or params: its launches are `kernels`, in order, and `workspace`
+    lists the buffers they share."""
+
     name: str
     kind: str
     chip: str
-    entry: str
+    entry: Optional[str]
     dtype: str
     head_dim: int
     value_head_dim: int
@@ -165,6 +255,9 @@ class KernelSpec:
     block_kv: Optional[int] = None
     warps: Optional[int] = None
     stages: Optional[int] = None
+    kernels: Tuple[EntrySpec, ...] = ()
+    workspace: Tuple[WorkspaceSpec, ...] = ()
+    deterministic: bool = False
     raw: Dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -174,6 +267,14 @@ class KernelSpec:
     @property
     def resolved_scale(self) -> float:
         return self.scale if self.scale is not None else default_scale(self.head_dim)
+
+    @property
+    def block(self) -> Tuple[int, int, int]:
+        return (self.threads, 1, 1)
+
+    @property
+    def is_backward(self) -> bool:
+        return self.kind == "backward"
 
     def slots(self) -> List[Tuple[str, str]]:
         out: List[Tuple[str, str]] = []
@@ -200,6 +301,8 @@ class KernelSpec:
             bits.append(f"softcap={self.softcap:g}")
         if self.scale is not None and not same_float(self.scale, default_scale(self.head_dim)):
             bits.append(f"scale={self.scale:g}")
+        if self.deterministic:
+            bits.append("deterministic")
         return f"{self.name} [{' '.join(bits)}]"
 
 
@@ -247,14 +350,14 @@ def _parse_expr(text, ctx: _Ctx, where: str, allowed_names) -> _expr.Expression:
     return e
 
 
-def _parse_param(p, i: int, ctx: _Ctx, allowed_names) -> ParamSpec:
-    where = f"params[{i}]"
+def _parse_param(p, i: int, ctx: _Ctx, allowed_names, prefix: str = "") -> ParamSpec:
+    where = f"{prefix}params[{i}]"
     if not isinstance(p, dict):
         raise ctx.fail(f"{where} must be an object, got {p!r}")
     name = _get(p, "name", ctx, str, where=where)
     if not _IDENT_RE.match(name):
         raise ctx.fail(f"{where}: bad parameter name {name!r}")
-    where = f"params[{i}] ({name})"
+    where = f"{prefix}params[{i}] ({name})"
     ptype = _get(p, "type", ctx, str, where=where)
     if ptype == "memref":
         rank = _get(p, "rank", ctx, int, where=where)
@@ -282,6 +385,127 @@ def _parse_param(p, i: int, ctx: _Ctx, allowed_names) -> ParamSpec:
                    f"(known: memref, {', '.join(SCALAR_SIZES)})")
 
 
+def _parse_params(params, ctx: _Ctx, allowed, prefix: str = "") -> Tuple[ParamSpec, ...]:
+    if not isinstance(params, list) or not params:
+        raise ctx.fail(f"{prefix}params must be a non-empty list")
+    parsed = tuple(_parse_param(p, i, ctx, allowed, prefix) for i, p in enumerate(params))
+    names = [p.name for p in parsed]
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        raise ctx.fail(f"{prefix}duplicate parameter name(s): {', '.join(dup)}")
+    return parsed
+
+
+def _parse_grid(grid, ctx: _Ctx, allowed, prefix: str = "") -> Tuple[_expr.Expression, ...]:
+    if not isinstance(grid, list) or not 1 <= len(grid) <= 3:
+        raise ctx.fail(f"{prefix}grid must be a list of 1 to 3 expressions, got {grid!r}")
+    return tuple(_parse_expr(g, ctx, f"{prefix}grid[{i}]", allowed) for i, g in enumerate(grid))
+
+
+def _parse_threads(d: dict, ctx: _Ctx, where: str) -> int:
+    threads = _get(d, "threads", ctx, int, where=where)
+    if not 1 <= threads <= 1024:
+        raise ctx.fail(f"{where}: threads must be in [1, 1024], got {threads}")
+    return threads
+
+
+def _parse_smem(d: dict, ctx: _Ctx, where: str) -> int:
+    smem = _get(d, "dynamic_shared_memory", ctx, int, required=False, default=0, where=where)
+    if smem < 0:
+        raise ctx.fail(f"{where}: dynamic_shared_memory must be >= 0, got {smem}")
+    return smem
+
+
+def _same_dims(dims: Tuple[_expr.Expression, ...], names: Tuple[str, ...]) -> bool:
+    """Whether `dims` denote `names` (compared by value on sample shapes, so
+    that e.g. "Hkv * G" is accepted for "Hq")."""
+    if len(dims) != len(names):
+        return False
+    try:
+        return all(tuple(d.evaluate(env) for d in dims) == tuple(env[n] for n in names)
+                   for env in _SAMPLE_ENVS)
+    except ExpressionError:
+        return False
+
+
+def _parse_workspace(ws, ctx: _Ctx) -> Tuple[WorkspaceSpec, ...]:
+    if not isinstance(ws, list):
+        raise ctx.fail(f"workspace must be a list of buffers, got {ws!r}")
+    out: List[WorkspaceSpec] = []
+    for i, w in enumerate(ws):
+        where = f"workspace[{i}]"
+        if not isinstance(w, dict):
+            raise ctx.fail(f"{where} must be an object, got {w!r}")
+        name = _get(w, "name", ctx, str, where=where)
+        if not _IDENT_RE.match(name):
+            raise ctx.fail(f"{where}: bad buffer name {name!r}")
+        where = f"workspace[{i}] ({name})"
+        if name in USER_TENSORS:
+            raise ctx.fail(f"{where}: {name!r} is a tensor of the op, not a workspace buffer")
+        if any(o.name == name for o in out):
+            raise ctx.fail(f"{where}: duplicate workspace buffer {name!r}")
+        dtype = normalize_dtype(_get(w, "dtype", ctx, str, where=where))
+        if dtype not in ELEMENT_SIZES:
+            raise ctx.fail(f"{where}: unknown dtype {dtype!r} (known: {', '.join(ELEMENT_SIZES)})")
+        dims = w.get("dims")
+        if not isinstance(dims, list) or not 1 <= len(dims) <= 8:
+            raise ctx.fail(f"{where}: dims must be a list of 1 to 8 expressions, got {dims!r}")
+        parsed = tuple(_parse_expr(d, ctx, f"{where} dims[{j}]", BACKWARD_NAMES)
+                       for j, d in enumerate(dims))
+        out.append(WorkspaceSpec(name, dtype, parsed))
+    return tuple(out)
+
+
+def _parse_kernel(k, i: int, ctx: _Ctx, manifest_name: str, dtype: str,
+                  workspace: Dict[str, WorkspaceSpec]) -> EntrySpec:
+    where = f"kernels[{i}]"
+    if not isinstance(k, dict):
+        raise ctx.fail(f"{where} must be an object, got {k!r}")
+    entry = _get(k, "entry", ctx, str, where=where)
+    if not _IDENT_RE.match(entry):
+        raise ctx.fail(f"{where}: bad entry name {entry!r}")
+    where = f"kernels[{i}] ({entry})"
+    grid = _parse_grid(k.get("grid"), ctx, BACKWARD_NAMES, f"{where}: ")
+    threads = _parse_threads(k, ctx, where)
+    block = k.get("block")
+    if block is None:
+        block = [threads]
+    if (not isinstance(block, list) or not 1 <= len(block) <= 3
+            or any(isinstance(b, bool) or not isinstance(b, int) or b < 1 for b in block)):
+        raise ctx.fail(f"{where}: block must be a list of 1 to 3 positive integers, got {block!r}")
+    block3 = tuple(block) + (1,) * (3 - len(block))
+    if block3[0] * block3[1] * block3[2] != threads:
+        raise ctx.fail(f"{where}: block {list(block)} has {block3[0] * block3[1] * block3[2]} "
+                       f"threads but threads is {threads}")
+    smem = _parse_smem(k, ctx, where)
+    params = _parse_params(k.get("params"), ctx, BACKWARD_NAMES, f"{where}: ")
+    for p in params:
+        if not p.is_memref:
+            continue
+        pw = f"{where}: parameter {p.name}"
+        if p.name in USER_TENSORS:
+            want_dtype, want_dims = USER_TENSORS[p.name]
+            want_dtype = dtype if want_dtype == "input" else want_dtype
+            if p.rank != len(want_dims):
+                raise ctx.fail(f"{pw} must have rank {len(want_dims)} "
+                               f"[{', '.join(want_dims)}], got {p.rank}")
+            if p.dtype != want_dtype:
+                raise ctx.fail(f"{pw} must be {want_dtype}, got {p.dtype}")
+            if p.dims is not None and not _same_dims(p.dims, want_dims):
+                raise ctx.fail(f"{pw} has dims [{', '.join(d.text for d in p.dims)}] but "
+                               f"must be [{', '.join(want_dims)}]")
+        elif p.name in workspace:
+            w = workspace[p.name]
+            if p.rank != w.rank or p.dtype != w.dtype:
+                raise ctx.fail(f"{pw} is rank {p.rank} {p.dtype} but workspace buffer "
+                               f"{p.name!r} is rank {w.rank} {w.dtype}")
+        else:
+            raise ctx.fail(f"{pw} is neither a tensor of the op "
+                           f"({', '.join(USER_TENSORS)}) nor a workspace buffer "
+                           f"({', '.join(workspace) or 'none declared'})")
+    return EntrySpec(f"{manifest_name}:{entry}", entry, grid, threads, block3, smem, params)
+
+
 def parse_manifest(data: Any, json_path: str = "<manifest>",
                    check_files: bool = True) -> KernelSpec:
     """Validates a decoded manifest and returns its KernelSpec. Raises
@@ -302,14 +526,22 @@ def parse_manifest(data: Any, json_path: str = "<manifest>",
     kind = _get(data, "kind", ctx, str)
     if kind not in KINDS:
         raise ctx.fail(f"unknown kind {kind!r} (known: {', '.join(KINDS)})")
+    backward = kind == "backward"
     chip = _get(data, "chip", ctx, str)
     try:
         parse_chip(chip)
     except ManifestError as exc:
         raise ctx.fail(str(exc)) from None
-    entry = _get(data, "entry", ctx, str)
-    if not _IDENT_RE.match(entry):
-        raise ctx.fail(f"bad entry name {entry!r}")
+    if backward:
+        for key in ("entry", "grid", "params"):
+            if key in data:
+                raise ctx.fail(f"a backward manifest lists its launches in 'kernels'; "
+                               f"top-level {key!r} is not allowed")
+        entry = None
+    else:
+        entry = _get(data, "entry", ctx, str)
+        if not _IDENT_RE.match(entry):
+            raise ctx.fail(f"bad entry name {entry!r}")
     dtype = normalize_dtype(_get(data, "dtype", ctx, str))
     if dtype not in ATTENTION_DTYPES + ("f32",):
         raise ctx.fail(f"unsupported dtype {dtype!r} (known: f16, bf16, f32)")
@@ -336,26 +568,35 @@ def parse_manifest(data: Any, json_path: str = "<manifest>",
     scale = _get(data, "scale", ctx, float, required=False)
     if scale is not None and not (scale > 0 and math.isfinite(scale)):
         raise ctx.fail(f"scale must be null or a finite number > 0, got {scale!r}")
-    threads = _get(data, "threads", ctx, int)
-    if not 1 <= threads <= 1024:
-        raise ctx.fail(f"threads must be in [1, 1024], got {threads}")
+    scale_is_default = _get(data, "scale_is_default", ctx, bool, required=False)
+    if scale_is_default and scale is not None and not same_float(scale, default_scale(head_dim)):
+        raise ctx.fail(f"scale_is_default is true but scale {scale!r} is not "
+                       f"1/sqrt({head_dim}) = {default_scale(head_dim)!r}")
     warps = _get(data, "warps", ctx, int, required=False)
-    smem = _get(data, "dynamic_shared_memory", ctx, int, required=False, default=0)
-    if smem < 0:
-        raise ctx.fail(f"dynamic_shared_memory must be >= 0, got {smem}")
-    allowed = FORWARD_NAMES if kind == "forward" else None
-    grid = data.get("grid")
-    if not isinstance(grid, list) or not 1 <= len(grid) <= 3:
-        raise ctx.fail(f"grid must be a list of 1 to 3 expressions, got {grid!r}")
-    grid_e = tuple(_parse_expr(g, ctx, f"grid[{i}]", allowed) for i, g in enumerate(grid))
-    params = data.get("params")
-    if not isinstance(params, list) or not params:
-        raise ctx.fail("params must be a non-empty list")
-    parsed = tuple(_parse_param(p, i, ctx, allowed) for i, p in enumerate(params))
-    names = [p.name for p in parsed]
-    dup = sorted({n for n in names if names.count(n) > 1})
-    if dup:
-        raise ctx.fail(f"duplicate parameter name(s): {', '.join(dup)}")
+    deterministic = _get(data, "deterministic", ctx, bool, required=backward, default=False)
+    if backward:
+        threads, smem, grid_e, parsed = 0, 0, (), ()
+        workspace = _parse_workspace(data.get("workspace", None), ctx)
+        kernels = data.get("kernels")
+        if not isinstance(kernels, list) or not kernels:
+            raise ctx.fail("kernels must be a non-empty list of launches")
+        ws = {w.name: w for w in workspace}
+        entries = tuple(_parse_kernel(k, i, ctx, name, dtype, ws) for i, k in enumerate(kernels))
+        taken = {p.name for e in entries for p in e.params if p.is_memref}
+        missing = [g for g in GRADIENTS if g not in taken]
+        if missing:
+            raise ctx.fail(f"no kernel takes {', '.join(missing)}: the backward would not "
+                           "compute every gradient")
+    else:
+        for key in ("kernels", "workspace"):
+            if key in data:
+                raise ctx.fail(f"{key!r} is only allowed in a backward manifest")
+        threads = _parse_threads(data, ctx, "manifest")
+        smem = _parse_smem(data, ctx, "manifest")
+        grid_e = _parse_grid(data.get("grid"), ctx, FORWARD_NAMES)
+        parsed = _parse_params(data.get("params"), ctx, FORWARD_NAMES)
+        workspace = ()
+        entries = (EntrySpec(name, entry, grid_e, threads, (threads, 1, 1), smem, parsed),)
     extras = {}
     for key in ("block_q", "block_kv", "stages"):
         extras[key] = _get(data, key, ctx, int, required=False)
@@ -371,7 +612,8 @@ def parse_manifest(data: Any, json_path: str = "<manifest>",
         window=(window[0], window[1]), softcap=softcap, scale=scale,
         threads=threads, dynamic_shared_memory=smem, grid=grid_e,
         params=parsed, json_path=os.path.abspath(json_path) if json_path != "<manifest>" else json_path,
-        ptx_path=ptx_path, warps=warps, raw=data, **extras)
+        ptx_path=ptx_path, warps=warps, kernels=entries, workspace=workspace,
+        deterministic=deterministic, raw=data, **extras)
 
 
 def load_manifest(json_path: str, check_files: bool = True) -> KernelSpec:
@@ -454,23 +696,30 @@ def parse_ptx(text: str) -> PtxInfo:
 
 
 def check_against_ptx(spec: KernelSpec, ptx_text: str) -> PtxInfo:
-    """Raises ManifestError when the manifest does not describe the PTX's
-    entry: wrong target, missing entry, parameter count or sizes, or more
-    threads than the entry allows."""
+    """Raises ManifestError when the manifest does not describe the PTX: wrong
+    target, or for any of its kernels (every launch of a backward manifest) a
+    missing entry, wrong parameter count or sizes, or more threads than the
+    entry allows."""
     info = parse_ptx(ptx_text)
     where = f"{spec.json_path} vs {os.path.basename(spec.ptx_path)}"
     if info.target is not None and info.target != spec.chip:
         raise ManifestError(f"{where}: PTX .target is {info.target} but the manifest "
                             f"says chip {spec.chip}")
-    entry = info.entries.get(spec.entry)
+    for i, k in enumerate(spec.kernels):
+        _check_entry(k, info, f"{where}: kernels[{i}] ({k.entry})" if spec.is_backward else where)
+    return info
+
+
+def _check_entry(k: EntrySpec, info: PtxInfo, where: str) -> None:
+    entry = info.entries.get(k.entry)
     if entry is None:
-        raise ManifestError(f"{where}: no .entry {spec.entry} in the PTX "
+        raise ManifestError(f"{where}: no .entry {k.entry} in the PTX "
                             f"(entries: {', '.join(info.entries) or 'none'})")
-    slots = spec.slots()
+    slots = k.slots()
     want = tuple(slot_size(t) for _, t in slots)
     if len(want) != len(entry.param_sizes):
         raise ManifestError(
-            f"{where}: entry {spec.entry} takes {len(entry.param_sizes)} parameters "
+            f"{where}: entry {k.entry} takes {len(entry.param_sizes)} parameters "
             f"but the manifest's params expand to {len(want)} "
             f"({', '.join(l for l, _ in slots)})")
     for i, ((label, _), w, got) in enumerate(zip(slots, want, entry.param_sizes)):
@@ -485,10 +734,9 @@ def check_against_ptx(spec: KernelSpec, ptx_text: str) -> PtxInfo:
         total = 1
         for d in dims:
             total *= d
-        if which == "maxntid" and spec.threads > total:
-            raise ManifestError(f"{where}: manifest threads {spec.threads} exceeds the "
+        if which == "maxntid" and k.threads > total:
+            raise ManifestError(f"{where}: manifest threads {k.threads} exceeds the "
                                 f"entry's .maxntid {dims}")
-        if which == "reqntid" and spec.threads != total:
-            raise ManifestError(f"{where}: manifest threads {spec.threads} differs from "
+        if which == "reqntid" and k.threads != total:
+            raise ManifestError(f"{where}: manifest threads {k.threads} differs from "
                                 f"the entry's .reqntid {dims}")
-    return info

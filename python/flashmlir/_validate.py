@@ -28,13 +28,17 @@ def _is_real(x) -> bool:
     return isinstance(x, numbers.Real) and not isinstance(x, bool)
 
 
+def check_bool(name: str, value) -> bool:
+    """A Python bool (numpy.bool_ is not one: accepted by duck typing)."""
+    if isinstance(value, bool):
+        return value
+    if type(value).__name__ in ("bool_", "bool") and hasattr(value, "item"):
+        return bool(value)
+    raise TypeError(f"{name} must be a bool, got {type(value).__name__}")
+
+
 def check_options(causal, window, scale, softcap, head_dim: int) -> Options:
-    # numpy.bool_ is not a bool: accept it explicitly by duck typing.
-    if not isinstance(causal, bool):
-        if type(causal).__name__ in ("bool_", "bool") and hasattr(causal, "item"):
-            causal = bool(causal)
-        else:
-            raise TypeError(f"causal must be a bool, got {type(causal).__name__}")
+    causal = check_bool("causal", causal)
     if window is not None:
         if isinstance(window, (str, bytes)) or not hasattr(window, "__len__") or len(window) != 2:
             raise TypeError(f"window must be None or a pair (left, right), got {window!r}")

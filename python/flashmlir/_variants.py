@@ -1,7 +1,7 @@
 """The kernel variants the GPU tests and the benchmark use, so that one
-command can build them all:
+command can build them all (forward and backward):
 
-    PYTHONPATH=python python3 -m flashmlir compile -o build/kernels
+    PYTHONPATH=python python3 -m flashmlir compile -o build/kernels [--kind backward]
 
 Each entry is a dict of KernelRequest.make() keyword arguments.
 """
@@ -26,6 +26,11 @@ TEST_OPTIONS = (
 # What bench/bench_attention.py times: full and causal, default scale.
 BENCH_OPTIONS = ({}, {"causal": True})
 
+# Masks the deterministic backward is built for (tests and bench).
+DETERMINISTIC_OPTIONS = ({}, {"causal": True})
+
+KINDS = ("forward", "backward")
+
 
 def forward_variants() -> List[Dict]:
     out = []
@@ -33,4 +38,29 @@ def forward_variants() -> List[Dict]:
         for d in HEAD_DIMS:
             for opts in TEST_OPTIONS:
                 out.append(dict(kind="forward", dtype=dtype, head_dim=d, value_head_dim=d, **opts))
+    return out
+
+
+def backward_variants() -> List[Dict]:
+    """Fast-mode backward for every forward variant, plus deterministic
+    backward for DETERMINISTIC_OPTIONS (all dtypes and head dims)."""
+    out = []
+    for dtype in DTYPES:
+        for d in HEAD_DIMS:
+            for opts in TEST_OPTIONS:
+                out.append(dict(kind="backward", dtype=dtype, head_dim=d, value_head_dim=d,
+                                **opts))
+            for opts in DETERMINISTIC_OPTIONS:
+                out.append(dict(kind="backward", dtype=dtype, head_dim=d, value_head_dim=d,
+                                deterministic=True, **opts))
+    return out
+
+
+def variants(kinds=KINDS) -> List[Dict]:
+    """The variants of the given kinds, forward first."""
+    out = []
+    if "forward" in kinds:
+        out += forward_variants()
+    if "backward" in kinds:
+        out += backward_variants()
     return out

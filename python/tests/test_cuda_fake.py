@@ -37,7 +37,8 @@ class FakeCuda:
         self.slot_sizes = []
         self.fail = {}
         self.func_attrs = {0: 1024, 1: 0, 3: 0, 4: 168, 6: 90}
-        self.param_sizes = None
+        self.param_sizes = None         # a list, or {function handle: list}
+        self.functions = {}             # entry name (bytes) -> handle, 0x3000 first
         self.loaded_images = []
         self._keep = []
         for name, restype, argtypes, _ in _cuda._SIGNATURES:
@@ -116,7 +117,7 @@ class FakeCuda:
 
     def _cuModuleGetFunction(self, pf, mod, name):
         self.events.append(("getfn", mod, name))
-        pf[0] = 0x3000
+        pf[0] = self.functions.setdefault(name, 0x3000 + len(self.functions))
 
     def _cuFuncGetAttribute(self, p, attr, fn):
         p[0] = self.func_attrs.get(attr, 0)
@@ -125,14 +126,18 @@ class FakeCuda:
         self.events.append(("setattr", fn, attr, value))
 
     def _cuFuncGetParamInfo(self, fn, i, poff, psize):
-        if self.param_sizes is None or i >= len(self.param_sizes):
+        sizes = self.param_sizes
+        if isinstance(sizes, dict):
+            sizes = sizes.get(fn)
+        if sizes is None or i >= len(sizes):
             return 1
-        poff[0] = sum(self.param_sizes[:i])
-        psize[0] = self.param_sizes[i]
+        poff[0] = sum(sizes[:i])
+        psize[0] = sizes[i]
 
     def _cuLaunchKernel(self, fn, gx, gy, gz, bx, by, bz, smem, stream, params, extra):
         vals = []
-        for i, size in enumerate(self.slot_sizes):
+        sizes = self.slot_sizes.get(fn, []) if isinstance(self.slot_sizes, dict) else self.slot_sizes
+        for i, size in enumerate(sizes):
             addr = params[i]
             raw = ctypes.string_at(addr, size)
             vals.append(raw)

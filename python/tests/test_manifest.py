@@ -8,7 +8,8 @@ from flashmlir import _manifest as M
 from flashmlir._errors import ManifestError
 
 from conftest import FIXTURES
-from helpers import DELETE, EXAMPLE, example, fake_ptx, write_kernel
+from helpers import (DELETE, EXAMPLE, backward_example, backward_ptx, example, fake_ptx,
+                     write_backward_kernel, write_kernel)
 
 
 def parse(m, path="<manifest>"):
@@ -83,6 +84,10 @@ def test_optional_fields_default():
     ({"grid": ["ceildiv(Nq 128)", "Hq", "B"]}, r"grid\[0\]"),
     ({"params": []}, "params must be a non-empty list"),
     ({"ptx": "../x.ptx"}, "'ptx' must be a file name"),
+    ({"kind": "backward_preprocess"}, "unknown kind 'backward_preprocess'"),
+    ({"scale_is_default": True, "scale": 0.3}, "scale_is_default is true but scale 0.3"),
+    ({"scale_is_default": "yes"}, "field 'scale_is_default' must be bool"),
+    ({"deterministic": 1}, "field 'deterministic' must be bool"),
 ])
 def test_field_errors(overrides, match):
     with pytest.raises(ManifestError, match=match):
@@ -130,12 +135,23 @@ def test_dims_optional():
     assert parse(m).params[1].dims is None
 
 
-def test_backward_kind_allows_other_names():
-    m = example(kind="backward", grid=["ceildiv(Nk, 128)", "Hq", "B"])
-    m["params"][0]["dims"] = ["B", "Hq", "Nq", "D"]
-    m["params"].append({"name": "dq_accum", "type": "memref", "rank": 4, "dtype": "f32",
-                        "dims": ["B", "Hq", "NqRounded", "D"]})
-    assert parse(m).kind == "backward"
+def test_forward_rejects_backward_fields():
+    with pytest.raises(ManifestError, match="'kernels' is only allowed in a backward manifest"):
+        parse(example(kernels=[]))
+    with pytest.raises(ManifestError, match="'workspace' is only allowed in a backward"):
+        parse(example(workspace=[]))
+    # deterministic is optional (and meaningless) for a forward
+    assert not parse(example()).deterministic
+    assert parse(example(deterministic=False)).kernels[0].entry == "fa_fwd_kernel"
+
+
+def test_forward_has_one_kernel():
+    s = parse(example())
+    (k,) = s.kernels
+    assert (k.name, k.entry, k.threads, k.block, k.dynamic_shared_memory) == (
+        s.name, "fa_fwd_kernel", 128, (128, 1, 1), 98304)
+    assert k.params == s.params and k.grid == s.grid and k.slots() == s.slots()
+    assert s.block == (128, 1, 1) and not s.is_backward and s.workspace == ()
 
 
 def test_name_must_match_file(tmp_path):
@@ -270,3 +286,232 @@ def test_check_against_ptx_errors(ptx, match):
 def test_unparseable_param():
     with pytest.raises(ManifestError, match="cannot parse PTX parameter"):
         M.parse_ptx(".entry k(\n .param .u64 .weird x y\n)\n{\n}")
+
+
+# -- backward manifests ----------------------------------------------------------
+
+def test_backward_fast_parses():
+    m = backward_example()
+    s = parse(m)
+    assert s.kind == "backward" and s.is_backward and not s.deterministic
+    assert s.entry is None and s.params == () and s.grid == () and s.threads == 0
+    assert s.causal and s.mask == (-1, 0) and s.head_dim == 128 and s.chip == "sm_90a"
+    assert [k.entry for k in s.kernels] == [
+        "fa_bwd_preprocess_kernel", "fa_bwd_kernel", "fa_bwd_dq_convert_kernel"]
+    assert [k.name for k in s.kernels] == [
+        "fa_bwd_d128_bf16_causal_sm90a:" + e for e in (
+            "fa_bwd_preprocess_kernel", "fa_bwd_kernel", "fa_bwd_dq_convert_kernel")]
+    pre, main, conv = s.kernels
+    assert [p.name for p in pre.params] == ["out", "dout", "delta", "dq_accum"]
+    assert [p.name for p in main.params] == ["q", "k", "v", "dout", "lse", "delta",
+                                             "dq_accum", "dk", "dv"]
+    assert [p.name for p in conv.params] == ["dq_accum", "dq"]
+    assert main.threads == 256 and main.block == (256, 1, 1)
+    assert main.dynamic_shared_memory == 147456 and pre.dynamic_shared_memory == 0
+    assert [g.text for g in main.grid] == ["ceildiv(Nk, 64)", "Hq", "B"]
+    assert len(main.slots()) == 7 * 11 + 2 * 9  # 7 rank-4 memrefs, lse and delta rank 3
+    assert [(w.name, w.dtype, w.rank) for w in s.workspace] == [
+        ("delta", "f32", 3), ("dq_accum", "f32", 4)]
+    env = {"B": 2, "Hq": 8, "Hkv": 2, "Nq": 100, "Nk": 300, "D": 128, "Dv": 128, "G": 4}
+    assert [w.shape(env) for w in s.workspace] == [(2, 8, 100), (2, 8, 100, 128)]
+    assert "deterministic" not in s.describe() and "backward" in s.describe()
+
+
+def test_backward_deterministic_parses():
+    s = parse(backward_example(deterministic=True, causal=False))
+    assert s.deterministic and not s.causal
+    assert [k.entry for k in s.kernels] == ["fa_bwd_preprocess_kernel", "fa_bwd_kernel",
+                                            "fa_bwd_dq_kernel"]
+    assert [w.name for w in s.workspace] == ["delta"]
+    assert [p.name for p in s.kernels[2].params] == ["q", "k", "v", "dout", "lse", "delta", "dq"]
+    assert s.describe().endswith("deterministic]")
+
+
+def test_backward_optional_kernel_fields():
+    m = backward_example()
+    for k in m["kernels"]:
+        del k["block"], k["dynamic_shared_memory"]
+    s = parse(m)
+    assert [k.block for k in s.kernels] == [(128, 1, 1), (256, 1, 1), (128, 1, 1)]
+    assert all(k.dynamic_shared_memory == 0 for k in s.kernels)
+    m["kernels"][1]["block"] = [128, 2]
+    assert parse(m).kernels[1].block == (128, 2, 1)
+
+
+def test_backward_dims_compared_by_value():
+    m = backward_example()
+    m["kernels"][1]["params"][0]["dims"] = ["B", "Hkv * G", "Nq", "D"]  # q: Hq
+    assert parse(m).kernels[1].params[0].dims[1].text == "Hkv * G"
+    m["kernels"][1]["params"][0]["dims"] = ["B", "Hkv", "Nq", "D"]
+    with pytest.raises(ManifestError, match=r"kernels\[1\] \(fa_bwd_kernel\): parameter q has "
+                       r"dims \[B, Hkv, Nq, D\] but must be \[B, Hq, Nq, D\]"):
+        parse(m)
+
+
+def _bwd(deterministic=False, edit=None):
+    m = backward_example(deterministic)
+    if edit:
+        edit(m)
+    return m
+
+
+def _set(path, value):
+    """An edit that sets m[path...] = value (DELETE removes it)."""
+    def edit(m):
+        obj = m
+        for key in path[:-1]:
+            obj = obj[key]
+        if value is DELETE:
+            del obj[path[-1]]
+        else:
+            obj[path[-1]] = value
+    return edit
+
+
+def _param(k, i, **kw):
+    def edit(m):
+        for key, val in kw.items():
+            if val is DELETE:
+                del m["kernels"][k]["params"][i][key]
+            else:
+                m["kernels"][k]["params"][i][key] = val
+    return edit
+
+
+@pytest.mark.parametrize("edit,match", [
+    (_set(["entry"], "fa_bwd_kernel"), "a backward manifest lists its launches in 'kernels'; "
+                                       "top-level 'entry' is not allowed"),
+    (_set(["grid"], ["1"]), "top-level 'grid' is not allowed"),
+    (_set(["params"], []), "top-level 'params' is not allowed"),
+    (_set(["deterministic"], DELETE), "missing field 'deterministic'"),
+    (_set(["deterministic"], "no"), "field 'deterministic' must be bool"),
+    (_set(["kernels"], DELETE), "kernels must be a non-empty list of launches"),
+    (_set(["kernels"], []), "kernels must be a non-empty list of launches"),
+    (_set(["kernels", 0], "pre"), r"kernels\[0\] must be an object"),
+    (_set(["workspace"], DELETE), "workspace must be a list of buffers, got None"),
+    (_set(["workspace", 0], 3), r"workspace\[0\] must be an object"),
+    (_set(["workspace", 0, "name"], "lse"), r"workspace\[0\] \(lse\): 'lse' is a tensor of the op"),
+    (_set(["workspace", 1, "name"], "delta"), r"workspace\[1\] \(delta\): duplicate workspace"),
+    (_set(["workspace", 0, "name"], "1x"), r"workspace\[0\]: bad buffer name '1x'"),
+    (_set(["workspace", 0, "dtype"], "f8"), r"workspace\[0\] \(delta\): unknown dtype 'f8'"),
+    (_set(["workspace", 0, "dims"], []), r"workspace\[0\] \(delta\): dims must be a list of 1 to 8"),
+    (_set(["workspace", 1, "dims", 2], "NqPad"),
+     r"workspace\[1\] \(dq_accum\) dims\[2\]: unknown name\(s\) NqPad"),
+    (_set(["kernels", 1, "entry"], DELETE), r"kernels\[1\]: missing field 'entry'"),
+    (_set(["kernels", 1, "entry"], "fa bwd"), r"kernels\[1\]: bad entry name 'fa bwd'"),
+    (_set(["kernels", 1, "grid"], ["ceildiv(Nk, 64)", "H", "B"]),
+     r"kernels\[1\] \(fa_bwd_kernel\): grid\[1\]: unknown name\(s\) H"),
+    (_set(["kernels", 1, "grid"], []), r"kernels\[1\] \(fa_bwd_kernel\): grid must be a list"),
+    (_set(["kernels", 2, "threads"], DELETE),
+     r"kernels\[2\] \(fa_bwd_dq_convert_kernel\): missing field 'threads'"),
+    (_set(["kernels", 2, "threads"], 2048), r"kernels\[2\] .*threads must be in \[1, 1024\]"),
+    (_set(["kernels", 2, "block"], [64, 1, 1]), r"block \[64, 1, 1\] has 64 threads but "
+                                                r"threads is 128"),
+    (_set(["kernels", 2, "block"], [0, 1, 1]), "block must be a list of 1 to 3 positive"),
+    (_set(["kernels", 2, "block"], 128), "block must be a list of 1 to 3 positive"),
+    (_set(["kernels", 1, "dynamic_shared_memory"], -4), "dynamic_shared_memory must be >= 0"),
+    (_set(["kernels", 1, "params"], []), r"kernels\[1\] \(fa_bwd_kernel\): params must be a "
+                                         "non-empty list"),
+    (_param(1, 2, name="k"), r"kernels\[1\] \(fa_bwd_kernel\): duplicate parameter name\(s\): k"),
+    (_param(1, 0, name="query"), r"parameter query is neither a tensor of the op \(q, k, v, out, "
+                                 r"dout, lse, dq, dk, dv\) nor a workspace buffer \(delta, dq_accum\)"),
+    (_param(1, 4, rank=4, dims=["B", "Hq", "Nq", "D"]), "parameter lse must have rank 3"),
+    (_param(1, 0, dtype="f16"), "parameter q must be bf16, got f16"),
+    (_param(1, 4, dtype="bf16"), "parameter lse must be f32, got bf16"),
+    (_param(1, 7, dims=["B", "Hq", "Nk", "D"]), r"parameter dk has dims \[B, Hq, Nk, D\] but "
+                                                r"must be \[B, Hkv, Nk, D\]"),
+    (_param(1, 6, dtype="f16"), "parameter dq_accum is rank 4 f16 but workspace buffer "
+                                "'dq_accum' is rank 4 f32"),
+    (_param(1, 5, rank=4, dims=["B", "Hq", "Nq", "D"]), "parameter delta is rank 4 f32 but "
+                                                        "workspace buffer 'delta' is rank 3"),
+    (_param(1, 1, type="tensor"), "unknown parameter type 'tensor'"),
+    (_set(["kernels", 2, "params"], [{"name": "dq_accum", "type": "memref", "rank": 4,
+                                      "dtype": "f32", "dims": ["B", "Hq", "Nq", "D"]}]),
+     "no kernel takes dq: the backward would not compute every gradient"),
+    (_set(["workspace"], [{"name": "delta", "dtype": "f32", "dims": ["B", "Hq", "Nq"]}]),
+     r"parameter dq_accum is neither a tensor of the op .* nor a workspace buffer \(delta\)"),
+])
+def test_backward_errors(edit, match):
+    with pytest.raises(ManifestError, match=match):
+        parse(_bwd(edit=edit))
+
+
+def test_backward_scalar_params_allowed():
+    m = backward_example()
+    m["kernels"][1]["params"].append({"name": "scale", "type": "f32", "value": "scale"})
+    assert parse(m).kernels[1].slots()[-1] == ("scale", "f32")
+
+
+def test_backward_files(tmp_path):
+    m = backward_example(deterministic=True)
+    jp = write_backward_kernel(str(tmp_path), m)
+    s = M.load_manifest(jp)
+    assert s.ptx_path == str(tmp_path / (m["name"] + ".ptx"))
+    info = M.check_against_ptx(s, (tmp_path / (m["name"] + ".ptx")).read_text())
+    assert set(info.entries) == {"fa_bwd_preprocess_kernel", "fa_bwd_kernel", "fa_bwd_dq_kernel"}
+
+
+def test_backward_check_against_ptx_ok():
+    for det in (False, True):
+        m = backward_example(det)
+        info = M.check_against_ptx(parse(m), backward_ptx(m))
+        assert info.entries["fa_bwd_kernel"].param_sizes == (8,) * (
+            (7 if not det else 6) * 11 + 2 * 9)
+
+
+@pytest.mark.parametrize("kw,match", [
+    (dict(drop=("fa_bwd_dq_convert_kernel",)),
+     r"kernels\[2\] \(fa_bwd_dq_convert_kernel\): no .entry fa_bwd_dq_convert_kernel in the "
+     r"PTX \(entries: fa_bwd_preprocess_kernel, fa_bwd_kernel\)"),
+    (dict(nparams={"fa_bwd_kernel": 94}),
+     r"kernels\[1\] \(fa_bwd_kernel\): entry fa_bwd_kernel takes 94 parameters but the "
+     r"manifest's params expand to 95"),
+    (dict(nparams={"fa_bwd_preprocess_kernel": 41}),
+     r"kernels\[0\] \(fa_bwd_preprocess_kernel\): entry fa_bwd_preprocess_kernel takes 41"),
+    (dict(target="sm_80"), "PTX .target is sm_80 but the manifest says chip sm_90a"),
+])
+def test_backward_check_against_ptx_errors(kw, match):
+    m = backward_example()
+    with pytest.raises(ManifestError, match=match):
+        M.check_against_ptx(parse(m), backward_ptx(m, **kw))
+
+
+def test_backward_check_threads_against_every_entry():
+    m = backward_example()
+    ptx = backward_ptx(m).replace(".maxntid 256, 1, 1", ".maxntid 128, 1, 1")
+    with pytest.raises(ManifestError, match=r"kernels\[1\] \(fa_bwd_kernel\): manifest threads "
+                                            r"256 exceeds the entry's .maxntid"):
+        M.check_against_ptx(parse(m), ptx)
+
+
+def test_check_command_checks_every_entry(tmp_path, capsys):
+    from flashmlir import __main__ as cli
+    good = backward_example()
+    write_backward_kernel(str(tmp_path), good)
+    bad = backward_example(deterministic=True)
+    write_backward_kernel(str(tmp_path), bad, ptx=backward_ptx(bad, drop=("fa_bwd_dq_kernel",)))
+    write_kernel(str(tmp_path), example(), ptx=fake_ptx(nparams=53))
+    rc = cli.main(["check", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert rc == 1
+    assert "3 kernel(s):" in out
+    assert f"ok   {good['name']} (PTX 8.4, sm_90a, 3 entries)" in out
+    assert f"ok   {EXAMPLE['name']} (PTX 8.0, sm_80)" in out
+    assert "FAIL" in out and "kernels[2] (fa_bwd_dq_kernel): no .entry fa_bwd_dq_kernel" in out
+    # list shows each launch of a backward manifest
+    assert "fa_bwd_dq_convert_kernel" in out and "params=dq_accum,dq" in out
+    assert "workspace=delta[B,Hq,Nq],dq_accum[B,Hq,Nq,D]" in out
+
+
+def test_fixture_backward_manifests_match_their_ptx(tmp_path):
+    """The naive backward fixture kernels (fixtures/fixture_backward.ptx,
+    built by nvcc) have the parameter lists their manifests declare."""
+    from fixture_manifests import write_naive_kernels
+    write_naive_kernels(str(tmp_path))
+    n = 0
+    for jp in sorted(tmp_path.glob("*.json")):
+        s = M.load_manifest(str(jp))
+        with open(s.ptx_path) as f:
+            M.check_against_ptx(s, f.read())
+        n += s.is_backward
+    assert n == 33

@@ -175,7 +175,7 @@ FAKE_COMPILER = textwrap.dedent("""\
     #!{python}
     import json, os, sys
     sys.path.insert(0, {helpers!r})
-    from helpers import forward_manifest, write_kernel
+    from helpers import backward_example, forward_manifest, write_backward_kernel, write_kernel
     log = {log!r}
     with open(log, "a") as f:
         f.write(json.dumps(sys.argv[1:]) + "\\n")
@@ -199,11 +199,13 @@ FAKE_COMPILER = textwrap.dedent("""\
     if mode == "wrong":
         d = 8
     name = "cc_" + opts["chip"] + "_" + str(abs(hash(tuple(a))) % 10**8)
-    m = forward_manifest(name, chip=opts["chip"], dtype=opts["dtype"], d=d,
-                         causal="causal" in flags, window=window,
-                         softcap=float(opts["softcap"]) if "softcap" in opts else None,
-                         scale=float(opts["scale"]) if "scale" in opts else None)
-    write_kernel(opts["o"], m)
+    kw = dict(chip=opts["chip"], dtype=opts["dtype"], d=d, causal="causal" in flags,
+              window=window, softcap=float(opts["softcap"]) if "softcap" in opts else None,
+              scale=float(opts["scale"]) if "scale" in opts else None)
+    if opts["kind"] == "backward":
+        write_backward_kernel(opts["o"], backward_example("deterministic" in flags, name=name, **kw))
+    else:
+        write_kernel(opts["o"], forward_manifest(name, **kw))
 """)
 
 
@@ -302,3 +304,100 @@ def test_request_describe_and_args():
     assert "--window=97,31" in r.compile_args("sm_80", "D")
     assert "--causal" not in r.compile_args("sm_80", "D")
     assert K.KernelRequest.make("forward", "float16", 64).dtype == "f16"
+
+
+# -- backward kernels ----------------------------------------------------------------
+
+def put_bwd(folder, name, deterministic=False, **kw):
+    from helpers import backward_example, write_backward_kernel
+    write_backward_kernel(str(folder), backward_example(deterministic, name=name, **kw))
+
+
+def test_backward_selection(kdir):
+    put_bwd(kdir, "bwd_causal_sm90a", causal=True)
+    put_bwd(kdir, "bwd_causal_det_sm90a", deterministic=True, causal=True)
+    put_bwd(kdir, "bwd_full_sm80", causal=False, chip="sm_80")
+    r = reg(kdir)
+    assert len(r.specs()) == 11 and r.invalid() == []
+    assert r.find(req(kind="backward", causal=True), H).name == "bwd_causal_sm90a"
+    assert r.find(req(kind="backward", causal=True, deterministic=True), H).name == \
+        "bwd_causal_det_sm90a"
+    assert r.find(req(kind="backward"), H).name == "bwd_full_sm80"
+    assert r.find(req(causal=True), H).name == "bf16_d128_causal_sm90a"  # forward unaffected
+    with pytest.raises(KernelNotFoundError) as ei:
+        r.find(req(kind="backward", deterministic=True), H)
+    msg = str(ei.value)
+    assert "no kernel for kind=backward dtype=bf16 head_dim=128 causal=False scale=0.088388348 " \
+           "deterministic=True" in msg
+    assert "Available backward kernels (3)" in msg
+    assert "bwd_causal_det_sm90a [backward sm_90a bf16 D=128 causal deterministic]" in msg
+    # an sm_90a backward does not run on an A100
+    with pytest.raises(KernelNotFoundError, match="no kernel for kind=backward .* on sm_80"):
+        r.find(req(kind="backward", causal=True), A100)
+
+
+def test_backward_request():
+    r = req(kind="backward", head_dim=64, causal=True, deterministic=True)
+    assert r.describe() == ("kind=backward dtype=bf16 head_dim=64 causal=True scale=0.125 "
+                            "deterministic=True")
+    assert r.compile_args("sm_90a", "D") == [
+        "--kind=backward", "--head-dim=64", "--value-head-dim=64", "--dtype=bf16", "--causal",
+        "--deterministic", "--chip=sm_90a", "-o", "D"]
+    assert "--deterministic" not in req(kind="backward").compile_args("sm_90a", "D")
+    assert req().deterministic is False
+    with pytest.raises(ValueError, match="deterministic applies to backward kernels only"):
+        req(deterministic=True)
+    with pytest.raises(ValueError, match="unknown kernel kind 'backward_preprocess'"):
+        req(kind="backward_preprocess")
+
+
+def test_compile_backward_on_demand(tmp_path):
+    compiler, log = make_compiler(tmp_path)
+    cache = tmp_path / "cache"
+    r = K.KernelRegistry([], cache=str(cache), compiler=compiler)
+    rq = req(kind="backward", head_dim=64, causal=True, deterministic=True)
+    spec = r.find(rq, H)
+    assert spec.kind == "backward" and spec.deterministic and spec.chip == "sm_90a"
+    assert [k.entry for k in spec.kernels][-1] == "fa_bwd_dq_kernel"
+    (argv,) = calls(log)
+    assert argv[:4] == ["--kind=backward", "--head-dim=64", "--value-head-dim=64", "--dtype=bf16"]
+    assert "--deterministic" in argv and "--causal" in argv
+    assert r.find(rq, H).json_path == spec.json_path and len(calls(log)) == 1
+    # the fast mode is another variant: compiled separately
+    fast = r.find(req(kind="backward", head_dim=64, causal=True), H)
+    assert not fast.deterministic and len(calls(log)) == 2
+
+
+def test_variants():
+    from flashmlir import _variants
+    fwd, bwd = _variants.forward_variants(), _variants.backward_variants()
+    assert len(fwd) == 24 and all(v["kind"] == "forward" for v in fwd)
+    assert len(bwd) == 24 + 8 and all(v["kind"] == "backward" for v in bwd)
+    det = [v for v in bwd if v.get("deterministic")]
+    assert len(det) == 8 and {v.get("causal", False) for v in det} == {False, True}
+    assert all(set(v) <= {"kind", "dtype", "head_dim", "value_head_dim", "deterministic",
+                          "causal"} for v in det)
+    fast = [{k: v for k, v in b.items() if k != "kind"} for b in bwd if not b.get("deterministic")]
+    assert fast == [{k: v for k, v in f.items() if k != "kind"} for f in fwd]
+    assert _variants.variants() == fwd + bwd
+    assert _variants.variants(("backward",)) == bwd
+    for v in bwd:
+        K.KernelRequest.make(**v)  # every variant is a valid request
+
+
+def test_cli_variants_and_compile(tmp_path, capsys):
+    from flashmlir import __main__ as cli
+    assert cli.main(["variants", "--kind", "backward", "--chip", "sm_90a"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 32 and all(l.startswith("fa-compile --kind=backward ") for l in lines)
+    assert sum("--deterministic" in l for l in lines) == 8
+    assert cli.main(["variants", "--chip", "sm_80"]) == 0
+    assert len(capsys.readouterr().out.splitlines()) == 56
+    compiler, log = make_compiler(tmp_path)
+    out = tmp_path / "kernels"
+    assert cli.main(["compile", "-o", str(out), "--kind", "backward", "--chip", "sm_90a",
+                     "--compiler", compiler]) == 0
+    assert "0 failure(s)" in capsys.readouterr().out
+    specs = K.KernelRegistry([str(out)], cache=str(tmp_path / "c"), compiler=None).specs()
+    assert len(specs) == 32 and all(s.kind == "backward" for s in specs)
+    assert sum(s.deterministic for s in specs) == 8
