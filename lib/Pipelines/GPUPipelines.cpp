@@ -90,7 +90,9 @@ void mlir::fa::buildGPUBackwardPipeline(
     OpPassManager &pm, const GPUBackwardPipelineOptions &options) {
   pm.addPass(createFATileAttentionBackward(
       FATileAttentionBackwardOptions{options.blockQ, options.blockKV}));
-  pm.addPass(createCanonicalizerPass());
+  // CSE only: canonicalization would fold the nest's single-iteration loops
+  // (one query head per kv head, static lengths), which the conversion
+  // matches.
   pm.addPass(createCSEPass());
   pm.addPass(createFAConvertTiledAttentionBackwardToGPU(
       FAConvertTiledAttentionBackwardToGPUOptions{options.warps}));

@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
 """Checks fa-compile's output directory: every <name>.json manifest is complete
-and agrees with its <name>.ptx (entry name, parameter count), and, with
+and agrees with its <name>.ptx (entry names, parameter counts), and, with
 --ptxas, every PTX assembles for its chip without register spills.
 
     check-manifests.py DIR [--ptxas PATH] [--expect N]
-Prints one line per kernel: "<name> ok <chip> regs=<n> spills=<bytes>".
+Prints one line per manifest: "<name> ok <chip> regs=<n> spills=<bytes>"
+(backward: regs of each kernel, in launch order, separated by '/', and the
+total spill bytes).
 """
 import argparse
 import json
@@ -19,6 +21,22 @@ FIELDS = {"version": int, "name": str, "kind": str, "chip": str, "entry": str,
           "warps": int, "stages": int, "threads": int, "block": list,
           "dynamic_shared_memory": int, "grid": list, "params": list}
 PARAMS = [("q", 4), ("k", 4), ("v", 4), ("out", 4), ("lse", 3)]
+BACKWARD_FIELDS = {k: v for k, v in FIELDS.items()
+                   if k not in ("entry", "stages", "threads", "block",
+                                "dynamic_shared_memory", "grid", "params")}
+BACKWARD_FIELDS.update({"deterministic": bool, "kernels": list,
+                        "workspace": list})
+# Launch order and parameters of the backward kernels, per mode.
+BACKWARD_KERNELS = {
+    False: [("preprocess", ["out", "dout", "lse", "delta", "lse2", "dq_accum"]),
+            ("", ["q", "k", "v", "dout", "lse2", "delta", "dq_accum", "dk",
+                  "dv"]),
+            ("dq_convert", ["dq_accum", "dq"])],
+    True: [("preprocess", ["out", "dout", "lse", "delta", "lse2"]),
+           ("", ["q", "k", "v", "dout", "lse2", "delta", "dk", "dv"]),
+           ("dq", ["q", "k", "v", "dout", "lse2", "delta", "dq"])],
+}
+RANKS = {"lse": 3, "delta": 3, "lse2": 3}
 
 
 def fail(msg):
@@ -37,31 +55,34 @@ def main():
         fail(f"expected {args.expect} manifests, found {len(names)}")
     for name in names:
         m = json.load(open(os.path.join(args.dir, name + ".json")))
-        for field, ty in FIELDS.items():
+        backward = m.get("kind") == "backward"
+        for field, ty in (BACKWARD_FIELDS if backward else FIELDS).items():
             if field not in m or not isinstance(m[field], ty):
                 fail(f"{name}: field {field!r} missing or not {ty.__name__}")
         if m["name"] != name:
             fail(f"{name}: manifest names itself {m['name']!r}")
-        if [(p["name"], p["rank"]) for p in m["params"]] != PARAMS:
-            fail(f"{name}: parameters {m['params']}")
-        if m["threads"] != 32 * m["warps"] or m["block"] != [m["threads"], 1, 1]:
-            fail(f"{name}: block {m['block']} for {m['warps']} warps")
-        if m["grid"] != [f"ceildiv(Nq, {m['block_q']})", "Hq", "B"]:
-            fail(f"{name}: grid {m['grid']}")
-        if not 0 < m["dynamic_shared_memory"] <= 227 * 1024:
-            fail(f"{name}: dynamic shared memory {m['dynamic_shared_memory']}")
         ptx = open(os.path.join(args.dir, name + ".ptx")).read()
-        entry = re.search(r"\.visible \.entry (\w+)\(([^)]*)\)", ptx)
-        if not entry or entry.group(1) != m["entry"]:
-            fail(f"{name}: PTX entry {entry and entry.group(1)} != {m['entry']}")
-        # Each memref expands to 2 pointers, an offset, rank sizes and rank
-        # strides.
-        expected = sum(3 + 2 * r for _, r in PARAMS)
-        got = entry.group(2).count(".param")
-        if got != expected:
-            fail(f"{name}: {got} PTX parameters, manifest implies {expected}")
         if f".target {m['chip']}" not in ptx:
             fail(f"{name}: PTX not for {m['chip']}")
+        entries = dict(re.findall(r"\.visible \.entry (\w+)\(([^)]*)\)", ptx))
+        if backward:
+            expected = BACKWARD_KERNELS[m["deterministic"]]
+            if len(m["kernels"]) != len(expected):
+                fail(f"{name}: {len(m['kernels'])} kernels")
+            for k, (suffix, params) in zip(m["kernels"], expected):
+                want = "fa_bwd_" + (suffix + "_" if suffix else "") + "kernel"
+                if k["entry"] != want:
+                    fail(f"{name}: kernel {k['entry']}, expected {want}")
+                check_kernel(name, k, [(p, RANKS.get(p, 4)) for p in params],
+                             entries)
+            kernels = m["kernels"]
+        else:
+            check_kernel(name, m, PARAMS, entries)
+            if m["threads"] != 32 * m["warps"]:
+                fail(f"{name}: {m['threads']} threads for {m['warps']} warps")
+            if m["grid"] != [f"ceildiv(Nq, {m['block_q']})", "Hq", "B"]:
+                fail(f"{name}: grid {m['grid']}")
+            kernels = [m]
         line = f"{name} ok {m['chip']}"
         if args.ptxas:
             out = subprocess.run(
@@ -70,10 +91,36 @@ def main():
                 capture_output=True, text=True)
             if out.returncode != 0:
                 fail(f"{name}: ptxas failed:\n{out.stderr}")
-            regs = re.search(r"Used (\d+) registers", out.stderr)
-            spills = re.search(r"(\d+) bytes spill stores", out.stderr)
-            line += f" regs={regs.group(1)} spills={spills.group(1)}"
+            # ptxas reports entries in its own order: key them by name.
+            regs, spills = {}, 0
+            for block in out.stderr.split("Compiling entry function")[1:]:
+                entry = re.match(r" '(\w+)'", block).group(1)
+                regs[entry] = re.search(r"Used (\d+) registers", block).group(1)
+                spills += int(re.search(r"(\d+) bytes spill stores", block).group(1))
+            line += (" regs=" + "/".join(regs[k["entry"]] for k in kernels)
+                     + f" spills={spills}")
         print(line)
+
+
+def check_kernel(name, k, params, entries):
+    """One launch: parameters, block, shared memory, and its PTX entry."""
+    if [(p["name"], p["rank"]) for p in k["params"]] != params:
+        fail(f"{name}: parameters of {k['entry']}: {k['params']}")
+    if k["block"] != [k["threads"], 1, 1]:
+        fail(f"{name}: block {k['block']} of {k['entry']}")
+    if not 0 <= k["dynamic_shared_memory"] <= 227 * 1024:
+        fail(f"{name}: dynamic shared memory {k['dynamic_shared_memory']}")
+    if len(k["grid"]) != 3:
+        fail(f"{name}: grid {k['grid']} of {k['entry']}")
+    if k["entry"] not in entries:
+        fail(f"{name}: no PTX entry {k['entry']}")
+    # Each memref expands to 2 pointers, an offset, rank sizes and rank
+    # strides.
+    expected = sum(3 + 2 * r for _, r in params)
+    got = entries[k["entry"]].count(".param")
+    if got != expected:
+        fail(f"{name}: {got} PTX parameters for {k['entry']}, manifest "
+             f"implies {expected}")
 
 
 if __name__ == "__main__":

@@ -1,10 +1,25 @@
 // REQUIRES: ptxas
-// The default kernel set (D 64/128 x f16/bf16 x causal/not x sm_80/sm_90a):
-// every manifest complete and consistent with its PTX, every kernel
-// assembles without register spills.
+// The default kernel set (forward and backward x D 64/128 x f16/bf16 x
+// causal/not x sm_80/sm_90a): every manifest complete and consistent with its
+// PTX, every kernel assembles without register spills.
 // RUN: rm -rf %t && fa-compile --default-set -o %t > %t.log
-// RUN: python3 %S/check-manifests.py %t --expect 16 --ptxas %ptxas | FileCheck %s --check-prefix=SET
+// RUN: python3 %S/check-manifests.py %t --expect 32 --ptxas %ptxas | FileCheck %s --check-prefix=SET
+// SET-COUNT-16: {{^fa_bwd_d(64|128)_(f16|bf16)(_causal)?_sm(80|90a) ok sm_(80|90a) regs=[0-9]+/[0-9]+/[0-9]+ spills=0$}}
 // SET-COUNT-16: {{^fa_fwd_d(64|128)_(f16|bf16)(_causal)?_sm(80|90a) ok sm_(80|90a) regs=[0-9]+ spills=0$}}
+
+// Deterministic backward: the dQ kernel replaces the atomics and the
+// conversion kernel.
+// RUN: fa-compile --kind=backward --deterministic --head-dim=128 --dtype=bf16 --causal --chip=sm_90a -o %t.det > %t.det.log
+// RUN: python3 %S/check-manifests.py %t.det --expect 1 --ptxas %ptxas | FileCheck %s --check-prefix=DET
+// RUN: FileCheck %s --check-prefix=DETJSON < %t.det/fa_bwd_d128_bf16_causal_det_sm90a.json
+// DET: {{^fa_bwd_d128_bf16_causal_det_sm90a ok sm_90a regs=[0-9]+/[0-9]+/[0-9]+ spills=0$}}
+// DETJSON: "deterministic": true
+// DETJSON: "entry": "fa_bwd_dq_kernel"
+// DETJSON: "grid": [
+// DETJSON-NEXT: "ceildiv(Nq, 64)"
+// DETJSON: "workspace": [
+// DETJSON-NOT: dq_accum
+// DETJSON: "name": "lse2"
 
 // A user's IR file: the config comes from the op (window, softcap, scale).
 // RUN: fa-compile %s --chip=sm_80 --name=user_kernel -o %t.user
@@ -26,6 +41,10 @@
 // WINDOW: fa-compile: --window must be 'left,right', got '3'
 // RUN: not fa-compile --head-dim=100 -o %t.bad 2>&1 | FileCheck %s --check-prefix=HEADDIM
 // HEADDIM: unsupported query/key head dim 100
+// RUN: not fa-compile --kind=sideways -o %t.bad 2>&1 | FileCheck %s --check-prefix=KIND
+// KIND: fa-compile: unsupported --kind 'sideways' (supported: forward, backward)
+// RUN: not fa-compile --deterministic -o %t.bad 2>&1 | FileCheck %s --check-prefix=DETFWD
+// DETFWD: fa-compile: --deterministic applies to --kind backward only
 
 func.func @fa_fwd(%q: memref<?x?x?x64xf16, strided<[?, ?, ?, 1], offset: ?>>, %k: memref<?x?x?x64xf16, strided<[?, ?, ?, 1], offset: ?>>, %v: memref<?x?x?x64xf16, strided<[?, ?, ?, 1], offset: ?>>, %out: memref<?x?x?x64xf16, strided<[?, ?, ?, 1], offset: ?>>, %lse: memref<?x?x?xf32, strided<[?, ?, ?], offset: ?>>) {
   %qt = bufferization.to_tensor %q restrict : memref<?x?x?x64xf16, strided<[?, ?, ?, 1], offset: ?>> to tensor<?x?x?x64xf16>

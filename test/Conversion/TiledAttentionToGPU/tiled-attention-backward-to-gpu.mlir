@@ -1,0 +1,129 @@
+// RUN: fa-opt %s --split-input-file --fa-tile-attention-backward="block-q=64 block-kv=64" --cse --fa-convert-tiled-attention-backward-to-gpu | FileCheck %s
+
+// Fast mode, causal f16, D = 64: the Di generic becomes the preprocessing
+// launch, the (batch, kv head) forall with its key-block loop the key-block
+// launch (dK, dV in registers, dQ through atomics), and the dQ epilogue the
+// conversion launch. Workspace is allocated around them.
+
+!q = memref<?x?x?x64xf16, strided<[?, ?, ?, 1], offset: ?>>
+!l = memref<?x?x?xf32, strided<[?, ?, 1], offset: ?>>
+!t = tensor<?x?x?x64xf16>
+!lt = tensor<?x?x?xf32>
+
+// CHECK-LABEL: func.func @fast_causal
+// CHECK-NOT:     scf.forall
+// CHECK-NOT:     linalg.generic
+// CHECK:         %[[DELTA:.*]] = memref.alloc({{.*}}) {fa.workspace = "delta"} : memref<?x?x?xf32>
+// CHECK:         %[[LSE2:.*]] = memref.alloc({{.*}}) {fa.workspace = "lse2"} : memref<?x?x?xf32>
+// CHECK:         %[[ACC:.*]] = memref.alloc({{.*}}) {fa.workspace = "dq_accum"} : memref<?x?x?x64xf32>
+// Preprocessing: one thread per row, delta = rowsum(dO * O), lse2, zeroed
+// accumulator rows; padded rows get delta = 0, lse2 = +inf.
+// CHECK:         gpu.launch {{.*}} threads({{.*}}) in (%{{.*}} = %c128{{.*}}, %{{.*}} = %c1{{.*}}, %{{.*}} = %c1{{.*}}) dynamic_shared_memory_size %{{.*}} module(@fast_causal_kernels) function(@fast_causal_preprocess_kernel) {
+// CHECK:           vector.load %arg4
+// CHECK:           vector.load %arg3
+// CHECK:           math.fma
+// CHECK:           vector.reduction <add>
+// CHECK:           memref.store %{{.*}}, %[[DELTA]]
+// CHECK:           memref.store %{{.*}}, %[[LSE2]]
+// CHECK:           vector.store %{{.*}}, %[[ACC]]
+// CHECK:         } else {
+// CHECK:           memref.store %cst{{.*}}, %[[LSE2]]
+// Key blocks: grid (key blocks, kv heads, batches), 64 KiB of shared
+// memory: K, V 64x72 | Q, dO 2x64x72 | dS^T 64x72 (f16) | lse2, delta 2x64.
+// CHECK:         %[[SMEM:.*]] = arith.constant 65536 : i32
+// CHECK:         gpu.launch {{.*}} dynamic_shared_memory_size %[[SMEM]] module(@fast_causal_kernels) function(@fast_causal_kernel) {
+// K and V once, then the first query block of the first head, lse2 and
+// delta with them.
+// CHECK:           nvgpu.device_async_copy
+// CHECK:           nvgpu.device_async_create_group
+// CHECK:           scf.if
+// CHECK:             nvgpu.device_async_copy %[[LSE2]]
+// CHECK:             nvgpu.device_async_copy %[[DELTA]]
+// The flattened (head, query block) loop carries dK and dV: 2 x 8 C
+// fragments per warp.
+// CHECK:           %[[ACCS:.*]]:16 = scf.for %{{.*}} iter_args(
+// CHECK:             nvgpu.device_async_wait
+// CHECK-NEXT:        gpu.barrier
+// CHECK:             scf.if
+// CHECK:               nvgpu.device_async_copy
+// S^T = K Q^T: keys as rows.
+// CHECK:             nvgpu.ldmatrix {{.*}}transpose = false
+// CHECK:             nvgpu.mma.sync
+// Causal mask: integer compares against per-iteration limits.
+// CHECK:             arith.cmpi sle
+// CHECK:             math.exp2
+// CHECK:             arith.select
+// dV += P^T dO and dK += dS^T Q read dO and Q transposed.
+// CHECK:             nvgpu.ldmatrix {{.*}}transpose = true
+// CHECK:             nvgpu.mma.sync
+// dS^T to shared memory, a barrier, then each warp's rows of dQ = dS K.
+// CHECK:             vector.store %{{.*}} : memref<4608xf16, #gpu.address_space<workgroup>>, vector<2xf16>
+// CHECK:             gpu.barrier
+// CHECK:             nvgpu.ldmatrix {{.*}}transpose = true
+// CHECK:             memref.atomic_rmw addf %{{.*}}, %[[ACC]]
+// CHECK:             scf.yield
+// Epilogue: dK scaled by the softmax scale, rows < Nk only.
+// CHECK:           arith.mulf
+// CHECK:           vector.store %{{.*}}, %arg7
+// CHECK:           vector.store %{{.*}}, %arg8
+// CHECK:         gpu.launch {{.*}} module(@fast_causal_kernels) function(@fast_causal_dq_convert_kernel) {
+// CHECK:           vector.load %[[ACC]]
+// CHECK:           arith.truncf %{{.*}} : vector<4xf32> to vector<4xf16>
+// CHECK:           vector.store %{{.*}}, %arg6
+// CHECK:         memref.dealloc %[[DELTA]]
+// CHECK:         memref.dealloc %[[LSE2]]
+// CHECK:         memref.dealloc %[[ACC]]
+// CHECK-NEXT:    return
+func.func @fast_causal(%q: !q, %k: !q, %v: !q, %out: !q, %dout: !q, %lse: !l, %dq: !q, %dk: !q, %dv: !q) {
+  %qt = bufferization.to_tensor %q restrict : !q to !t
+  %kt = bufferization.to_tensor %k restrict : !q to !t
+  %vt = bufferization.to_tensor %v restrict : !q to !t
+  %ot = bufferization.to_tensor %out restrict : !q to !t
+  %dot = bufferization.to_tensor %dout restrict : !q to !t
+  %lt = bufferization.to_tensor %lse restrict : !l to !lt
+  %gq, %gk, %gv = fa.attention_backward %qt, %kt, %vt, %ot, %lt, %dot causal : (!t, !t, !t, !t, !lt, !t) -> (!t, !t, !t)
+  bufferization.materialize_in_destination %gq in restrict writable %dq : (!t, !q) -> ()
+  bufferization.materialize_in_destination %gk in restrict writable %dk : (!t, !q) -> ()
+  bufferization.materialize_in_destination %gv in restrict writable %dv : (!t, !q) -> ()
+  return
+}
+
+// -----
+
+// Deterministic mode, bf16, no mask: no accumulator and no atomics; the dQ
+// nest becomes a query-block launch that walks the key blocks in order and
+// keeps dQ in registers.
+
+!q = memref<?x?x?x64xbf16, strided<[?, ?, ?, 1], offset: ?>>
+!l = memref<?x?x?xf32, strided<[?, ?, 1], offset: ?>>
+!t = tensor<?x?x?x64xbf16>
+!lt = tensor<?x?x?xf32>
+
+// CHECK-LABEL: func.func @deterministic
+// CHECK-NOT:     dq_accum
+// CHECK:         gpu.launch {{.*}} function(@deterministic_preprocess_kernel)
+// CHECK:         gpu.launch {{.*}} function(@deterministic_kernel)
+// CHECK-NOT:       memref.atomic_rmw
+// CHECK-NOT:       arith.cmpi sle
+// CHECK:           nvvm.mma.sync
+// CHECK:         gpu.launch {{.*}} function(@deterministic_dq_kernel)
+// CHECK:           memref.load %{{.*}} : memref<?x?x?xf32>
+// CHECK:           memref.load %{{.*}} : memref<?x?x?xf32>
+// CHECK:           scf.for {{.*}} -> (vector<2x2xf32>
+// CHECK:             nvvm.mma.sync
+// CHECK-NOT:         memref.atomic_rmw
+// CHECK:             scf.yield
+// CHECK:           vector.store %{{.*}}, %arg6
+func.func @deterministic(%q: !q, %k: !q, %v: !q, %out: !q, %dout: !q, %lse: !l, %dq: !q, %dk: !q, %dv: !q) {
+  %qt = bufferization.to_tensor %q restrict : !q to !t
+  %kt = bufferization.to_tensor %k restrict : !q to !t
+  %vt = bufferization.to_tensor %v restrict : !q to !t
+  %ot = bufferization.to_tensor %out restrict : !q to !t
+  %dot = bufferization.to_tensor %dout restrict : !q to !t
+  %lt = bufferization.to_tensor %lse restrict : !l to !lt
+  %gq, %gk, %gv = fa.attention_backward %qt, %kt, %vt, %ot, %lt, %dot deterministic : (!t, !t, !t, !t, !lt, !t) -> (!t, !t, !t)
+  bufferization.materialize_in_destination %gq in restrict writable %dq : (!t, !q) -> ()
+  bufferization.materialize_in_destination %gk in restrict writable %dk : (!t, !q) -> ()
+  bufferization.materialize_in_destination %gv in restrict writable %dv : (!t, !q) -> ()
+  return
+}
