@@ -55,7 +55,10 @@ def check(B, Hq, Hkv, Nq, Nk, D, dtype, causal, deterministic=False):
     return ok
 
 
-if __name__ == "__main__":
+def main():
+    if "--bench" in sys.argv:
+        bench()
+        return 0
     cases = [
         (1, 2, 2, 128, 128, 64, torch.bfloat16, False),
         (1, 2, 2, 128, 128, 128, torch.bfloat16, False),
@@ -67,4 +70,41 @@ if __name__ == "__main__":
     ]
     fails = sum(not check(*c) for c in cases)
     print(f"{len(cases) - fails}/{len(cases)} ok")
-    sys.exit(1 if fails else 0)
+    return 1 if fails else 0
+
+
+def bench():
+    """Backward-only TFLOP/s (FA convention: 2.5 x 4 B H N^2 D, halved for
+    causal) of ours and torch SDPA's flash and cuDNN back ends."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from triton.testing import do_bench
+    import torch.nn.functional as F
+    for D in (64, 128):
+        for causal in (False, True):
+            for N in (1024, 4096, 16384):
+                B, H = 16384 // N, 2048 // D
+                mk = lambda: torch.randn(B, H, N, D, device="cuda", dtype=torch.bfloat16,
+                                         requires_grad=True)
+                q, k, v = mk(), mk(), mk()
+                do = torch.randn(B, H, N, D, device="cuda", dtype=torch.bfloat16)
+                flops = 2.5 * 4 * B * H * N * N * D / (2 if causal else 1)
+                res = {}
+                for name in ("ours", "ours_det", "fa2", "cudnn"):
+                    if name.startswith("ours"):
+                        out = flashmlir.attention(q, k, v, causal=causal,
+                                                  deterministic=name == "ours_det")
+                    else:
+                        be = SDPBackend.FLASH_ATTENTION if name == "fa2" else SDPBackend.CUDNN_ATTENTION
+                        with sdpa_kernel(be):
+                            out = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+                    fn = lambda: torch.autograd.grad(out, (q, k, v), do, retain_graph=True)
+                    ms = do_bench(fn, warmup=5, rep=30)
+                    res[name] = flops / ms / 1e9
+                print(f"D{D} causal={int(causal)} N{N:6d}: " + "  ".join(
+                    f"{k} {v:6.1f}" for k, v in res.items())
+                    + f"  ours/fa2 {res['ours'] / res['fa2']:.2f}  ours/cudnn {res['ours'] / res['cudnn']:.2f}",
+                    flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
