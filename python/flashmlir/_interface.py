@@ -20,7 +20,7 @@ from . import _backward as _bwd
 from . import _cuda, _kernels, _launch
 from . import _manifest as M
 from . import _validate as V
-from ._errors import CudaError, CudaUnavailableError, KernelNotFoundError
+from ._errors import CudaError, CudaUnavailableError, KernelNotFoundError, LaunchError
 
 _DTYPES = {torch.float16: "f16", torch.bfloat16: "bf16"}
 
@@ -215,6 +215,9 @@ def _backward(q, k, v, out, lse, dout, c: _Call):
             g.fill_(math.nan)
 
     def alloc(name, shape, dtype):
+        if dtype not in _TORCH_DTYPES:
+            raise LaunchError(f"{spec.name}: workspace {name} has element type {dtype}, "
+                              f"which this torch has no dtype for")
         t = torch.empty(shape, dtype=_TORCH_DTYPES[dtype], device=c.device)
         if poison and t.is_floating_point():
             t.fill_(math.nan)
