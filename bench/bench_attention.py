@@ -5,14 +5,19 @@
 Sweep (as in the FlashAttention papers): B*N = 16384 tokens, H*D = 2048,
 N in 512 .. 16k, D in {64, 128}, causal and not; [B, H, N, D] contiguous
 inputs. Time: triton.testing.do_bench median. TFLOP/s counts
-4*B*H*N^2*D per forward (halved when causal); backward counts 2.5x that.
-Ceilings: a bf16 8192^3 matmul and a device-to-device copy.
+4*B*H*N^2*D per forward (halved when causal); the backward counts 2.5x that
+(FlashAttention's convention). The backward is timed alone: the forward runs
+once outside the timed region, then torch.autograd.grad(out, (q, k, v), dout,
+retain_graph=True) is timed. Ceilings: a bf16 8192^3 matmul and a
+device-to-device copy.
 
     PYTHONPATH=python python3 bench/bench_attention.py --out out
-    ... --dtypes bf16 fp16 --backward --no-flex --seqlens 1024 4096
+    ... --dtypes bf16 fp16 --direction bwd --no-flex --seqlens 1024 4096
 
-Writes bench.json (every number, date, GPU, versions, command line) and
-bench.png (TFLOP/s vs N per head dim and mask), and prints a table last.
+Writes bench.json (every number, date, GPU, versions, command line; each
+flashmlir record carries ratio_vs_fa2 / ratio_vs_cudnn) and bench.png
+(TFLOP/s vs N per direction, head dim and mask, and the ratios), and prints
+a table last.
 """
 
 import argparse
@@ -43,7 +48,9 @@ def parse_args(argv=None):
     p.add_argument("--causal", choices=["both", "true", "false"], default="both")
     p.add_argument("--tokens", type=int, default=16384, help="B * N")
     p.add_argument("--hidden", type=int, default=2048, help="H * D")
-    p.add_argument("--backward", action="store_true", help="also time the backward pass")
+    p.add_argument("--direction", choices=["fwd", "bwd", "both"], default="both",
+                   help="time the forward, the backward (alone), or both")
+    p.add_argument("--backward", action="store_true", help=argparse.SUPPRESS)  # old: both
     p.add_argument("--impls", nargs="+", default=list(IMPLS), choices=IMPLS)
     p.add_argument("--no-flex", action="store_true", help="skip FlexAttention")
     p.add_argument("--flex-budget-s", type=float, default=150.0,
@@ -57,6 +64,9 @@ def parse_args(argv=None):
     a = p.parse_args(argv)
     if a.no_flex and "flex" in a.impls:
         a.impls.remove("flex")
+    if a.backward:
+        a.direction = "both"
+    a.directions = {"fwd": ["fwd"], "bwd": ["bwd"], "both": ["fwd", "bwd"]}[a.direction]
     return a
 
 
@@ -160,6 +170,21 @@ class Bench:
             return flashmlir.backward_available(dtype, d, causal=causal)
         return True
 
+    def time_backward(self, impl, q, k, v, causal, gen):
+        """Backward alone: one forward outside the timing, then
+        autograd.grad(out, (q, k, v), dout, retain_graph=True) timed. Returns
+        (ms, (dq, dk, dv) of the first call)."""
+        torch = self.torch
+        qg, kg, vg = (t.detach().clone().requires_grad_() for t in (q, k, v))
+        fn = self.make_fn(impl, qg, kg, vg, causal)
+        out = fn()
+        dout = torch.randn(out.shape, device=out.device, dtype=out.dtype, generator=gen)
+        grads = torch.autograd.grad(out, (qg, kg, vg), dout, retain_graph=True)
+        torch.cuda.synchronize()
+        ms = self.time_ms(lambda: torch.autograd.grad(out, (qg, kg, vg), dout,
+                                                      retain_graph=True))
+        return ms, grads
+
     # -- one configuration -----------------------------------------------------------
     def run_config(self, dtype_name, d, causal, n):
         torch = self.torch
@@ -172,10 +197,11 @@ class Bench:
         q, k, v = (torch.randn(b, h, n, d, device="cuda", dtype=dtype, generator=gen)
                    for _ in range(3))
         base = dict(dtype=dtype_name, head_dim=d, causal=causal, seqlen=n, batch=b, heads=h)
-        ref_out = None
-        directions = ["fwd"] + (["bwd"] if args.backward else [])
+        ref = {}  # FA2's out / grads: the others are compared against them
+        directions = args.directions
         # FA2 first: the others are compared against its output.
         order = [i for i in ("fa2", "cudnn", "flashmlir", "flex") if i in args.impls]
+        recs = []
         for impl in order:
             for direction in directions:
                 rec = dict(base, impl=impl, direction=direction,
@@ -186,24 +212,25 @@ class Bench:
                         fn = self.make_fn(impl, q, k, v, causal)
                         out = fn()  # first call: compile/load outside the timing
                         torch.cuda.synchronize()
-                        if impl == "fa2":
-                            ref_out = out
-                        elif ref_out is not None:
-                            rec["max_abs_diff_vs_fa2"] = (out.float() - ref_out.float()).abs().max().item()
+                        got = (out,)
                         if not bool(torch.isfinite(out).all()):
                             rec["warning"] = "non-finite output"
-                        del out
                         ms = self.time_ms(fn)
                     else:
                         if not self.available_backward(impl, dtype, d, causal):
-                            raise NotImplementedError("backward not available yet")
-                        qg, kg, vg = (t.detach().clone().requires_grad_() for t in (q, k, v))
-                        fn = self.make_fn(impl, qg, kg, vg, causal)
-                        out = fn()
-                        dout = torch.randn_like(out)
-                        ms = self.time_ms(lambda: torch.autograd.grad(
-                            out, (qg, kg, vg), dout, retain_graph=True))
-                        del out, dout, qg, kg, vg
+                            raise NotImplementedError("no flashmlir backward kernel for this "
+                                                      "configuration")
+                        gen.manual_seed(4321 + n + d + int(causal))  # same dout for every impl
+                        ms, got = self.time_backward(impl, q, k, v, causal, gen)
+                        if not all(bool(torch.isfinite(g).all()) for g in got):
+                            rec["warning"] = "non-finite gradient"
+                    if impl == "fa2":
+                        ref[direction] = got
+                    elif direction in ref:
+                        rec["max_abs_diff_vs_fa2"] = max(
+                            (a.float() - r.float()).abs().max().item()
+                            for a, r in zip(got, ref[direction]))
+                    del got
                     rec["ms"] = ms
                     rec["tflops"] = rec["flops"] / (ms * 1e-3) / 1e12
                 except Exception as exc:
@@ -214,12 +241,27 @@ class Bench:
                     if impl == "flex":
                         self.flex_spent += time.time() - t0
                 self.results.append(rec)
+                recs.append(rec)
                 status = (f"{rec['tflops']:7.1f} TFLOP/s  {rec['ms']:.3f} ms" if "ms" in rec
                           else rec["error"])
                 print(f"  {dtype_name} D={d:<3} causal={int(causal)} N={n:<5} B={b:<3} H={h:<3} "
                       f"{direction} {impl:<9} {status}", flush=True)
-        del q, k, v, ref_out
+        add_ratios(recs)
+        del q, k, v, ref
         torch.cuda.empty_cache()
+
+
+def add_ratios(recs):
+    """ratio_vs_fa2 / ratio_vs_cudnn (TFLOP/s of ours over theirs) on each
+    flashmlir record of one configuration."""
+    by = {(r["impl"], r["direction"]): r for r in recs}
+    for (impl, direction), r in by.items():
+        if impl != "flashmlir" or "tflops" not in r:
+            continue
+        for other, key in (("fa2", "ratio_vs_fa2"), ("cudnn", "ratio_vs_cudnn")):
+            o = by.get((other, direction))
+            if o and o.get("tflops"):
+                r[key] = r["tflops"] / o["tflops"]
 
 
 def env_info(torch, triton):
@@ -238,6 +280,7 @@ def env_info(torch, triton):
         import flashmlir
         reg = flashmlir.default_registry()
         info["flashmlir_kernels"] = [s.name for s in reg.specs() if s.kind == "forward"]
+        info["flashmlir_backward_kernels"] = [s.name for s in reg.specs() if s.kind == "backward"]
         info["flashmlir_search_path"] = reg.search_dirs
         info["flashmlir_chip_override"] = os.environ.get("FLASHMLIR_CHIP")
     except Exception as exc:
@@ -262,10 +305,15 @@ def plot(results, info, ceilings, path):
                     key=_panel_order)
     if not panels:
         return False
+    # One more panel per (dtype, D, mask): ours / FA2 and ours / cuDNN, both directions.
+    ratio_panels = sorted({(r["dtype"], r["head_dim"], r["causal"]) for r in results
+                           if r["impl"] == "flashmlir" and ("ratio_vs_fa2" in r
+                                                            or "ratio_vs_cudnn" in r)})
     cols = 2
-    rows = math.ceil(len(panels) / cols)
+    rows = math.ceil((len(panels) + len(ratio_panels)) / cols)
     fig, axes = plt.subplots(rows, cols, figsize=(6.5 * cols, 4.2 * rows), squeeze=False)
-    for ax, key in zip(axes.flat, panels):
+    flat = list(axes.flat)
+    for ax, key in zip(flat, panels):
         direction, dtype, d, causal = key
         for impl in IMPLS:
             pts = sorted((r["seqlen"], r["tflops"]) for r in results
@@ -275,12 +323,31 @@ def plot(results, info, ceilings, path):
                 ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=LABELS[impl])
         ax.set_xscale("log", base=2)
         ax.set_xlabel("sequence length N")
-        ax.set_ylabel("TFLOP/s")
+        ax.set_ylabel("TFLOP/s" + (" (backward: 2.5x forward FLOPs)" if direction == "bwd" else ""))
         ax.set_title(f"{direction} {dtype} D={d} {'causal' if causal else 'full'}")
         ax.grid(True, alpha=0.3)
         ax.set_ylim(bottom=0)
         ax.legend(fontsize=8)
-    for ax in list(axes.flat)[len(panels):]:
+    for ax, key in zip(flat[len(panels):], ratio_panels):
+        dtype, d, causal = key
+        for direction, style in (("fwd", "-"), ("bwd", "--")):
+            for field, other in (("ratio_vs_fa2", "FA2"), ("ratio_vs_cudnn", "cuDNN")):
+                pts = sorted((r["seqlen"], r[field]) for r in results
+                             if (r["dtype"], r["head_dim"], r["causal"]) == key
+                             and r["impl"] == "flashmlir" and r["direction"] == direction
+                             and field in r)
+                if pts:
+                    ax.plot([p[0] for p in pts], [p[1] for p in pts], style, marker="o",
+                            label=f"{direction}: ours / {other}")
+        ax.axhline(1.0, color="gray", lw=0.8)
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("sequence length N")
+        ax.set_ylabel("speed ratio (TFLOP/s)")
+        ax.set_title(f"flashmlir vs FA2 / cuDNN: {dtype} D={d} {'causal' if causal else 'full'}")
+        ax.grid(True, alpha=0.3)
+        ax.set_ylim(bottom=0)
+        ax.legend(fontsize=8)
+    for ax in flat[len(panels) + len(ratio_panels):]:
         ax.axis("off")
     ceil = ceilings.get("matmul_bf16_8192_tflops")
     fig.suptitle(f"{info.get('gpu', '?')}, torch {info.get('torch')}, {info['date']}"
@@ -329,8 +396,10 @@ def main(argv=None):
     import triton
     bench = Bench(args)
     info = env_info(torch, triton)
-    print(json.dumps({k: v for k, v in info.items() if k != "flashmlir_kernels"}, indent=None))
-    print(f"flashmlir forward kernels found: {len(info.get('flashmlir_kernels', []))}")
+    print(json.dumps({k: v for k, v in info.items()
+                      if k not in ("flashmlir_kernels", "flashmlir_backward_kernels")}))
+    print(f"flashmlir kernels found: {len(info.get('flashmlir_kernels', []))} forward, "
+          f"{len(info.get('flashmlir_backward_kernels', []))} backward")
     ceilings = {} if args.no_ceilings else bench.ceilings()
     if ceilings:
         print("ceilings: " + ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"

@@ -5,12 +5,15 @@
 #   bash scripts/device-run.sh [--tests-only | --bench-only] [--quick] [-- BENCH ARGS...]
 #
 # 1. nvidia-smi summary and the kernels found (manifests checked against PTX),
-# 2. the pytest suite: CPU + launch-path tests (fixture kernels), then the
-#    attention tests on the fa-compile kernels (each group with -x),
-# 3. bench/bench_attention.py (FA2 / cuDNN / FlexAttention / flashmlir).
+# 2. the pytest suite: CPU + launch-path tests (fixture kernels, forward and
+#    backward), then the attention tests on the fa-compile kernels, then the
+#    backward tests on them (each group with -x), and a summary line,
+# 3. bench/bench_attention.py (FA2 / cuDNN / FlexAttention / flashmlir),
+#    forward and backward (pass e.g. `-- --direction fwd` to time one).
 # Everything lands in $OUT (default ./out): nvidia-smi.txt, kernels.txt,
 # pytest.log, bench.log, bench.json, bench.png. Needs no network or installs.
-# Time limits keep the whole run under 9 minutes.
+# Time limits keep the whole run under 9 minutes (the bench gets what the
+# tests leave, at least 60 s; use --tests-only / --bench-only for full runs).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -56,20 +59,37 @@ rc=0
 if [ $run_tests -eq 1 ]; then
   popts=(-q -rs -p no:cacheprovider --durations=15)
   if "$PY" -c 'import pytest_timeout' 2>/dev/null; then popts+=(--timeout=180); fi
+  glogs=$(mktemp -d)
+  # group NAME TIMEOUT FILES...: one pytest run; its summary line goes to $glogs/summary
+  group() {
+    local name=$1 limit=$2
+    shift 2
+    echo "== pytest: $name [$(elapsed) s]"
+    timeout -k 10 "$limit" "$PY" -m pytest -x "${popts[@]}" "$@" 2>&1 | tee "$glogs/$name.log"
+    local r=${PIPESTATUS[0]}
+    local line
+    line=$(grep -E '[0-9]+ (passed|failed|skipped|errors?|deselected)' "$glogs/$name.log" \
+           | tail -n 1 | tr -d '=' | sed 's/^ *//; s/ *$//')
+    [ $r -eq 124 ] || [ $r -eq 137 ] && line="TIMED OUT after ${limit} s; ${line}"
+    echo "$name rc=$r: ${line:-no pytest summary}" >> "$glogs/summary"
+    return $r
+  }
   {
-    echo "== pytest: CPU tests and the launch path (fixture kernels) [$(elapsed) s]"
-    timeout -k 10 150 "$PY" -m pytest -x "${popts[@]}" \
+    group launch 130 \
       python/tests/test_expr.py python/tests/test_manifest.py python/tests/test_pack.py \
-      python/tests/test_cuda_fake.py python/tests/test_select.py python/tests/test_validate.py \
-      python/tests/test_gpu_launch.py
+      python/tests/test_cuda_fake.py python/tests/test_backward_fake.py \
+      python/tests/test_select.py python/tests/test_validate.py python/tests/test_gpu_launch.py
     r1=$?
-    echo "== pytest: attention on the fa-compile kernels [$(elapsed) s]"
-    timeout -k 10 240 "$PY" -m pytest -x "${popts[@]}" python/tests/test_gpu_attention.py
+    group attention 200 python/tests/test_gpu_attention.py
     r2=$?
-    echo "== pytest exit codes: launch=$r1 attention=$r2 [$(elapsed) s]"
-    [ $r1 -eq 0 ] && [ $r2 -eq 0 ]
+    group backward 200 python/tests/test_gpu_backward.py
+    r3=$?
+    echo "== pytest summary [$(elapsed) s]:"
+    sed 's/^/   /' "$glogs/summary"
+    [ $r1 -eq 0 ] && [ $r2 -eq 0 ] && [ $r3 -eq 0 ]
   } 2>&1 | tee "$OUT/pytest.log"
   [ "${PIPESTATUS[0]}" -eq 0 ] || rc=1
+  rm -rf "$glogs"
 fi
 
 if [ $run_bench -eq 1 ]; then

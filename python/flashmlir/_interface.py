@@ -16,10 +16,11 @@ from typing import Optional, Tuple
 import torch
 from torch.autograd.function import once_differentiable
 
-from . import _backward, _cuda, _kernels, _launch
+from . import _backward as _bwd
+from . import _cuda, _kernels, _launch
 from . import _manifest as M
 from . import _validate as V
-from ._errors import CudaError, CudaUnavailableError, KernelNotFoundError
+from ._errors import CudaError, CudaUnavailableError, KernelNotFoundError, LaunchError
 
 _DTYPES = {torch.float16: "f16", torch.bfloat16: "bf16"}
 
@@ -170,8 +171,8 @@ def _forward(q, k, v, c: _Call, out=None, lse=None):
 def _check_dout(dout, c: _Call) -> torch.Tensor:
     """dout as the kernels need it: the output's shape, dtype and device;
     copied to a contiguous tensor (in the call's layout) when its last
-    dimension is strided or its rows are not 16-byte aligned, e.g. the
-    expanded ones of out.sum().backward()."""
+    dimension is strided or its pointer or rows are not 16-byte aligned,
+    e.g. the expanded one of out.sum().backward()."""
     shape = _out_shape(c)
     if dout is None:  # only with ctx.set_materialize_grads(False); keep it total
         return torch.zeros(shape, dtype=c.dtype, device=c.device)
@@ -186,7 +187,9 @@ def _check_dout(dout, c: _Call) -> torch.Tensor:
     try:
         _check_operand("dout", dout)
     except ValueError:
-        dout = dout.contiguous()
+        # clone, not contiguous(): a contiguous view at a misaligned offset
+        # needs a fresh (aligned) allocation too.
+        dout = dout.clone(memory_format=torch.contiguous_format)
     return dout
 
 
@@ -212,6 +215,9 @@ def _backward(q, k, v, out, lse, dout, c: _Call):
             g.fill_(math.nan)
 
     def alloc(name, shape, dtype):
+        if dtype not in _TORCH_DTYPES:
+            raise LaunchError(f"{spec.name}: workspace {name} has element type {dtype}, "
+                              f"which this torch has no dtype for")
         t = torch.empty(shape, dtype=_TORCH_DTYPES[dtype], device=c.device)
         if poison and t.is_floating_point():
             t.fill_(math.nan)
@@ -220,8 +226,8 @@ def _backward(q, k, v, out, lse, dout, c: _Call):
     tensors = {"q": _bhsd(q, c.layout), "k": _bhsd(k, c.layout), "v": _bhsd(v, c.layout),
                "out": _bhsd(out, c.layout), "dout": _bhsd(dout, c.layout), "lse": lse,
                "dq": _bhsd(dq, c.layout), "dk": _bhsd(dk, c.layout), "dv": _bhsd(dv, c.layout)}
-    _, preps = _backward.prepare(spec, kernels, tensors, d.env(), alloc, c.scalars())
-    _backward.launch(preps, stream)
+    _, preps = _bwd.prepare(spec, kernels, tensors, d.env(), alloc, c.scalars())
+    _bwd.launch(preps, stream)
     return dq, dk, dv
 
 

@@ -9,6 +9,19 @@ precision (scores, softmax and P·V in f16/bf16),
                                                         that see at least one key)
 
 and rows that see no key must be exactly out = 0 and lse = +inf.
+
+Gradients (check_grads), as FlashAttention's backward tests: with `ref` the
+autograd of this attention in float32 on upcast inputs and `pt` its autograd
+in the input precision, for each of dq, dk, dv
+
+    max|ours - ref| <= 2 * max|pt - ref| + ATOL_GRAD * max|ref| + ATOL_GRAD_FLOOR
+
+(the atol is relative to the gradient's magnitude, as FA's tests scale
+theirs; the floor, far below any gradient that matters, covers float32
+rounding where the exact gradient is 0, e.g. dq with one visible key, whose
+dS = dP - delta cancels), every element finite (the backward poisons gradients with NaN
+first), dq exactly 0 on rows that see no key and dk, dv exactly 0 on keys
+no query sees.
 """
 
 import math
@@ -18,6 +31,8 @@ import torch
 
 ATOL_OUT = 1e-3
 ATOL_LSE = 1e-3
+ATOL_GRAD = 1e-3         # times max|reference gradient|
+ATOL_GRAD_FLOOR = 1e-5   # absolute
 
 
 def seed_for(*parts) -> int:
@@ -127,3 +142,54 @@ def poisoned_outputs(b, hq, nq, dv, dtype, layout, device="cuda"):
     out = torch.full(shape, float("nan"), dtype=dtype, device=device)
     lse = torch.full((b, hq, nq), float("nan"), dtype=torch.float32, device=device)
     return out, lse
+
+
+def reference_grads(q, k, v, dout, mask=(-1, -1), scale=None, softcap=None, dtype=None):
+    """(dq, dk, dv) of attention_ref by autograd, computed in `dtype` (e.g.
+    torch.float32) or, with None, in the inputs' own precision. All bhsd."""
+    dt = dtype or q.dtype
+    qq, kk, vv = (t.detach().to(dt).requires_grad_() for t in (q, k, v))
+    out, _, _ = attention_ref(qq, kk, vv, mask, scale, softcap, upcast=False)
+    return torch.autograd.grad(out, (qq, kk, vv), dout.to(out.dtype))
+
+
+def check_grads(grads, q, k, v, dout, mask=(-1, -1), scale=None, softcap=None,
+                atol_grad=ATOL_GRAD, atol_floor=ATOL_GRAD_FLOOR, what=""):
+    """Asserts the gradient rule above for grads = (dq, dk, dv); all tensors
+    as bhsd views. Returns the errors."""
+    ref = reference_grads(q, k, v, dout, mask, scale, softcap, torch.float32)
+    pt = reference_grads(q, k, v, dout, mask, scale, softcap, None)
+    vis = visible(q.shape[2], k.shape[2], mask, q.device)
+    rows, keys = vis.any(-1), vis.any(0)
+    stats = {}
+    for name, g, r, p in zip(("dq", "dk", "dv"), grads, ref, pt):
+        assert g.shape == r.shape, f"{what}: {name} has shape {tuple(g.shape)}, " \
+            f"expected {tuple(r.shape)}"
+        if g.numel() == 0:
+            continue
+        n_bad = int((~torch.isfinite(g)).sum())
+        assert n_bad == 0, f"{what}: {name}: {n_bad} of {g.numel()} elements are not finite " \
+            "(unwritten, i.e. still NaN-poisoned, or NaN/inf computed)"
+        unseen = ~rows if name == "dq" else ~keys
+        if unseen.any():
+            z = g[:, :, unseen]
+            assert (z == 0).all(), f"{what}: {name} must be exactly 0 where no key/query is " \
+                f"visible ({int((z != 0).sum())} nonzero elements)"
+        err = (g.float() - r).abs().max().item()
+        err_pt = (p.float() - r).abs().max().item()
+        mag = r.abs().max().item()
+        rel = ((g.float() - r).norm() / r.norm().clamp_min(1e-30)).item()
+        atol = atol_grad * mag + atol_floor
+        stats[name] = dict(err=err, err_pt=err_pt, max=mag, rel=rel)
+        assert err <= 2 * err_pt + atol, (
+            f"{what}: {name} max error {err:.3g} > 2 * {err_pt:.3g} (PyTorch same-precision) "
+            f"+ {atol:.3g} ({atol_grad} * max|{name}| {mag:.3g} + {atol_floor}); "
+            f"relative L2 {rel:.3g}")
+    return stats
+
+
+def make_dout(shape, dtype, device="cuda", seed=0):
+    """A random output gradient of `shape` (the output's, in its layout)."""
+    g = torch.Generator(device=device)
+    g.manual_seed(seed)
+    return torch.randn(shape, generator=g, device=device, dtype=torch.float32).to(dtype)

@@ -5,7 +5,7 @@ parameters of each launch, and errors raised before anything is launched."""
 
 import pytest
 
-from flashmlir import _backward, _cuda, _kernels, _launch
+from flashmlir import _backward, _cuda, _kernels
 from flashmlir import _manifest as M
 from flashmlir._errors import CudaError, LaunchError, ManifestError
 

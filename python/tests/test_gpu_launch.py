@@ -201,3 +201,103 @@ def test_harness_catches_wrong_kernels(tmp_path, opts, param, expr, dtype):
         assert caught == len(shapes), f"only {caught} of {len(shapes)} shapes caught the wrong kernel"
     finally:
         _kernels.set_default_registry(prev)
+
+
+# -- the backward through the naive fixture kernels (fixtures/fixture_backward.cu) ----
+
+def _grads(q, k, v, dout, **kw):
+    qq, kk, vv = (t.detach().clone().requires_grad_() for t in (q, k, v))
+    out = flashmlir.attention(qq, kk, vv, **kw)
+    res = torch.autograd.grad(out, (qq, kk, vv), dout)
+    torch.cuda.synchronize()
+    return res
+
+
+def _bwd_check(dtype, d, nq, nk, opts, layout="bhsd", hq=4, hkv=2, deterministic=False, dv=None):
+    dv = dv or d
+    tdt = {"f16": torch.float16, "bf16": torch.bfloat16}[dtype]
+    seed = R.seed_for("bwd", dtype, d, dv, nq, nk, sorted(opts.items()), layout, deterministic)
+    q, k, v = R.make_qkv(2, hq, hkv, nq, nk, d, dv, tdt, layout, seed=seed)
+    shape = (2, hq, nq, dv) if layout == "bhsd" else (2, nq, hq, dv)
+    dout = R.make_dout(shape, tdt, seed=seed + 1)
+    dq, dk, dvv = _grads(q, k, v, dout, layout=layout, deterministic=deterministic, **opts)
+    mask = R.canonical(opts.get("causal", False), opts.get("window"))
+    b = lambda t: R.bhsd(t, layout)
+    R.check_grads((b(dq), b(dk), b(dvv)), b(q), b(k), b(v), b(dout), mask, opts.get("scale"),
+                  opts.get("softcap"), what=f"naive bwd {dtype} {d} {nq}x{nk} {opts} {layout}")
+    return q, k, v, dout, (dq, dk, dvv)
+
+
+@pytest.fixture
+def poison(monkeypatch):
+    monkeypatch.setenv("FLASHMLIR_POISON_GRADS", "1")
+
+
+@pytest.mark.parametrize("deterministic", [False, True])
+@pytest.mark.parametrize("opts", _variants.TEST_OPTIONS, ids=lambda o: repr(o) or "full")
+def test_naive_backward_through_attention(fixture_registry, poison, opts, deterministic):
+    if deterministic and opts not in _variants.DETERMINISTIC_OPTIONS:
+        pytest.skip("no deterministic variant")
+    for nq, nk in [(17, 113), (300, 200)]:
+        _bwd_check("bf16", 64, nq, nk, dict(opts), deterministic=deterministic)
+
+
+@pytest.mark.parametrize("layout", ["bhsd", "bshd"])
+@pytest.mark.parametrize("hq,hkv", [(4, 4), (4, 1)])
+def test_naive_backward_layouts_and_heads(fixture_registry, poison, layout, hq, hkv):
+    _bwd_check("f16", 128, 130, 70, {"causal": True}, layout, hq, hkv)
+
+
+def test_naive_backward_value_head_dim(fixture_registry, poison):
+    _bwd_check("bf16", 64, 50, 90, {}, dv=128)
+
+
+def test_naive_backward_deterministic_repeats(fixture_registry):
+    q, k, v, dout, first = _bwd_check("bf16", 64, 200, 300, {"causal": True},
+                                      deterministic=True)
+    for _ in range(5):
+        again = _grads(q, k, v, dout, causal=True, deterministic=True)
+        assert all(torch.equal(a, b) for a, b in zip(first, again))
+
+
+def test_naive_backward_side_stream_and_graph(fixture_registry):
+    q, k, v = R.make_qkv(1, 4, 2, 256, 256, 64, 64, torch.bfloat16, "bhsd", seed=6)
+    dout = R.make_dout((1, 4, 256, 64), torch.bfloat16, seed=7)
+    ref = _grads(q, k, v, dout, deterministic=True)
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        got = _grads(q, k, v, dout, deterministic=True)
+    s.synchronize()
+    assert all(torch.equal(a, b) for a, b in zip(got, ref))
+    # forward + backward captured in one CUDA graph (warmed up on a side stream)
+    qq, kk, vv = (t.detach().clone().requires_grad_() for t in (q, k, v))
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(2):
+            torch.autograd.grad(flashmlir.attention(qq, kk, vv, deterministic=True),
+                                (qq, kk, vv), dout)
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        static = torch.autograd.grad(flashmlir.attention(qq, kk, vv, deterministic=True),
+                                     (qq, kk, vv), dout)
+    for t in static:
+        t.fill_(float("nan"))
+    g.replay()
+    torch.cuda.synchronize()
+    assert all(torch.equal(a, b) for a, b in zip(static, ref))
+
+
+def test_naive_backward_empty_problems(fixture_registry):
+    bf = torch.bfloat16
+    q = torch.randn(2, 4, 10, 64, device="cuda", dtype=bf, requires_grad=True)
+    k0 = torch.empty(2, 4, 0, 64, device="cuda", dtype=bf, requires_grad=True)
+    dq, dk = torch.autograd.grad(flashmlir.attention(q, k0, k0), (q, k0),
+                                 torch.ones(2, 4, 10, 64, device="cuda", dtype=bf))
+    assert (dq == 0).all() and dk.shape == k0.shape
+    qe = torch.empty(2, 4, 0, 64, device="cuda", dtype=bf, requires_grad=True)
+    k = torch.randn(2, 4, 10, 64, device="cuda", dtype=bf, requires_grad=True)
+    out = flashmlir.attention(qe, k, k, causal=True)
+    dq, dk = torch.autograd.grad(out, (qe, k), torch.empty_like(out))
+    assert dq.shape == qe.shape and (dk == 0).all()
