@@ -57,6 +57,7 @@ void mlir::fa::buildTiledAttentionPipeline(
   pm.addPass(createFASpecializeMasks());
   pm.addPass(createFAUseExp2());
   pm.addPass(createFADecomposeOnlineAttention());
+  pm.addPass(createFADecomposeAttentionBackwardStep());
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
 }
@@ -78,7 +79,8 @@ void mlir::fa::registerFAPipelines() {
       buildReferenceCPUPipeline);
   PassPipelineRegistration<TiledCPUPipelineOptions>(
       "fa-tiled-attention",
-      "The FlashAttention passes: tile, specialize masks, exp2, decompose",
+      "The FlashAttention passes: tile, specialize masks, exp2, decompose "
+      "the forward and backward tile ops",
       buildTiledAttentionPipeline);
   PassPipelineRegistration<TiledCPUPipelineOptions>(
       "fa-tiled-cpu",

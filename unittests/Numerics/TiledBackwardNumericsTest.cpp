@@ -1,9 +1,10 @@
 //===- TiledBackwardNumericsTest.cpp - fa-tile-attention-backward on CPU --===//
 //
-// Runs `fa-tile-attention-backward` followed by the CPU lowering through the
-// ExecutionEngine and compares dq, dk, dv with the float64 backward, over
-// sequence lengths that are and are not multiples of the blocks, head dims,
-// block sizes, masks, GQA/MQA, softcap and both dQ modes. The forward's
+// Runs `fa-tile-attention-backward` and `fa-decompose-attention-backward-step`
+// followed by the CPU lowering through the ExecutionEngine and compares dq,
+// dk, dv with the float64 backward, over sequence lengths that are and are not
+// multiples of the blocks, head dims, block sizes, masks, GQA/MQA, softcap and
+// both dQ modes. The forward's
 // `out` and `lse` come from the float64 forward (rounded on the way in), so
 // only the backward is under test.
 //
@@ -42,6 +43,7 @@ PipelineBuilder tiledBackwardPipeline(int64_t blockQ, int64_t blockKV) {
   return [=](mlir::OpPassManager &pm) {
     pm.addPass(mlir::fa::createFATileAttentionBackward(
         mlir::fa::FATileAttentionBackwardOptions{blockQ, blockKV}));
+    pm.addPass(mlir::fa::createFADecomposeAttentionBackwardStep());
     mlir::fa::buildCPUToLLVMPipeline(pm);
   };
 }

@@ -26,8 +26,8 @@ void buildCPUToLLVMPipeline(OpPassManager &pm);
 /// fa-lower-to-reference followed by the CPU lowering: the golden path.
 void buildReferenceCPUPipeline(OpPassManager &pm);
 
-/// The FlashAttention passes (tile, specialize masks, exp2, decompose,
-/// tiled backward) followed by the CPU lowering.
+/// The FlashAttention passes (tile the forward and the backward, specialize
+/// masks, exp2, decompose the tile ops) followed by the CPU lowering.
 void buildTiledCPUPipeline(OpPassManager &pm,
                            const TiledCPUPipelineOptions &options);
 

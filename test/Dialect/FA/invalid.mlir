@@ -896,3 +896,480 @@ func.func @f(%acc: tensor<64x64xf32>, %m: tensor<64xf32>) {
       -> (tensor<64x64xf16>, tensor<?xf32>)
   return
 }
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// fa.attention_backward_step
+//===----------------------------------------------------------------------===//
+
+func.func @f(%q: tensor<64x64x1xf16>, %k: tensor<32x64xf16>, %v: tensor<32x64xf16>, %do: tensor<64x64xf16>,
+             %lse: tensor<64xf32>, %dk: tensor<32x64xf32>, %dv: tensor<32x64xf32>,
+             %dq: tensor<64x64xf32>, %i: index) {
+  // expected-error @below {{operand #0 must be 2D tensor of f16, bf16 or f32 values, but got 'tensor<64x64x1xf16>'}}
+  %a, %b, %c = fa.attention_backward_step %q, %k, %v, %do, %lse, %lse
+      dkv(%dk, %dv) dq(%dq) scale 0.125
+      : tensor<64x64x1xf16>, tensor<32x64xf16>, tensor<32x64xf16>, tensor<64x64xf16>, tensor<64xf32>
+      -> tensor<32x64xf32>, tensor<32x64xf32>, tensor<64x64xf32>
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<64x64xf16>, %k: tensor<32x64xi32>, %v: tensor<32x64xf16>, %do: tensor<64x64xf16>,
+             %lse: tensor<64xf32>, %dk: tensor<32x64xf32>, %dv: tensor<32x64xf32>,
+             %dq: tensor<64x64xf32>, %i: index) {
+  // expected-error @below {{operand #1 must be 2D tensor of f16, bf16 or f32 values, but got 'tensor<32x64xi32>'}}
+  %a, %b, %c = fa.attention_backward_step %q, %k, %v, %do, %lse, %lse
+      dkv(%dk, %dv) dq(%dq) scale 0.125
+      : tensor<64x64xf16>, tensor<32x64xi32>, tensor<32x64xf16>, tensor<64x64xf16>, tensor<64xf32>
+      -> tensor<32x64xf32>, tensor<32x64xf32>, tensor<64x64xf32>
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<64x64xf16>, %k: tensor<32x64xf16>, %v: tensor<32x64xf16>, %do: tensor<64x64xbf16>,
+             %lse: tensor<64xf32>, %dk: tensor<32x64xf32>, %dv: tensor<32x64xf32>,
+             %dq: tensor<64x64xf32>, %i: index) {
+  // expected-error @below {{query, key, value and dout must have the same element type, got 'f16', 'f16', 'f16' and 'bf16'}}
+  %a, %b, %c = fa.attention_backward_step %q, %k, %v, %do, %lse, %lse
+      dkv(%dk, %dv) dq(%dq) scale 0.125
+      : tensor<64x64xf16>, tensor<32x64xf16>, tensor<32x64xf16>, tensor<64x64xbf16>, tensor<64xf32>
+      -> tensor<32x64xf32>, tensor<32x64xf32>, tensor<64x64xf32>
+  return
+}
+
+// -----
+
+// lse and delta are f32 whatever the input element type.
+func.func @f(%q: tensor<64x64xf16>, %k: tensor<32x64xf16>, %v: tensor<32x64xf16>, %do: tensor<64x64xf16>,
+             %lse: tensor<64xf16>, %dk: tensor<32x64xf32>, %dv: tensor<32x64xf32>,
+             %dq: tensor<64x64xf32>, %i: index) {
+  // expected-error @below {{operand #4 must be 1D tensor of f32 values, but got 'tensor<64xf16>'}}
+  %a, %b, %c = fa.attention_backward_step %q, %k, %v, %do, %lse, %lse
+      dkv(%dk, %dv) dq(%dq) scale 0.125
+      : tensor<64x64xf16>, tensor<32x64xf16>, tensor<32x64xf16>, tensor<64x64xf16>, tensor<64xf16>
+      -> tensor<32x64xf32>, tensor<32x64xf32>, tensor<64x64xf32>
+  return
+}
+
+// -----
+
+// The accumulators are f32 whatever the input element type.
+func.func @f(%q: tensor<64x64xf16>, %k: tensor<32x64xf16>, %v: tensor<32x64xf16>, %do: tensor<64x64xf16>,
+             %lse: tensor<64xf32>, %dk: tensor<32x64xf16>, %dv: tensor<32x64xf32>,
+             %dq: tensor<64x64xf32>, %i: index) {
+  // expected-error @below {{operand #6 must be 2D tensor of f32 values, but got 'tensor<32x64xf16>'}}
+  %a, %b, %c = fa.attention_backward_step %q, %k, %v, %do, %lse, %lse
+      dkv(%dk, %dv) dq(%dq) scale 0.125
+      : tensor<64x64xf16>, tensor<32x64xf16>, tensor<32x64xf16>, tensor<64x64xf16>, tensor<64xf32>
+      -> tensor<32x64xf16>, tensor<32x64xf32>, tensor<64x64xf32>
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<64x64xf16>, %k: tensor<32x64xf16>, %v: tensor<32x64xf16>, %do: tensor<64x64xf16>,
+             %lse: tensor<64xf32>, %dk: tensor<32x64xf32>, %dv: tensor<32x64xf32>,
+             %dq: tensor<64x64xbf16>, %i: index) {
+  // expected-error @below {{operand #8 must be 2D tensor of f32 values, but got 'tensor<64x64xbf16>'}}
+  %a, %b, %c = fa.attention_backward_step %q, %k, %v, %do, %lse, %lse
+      dkv(%dk, %dv) dq(%dq) scale 0.125
+      : tensor<64x64xf16>, tensor<32x64xf16>, tensor<32x64xf16>, tensor<64x64xf16>, tensor<64xf32>
+      -> tensor<32x64xf32>, tensor<32x64xf32>, tensor<64x64xbf16>
+  return
+}
+
+// -----
+
+// A step must update some gradient.
+func.func @f(%q: tensor<64x64xf16>, %k: tensor<32x64xf16>, %v: tensor<32x64xf16>, %do: tensor<64x64xf16>,
+             %lse: tensor<64xf32>, %dk: tensor<32x64xf32>, %dv: tensor<32x64xf32>,
+             %dq: tensor<64x64xf32>, %i: index) {
+  // expected-error @below {{needs an accumulator: dkv(dk_acc, dv_acc), dq(dq_acc) or both}}
+  fa.attention_backward_step %q, %k, %v, %do, %lse, %lse
+       scale 0.125
+      : tensor<64x64xf16>, tensor<32x64xf16>, tensor<32x64xf16>, tensor<64x64xf16>, tensor<64xf32>
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<64x64xf16>, %k: tensor<32x64xf16>, %v: tensor<32x64xf16>, %do: tensor<32x64xf16>,
+             %lse: tensor<64xf32>, %dk: tensor<32x64xf32>, %dv: tensor<32x64xf32>,
+             %dq: tensor<64x64xf32>, %i: index) {
+  // expected-error @below {{query block size mismatch: query has 64 but dout has 32}}
+  %a, %b, %c = fa.attention_backward_step %q, %k, %v, %do, %lse, %lse
+      dkv(%dk, %dv) dq(%dq) scale 0.125
+      : tensor<64x64xf16>, tensor<32x64xf16>, tensor<32x64xf16>, tensor<32x64xf16>, tensor<64xf32>
+      -> tensor<32x64xf32>, tensor<32x64xf32>, tensor<64x64xf32>
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<64x64xf16>, %k: tensor<32x64xf16>, %v: tensor<32x64xf16>, %do: tensor<64x64xf16>,
+             %lse: tensor<32xf32>, %dk: tensor<32x64xf32>, %dv: tensor<32x64xf32>,
+             %dq: tensor<64x64xf32>, %i: index) {
+  // expected-error @below {{query block size mismatch: query has 64 but lse has 32}}
+  %a, %b, %c = fa.attention_backward_step %q, %k, %v, %do, %lse, %lse
+      dkv(%dk, %dv) dq(%dq) scale 0.125
+      : tensor<64x64xf16>, tensor<32x64xf16>, tensor<32x64xf16>, tensor<64x64xf16>, tensor<32xf32>
+      -> tensor<32x64xf32>, tensor<32x64xf32>, tensor<64x64xf32>
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<64x64xf16>, %k: tensor<32x64xf16>, %v: tensor<32x64xf16>, %do: tensor<64x64xf16>,
+             %lse: tensor<64xf32>, %dk: tensor<32x64xf32>, %dv: tensor<32x64xf32>,
+             %dq: tensor<32x64xf32>, %i: index) {
+  // expected-error @below {{query block size mismatch: query has 64 but dq_acc has 32}}
+  %a, %b, %c = fa.attention_backward_step %q, %k, %v, %do, %lse, %lse
+      dkv(%dk, %dv) dq(%dq) scale 0.125
+      : tensor<64x64xf16>, tensor<32x64xf16>, tensor<32x64xf16>, tensor<64x64xf16>, tensor<64xf32>
+      -> tensor<32x64xf32>, tensor<32x64xf32>, tensor<32x64xf32>
+  return
+}
+
+// -----
+
+// All static sizes of one dimension must agree, even when the query block is dynamic.
+func.func @f(%q: tensor<?x64xf16>, %k: tensor<32x64xf16>, %v: tensor<32x64xf16>, %do: tensor<64x64xf16>,
+             %lse: tensor<16xf32>, %dk: tensor<32x64xf32>, %dv: tensor<32x64xf32>,
+             %dq: tensor<64x64xf32>, %i: index) {
+  // expected-error @below {{query block size mismatch: dout has 64 but lse has 16}}
+  %a, %b, %c = fa.attention_backward_step %q, %k, %v, %do, %lse, %lse
+      dkv(%dk, %dv) dq(%dq) scale 0.125
+      : tensor<?x64xf16>, tensor<32x64xf16>, tensor<32x64xf16>, tensor<64x64xf16>, tensor<16xf32>
+      -> tensor<32x64xf32>, tensor<32x64xf32>, tensor<64x64xf32>
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<64x64xf16>, %k: tensor<32x64xf16>, %v: tensor<64x64xf16>, %do: tensor<64x64xf16>,
+             %lse: tensor<64xf32>, %dk: tensor<32x64xf32>, %dv: tensor<32x64xf32>,
+             %dq: tensor<64x64xf32>, %i: index) {
+  // expected-error @below {{key block size mismatch: key has 32 but value has 64}}
+  %a, %b, %c = fa.attention_backward_step %q, %k, %v, %do, %lse, %lse
+      dkv(%dk, %dv) dq(%dq) scale 0.125
+      : tensor<64x64xf16>, tensor<32x64xf16>, tensor<64x64xf16>, tensor<64x64xf16>, tensor<64xf32>
+      -> tensor<32x64xf32>, tensor<32x64xf32>, tensor<64x64xf32>
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<64x64xf16>, %k: tensor<32x64xf16>, %v: tensor<32x64xf16>, %do: tensor<64x64xf16>,
+             %lse: tensor<64xf32>, %dk: tensor<64x64xf32>, %dv: tensor<32x64xf32>,
+             %dq: tensor<64x64xf32>, %i: index) {
+  // expected-error @below {{key block size mismatch: key has 32 but dk_acc has 64}}
+  %a, %b, %c = fa.attention_backward_step %q, %k, %v, %do, %lse, %lse
+      dkv(%dk, %dv) dq(%dq) scale 0.125
+      : tensor<64x64xf16>, tensor<32x64xf16>, tensor<32x64xf16>, tensor<64x64xf16>, tensor<64xf32>
+      -> tensor<64x64xf32>, tensor<32x64xf32>, tensor<64x64xf32>
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<64x64xf16>, %k: tensor<32x64xf16>, %v: tensor<32x64xf16>, %do: tensor<64x64xf16>,
+             %lse: tensor<64xf32>, %dk: tensor<32x64xf32>, %dv: tensor<16x64xf32>,
+             %dq: tensor<64x64xf32>, %i: index) {
+  // expected-error @below {{key block size mismatch: key has 32 but dv_acc has 16}}
+  %a, %b, %c = fa.attention_backward_step %q, %k, %v, %do, %lse, %lse
+      dkv(%dk, %dv) dq(%dq) scale 0.125
+      : tensor<64x64xf16>, tensor<32x64xf16>, tensor<32x64xf16>, tensor<64x64xf16>, tensor<64xf32>
+      -> tensor<32x64xf32>, tensor<16x64xf32>, tensor<64x64xf32>
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<64x64xf16>, %k: tensor<32x32xf16>, %v: tensor<32x64xf16>, %do: tensor<64x64xf16>,
+             %lse: tensor<64xf32>, %dk: tensor<32x64xf32>, %dv: tensor<32x64xf32>,
+             %dq: tensor<64x64xf32>, %i: index) {
+  // expected-error @below {{head dim mismatch: query has 64 but key has 32}}
+  %a, %b, %c = fa.attention_backward_step %q, %k, %v, %do, %lse, %lse
+      dkv(%dk, %dv) dq(%dq) scale 0.125
+      : tensor<64x64xf16>, tensor<32x32xf16>, tensor<32x64xf16>, tensor<64x64xf16>, tensor<64xf32>
+      -> tensor<32x64xf32>, tensor<32x64xf32>, tensor<64x64xf32>
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<64x64xf16>, %k: tensor<32x64xf16>, %v: tensor<32x64xf16>, %do: tensor<64x64xf16>,
+             %lse: tensor<64xf32>, %dk: tensor<32x128xf32>, %dv: tensor<32x64xf32>,
+             %dq: tensor<64x64xf32>, %i: index) {
+  // expected-error @below {{head dim mismatch: query has 64 but dk_acc has 128}}
+  %a, %b, %c = fa.attention_backward_step %q, %k, %v, %do, %lse, %lse
+      dkv(%dk, %dv) dq(%dq) scale 0.125
+      : tensor<64x64xf16>, tensor<32x64xf16>, tensor<32x64xf16>, tensor<64x64xf16>, tensor<64xf32>
+      -> tensor<32x128xf32>, tensor<32x64xf32>, tensor<64x64xf32>
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<64x64xf16>, %k: tensor<32x64xf16>, %v: tensor<32x64xf16>, %do: tensor<64x64xf16>,
+             %lse: tensor<64xf32>, %dk: tensor<32x64xf32>, %dv: tensor<32x64xf32>,
+             %dq: tensor<64x32xf32>, %i: index) {
+  // expected-error @below {{head dim mismatch: query has 64 but dq_acc has 32}}
+  %a, %b, %c = fa.attention_backward_step %q, %k, %v, %do, %lse, %lse
+      dkv(%dk, %dv) dq(%dq) scale 0.125
+      : tensor<64x64xf16>, tensor<32x64xf16>, tensor<32x64xf16>, tensor<64x64xf16>, tensor<64xf32>
+      -> tensor<32x64xf32>, tensor<32x64xf32>, tensor<64x32xf32>
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<64x64xf16>, %k: tensor<32x64xf16>, %v: tensor<32x64xf16>, %do: tensor<64x32xf16>,
+             %lse: tensor<64xf32>, %dk: tensor<32x64xf32>, %dv: tensor<32x64xf32>,
+             %dq: tensor<64x64xf32>, %i: index) {
+  // expected-error @below {{value head dim mismatch: value has 64 but dout has 32}}
+  %a, %b, %c = fa.attention_backward_step %q, %k, %v, %do, %lse, %lse
+      dkv(%dk, %dv) dq(%dq) scale 0.125
+      : tensor<64x64xf16>, tensor<32x64xf16>, tensor<32x64xf16>, tensor<64x32xf16>, tensor<64xf32>
+      -> tensor<32x64xf32>, tensor<32x64xf32>, tensor<64x64xf32>
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<64x64xf16>, %k: tensor<32x64xf16>, %v: tensor<32x64xf16>, %do: tensor<64x64xf16>,
+             %lse: tensor<64xf32>, %dk: tensor<32x64xf32>, %dv: tensor<32x128xf32>,
+             %dq: tensor<64x64xf32>, %i: index) {
+  // expected-error @below {{value head dim mismatch: value has 64 but dv_acc has 128}}
+  %a, %b, %c = fa.attention_backward_step %q, %k, %v, %do, %lse, %lse
+      dkv(%dk, %dv) dq(%dq) scale 0.125
+      : tensor<64x64xf16>, tensor<32x64xf16>, tensor<32x64xf16>, tensor<64x64xf16>, tensor<64xf32>
+      -> tensor<32x64xf32>, tensor<32x128xf32>, tensor<64x64xf32>
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<64x64xf16>, %k: tensor<32x64xf16>, %v: tensor<32x64xf16>, %do: tensor<64x64xf16>,
+             %lse: tensor<64xf32>, %dk: tensor<32x64xf32>, %dv: tensor<32x64xf32>,
+             %dq: tensor<64x64xf32>, %i: index) {
+  // expected-error @below {{a causal or window mask needs the masked(q_start, k_start, q_len, k_len) operands}}
+  %a, %b, %c = fa.attention_backward_step %q, %k, %v, %do, %lse, %lse
+      dkv(%dk, %dv) dq(%dq) causal scale 0.125
+      : tensor<64x64xf16>, tensor<32x64xf16>, tensor<32x64xf16>, tensor<64x64xf16>, tensor<64xf32>
+      -> tensor<32x64xf32>, tensor<32x64xf32>, tensor<64x64xf32>
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<64x64xf16>, %k: tensor<32x64xf16>, %v: tensor<32x64xf16>, %do: tensor<64x64xf16>,
+             %lse: tensor<64xf32>, %dk: tensor<32x64xf32>, %dv: tensor<32x64xf32>,
+             %dq: tensor<64x64xf32>, %i: index) {
+  // expected-error @below {{a causal or window mask needs the masked(q_start, k_start, q_len, k_len) operands}}
+  %a, %b, %c = fa.attention_backward_step %q, %k, %v, %do, %lse, %lse
+      dkv(%dk, %dv) dq(%dq) window [8, 8] scale 0.125
+      : tensor<64x64xf16>, tensor<32x64xf16>, tensor<32x64xf16>, tensor<64x64xf16>, tensor<64xf32>
+      -> tensor<32x64xf32>, tensor<32x64xf32>, tensor<64x64xf32>
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<64x64xf16>, %k: tensor<32x64xf16>, %v: tensor<32x64xf16>, %do: tensor<64x64xf16>,
+             %lse: tensor<64xf32>, %dk: tensor<32x64xf32>, %dv: tensor<32x64xf32>,
+             %dq: tensor<64x64xf32>, %i: index) {
+  // expected-error @below {{window must be [left, right], got 3 values}}
+  %a, %b, %c = fa.attention_backward_step %q, %k, %v, %do, %lse, %lse
+      dkv(%dk, %dv) dq(%dq) masked(%i, %i, %i, %i) window [8, 8, 8] scale 0.125
+      : tensor<64x64xf16>, tensor<32x64xf16>, tensor<32x64xf16>, tensor<64x64xf16>, tensor<64xf32>
+      -> tensor<32x64xf32>, tensor<32x64xf32>, tensor<64x64xf32>
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<64x64xf16>, %k: tensor<32x64xf16>, %v: tensor<32x64xf16>, %do: tensor<64x64xf16>,
+             %lse: tensor<64xf32>, %dk: tensor<32x64xf32>, %dv: tensor<32x64xf32>,
+             %dq: tensor<64x64xf32>, %i: index) {
+  // expected-error @below {{window bounds must be >= 0, or -1 for unbounded, got -2}}
+  %a, %b, %c = fa.attention_backward_step %q, %k, %v, %do, %lse, %lse
+      dkv(%dk, %dv) dq(%dq) masked(%i, %i, %i, %i) window [-2, 8] scale 0.125
+      : tensor<64x64xf16>, tensor<32x64xf16>, tensor<32x64xf16>, tensor<64x64xf16>, tensor<64xf32>
+      -> tensor<32x64xf32>, tensor<32x64xf32>, tensor<64x64xf32>
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<64x64xf16>, %k: tensor<32x64xf16>, %v: tensor<32x64xf16>, %do: tensor<64x64xf16>,
+             %lse: tensor<64xf32>, %dk: tensor<32x64xf32>, %dv: tensor<32x64xf32>,
+             %dq: tensor<64x64xf32>, %i: index) {
+  // expected-error @below {{causal attention sees no key to the right of the diagonal: window right bound must be 0, got 8}}
+  %a, %b, %c = fa.attention_backward_step %q, %k, %v, %do, %lse, %lse
+      dkv(%dk, %dv) dq(%dq) masked(%i, %i, %i, %i) causal window [8, 8] scale 0.125
+      : tensor<64x64xf16>, tensor<32x64xf16>, tensor<32x64xf16>, tensor<64x64xf16>, tensor<64xf32>
+      -> tensor<32x64xf32>, tensor<32x64xf32>, tensor<64x64xf32>
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<64x64xf16>, %k: tensor<32x64xf16>, %v: tensor<32x64xf16>, %do: tensor<64x64xf16>,
+             %lse: tensor<64xf32>, %dk: tensor<32x64xf32>, %dv: tensor<32x64xf32>,
+             %dq: tensor<64x64xf32>, %i: index) {
+  // expected-error @below {{scale must be positive and finite, got -1.250000e-01}}
+  %a, %b, %c = fa.attention_backward_step %q, %k, %v, %do, %lse, %lse
+      dkv(%dk, %dv) dq(%dq) scale -0.125
+      : tensor<64x64xf16>, tensor<32x64xf16>, tensor<32x64xf16>, tensor<64x64xf16>, tensor<64xf32>
+      -> tensor<32x64xf32>, tensor<32x64xf32>, tensor<64x64xf32>
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<64x64xf16>, %k: tensor<32x64xf16>, %v: tensor<32x64xf16>, %do: tensor<64x64xf16>,
+             %lse: tensor<64xf32>, %dk: tensor<32x64xf32>, %dv: tensor<32x64xf32>,
+             %dq: tensor<64x64xf32>, %i: index) {
+  // expected-error @below {{softcap must be positive and finite, got 0.000000e+00}}
+  %a, %b, %c = fa.attention_backward_step %q, %k, %v, %do, %lse, %lse
+      dkv(%dk, %dv) dq(%dq) softcap 0.0 scale 0.125
+      : tensor<64x64xf16>, tensor<32x64xf16>, tensor<32x64xf16>, tensor<64x64xf16>, tensor<64xf32>
+      -> tensor<32x64xf32>, tensor<32x64xf32>, tensor<64x64xf32>
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<64x64xf16>, %k: tensor<32x64xf16>, %v: tensor<32x64xf16>, %do: tensor<64x64xf16>,
+             %lse: tensor<64xf32>, %dk: tensor<32x64xf32>, %dv: tensor<32x64xf32>,
+             %dq: tensor<64x64xf32>, %i: index) {
+  // expected-error @below {{softcap must be positive and finite, got INF}}
+  %a, %b, %c = fa.attention_backward_step %q, %k, %v, %do, %lse, %lse
+      dkv(%dk, %dv) dq(%dq) softcap 0x7F800000 scale 0.125
+      : tensor<64x64xf16>, tensor<32x64xf16>, tensor<32x64xf16>, tensor<64x64xf16>, tensor<64xf32>
+      -> tensor<32x64xf32>, tensor<32x64xf32>, tensor<64x64xf32>
+  return
+}
+
+// -----
+
+// dk_acc and dv_acc come together (generic form).
+func.func @f(%t: tensor<64x64xf16>, %r: tensor<64xf32>, %acc: tensor<64x64xf32>, %i: index) {
+  // expected-error @below {{dk_acc and dv_acc must be given together, as dkv(dk_acc, dv_acc)}}
+  %x = "fa.attention_backward_step"(%t, %t, %t, %t, %r, %r, %acc)
+      <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0>,
+        resultSegmentSizes = array<i32: 1, 0, 0>, scale = 1.250000e-01 : f32}>
+      : (tensor<64x64xf16>, tensor<64x64xf16>, tensor<64x64xf16>, tensor<64x64xf16>,
+         tensor<64xf32>, tensor<64xf32>,
+         tensor<64x64xf32>)
+      -> (tensor<64x64xf32>)
+  return
+}
+
+// -----
+
+// dv_acc alone (generic form).
+func.func @f(%t: tensor<64x64xf16>, %r: tensor<64xf32>, %acc: tensor<64x64xf32>, %i: index) {
+  // expected-error @below {{dk_acc and dv_acc must be given together, as dkv(dk_acc, dv_acc)}}
+  %x = "fa.attention_backward_step"(%t, %t, %t, %t, %r, %r, %acc)
+      <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 1, 0, 0, 0, 0, 0>,
+        resultSegmentSizes = array<i32: 0, 1, 0>, scale = 1.250000e-01 : f32}>
+      : (tensor<64x64xf16>, tensor<64x64xf16>, tensor<64x64xf16>, tensor<64x64xf16>,
+         tensor<64xf32>, tensor<64xf32>,
+         tensor<64x64xf32>)
+      -> (tensor<64x64xf32>)
+  return
+}
+
+// -----
+
+// Each result is present exactly when its accumulator is (generic form).
+func.func @f(%t: tensor<64x64xf16>, %r: tensor<64xf32>, %acc: tensor<64x64xf32>, %i: index) {
+  // expected-error @below {{result new_dq must be present exactly when dq_acc is}}
+  %x:3 = "fa.attention_backward_step"(%t, %t, %t, %t, %r, %r, %acc, %acc)
+      <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0>,
+        resultSegmentSizes = array<i32: 1, 1, 1>, scale = 1.250000e-01 : f32}>
+      : (tensor<64x64xf16>, tensor<64x64xf16>, tensor<64x64xf16>, tensor<64x64xf16>,
+         tensor<64xf32>, tensor<64xf32>,
+         tensor<64x64xf32>, tensor<64x64xf32>)
+      -> (tensor<64x64xf32>, tensor<64x64xf32>, tensor<64x64xf32>)
+  return
+}
+
+// -----
+
+// A missing result (generic form).
+func.func @f(%t: tensor<64x64xf16>, %r: tensor<64xf32>, %acc: tensor<64x64xf32>, %i: index) {
+  // expected-error @below {{result new_dk must be present exactly when dk_acc is}}
+  %x = "fa.attention_backward_step"(%t, %t, %t, %t, %r, %r, %acc, %acc)
+      <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0>,
+        resultSegmentSizes = array<i32: 0, 1, 0>, scale = 1.250000e-01 : f32}>
+      : (tensor<64x64xf16>, tensor<64x64xf16>, tensor<64x64xf16>, tensor<64x64xf16>,
+         tensor<64xf32>, tensor<64xf32>,
+         tensor<64x64xf32>, tensor<64x64xf32>)
+      -> (tensor<64x64xf32>)
+  return
+}
+
+// -----
+
+// A result has the type of its accumulator (generic form).
+func.func @f(%t: tensor<64x64xf16>, %r: tensor<64xf32>, %acc: tensor<64x64xf32>, %i: index) {
+  // expected-error @below {{result new_dq must have the type of dq_acc, 'tensor<64x64xf32>', got 'tensor<?x64xf32>'}}
+  %x = "fa.attention_backward_step"(%t, %t, %t, %t, %r, %r, %acc)
+      <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 0, 1, 0, 0, 0, 0>,
+        resultSegmentSizes = array<i32: 0, 0, 1>, scale = 1.250000e-01 : f32}>
+      : (tensor<64x64xf16>, tensor<64x64xf16>, tensor<64x64xf16>, tensor<64x64xf16>,
+         tensor<64xf32>, tensor<64xf32>,
+         tensor<64x64xf32>)
+      -> (tensor<?x64xf32>)
+  return
+}
+
+// -----
+
+// The mask takes all four index operands (generic form).
+func.func @f(%t: tensor<64x64xf16>, %r: tensor<64xf32>, %acc: tensor<64x64xf32>, %i: index) {
+  // expected-error @below {{masked needs all four of q_start, k_start, q_len and k_len}}
+  %x = "fa.attention_backward_step"(%t, %t, %t, %t, %r, %r, %acc, %i, %i)
+      <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 0, 1, 1, 1, 0, 0>,
+        resultSegmentSizes = array<i32: 0, 0, 1>, scale = 1.250000e-01 : f32}>
+      : (tensor<64x64xf16>, tensor<64x64xf16>, tensor<64x64xf16>, tensor<64x64xf16>,
+         tensor<64xf32>, tensor<64xf32>,
+         tensor<64x64xf32>, index, index)
+      -> (tensor<64x64xf32>)
+  return
+}
+
+// -----
+
+// The scale is required (generic form).
+func.func @f(%t: tensor<64x64xf16>, %r: tensor<64xf32>, %acc: tensor<64x64xf32>, %i: index) {
+  // expected-error @below {{requires attribute 'scale'}}
+  %x = "fa.attention_backward_step"(%t, %t, %t, %t, %r, %r, %acc)
+      <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 0, 1, 0, 0, 0, 0>,
+        resultSegmentSizes = array<i32: 0, 0, 1>, causal}>
+      : (tensor<64x64xf16>, tensor<64x64xf16>, tensor<64x64xf16>, tensor<64x64xf16>,
+         tensor<64xf32>, tensor<64xf32>,
+         tensor<64x64xf32>)
+      -> (tensor<64x64xf32>)
+  return
+}
+
+// -----
+
+// delta has the type of lse (generic form).
+func.func @f(%t: tensor<64x64xf16>, %r: tensor<64xf32>, %d: tensor<?xf32>, %acc: tensor<64x64xf32>) {
+  // expected-error @below {{failed to verify that all of {lse, delta} have same type}}
+  %x = "fa.attention_backward_step"(%t, %t, %t, %t, %r, %d, %acc)
+      <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 0, 1, 0, 0, 0, 0>,
+        resultSegmentSizes = array<i32: 0, 0, 1>, scale = 1.250000e-01 : f32}>
+      : (tensor<64x64xf16>, tensor<64x64xf16>, tensor<64x64xf16>, tensor<64x64xf16>,
+         tensor<64xf32>, tensor<?xf32>, tensor<64x64xf32>)
+      -> (tensor<64x64xf32>)
+  return
+}

@@ -330,3 +330,85 @@ func.func @online_attention_exp2_softcap(%q: tensor<?x64xf32>, %k: tensor<?x64xf
       : tensor<?x32xf32>, tensor<?xf32> -> tensor<?x32xf32>
   return %out, %lse : tensor<?x32xf32>, tensor<?xf32>
 }
+
+//===----------------------------------------------------------------------===//
+// fa.attention_backward_step
+//===----------------------------------------------------------------------===//
+
+// The fast mode's step: all three accumulators, a fully visible tile pair.
+// The result types follow `->` in the order dk, dv, dq.
+// CHECK-LABEL: func.func @attention_backward_step_all
+// CHECK-SAME: %[[Q:[a-zA-Z0-9]+]]: tensor<64x128xf16>, %[[K:[a-zA-Z0-9]+]]: tensor<32x128xf16>, %[[V:[a-zA-Z0-9]+]]: tensor<32x128xf16>, %[[DO:[a-zA-Z0-9]+]]: tensor<64x128xf16>, %[[LSE:[a-zA-Z0-9]+]]: tensor<64xf32>, %[[DI:[a-zA-Z0-9]+]]: tensor<64xf32>, %[[DK:[a-zA-Z0-9]+]]: tensor<32x128xf32>, %[[DV:[a-zA-Z0-9]+]]: tensor<32x128xf32>, %[[DQ:[a-zA-Z0-9]+]]: tensor<64x128xf32>
+// CHECK: %{{.*}}, %{{.*}}, %{{.*}} = fa.attention_backward_step %[[Q]], %[[K]], %[[V]], %[[DO]], %[[LSE]], %[[DI]] dkv(%[[DK]], %[[DV]]) dq(%[[DQ]]) scale 1.250000e-01 :
+// CHECK-SAME: tensor<64x128xf16>, tensor<32x128xf16>, tensor<32x128xf16>, tensor<64x128xf16>, tensor<64xf32> -> tensor<32x128xf32>, tensor<32x128xf32>, tensor<64x128xf32>
+// GENERIC-LABEL: sym_name = "attention_backward_step_all"
+// GENERIC: "fa.attention_backward_step"({{.*}}) <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0>, resultSegmentSizes = array<i32: 1, 1, 1>, scale = 1.250000e-01 : f32}>
+func.func @attention_backward_step_all(%q: tensor<64x128xf16>, %k: tensor<32x128xf16>,
+                                       %v: tensor<32x128xf16>, %do: tensor<64x128xf16>,
+                                       %lse: tensor<64xf32>, %delta: tensor<64xf32>,
+                                       %dk: tensor<32x128xf32>, %dv: tensor<32x128xf32>,
+                                       %dq: tensor<64x128xf32>)
+    -> (tensor<32x128xf32>, tensor<32x128xf32>, tensor<64x128xf32>) {
+  %dk1, %dv1, %dq1 = fa.attention_backward_step %q, %k, %v, %do, %lse, %delta
+      dkv(%dk, %dv) dq(%dq) scale 0.125
+      : tensor<64x128xf16>, tensor<32x128xf16>, tensor<32x128xf16>,
+        tensor<64x128xf16>, tensor<64xf32>
+      -> tensor<32x128xf32>, tensor<32x128xf32>, tensor<64x128xf32>
+  return %dk1, %dv1, %dq1 : tensor<32x128xf32>, tensor<32x128xf32>, tensor<64x128xf32>
+}
+
+// The deterministic dK/dV nest's step: dk and dv only, on a boundary tile
+// pair (the mask operands, then a causal and a window mask), bf16 with a
+// value head dim different from the head dim.
+// CHECK-LABEL: func.func @attention_backward_step_dkv_masked
+// CHECK-SAME: %[[QS:[a-zA-Z0-9]+]]: index, %[[KS:[a-zA-Z0-9]+]]: index, %[[QL:[a-zA-Z0-9]+]]: index, %[[KL:[a-zA-Z0-9]+]]: index
+// CHECK: %[[DK1:.*]], %[[DV1:.*]] = fa.attention_backward_step {{.*}} dkv(%{{.*}}, %{{.*}}) masked(%[[QS]], %[[KS]], %[[QL]], %[[KL]]) scale 1.250000e-01 :
+// CHECK-SAME: tensor<64x128xbf16>, tensor<64x128xbf16>, tensor<64x64xbf16>, tensor<64x64xbf16>, tensor<64xf32> -> tensor<64x128xf32>, tensor<64x64xf32>
+// CHECK: fa.attention_backward_step {{.*}} dkv(%[[DK1]], %[[DV1]]) masked(%[[QS]], %[[KS]], %[[QL]], %[[KL]]) causal window [128, 0] scale 1.250000e-01 :
+// CHECK: fa.attention_backward_step {{.*}} masked({{.*}}) window [16, 16] softcap 3.000000e+01 scale 1.250000e-01 :
+// GENERIC-LABEL: sym_name = "attention_backward_step_dkv_masked"
+// GENERIC: "fa.attention_backward_step"({{.*}}) <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1, 1, 1>, resultSegmentSizes = array<i32: 1, 1, 0>, scale = 1.250000e-01 : f32}>
+// GENERIC: "fa.attention_backward_step"({{.*}}) <{causal, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1, 1, 1>, resultSegmentSizes = array<i32: 1, 1, 0>, scale = 1.250000e-01 : f32, window = array<i64: 128, 0>}>
+func.func @attention_backward_step_dkv_masked(
+    %q: tensor<64x128xbf16>, %k: tensor<64x128xbf16>, %v: tensor<64x64xbf16>,
+    %do: tensor<64x64xbf16>, %lse: tensor<64xf32>, %delta: tensor<64xf32>,
+    %dk: tensor<64x128xf32>, %dv: tensor<64x64xf32>,
+    %qs: index, %ks: index, %ql: index, %kl: index)
+    -> (tensor<64x128xf32>, tensor<64x64xf32>) {
+  %dk1, %dv1 = fa.attention_backward_step %q, %k, %v, %do, %lse, %delta
+      dkv(%dk, %dv) masked(%qs, %ks, %ql, %kl) scale 0.125
+      : tensor<64x128xbf16>, tensor<64x128xbf16>, tensor<64x64xbf16>,
+        tensor<64x64xbf16>, tensor<64xf32>
+      -> tensor<64x128xf32>, tensor<64x64xf32>
+  %dk2, %dv2 = fa.attention_backward_step %q, %k, %v, %do, %lse, %delta
+      dkv(%dk1, %dv1) masked(%qs, %ks, %ql, %kl) causal window [128, 0] scale 0.125
+      : tensor<64x128xbf16>, tensor<64x128xbf16>, tensor<64x64xbf16>,
+        tensor<64x64xbf16>, tensor<64xf32>
+      -> tensor<64x128xf32>, tensor<64x64xf32>
+  %dk3, %dv3 = fa.attention_backward_step %q, %k, %v, %do, %lse, %delta
+      dkv(%dk2, %dv2) masked(%qs, %ks, %ql, %kl) window [16, 16] softcap 30.0
+      scale 0.125
+      : tensor<64x128xbf16>, tensor<64x128xbf16>, tensor<64x64xbf16>,
+        tensor<64x64xbf16>, tensor<64xf32>
+      -> tensor<64x128xf32>, tensor<64x64xf32>
+  return %dk3, %dv3 : tensor<64x128xf32>, tensor<64x64xf32>
+}
+
+// The deterministic dQ nest's step: dq only, f32, dynamic tile sizes.
+// CHECK-LABEL: func.func @attention_backward_step_dq
+// CHECK: %{{.*}} = fa.attention_backward_step {{.*}} dq(%{{.*}}) masked({{.*}}) causal softcap 3.000000e+01 scale 0.180336878 :
+// CHECK-SAME: tensor<?x64xf32>, tensor<?x64xf32>, tensor<?x32xf32>, tensor<?x32xf32>, tensor<?xf32> -> tensor<?x64xf32>
+// GENERIC-LABEL: sym_name = "attention_backward_step_dq"
+// GENERIC: "fa.attention_backward_step"({{.*}}) <{causal, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 0, 1, 1, 1, 1, 1>, resultSegmentSizes = array<i32: 0, 0, 1>, scale = 0.180336878 : f32, softcap = 3.000000e+01 : f32}>
+func.func @attention_backward_step_dq(%q: tensor<?x64xf32>, %k: tensor<?x64xf32>,
+                                      %v: tensor<?x32xf32>, %do: tensor<?x32xf32>,
+                                      %lse: tensor<?xf32>, %delta: tensor<?xf32>,
+                                      %dq: tensor<?x64xf32>, %i: index)
+    -> tensor<?x64xf32> {
+  %dq1 = fa.attention_backward_step %q, %k, %v, %do, %lse, %delta
+      dq(%dq) masked(%i, %i, %i, %i) causal softcap 30.0 scale 0.180336878
+      : tensor<?x64xf32>, tensor<?x64xf32>, tensor<?x32xf32>, tensor<?x32xf32>,
+        tensor<?xf32>
+      -> tensor<?x64xf32>
+  return %dq1 : tensor<?x64xf32>
+}

@@ -4,15 +4,11 @@
 // Preprocessing: Di = rowsum(dO * O) in f32, the only reduction outside the
 // GEMMs. Then a forall over (batch, kv head) whose key-block loop carries the
 // group's padded f32 dQ and the dK/dV slabs; inside, the head loop and the
-// query-block loop carry the f32 dK/dV tile accumulators.
+// query-block loop carry the f32 dK/dV tile accumulators, and the body is one
+// fa.attention_backward_step per (query block, key block) pair.
 
 // CHECK-DAG:   #[[ID4:.*]] = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>
 // CHECK-DAG:   #[[ROWS3:.*]] = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2)>
-// CHECK-DAG:   #[[A:.*]] = affine_map<(d0, d1, d2) -> (d0, d2)>
-// CHECK-DAG:   #[[BT:.*]] = affine_map<(d0, d1, d2) -> (d1, d2)>
-// CHECK-DAG:   #[[C:.*]] = affine_map<(d0, d1, d2) -> (d0, d1)>
-// CHECK-DAG:   #[[AT:.*]] = affine_map<(d0, d1, d2) -> (d2, d0)>
-// CHECK-DAG:   #[[B:.*]] = affine_map<(d0, d1, d2) -> (d2, d1)>
 // CHECK-LABEL: func.func @fast(
 // CHECK-SAME:      %[[Q:[a-zA-Z0-9]+]]: tensor<1x2x64x32xf16>, %[[K:[a-zA-Z0-9]+]]: tensor<1x2x128x32xf16>, %[[V:[a-zA-Z0-9]+]]: tensor<1x2x128x32xf16>, %[[O:[a-zA-Z0-9]+]]: tensor<1x2x64x32xf16>, %[[LSE:[a-zA-Z0-9]+]]: tensor<1x2x64xf32>, %[[DO:[a-zA-Z0-9]+]]: tensor<1x2x64x32xf16>)
 //
@@ -38,34 +34,15 @@
 // CHECK:                 %[[DOT:.*]] = tensor.extract_slice %[[DO]]{{.*}} to tensor<32x32xf16>
 // CHECK:                 %[[LSET:.*]] = tensor.extract_slice %[[LSE]]{{.*}} to tensor<32xf32>
 // CHECK:                 %[[DIT:.*]] = tensor.extract_slice %[[DI]]{{.*}} to tensor<32xf32>
-// S = Q K^T.
-// CHECK:                 %[[S:.*]] = linalg.matmul indexing_maps = [#[[A]], #[[BT]], #[[C]]] ins(%[[QT]], %[[KT]] : tensor<32x32xf16>, tensor<64x32xf16>) outs(%{{.*}} : tensor<32x64xf32>)
-// P = exp2(S * scale * log2e - lse * log2e), only 0 on rows with lse = +inf,
-// also produced in f16 for the dV GEMM. No max, no sum: just the LSE.
-// CHECK:                 %[[P:.*]]:2 = linalg.generic {{.*}} iterator_types = ["parallel", "parallel"]} ins(%[[S]], %[[LSET]] : tensor<32x64xf32>, tensor<32xf32>)
-// CHECK:                   %[[SS:.*]] = arith.mulf %{{.*}}, %{{.*}} : f32
-// CHECK:                   %[[LL:.*]] = arith.mulf %{{.*}}, %{{.*}} : f32
-// CHECK:                   %[[X:.*]] = arith.subf %[[SS]], %[[LL]] : f32
-// CHECK:                   %[[E:.*]] = math.exp2 %[[X]] : f32
-// CHECK:                   %[[FIN:.*]] = arith.cmpf olt, %{{.*}}, %{{.*}} : f32
-// CHECK-NOT:               linalg.index
-// CHECK:                   %[[PV:.*]] = arith.select %[[FIN]], %[[E]], %{{.*}} : f32
-// CHECK:                   %[[PL:.*]] = arith.truncf %[[PV]] : f32 to f16
-// CHECK:                   linalg.yield %[[PV]], %[[PL]] : f32, f16
-// dP = dO V^T.
-// CHECK:                 %[[DP:.*]] = linalg.matmul indexing_maps = [#[[A]], #[[BT]], #[[C]]] ins(%[[DOT]], %[[VT]] : tensor<32x32xf16>, tensor<64x32xf16>) outs(%{{.*}} : tensor<32x64xf32>)
-// dS = P * (dP - Di), rounded to f16 for the dK and dQ GEMMs.
-// CHECK:                 %[[DS:.*]] = linalg.generic {{.*}} ins(%[[P]]#0, %[[DP]], %[[DIT]] : tensor<32x64xf32>, tensor<32x64xf32>, tensor<32xf32>) outs(%{{.*}} : tensor<32x64xf16>)
-// CHECK:                   arith.subf
-// CHECK:                   arith.mulf
-// CHECK:                   arith.truncf
-// dK += dS^T Q, dV += P^T dO, dQ += dS K (into this head's rows of the group).
-// CHECK:                 %[[NDK:.*]] = linalg.matmul indexing_maps = [#[[AT]], #[[B]], #[[C]]] ins(%[[DS]], %[[QT]] : tensor<32x64xf16>, tensor<32x32xf16>) outs(%[[DKT]] : tensor<64x32xf32>)
-// CHECK:                 %[[NDV:.*]] = linalg.matmul indexing_maps = [#[[AT]], #[[B]], #[[C]]] ins(%[[P]]#1, %[[DOT]] : tensor<32x64xf16>, tensor<32x32xf16>) outs(%[[DVT]] : tensor<64x32xf32>)
+// The [Br, D] rows of this head's padded dQ, then one step with all three
+// accumulators: no mask and no key tail, so not `masked`. The step carries
+// the softmax scale; dK and dQ are not multiplied by it inside the loops.
 // CHECK:                 %[[DQT:.*]] = tensor.extract_slice %[[DQI]]{{.*}} [1, 32, 32] [1, 1, 1] : tensor<1x64x32xf32> to tensor<32x32xf32>
-// CHECK:                 %[[NDQ:.*]] = linalg.matmul ins(%[[DS]], %[[KT]] : tensor<32x64xf16>, tensor<64x32xf16>) outs(%[[DQT]] : tensor<32x32xf32>)
-// CHECK:                 %[[DQN:.*]] = tensor.insert_slice %[[NDQ]] into %[[DQI]]
-// CHECK:                 scf.yield %[[NDK]], %[[NDV]], %[[DQN]]
+// CHECK-NOT:             linalg.matmul
+// CHECK:                 %[[NDK:.*]], %[[NDV:.*]], %[[NDQ:.*]] = fa.attention_backward_step %[[QT]], %[[KT]], %[[VT]], %[[DOT]], %[[LSET]], %[[DIT]] dkv(%[[DKT]], %[[DVT]]) dq(%[[DQT]]) scale 0.176776692 :
+// CHECK-SAME:                tensor<32x32xf16>, tensor<64x32xf16>, tensor<64x32xf16>, tensor<32x32xf16>, tensor<32xf32> -> tensor<64x32xf32>, tensor<64x32xf32>, tensor<32x32xf32>
+// CHECK-NEXT:            %[[DQN:.*]] = tensor.insert_slice %[[NDQ]] into %[[DQI]]
+// CHECK-NEXT:            scf.yield %[[NDK]], %[[NDV]], %[[DQN]]
 // The softmax scale is applied once, to the finished dK (not to dV).
 // CHECK:             linalg.generic
 // CHECK:               arith.mulf
@@ -105,6 +82,11 @@ func.func @fast(%q: tensor<1x2x64x32xf16>, %k: tensor<1x2x128x32xf16>,
 // CHECK-NOT:       arith.maximumf
 // CHECK-NOT:       arith.maxnumf
 // CHECK-NOT:       linalg.reduce
+// CHECK:           fa.attention_backward_step
+// CHECK-NOT:       reduction
+// CHECK-NOT:       arith.maximumf
+// CHECK-NOT:       arith.maxnumf
+// CHECK-NOT:       linalg.reduce
 // CHECK:         return
 func.func @no_reduction_in_loop(%q: tensor<1x1x64x32xf32>, %k: tensor<1x1x64x32xf32>,
                                 %v: tensor<1x1x64x32xf32>, %o: tensor<1x1x64x32xf32>,
@@ -121,8 +103,9 @@ func.func @no_reduction_in_loop(%q: tensor<1x1x64x32xf32>, %k: tensor<1x1x64x32x
 
 // Causal, Nq = 96 < Nk = 192 (bottom-right aligned, off = Nk - Nq = 96), f32.
 // Key j is seen from row i iff j <= i + off, so the query blocks of key
-// block kb start at max(kStart - off, 0) / Br and run to the end. P is masked
-// by index on the diagonal. f32 needs no cast of P or dS.
+// block kb start at max(kStart - off, 0) / Br and run to the end. The step is
+// masked: it gets the tile origins and the sequence lengths (q_len = Nq,
+// k_len = Nk) and applies the causal rule itself.
 
 // CHECK-LABEL: func.func @causal_bounds(
 // CHECK:         %[[OFF:.*]] = arith.subi %c192, %c96 : index
@@ -133,24 +116,10 @@ func.func @no_reduction_in_loop(%q: tensor<1x1x64x32xf32>, %k: tensor<1x1x64x32x
 // CHECK:             %[[CLAMP:.*]] = arith.maxsi %[[FIRST]], %{{.*}} : index
 // CHECK:             %[[LO:.*]] = arith.divsi %[[CLAMP]], %c32{{.*}} : index
 // CHECK:             scf.for
-// CHECK:               scf.for %{{.*}} = %[[LO]] to %c3{{.*}} step
-// CHECK:                 linalg.matmul
-// CHECK:                 linalg.generic
-// CHECK:                   math.exp2
-// CHECK:                   %[[ROW:.*]] = linalg.index 0 : index
-// CHECK:                   %[[COL:.*]] = linalg.index 1 : index
-// CHECK:                   %[[I:.*]] = arith.addi %{{.*}}, %[[ROW]] : index
-// CHECK:                   %[[J:.*]] = arith.addi %[[KSTART]], %[[COL]] : index
-// CHECK:                   %[[DIAG:.*]] = arith.addi %[[I]], %[[OFF]] : index
-// CHECK:                   %[[VIS:.*]] = arith.cmpi sle, %[[J]], %[[DIAG]] : index
-// CHECK:                   arith.andi %{{.*}}, %[[VIS]] : i1
-// CHECK-NOT:               arith.truncf
-// CHECK:                   linalg.yield
-// CHECK:                 linalg.matmul
-// CHECK:                 linalg.generic
-// CHECK-NOT:               arith.truncf
-// CHECK:                   linalg.yield
-// CHECK-COUNT-3:         linalg.matmul
+// CHECK:               scf.for %[[QB:.*]] = %[[LO]] to %c3{{.*}} step
+// CHECK:                 %[[QSTART:.*]] = arith.muli %[[QB]], %c32{{.*}} : index
+// CHECK:                 fa.attention_backward_step {{.*}} dkv(%{{.*}}, %{{.*}}) dq(%{{.*}}) masked(%[[QSTART]], %[[KSTART]], %c96, %c192) causal scale 1.250000e-01 :
+// CHECK-SAME:                tensor<32x64xf32>, tensor<64x64xf32>, tensor<64x64xf32>, tensor<32x64xf32>, tensor<32xf32> -> tensor<64x64xf32>, tensor<64x64xf32>, tensor<32x64xf32>
 func.func @causal_bounds(%q: tensor<1x1x96x64xf32>, %k: tensor<1x1x192x64xf32>,
                          %v: tensor<1x1x192x64xf32>, %o: tensor<1x1x96x64xf32>,
                          %lse: tensor<1x1x96xf32>, %do: tensor<1x1x96x64xf32>)
@@ -168,8 +137,9 @@ func.func @causal_bounds(%q: tensor<1x1x96x64xf32>, %k: tensor<1x1x192x64xf32>,
 // Key tiles are clipped and zero-padded to 64 rows, query tiles to 32 rows;
 // padded LSE rows get +inf so P = 0 there. Both window sides bound the
 // query blocks of a key block: first row kStart - off - 8, last row
-// min(kStart + 64, Nk) - 1 - off + 32. Keys >= Nk are masked by index. dK/dV
-// tiles are cut back to the rows that exist before they are stored.
+// min(kStart + 64, Nk) - 1 - off + 32. The masked step hides keys >= Nk and
+// applies the window. dK/dV tiles are cut back to the rows that exist before
+// they are stored.
 
 // CHECK-LABEL: func.func @window_tails(
 // CHECK:         %[[OFF:.*]] = arith.subi %c70, %c100 : index
@@ -194,7 +164,8 @@ func.func @causal_bounds(%q: tensor<1x1x96x64xf32>, %k: tensor<1x1x192x64xf32>,
 // CHECK:             %[[L3:.*]] = arith.minsi %[[L2]], %c100 : index
 // CHECK:             %[[HI:.*]] = arith.ceildivsi %[[L3]], %c32{{.*}} : index
 // CHECK:             scf.for
-// CHECK:               scf.for %{{.*}} = %[[LO]] to %[[HI]] step
+// CHECK:               scf.for %[[QB:.*]] = %[[LO]] to %[[HI]] step
+// CHECK:                 %[[QSTART:.*]] = arith.muli %[[QB]], %c32{{.*}} : index
 // CHECK:                 tensor.pad
 // CHECK:                 } : tensor<?x32xbf16> to tensor<32x32xbf16>
 // CHECK:                 tensor.pad
@@ -204,12 +175,8 @@ func.func @causal_bounds(%q: tensor<1x1x96x64xf32>, %k: tensor<1x1x192x64xf32>,
 // CHECK-NEXT:            ^bb0
 // CHECK-NEXT:              tensor.yield %[[INF]] : f32
 // CHECK-NEXT:            } : tensor<?xf32> to tensor<32xf32>
-// CHECK:                 linalg.generic {{.*}} ins(%{{.*}}, %[[LSEP]] :
-// CHECK:                   math.exp2
-// CHECK:                   arith.cmpi sge
-// CHECK:                   arith.cmpi sle
-// CHECK:                   arith.cmpi slt, %{{.*}}, %c70 : index
-// CHECK:                   arith.select
+// CHECK:                 fa.attention_backward_step %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[LSEP]], %{{.*}} dkv(%{{.*}}, %{{.*}}) dq(%{{.*}}) masked(%[[QSTART]], %[[KSTART]], %c100, %c70) window [32, 8] scale 0.176776692 :
+// CHECK-SAME:                tensor<32x32xbf16>, tensor<64x32xbf16>, tensor<64x32xbf16>, tensor<32x32xbf16>, tensor<32xf32> -> tensor<64x32xf32>, tensor<64x32xf32>, tensor<32x32xf32>
 // CHECK:             %[[DKC:.*]] = tensor.extract_slice %{{.*}}[0, 0] [%[[KLEN]], 32] [1, 1] : tensor<64x32xbf16> to tensor<?x32xbf16>
 // CHECK:             tensor.insert_slice %[[DKC]] into %{{.*}}[%[[KSTART]], 0] [%[[KLEN]], 32]
 // CHECK:           } {fa.dq_accumulation}
@@ -230,8 +197,7 @@ func.func @window_tails(%q: tensor<1x1x100x32xbf16>, %k: tensor<1x1x70x32xbf16>,
 
 // GQA (8 query heads, 2 kv heads: G = 4) with softcap 30. The head loop runs
 // over the 4 query heads of kv head h, i.e. query heads 4h .. 4h+3, and sums
-// their dK/dV. Softcap: s = 30 tanh(S * scale / 30); P from s; dS picks up
-// tanh' = 1 - t^2.
+// their dK/dV. The softcap goes to the step (unmasked: no mask, no tail).
 
 // CHECK-LABEL: func.func @gqa_softcap(
 // CHECK:         scf.forall (%[[BI:.*]], %[[HKV:.*]]) in (2, 2)
@@ -242,21 +208,7 @@ func.func @window_tails(%q: tensor<1x1x100x32xbf16>, %k: tensor<1x1x70x32xbf16>,
 // CHECK:               %[[HQ:.*]] = arith.addi %[[FIRST]], %[[H]] : index
 // CHECK:               scf.for
 // CHECK:                 tensor.extract_slice %{{.*}}[%[[BI]], %[[HQ]], %{{.*}}, 0] [1, 1, 32, 32]
-// CHECK:                 %[[P:.*]]:3 = linalg.generic
-// CHECK:                   %[[T:.*]] = math.tanh
-// CHECK:                   %[[CAPPED:.*]] = arith.mulf %[[T]], %{{.*}} : f32
-// CHECK:                   %[[T2:.*]] = arith.mulf %[[T]], %[[T]] : f32
-// CHECK:                   %[[DT:.*]] = arith.subf %{{.*}}, %[[T2]] : f32
-// CHECK:                   %[[LL:.*]] = arith.mulf
-// CHECK:                   arith.subf %[[CAPPED]], %[[LL]] : f32
-// CHECK:                   math.exp2
-// CHECK:                   linalg.yield %{{.*}}, %{{.*}}, %[[DT]] : f32, f16, f32
-// CHECK:                 %[[DP:.*]] = linalg.matmul
-// CHECK:                 linalg.generic {{.*}} ins(%[[P]]#0, %[[DP]], %{{.*}}, %[[P]]#2 :
-// CHECK:                   arith.subf
-// CHECK:                   arith.mulf
-// CHECK:                   arith.mulf
-// CHECK:                   arith.truncf
+// CHECK:                 fa.attention_backward_step {{.*}} dkv(%{{.*}}, %{{.*}}) dq(%{{.*}}) softcap 3.000000e+01 scale 0.176776692 :
 // The group's dQ goes to query heads 4h .. 4h+3 at once.
 // CHECK:           tensor.parallel_insert_slice %{{.*}} into %{{.*}}[%[[BI]], %{{.*}}, 0, 0] [1, 4, 64, 32] [1, 1, 1, 1] : tensor<4x64x32xf16> into tensor<2x8x64x32xf16>
 func.func @gqa_softcap(%q: tensor<2x8x64x32xf16>, %k: tensor<2x2x64x32xf16>,
@@ -274,9 +226,11 @@ func.func @gqa_softcap(%q: tensor<2x8x64x32xf16>, %k: tensor<2x2x64x32xf16>,
 
 // Deterministic mode, everything dynamic but D, causal. First nest: forall
 // over (batch, kv head, key block) with dK/dV as shared outputs and no dQ
-// GEMM. Second nest: forall over (batch, query head, query block); its kv
-// head is h / G; a sequential loop over the visible key blocks, from 0 to
-// ceil(min(qEnd + off, Nk) / Bc), recomputes P and dS and accumulates dQ.
+// GEMM: its steps have dK/dV accumulators only. Second nest: forall over
+// (batch, query head, query block); its kv head is h / G; a sequential loop
+// over the visible key blocks, from 0 to ceil(min(qEnd + off, Nk) / Bc),
+// recomputes P and dS and accumulates dQ: its steps have a dQ accumulator
+// only. Both are masked (causal, and the dynamic Nk may have a tail).
 
 // CHECK-LABEL: func.func @deterministic(
 // CHECK-SAME:      %[[Q:[a-zA-Z0-9]+]]: tensor<?x?x?x64xf16>, %[[K:[a-zA-Z0-9]+]]: tensor<?x?x?x64xf16>
@@ -293,12 +247,10 @@ func.func @gqa_softcap(%q: tensor<2x8x64x32xf16>, %k: tensor<2x2x64x32xf16>,
 // dK/dV nest.
 // CHECK:         %[[KV:.*]]:2 = scf.forall (%{{.*}}, %{{.*}}, %{{.*}}) in (%{{.*}}, %[[HKV]], %[[NKB]]) shared_outs(%[[DKS:.*]] = %{{.*}}, %[[DVS:.*]] = %{{.*}}) -> (tensor<?x?x?x64xf16>, tensor<?x?x?x64xf16>)
 // CHECK:           scf.for %{{.*}} = %{{.*}} to %[[G]] step {{.*}} -> (tensor<64x64xf32>, tensor<64x64xf32>)
-// CHECK:             scf.for {{.*}} -> (tensor<64x64xf32>, tensor<64x64xf32>)
-// CHECK:               linalg.matmul
-// CHECK:               math.exp2
-// CHECK-COUNT-3:       linalg.matmul
-// CHECK-NOT:           linalg.matmul
-// CHECK:               scf.yield
+// CHECK:             scf.for {{.*}} iter_args(%[[DKA:.*]] = %{{.*}}, %[[DVA:.*]] = %{{.*}}) -> (tensor<64x64xf32>, tensor<64x64xf32>)
+// CHECK:               %[[NDK:.*]], %[[NDV:.*]] = fa.attention_backward_step {{.*}} dkv(%[[DKA]], %[[DVA]]) masked(%{{.*}}, %{{.*}}, %[[NQ]], %[[NK]]) causal scale 1.250000e-01 :
+// CHECK-SAME:              -> tensor<64x64xf32>, tensor<64x64xf32>
+// CHECK-NEXT:          scf.yield %[[NDK]], %[[NDV]]
 // CHECK:           scf.forall.in_parallel
 // CHECK:             tensor.parallel_insert_slice %{{.*}} into %[[DKS]]
 // CHECK:             tensor.parallel_insert_slice %{{.*}} into %[[DVS]]
@@ -313,12 +265,10 @@ func.func @gqa_softcap(%q: tensor<2x8x64x32xf16>, %k: tensor<2x2x64x32xf16>,
 // CHECK:           %[[KE1:.*]] = arith.minsi %[[KE0]], %[[NK]] : index
 // CHECK:           %[[KBHI:.*]] = arith.ceildivsi %[[KE1]], %c64
 // CHECK:           %[[ACC:.*]] = scf.for %{{.*}} = %{{.*}} to %[[KBHI]] step %{{.*}} iter_args(%[[A:.*]] = %{{.*}}) -> (tensor<32x64xf32>)
-// CHECK:             tensor.extract_slice %[[K]][%{{.*}}, %[[KVH]], %{{.*}}, 0]
-// CHECK:             linalg.matmul
-// CHECK:             math.exp2
-// CHECK:             linalg.matmul
-// CHECK:             %[[DS:.*]] = linalg.generic
-// CHECK:             %[[NEW:.*]] = linalg.matmul ins(%[[DS]], %{{.*}} : tensor<32x64xf16>, tensor<64x64xf16>) outs(%[[A]] : tensor<32x64xf32>)
+// CHECK:             %[[KSTART:.*]] = arith.muli %{{.*}}, %c64
+// CHECK:             tensor.extract_slice %[[K]][%{{.*}}, %[[KVH]], %[[KSTART]], 0]
+// CHECK:             %[[NEW:.*]] = fa.attention_backward_step {{.*}} dq(%[[A]]) masked(%[[QSTART]], %[[KSTART]], %[[NQ]], %[[NK]]) causal scale 1.250000e-01 :
+// CHECK-SAME:            tensor<32x64xf16>, tensor<64x64xf16>, tensor<64x64xf16>, tensor<32x64xf16>, tensor<32xf32> -> tensor<32x64xf32>
 // CHECK-NEXT:        scf.yield %[[NEW]]
 // CHECK:           linalg.generic {{.*}} ins(%[[ACC]] : tensor<32x64xf32>)
 // CHECK:             arith.mulf
@@ -335,4 +285,47 @@ func.func @deterministic(%q: tensor<?x?x?x64xf16>, %k: tensor<?x?x?x64xf16>,
          tensor<?x?x?x64xf16>, tensor<?x?x?xf32>, tensor<?x?x?x64xf16>)
       -> (tensor<?x?x?x64xf16>, tensor<?x?x?x64xf16>, tensor<?x?x?x64xf16>)
   return %dq, %dk, %dv : tensor<?x?x?x64xf16>, tensor<?x?x?x64xf16>, tensor<?x?x?x64xf16>
+}
+
+// -----
+
+// When is a step masked? Without a causal/window mask, only when the keys may
+// have a tail: a query tail alone needs no mask (padded query rows get an LSE
+// of +inf, hence P = 0), a key tail does (keys >= Nk must be hidden).
+
+// CHECK-LABEL: func.func @query_tail_unmasked(
+// CHECK:         scf.forall
+// CHECK:           tensor.pad
+// CHECK:           fa.attention_backward_step
+// CHECK-NOT:           masked
+// CHECK-SAME:          scale 1.250000e-01 :
+// CHECK-SAME:          tensor<32x64xf32>, tensor<64x64xf32>, tensor<64x64xf32>, tensor<32x64xf32>, tensor<32xf32> -> tensor<64x64xf32>, tensor<64x64xf32>, tensor<32x64xf32>
+func.func @query_tail_unmasked(%q: tensor<1x1x40x64xf32>, %k: tensor<1x1x128x64xf32>,
+                               %v: tensor<1x1x128x64xf32>, %o: tensor<1x1x40x64xf32>,
+                               %lse: tensor<1x1x40xf32>, %do: tensor<1x1x40x64xf32>)
+    -> (tensor<1x1x40x64xf32>, tensor<1x1x128x64xf32>, tensor<1x1x128x64xf32>) {
+  %dq, %dk, %dv = fa.attention_backward %q, %k, %v, %o, %lse, %do
+      : (tensor<1x1x40x64xf32>, tensor<1x1x128x64xf32>, tensor<1x1x128x64xf32>,
+         tensor<1x1x40x64xf32>, tensor<1x1x40xf32>, tensor<1x1x40x64xf32>)
+      -> (tensor<1x1x40x64xf32>, tensor<1x1x128x64xf32>, tensor<1x1x128x64xf32>)
+  return %dq, %dk, %dv : tensor<1x1x40x64xf32>, tensor<1x1x128x64xf32>, tensor<1x1x128x64xf32>
+}
+
+// CHECK-LABEL: func.func @key_tail_masked(
+// CHECK:         scf.forall
+// CHECK:           scf.for %[[KBI:.*]] = {{.*}} iter_args
+// CHECK:             %[[KSTART:.*]] = arith.muli %[[KBI]], %c64{{.*}} : index
+// CHECK:             scf.for
+// CHECK:               scf.for %[[QB:.*]] = {{.*}} iter_args
+// CHECK:                 %[[QSTART:.*]] = arith.muli %[[QB]], %c32{{.*}} : index
+// CHECK:                 fa.attention_backward_step {{.*}} masked(%[[QSTART]], %[[KSTART]], %c64, %c100) scale 1.250000e-01 :
+func.func @key_tail_masked(%q: tensor<1x1x64x64xf32>, %k: tensor<1x1x100x64xf32>,
+                           %v: tensor<1x1x100x64xf32>, %o: tensor<1x1x64x64xf32>,
+                           %lse: tensor<1x1x64xf32>, %do: tensor<1x1x64x64xf32>)
+    -> (tensor<1x1x64x64xf32>, tensor<1x1x100x64xf32>, tensor<1x1x100x64xf32>) {
+  %dq, %dk, %dv = fa.attention_backward %q, %k, %v, %o, %lse, %do
+      : (tensor<1x1x64x64xf32>, tensor<1x1x100x64xf32>, tensor<1x1x100x64xf32>,
+         tensor<1x1x64x64xf32>, tensor<1x1x64xf32>, tensor<1x1x64x64xf32>)
+      -> (tensor<1x1x64x64xf32>, tensor<1x1x100x64xf32>, tensor<1x1x100x64xf32>)
+  return %dq, %dk, %dv : tensor<1x1x64x64xf32>, tensor<1x1x100x64xf32>, tensor<1x1x100x64xf32>
 }

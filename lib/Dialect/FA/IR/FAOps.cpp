@@ -344,5 +344,143 @@ LogicalResult OnlineAttentionFinalizeOp::verify() {
   return success();
 }
 
+//===----------------------------------------------------------------------===//
+// AttentionBackwardStepOp
+//===----------------------------------------------------------------------===//
+
+/// Parses `-> type, ...`: one type per accumulator present (dk, dv, dq in
+/// that order), which is also the type of its result. Nothing when no
+/// accumulator is present (an op the verifier rejects).
+static ParseResult
+parseGradientTypes(OpAsmParser &parser,
+                   std::optional<OpAsmParser::UnresolvedOperand> dkAcc,
+                   std::optional<OpAsmParser::UnresolvedOperand> dvAcc,
+                   std::optional<OpAsmParser::UnresolvedOperand> dqAcc,
+                   Type &dkAccType, Type &dvAccType, Type &dqAccType,
+                   Type &newDkType, Type &newDvType, Type &newDqType) {
+  struct Slot {
+    bool present;
+    Type &acc;
+    Type &result;
+  };
+  Slot slots[] = {{dkAcc.has_value(), dkAccType, newDkType},
+                  {dvAcc.has_value(), dvAccType, newDvType},
+                  {dqAcc.has_value(), dqAccType, newDqType}};
+  bool first = true;
+  for (Slot &slot : slots) {
+    if (!slot.present)
+      continue;
+    if (failed(first ? parser.parseArrow() : parser.parseComma()) ||
+        parser.parseType(slot.acc))
+      return failure();
+    slot.result = slot.acc;
+    first = false;
+  }
+  return success();
+}
+
+static void printGradientTypes(OpAsmPrinter &printer, Operation *, Value dkAcc,
+                               Value dvAcc, Value dqAcc, Type, Type, Type, Type,
+                               Type, Type) {
+  bool first = true;
+  for (Value acc : {dkAcc, dvAcc, dqAcc}) {
+    if (!acc)
+      continue;
+    printer << (first ? "-> " : ", ") << acc.getType();
+    first = false;
+  }
+}
+
+void AttentionBackwardStepOp::build(OpBuilder &b, OperationState &state,
+                                    Value query, Value key, Value value,
+                                    Value dout, Value lse, Value delta,
+                                    Value dkAcc, Value dvAcc, Value dqAcc,
+                                    ValueRange maskOperands, FloatAttr scale,
+                                    bool causal, DenseI64ArrayAttr window,
+                                    FloatAttr softcap) {
+  assert((maskOperands.empty() || maskOperands.size() == 4) &&
+         "expected no mask operand, or q_start, k_start, q_len and k_len");
+  auto typeOf = [](Value v) { return v ? v.getType() : Type(); };
+  auto mask = [&](unsigned i) {
+    return maskOperands.empty() ? Value() : maskOperands[i];
+  };
+  build(b, state, typeOf(dkAcc), typeOf(dvAcc), typeOf(dqAcc), query, key,
+        value, dout, lse, delta, dkAcc, dvAcc, dqAcc, mask(0), mask(1), mask(2),
+        mask(3), scale, causal ? b.getUnitAttr() : UnitAttr(), window, softcap);
+}
+
+LogicalResult AttentionBackwardStepOp::verify() {
+  RankedTensorType q = getQuery().getType(), k = getKey().getType(),
+                   v = getValue().getType(), dout = getDout().getType(),
+                   lse = getLse().getType();
+  Type elt = q.getElementType();
+  if (k.getElementType() != elt || v.getElementType() != elt ||
+      dout.getElementType() != elt)
+    return emitOpError() << "query, key, value and dout must have the same "
+                            "element type, got "
+                         << elt << ", " << k.getElementType() << ", "
+                         << v.getElementType() << " and "
+                         << dout.getElementType();
+
+  // Which gradients the step updates: dK and dV together (the key block's
+  // nest), dQ (the query block's), or all three.
+  if (!getDkAcc() != !getDvAcc())
+    return emitOpError() << "dk_acc and dv_acc must be given together, as "
+                            "dkv(dk_acc, dv_acc)";
+  if (!getDkAcc() && !getDqAcc())
+    return emitOpError() << "needs an accumulator: dkv(dk_acc, dv_acc), "
+                            "dq(dq_acc) or both";
+  // Each result is its accumulator, updated.
+  for (auto [accName, acc, resultName, result] :
+       {std::tuple<StringRef, Value, StringRef, Value>{"dk_acc", getDkAcc(),
+                                                       "new_dk", getNewDk()},
+        {"dv_acc", getDvAcc(), "new_dv", getNewDv()},
+        {"dq_acc", getDqAcc(), "new_dq", getNewDq()}}) {
+    if (!acc != !result)
+      return emitOpError() << "result " << resultName << " must be present "
+                           << "exactly when " << accName << " is";
+    if (acc && acc.getType() != result.getType())
+      return emitOpError() << "result " << resultName << " must have the type "
+                           << "of " << accName << ", " << acc.getType()
+                           << ", got " << result.getType();
+  }
+
+  // Every place where one tile dimension appears; delta has lse's type and
+  // each result its accumulator's.
+  SmallVector<DimRef> rows = {
+      {"query", q, 0}, {"dout", dout, 0}, {"lse", lse, 0}};
+  SmallVector<DimRef> keys = {{"key", k, 0}, {"value", v, 0}};
+  SmallVector<DimRef> headDim = {{"query", q, 1}, {"key", k, 1}};
+  SmallVector<DimRef> valueHeadDim = {{"value", v, 1}, {"dout", dout, 1}};
+  if (Value dkAcc = getDkAcc()) {
+    auto dk = cast<RankedTensorType>(dkAcc.getType());
+    auto dv = cast<RankedTensorType>(getDvAcc().getType());
+    keys.append({{"dk_acc", dk, 0}, {"dv_acc", dv, 0}});
+    headDim.push_back({"dk_acc", dk, 1});
+    valueHeadDim.push_back({"dv_acc", dv, 1});
+  }
+  if (Value dqAcc = getDqAcc()) {
+    auto dq = cast<RankedTensorType>(dqAcc.getType());
+    rows.push_back({"dq_acc", dq, 0});
+    headDim.push_back({"dq_acc", dq, 1});
+  }
+  if (failed(checkSameDim(*this, "query block size", rows)) ||
+      failed(checkSameDim(*this, "key block size", keys)) ||
+      failed(checkSameDim(*this, "head dim", headDim)) ||
+      failed(checkSameDim(*this, "value head dim", valueHeadDim)))
+    return failure();
+
+  int numMaskOperands = (getQStart() ? 1 : 0) + (getKStart() ? 1 : 0) +
+                        (getQLen() ? 1 : 0) + (getKLen() ? 1 : 0);
+  if (numMaskOperands != 0 && numMaskOperands != 4)
+    return emitOpError() << "masked needs all four of q_start, k_start, "
+                            "q_len and k_len";
+  if (!isMasked() && (getCausal() || getWindow()))
+    return emitOpError() << "a causal or window mask needs the "
+                            "masked(q_start, k_start, q_len, k_len) operands";
+  return verifyScoreAttributes(*this, getScaleAttr(), getCausal(),
+                               getWindowAttr(), getSoftcapAttr());
+}
+
 #define GET_OP_CLASSES
 #include "fa/Dialect/FA/IR/FAOps.cpp.inc"

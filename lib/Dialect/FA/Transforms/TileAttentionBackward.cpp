@@ -7,16 +7,19 @@
 //   Di = rowsum(dO * O)                                  once, [B, Hq, Nq]
 //   for each key block (Bc keys of one kv head):
 //     for each query head h of the group, each query block that sees it:
-//       S  = Q K^T                                       (f32)
-//       P  = exp2(S * scale * log2e - LSE * log2e)       (0 where masked)
-//       dV += P^T dO          dP = dO V^T
-//       dS = P * (dP - Di)    [* (1 - tanh^2) with softcap]
-//       dK += dS^T Q          dQ += dS K
+//       fa.attention_backward_step: one (query block, key block) pair
+//         S  = Q K^T                                     (f32)
+//         P  = exp2(S * scale * log2e - LSE * log2e)     (0 where masked)
+//         dV += P^T dO          dP = dO V^T
+//         dS = P * (dP - Di)    [* (1 - tanh^2) with softcap]
+//         dK += dS^T Q          dQ += dS K
 //   dK *= scale, dQ *= scale; cast to the element type.  (epilogues)
 //
-// The softmax scale is applied once to the f32 dK/dQ accumulators instead
-// of to every tile product: the same sum, fewer multiplies. P and dS are
-// cast to the element type before their GEMMs, as tensor cores consume them.
+// The per-tile math is the step op's (fa-decompose-attention-backward-step
+// expands it into linalg; a GPU lowering maps it to MMA fragments). The step
+// is `masked` only when the op has a causal/window mask or the keys may have
+// a tail. The softmax scale is applied once to the f32 dK/dQ accumulators
+// instead of to every tile product: the same sum, fewer multiplies.
 //
 // dQ sums over key blocks, which a parallel loop on tensors cannot express
 // (its iterations may only write disjoint slices). Two structures:
@@ -35,8 +38,8 @@
 //
 // Tiles are static ([Br, D], [Bc, D], [Br, Bc]); when a sequence length is
 // dynamic or not a multiple of the block, tails are read clipped and padded
-// (LSE rows with +inf, so padded query rows get P = 0; keys >= Nk are masked
-// by index), and written back with dynamic-size slices.
+// (LSE rows with +inf, so padded query rows get P = 0; keys >= Nk are hidden
+// by the step's mask), and written back with dynamic-size slices.
 //
 //===----------------------------------------------------------------------===//
 
@@ -57,7 +60,6 @@ namespace mlir::fa {
 using namespace mlir;
 using namespace mlir::fa;
 
-constexpr double kLog2e = 1.4426950408889634;
 /// Block sizes must map onto MMA fragments (multiples of 16 rows) and fit in
 /// shared memory next to the other tiles.
 constexpr int64_t kBlockMultiple = 16;
@@ -79,7 +81,9 @@ struct BackwardPlan {
   int64_t headDim;
   int64_t valueHeadDim;
   float scale;
-  std::optional<float> softcap;
+  bool causal;
+  DenseI64ArrayAttr window;
+  FloatAttr softcap;
   AttentionMask mask;
 
   Value query, key, value, dout, lse, delta;
@@ -89,7 +93,7 @@ struct BackwardPlan {
   Value diagOffset;
   Value numQBlocks, numKBlocks;
   /// Whether the last query (key) block may be partial. Only then are tiles
-  /// clipped and padded, and keys masked by index.
+  /// clipped and padded, and keys hidden by the step's mask.
   bool queryTail;
   bool keyTail;
 };
@@ -105,12 +109,6 @@ static Value indexConst(OpBuilder &b, Location loc, int64_t v) {
 
 static Value f32Const(OpBuilder &b, Location loc, double v) {
   return arith::ConstantOp::create(b, loc, b.getF32FloatAttr(v));
-}
-
-static Value f32Inf(OpBuilder &b, Location loc) {
-  return arith::ConstantOp::create(
-      b, loc,
-      b.getFloatAttr(b.getF32Type(), APFloat::getInf(APFloat::IEEEsingle())));
 }
 
 static Value zeroTensor(OpBuilder &b, Location loc,
@@ -154,36 +152,6 @@ static Value clippedLength(OpBuilder &b, Location loc, Value start,
                            int64_t block, Value seqLen) {
   Value rest = arith::SubIOp::create(b, loc, seqLen, start);
   return arith::MinSIOp::create(b, loc, indexConst(b, loc, block), rest);
-}
-
-/// Maps for a 2-D elementwise generic whose operands are either whole tiles
-/// or per-row vectors.
-static AffineMap tileMap(MLIRContext *ctx) {
-  return AffineMap::getMultiDimIdentityMap(2, ctx);
-}
-static AffineMap rowMap(MLIRContext *ctx) {
-  return AffineMap::get(2, 0, {getAffineDimExpr(0, ctx)}, ctx);
-}
-
-/// acc += op(lhs) * op(rhs) as a named linalg.matmul. Transposes are
-/// indexing maps, so every GEMM stays a contraction a GPU lowering can map
-/// to MMA fragments, and f16/bf16 operands are widened into the f32 acc.
-static Value buildMatmul(OpBuilder &b, Location loc, Value lhs, Value rhs,
-                         Value acc, bool transposeLhs, bool transposeRhs) {
-  auto matmul = linalg::MatmulOp::create(b, loc, TypeRange{acc.getType()},
-                                         ValueRange{lhs, rhs}, ValueRange{acc});
-  if (transposeLhs || transposeRhs) {
-    MLIRContext *ctx = b.getContext();
-    AffineExpr m = getAffineDimExpr(0, ctx), n = getAffineDimExpr(1, ctx),
-               k = getAffineDimExpr(2, ctx);
-    auto map = [&](AffineExpr r, AffineExpr c) {
-      return AffineMap::get(3, 0, {r, c}, ctx);
-    };
-    matmul.setIndexingMapsAttr(b.getAffineMapArrayAttr(
-        {transposeLhs ? map(k, m) : map(m, k),
-         transposeRhs ? map(n, k) : map(k, n), map(m, n)}));
-  }
-  return matmul.getResult(0);
 }
 
 /// Reads rows [start, start + rows) of one head of `src` ([B, H, N, X] or
@@ -349,167 +317,21 @@ static KeyBlock loadKeyBlock(OpBuilder &b, const BackwardPlan &p, Value batch,
   return blk;
 }
 
-/// True where key kStart + c is visible from query qStart + r and the row has
-/// a visible key at all (finite LSE). Only the checks this op needs are
-/// emitted; null means "everything visible".
-static Value buildVisibility(OpBuilder &b, Location loc, const BackwardPlan &p,
-                             Value qStart, Value kStart) {
-  Value keep;
-  auto conjoin = [&](Value c) {
-    keep = keep ? arith::AndIOp::create(b, loc, keep, c).getResult() : c;
-  };
-  if (p.mask.isFull() && !p.keyTail)
-    return keep;
-  Value row = linalg::IndexOp::create(b, loc, 0);
-  Value col = linalg::IndexOp::create(b, loc, 1);
-  Value i = arith::AddIOp::create(b, loc, qStart, row);
-  Value j = arith::AddIOp::create(b, loc, kStart, col);
-  Value diag = arith::AddIOp::create(b, loc, i, p.diagOffset);
-  if (p.mask.left) {
-    Value first = addIndex(b, loc, diag, -*p.mask.left);
-    conjoin(arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sge, j, first));
-  }
-  if (p.mask.right) {
-    Value last = addIndex(b, loc, diag, *p.mask.right);
-    conjoin(arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sle, j, last));
-  }
-  if (p.keyTail)
-    conjoin(
-        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, j, p.seqK));
-  return keep;
-}
-
-namespace {
-/// P recomputed from the saved LSE, with what the gradient also needs.
-struct Probabilities {
-  Value p;       // f32 [Br, Bc], for dS.
-  Value pLow;    // P in the element type, for the dV GEMM (== p for f32).
-  Value capGrad; // 1 - tanh^2 with softcap, else null.
-};
-} // namespace
-
-/// P = exp2(s * log2e - LSE * log2e) with s = S * scale, or with softcap
-/// s = c * tanh(S * scale / c). No max/sum reduction: the LSE already holds
-/// both. P = 0 where the key is not visible and on rows with LSE = +inf
-/// (selected, never multiplied, so an overflowing exp2 cannot leak a NaN).
-static Probabilities recomputeProbabilities(OpBuilder &b, const BackwardPlan &p,
-                                            Value scores, Value lseTile,
-                                            Value qStart, Value kStart) {
-  Location loc = p.loc;
-  MLIRContext *ctx = b.getContext();
-  SmallVector<int64_t> shape = {p.blockQ, p.blockKV};
-  bool lowP = !p.elemType.isF32();
-  SmallVector<Value> inits = {
-      tensor::EmptyOp::create(b, loc, shape, p.f32Type)};
-  if (lowP)
-    inits.push_back(tensor::EmptyOp::create(b, loc, shape, p.elemType));
-  if (p.softcap)
-    inits.push_back(tensor::EmptyOp::create(b, loc, shape, p.f32Type));
-  SmallVector<AffineMap> maps = {tileMap(ctx), rowMap(ctx)};
-  maps.append(inits.size(), tileMap(ctx));
-  SmallVector<utils::IteratorType> iterators(2, utils::IteratorType::parallel);
-
-  auto generic = linalg::GenericOp::create(
-      b, loc, ValueRange(inits).getTypes(), ValueRange{scores, lseTile}, inits,
-      maps, iterators, [&](OpBuilder &nb, Location nl, ValueRange args) {
-        Value s = args[0], lse = args[1];
-        SmallVector<Value> results;
-        Value logits, capGrad;
-        if (p.softcap) {
-          float c = *p.softcap;
-          Value t = math::TanhOp::create(
-              nb, nl,
-              arith::MulFOp::create(nb, nl, s, f32Const(nb, nl, p.scale / c)));
-          logits =
-              arith::MulFOp::create(nb, nl, t, f32Const(nb, nl, c * kLog2e));
-          Value t2 = arith::MulFOp::create(nb, nl, t, t);
-          capGrad = arith::SubFOp::create(nb, nl, f32Const(nb, nl, 1.0), t2);
-        } else {
-          logits = arith::MulFOp::create(nb, nl, s,
-                                         f32Const(nb, nl, p.scale * kLog2e));
-        }
-        Value lseLog2 =
-            arith::MulFOp::create(nb, nl, lse, f32Const(nb, nl, kLog2e));
-        Value prob = math::Exp2Op::create(
-            nb, nl, arith::SubFOp::create(nb, nl, logits, lseLog2));
-        Value keep = arith::CmpFOp::create(nb, nl, arith::CmpFPredicate::OLT,
-                                           lse, f32Inf(nb, nl));
-        if (Value visible = buildVisibility(nb, nl, p, qStart, kStart))
-          keep = arith::AndIOp::create(nb, nl, keep, visible);
-        prob =
-            arith::SelectOp::create(nb, nl, keep, prob, f32Const(nb, nl, 0.0));
-        results.push_back(prob);
-        if (lowP)
-          results.push_back(truncateTo(nb, nl, p.elemType, prob));
-        if (capGrad)
-          results.push_back(capGrad);
-        linalg::YieldOp::create(nb, nl, results);
-      });
-
-  Probabilities probs;
-  probs.p = generic.getResult(0);
-  probs.pLow = lowP ? generic.getResult(1) : probs.p;
-  if (p.softcap)
-    probs.capGrad = generic.getResults().back();
-  return probs;
-}
-
-/// dS = P * (dP - Di), times the softcap's tanh' when present; produced in
-/// the element type, the operand type of the dK and dQ GEMMs.
-static Value computeScoreGradient(OpBuilder &b, const BackwardPlan &p,
-                                  const Probabilities &probs, Value dP,
-                                  Value deltaTile) {
-  Location loc = p.loc;
-  MLIRContext *ctx = b.getContext();
-  SmallVector<Value> inputs = {probs.p, dP, deltaTile};
-  SmallVector<AffineMap> maps = {tileMap(ctx), tileMap(ctx), rowMap(ctx)};
-  if (probs.capGrad) {
-    inputs.push_back(probs.capGrad);
-    maps.push_back(tileMap(ctx));
-  }
-  maps.push_back(tileMap(ctx));
-  Value init =
-      tensor::EmptyOp::create(b, loc, {p.blockQ, p.blockKV}, p.elemType);
-  SmallVector<utils::IteratorType> iterators(2, utils::IteratorType::parallel);
-  return linalg::GenericOp::create(
-             b, loc, TypeRange{init.getType()}, inputs, ValueRange{init}, maps,
-             iterators,
-             [&](OpBuilder &nb, Location nl, ValueRange args) {
-               Value diff = arith::SubFOp::create(nb, nl, args[1], args[2]);
-               Value ds = arith::MulFOp::create(nb, nl, args[0], diff);
-               if (probs.capGrad)
-                 ds = arith::MulFOp::create(nb, nl, ds, args[3]);
-               linalg::YieldOp::create(nb, nl,
-                                       truncateTo(nb, nl, p.elemType, ds));
-             })
-      .getResult(0);
-}
-
-namespace {
-/// What one (query block, key block) pair contributes: P for dV += P^T dO,
-/// and dS for dK += dS^T Q and dQ += dS K (both in the element type).
-struct TileGradients {
-  Value pLow;
-  Value dS;
-};
-} // namespace
-
-/// S = Q K^T, P from the LSE, dP = dO V^T, dS = P (dP - Di).
-static TileGradients buildTileGradients(OpBuilder &b, const BackwardPlan &p,
-                                        const QueryBlock &qBlk,
-                                        const KeyBlock &kBlk) {
-  Location loc = p.loc;
-  SmallVector<int64_t> shape = {p.blockQ, p.blockKV};
-  Value scores =
-      buildMatmul(b, loc, qBlk.q, kBlk.k, zeroTile(b, loc, shape, p.f32Type),
-                  /*transposeLhs=*/false, /*transposeRhs=*/true);
-  Probabilities probs =
-      recomputeProbabilities(b, p, scores, qBlk.lse, qBlk.start, kBlk.start);
-  Value dP =
-      buildMatmul(b, loc, qBlk.dout, kBlk.v, zeroTile(b, loc, shape, p.f32Type),
-                  /*transposeLhs=*/false, /*transposeRhs=*/true);
-  Value dS = computeScoreGradient(b, p, probs, dP, qBlk.delta);
-  return {probs.pLow, dS};
+/// The one fa.attention_backward_step of a (query block, key block) pair,
+/// updating the accumulators given (dK/dV, dQ, or all three). It is masked
+/// when the op has a causal/window mask or the keys may have a tail; padded
+/// query rows need no mask (their LSE is +inf, hence P = 0).
+static AttentionBackwardStepOp buildStep(OpBuilder &b, const BackwardPlan &p,
+                                         const QueryBlock &qBlk,
+                                         const KeyBlock &kBlk, Value dkAcc,
+                                         Value dvAcc, Value dqAcc) {
+  SmallVector<Value> maskOperands;
+  if (!p.mask.isFull() || p.keyTail)
+    maskOperands = {qBlk.start, kBlk.start, p.seqQ, p.seqK};
+  return AttentionBackwardStepOp::create(
+      b, p.loc, qBlk.q, kBlk.k, kBlk.v, qBlk.dout, qBlk.lse, qBlk.delta, dkAcc,
+      dvAcc, dqAcc, maskOperands, b.getF32FloatAttr(p.scale), p.causal,
+      p.window, p.softcap);
 }
 
 //===----------------------------------------------------------------------===//
@@ -609,30 +431,25 @@ static KeyBlockGradients buildKeyBlockGradients(OpBuilder &b,
             hb, hl, qbLo, qbHi, one, headAcc,
             [&](OpBuilder &nb, Location nl, Value qb, ValueRange acc) {
               QueryBlock qBlk = loadQueryBlock(nb, p, batch, qHead, qb);
-              TileGradients g = buildTileGradients(nb, p, qBlk, kBlk);
-              SmallVector<Value> next = {
-                  buildMatmul(nb, nl, g.dS, qBlk.q, acc[0],
-                              /*transposeLhs=*/true, /*transposeRhs=*/false),
-                  buildMatmul(nb, nl, g.pLow, qBlk.dout, acc[1],
-                              /*transposeLhs=*/true,
-                              /*transposeRhs=*/false)};
+              // The [Br, D] rows of this head's padded dQ; always in bounds.
+              SmallVector<OpFoldResult> offsets = {h, qBlk.start,
+                                                   nb.getIndexAttr(0)};
+              SmallVector<OpFoldResult> sizes = getAsIndexOpFoldResult(
+                  nb.getContext(), {1, p.blockQ, p.headDim});
+              SmallVector<OpFoldResult> strides(3, nb.getIndexAttr(1));
+              Value dq;
               if (dqGroup) {
-                // The [Br, D] rows of this head's padded dQ; always in bounds.
-                SmallVector<OpFoldResult> offsets = {h, qBlk.start,
-                                                     nb.getIndexAttr(0)};
-                SmallVector<OpFoldResult> sizes = getAsIndexOpFoldResult(
-                    nb.getContext(), {1, p.blockQ, p.headDim});
-                SmallVector<OpFoldResult> strides(3, nb.getIndexAttr(1));
                 auto tileType =
                     RankedTensorType::get({p.blockQ, p.headDim}, p.f32Type);
-                Value dq = tensor::ExtractSliceOp::create(
-                    nb, nl, tileType, acc[2], offsets, sizes, strides);
-                dq = buildMatmul(nb, nl, g.dS, kBlk.k, dq,
-                                 /*transposeLhs=*/false,
-                                 /*transposeRhs=*/false);
-                next.push_back(tensor::InsertSliceOp::create(
-                    nb, nl, dq, acc[2], offsets, sizes, strides));
+                dq = tensor::ExtractSliceOp::create(nb, nl, tileType, acc[2],
+                                                    offsets, sizes, strides);
               }
+              AttentionBackwardStepOp step =
+                  buildStep(nb, p, qBlk, kBlk, acc[0], acc[1], dq);
+              SmallVector<Value> next = {step.getNewDk(), step.getNewDv()};
+              if (dqGroup)
+                next.push_back(tensor::InsertSliceOp::create(
+                    nb, nl, step.getNewDq(), acc[2], offsets, sizes, strides));
               scf::YieldOp::create(nb, nl, next);
             });
         scf::YieldOp::create(hb, hl, blockLoop.getResults());
@@ -816,11 +633,9 @@ static Value buildDeterministicQueryGradient(OpBuilder &b,
       b, loc, kbLo, kbHi, indexConst(b, loc, 1), ValueRange{init},
       [&](OpBuilder &nb, Location nl, Value kb, ValueRange acc) {
         KeyBlock kBlk = loadKeyBlock(nb, p, batch, kvHead, kb);
-        TileGradients g = buildTileGradients(nb, p, qBlk, kBlk);
-        scf::YieldOp::create(nb, nl,
-                             buildMatmul(nb, nl, g.dS, kBlk.k, acc[0],
-                                         /*transposeLhs=*/false,
-                                         /*transposeRhs=*/false));
+        AttentionBackwardStepOp step = buildStep(
+            nb, p, qBlk, kBlk, /*dkAcc=*/nullptr, /*dvAcc=*/nullptr, acc[0]);
+        scf::YieldOp::create(nb, nl, step.getNewDq());
       });
   Value dq = buildEpilogue(b, loc, keyLoop.getResult(0), p.scale, p.elemType);
   dq = clipRows(b, loc, dq, 0, qBlk.len);
@@ -860,8 +675,9 @@ static BackwardPlan makePlan(OpBuilder &b, AttentionBackwardOp op,
   p.headDim = op.getHeadDim();
   p.valueHeadDim = op.getValueHeadDim();
   p.scale = op.getScaleValue();
-  if (FloatAttr softcap = op.getSoftcapAttr())
-    p.softcap = softcap.getValueAsDouble();
+  p.causal = op.getCausal();
+  p.window = op.getWindowAttr();
+  p.softcap = op.getSoftcapAttr();
   p.mask = op.getMask();
   p.query = op.getQuery();
   p.key = op.getKey();

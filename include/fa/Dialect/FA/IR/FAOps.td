@@ -280,4 +280,131 @@ def FA_OnlineAttentionFinalizeOp : FA_Op<"online_attention_finalize", [Pure,
   let hasVerifier = 1;
 }
 
+//===----------------------------------------------------------------------===//
+// Tile-level op of the recomputation backward
+//===----------------------------------------------------------------------===//
+
+def FA_AttentionBackwardStepOp : FA_Op<"attention_backward_step", [Pure,
+    AttrSizedOperandSegments, AttrSizedResultSegments,
+    AllTypesMatch<["lse", "delta"]>]> {
+  let summary = "The gradients of one (query block, key block) tile pair";
+  let description = [{
+    The tile-level form that `fa-tile-attention-backward` produces in the
+    innermost loop of its nests: recomputes the probabilities of `Br` query
+    rows against `Bc` keys from the saved log-sum-exp (FlashAttention-2's
+    backward: no max or sum is redone) and adds the tile pair's contribution
+    to the f32 gradient accumulators it is given.
+
+    Operands: `q: [Br, D]`, `k: [Bc, D]`, `v: [Bc, Dv]`, `dout: [Br, Dv]`
+    (the input element type), the forward's natural-log `lse: [Br]` and
+    `delta = rowsum(dout * out): [Br]` (both f32), and the accumulators, all
+    f32: `dkv(dk_acc: [Bc, D], dv_acc: [Bc, Dv])` and/or `dq(dq_acc: [Br,
+    D])`. Each result is the updated accumulator, present exactly when its
+    accumulator is:
+
+    ```
+    s      = scale * q k^T                        [Br, Bc], f32
+    s      = softcap * tanh(s / softcap)          (if softcap)
+    p      = exp(s - lse)                         computed as exp2, log2(e)
+                                                  folded into the factors
+    p      = 0 where key k_start+c is not visible from query q_start+r
+             (only with `masked`; also hides keys >= k_len),
+             and on rows with lse = +inf
+    dp     = dout v^T                             [Br, Bc], f32
+    ds     = p * (dp - delta)                     [* (1 - tanh^2) if softcap]
+    new_dk = dk_acc + ds^T q                      not multiplied by scale
+    new_dv = dv_acc + p^T dout
+    new_dq = dq_acc + ds k                        not multiplied by scale
+    ```
+
+    `p` and `ds` are rounded to the input element type before the GEMMs that
+    consume them (as tensor cores do); every product accumulates in f32. The
+    softmax scale is left out of `new_dk` and `new_dq`: the caller multiplies
+    the finished dK and dQ by `scale` once.
+
+    With `masked`, the four index operands place the tile in the sequences
+    (`q_start`, `k_start`) and give their lengths (`q_len`, `k_len`): key
+    `j = k_start + c` is visible from query `i = q_start + r` by the rule of
+    `fa.attention` (`off = k_len - q_len`, `causal`, `window`) and only when
+    `j < k_len`. Without `masked` the op applies no mask at all: the tile pair
+    is fully visible. Padded query rows need no mask: an `lse` of `+inf`
+    gives them `p = 0`, hence no contribution.
+
+    Example (the fast mode of `fa-tile-attention-backward`: all three
+    gradients of a diagonal tile):
+
+    ```mlir
+    %dk, %dv, %dq = fa.attention_backward_step %q, %k, %v, %do, %lse, %delta
+        dkv(%dk0, %dv0) dq(%dq0) masked(%q_start, %k_start, %nq, %nk)
+        causal scale 0.125
+        : tensor<64x128xbf16>, tensor<64x128xbf16>, tensor<64x128xbf16>,
+          tensor<64x128xbf16>, tensor<64xf32>
+        -> tensor<64x128xf32>, tensor<64x128xf32>, tensor<64x128xf32>
+    ```
+  }];
+
+  let arguments = (ins
+    FA_Rank2Tensor:$query,
+    FA_Rank2Tensor:$key,
+    FA_Rank2Tensor:$value,
+    FA_Rank2Tensor:$dout,
+    FA_Rank1F32Tensor:$lse,
+    FA_Rank1F32Tensor:$delta,
+    Optional<FA_Rank2F32Tensor>:$dk_acc,
+    Optional<FA_Rank2F32Tensor>:$dv_acc,
+    Optional<FA_Rank2F32Tensor>:$dq_acc,
+    Optional<Index>:$q_start,
+    Optional<Index>:$k_start,
+    Optional<Index>:$q_len,
+    Optional<Index>:$k_len,
+    F32Attr:$scale,
+    UnitAttr:$causal,
+    OptionalAttr<DenseI64ArrayAttr>:$window,
+    OptionalAttr<F32Attr>:$softcap
+  );
+  let results = (outs Optional<FA_Rank2F32Tensor>:$new_dk,
+                      Optional<FA_Rank2F32Tensor>:$new_dv,
+                      Optional<FA_Rank2F32Tensor>:$new_dq);
+
+  // The result types are those of the accumulators, listed once after `->`
+  // in the order dk, dv, dq of the accumulators present.
+  let assemblyFormat = [{
+    $query `,` $key `,` $value `,` $dout `,` $lse `,` $delta
+    (`dkv` `(` $dk_acc^ `,` $dv_acc `)`)?
+    (`dq` `(` $dq_acc^ `)`)?
+    (`masked` `(` $q_start^ `,` $k_start `,` $q_len `,` $k_len `)`)?
+    (`causal` $causal^)?
+    (`window` $window^)?
+    (`softcap` $softcap^)?
+    `scale` $scale
+    attr-dict `:` type($query) `,` type($key) `,` type($value) `,`
+    type($dout) `,` type($lse)
+    custom<GradientTypes>(ref($dk_acc), ref($dv_acc), ref($dq_acc),
+                          type($dk_acc), type($dv_acc), type($dq_acc),
+                          type($new_dk), type($new_dv), type($new_dq))
+  }];
+
+  let builders = [
+    // Infers the result types from the accumulators (null when absent).
+    // `maskOperands` is empty, or q_start, k_start, q_len and k_len.
+    OpBuilder<(ins "::mlir::Value":$query, "::mlir::Value":$key,
+                   "::mlir::Value":$value, "::mlir::Value":$dout,
+                   "::mlir::Value":$lse, "::mlir::Value":$delta,
+                   "::mlir::Value":$dkAcc, "::mlir::Value":$dvAcc,
+                   "::mlir::Value":$dqAcc, "::mlir::ValueRange":$maskOperands,
+                   "::mlir::FloatAttr":$scale,
+                   CArg<"bool", "false">:$causal,
+                   CArg<"::mlir::DenseI64ArrayAttr", "{}">:$window,
+                   CArg<"::mlir::FloatAttr", "{}">:$softcap)>
+  ];
+
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    bool isMasked() { return getQStart() != nullptr; }
+    ::mlir::fa::AttentionMask getMask() {
+      return ::mlir::fa::AttentionMask::get(getCausal(), getWindowAttr());
+    }
+  }];
+}
+
 #endif // FA_DIALECT_FA_IR_FAOPS_TD

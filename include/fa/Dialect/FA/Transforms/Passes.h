@@ -27,6 +27,10 @@ void populateLowerToReferencePatterns(RewritePatternSet &patterns);
 /// Patterns that expand fa.online_attention(_finalize) into linalg on tiles.
 void populateDecomposeOnlineAttentionPatterns(RewritePatternSet &patterns);
 
+/// Patterns that expand fa.attention_backward_step into linalg on tiles.
+void populateDecomposeAttentionBackwardStepPatterns(
+    RewritePatternSet &patterns);
+
 #define GEN_PASS_REGISTRATION
 #include "fa/Dialect/FA/Transforms/Passes.h.inc"
 

@@ -106,6 +106,24 @@ def FATileAttentionBackward : Pass<"fa-tile-attention-backward"> {
     `dS = P * (dO V^T - D)`. `dQ = dS K * scale` is accumulated across key
     blocks; with `deterministic` on the op it is computed by a separate loop
     parallel over query blocks, in a fixed order.
+
+    The innermost body is one `fa.attention_backward_step` per (query
+    block, key block) pair, `masked` when the op has a causal/window mask or
+    the keys may have a tail; `fa-decompose-attention-backward-step` expands
+    it into linalg. The scale is applied once, by the epilogues, to the
+    finished f32 dK and dQ.
+
+    Before:
+    ```mlir
+    %dq, %dk, %dv = fa.attention_backward %q, %k, %v, %o, %lse, %do causal
+        : ...
+    ```
+    After (fast mode, innermost loop body):
+    ```mlir
+    %dk1, %dv1, %dq1 = fa.attention_backward_step %qt, %kt, %vt, %dot,
+        %lset, %dit dkv(%dk, %dv) dq(%dqt)
+        masked(%q_start, %k_start, %nq, %nk) causal scale 0.125 : ...
+    ```
   }];
   let options = [
     Option<"blockQ", "block-q", "int64_t", /*default=*/"64",
@@ -115,8 +133,39 @@ def FATileAttentionBackward : Pass<"fa-tile-attention-backward"> {
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect", "::mlir::linalg::LinalgDialect",
-    "::mlir::math::MathDialect", "::mlir::scf::SCFDialect",
-    "::mlir::tensor::TensorDialect", "::mlir::affine::AffineDialect"
+    "::mlir::scf::SCFDialect", "::mlir::tensor::TensorDialect",
+    "::mlir::affine::AffineDialect"
+  ];
+}
+
+def FADecomposeAttentionBackwardStep
+    : Pass<"fa-decompose-attention-backward-step"> {
+  let summary = "Expand the backward tile op into linalg on tiles";
+  let description = [{
+    Rewrites `fa.attention_backward_step` into linalg ops on `Br x Bc` tiles
+    (the largest intermediate): `S = Q K^T`, `P = exp2(S * scale * log2(e) -
+    LSE * log2(e))` (softcap applied before, `P = 0` where the step's mask
+    hides the key or the row's LSE is `+inf`) in one elementwise generic,
+    `dP = dO V^T`, `dS = P * (dP - delta)` in a second one, and the
+    accumulator GEMMs `dK += dS^T Q`, `dV += P^T dO`, `dQ += dS K`. Every
+    GEMM is a `linalg.matmul` whose transposes are indexing maps, with f32
+    accumulators; P and dS are rounded to the input element type first.
+
+    Before:
+    ```mlir
+    %dk1, %dv1 = fa.attention_backward_step %q, %k, %v, %do, %lse, %delta
+        dkv(%dk, %dv) scale 0.125
+        : tensor<64x64xf16>, tensor<64x64xf16>, tensor<64x64xf16>,
+          tensor<64x64xf16>, tensor<64xf32>
+        -> tensor<64x64xf32>, tensor<64x64xf32>
+    ```
+    After: `linalg.matmul` for S and dP, `linalg.generic` for P (with
+    `math.exp2` and the `arith.select` that zeroes hidden scores) and for dS,
+    then `linalg.matmul` into `%dk` and `%dv`.
+  }];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect", "::mlir::linalg::LinalgDialect",
+    "::mlir::math::MathDialect", "::mlir::tensor::TensorDialect"
   ];
 }
 
