@@ -94,9 +94,15 @@ void mlir::fa::buildGPUBackwardPipeline(
   // (one query head per kv head, static lengths), which the conversion
   // matches.
   pm.addPass(createCSEPass());
+  // sm_90 and later reduce dQ 8 bytes at a time (PTX ISA 8.1).
+  bool hopper = StringRef(options.chip).starts_with("sm_9") ||
+                StringRef(options.chip).starts_with("sm_10");
   pm.addPass(createFAConvertTiledAttentionBackwardToGPU(
-      FAConvertTiledAttentionBackwardToGPUOptions{options.warps}));
-  addKernelToBinaryPasses(pm, options.chip, options.features, options.toolkit,
+      FAConvertTiledAttentionBackwardToGPUOptions{options.warps, hopper}));
+  std::string features = options.features;
+  if (hopper && features == "+ptx80")
+    features = "+ptx81";
+  addKernelToBinaryPasses(pm, options.chip, features, options.toolkit,
                           options.format, options.shortSharedPointers);
 }
 

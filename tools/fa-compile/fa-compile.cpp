@@ -84,8 +84,10 @@ static cl::opt<int64_t> blockQ("block-q", cl::desc("Query rows per block"),
                                cl::init(0), cl::cat(category));
 static cl::opt<int64_t> blockKV("block-kv", cl::desc("Keys per block"),
                                 cl::init(0), cl::cat(category));
-static cl::opt<int64_t> warps("warps", cl::desc("Warps per thread block"),
-                              cl::init(4), cl::cat(category));
+static cl::opt<int64_t> warps("warps",
+                              cl::desc("Warps per thread block (0 = 4 for "
+                                       "the forward, 8 for the backward)"),
+                              cl::init(0), cl::cat(category));
 static cl::opt<int64_t> stages("stages",
                                cl::desc("K/V shared-memory stages (2 = "
                                         "double buffering)"),
@@ -118,7 +120,7 @@ struct KernelConfig {
   std::optional<double> softcap, scale;
   std::string chip = "sm_80";
   bool deterministic = false;
-  int64_t blockQ = 0, blockKV = 0, warps = 4, stages = 2;
+  int64_t blockQ = 0, blockKV = 0, warps = 0, stages = 2;
   bool backward() const { return kind == "backward"; }
 
   double effectiveScale() const {
@@ -392,13 +394,21 @@ LogicalResult compileOne(MLIRContext &ctx, const KernelConfig &flags,
     config.deterministic = bwd.getDeterministic();
   }
   if (config.backward()) {
-    // One key-block kernel keeps dK, dV (f32) of 16 keys per warp in
-    // registers; 64 x 64 tiles fit in 255 registers at D = 128.
+    // The key-block kernel keeps dK, dV (f32) of 16 keys per warp in
+    // registers. On sm_90, 128 keys over 8 warps against 64-query blocks
+    // measured fastest on the H200 (docs/PERFORMANCE.md). sm_80's scalar
+    // dQ atomics need more registers: 64 keys over 4 warps keep it free of
+    // spills.
+    bool sm80 = config.chip == "sm_80";
     if (config.blockQ == 0)
       config.blockQ = 64;
     if (config.blockKV == 0)
-      config.blockKV = 64;
+      config.blockKV = sm80 ? 64 : 128;
+    if (config.warps == 0)
+      config.warps = sm80 ? 4 : 8;
   } else {
+    if (config.warps == 0)
+      config.warps = 4;
     // FlashAttention-2's sm8x tiles, which keep the kernel free of register
     // spills (docs/GPU.md): 128 query rows; 64 keys per block at D <= 64, 32
     // at larger D.

@@ -101,7 +101,10 @@ def FAConvertTiledAttentionBackwardToGPU
   }];
   let options = [
     Option<"warps", "warps", "int64_t", /*default=*/"4",
-           "Warps per thread block of the two GEMM kernels">
+           "Warps per thread block of the two GEMM kernels">,
+    Option<"vectorAtomics", "vector-atomics", "bool", /*default=*/"false",
+           "Add dQ with sm_90's 8-byte red.global.add.v2.f32 (PTX 8.1) "
+           "instead of one f32 atomic per element">
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect", "::mlir::gpu::GPUDialect",

@@ -195,6 +195,10 @@ struct BackwardConfig {
   std::optional<float> softcap;
   AttentionMask mask;
   bool masked;
+  /// Columns of dQ per work unit of the key-block kernel.
+  int64_t dqChunk = 64;
+  /// sm_90 8-byte f32 reductions (red.global.add.v2.f32) for dQ.
+  bool vectorAtomics = false;
 
   int64_t threads() const { return warps * kWarpSize; }
   /// exp2 factor of the scores u: p = exp2(u c - lse2).
@@ -235,10 +239,18 @@ FailureOr<BackwardConfig> getConfig(AttentionBackwardStepOp step, int64_t warps,
     return fail(Twine(keyRows ? "block-kv" : "block-q") +
                 " must be a multiple of 16 * warps");
   cfg.mTiles = rows / (16 * warps);
-  if (keyRows && (cfg.br % (16 * warps) || kRowKernelThreads % cfg.br))
-    return fail("block-q must be a multiple of 16 * warps and divide 128");
-  if (!keyRows && kRowKernelThreads % cfg.br)
+  if (kRowKernelThreads % cfg.br)
     return fail("block-q must divide 128");
+  if (keyRows) {
+    // Halve the dQ column chunks until every warp gets the same number of
+    // (16-row tile, chunk) units.
+    cfg.dqChunk = std::min<int64_t>(cfg.d, 64);
+    while ((cfg.br / 16) * (cfg.d / cfg.dqChunk) % warps && cfg.dqChunk > 16)
+      cfg.dqChunk /= 2;
+    if ((cfg.br / 16) * (cfg.d / cfg.dqChunk) % warps)
+      return fail("the dQ tiles of block-q x head dim do not split evenly "
+                  "over the warps");
+  }
   return cfg;
 }
 
@@ -686,6 +698,8 @@ private:
   void issue(Value t, Value buf);
   SmallVector<Value> body(Value t, Value buf, ValueRange acc);
   void epilogue(ValueRange acc);
+  /// dqAcc[at] += x, dqAcc[at + 1] += y.
+  void addToAccumulator(ValueRange at, Value x, Value y);
 
   KeyBlockNest &n;
   const BackwardConfig &cfg;
@@ -851,34 +865,33 @@ SmallVector<Value> KeyBlockKernel::body(Value t, Value buf, ValueRange acc) {
     Value qBatch = clone(n.in.q.offsets[0], it),
           qHead = clone(n.in.q.offsets[1], it),
           qStart = clone(n.in.q.offsets[2], it);
-    int64_t rowsPerWarp = cfg.br / cfg.warps;
-    Value qWarp0 = mul(warp, idx(rowsPerWarp));
-    int64_t chunk = std::min<int64_t>(cfg.d, 64);
-    for (int64_t mq = 0; mq < rowsPerWarp / 16; ++mq) {
-      Value qr = add(qWarp0, idx(16 * mq));
-      for (int64_t c0 = 0; c0 < cfg.d; c0 += chunk) {
-        SmallVector<Value> dq(chunk / 8, frags.zeroC());
-        for (int64_t kk = 0; kk < cfg.bc / 16; ++kk) {
-          Value a = load(dsTile, laneDsB, idx(16 * kk), qr, true, frags);
-          for (int64_t dp = 0; dp < chunk / 16; ++dp) {
-            auto [b0, b1] = frags.splitB(load(kTile, laneKA, idx(16 * kk),
-                                              idx(c0 + 16 * dp), true, frags));
-            dq[2 * dp] = frags.mma(a, b0, dq[2 * dp]);
-            dq[2 * dp + 1] = frags.mma(a, b1, dq[2 * dp + 1]);
-          }
+    // Work units of dQ: (16-row tile, column chunk) pairs, dealt to the
+    // warps round-robin.
+    int64_t mq = cfg.br / 16, chunk = cfg.dqChunk, units = mq * cfg.d / chunk;
+    for (int64_t i = 0; i < units / cfg.warps; ++i) {
+      Value u = add(warp, idx(i * cfg.warps));
+      Value qr = mul(remu(u, mq), idx(16));
+      Value c0 = mul(divu(u, mq), idx(chunk));
+      SmallVector<Value> dq(chunk / 8, frags.zeroC());
+      for (int64_t kk = 0; kk < cfg.bc / 16; ++kk) {
+        Value a = load(dsTile, laneDsB, idx(16 * kk), qr, true, frags);
+        for (int64_t dp = 0; dp < chunk / 16; ++dp) {
+          auto [b0, b1] = frags.splitB(load(
+              kTile, laneKA, idx(16 * kk), add(c0, idx(16 * dp)), true, frags));
+          dq[2 * dp] = frags.mma(a, b0, dq[2 * dp]);
+          dq[2 * dp + 1] = frags.mma(a, b1, dq[2 * dp + 1]);
         }
-        for (int64_t h = 0; h < 2; ++h) {
-          Value row = add(add(qStart, add(qr, g)), idx(8 * h));
-          auto ifOp = scf::IfOp::create(b, loc, slt(row, nq), false);
-          OpBuilder::InsertionGuard guard(b);
-          b.setInsertionPointToStart(ifOp.thenBlock());
-          for (int64_t nt = 0; nt < chunk / 8; ++nt)
-            for (int64_t el = 0; el < 2; ++el) {
-              Value col = add(idx(c0 + 8 * nt + el), mul(tig, idx(2)));
-              memref::AtomicRMWOp::create(b, loc, arith::AtomicRMWKind::addf,
-                                          frags.element(dq[nt], h, el), dqAcc,
-                                          ValueRange{qBatch, qHead, row, col});
-            }
+      }
+      for (int64_t h = 0; h < 2; ++h) {
+        Value row = add(add(qStart, add(qr, g)), idx(8 * h));
+        auto ifOp = scf::IfOp::create(b, loc, slt(row, nq), false);
+        OpBuilder::InsertionGuard guard(b);
+        b.setInsertionPointToStart(ifOp.thenBlock());
+        for (int64_t nt = 0; nt < chunk / 8; ++nt) {
+          Value col = add(add(c0, idx(8 * nt)), mul(tig, idx(2)));
+          addToAccumulator(ValueRange{qBatch, qHead, row, col},
+                           frags.element(dq[nt], h, 0),
+                           frags.element(dq[nt], h, 1));
         }
       }
     }
@@ -886,6 +899,31 @@ SmallVector<Value> KeyBlockKernel::body(Value t, Value buf, ValueRange acc) {
   SmallVector<Value> next = dk;
   llvm::append_range(next, dv);
   return next;
+}
+
+void KeyBlockKernel::addToAccumulator(ValueRange at, Value x, Value y) {
+  if (!cfg.vectorAtomics) {
+    SmallVector<Value> next(at);
+    memref::AtomicRMWOp::create(b, loc, arith::AtomicRMWKind::addf, x, dqAcc,
+                                at);
+    next.back() = add(next.back(), idx(1));
+    memref::AtomicRMWOp::create(b, loc, arith::AtomicRMWKind::addf, y, dqAcc,
+                                next);
+    return;
+  }
+  // sm_90: one 8-byte reduction for the lane's two adjacent columns. The
+  // accumulator is an identity-layout allocation: its address is linear.
+  Value offset = at[0];
+  for (int i = 1; i < 4; ++i)
+    offset = add(mul(offset, memref::DimOp::create(b, loc, dqAcc, i)), at[i]);
+  Value base = memref::ExtractAlignedPointerAsIndexOp::create(b, loc, dqAcc);
+  Value addr = arith::IndexCastOp::create(b, loc, b.getI64Type(),
+                                          add(base, mul(offset, idx(4))));
+  LLVM::InlineAsmOp::create(
+      b, loc, Type(), ValueRange{addr, x, y},
+      b.getStringAttr("red.global.add.v2.f32 [$0], {$1, $2};"),
+      b.getStringAttr("l,f,f"), b.getUnitAttr(), UnitAttr(),
+      LLVM::TailCallKindAttr(), LLVM::AsmDialectAttr(), ArrayAttr());
 }
 
 void KeyBlockKernel::epilogue(ValueRange acc) {
@@ -1309,11 +1347,18 @@ LogicalResult mlir::fa::convertTiledAttentionBackwardToGPU(
       keyNest->in.step, options.warps, /*keyRows=*/true, keyNest->forall);
   if (failed(keyCfg))
     return failure();
+  keyCfg->vectorAtomics = options.vectorAtomics;
   std::optional<BackwardConfig> queryCfg;
   if (queryNest) {
-    FailureOr<BackwardConfig> c =
-        getConfig(queryNest->in.step, options.warps, /*keyRows=*/false,
-                  queryNest->forall);
+    // The dQ kernel splits its query rows over the warps: at most one warp
+    // per 16 rows.
+    int64_t rows =
+        cast<RankedTensorType>(queryNest->in.step.getQuery().getType())
+            .getDimSize(0);
+    int64_t warps =
+        std::min<int64_t>(options.warps, std::max<int64_t>(rows / 16, 1));
+    FailureOr<BackwardConfig> c = getConfig(
+        queryNest->in.step, warps, /*keyRows=*/false, queryNest->forall);
     if (failed(c))
       return failure();
     queryCfg = *c;
@@ -1464,7 +1509,7 @@ struct FAConvertTiledAttentionBackwardToGPUPass final
     });
     if (!ok)
       return signalPassFailure();
-    FAConvertTiledAttentionBackwardToGPUOptions options{warps};
+    FAConvertTiledAttentionBackwardToGPUOptions options{warps, vectorAtomics};
     IRRewriter rewriter(&getContext());
     for (auto &[op, steps] : groups)
       if (failed(convertTiledAttentionBackwardToGPU(
