@@ -487,7 +487,11 @@ void finishLaunch(OpBuilder &b, Location loc, gpu::LaunchOp launch,
 // Row kernels: preprocessing and dQ conversion
 //===----------------------------------------------------------------------===//
 
-/// delta = rowsum(dO * O), lse2 = LSE * log2(e), padded; zeroes dqAcc rows.
+/// delta = rowsum(dO * O), lse2 = LSE * log2(e), padded to the block's 128
+/// rows; zeroes the block's rows of dqAcc. Memory is read and written in
+/// 16-byte pieces by consecutive lanes along each row (coalesced): `lanes`
+/// threads share a row of dO and O and sum their partial dot products with
+/// shuffles.
 void emitPreprocess(BackwardEmitter &e, gpu::LaunchOp launch, Value out,
                     Value dout, Value lse, Value delta, Value lse2, Value dqAcc,
                     int64_t dv, int64_t d, Type elt) {
@@ -502,44 +506,87 @@ void emitPreprocess(BackwardEmitter &e, gpu::LaunchOp launch, Value out,
   if (dqAcc)
     (void)memref::DimOp::create(b, loc, dqAcc, 2);
   gpu::KernelDim3 ids = launch.getBlockIds();
-  Value bi = ids.z, h = ids.y;
-  Value row =
-      e.add(e.mul(ids.x, e.idx(kRowKernelThreads)), launch.getThreadIds().x);
-  auto ifOp = scf::IfOp::create(b, loc, e.slt(row, nq), true);
-  {
+  Value bi = ids.z, h = ids.y, tid = launch.getThreadIds().x;
+  Value row0 = e.mul(ids.x, e.idx(kRowKernelThreads));
+  Type f32 = b.getF32Type();
+
+  // Lanes per row: a power of two dividing both the row's chunks and 32.
+  int64_t chunks = dv / kChunk, lanes = 1;
+  while (lanes * 2 <= std::min<int64_t>(chunks, kWarpSize) &&
+         chunks % (lanes * 2) == 0)
+    lanes *= 2;
+  auto vt = VectorType::get({kChunk}, elt);
+  auto vf = VectorType::get({kChunk}, f32);
+  for (int64_t pass = 0; pass < lanes; ++pass) {
+    Value row = e.add(e.add(row0, e.idx(pass * kRowKernelThreads / lanes)),
+                      e.divu(tid, lanes));
+    Value lane = e.remu(tid, lanes);
+    Value inRange = e.slt(row, nq);
+    auto ifOp = scf::IfOp::create(b, loc, TypeRange{f32}, inRange, true);
+    {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(ifOp.thenBlock());
+      Value acc = arith::ConstantOp::create(b, loc, vf, b.getZeroAttr(vf));
+      for (int64_t c = 0; c < chunks / lanes; ++c) {
+        Value col = e.mul(e.add(lane, e.idx(c * lanes)), e.idx(kChunk));
+        ValueRange at{bi, h, row, col};
+        Value x = vector::LoadOp::create(b, loc, vt, dout, at);
+        Value y = vector::LoadOp::create(b, loc, vt, out, at);
+        acc = math::FmaOp::create(b, loc, arith::ExtFOp::create(b, loc, vf, x),
+                                  arith::ExtFOp::create(b, loc, vf, y), acc);
+      }
+      scf::YieldOp::create(b, loc,
+                           ValueRange{vector::ReductionOp::create(
+                               b, loc, vector::CombiningKind::ADD, acc)});
+      b.setInsertionPointToStart(ifOp.elseBlock());
+      scf::YieldOp::create(b, loc, ValueRange{e.f32(0.0)});
+    }
+    Value sum = ifOp.getResult(0);
+    for (int64_t m = lanes / 2; m >= 1; m /= 2)
+      sum = e.fadd(sum, gpu::ShuffleOp::create(b, loc, sum, m, kWarpSize,
+                                               gpu::ShuffleMode::XOR)
+                            .getShuffleResult());
+    // One lane per row writes; padded rows get delta = 0, lse2 = +inf (no
+    // gradient flows through them).
+    auto leader = scf::IfOp::create(
+        b, loc,
+        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, lane, e.idx(0)),
+        false);
     OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(ifOp.thenBlock());
-    auto vt = VectorType::get({kChunk}, elt);
-    auto vf = VectorType::get({kChunk}, b.getF32Type());
-    Value acc = arith::ConstantOp::create(b, loc, vf, b.getZeroAttr(vf));
-    for (int64_t c = 0; c < dv; c += kChunk) {
-      ValueRange at{bi, h, row, e.idx(c)};
-      Value x = vector::LoadOp::create(b, loc, vt, dout, at);
-      Value y = vector::LoadOp::create(b, loc, vt, out, at);
-      acc = math::FmaOp::create(b, loc, arith::ExtFOp::create(b, loc, vf, x),
-                                arith::ExtFOp::create(b, loc, vf, y), acc);
-    }
-    Value sum =
-        vector::ReductionOp::create(b, loc, vector::CombiningKind::ADD, acc);
+    b.setInsertionPointToStart(leader.thenBlock());
     memref::StoreOp::create(b, loc, sum, delta, ValueRange{bi, h, row});
+    auto lseIf = scf::IfOp::create(b, loc, TypeRange{f32}, inRange, true);
+    b.setInsertionPointToStart(lseIf.thenBlock());
     Value l = memref::LoadOp::create(b, loc, lse, ValueRange{bi, h, row});
-    memref::StoreOp::create(b, loc, e.fmul(l, e.f32(kLog2e)), lse2,
+    scf::YieldOp::create(b, loc, ValueRange{e.fmul(l, e.f32(kLog2e))});
+    b.setInsertionPointToStart(lseIf.elseBlock());
+    scf::YieldOp::create(b, loc, ValueRange{e.inf()});
+    b.setInsertionPointAfter(lseIf);
+    memref::StoreOp::create(b, loc, lseIf.getResult(0), lse2,
                             ValueRange{bi, h, row});
-    if (dqAcc) {
-      auto v4 = VectorType::get({4}, b.getF32Type());
-      Value zero = arith::ConstantOp::create(b, loc, v4, b.getZeroAttr(v4));
-      for (int64_t c = 0; c < d; c += 4)
-        vector::StoreOp::create(b, loc, zero, dqAcc,
-                                ValueRange{bi, h, row, e.idx(c)});
+  }
+
+  if (dqAcc) {
+    // Zero rows [row0, row0 + 128) of dqAcc, 16 bytes per lane, rows in
+    // order.
+    auto v4 = VectorType::get({4}, f32);
+    Value zero = arith::ConstantOp::create(b, loc, v4, b.getZeroAttr(v4));
+    int64_t perRow = d / 4;
+    for (int64_t i = 0; i < perRow; ++i) {
+      Value c = e.add(tid, e.idx(i * kRowKernelThreads));
+      Value row = e.add(row0, e.divu(c, perRow));
+      auto ifOp = scf::IfOp::create(b, loc, e.slt(row, nq), false);
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(ifOp.thenBlock());
+      vector::StoreOp::create(
+          b, loc, zero, dqAcc,
+          ValueRange{bi, h, row, e.mul(e.remu(c, perRow), e.idx(4))});
     }
-    // Padded rows: no gradient flows (P = 0 through lse2 = +inf).
-    b.setInsertionPointToStart(ifOp.elseBlock());
-    memref::StoreOp::create(b, loc, e.f32(0.0), delta, ValueRange{bi, h, row});
-    memref::StoreOp::create(b, loc, e.inf(), lse2, ValueRange{bi, h, row});
   }
 }
 
-/// dq = scale * dqAcc in the element type.
+/// dq = scale * dqAcc in the element type, 8 elements per lane, rows in
+/// order (coalesced).
 void emitDqConvert(BackwardEmitter &e, gpu::LaunchOp launch, Value dqAcc,
                    Value dq, int64_t d, float scale, Type elt) {
   OpBuilder &b = e.b;
@@ -547,20 +594,23 @@ void emitDqConvert(BackwardEmitter &e, gpu::LaunchOp launch, Value dqAcc,
   Value nq = memref::DimOp::create(b, loc, dqAcc, 2);
   (void)memref::DimOp::create(b, loc, dq, 2);
   gpu::KernelDim3 ids = launch.getBlockIds();
-  Value bi = ids.z, h = ids.y;
-  Value row =
-      e.add(e.mul(ids.x, e.idx(kRowKernelThreads)), launch.getThreadIds().x);
-  auto ifOp = scf::IfOp::create(b, loc, e.slt(row, nq), false);
-  OpBuilder::InsertionGuard guard(b);
-  b.setInsertionPointToStart(ifOp.thenBlock());
-  auto vf = VectorType::get({4}, b.getF32Type());
-  auto vt = VectorType::get({4}, elt);
+  Value bi = ids.z, h = ids.y, tid = launch.getThreadIds().x;
+  Value row0 = e.mul(ids.x, e.idx(kRowKernelThreads));
+  auto vf = VectorType::get({kChunk}, b.getF32Type());
+  auto vt = VectorType::get({kChunk}, elt);
   Value s = vector::BroadcastOp::create(b, loc, vf, e.f32(scale));
-  for (int64_t c = 0; c < d; c += 4) {
-    Value x = vector::LoadOp::create(b, loc, vf, dqAcc,
-                                     ValueRange{bi, h, row, e.idx(c)});
+  int64_t perRow = d / kChunk;
+  for (int64_t i = 0; i < perRow; ++i) {
+    Value c = e.add(tid, e.idx(i * kRowKernelThreads));
+    Value row = e.add(row0, e.divu(c, perRow));
+    Value col = e.mul(e.remu(c, perRow), e.idx(kChunk));
+    auto ifOp = scf::IfOp::create(b, loc, e.slt(row, nq), false);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(ifOp.thenBlock());
+    Value x =
+        vector::LoadOp::create(b, loc, vf, dqAcc, ValueRange{bi, h, row, col});
     Value y = arith::TruncFOp::create(b, loc, vt, e.fmul(x, s));
-    vector::StoreOp::create(b, loc, y, dq, ValueRange{bi, h, row, e.idx(c)});
+    vector::StoreOp::create(b, loc, y, dq, ValueRange{bi, h, row, col});
   }
 }
 
