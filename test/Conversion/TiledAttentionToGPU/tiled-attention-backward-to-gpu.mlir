@@ -16,18 +16,20 @@
 // CHECK:         %[[DELTA:.*]] = memref.alloc({{.*}}) {fa.workspace = "delta"} : memref<?x?x?xf32>
 // CHECK:         %[[LSE2:.*]] = memref.alloc({{.*}}) {fa.workspace = "lse2"} : memref<?x?x?xf32>
 // CHECK:         %[[ACC:.*]] = memref.alloc({{.*}}) {fa.workspace = "dq_accum"} : memref<?x?x?x64xf32>
-// Preprocessing: one thread per row, delta = rowsum(dO * O), lse2, zeroed
-// accumulator rows; padded rows get delta = 0, lse2 = +inf.
+// Preprocessing: 8 lanes per row of 64 f16 read dO and O 16 bytes at a time
+// (coalesced) and sum their dot products with shuffles; one lane writes delta
+// and lse2 (0 and +inf past Nq); then the block's accumulator rows are
+// zeroed, 16 bytes per lane.
 // CHECK:         gpu.launch {{.*}} threads({{.*}}) in (%{{.*}} = %c128{{.*}}, %{{.*}} = %c1{{.*}}, %{{.*}} = %c1{{.*}}) dynamic_shared_memory_size %{{.*}} module(@fast_causal_kernels) function(@fast_causal_preprocess_kernel) {
-// CHECK:           vector.load %arg4
-// CHECK:           vector.load %arg3
+// CHECK:           vector.load %arg4{{.*}} vector<8xf16>
+// CHECK:           vector.load %arg3{{.*}} vector<8xf16>
 // CHECK:           math.fma
 // CHECK:           vector.reduction <add>
+// CHECK:           gpu.shuffle  xor
 // CHECK:           memref.store %{{.*}}, %[[DELTA]]
+// CHECK:           memref.load %arg5
 // CHECK:           memref.store %{{.*}}, %[[LSE2]]
-// CHECK:           vector.store %{{.*}}, %[[ACC]]
-// CHECK:         } else {
-// CHECK:           memref.store %cst{{.*}}, %[[LSE2]]
+// CHECK:           vector.store %{{.*}}, %[[ACC]]{{.*}} vector<4xf32>
 // Key blocks: grid (key blocks, kv heads, batches), 64 KiB of shared
 // memory: K, V 64x72 | Q, dO 2x64x72 | dS^T 64x72 (f16) | lse2, delta 2x64.
 // CHECK:         %[[SMEM:.*]] = arith.constant 65536 : i32
@@ -67,8 +69,8 @@
 // CHECK:           vector.store %{{.*}}, %arg7
 // CHECK:           vector.store %{{.*}}, %arg8
 // CHECK:         gpu.launch {{.*}} module(@fast_causal_kernels) function(@fast_causal_dq_convert_kernel) {
-// CHECK:           vector.load %[[ACC]]
-// CHECK:           arith.truncf %{{.*}} : vector<4xf32> to vector<4xf16>
+// CHECK:           vector.load %[[ACC]]{{.*}} vector<8xf32>
+// CHECK:           arith.truncf %{{.*}} : vector<8xf32> to vector<8xf16>
 // CHECK:           vector.store %{{.*}}, %arg6
 // CHECK:         memref.dealloc %[[DELTA]]
 // CHECK:         memref.dealloc %[[LSE2]]
