@@ -711,6 +711,12 @@ FailureOr<KeyBlockNest> matchKeyBlockNest(AttentionBackwardStepOp step) {
       return fail(loop, "expected unit-step loops");
   if (n.keyLoop && !isZeroInteger(n.keyLoop.getLowerBound()))
     return fail(n.keyLoop, "expected the key-block loop to start at 0");
+  // Running the key blocks as concurrent thread blocks with dQ atomics is
+  // what the marker allows.
+  if (n.keyLoop && !n.keyLoop->hasAttr(kDqAccumulationAttrName))
+    return fail(n.keyLoop, Twine("a key-block loop carrying dQ must be "
+                                 "marked ") +
+                               kDqAccumulationAttrName);
   if (!isZeroInteger(n.headLoop.getLowerBound()))
     return fail(n.headLoop, "expected the head loop to start at 0");
   if (failed(matchStepInputs(step, n.in, n.forall)))

@@ -129,3 +129,37 @@ func.func @deterministic(%q: !q, %k: !q, %v: !q, %out: !q, %dout: !q, %lse: !l, 
   bufferization.materialize_in_destination %gv in restrict writable %dv : (!t, !q) -> ()
   return
 }
+
+// -----
+
+// Static shapes and GQA (4 query heads over 2 kv heads): the head loop of
+// the nest (2 query heads per kv head) runs inside the key-block kernel, whose
+// grid is (key blocks, kv heads, batches) = (2, 2, 1).
+
+!q = memref<1x4x100x64xbf16>
+!k = memref<1x2x128x64xbf16>
+!l = memref<1x4x100xf32>
+!tq = tensor<1x4x100x64xbf16>
+!tk = tensor<1x2x128x64xbf16>
+!lt = tensor<1x4x100xf32>
+
+// CHECK-LABEL: func.func @static_gqa
+// CHECK-NOT:     scf.forall
+// CHECK:         gpu.launch {{.*}} function(@static_gqa_preprocess_kernel)
+// CHECK:         gpu.launch blocks({{.*}}) in (%{{.*}} = %c2{{.*}}, %{{.*}} = %c2{{.*}}, %{{.*}} = %c1{{.*}}) {{.*}} function(@static_gqa_kernel)
+// CHECK:           scf.for
+// CHECK:             memref.atomic_rmw addf
+// CHECK:         gpu.launch {{.*}} function(@static_gqa_dq_convert_kernel)
+func.func @static_gqa(%q: !q, %k: !k, %v: !k, %out: !q, %dout: !q, %lse: !l, %dq: !q, %dk: !k, %dv: !k) {
+  %qt = bufferization.to_tensor %q restrict : !q to !tq
+  %kt = bufferization.to_tensor %k restrict : !k to !tk
+  %vt = bufferization.to_tensor %v restrict : !k to !tk
+  %ot = bufferization.to_tensor %out restrict : !q to !tq
+  %dot = bufferization.to_tensor %dout restrict : !q to !tq
+  %lt = bufferization.to_tensor %lse restrict : !l to !lt
+  %gq, %gk, %gv = fa.attention_backward %qt, %kt, %vt, %ot, %lt, %dot causal : (!tq, !tk, !tk, !tq, !lt, !tq) -> (!tq, !tk, !tk)
+  bufferization.materialize_in_destination %gq in restrict writable %dq : (!tq, !q) -> ()
+  bufferization.materialize_in_destination %gk in restrict writable %dk : (!tk, !k) -> ()
+  bufferization.materialize_in_destination %gv in restrict writable %dv : (!tk, !k) -> ()
+  return
+}

@@ -65,10 +65,6 @@ using namespace mlir::fa;
 constexpr int64_t kBlockMultiple = 16;
 constexpr int64_t kMaxBlock = 256;
 
-/// Marks the fast mode's key-block loop: iterations are independent except
-/// for the additive update of the dQ they carry.
-constexpr StringLiteral kDqAccumulationAttr = "fa.dq_accumulation";
-
 namespace {
 /// What every piece of the rewrite shares: the op's semantics, the static
 /// tile sizes, and index values defined once in front of the loop nests.
@@ -564,7 +560,7 @@ static SmallVector<Value> buildFastBackward(OpBuilder &b,
                              ValueRange{g.dqGroup, store(g.dK, p.scale, acc[1]),
                                         store(g.dV, 1.0f, acc[2])});
       });
-  keyLoop->setAttr(kDqAccumulationAttr, b.getUnitAttr());
+  keyLoop->setAttr(kDqAccumulationAttrName, b.getUnitAttr());
 
   Value dq = buildEpilogue(b, loc, keyLoop.getResult(0), p.scale, p.elemType);
   dq = clipRows(b, loc, dq, 1, p.seqQ);

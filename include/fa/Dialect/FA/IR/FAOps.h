@@ -13,6 +13,12 @@
 
 namespace mlir::fa {
 
+/// Discardable attribute of the fast backward's key-block loop
+/// (fa-tile-attention-backward): its iterations are independent except for
+/// the additive update of the dQ they carry, so a parallel lowering may run
+/// them concurrently and accumulate dQ with atomics.
+constexpr llvm::StringLiteral kDqAccumulationAttrName = "fa.dq_accumulation";
+
 /// Largest head dimension the dialect accepts (FlashAttention's limit).
 constexpr int64_t kMaxHeadDim = 256;
 
