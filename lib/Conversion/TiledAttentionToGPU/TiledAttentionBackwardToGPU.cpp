@@ -756,6 +756,14 @@ private:
   void epilogue(ValueRange acc);
   /// dqAcc[at] += x, dqAcc[at + 1] += y.
   void addToAccumulator(ValueRange at, Value x, Value y);
+  /// sm_90: adds a warp's [16, chunk] dQ tile (C fragments) to rows
+  /// [row0, +16) x columns [col0, +chunk) of dqAcc through the warp's
+  /// staging area: 16-byte reductions, consecutive lanes along rows.
+  void stageAndReduce(ArrayRef<Value> dq, int64_t chunk, Value batch,
+                      Value head, Value row0, Value col0);
+  /// Per-warp dQ staging (f32, sm_90 only) and its row stride.
+  Value dqStage;
+  int64_t stageStride = 0;
 
   KeyBlockNest &n;
   const BackwardConfig &cfg;
@@ -938,6 +946,10 @@ SmallVector<Value> KeyBlockKernel::body(Value t, Value buf, ValueRange acc) {
           dq[2 * dp + 1] = frags.mma(a, b1, dq[2 * dp + 1]);
         }
       }
+      if (dqStage) {
+        stageAndReduce(dq, chunk, qBatch, qHead, add(qStart, qr), c0);
+        continue;
+      }
       for (int64_t h = 0; h < 2; ++h) {
         Value row = add(add(qStart, add(qr, g)), idx(8 * h));
         auto ifOp = scf::IfOp::create(b, loc, slt(row, nq), false);
@@ -955,6 +967,58 @@ SmallVector<Value> KeyBlockKernel::body(Value t, Value buf, ValueRange acc) {
   SmallVector<Value> next = dk;
   llvm::append_range(next, dv);
   return next;
+}
+
+void KeyBlockKernel::stageAndReduce(ArrayRef<Value> dq, int64_t chunk,
+                                    Value batch, Value head, Value row0,
+                                    Value col0) {
+  Value base = mul(warp, idx(16 * stageStride));
+  auto v2 = VectorType::get({2}, b.getF32Type());
+  auto v4 = VectorType::get({4}, b.getF32Type());
+  for (int64_t nt = 0; nt < chunk / 8; ++nt)
+    for (int64_t h = 0; h < 2; ++h) {
+      Value at = add(base, add(mul(add(g, idx(8 * h)), idx(stageStride)),
+                               add(idx(8 * nt), mul(tig, idx(2)))));
+      vector::StoreOp::create(
+          b, loc,
+          vector::ExtractOp::create(b, loc, dq[nt], ArrayRef<int64_t>{h}),
+          dqStage, at);
+    }
+  Value all = i32(-1);
+  NVVM::SyncWarpOp::create(b, loc, all);
+  int64_t perRow = chunk / 4;
+  Value stride = memref::DimOp::create(b, loc, dqAcc, 3);
+  Value nRows = memref::DimOp::create(b, loc, dqAcc, 2);
+  Value heads = memref::DimOp::create(b, loc, dqAcc, 1);
+  Value ptr = memref::ExtractAlignedPointerAsIndexOp::create(b, loc, dqAcc);
+  for (int64_t i = 0; i < 16 * perRow / kWarpSize; ++i) {
+    Value c = add(lane, idx(i * kWarpSize));
+    Value r = divu(c, perRow), c4 = mul(remu(c, perRow), idx(4));
+    Value row = add(row0, r);
+    auto ifOp = scf::IfOp::create(b, loc, slt(row, nq), false);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(ifOp.thenBlock());
+    Value v = vector::LoadOp::create(
+        b, loc, v4, dqStage,
+        ValueRange{add(base, add(mul(r, idx(stageStride)), c4))});
+    Value offset =
+        add(mul(add(mul(add(mul(batch, heads), head), nRows), row), stride),
+            add(col0, c4));
+    Value addr = arith::IndexCastOp::create(b, loc, b.getI64Type(),
+                                            add(ptr, mul(offset, idx(4))));
+    SmallVector<Value> operands = {addr};
+    for (int64_t e = 0; e < 4; ++e)
+      operands.push_back(
+          vector::ExtractOp::create(b, loc, v, ArrayRef<int64_t>{e}));
+    LLVM::InlineAsmOp::create(
+        b, loc, Type(), operands,
+        b.getStringAttr("red.global.add.v4.f32 [$0], {$1, $2, $3, $4};"),
+        b.getStringAttr("l,f,f,f,f"), b.getUnitAttr(), UnitAttr(),
+        LLVM::TailCallKindAttr(), LLVM::AsmDialectAttr(), ArrayAttr());
+  }
+  // The next unit of this warp overwrites the area.
+  NVVM::SyncWarpOp::create(b, loc, all);
+  (void)v2;
 }
 
 void KeyBlockKernel::addToAccumulator(ValueRange at, Value x, Value y) {
@@ -1039,6 +1103,12 @@ int64_t KeyBlockKernel::emit(gpu::LaunchOp launch) {
     dsTile = smem.tile(b, loc, cfg.bc, cfg.br, cfg.elt);
   lseS = smem.f32Buffer(b, loc, 2 * cfg.br);
   deltaS = smem.f32Buffer(b, loc, 2 * cfg.br);
+  if (n.withDq && cfg.vectorAtomics) {
+    // Rows padded by 4 floats: the 8 rows a fragment store touches fall in
+    // distinct banks.
+    stageStride = cfg.dqChunk + 4;
+    dqStage = smem.f32Buffer(b, loc, cfg.warps * 16 * stageStride);
+  }
 
   laneK = laneOffset(kTile, true);
   laneV = laneOffset(vTile, true);
