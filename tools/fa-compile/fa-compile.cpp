@@ -157,32 +157,43 @@ struct KernelConfig {
   }
 };
 
-/// The function the driver compiles: fa.attention between memrefs, strided
-/// so one kernel serves both [B, H, N, D] and [B, N, H, D] layouts.
-std::string buildForwardModule(const KernelConfig &c) {
-  auto memref4 = [&](int64_t d, StringRef elt) {
+/// What the generated functions share: q/k/v-like memref and tensor types
+/// (memrefs strided, so one kernel serves both [B, H, N, D] and [B, N, H, D]
+/// layouts) and the op's attribute text.
+struct FunctionParts {
+  std::string qm, vm, qt, vt, attrs;
+};
+
+FunctionParts functionParts(const KernelConfig &c) {
+  auto memref4 = [&](int64_t d) {
     return llvm::formatv(
                "memref<?x?x?x{0}x{1}, strided<[?, ?, ?, 1], offset: ?>>", d,
-               elt)
+               c.dtype)
         .str();
   };
-  auto tensor4 = [&](int64_t d, StringRef elt) {
-    return llvm::formatv("tensor<?x?x?x{0}x{1}>", d, elt).str();
+  auto tensor4 = [&](int64_t d) {
+    return llvm::formatv("tensor<?x?x?x{0}x{1}>", d, c.dtype).str();
   };
-  std::string qm = memref4(c.d, c.dtype), vm = memref4(c.dv, c.dtype);
-  std::string qt = tensor4(c.d, c.dtype), vt = tensor4(c.dv, c.dtype);
-  std::string lm = "memref<?x?x?xf32, strided<[?, ?, ?], offset: ?>>";
-  std::string lt = "tensor<?x?x?xf32>";
-  std::string attrs;
+  FunctionParts p{memref4(c.d), memref4(c.dv), tensor4(c.d), tensor4(c.dv), ""};
   if (c.causal)
-    attrs += " causal";
+    p.attrs += " causal";
   if (c.hasWindow())
-    attrs +=
+    p.attrs +=
         llvm::formatv(" window [{0}, {1}]", c.windowLeft, c.windowRight).str();
   if (c.softcap)
-    attrs += llvm::formatv(" softcap {0:e}", *c.softcap).str();
+    p.attrs += llvm::formatv(" softcap {0:e}", *c.softcap).str();
   if (c.scale)
-    attrs += llvm::formatv(" scale {0:e}", *c.scale).str();
+    p.attrs += llvm::formatv(" scale {0:e}", *c.scale).str();
+  if (c.backward() && c.deterministic)
+    p.attrs += " deterministic";
+  return p;
+}
+
+/// The forward's function: fa.attention between memrefs.
+std::string buildForwardModule(const KernelConfig &c) {
+  FunctionParts p = functionParts(c);
+  std::string lm = "memref<?x?x?xf32, strided<[?, ?, ?], offset: ?>>";
+  std::string lt = "tensor<?x?x?xf32>";
   return llvm::formatv(
              R"mlir(
 func.func @fa_fwd(%q: {0}, %k: {0}, %v: {1}, %out: {1}, %lse: {2}) {{
@@ -195,37 +206,15 @@ func.func @fa_fwd(%q: {0}, %k: {0}, %v: {1}, %out: {1}, %lse: {2}) {{
   return
 }
 )mlir",
-             qm, vm, lm, qt, vt, lt, attrs)
+             p.qm, p.vm, lm, p.qt, p.vt, lt, p.attrs)
       .str();
 }
 
 /// The backward's function: fa.attention_backward between memrefs.
 std::string buildBackwardModule(const KernelConfig &c) {
-  auto memref4 = [&](int64_t d, StringRef elt) {
-    return llvm::formatv(
-               "memref<?x?x?x{0}x{1}, strided<[?, ?, ?, 1], offset: ?>>", d,
-               elt)
-        .str();
-  };
-  auto tensor4 = [&](int64_t d, StringRef elt) {
-    return llvm::formatv("tensor<?x?x?x{0}x{1}>", d, elt).str();
-  };
-  std::string qm = memref4(c.d, c.dtype), vm = memref4(c.dv, c.dtype);
-  std::string qt = tensor4(c.d, c.dtype), vt = tensor4(c.dv, c.dtype);
+  FunctionParts p = functionParts(c);
   std::string lm = "memref<?x?x?xf32, strided<[?, ?, 1], offset: ?>>";
   std::string lt = "tensor<?x?x?xf32>";
-  std::string attrs;
-  if (c.causal)
-    attrs += " causal";
-  if (c.hasWindow())
-    attrs +=
-        llvm::formatv(" window [{0}, {1}]", c.windowLeft, c.windowRight).str();
-  if (c.softcap)
-    attrs += llvm::formatv(" softcap {0:e}", *c.softcap).str();
-  if (c.scale)
-    attrs += llvm::formatv(" scale {0:e}", *c.scale).str();
-  if (c.deterministic)
-    attrs += " deterministic";
   return llvm::formatv(
              R"mlir(
 func.func @fa_bwd(%q: {0}, %k: {0}, %v: {1}, %out: {1}, %dout: {1}, %lse: {2},
@@ -243,7 +232,7 @@ func.func @fa_bwd(%q: {0}, %k: {0}, %v: {1}, %out: {1}, %dout: {1}, %lse: {2},
   return
 }
 )mlir",
-             qm, vm, lm, qt, vt, lt, attrs)
+             p.qm, p.vm, lm, p.qt, p.vt, lt, p.attrs)
       .str();
 }
 

@@ -973,7 +973,6 @@ void KeyBlockKernel::stageAndReduce(ArrayRef<Value> dq, int64_t chunk,
                                     Value batch, Value head, Value row0,
                                     Value col0) {
   Value base = mul(warp, idx(16 * stageStride));
-  auto v2 = VectorType::get({2}, b.getF32Type());
   auto v4 = VectorType::get({4}, b.getF32Type());
   for (int64_t nt = 0; nt < chunk / 8; ++nt)
     for (int64_t h = 0; h < 2; ++h) {
@@ -1018,7 +1017,6 @@ void KeyBlockKernel::stageAndReduce(ArrayRef<Value> dq, int64_t chunk,
   }
   // The next unit of this warp overwrites the area.
   NVVM::SyncWarpOp::create(b, loc, all);
-  (void)v2;
 }
 
 void KeyBlockKernel::addToAccumulator(ValueRange at, Value x, Value y) {
