@@ -3,7 +3,8 @@
 // Maps the loop nests of `fa-tile-attention-backward` onto gpu.launch ops
 // running the FlashAttention-2 backward with tensor-core mma.sync:
 //
-//   preprocess   grid (ceil(Nq / 128), Hq, B), one thread per query row:
+//   preprocess   grid (ceil(Nq / 128), Hq, B), 128 query rows per block,
+//                lanes along each row (16-byte, coalesced accesses):
 //                delta = rowsum(dO * O) (the nest's Di generic), lse2 =
 //                LSE * log2(e), both padded to whole query blocks (delta 0,
 //                lse2 +inf past Nq, so padded rows give P = 0 with no mask);
@@ -20,8 +21,10 @@
 //                  S^T = K Q^T, P^T = exp2(S^T c - lse2), dP^T = V dO^T,
 //                  dS^T = P^T (dP^T - delta), dV += P^T dO, dK += dS^T Q
 //                fast mode (`fa.dq_accumulation`): dS^T goes to shared
-//                memory and each warp adds its rows of dQ = dS K to the f32
-//                accumulator with atomics.
+//                memory; (16-row, column-chunk) units of dQ = dS K are dealt
+//                to the warps and added to the f32 accumulator (sm_90:
+//                staged per warp, 16-byte red.global.add.v4.f32 along rows;
+//                else one f32 atomic per element).
 //   dq convert   fast mode: dq = scale * accumulator, in the element type.
 //   query block  deterministic mode's dQ nest: grid (ceil(Nq / Br), Hq, B),
 //                rows as in the forward, the key blocks in ascending order:
