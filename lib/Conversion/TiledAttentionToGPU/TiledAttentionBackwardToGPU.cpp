@@ -261,6 +261,15 @@ FailureOr<BackwardConfig> getConfig(AttentionBackwardStepOp step, int64_t warps,
 // Shared emitter pieces
 //===----------------------------------------------------------------------===//
 
+/// Where the visibility bounds of one tile stand for this lane: for an
+/// element whose key is `keyOff` past the lane's first key and whose
+/// key - query difference is `diff` past the lane's, the key exists iff
+/// keyOff < keyLimit and the band holds iff leftLimit <= diff <= rightLimit
+/// (i32; a null limit is an unbounded side).
+struct MaskLimits {
+  Value keyLimit, rightLimit, leftLimit;
+};
+
 class BackwardEmitter : public KernelBuilder {
 public:
   BackwardEmitter(OpBuilder &b, Location loc) : KernelBuilder(b, loc) {}
@@ -344,7 +353,8 @@ public:
     int64_t chunks = tile.cols / kChunk;
     int64_t total = rows * chunks;
     auto tokenType = nvgpu::DeviceAsyncTokenType::get(b.getContext());
-    for (int64_t i = 0; i < llvm::divideCeil(total, threads); ++i) {
+    int64_t rounds = llvm::divideCeil(total, threads);
+    for (int64_t i = 0; i < rounds; ++i) {
       Value c = add(tid, idx(i * threads));
       std::optional<OpBuilder::InsertionGuard> guard;
       if ((i + 1) * threads > total) {
@@ -410,6 +420,91 @@ public:
              bool transpose, WarpFragments &frags) {
     Value index = add(add(laneOff, mul(row0, idx(tile.storedCols()))), col0);
     return frags.ldmatrix(tile.view, index, transpose);
+  }
+
+  /// A B^T on C fragments: `mTiles` 16-row tiles of `a` from row aRow0
+  /// against `n` rows of `bt` from row bRow0, both row-major over `depth`
+  /// columns (ldmatrix, B fragments of two n8 tiles per load). Fragment
+  /// (mt, nt) is at mt * n / 8 + nt.
+  SmallVector<Value> gemmABt(WarpFragments &frags, const SmemTile &a,
+                             Value laneA, Value aRow0, int64_t mTiles,
+                             const SmemTile &bt, Value laneB, Value bRow0,
+                             int64_t n, int64_t depth) {
+    int64_t nn = n / 8;
+    SmallVector<Value> c(mTiles * nn, frags.zeroC());
+    for (int64_t ks = 0; ks < depth / 16; ++ks) {
+      SmallVector<Value> af;
+      for (int64_t mt = 0; mt < mTiles; ++mt)
+        af.push_back(load(a, laneA, add(aRow0, idx(16 * mt)), idx(16 * ks),
+                          false, frags));
+      for (int64_t np = 0; np < n / 16; ++np) {
+        auto [b0, b1] = frags.splitB(load(bt, laneB, add(bRow0, idx(16 * np)),
+                                          idx(16 * ks), false, frags));
+        for (int64_t mt = 0; mt < mTiles; ++mt) {
+          c[mt * nn + 2 * np] = frags.mma(af[mt], b0, c[mt * nn + 2 * np]);
+          c[mt * nn + 2 * np + 1] =
+              frags.mma(af[mt], b1, c[mt * nn + 2 * np + 1]);
+        }
+      }
+    }
+    return c;
+  }
+
+  /// out += L R: L as C fragments ([mTiles, k], `lhsTiles` n8 tiles per row
+  /// tile, packed into A fragments in registers), R = rows [bRow0, +k) of
+  /// `rhs` read transposed, `width` columns.
+  void accumulateFrags(WarpFragments &frags, SmallVector<Value> &out,
+                       ArrayRef<Value> lhs, int64_t lhsTiles, int64_t mTiles,
+                       int64_t k, const SmemTile &rhs, Value laneR, Value bRow0,
+                       int64_t width) {
+    int64_t nn = width / 8;
+    for (int64_t kk = 0; kk < k / 16; ++kk) {
+      SmallVector<Value> af;
+      for (int64_t mt = 0; mt < mTiles; ++mt)
+        af.push_back(frags.packA(lhs[mt * lhsTiles + 2 * kk],
+                                 lhs[mt * lhsTiles + 2 * kk + 1]));
+      for (int64_t dp = 0; dp < width / 16; ++dp) {
+        auto [b0, b1] = frags.splitB(load(rhs, laneR, add(bRow0, idx(16 * kk)),
+                                          idx(16 * dp), true, frags));
+        for (int64_t mt = 0; mt < mTiles; ++mt) {
+          out[mt * nn + 2 * dp] = frags.mma(af[mt], b0, out[mt * nn + 2 * dp]);
+          out[mt * nn + 2 * dp + 1] =
+              frags.mma(af[mt], b1, out[mt * nn + 2 * dp + 1]);
+        }
+      }
+    }
+  }
+
+  /// The limits for a lane whose first element pairs key `key0` with query
+  /// `query0`, with the masked step's sequence lengths.
+  MaskLimits maskLimits(const BackwardConfig &cfg, Value key0, Value query0,
+                        Value qLen, Value kLen) {
+    MaskLimits lim;
+    Value d0 = toI32(sub(key0, query0));
+    Value off = toI32(sub(kLen, qLen));
+    lim.keyLimit = toI32(sub(kLen, key0));
+    if (cfg.mask.right)
+      lim.rightLimit =
+          sub(arith::AddIOp::create(b, loc, off, i32(*cfg.mask.right)), d0);
+    if (cfg.mask.left)
+      lim.leftLimit =
+          sub(arith::SubIOp::create(b, loc, off, i32(*cfg.mask.left)), d0);
+    return lim;
+  }
+
+  /// Whether the element at (keyOff, diff) past the lane's first is visible.
+  Value visibleAt(const MaskLimits &lim, int64_t keyOff, int64_t diff) {
+    auto cmp = [&](arith::CmpIPredicate pred, int64_t lhs, Value rhs) {
+      return arith::CmpIOp::create(b, loc, pred, i32(lhs), rhs);
+    };
+    Value vis = cmp(arith::CmpIPredicate::slt, keyOff, lim.keyLimit);
+    if (lim.rightLimit)
+      vis = arith::AndIOp::create(
+          b, loc, vis, cmp(arith::CmpIPredicate::sle, diff, lim.rightLimit));
+    if (lim.leftLimit)
+      vis = arith::AndIOp::create(
+          b, loc, vis, cmp(arith::CmpIPredicate::sge, diff, lim.leftLimit));
+    return vis;
   }
 
   Value lane, g, tig, tid;
@@ -621,12 +716,6 @@ void emitDqConvert(BackwardEmitter &e, gpu::LaunchOp launch, Value dqAcc,
 // Score-tile math shared by both GEMM kernels
 //===----------------------------------------------------------------------===//
 
-/// Where the visibility bounds of one tile stand for this lane, as i32
-/// limits of constant per-element offsets (see the kernels).
-struct MaskLimits {
-  Value keyLimit, rightLimit, leftLimit;
-};
-
 /// P and dS of one score tile held as C fragments `s` (scores) and `dp`,
 /// with per-element lse2 / delta / visibility supplied by the kernel.
 /// Returns {P, dS} as C fragments (f32).
@@ -812,22 +901,8 @@ SmallVector<Value> KeyBlockKernel::body(Value t, Value buf, ValueRange acc) {
   // S^T = K Q^T and dP^T = V dO^T: [keys, queries], keys as rows.
   auto gemmT = [&](const SmemTile &a, Value laneA, const SmemTile &bt,
                    Value laneB, int64_t depth) {
-    SmallVector<Value> c(m * nqt, frags.zeroC());
-    for (int64_t ks = 0; ks < depth / 16; ++ks) {
-      SmallVector<Value> af;
-      for (int64_t mt = 0; mt < m; ++mt)
-        af.push_back(load(a, laneA, keyRow(mt), idx(16 * ks), false, frags));
-      for (int64_t np = 0; np < cfg.br / 16; ++np) {
-        auto [b0, b1] = frags.splitB(load(bt, laneB, add(qRow0, idx(16 * np)),
-                                          idx(16 * ks), false, frags));
-        for (int64_t mt = 0; mt < m; ++mt) {
-          c[mt * nqt + 2 * np] = frags.mma(af[mt], b0, c[mt * nqt + 2 * np]);
-          c[mt * nqt + 2 * np + 1] =
-              frags.mma(af[mt], b1, c[mt * nqt + 2 * np + 1]);
-        }
-      }
-    }
-    return c;
+    return gemmABt(frags, a, laneA, warpKey0, m, bt, laneB, qRow0, cfg.br,
+                   depth);
   };
   SmallVector<Value> s = gemmT(kTile, laneK, qTile, laneQB, cfg.d);
 
@@ -853,32 +928,14 @@ SmallVector<Value> KeyBlockKernel::body(Value t, Value buf, ValueRange acc) {
           kS = clone(step.getKStart(), it), qLen = clone(step.getQLen(), it),
           kLen = clone(step.getKLen(), it);
     Value key0 = add(add(kS, warpKey0), g);
-    Value d0 = toI32(sub(key0, add(qStart, mul(tig, idx(2)))));
-    Value off = toI32(sub(kLen, qLen));
-    lim.keyLimit = toI32(sub(kLen, key0));
-    if (cfg.mask.right)
-      lim.rightLimit =
-          sub(arith::AddIOp::create(b, loc, off, i32(*cfg.mask.right)), d0);
-    if (cfg.mask.left)
-      lim.leftLimit =
-          sub(arith::SubIOp::create(b, loc, off, i32(*cfg.mask.left)), d0);
+    Value query0 = add(qStart, mul(tig, idx(2)));
+    lim = maskLimits(cfg, key0, query0, qLen, kLen);
   }
   auto visible = [&](int64_t f, int64_t h, int64_t el) -> Value {
     if (!cfg.masked)
       return Value();
-    int64_t mt = f / nqt, nt = f % nqt;
-    int64_t rowOff = 16 * mt + 8 * h, diff = rowOff - 8 * nt - el;
-    auto cmp = [&](arith::CmpIPredicate pred, int64_t lhs, Value rhs) {
-      return arith::CmpIOp::create(b, loc, pred, i32(lhs), rhs);
-    };
-    Value vis = cmp(arith::CmpIPredicate::slt, rowOff, lim.keyLimit);
-    if (lim.rightLimit)
-      vis = arith::AndIOp::create(
-          b, loc, vis, cmp(arith::CmpIPredicate::sle, diff, lim.rightLimit));
-    if (lim.leftLimit)
-      vis = arith::AndIOp::create(
-          b, loc, vis, cmp(arith::CmpIPredicate::sge, diff, lim.leftLimit));
-    return vis;
+    int64_t mt = f / nqt, nt = f % nqt, keyOff = 16 * mt + 8 * h;
+    return visibleAt(lim, keyOff, keyOff - 8 * nt - el);
   };
 
   SmallVector<Value> dpT = gemmT(vTile, laneV, doTile, laneDoB, cfg.dv);
@@ -894,27 +951,8 @@ SmallVector<Value> KeyBlockKernel::body(Value t, Value buf, ValueRange acc) {
   // row tiles read transposed.
   SmallVector<Value> dk(acc.take_front(m * ndk)),
       dv(acc.slice(m * ndk, m * ndv));
-  auto accumulate = [&](SmallVector<Value> &out, ArrayRef<Value> lhs,
-                        const SmemTile &rhs, Value laneR, int64_t width) {
-    int64_t nn = width / 8;
-    for (int64_t kk = 0; kk < cfg.br / 16; ++kk) {
-      SmallVector<Value> af;
-      for (int64_t mt = 0; mt < m; ++mt)
-        af.push_back(
-            frags.packA(lhs[mt * nqt + 2 * kk], lhs[mt * nqt + 2 * kk + 1]));
-      for (int64_t dp = 0; dp < width / 16; ++dp) {
-        auto [b0, b1] = frags.splitB(load(rhs, laneR, add(qRow0, idx(16 * kk)),
-                                          idx(16 * dp), true, frags));
-        for (int64_t mt = 0; mt < m; ++mt) {
-          out[mt * nn + 2 * dp] = frags.mma(af[mt], b0, out[mt * nn + 2 * dp]);
-          out[mt * nn + 2 * dp + 1] =
-              frags.mma(af[mt], b1, out[mt * nn + 2 * dp + 1]);
-        }
-      }
-    }
-  };
-  accumulate(dv, p, doTile, laneDoA, cfg.dv);
-  accumulate(dk, ds, qTile, laneQA, cfg.d);
+  accumulateFrags(frags, dv, p, nqt, m, cfg.br, doTile, laneDoA, qRow0, cfg.dv);
+  accumulateFrags(frags, dk, ds, nqt, m, cfg.br, qTile, laneQA, qRow0, cfg.d);
 
   if (n.withDq) {
     // dS^T to shared memory, then each warp adds its query rows of
@@ -1330,23 +1368,8 @@ int64_t QueryBlockKernel::emit(gpu::LaunchOp launch) {
     // S = Q K^T, dP = dO V^T: queries as rows.
     auto gemm = [&](const SmemTile &a, Value laneA, const SmemTile &bt,
                     Value laneB, int64_t depth) {
-      SmallVector<Value> c(m * nkt, frags.zeroC());
-      for (int64_t ks = 0; ks < depth / 16; ++ks) {
-        SmallVector<Value> af;
-        for (int64_t mt = 0; mt < m; ++mt)
-          af.push_back(load(a, laneA, add(warpRow, idx(16 * mt)), idx(16 * ks),
-                            false, frags));
-        for (int64_t np = 0; np < cfg.bc / 16; ++np) {
-          auto [b0, b1] = frags.splitB(load(bt, laneB, add(kRow0, idx(16 * np)),
-                                            idx(16 * ks), false, frags));
-          for (int64_t mt = 0; mt < m; ++mt) {
-            c[mt * nkt + 2 * np] = frags.mma(af[mt], b0, c[mt * nkt + 2 * np]);
-            c[mt * nkt + 2 * np + 1] =
-                frags.mma(af[mt], b1, c[mt * nkt + 2 * np + 1]);
-          }
-        }
-      }
-      return c;
+      return gemmABt(frags, a, laneA, warpRow, m, bt, laneB, kRow0, cfg.bc,
+                     depth);
     };
     SmallVector<Value> s = gemm(qTile, laneQ, kTile, laneKB, cfg.d);
 
@@ -1358,32 +1381,14 @@ int64_t QueryBlockKernel::emit(gpu::LaunchOp launch) {
       Value qS = clone(step.getQStart(), it), kS = clone(step.getKStart(), it),
             qLen = clone(step.getQLen(), it), kLen = clone(step.getKLen(), it);
       Value col0 = add(kS, mul(tig, idx(2)));
-      Value d0 = toI32(sub(col0, add(add(qS, warpRow), g)));
-      Value off = toI32(sub(kLen, qLen));
-      lim.keyLimit = toI32(sub(kLen, col0));
-      if (cfg.mask.right)
-        lim.rightLimit =
-            sub(arith::AddIOp::create(b, loc, off, i32(*cfg.mask.right)), d0);
-      if (cfg.mask.left)
-        lim.leftLimit =
-            sub(arith::SubIOp::create(b, loc, off, i32(*cfg.mask.left)), d0);
+      Value row0 = add(add(qS, warpRow), g);
+      lim = maskLimits(cfg, col0, row0, qLen, kLen);
     }
     auto visible = [&](int64_t f, int64_t h, int64_t el) -> Value {
       if (!cfg.masked)
         return Value();
-      int64_t mt = f / nkt, nt = f % nkt;
-      int64_t colOff = 8 * nt + el, diff = colOff - 16 * mt - 8 * h;
-      auto cmp = [&](arith::CmpIPredicate pred, int64_t lhs, Value rhs) {
-        return arith::CmpIOp::create(b, loc, pred, i32(lhs), rhs);
-      };
-      Value vis = cmp(arith::CmpIPredicate::slt, colOff, lim.keyLimit);
-      if (lim.rightLimit)
-        vis = arith::AndIOp::create(
-            b, loc, vis, cmp(arith::CmpIPredicate::sle, diff, lim.rightLimit));
-      if (lim.leftLimit)
-        vis = arith::AndIOp::create(
-            b, loc, vis, cmp(arith::CmpIPredicate::sge, diff, lim.leftLimit));
-      return vis;
+      int64_t mt = f / nkt, nt = f % nkt, keyOff = 8 * nt + el;
+      return visibleAt(lim, keyOff, keyOff - 16 * mt - 8 * h);
     };
     SmallVector<Value> dp = gemm(doTile, laneDo, vTile, laneVB, cfg.dv);
     auto [p, ds] = scoreGradients(
@@ -1398,22 +1403,7 @@ int64_t QueryBlockKernel::emit(gpu::LaunchOp launch) {
     (void)p;
     // dQ += dS K.
     SmallVector<Value> dq(loop.getRegionIterArgs());
-    for (int64_t kk = 0; kk < cfg.bc / 16; ++kk) {
-      SmallVector<Value> af;
-      for (int64_t mt = 0; mt < m; ++mt)
-        af.push_back(
-            frags.packA(ds[mt * nkt + 2 * kk], ds[mt * nkt + 2 * kk + 1]));
-      for (int64_t dpi = 0; dpi < cfg.d / 16; ++dpi) {
-        auto [b0, b1] =
-            frags.splitB(load(kTile, laneKA, add(kRow0, idx(16 * kk)),
-                              idx(16 * dpi), true, frags));
-        for (int64_t mt = 0; mt < m; ++mt) {
-          dq[mt * nd + 2 * dpi] = frags.mma(af[mt], b0, dq[mt * nd + 2 * dpi]);
-          dq[mt * nd + 2 * dpi + 1] =
-              frags.mma(af[mt], b1, dq[mt * nd + 2 * dpi + 1]);
-        }
-      }
-    }
+    accumulateFrags(frags, dq, ds, nkt, m, cfg.bc, kTile, laneKA, kRow0, cfg.d);
     scf::YieldOp::create(b, loc, dq);
   }
   waitAll();

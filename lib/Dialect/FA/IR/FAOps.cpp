@@ -125,51 +125,27 @@ static LogicalResult verifyAttention(Operation *op, const AttentionTensors &t,
 
   // Every place where one symbolic dimension appears, inputs first.
   SmallVector<DimRef> batch, hq, hkv, nq, nk, d, dv;
-  auto add = [](SmallVectorImpl<DimRef> &refs, StringRef name,
-                RankedTensorType type, int64_t dim) {
-    refs.push_back({name, type, dim});
+  // `dims` names, per dimension of a role's tensors, the list it joins.
+  using Dims = ArrayRef<SmallVectorImpl<DimRef> *>;
+  auto add = [](Dims dims, StringRef name, RankedTensorType type) {
+    for (auto [i, refs] : llvm::enumerate(dims))
+      refs->push_back({name, type, static_cast<int64_t>(i)});
   };
-  add(batch, "query", t.q, 0);
-  add(hq, "query", t.q, 1);
-  add(nq, "query", t.q, 2);
-  add(d, "query", t.q, 3);
-  add(batch, "key", t.k, 0);
-  add(hkv, "key", t.k, 1);
-  add(nk, "key", t.k, 2);
-  add(d, "key", t.k, 3);
-  add(batch, "value", t.v, 0);
-  add(hkv, "value", t.v, 1);
-  add(nk, "value", t.v, 2);
-  add(dv, "value", t.v, 3);
-  for (auto [name, type] : t.likeQ) {
-    add(batch, name, type, 0);
-    add(hq, name, type, 1);
-    add(nq, name, type, 2);
-    add(d, name, type, 3);
-  }
-  for (auto [name, type] : t.likeK) {
-    add(batch, name, type, 0);
-    add(hkv, name, type, 1);
-    add(nk, name, type, 2);
-    add(d, name, type, 3);
-  }
-  for (auto [name, type] : t.likeV) {
-    add(batch, name, type, 0);
-    add(hkv, name, type, 1);
-    add(nk, name, type, 2);
-    add(dv, name, type, 3);
-  }
-  for (auto [name, type] : t.likeOut) {
-    add(batch, name, type, 0);
-    add(hq, name, type, 1);
-    add(nq, name, type, 2);
-    add(dv, name, type, 3);
-  }
-  for (auto [name, type] : t.likeLse) {
-    add(batch, name, type, 0);
-    add(hq, name, type, 1);
-    add(nq, name, type, 2);
-  }
+  SmallVectorImpl<DimRef> *qDims[] = {&batch, &hq, &nq, &d},
+                          *kDims[] = {&batch, &hkv, &nk, &d},
+                          *vDims[] = {&batch, &hkv, &nk, &dv},
+                          *outDims[] = {&batch, &hq, &nq, &dv};
+  add(qDims, "query", t.q);
+  add(kDims, "key", t.k);
+  add(vDims, "value", t.v);
+  for (auto [dims, list] :
+       {std::pair<Dims, ArrayRef<AttentionTensors::Named>>{qDims, t.likeQ},
+        {kDims, t.likeK},
+        {vDims, t.likeV},
+        {outDims, t.likeOut},
+        {Dims(outDims).take_front(3), t.likeLse}})
+    for (auto [name, type] : list)
+      add(dims, name, type);
   if (failed(checkSameDim(op, "batch size", batch)) ||
       failed(checkSameDim(op, "query head count", hq)) ||
       failed(checkSameDim(op, "key/value head count", hkv)) ||

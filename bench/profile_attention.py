@@ -1,0 +1,41 @@
+"""A few forward or backward passes, for a profiler to attach to one kernel:
+
+    ncu --clock-control none --kernel-name fa_fwd_kernel --launch-skip 2 \
+        --launch-count 1 --section SpeedOfLight --section WarpStateStats \
+        python3 bench/profile_attention.py --head-dim 128 --seqlen 4096
+    ncu ... --kernel-name fa_bwd_kernel ... \
+        python3 bench/profile_attention.py --backward --head-dim 128 --seqlen 4096
+"""
+import argparse
+
+import torch
+
+import flashmlir
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--head-dim", type=int, default=128)
+    ap.add_argument("--seqlen", type=int, default=4096)
+    ap.add_argument("--causal", action="store_true")
+    ap.add_argument("--backward", action="store_true",
+                    help="run backward passes (one forward before them)")
+    ap.add_argument("--launches", type=int, default=4)
+    args = ap.parse_args()
+    b, h = 16384 // args.seqlen, 2048 // args.head_dim
+    shape = (b, h, args.seqlen, args.head_dim)
+    q, k, v = (torch.randn(shape, device="cuda", dtype=torch.bfloat16,
+                           requires_grad=args.backward) for _ in range(3))
+    if args.backward:
+        dout = torch.randn(shape, device="cuda", dtype=torch.bfloat16)
+        out = flashmlir.attention(q, k, v, causal=args.causal)
+        for _ in range(args.launches):
+            torch.autograd.grad(out, (q, k, v), dout, retain_graph=True)
+    else:
+        for _ in range(args.launches):
+            flashmlir.attention(q, k, v, causal=args.causal)
+    torch.cuda.synchronize()
+
+
+if __name__ == "__main__":
+    main()
