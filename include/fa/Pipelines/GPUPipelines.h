@@ -10,9 +10,35 @@
 
 namespace mlir::fa {
 
+/// Options every GPU pipeline shares: the target and how the PTX is made.
+template <typename Derived>
+struct GPUTargetPipelineOptions : public PassPipelineOptions<Derived> {
+  using Base = PassPipelineOptions<Derived>;
+  typename Base::template Option<bool> shortSharedPointers{
+      *this, "short-smem-ptr",
+      llvm::cl::desc("32-bit shared-memory pointers in the NVPTX back end "
+                     "(sets LLVM's process-wide --nvptx-short-ptr)"),
+      llvm::cl::init(true)};
+  typename Base::template Option<std::string> chip{
+      *this, "chip", llvm::cl::desc("Target chip (sm_80, sm_90a, ...)"),
+      llvm::cl::init("sm_80")};
+  typename Base::template Option<std::string> features{
+      *this, "features", llvm::cl::desc("PTX features"),
+      llvm::cl::init("+ptx80")};
+  typename Base::template Option<std::string> toolkit{
+      *this, "toolkit",
+      llvm::cl::desc("CUDA toolkit root for libdevice (default: $CUDA_HOME "
+                     "and friends)")};
+  typename Base::template Option<std::string> format{
+      *this, "format",
+      llvm::cl::desc("gpu-module-to-binary format (isa = PTX text, bin, "
+                     "fatbin, offloading)"),
+      llvm::cl::init("isa")};
+};
+
 /// Options of the GPU forward pipeline.
 struct GPUForwardPipelineOptions
-    : public PassPipelineOptions<GPUForwardPipelineOptions> {
+    : public GPUTargetPipelineOptions<GPUForwardPipelineOptions> {
   PassOptions::Option<int64_t> blockQ{*this, "block-q",
                                       llvm::cl::desc("Query rows per block"),
                                       llvm::cl::init(128)};
@@ -28,26 +54,6 @@ struct GPUForwardPipelineOptions
   PassOptions::Option<bool> swizzle{
       *this, "swizzle",
       llvm::cl::desc("XOR-swizzle shared-memory rows instead of padding")};
-  PassOptions::Option<bool> shortSharedPointers{
-      *this, "short-smem-ptr",
-      llvm::cl::desc("32-bit shared-memory pointers in the NVPTX back end "
-                     "(sets LLVM's process-wide --nvptx-short-ptr)"),
-      llvm::cl::init(true)};
-  PassOptions::Option<std::string> chip{
-      *this, "chip", llvm::cl::desc("Target chip (sm_80, sm_90a, ...)"),
-      llvm::cl::init("sm_80")};
-  PassOptions::Option<std::string> features{*this, "features",
-                                            llvm::cl::desc("PTX features"),
-                                            llvm::cl::init("+ptx80")};
-  PassOptions::Option<std::string> toolkit{
-      *this, "toolkit",
-      llvm::cl::desc("CUDA toolkit root for libdevice (default: $CUDA_HOME "
-                     "and friends)")};
-  PassOptions::Option<std::string> format{
-      *this, "format",
-      llvm::cl::desc("gpu-module-to-binary format (isa = PTX text, bin, "
-                     "fatbin, offloading)"),
-      llvm::cl::init("isa")};
 };
 
 /// fa.attention on memrefs (through bufferization.to_tensor /
@@ -60,7 +66,7 @@ void buildGPUForwardPipeline(OpPassManager &pm,
 
 /// Options of the GPU backward pipeline.
 struct GPUBackwardPipelineOptions
-    : public PassPipelineOptions<GPUBackwardPipelineOptions> {
+    : public GPUTargetPipelineOptions<GPUBackwardPipelineOptions> {
   PassOptions::Option<int64_t> blockQ{*this, "block-q",
                                       llvm::cl::desc("Query rows per block"),
                                       llvm::cl::init(64)};
@@ -70,25 +76,6 @@ struct GPUBackwardPipelineOptions
       *this, "warps",
       llvm::cl::desc("Warps per thread block of the GEMM kernels"),
       llvm::cl::init(4)};
-  PassOptions::Option<bool> shortSharedPointers{
-      *this, "short-smem-ptr",
-      llvm::cl::desc("32-bit shared-memory pointers in the NVPTX back end"),
-      llvm::cl::init(true)};
-  PassOptions::Option<std::string> chip{
-      *this, "chip", llvm::cl::desc("Target chip (sm_80, sm_90a, ...)"),
-      llvm::cl::init("sm_80")};
-  PassOptions::Option<std::string> features{*this, "features",
-                                            llvm::cl::desc("PTX features"),
-                                            llvm::cl::init("+ptx80")};
-  PassOptions::Option<std::string> toolkit{
-      *this, "toolkit",
-      llvm::cl::desc("CUDA toolkit root for libdevice (default: $CUDA_HOME "
-                     "and friends)")};
-  PassOptions::Option<std::string> format{
-      *this, "format",
-      llvm::cl::desc("gpu-module-to-binary format (isa = PTX text, bin, "
-                     "fatbin, offloading)"),
-      llvm::cl::init("isa")};
 };
 
 /// fa.attention_backward on memrefs -> fa-tile-attention-backward ->
