@@ -182,19 +182,8 @@ def slot_size(slot_type: str) -> int:
     return MEMREF_SLOT if slot_type in ("ptr", "i64") else SCALAR_SIZES[slot_type]
 
 
-@dataclass(frozen=True)
-class EntrySpec:
-    """One launch of a manifest: a PTX entry with its grid, block, shared
-    memory and parameters. `name` labels it in messages (the manifest's name
-    for a forward kernel, ``name:entry`` for a kernel of a backward)."""
-
-    name: str
-    entry: str
-    grid: Tuple[_expr.Expression, ...]
-    threads: int
-    block: Tuple[int, int, int]
-    dynamic_shared_memory: int
-    params: Tuple[ParamSpec, ...]
+class _Params:
+    """Lookups over a launch's `params` (EntrySpec and KernelSpec)."""
 
     def slots(self) -> List[Tuple[str, str]]:
         out: List[Tuple[str, str]] = []
@@ -207,6 +196,22 @@ class EntrySpec:
             if p.name == name:
                 return p
         return None
+
+
+@dataclass(frozen=True)
+class EntrySpec(_Params):
+    """One launch of a manifest: a PTX entry with its grid, block, shared
+    memory and parameters. `name` labels it in messages (the manifest's name
+    for a forward kernel, ``name:entry`` for a kernel of a backward)."""
+
+    name: str
+    entry: str
+    grid: Tuple[_expr.Expression, ...]
+    threads: int
+    block: Tuple[int, int, int]
+    dynamic_shared_memory: int
+    params: Tuple[ParamSpec, ...]
+
 
 
 @dataclass(frozen=True)
@@ -227,7 +232,7 @@ class WorkspaceSpec:
 
 
 @dataclass(frozen=True)
-class KernelSpec:
+class KernelSpec(_Params):
     """A validated manifest. A forward manifest is one launch, described by
     entry/threads/dynamic_shared_memory/grid/params (and `kernels` holds it
     as its single EntrySpec). A backward manifest has entry None, threads 0,
@@ -276,17 +281,6 @@ class KernelSpec:
     def is_backward(self) -> bool:
         return self.kind == "backward"
 
-    def slots(self) -> List[Tuple[str, str]]:
-        out: List[Tuple[str, str]] = []
-        for p in self.params:
-            out += p.slots()
-        return out
-
-    def param(self, name: str) -> Optional[ParamSpec]:
-        for p in self.params:
-            if p.name == name:
-                return p
-        return None
 
     def describe(self) -> str:
         left, right = self.mask
