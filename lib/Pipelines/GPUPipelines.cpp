@@ -57,6 +57,8 @@ static void addKernelToBinaryPasses(OpPassManager &pm, StringRef chip,
   kernel.addPass(memref::createExpandStridedMetadataPass());
   kernel.addPass(createLowerAffinePass());
   kernel.addPass(createConvertGpuOpsToNVVMOps());
+  // NVVM ops built on inline PTX (wgmma.mma_async).
+  kernel.addPass(createConvertNVVMToLLVMPass());
   kernel.addPass(createCanonicalizerPass());
   kernel.addPass(createCSEPass());
   kernel.addPass(createReconcileUnrealizedCastsPass());
@@ -81,7 +83,7 @@ void mlir::fa::buildGPUForwardPipeline(
 
   pm.addPass(
       createFAConvertTiledAttentionToGPU(FAConvertTiledAttentionToGPUOptions{
-          options.warps, options.stages, options.swizzle}));
+          options.warps, options.stages, options.swizzle, options.wgmma}));
   addKernelToBinaryPasses(pm, options.chip, options.features, options.toolkit,
                           options.format, options.shortSharedPointers);
 }

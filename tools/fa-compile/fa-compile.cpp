@@ -92,6 +92,12 @@ static cl::opt<int64_t> stages("stages",
                                cl::desc("K/V shared-memory stages (2 = "
                                         "double buffering)"),
                                cl::init(2), cl::cat(category));
+static cl::opt<std::string>
+    mma("mma",
+        cl::desc("Forward tensor-core instructions: auto (wgmma on sm_90a "
+                 "where the head dims allow it, else mma.sync), mma.sync or "
+                 "wgmma (sm_90a)"),
+        cl::init("auto"), cl::cat(category));
 static cl::opt<bool> deterministic(
     "deterministic",
     cl::desc("Backward: deterministic dQ (a separate dQ kernel, no atomics)"),
@@ -121,6 +127,8 @@ struct KernelConfig {
   std::string chip = "sm_80";
   bool deterministic = false;
   int64_t blockQ = 0, blockKV = 0, warps = 0, stages = 2;
+  /// Forward only: "auto", "mma.sync" or "wgmma".
+  std::string mma = "auto";
   bool backward() const { return kind == "backward"; }
 
   double effectiveScale() const {
@@ -383,6 +391,23 @@ LogicalResult compileOne(MLIRContext &ctx, const KernelConfig &flags,
     config.deterministic = bwd.getDeterministic();
   }
   if (config.backward()) {
+    config.mma = "mma.sync";
+  } else if (config.mma == "auto") {
+    // wgmma reads 128-byte swizzled panels: head dims multiples of 64.
+    bool wgmmaShapes = config.d % 64 == 0 && config.dv % 64 == 0 &&
+                       config.dv <= 256;
+    config.mma =
+        config.chip == "sm_90a" && wgmmaShapes ? "wgmma" : "mma.sync";
+  } else if (config.mma != "mma.sync" && config.mma != "wgmma") {
+    return attention->emitError("fa-compile: --mma must be auto, mma.sync or "
+                                "wgmma, got '")
+           << config.mma << "'";
+  }
+  if (config.mma == "wgmma" && config.chip != "sm_90a")
+    return attention->emitError(
+        "fa-compile: wgmma needs --chip=sm_90a, got ")
+           << config.chip;
+  if (config.backward()) {
     // The key-block kernel keeps dK, dV (f32) of 16 keys per warp in
     // registers. On sm_90, 128 keys over 8 warps against 64-query blocks
     // measured fastest on the H200 (docs/PERFORMANCE.md). sm_80's scalar
@@ -397,6 +422,14 @@ LogicalResult compileOne(MLIRContext &ctx, const KernelConfig &flags,
       config.blockKV = sm80 ? 64 : 128;
     if (config.warps == 0)
       config.warps = sm80 ? 4 : 8;
+  } else if (config.mma == "wgmma") {
+    // Two warpgroups of 64 query rows share each K/V block of 128 keys.
+    if (config.warps == 0)
+      config.warps = 8;
+    if (config.blockQ == 0)
+      config.blockQ = 16 * config.warps;
+    if (config.blockKV == 0)
+      config.blockKV = 128;
   } else {
     if (config.warps == 0)
       config.warps = 4;
@@ -423,11 +456,12 @@ LogicalResult compileOne(MLIRContext &ctx, const KernelConfig &flags,
                           config.chip)
                 .str()
           : llvm::formatv(
-                "{0}{{block-q={1} block-kv={2} warps={3} stages={4} chip={5}}",
+                "{0}{{block-q={1} block-kv={2} warps={3} stages={4} chip={5} "
+                "wgmma={6}}",
                 pipelineName.empty() ? "fa-gpu-forward"
                                      : pipelineName.getValue(),
                 config.blockQ, config.blockKV, config.warps, config.stages,
-                config.chip)
+                config.chip, config.mma == "wgmma")
                 .str();
   PassManager pm(&ctx);
   if (failed(parsePassPipeline(pipeline, pm, llvm::errs())))
@@ -472,6 +506,7 @@ LogicalResult compileOne(MLIRContext &ctx, const KernelConfig &flags,
       {"block_q", config.blockQ},
       {"block_kv", config.blockKV},
       {"warps", config.warps},
+      {"mma", config.mma},
   };
   if (!config.backward()) {
     FailureOr<llvm::json::Object> k = describeLaunch(
@@ -596,6 +631,7 @@ FailureOr<KernelConfig> configFromFlags() {
   c.blockKV = blockKV;
   c.warps = warps;
   c.stages = stages;
+  c.mma = mma;
   return c;
 }
 

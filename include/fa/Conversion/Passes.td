@@ -57,7 +57,13 @@ def FAConvertTiledAttentionToGPU : Pass<"fa-convert-tiled-attention-to-gpu"> {
            "XOR-swizzle shared-memory rows instead of padding them by 16 "
            "bytes (both make ldmatrix conflict-free; padding keeps every "
            "ldmatrix address a constant offset of one register per tile, "
-           "which saves registers)">
+           "which saves registers)">,
+    Option<"wgmma", "wgmma", "bool", /*default=*/"false",
+           "Hopper (sm_90a): both GEMMs as warpgroup MMAs (wgmma.mma_async; "
+           "Q, K, V read through shared-memory descriptors on 128-byte "
+           "swizzled tiles, P from registers) instead of mma.sync; needs "
+           "warps % 4 == 0, block-q == 16 * warps and head dims that are "
+           "multiples of 64">
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect", "::mlir::gpu::GPUDialect",

@@ -54,6 +54,9 @@ struct GPUForwardPipelineOptions
   PassOptions::Option<bool> swizzle{
       *this, "swizzle",
       llvm::cl::desc("XOR-swizzle shared-memory rows instead of padding")};
+  PassOptions::Option<bool> wgmma{
+      *this, "wgmma",
+      llvm::cl::desc("sm_90a: warpgroup MMAs (wgmma) instead of mma.sync")};
 };
 
 /// fa.attention on memrefs (through bufferization.to_tensor /

@@ -16,7 +16,9 @@
 #include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/IR/Builders.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MathExtras.h"
+#include "llvm/Support/raw_ostream.h"
 
 namespace mlir::fa::detail {
 
@@ -32,17 +34,34 @@ constexpr int64_t kChunk = 8;
 /// `swizzle`, chunk c of row r is stored at chunk c ^ (r % 8); otherwise rows
 /// are padded by one chunk. Either way the 8 rows one ldmatrix phase (or one
 /// group of 8 cp.async) touches fall in distinct banks.
+///
+/// With `panels` (the wgmma layout), the columns are split into panels of 64
+/// (128 bytes): panel p is a [rows, 64] block of its own at element
+/// p * rows * 64, its rows swizzled as above. That is the 128-byte swizzled
+/// canonical layout wgmma descriptors read (K-major for Q and K, MN-major
+/// for V), given a 1024-byte aligned tile.
 struct SmemTile {
   Value view;
   int64_t rows = 0, cols = 0;
   bool swizzle = false;
+  bool panels = false;
 
+  static constexpr int64_t kPanelCols = 64;
   static bool canSwizzle(int64_t cols) {
     int64_t chunks = cols / kChunk;
     return chunks >= 8 && llvm::isPowerOf2_64(chunks);
   }
-  int64_t storedCols() const { return swizzle ? cols : cols + kChunk; }
+  /// Elements between two rows (of one panel).
+  int64_t storedCols() const {
+    if (panels)
+      return kPanelCols;
+    return swizzle ? cols : cols + kChunk;
+  }
+  /// Elements between two panels.
+  int64_t panelStride() const { return rows * kPanelCols; }
   int64_t bytes(int64_t eltBytes) const {
+    if (panels)
+      return rows * cols * eltBytes;
     return rows * storedCols() * eltBytes;
   }
 };
@@ -229,6 +248,135 @@ private:
   Location loc;
   Type elt, f32;
   VectorType aType, bType, cType;
+};
+
+/// Warpgroup-level MMA (wgmma.mma_async, sm_90a) for one warpgroup of 4
+/// warps owning 64 rows. Accumulators are `n / 2` f32 values per thread in
+/// the order of PTX's m64nNk16 D fragment, which per warp is the mma.sync
+/// C layout repeated over n / 8 column tiles: value 4 j + 2 h + e is row
+/// lane / 4 + 8 h, column 8 j + 2 (lane % 4) + e of the warp's 16 rows. The
+/// register A fragment of a k16 step is mma.sync's A fragment (4 x b32).
+class WarpgroupMma {
+public:
+  WarpgroupMma(OpBuilder &b, Location loc, Type elt)
+      : b(b), loc(loc), elt(elt) {}
+
+  /// The constant part of a shared-memory matrix descriptor with 128-byte
+  /// swizzle: leading and stride byte offsets, layout type 1 (bits 62-63).
+  /// The start address (bytes / 16, bits 0-13) is added to it.
+  static uint64_t descriptorBits(int64_t leadingBytes, int64_t strideBytes) {
+    return (uint64_t(leadingBytes >> 4) << 16) |
+           (uint64_t(strideBytes >> 4) << 32) | (uint64_t(1) << 62);
+  }
+
+  /// Makes the async proxy see what this thread wrote to shared memory with
+  /// generic-proxy stores (cp.async included) before a barrier.
+  void fenceSharedForAsync() {
+    NVVM::FenceProxyOp::create(
+        b, loc, NVVM::ProxyKind::async_shared,
+        NVVM::SharedSpaceAttr::get(b.getContext(), NVVM::SharedSpace::shared_cta));
+  }
+  void fence() { NVVM::WgmmaFenceAlignedOp::create(b, loc); }
+  void commit() { NVVM::WgmmaGroupSyncAlignedOp::create(b, loc); }
+  void wait(int64_t pending) {
+    NVVM::WgmmaWaitGroupSyncOp::create(b, loc, pending);
+  }
+
+  /// D (+)= A * B^T with A [64, 16] and B [n, 16] both in shared memory,
+  /// K-major (descriptors). `acc` empty: D = A * B^T.
+  SmallVector<Value> mmaSS(Value descA, Value descB, int64_t n,
+                           ArrayRef<Value> acc) {
+    auto structType = accType(n);
+    Value inouts;
+    if (acc.empty()) {
+      inouts = LLVM::PoisonOp::create(b, loc, structType);
+    } else {
+      inouts = LLVM::PoisonOp::create(b, loc, structType);
+      for (auto [i, v] : llvm::enumerate(acc))
+        inouts = LLVM::InsertValueOp::create(b, loc, inouts, v,
+                                             ArrayRef<int64_t>{int64_t(i)});
+    }
+    NVVM::WGMMATypes t =
+        elt.isF16() ? NVVM::WGMMATypes::f16 : NVVM::WGMMATypes::bf16;
+    auto op = NVVM::WgmmaMmaAsyncOp::create(
+        b, loc, structType, inouts, descA, descB,
+        NVVM::MMAShapeAttr::get(b.getContext(), 64, n, 16), t, t,
+        NVVM::WGMMATypes::f32,
+        acc.empty() ? NVVM::WGMMAScaleOut::zero : NVVM::WGMMAScaleOut::one,
+        NVVM::WGMMAScaleIn::one, NVVM::WGMMAScaleIn::one,
+        NVVM::MMALayout::row, NVVM::MMALayout::col,
+        /*satfinite=*/NVVM::MMAIntOverflowAttr());
+    SmallVector<Value> res;
+    for (int64_t i = 0; i < n / 2; ++i)
+      res.push_back(
+          LLVM::ExtractValueOp::create(b, loc, op, ArrayRef<int64_t>{i}));
+    return res;
+  }
+
+  /// D += A * B with A [64, 16] from registers (`a`: 4 x i32 per thread) and
+  /// B [16, n] in shared memory, MN-major (descriptor, transposed read).
+  /// MLIR's wgmma ops take A only from shared memory, hence inline PTX.
+  SmallVector<Value> mmaRS(ArrayRef<Value> a, Value descB, int64_t n,
+                           ArrayRef<Value> acc) {
+    int64_t na = n / 2;
+    std::string regs, constraints;
+    llvm::raw_string_ostream os(regs), cs(constraints);
+    for (int64_t i = 0; i < na; ++i)
+      os << (i ? ", " : "") << "$" << i;
+    for (int64_t i = 0; i < na; ++i)
+      cs << "=f,";
+    for (int64_t i = 0; i < na; ++i)
+      cs << i << ",";
+    cs << "r,r,r,r,l,n";
+    std::string type = elt.isF16() ? "f16" : "bf16";
+    std::string ptx = llvm::formatv(
+        "{{\n.reg .pred p;\nsetp.ne.b32 p, ${0}, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n{1}k16.f32.{2}.{2} "
+        "{{{3}}, {{${4}, ${5}, ${6}, ${7}}, ${8}, p, 1, 1, 1;\n}\n",
+        2 * na + 5, n, type, regs, 2 * na, 2 * na + 1, 2 * na + 2,
+        2 * na + 3, 2 * na + 4);
+    SmallVector<Value> operands(acc);
+    llvm::append_range(operands, a);
+    operands.push_back(descB);
+    operands.push_back(LLVM::ConstantOp::create(b, loc, b.getI32Type(), 1));
+    auto op = LLVM::InlineAsmOp::create(
+        b, loc, accType(n), operands, b.getStringAttr(ptx),
+        b.getStringAttr(constraints), b.getUnitAttr(), UnitAttr(),
+        LLVM::TailCallKindAttr(), LLVM::AsmDialectAttr(), ArrayAttr());
+    SmallVector<Value> res;
+    for (int64_t i = 0; i < na; ++i)
+      res.push_back(LLVM::ExtractValueOp::create(b, loc, op.getResult(0),
+                                                 ArrayRef<int64_t>{i}));
+    return res;
+  }
+
+  /// Reads of wgmma results must stay after the wait, and the register
+  /// operands of a chain must be ready before its wgmma.fence (else ptxas
+  /// injects a warpgroup.arrive before each wgmma): route each value (f32 or
+  /// i32) through an empty side-effecting asm (CUTLASS's
+  /// warpgroup_fence_operand) that LLVM cannot move across those points.
+  SmallVector<Value> fenceOperands(ArrayRef<Value> values) {
+    SmallVector<Value> res;
+    for (Value v : values)
+      res.push_back(
+          LLVM::InlineAsmOp::create(
+              b, loc, v.getType(), ValueRange{v}, b.getStringAttr(""),
+              b.getStringAttr(v.getType().isF32() ? "=f,0" : "=r,0"),
+              b.getUnitAttr(), UnitAttr(),
+              LLVM::TailCallKindAttr(), LLVM::AsmDialectAttr(), ArrayAttr())
+              .getResult(0));
+    return res;
+  }
+
+private:
+  LLVM::LLVMStructType accType(int64_t n) {
+    SmallVector<Type> fields(n / 2, b.getF32Type());
+    return LLVM::LLVMStructType::getLiteral(b.getContext(), fields);
+  }
+
+  OpBuilder &b;
+  Location loc;
+  Type elt;
 };
 
 } // namespace mlir::fa::detail

@@ -309,10 +309,18 @@ struct KernelConfig {
   std::optional<float> softcap;
   /// XOR-swizzled (else padded) shared-memory rows.
   bool swizzle;
+  /// Warpgroup MMAs (sm_90a) on 128-byte swizzled panels instead of
+  /// mma.sync and ldmatrix.
+  bool wgmma;
   int64_t qBytes, kBytes, vBytes;
 
   int64_t threads() const { return warps * kWarpSize; }
-  int64_t smemBytes() const { return qBytes + kBytes + vBytes; }
+  /// wgmma tiles must start at 1024-byte boundaries (the swizzle pattern is
+  /// taken from address bits 7-9): room to align the dynamic base.
+  int64_t alignSlack() const { return wgmma ? 1024 : 0; }
+  int64_t smemBytes() const {
+    return qBytes + kBytes + vBytes + alignSlack();
+  }
 };
 
 FailureOr<KernelConfig>
@@ -333,7 +341,8 @@ getKernelConfig(TiledAttention &ta,
   cfg.dv = vType.getDimSize(1);
   cfg.warps = options.warps;
   cfg.stages = options.stages;
-  cfg.swizzle = options.swizzle;
+  cfg.swizzle = options.swizzle || options.wgmma;
+  cfg.wgmma = options.wgmma;
   cfg.elt = qType.getElementType();
   cfg.scale = step.getScale().convertToFloat();
   if (FloatAttr softcap = step.getSoftcapAttr())
@@ -357,17 +366,33 @@ getKernelConfig(TiledAttention &ta,
     if (!cast<MemRefType>(m.getType()).isLastDimUnitStride())
       return fail("q, k, v and out rows must be contiguous");
   cfg.mTiles = cfg.br / (16 * cfg.warps);
+  if (cfg.wgmma) {
+    if (cfg.warps % 4 != 0)
+      return fail("wgmma needs whole warpgroups: warps must be a multiple of "
+                  "4");
+    if (cfg.mTiles != 1)
+      return fail("with wgmma each warp owns 16 query rows: block-q must be "
+                  "16 * warps");
+    if (cfg.d % SmemTile::kPanelCols != 0 ||
+        cfg.dv % SmemTile::kPanelCols != 0)
+      return fail("wgmma reads 128-byte swizzled panels: the head dims must "
+                  "be multiples of 64");
+    if (cfg.bc > 256 || cfg.dv > 256)
+      return fail("wgmma's N is at most 256: block-kv and the value head dim "
+                  "must be at most 256");
+  }
 
   // Registers per thread for the f32 state (O, S) and the Q fragments:
   // keep Q in registers only while that leaves room for addresses and
   // temporaries below the 255-register limit.
   int64_t oRegs = cfg.mTiles * cfg.dv / 2, sRegs = cfg.mTiles * cfg.bc / 2,
           qRegs = cfg.mTiles * cfg.d / 4;
-  cfg.qInRegs = oRegs + sRegs + qRegs <= 192;
+  // (wgmma reads Q from shared memory through descriptors.)
+  cfg.qInRegs = !cfg.wgmma && oRegs + sRegs + qRegs <= 192;
   // Past 160 registers of O and S together the kernel spills (D = 128 with
   // Bc = 64): split the softmax into 32-key sub-steps on the same buffers.
   cfg.softmaxKeys = cfg.bc;
-  if (oRegs + sRegs > 160 && cfg.bc % 32 == 0)
+  if (!cfg.wgmma && oRegs + sRegs > 160 && cfg.bc % 32 == 0)
     cfg.softmaxKeys = 32;
 
   int64_t eltBytes = 2;
@@ -376,6 +401,7 @@ getKernelConfig(TiledAttention &ta,
     t.rows = rows;
     t.cols = cols;
     t.swizzle = cfg.swizzle && SmemTile::canSwizzle(cols);
+    t.panels = cfg.wgmma;
     return t.bytes(eltBytes);
   };
   cfg.qBytes = tileBytes(cfg.br, cfg.d);
@@ -397,7 +423,8 @@ class ForwardKernelEmitter : public KernelBuilder {
 public:
   ForwardKernelEmitter(OpBuilder &b, Location loc, TiledAttention &ta,
                        const KernelConfig &cfg)
-      : KernelBuilder(b, loc), ta(ta), cfg(cfg), frags(b, loc, cfg.elt) {}
+      : KernelBuilder(b, loc), ta(ta), cfg(cfg), frags(b, loc, cfg.elt),
+        wg(b, loc, cfg.elt) {}
 
   void emit(gpu::LaunchOp launch);
 
@@ -471,7 +498,31 @@ private:
   TiledAttention &ta;
   const KernelConfig &cfg;
   WarpFragments frags;
+  WarpgroupMma wg;
   IRMapping mapping;
+
+  /// wgmma only: `desc` advanced by `bytes` (a multiple of 16).
+  Value advance(Value desc, int64_t bytes) {
+    if (bytes == 0)
+      return desc;
+    return arith::AddIOp::create(
+        b, loc, desc,
+        arith::ConstantIntOp::create(b, loc, b.getI64Type(), bytes >> 4));
+  }
+  /// wgmma only: the descriptor of a tile starting at shared address `addr`.
+  Value descriptor(Value addr, int64_t leadingBytes, int64_t strideBytes) {
+    Value a = arith::IndexCastOp::create(b, loc, b.getI64Type(), addr);
+    Value field = arith::ShRUIOp::create(
+        b, loc, a, arith::ConstantIntOp::create(b, loc, b.getI64Type(), 4));
+    return arith::OrIOp::create(
+        b, loc, field,
+        arith::ConstantIntOp::create(
+            b, loc, b.getI64Type(),
+            int64_t(WarpgroupMma::descriptorBits(leadingBytes, strideBytes))));
+  }
+  // wgmma descriptors: Q rows of this warpgroup; K and V buffer 0; K and V
+  // of the current block.
+  Value qDesc, kDesc, vDesc, kDescBlock, vDescBlock;
 
   Value tid, lane, g, tig, warpRow;
   // Per-lane ldmatrix row offsets and (swizzled) chunk offsets.
@@ -594,7 +645,18 @@ SmallVector<Value> ForwardKernelEmitter::copyTile(const CopyPlan &plan,
       Value srcIndex =
           j == 0 ? srcRound : add(srcRound, idx(j * perRow * kChunk));
       Value dstIndex;
-      if (tile.swizzle) {
+      if (tile.panels) {
+        // Chunk c of row r: panel c / 8, swizzled chunk (c % 8) ^ (r % 8).
+        Value r = add(plan.tRow, idx(i * rowsPerRound));
+        Value chunk = add(plan.tChunk, idx(j * perRow));
+        Value dstChunk =
+            arith::XOrIOp::create(b, loc, remu(chunk, 8), remu(r, 8));
+        dstIndex = smemIndex(addNsw(
+            dstBase,
+            toI32(add(add(mul(divu(chunk, 8), idx(tile.panelStride())),
+                          mul(r, idx(sc))),
+                      mul(dstChunk, idx(kChunk))))));
+      } else if (tile.swizzle) {
         Value r = add(plan.tRow, idx(i * rowsPerRound));
         Value chunk = add(plan.tChunk, idx(j * perRow));
         Value dstChunk = arith::XOrIOp::create(b, loc, chunk, remu(r, 8));
@@ -683,7 +745,27 @@ SmallVector<Value> ForwardKernelEmitter::emitStep(OnlineAttentionOp step,
 
   // S = Q K^T, k-step outermost so each K fragment feeds every row tile.
   SmallVector<Value> s(m * ns, frags.zeroC());
-  for (int64_t ks = 0; ks < cfg.d / 16; ++ks) {
+  if (cfg.wgmma) {
+    // One warpgroup MMA chain of D / 16 k-steps: Q rows of this warpgroup
+    // against the block's keys, both read through descriptors; a k-step
+    // advances 32 bytes inside a 128-byte panel row.
+    wg.fence();
+    SmallVector<Value> acc;
+    for (int64_t ks = 0; ks < cfg.d / 16; ++ks) {
+      int64_t panel = ks / 4, inPanel = (ks % 4) * 32;
+      acc = wg.mmaSS(advance(qDesc, panel * qTile.panelStride() * 2 + inPanel),
+                     advance(kDescBlock,
+                             panel * kTile.panelStride() * 2 + inPanel +
+                                 k0 * 128),
+                     keys, acc);
+    }
+    wg.commit();
+    wg.wait(0);
+    acc = wg.fenceOperands(acc);
+    for (int64_t nt = 0; nt < ns; ++nt)
+      s[nt] = frags.fromElements(ArrayRef<Value>(acc).slice(4 * nt, 4));
+  }
+  for (int64_t ks = 0; !cfg.wgmma && ks < cfg.d / 16; ++ks) {
     SmallVector<Value> qa;
     for (int64_t mt = 0; mt < m; ++mt)
       qa.push_back(cfg.qInRegs ? qFrags[mt * (cfg.d / 16) + ks]
@@ -812,7 +894,35 @@ SmallVector<Value> ForwardKernelEmitter::emitStep(OnlineAttentionOp step,
       elems.push_back(p[(mt * ns + nt) * 4 + i]);
     return frags.fromElements(elems);
   };
-  for (int64_t kk = 0; kk < keys / 16; ++kk) {
+  if (cfg.wgmma) {
+    // O += P V: P from registers (the S fragments' A layout), V through an
+    // MN-major descriptor, 16 keys (2 swizzle rows of 8) per k-step.
+    SmallVector<Value> o;
+    for (int64_t dn = 0; dn < nd; ++dn)
+      for (int64_t h = 0; h < 2; ++h)
+        for (int64_t e = 0; e < 2; ++e)
+          o.push_back(frags.element(acc[dn], h, e));
+    SmallVector<Value> pRegs;
+    for (int64_t kk = 0; kk < keys / 16; ++kk) {
+      Value pa = frags.packA(pFrag(0, 2 * kk), pFrag(0, 2 * kk + 1));
+      for (int64_t i = 0; i < 4; ++i)
+        pRegs.push_back(LLVM::BitcastOp::create(
+            b, loc, b.getI32Type(),
+            vector::ExtractOp::create(b, loc, pa, ArrayRef<int64_t>{i})));
+    }
+    pRegs = wg.fenceOperands(pRegs);
+    o = wg.fenceOperands(o);
+    wg.fence();
+    for (int64_t kk = 0; kk < keys / 16; ++kk)
+      o = wg.mmaRS(ArrayRef<Value>(pRegs).slice(4 * kk, 4),
+                   advance(vDescBlock, (k0 + 16 * kk) * 128), cfg.dv, o);
+    wg.commit();
+    wg.wait(0);
+    o = wg.fenceOperands(o);
+    for (int64_t dn = 0; dn < nd; ++dn)
+      acc[dn] = frags.fromElements(ArrayRef<Value>(o).slice(4 * dn, 4));
+  }
+  for (int64_t kk = 0; !cfg.wgmma && kk < keys / 16; ++kk) {
     SmallVector<Value> pa;
     for (int64_t mt = 0; mt < m; ++mt)
       pa.push_back(frags.packA(pFrag(mt, 2 * kk), pFrag(mt, 2 * kk + 1)));
@@ -844,13 +954,22 @@ void ForwardKernelEmitter::emitKeyLoop(KeyLoop kl, SmallVector<Value> &state) {
   Value kRow0 = mul(buf, idx(cfg.bc));
   // The lanes' ldmatrix offsets in this block's buffer.
   Value kRow0I32 = toI32(kRow0);
-  kBlock = addNsw(kLane, mulNsw(kRow0I32, i32(kTile.storedCols())));
-  vBlock = addNsw(vLane, mulNsw(kRow0I32, i32(vTile.storedCols())));
+  if (cfg.wgmma) {
+    Value rowBytes = arith::IndexCastOp::create(
+        b, loc, b.getI64Type(), mul(kRow0, idx(SmemTile::kPanelCols * 2 / 16)));
+    kDescBlock = arith::AddIOp::create(b, loc, kDesc, rowBytes);
+    vDescBlock = arith::AddIOp::create(b, loc, vDesc, rowBytes);
+  } else {
+    kBlock = addNsw(kLane, mulNsw(kRow0I32, i32(kTile.storedCols())));
+    vBlock = addNsw(vLane, mulNsw(kRow0I32, i32(vTile.storedCols())));
+  }
   Value next = add(kStart, idx(cfg.bc));
 
   // Block kStart has landed for every thread, and every warp is done with
   // the buffer the next copies overwrite.
   waitGroups(0);
+  if (cfg.wgmma)
+    wg.fenceSharedForAsync();
   gpu::BarrierOp::create(b, loc);
   auto prefetch = [&](Value dstRow0) {
     auto ifOp = scf::IfOp::create(b, loc, slt(next, hi), false);
@@ -963,20 +1082,41 @@ void ForwardKernelEmitter::emit(gpu::LaunchOp launch) {
       b, loc,
       MemRefType::get({ShapedType::kDynamic}, b.getI8Type(), AffineMap(),
                       smemSpace));
+  // wgmma: the tiles start at the first 1024-byte boundary of the block's
+  // shared memory.
+  Value baseAddr, pad;
+  if (cfg.wgmma) {
+    baseAddr = memref::ExtractAlignedPointerAsIndexOp::create(b, loc, base);
+    pad = remu(sub(idx(1024), remu(baseAddr, 1024)), 1024);
+  }
   auto makeTile = [&](int64_t rows, int64_t cols, int64_t byteOffset) {
     SmemTile t;
     t.rows = rows;
     t.cols = cols;
     t.swizzle = cfg.swizzle && SmemTile::canSwizzle(cols);
-    auto type = MemRefType::get({rows * t.storedCols()}, cfg.elt, AffineMap(),
-                                smemSpace);
-    t.view = memref::ViewOp::create(b, loc, type, base, idx(byteOffset),
-                                    ValueRange{});
+    t.panels = cfg.wgmma;
+    int64_t elems = t.panels ? rows * cols : rows * t.storedCols();
+    auto type = MemRefType::get({elems}, cfg.elt, AffineMap(), smemSpace);
+    Value shift = cfg.wgmma ? add(pad, idx(byteOffset)) : idx(byteOffset);
+    t.view = memref::ViewOp::create(b, loc, type, base, shift, ValueRange{});
     return t;
   };
   qTile = makeTile(cfg.br, cfg.d, 0);
   kTile = makeTile(cfg.stages * cfg.bc, cfg.d, cfg.qBytes);
   vTile = makeTile(cfg.stages * cfg.bc, cfg.dv, cfg.qBytes + cfg.kBytes);
+  if (cfg.wgmma) {
+    // K-major Q and K: 8-row groups 1024 bytes apart (the leading offset is
+    // unused with the 128-byte swizzle). MN-major V: 64-column panels
+    // panelStride apart, 8-key groups 1024 bytes apart.
+    Value tiles = add(baseAddr, pad);
+    Value warpgroup = divu(tid, 4 * kWarpSize);
+    qDesc = descriptor(
+        add(tiles, mul(warpgroup, idx(64 * SmemTile::kPanelCols * 2))), 16,
+        1024);
+    kDesc = descriptor(add(tiles, idx(cfg.qBytes)), 16, 1024);
+    vDesc = descriptor(add(tiles, idx(cfg.qBytes + cfg.kBytes)),
+                       vTile.panelStride() * 2, 1024);
+  }
 
   // Indices of the tiled IR, recomputed from the block ids.
   Value qBatch = clone(ta.q.offsets[0]), qHead = clone(ta.q.offsets[1]),
@@ -1006,9 +1146,11 @@ void ForwardKernelEmitter::emit(gpu::LaunchOp launch) {
   CopyPlan qCopy = planCopy(ta.q.memref, qBatch, qHead, qTile, cfg.br);
   kCopy = planCopy(ta.k.memref, kBatch, kHead, kTile, cfg.bc);
   vCopy = planCopy(ta.v.memref, vBatch, vHead, vTile, cfg.bc);
-  qLane = ldmatrixLane(qTile, add(warpRow, aRowOff), /*aPattern=*/true);
-  kLane = ldmatrixLane(kTile, bRowOff, /*aPattern=*/false);
-  vLane = ldmatrixLane(vTile, aRowOff, /*aPattern=*/true);
+  if (!cfg.wgmma) {
+    qLane = ldmatrixLane(qTile, add(warpRow, aRowOff), /*aPattern=*/true);
+    kLane = ldmatrixLane(kTile, bRowOff, /*aPattern=*/false);
+    vLane = ldmatrixLane(vTile, aRowOff, /*aPattern=*/true);
+  }
 
   group = commit(copyTile(qCopy, qStart, nq, idx(0)));
   auto ifOp = scf::IfOp::create(b, loc, slt(lo, hi), true);
@@ -1088,7 +1230,8 @@ struct FAConvertTiledAttentionToGPUPass final
       if (!forall.getBody()->getOps<OnlineAttentionFinalizeOp>().empty())
         foralls.push_back(forall);
     });
-    FAConvertTiledAttentionToGPUOptions options{warps, stages, swizzle};
+    FAConvertTiledAttentionToGPUOptions options{warps, stages, swizzle,
+                                                wgmma};
     IRRewriter rewriter(&getContext());
     for (scf::ForallOp forall : foralls)
       if (failed(convertTiledAttentionToGPU(rewriter, forall, options)))
