@@ -423,9 +423,13 @@ LogicalResult compileOne(MLIRContext &ctx, const KernelConfig &flags,
     if (config.warps == 0)
       config.warps = sm80 ? 4 : 8;
   } else if (config.mma == "wgmma") {
-    // Two warpgroups of 64 query rows share each K/V block of 128 keys.
+    // Measured on the H200 (docs/PERFORMANCE.md, tile sweep): at D = 128 two
+    // warpgroups of 64 query rows share each K/V block of 128 keys (one
+    // block per SM); at D <= 64 one warpgroup per block, so that 3 blocks
+    // per SM overlap one's softmax with another's MMAs.
+    bool large = std::max(config.d, config.dv) > 64;
     if (config.warps == 0)
-      config.warps = 8;
+      config.warps = large ? 8 : 4;
     if (config.blockQ == 0)
       config.blockQ = 16 * config.warps;
     if (config.blockKV == 0)
