@@ -100,7 +100,8 @@ void mlir::fa::buildGPUBackwardPipeline(
   bool hopper = StringRef(options.chip).starts_with("sm_9") ||
                 StringRef(options.chip).starts_with("sm_10");
   pm.addPass(createFAConvertTiledAttentionBackwardToGPU(
-      FAConvertTiledAttentionBackwardToGPUOptions{options.warps, hopper}));
+      FAConvertTiledAttentionBackwardToGPUOptions{options.warps, hopper,
+                                                  options.wgmma}));
   std::string features = options.features;
   if (hopper && features == "+ptx80")
     features = "+ptx81";

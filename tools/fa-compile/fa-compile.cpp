@@ -390,9 +390,7 @@ LogicalResult compileOne(MLIRContext &ctx, const KernelConfig &flags,
     config.kind = "backward";
     config.deterministic = bwd.getDeterministic();
   }
-  if (config.backward()) {
-    config.mma = "mma.sync";
-  } else if (config.mma == "auto") {
+  if (config.mma == "auto") {
     // wgmma reads 128-byte swizzled panels: head dims multiples of 64.
     bool wgmmaShapes = config.d % 64 == 0 && config.dv % 64 == 0 &&
                        config.dv <= 256;
@@ -407,7 +405,15 @@ LogicalResult compileOne(MLIRContext &ctx, const KernelConfig &flags,
     return attention->emitError(
         "fa-compile: wgmma needs --chip=sm_90a, got ")
            << config.chip;
-  if (config.backward()) {
+  if (config.backward() && config.mma == "wgmma") {
+    // Two warpgroups of 64 keys; dK/dV of both head dims in registers.
+    if (config.warps == 0)
+      config.warps = 8;
+    if (config.blockKV == 0)
+      config.blockKV = 16 * config.warps;
+    if (config.blockQ == 0)
+      config.blockQ = std::max(config.d, config.dv) <= 64 ? 128 : 64;
+  } else if (config.backward()) {
     // The key-block kernel keeps dK, dV (f32) of 16 keys per warp in
     // registers. On sm_90, 128 keys over 8 warps against 64-query blocks
     // measured fastest on the H200 (docs/PERFORMANCE.md). sm_80's scalar
@@ -453,11 +459,12 @@ LogicalResult compileOne(MLIRContext &ctx, const KernelConfig &flags,
       kernelName.empty() || defaultSet ? config.defaultName() : kernelName;
   std::string pipeline =
       config.backward()
-          ? llvm::formatv("{0}{{block-q={1} block-kv={2} warps={3} chip={4}}",
+          ? llvm::formatv("{0}{{block-q={1} block-kv={2} warps={3} chip={4} "
+                          "wgmma={5}}",
                           pipelineName.empty() ? "fa-gpu-backward"
                                                : pipelineName.getValue(),
                           config.blockQ, config.blockKV, config.warps,
-                          config.chip)
+                          config.chip, config.mma == "wgmma")
                 .str()
           : llvm::formatv(
                 "{0}{{block-q={1} block-kv={2} warps={3} stages={4} chip={5} "

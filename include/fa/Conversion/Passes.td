@@ -110,7 +110,12 @@ def FAConvertTiledAttentionBackwardToGPU
            "Warps per thread block of the two GEMM kernels">,
     Option<"vectorAtomics", "vector-atomics", "bool", /*default=*/"false",
            "Add dQ with sm_90's 8-byte red.global.add.v2.f32 (PTX 8.1) "
-           "instead of one f32 atomic per element">
+           "instead of one f32 atomic per element">,
+    Option<"wgmma", "wgmma", "bool", /*default=*/"false",
+           "Hopper (sm_90a): the key-block kernel's five GEMMs as warpgroup "
+           "MMAs (wgmma.mma_async) on 128-byte swizzled shared-memory tiles; "
+           "needs vector-atomics, block-kv == 16 * warps, warps % 4 == 0, "
+           "block-q a multiple of 64 and head dims multiples of 64">
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect", "::mlir::gpu::GPUDialect",

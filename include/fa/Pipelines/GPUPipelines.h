@@ -79,6 +79,10 @@ struct GPUBackwardPipelineOptions
       *this, "warps",
       llvm::cl::desc("Warps per thread block of the GEMM kernels"),
       llvm::cl::init(4)};
+  PassOptions::Option<bool> wgmma{
+      *this, "wgmma",
+      llvm::cl::desc("sm_90a: the key-block kernel on warpgroup MMAs "
+                     "(wgmma) instead of mma.sync")};
 };
 
 /// fa.attention_backward on memrefs -> fa-tile-attention-backward ->

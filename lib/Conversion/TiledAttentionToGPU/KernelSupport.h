@@ -269,6 +269,46 @@ public:
            (uint64_t(strideBytes >> 4) << 32) | (uint64_t(1) << 62);
   }
 
+  /// The descriptor of a 128-byte swizzled tile at shared address `addr`
+  /// (index; below 256 KiB).
+  Value descriptor(Value addr, int64_t leadingBytes, int64_t strideBytes) {
+    Type i64 = b.getI64Type();
+    Value a = arith::IndexCastOp::create(b, loc, i64, addr);
+    Value field = arith::ShRUIOp::create(
+        b, loc, a, arith::ConstantIntOp::create(b, loc, i64, 4));
+    return arith::OrIOp::create(
+        b, loc, field,
+        arith::ConstantIntOp::create(
+            b, loc, i64, int64_t(descriptorBits(leadingBytes, strideBytes))));
+  }
+  /// `desc` advanced by `bytes` (a multiple of 16).
+  Value advance(Value desc, int64_t bytes) {
+    if (bytes == 0)
+      return desc;
+    return arith::AddIOp::create(
+        b, loc, desc,
+        arith::ConstantIntOp::create(b, loc, b.getI64Type(), bytes >> 4));
+  }
+  /// `desc` as a value LLVM cannot hoist: descriptor offsets derived from it
+  /// inside a loop are then computed where they are used instead of living
+  /// in (64-bit) registers across the loop.
+  Value opaque(Value desc) {
+    return LLVM::InlineAsmOp::create(
+               b, loc, desc.getType(), ValueRange{desc},
+               b.getStringAttr("mov.b64 $0, $1;"), b.getStringAttr("=l,l"),
+               b.getUnitAttr(), UnitAttr(), LLVM::TailCallKindAttr(),
+               LLVM::AsmDialectAttr(), ArrayAttr())
+        .getResult(0);
+  }
+  /// `desc` advanced by `bytes` (index, a multiple of 16).
+  Value advance(Value desc, Value bytes) {
+    Value units = arith::IndexCastOp::create(
+        b, loc, b.getI64Type(),
+        arith::DivUIOp::create(b, loc, bytes,
+                               arith::ConstantIndexOp::create(b, loc, 16)));
+    return arith::AddIOp::create(b, loc, desc, units);
+  }
+
   /// Makes the async proxy see what this thread wrote to shared memory with
   /// generic-proxy stores (cp.async included) before a barrier.
   void fenceSharedForAsync() {
@@ -282,10 +322,14 @@ public:
     NVVM::WgmmaWaitGroupSyncOp::create(b, loc, pending);
   }
 
-  /// D (+)= A * B^T with A [64, 16] and B [n, 16] both in shared memory,
-  /// K-major (descriptors). `acc` empty: D = A * B^T.
+  /// D (+)= A * B with A [64, 16] and B [16, n] both in shared memory
+  /// (descriptors): K-major by default (A row-major, B as [n, 16] rows);
+  /// `col` A / `row` B read MN-major tiles (transposed). `acc` empty:
+  /// D = A * B.
   SmallVector<Value> mmaSS(Value descA, Value descB, int64_t n,
-                           ArrayRef<Value> acc) {
+                           ArrayRef<Value> acc,
+                           NVVM::MMALayout layoutA = NVVM::MMALayout::row,
+                           NVVM::MMALayout layoutB = NVVM::MMALayout::col) {
     auto structType = accType(n);
     Value inouts;
     if (acc.empty()) {
@@ -304,8 +348,7 @@ public:
         NVVM::WGMMATypes::f32,
         acc.empty() ? NVVM::WGMMAScaleOut::zero : NVVM::WGMMAScaleOut::one,
         NVVM::WGMMAScaleIn::one, NVVM::WGMMAScaleIn::one,
-        NVVM::MMALayout::row, NVVM::MMALayout::col,
-        /*satfinite=*/NVVM::MMAIntOverflowAttr());
+        layoutA, layoutB, /*satfinite=*/NVVM::MMAIntOverflowAttr());
     SmallVector<Value> res;
     for (int64_t i = 0; i < n / 2; ++i)
       res.push_back(

@@ -202,6 +202,8 @@ struct BackwardConfig {
   int64_t dqChunk = 64;
   /// sm_90 8-byte f32 reductions (red.global.add.v2.f32) for dQ.
   bool vectorAtomics = false;
+  /// Key-block kernel on warpgroup MMAs (sm_90a).
+  bool wgmma = false;
 
   int64_t threads() const { return warps * kWarpSize; }
   /// exp2 factor of the scores u: p = exp2(u c - lse2).
@@ -370,8 +372,18 @@ public:
       Value safeRow =
           arith::SelectOp::create(b, loc, slt(srcRow, limit), srcRow, idx(0));
       Value src = add(mul(safeRow, rowStride), mul(ch, idx(kChunk)));
-      Value dst = add(mul(add(r, dstRow0), idx(tile.storedCols())),
-                      mul(ch, idx(kChunk)));
+      Value dstRow = add(r, dstRow0);
+      Value dst;
+      if (tile.panels) {
+        // Chunk ch: panel ch / 8, swizzled chunk (ch % 8) ^ (row % 8).
+        Value chunk = arith::XOrIOp::create(b, loc, remu(ch, 8),
+                                            remu(dstRow, 8));
+        dst = add(add(mul(divu(ch, 8), idx(tile.panelStride())),
+                      mul(dstRow, idx(SmemTile::kPanelCols))),
+                  mul(chunk, idx(kChunk)));
+      } else {
+        dst = add(mul(dstRow, idx(tile.storedCols())), mul(ch, idx(kChunk)));
+      }
       nvgpu::DeviceAsyncCopyOp::create(
           b, loc, tokenType, tile.view, ValueRange{dst}, view, ValueRange{src},
           b.getIndexAttr(kChunk), n, b.getUnitAttr());
@@ -520,7 +532,14 @@ struct SmemLayout {
   int64_t bytes = 0;
   Value base;
   Attribute space;
+  /// wgmma: bytes from `base` to its first 1024-byte boundary (every offset
+  /// is taken from there) and that boundary's shared address.
+  Value pad, alignedAddr;
 
+  Value offset(OpBuilder &b, Location loc) {
+    Value off = arith::ConstantIndexOp::create(b, loc, bytes);
+    return pad ? arith::AddIOp::create(b, loc, pad, off) : off;
+  }
   SmemTile tile(OpBuilder &b, Location loc, int64_t rows, int64_t cols,
                 Type elt) {
     SmemTile t;
@@ -528,20 +547,37 @@ struct SmemLayout {
     t.cols = cols;
     auto type =
         MemRefType::get({rows * t.storedCols()}, elt, AffineMap(), space);
-    t.view = memref::ViewOp::create(
-        b, loc, type, base, arith::ConstantIndexOp::create(b, loc, bytes),
-        ValueRange{});
+    t.view = memref::ViewOp::create(b, loc, type, base, offset(b, loc),
+                                    ValueRange{});
+    bytes += t.bytes(2);
+    return t;
+  }
+  /// A wgmma tile (128-byte swizzled panels) at a 1024-byte boundary; its
+  /// shared address in `addr`.
+  SmemTile panelTile(OpBuilder &b, Location loc, int64_t rows, int64_t cols,
+                     Type elt, Value &addr) {
+    bytes = llvm::alignTo(bytes, 1024);
+    SmemTile t;
+    t.rows = rows;
+    t.cols = cols;
+    t.swizzle = t.panels = true;
+    auto type = MemRefType::get({rows * cols}, elt, AffineMap(), space);
+    t.view = memref::ViewOp::create(b, loc, type, base, offset(b, loc),
+                                    ValueRange{});
+    addr = arith::AddIOp::create(
+        b, loc, alignedAddr, arith::ConstantIndexOp::create(b, loc, bytes));
     bytes += t.bytes(2);
     return t;
   }
   Value f32Buffer(OpBuilder &b, Location loc, int64_t n) {
     auto type = MemRefType::get({n}, b.getF32Type(), AffineMap(), space);
-    Value v = memref::ViewOp::create(
-        b, loc, type, base, arith::ConstantIndexOp::create(b, loc, bytes),
-        ValueRange{});
+    Value v = memref::ViewOp::create(b, loc, type, base, offset(b, loc),
+                                     ValueRange{});
     bytes += 4 * n;
     return v;
   }
+  /// Bytes to allocate: the slack for the alignment included.
+  int64_t allocBytes() const { return pad ? bytes + 1024 : bytes; }
 };
 
 SmemLayout makeSmem(OpBuilder &b, Location loc) {
@@ -832,7 +868,7 @@ public:
                  const BackwardConfig &cfg, Value lse2, Value delta,
                  Value dqAcc)
       : BackwardEmitter(b, loc), n(n), cfg(cfg), frags(b, loc, cfg.elt),
-        lse2(lse2), delta(delta), dqAcc(dqAcc) {
+        wg(b, loc, cfg.elt), lse2(lse2), delta(delta), dqAcc(dqAcc) {
     elt = cfg.elt;
   }
 
@@ -845,6 +881,12 @@ private:
   IRMapping iteration(Value t);
   void issue(Value t, Value buf);
   SmallVector<Value> body(Value t, Value buf, ValueRange acc);
+  /// body() on warpgroup MMAs.
+  SmallVector<Value> bodyWgmma(Value t, Value buf, ValueRange acc);
+  /// P^T and dS^T (C fragments) from the S^T and dP^T fragments of one tile:
+  /// per-column lse2 / delta and the mask (shared by both bodies).
+  std::pair<SmallVector<Value>, SmallVector<Value>>
+  gradients(IRMapping &it, Value qRow0, ArrayRef<Value> s, ArrayRef<Value> dpT);
   void epilogue(ValueRange acc);
   /// dqAcc[at] += x, dqAcc[at + 1] += y.
   void addToAccumulator(ValueRange at, Value x, Value y);
@@ -860,6 +902,11 @@ private:
   KeyBlockNest &n;
   const BackwardConfig &cfg;
   WarpFragments frags;
+  WarpgroupMma wg;
+  // wgmma descriptors: K and V rows of this warpgroup (K-major A); Q and dO
+  // buffer 0 as K-major B (S^T, dP^T) and MN-major B (dK, dV); dS^T as
+  // MN-major A and K as MN-major B (dQ).
+  Value kDescA, vDescA, qDescB, doDescB, qDescMN, doDescMN, dsDescA, kDescMN;
   Value lse2, delta, dqAcc;
   IRMapping base;
   Value nq, nk, kStart, kBatch, kHead, qbLo, nQB, warp, warpKey0;
@@ -891,21 +938,10 @@ void KeyBlockKernel::issue(Value t, Value buf) {
   commit();
 }
 
-SmallVector<Value> KeyBlockKernel::body(Value t, Value buf, ValueRange acc) {
-  const int64_t m = cfg.mTiles, nqt = cfg.br / 8, ndk = cfg.d / 8,
-                ndv = cfg.dv / 8;
-  IRMapping it = iteration(t);
-  Value qRow0 = mul(buf, idx(cfg.br));
-  auto keyRow = [&](int64_t mt) { return add(warpKey0, idx(16 * mt)); };
-
-  // S^T = K Q^T and dP^T = V dO^T: [keys, queries], keys as rows.
-  auto gemmT = [&](const SmemTile &a, Value laneA, const SmemTile &bt,
-                   Value laneB, int64_t depth) {
-    return gemmABt(frags, a, laneA, warpKey0, m, bt, laneB, qRow0, cfg.br,
-                   depth);
-  };
-  SmallVector<Value> s = gemmT(kTile, laneK, qTile, laneQB, cfg.d);
-
+std::pair<SmallVector<Value>, SmallVector<Value>>
+KeyBlockKernel::gradients(IRMapping &it, Value qRow0, ArrayRef<Value> s,
+                          ArrayRef<Value> dpT) {
+  const int64_t nqt = cfg.br / 8;
   // Per-column lse2 and delta: columns 8 nt + 2 tig + {0, 1} of the block.
   auto v2 = VectorType::get({2}, b.getF32Type());
   SmallVector<Value> lseCols, deltaCols;
@@ -938,14 +974,31 @@ SmallVector<Value> KeyBlockKernel::body(Value t, Value buf, ValueRange acc) {
     return visibleAt(lim, keyOff, keyOff - 8 * nt - el);
   };
 
-  SmallVector<Value> dpT = gemmT(vTile, laneV, doTile, laneDoB, cfg.dv);
-  auto [p, ds] = scoreGradients(
+  return scoreGradients(
       *this, frags, cfg, s, dpT,
       [&](int64_t f, int64_t, int64_t el) { return colValue(lseCols, f, el); },
       [&](int64_t f, int64_t, int64_t el) {
         return colValue(deltaCols, f, el);
       },
       visible);
+}
+
+SmallVector<Value> KeyBlockKernel::body(Value t, Value buf, ValueRange acc) {
+  const int64_t m = cfg.mTiles, nqt = cfg.br / 8, ndk = cfg.d / 8,
+                ndv = cfg.dv / 8;
+  IRMapping it = iteration(t);
+  Value qRow0 = mul(buf, idx(cfg.br));
+  auto keyRow = [&](int64_t mt) { return add(warpKey0, idx(16 * mt)); };
+
+  // S^T = K Q^T and dP^T = V dO^T: [keys, queries], keys as rows.
+  auto gemmT = [&](const SmemTile &a, Value laneA, const SmemTile &bt,
+                   Value laneB, int64_t depth) {
+    return gemmABt(frags, a, laneA, warpKey0, m, bt, laneB, qRow0, cfg.br,
+                   depth);
+  };
+  SmallVector<Value> s = gemmT(kTile, laneK, qTile, laneQB, cfg.d);
+  SmallVector<Value> dpT = gemmT(vTile, laneV, doTile, laneDoB, cfg.dv);
+  auto [p, ds] = gradients(it, qRow0, s, dpT);
 
   // dV += P^T dO, dK += dS^T Q: A from the P^T / dS^T fragments, B from the
   // row tiles read transposed.
@@ -1007,6 +1060,142 @@ SmallVector<Value> KeyBlockKernel::body(Value t, Value buf, ValueRange acc) {
   }
   SmallVector<Value> next = dk;
   llvm::append_range(next, dv);
+  return next;
+}
+
+SmallVector<Value> KeyBlockKernel::bodyWgmma(Value t, Value buf,
+                                             ValueRange acc) {
+  const int64_t nqt = cfg.br / 8, ndk = cfg.d / 8, ndv = cfg.dv / 8;
+  const int64_t rowBytes = SmemTile::kPanelCols * 2, k16Bytes = 16 * rowBytes;
+  IRMapping it = iteration(t);
+  Value qRow0 = mul(buf, idx(cfg.br));
+  Value bufBytes = mul(qRow0, idx(rowBytes));
+  Value qB = wg.advance(wg.opaque(qDescB), bufBytes),
+        doB = wg.advance(wg.opaque(doDescB), bufBytes);
+  Value qMN = wg.advance(wg.opaque(qDescMN), bufBytes),
+        doMN = wg.advance(wg.opaque(doDescMN), bufBytes);
+  Value kA = wg.opaque(kDescA), vA = wg.opaque(vDescA);
+
+  // S^T = K Q^T and dP^T = V dO^T: this warpgroup's 64 keys against the
+  // block's queries, both operands K-major in shared memory; one commit.
+  auto chain = [&](Value descA, const SmemTile &a, Value descB,
+                   const SmemTile &bt, int64_t depth) {
+    SmallVector<Value> c;
+    for (int64_t ks = 0; ks < depth / 16; ++ks) {
+      int64_t panel = ks / 4, inPanel = (ks % 4) * 32;
+      c = wg.mmaSS(wg.advance(descA, panel * a.panelStride() * 2 + inPanel),
+                   wg.advance(descB, panel * bt.panelStride() * 2 + inPanel),
+                   cfg.br, c);
+    }
+    return c;
+  };
+  auto toFrags = [&](ArrayRef<Value> values) {
+    SmallVector<Value> out;
+    for (size_t i = 0; i < values.size(); i += 4)
+      out.push_back(frags.fromElements(values.slice(i, 4)));
+    return out;
+  };
+  auto flatten = [&](ValueRange frs) {
+    SmallVector<Value> out;
+    for (Value f : frs)
+      for (int64_t h = 0; h < 2; ++h)
+        for (int64_t e = 0; e < 2; ++e)
+          out.push_back(frags.element(f, h, e));
+    return out;
+  };
+  wg.fence();
+  SmallVector<Value> sAcc = chain(kA, kTile, qB, qTile, cfg.d);
+  SmallVector<Value> dpAcc = chain(vA, vTile, doB, doTile, cfg.dv);
+  wg.commit();
+  wg.wait(0);
+  auto [p, ds] = gradients(it, qRow0, toFrags(wg.fenceOperands(sAcc)),
+                           toFrags(wg.fenceOperands(dpAcc)));
+
+  // dV += P^T dO, dK += dS^T Q: A from the P^T / dS^T fragments in
+  // registers, B = dO / Q MN-major (16 queries per k-step).
+  auto pack = [&](ArrayRef<Value> frs) {
+    SmallVector<Value> regs;
+    for (int64_t kk = 0; kk < cfg.br / 16; ++kk) {
+      Value a = frags.packA(frs[2 * kk], frs[2 * kk + 1]);
+      for (int64_t i = 0; i < 4; ++i)
+        regs.push_back(LLVM::BitcastOp::create(
+            b, loc, b.getI32Type(),
+            vector::ExtractOp::create(b, loc, a, ArrayRef<int64_t>{i})));
+    }
+    return wg.fenceOperands(regs);
+  };
+  SmallVector<Value> pRegs = pack(p), dsRegs = pack(ds);
+  SmallVector<Value> dk = wg.fenceOperands(flatten(acc.take_front(ndk)));
+  SmallVector<Value> dv = wg.fenceOperands(flatten(acc.slice(ndk, ndv)));
+  wg.fence();
+  for (int64_t kk = 0; kk < cfg.br / 16; ++kk)
+    dv = wg.mmaRS(ArrayRef<Value>(pRegs).slice(4 * kk, 4),
+                  wg.advance(doMN, kk * k16Bytes), cfg.dv, dv);
+  for (int64_t kk = 0; kk < cfg.br / 16; ++kk)
+    dk = wg.mmaRS(ArrayRef<Value>(dsRegs).slice(4 * kk, 4),
+                  wg.advance(qMN, kk * k16Bytes), cfg.d, dk);
+  wg.commit();
+
+  if (n.withDq) {
+    // dS^T to shared memory as 128-byte swizzled panels over the queries
+    // (row = key, chunk (nt % 8) ^ (row % 8) of panel nt / 8), read back
+    // by the dQ MMAs of every warpgroup.
+    for (int64_t nt = 0; nt < nqt; ++nt)
+      for (int64_t h = 0; h < 2; ++h) {
+        Value row = add(add(warpKey0, g), idx(8 * h));
+        Value chunk = arith::XOrIOp::create(b, loc, g, idx(nt % 8));
+        Value index = add(
+            add(idx((nt / 8) * dsTile.panelStride()),
+                mul(row, idx(SmemTile::kPanelCols))),
+            add(mul(chunk, idx(kChunk)), mul(tig, idx(2))));
+        // The packed A registers already hold row h of fragment nt (no f32
+        // dS stays live for this store).
+        Value packed = LLVM::BitcastOp::create(
+            b, loc, VectorType::get({2}, cfg.elt),
+            dsRegs[4 * (nt / 2) + 2 * (nt % 2) + h]);
+        vector::StoreOp::create(b, loc, packed, dsTile.view, index);
+      }
+    wg.fenceSharedForAsync();
+    gpu::BarrierOp::create(b, loc);
+    Value qBatch = clone(n.in.q.offsets[0], it),
+          qHead = clone(n.in.q.offsets[1], it),
+          qStart = clone(n.in.q.offsets[2], it);
+    // dQ = dS K in (64 queries, 64 columns) units dealt to the warpgroups;
+    // A = dS (dS^T read MN-major), B = K read MN-major, 16 keys per k-step.
+    int64_t groups = cfg.warps / 4, mq = cfg.br / 64,
+            units = mq * (cfg.d / 64);
+    Value group = divu(warp, 4);
+    for (int64_t i = 0; i < llvm::divideCeil(units, groups); ++i) {
+      Value u = add(group, idx(i * groups));
+      // Fewer units than warpgroups in the last round: the others go on.
+      std::optional<OpBuilder::InsertionGuard> guard;
+      if ((i + 1) * groups > units) {
+        auto ifOp = scf::IfOp::create(b, loc, slt(u, idx(units)), false);
+        guard.emplace(b);
+        b.setInsertionPointToStart(ifOp.thenBlock());
+      }
+      Value mt = remu(u, mq), c = divu(u, mq);
+      Value dsA = wg.advance(wg.opaque(dsDescA),
+                             mul(mt, idx(dsTile.panelStride() * 2)));
+      Value kB = wg.advance(wg.opaque(kDescMN),
+                            mul(c, idx(kTile.panelStride() * 2)));
+      wg.fence();
+      SmallVector<Value> dq;
+      for (int64_t kk = 0; kk < cfg.bc / 16; ++kk)
+        dq = wg.mmaSS(wg.advance(dsA, kk * k16Bytes),
+                      wg.advance(kB, kk * k16Bytes), 64, dq,
+                      NVVM::MMALayout::col, NVVM::MMALayout::row);
+      wg.commit();
+      wg.wait(0);
+      Value row0 = add(add(qStart, mul(mt, idx(64))),
+                       mul(remu(warp, 4), idx(16)));
+      stageAndReduce(toFrags(wg.fenceOperands(dq)), 64, qBatch, qHead, row0,
+                     mul(c, idx(64)));
+    }
+  }
+  wg.wait(0);
+  SmallVector<Value> next = toFrags(wg.fenceOperands(dk));
+  llvm::append_range(next, toFrags(wg.fenceOperands(dv)));
   return next;
 }
 
@@ -1134,30 +1323,59 @@ int64_t KeyBlockKernel::emit(gpu::LaunchOp launch) {
   warpKey0 = mul(warp, idx(16 * cfg.mTiles));
 
   SmemLayout smem = makeSmem(b, loc);
-  kTile = smem.tile(b, loc, cfg.bc, cfg.d, cfg.elt);
-  vTile = smem.tile(b, loc, cfg.bc, cfg.dv, cfg.elt);
-  qTile = smem.tile(b, loc, 2 * cfg.br, cfg.d, cfg.elt);
-  doTile = smem.tile(b, loc, 2 * cfg.br, cfg.dv, cfg.elt);
-  if (n.withDq)
-    dsTile = smem.tile(b, loc, cfg.bc, cfg.br, cfg.elt);
+  if (cfg.wgmma) {
+    // 128-byte swizzled panel tiles from the first 1024-byte boundary.
+    Value addr = memref::ExtractAlignedPointerAsIndexOp::create(b, loc,
+                                                                smem.base);
+    smem.pad = remu(sub(idx(1024), remu(addr, 1024)), 1024);
+    smem.alignedAddr = add(addr, smem.pad);
+    Value kAddr, vAddr, qAddr, doAddr, dsAddr;
+    kTile = smem.panelTile(b, loc, cfg.bc, cfg.d, cfg.elt, kAddr);
+    vTile = smem.panelTile(b, loc, cfg.bc, cfg.dv, cfg.elt, vAddr);
+    qTile = smem.panelTile(b, loc, 2 * cfg.br, cfg.d, cfg.elt, qAddr);
+    doTile = smem.panelTile(b, loc, 2 * cfg.br, cfg.dv, cfg.elt, doAddr);
+    if (n.withDq)
+      dsTile = smem.panelTile(b, loc, cfg.bc, cfg.br, cfg.elt, dsAddr);
+    // 8-row groups 1024 bytes apart; MN-major operands span 64-column panels
+    // panelStride apart (K-major ones ignore the leading offset).
+    Value groupRows = mul(divu(warp, 4), idx(64 * SmemTile::kPanelCols * 2));
+    kDescA = wg.descriptor(add(kAddr, groupRows), 16, 1024);
+    vDescA = wg.descriptor(add(vAddr, groupRows), 16, 1024);
+    qDescB = wg.descriptor(qAddr, 16, 1024);
+    doDescB = wg.descriptor(doAddr, 16, 1024);
+    qDescMN = wg.descriptor(qAddr, qTile.panelStride() * 2, 1024);
+    doDescMN = wg.descriptor(doAddr, doTile.panelStride() * 2, 1024);
+    kDescMN = wg.descriptor(kAddr, kTile.panelStride() * 2, 1024);
+    if (n.withDq)
+      dsDescA = wg.descriptor(dsAddr, dsTile.panelStride() * 2, 1024);
+  } else {
+    kTile = smem.tile(b, loc, cfg.bc, cfg.d, cfg.elt);
+    vTile = smem.tile(b, loc, cfg.bc, cfg.dv, cfg.elt);
+    qTile = smem.tile(b, loc, 2 * cfg.br, cfg.d, cfg.elt);
+    doTile = smem.tile(b, loc, 2 * cfg.br, cfg.dv, cfg.elt);
+    if (n.withDq)
+      dsTile = smem.tile(b, loc, cfg.bc, cfg.br, cfg.elt);
+  }
   lseS = smem.f32Buffer(b, loc, 2 * cfg.br);
   deltaS = smem.f32Buffer(b, loc, 2 * cfg.br);
   if (n.withDq && cfg.vectorAtomics) {
     // Rows padded by 4 floats: the 8 rows a fragment store touches fall in
     // distinct banks.
-    stageStride = cfg.dqChunk + 4;
+    stageStride = (cfg.wgmma ? 64 : cfg.dqChunk) + 4;
     dqStage = smem.f32Buffer(b, loc, cfg.warps * 16 * stageStride);
   }
 
-  laneK = laneOffset(kTile, true);
-  laneV = laneOffset(vTile, true);
-  laneQB = laneOffset(qTile, false);
-  laneDoB = laneOffset(doTile, false);
-  laneQA = laneOffset(qTile, true);
-  laneDoA = laneOffset(doTile, true);
-  laneKA = laneK;
-  if (n.withDq)
-    laneDsB = laneOffset(dsTile, false);
+  if (!cfg.wgmma) {
+    laneK = laneOffset(kTile, true);
+    laneV = laneOffset(vTile, true);
+    laneQB = laneOffset(qTile, false);
+    laneDoB = laneOffset(doTile, false);
+    laneQA = laneOffset(qTile, true);
+    laneDoA = laneOffset(doTile, true);
+    laneKA = laneK;
+    if (n.withDq)
+      laneDsB = laneOffset(dsTile, false);
+  }
 
   kStart = clone(n.in.k.offsets[2], base);
   kBatch = clone(n.in.k.offsets[0], base);
@@ -1195,6 +1413,8 @@ int64_t KeyBlockKernel::emit(gpu::LaunchOp launch) {
     // Iteration t has landed for every thread, and every warp is done with
     // the buffers (and dS^T) the next copies overwrite.
     waitAll();
+    if (cfg.wgmma)
+      wg.fenceSharedForAsync();
     gpu::BarrierOp::create(b, loc);
     Value next = add(t, one);
     {
@@ -1203,11 +1423,14 @@ int64_t KeyBlockKernel::emit(gpu::LaunchOp launch) {
       b.setInsertionPointToStart(ifOp.thenBlock());
       issue(next, sub(one, buf));
     }
-    scf::YieldOp::create(b, loc, body(t, buf, loop.getRegionIterArgs()));
+    ValueRange acc = loop.getRegionIterArgs();
+    scf::YieldOp::create(b, loc,
+                         cfg.wgmma ? bodyWgmma(t, buf, acc)
+                                   : body(t, buf, acc));
   }
   waitAll();
   epilogue(loop.getResults());
-  return smem.bytes;
+  return smem.allocBytes();
 }
 
 //===----------------------------------------------------------------------===//
@@ -1465,6 +1688,23 @@ LogicalResult mlir::fa::convertTiledAttentionBackwardToGPU(
   if (failed(keyCfg))
     return failure();
   keyCfg->vectorAtomics = options.vectorAtomics;
+  if (options.wgmma) {
+    auto fail = [&](const Twine &why) {
+      return keyNest->forall.emitError(
+                 "fa-convert-tiled-attention-backward-to-gpu: wgmma ")
+             << why;
+    };
+    keyCfg->wgmma = true;
+    if (options.warps % 4 != 0 || keyCfg->mTiles != 1)
+      return fail("needs whole warpgroups of 16 keys per warp: warps a "
+                  "multiple of 4 and block-kv == 16 * warps");
+    if (keyCfg->d % 64 || keyCfg->dv % 64 || keyCfg->br % 64 ||
+        keyCfg->br > 256 || keyCfg->d > 256 || keyCfg->dv > 256)
+      return fail("reads 128-byte swizzled panels: block-q and the head dims "
+                  "must be multiples of 64, at most 256");
+    if (keyNest->withDq && !keyCfg->vectorAtomics)
+      return fail("adds dQ with vector reductions: set vector-atomics");
+  }
   std::optional<BackwardConfig> queryCfg;
   if (queryNest) {
     // The dQ kernel splits its query rows over the warps: at most one warp
@@ -1626,7 +1866,8 @@ struct FAConvertTiledAttentionBackwardToGPUPass final
     });
     if (!ok)
       return signalPassFailure();
-    FAConvertTiledAttentionBackwardToGPUOptions options{warps, vectorAtomics};
+    FAConvertTiledAttentionBackwardToGPUOptions options{warps, vectorAtomics,
+                                                        wgmma};
     IRRewriter rewriter(&getContext());
     for (auto &[op, steps] : groups)
       if (failed(convertTiledAttentionBackwardToGPU(

@@ -501,25 +501,6 @@ private:
   WarpgroupMma wg;
   IRMapping mapping;
 
-  /// wgmma only: `desc` advanced by `bytes` (a multiple of 16).
-  Value advance(Value desc, int64_t bytes) {
-    if (bytes == 0)
-      return desc;
-    return arith::AddIOp::create(
-        b, loc, desc,
-        arith::ConstantIntOp::create(b, loc, b.getI64Type(), bytes >> 4));
-  }
-  /// wgmma only: the descriptor of a tile starting at shared address `addr`.
-  Value descriptor(Value addr, int64_t leadingBytes, int64_t strideBytes) {
-    Value a = arith::IndexCastOp::create(b, loc, b.getI64Type(), addr);
-    Value field = arith::ShRUIOp::create(
-        b, loc, a, arith::ConstantIntOp::create(b, loc, b.getI64Type(), 4));
-    return arith::OrIOp::create(
-        b, loc, field,
-        arith::ConstantIntOp::create(
-            b, loc, b.getI64Type(),
-            int64_t(WarpgroupMma::descriptorBits(leadingBytes, strideBytes))));
-  }
   // wgmma descriptors: Q rows of this warpgroup; K and V buffer 0; K and V
   // of the current block.
   Value qDesc, kDesc, vDesc, kDescBlock, vDescBlock;
@@ -753,8 +734,8 @@ SmallVector<Value> ForwardKernelEmitter::emitStep(OnlineAttentionOp step,
     SmallVector<Value> acc;
     for (int64_t ks = 0; ks < cfg.d / 16; ++ks) {
       int64_t panel = ks / 4, inPanel = (ks % 4) * 32;
-      acc = wg.mmaSS(advance(qDesc, panel * qTile.panelStride() * 2 + inPanel),
-                     advance(kDescBlock,
+      acc = wg.mmaSS(wg.advance(qDesc, panel * qTile.panelStride() * 2 + inPanel),
+                     wg.advance(kDescBlock,
                              panel * kTile.panelStride() * 2 + inPanel +
                                  k0 * 128),
                      keys, acc);
@@ -915,7 +896,7 @@ SmallVector<Value> ForwardKernelEmitter::emitStep(OnlineAttentionOp step,
     wg.fence();
     for (int64_t kk = 0; kk < keys / 16; ++kk)
       o = wg.mmaRS(ArrayRef<Value>(pRegs).slice(4 * kk, 4),
-                   advance(vDescBlock, (k0 + 16 * kk) * 128), cfg.dv, o);
+                   wg.advance(vDescBlock, (k0 + 16 * kk) * 128), cfg.dv, o);
     wg.commit();
     wg.wait(0);
     o = wg.fenceOperands(o);
@@ -1110,11 +1091,11 @@ void ForwardKernelEmitter::emit(gpu::LaunchOp launch) {
     // panelStride apart, 8-key groups 1024 bytes apart.
     Value tiles = add(baseAddr, pad);
     Value warpgroup = divu(tid, 4 * kWarpSize);
-    qDesc = descriptor(
+    qDesc = wg.descriptor(
         add(tiles, mul(warpgroup, idx(64 * SmemTile::kPanelCols * 2))), 16,
         1024);
-    kDesc = descriptor(add(tiles, idx(cfg.qBytes)), 16, 1024);
-    vDesc = descriptor(add(tiles, idx(cfg.qBytes + cfg.kBytes)),
+    kDesc = wg.descriptor(add(tiles, idx(cfg.qBytes)), 16, 1024);
+    vDesc = wg.descriptor(add(tiles, idx(cfg.qBytes + cfg.kBytes)),
                        vTile.panelStride() * 2, 1024);
   }
 
