@@ -406,13 +406,19 @@ LogicalResult compileOne(MLIRContext &ctx, const KernelConfig &flags,
         "fa-compile: wgmma needs --chip=sm_90a, got ")
            << config.chip;
   if (config.backward() && config.mma == "wgmma") {
-    // Two warpgroups of 64 keys; dK/dV of both head dims in registers.
+    // Two warpgroups of 64 keys with dK/dV in registers, 64-query blocks
+    // (1.07-1.29x FA2 on the H200, docs/PERFORMANCE.md). At D <= 64 an
+    // unmasked kernel without softcap also fits 128-query blocks in the
+    // registers (1.22x instead of 1.09x); the mask and softcap arithmetic
+    // of the others would spill there.
     if (config.warps == 0)
       config.warps = 8;
     if (config.blockKV == 0)
       config.blockKV = 16 * config.warps;
+    bool plain = !config.causal && !config.hasWindow() && !config.softcap;
     if (config.blockQ == 0)
-      config.blockQ = std::max(config.d, config.dv) <= 64 ? 128 : 64;
+      config.blockQ =
+          std::max(config.d, config.dv) <= 64 && plain ? 128 : 64;
   } else if (config.backward()) {
     // The key-block kernel keeps dK, dV (f32) of 16 keys per warp in
     // registers. On sm_90, 128 keys over 8 warps against 64-query blocks
