@@ -955,6 +955,13 @@ KeyBlockKernel::gradients(IRMapping &it, Value qRow0, ArrayRef<Value> s,
     }
     return vector::ExtractOp::create(b, loc, v, ArrayRef<int64_t>{el});
   };
+  // mma.sync (sm_80's scalar atomics leave fewer registers): all up front,
+  // which its register allocation prefers.
+  if (!cfg.wgmma)
+    for (int64_t nt = 0; nt < nqt; ++nt) {
+      (void)colValue(lseCols, nt, 0);
+      (void)colValue(deltaCols, nt, 0);
+    }
 
   // Visibility, keys as rows: key - query = d0 + (16 mt + 8 h - 8 nt - e)
   // with d0 = (kStart + warpKey0 + g) - (qStart + 2 tig).
