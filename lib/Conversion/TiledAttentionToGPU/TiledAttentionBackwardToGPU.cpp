@@ -942,26 +942,18 @@ std::pair<SmallVector<Value>, SmallVector<Value>>
 KeyBlockKernel::gradients(IRMapping &it, Value qRow0, ArrayRef<Value> s,
                           ArrayRef<Value> dpT) {
   const int64_t nqt = cfg.br / 8;
-  // Per-column lse2 and delta: columns 8 nt + 2 tig + {0, 1} of the block,
-  // loaded where first used (not all up front: fewer live registers).
+  // Per-column lse2 and delta: columns 8 nt + 2 tig + {0, 1} of the block.
   auto v2 = VectorType::get({2}, b.getF32Type());
-  SmallVector<Value> lseCols(nqt), deltaCols(nqt);
+  SmallVector<Value> lseCols, deltaCols;
+  for (int64_t nt = 0; nt < nqt; ++nt) {
+    Value col = add(add(qRow0, idx(8 * nt)), mul(tig, idx(2)));
+    lseCols.push_back(vector::LoadOp::create(b, loc, v2, lseS, col));
+    deltaCols.push_back(vector::LoadOp::create(b, loc, v2, deltaS, col));
+  }
   auto colValue = [&](SmallVector<Value> &cols, int64_t f, int64_t el) {
-    Value &v = cols[f % nqt];
-    if (!v) {
-      Value col = add(add(qRow0, idx(8 * (f % nqt))), mul(tig, idx(2)));
-      v = vector::LoadOp::create(b, loc, v2,
-                                 &cols == &lseCols ? lseS : deltaS, col);
-    }
-    return vector::ExtractOp::create(b, loc, v, ArrayRef<int64_t>{el});
+    return vector::ExtractOp::create(b, loc, cols[f % nqt],
+                                     ArrayRef<int64_t>{el});
   };
-  // mma.sync (sm_80's scalar atomics leave fewer registers): all up front,
-  // which its register allocation prefers.
-  if (!cfg.wgmma)
-    for (int64_t nt = 0; nt < nqt; ++nt) {
-      (void)colValue(lseCols, nt, 0);
-      (void)colValue(deltaCols, nt, 0);
-    }
 
   // Visibility, keys as rows: key - query = d0 + (16 mt + 8 h - 8 nt - e)
   // with d0 = (kStart + warpKey0 + g) - (qStart + 2 tig).

@@ -1,0 +1,187 @@
+// RUN: fa-opt %s --split-input-file --fa-tile-attention-backward="block-q=64 block-kv=64" --cse --fa-convert-tiled-attention-backward-to-gpu="warps=4 vector-atomics=true wgmma=true" | FileCheck %s
+
+// The Hopper key-block kernel: Bc = 64 = 16 * 4 warps, one warpgroup owning
+// the block's 64 keys; its GEMMs are warpgroup MMAs (sm_90a) on 128-byte
+// swizzled panel tiles. The preprocessing and dQ kernels are unchanged.
+
+// Fast mode, causal bf16, D = 128. Shared memory, from the first 1024-byte
+// boundary: K, V 64x128 | Q, dO 2x64x128 | dS^T 64x64 (bf16) = 104 KiB,
+// then lse2, delta 2x64 and the dQ staging area 4 warps x 16 x (64 + 4)
+// (f32), plus 1 KiB of slack for the alignment.
+
+!q = memref<?x?x?x128xbf16, strided<[?, ?, ?, 1], offset: ?>>
+!l = memref<?x?x?xf32, strided<[?, ?, 1], offset: ?>>
+!t = tensor<?x?x?x128xbf16>
+!lt = tensor<?x?x?xf32>
+
+// CHECK-LABEL: func.func @fast_causal_bf16_d128
+// CHECK-NOT:     scf.forall
+// CHECK:         %[[ACC:.*]] = memref.alloc({{.*}}) {fa.workspace = "dq_accum"} : memref<?x?x?x128xf32>
+// CHECK:         gpu.launch {{.*}} function(@fast_causal_bf16_d128_preprocess_kernel) {
+// CHECK:         %[[SMEM:.*]] = arith.constant 125952 : i32
+// CHECK:         gpu.launch {{.*}} threads({{.*}}) in (%{{.*}} = %c128{{.*}}, %{{.*}} = %{{.*}}, %{{.*}} = %{{.*}}) dynamic_shared_memory_size %[[SMEM]] module(@fast_causal_bf16_d128_kernels) function(@fast_causal_bf16_d128_kernel) {
+// The padding up to the next 1024-byte boundary: (1024 - ptr % 1024) % 1024.
+// CHECK:           %[[BASE:.*]] = gpu.dynamic_shared_memory : memref<?xi8, #gpu.address_space<workgroup>>
+// CHECK-NEXT:      %[[PTR:.*]] = memref.extract_aligned_pointer_as_index %[[BASE]]
+// CHECK-NEXT:      %[[C1024:.*]] = arith.constant 1024 : index
+// CHECK-NEXT:      %[[MOD:.*]] = arith.remui %[[PTR]], %[[C1024]] : index
+// CHECK:           %[[GAP:.*]] = arith.subi %{{.*}}, %[[MOD]] : index
+// CHECK:           %[[PAD:.*]] = arith.remui %[[GAP]], %{{.*}} : index
+// Panel tiles (rows x cols elements, no padding), each at a 1024-byte
+// boundary past the pad.
+// CHECK:           memref.view %[[BASE]]{{.*}} to memref<8192xbf16, #gpu.address_space<workgroup>>
+// CHECK:           memref.view %[[BASE]]{{.*}} to memref<8192xbf16, #gpu.address_space<workgroup>>
+// CHECK:           memref.view %[[BASE]]{{.*}} to memref<16384xbf16, #gpu.address_space<workgroup>>
+// CHECK:           memref.view %[[BASE]]{{.*}} to memref<16384xbf16, #gpu.address_space<workgroup>>
+// CHECK:           %[[DS:.*]] = memref.view %[[BASE]]{{.*}} to memref<4096xbf16, #gpu.address_space<workgroup>>
+// Descriptors (128-byte swizzle, 1024-byte stride between 8-row groups):
+// K and V as K-major A, Q and dO as K-major B (leading offset unused: 16);
+// Q and dO as MN-major B (leading offset = the 16 KiB panel stride of their
+// 128 rows); K as MN-major B and dS^T as MN-major A (8 KiB: 64 rows).
+// CHECK:           arith.constant 4611686293305360384 : i64
+// CHECK-NEXT:      %[[KA:.*]] = arith.ori %{{.*}}, %{{.*}} : i64
+// CHECK:           arith.constant 4611686293305360384 : i64
+// CHECK-NEXT:      %[[VA:.*]] = arith.ori %{{.*}}, %{{.*}} : i64
+// CHECK-COUNT-2:   arith.constant 4611686293305360384 : i64
+// CHECK-COUNT-2:   arith.constant 4611686293372403712 : i64
+// CHECK:           arith.constant 4611686293338849280 : i64
+// CHECK-NEXT:      %[[KMN:.*]] = arith.ori %{{.*}}, %{{.*}} : i64
+// CHECK:           arith.constant 4611686293338849280 : i64
+// CHECK-NEXT:      %[[DSA:.*]] = arith.ori %{{.*}}, %{{.*}} : i64
+// CHECK:           memref.view %[[BASE]]{{.*}} to memref<128xf32, #gpu.address_space<workgroup>>
+// CHECK:           memref.view %[[BASE]]{{.*}} to memref<128xf32, #gpu.address_space<workgroup>>
+// CHECK:           %[[STAGE:.*]] = memref.view %[[BASE]]{{.*}} to memref<4352xf32, #gpu.address_space<workgroup>>
+// The (head, query block) loop carries dK and dV: 2 x 16 C fragments.
+// CHECK:           %{{.*}}:32 = scf.for
+// CHECK:             nvgpu.device_async_wait
+// CHECK-NEXT:        nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>, space = #nvvm.shared_space<cta>}
+// CHECK-NEXT:        gpu.barrier
+// CHECK:             %[[KAO:.*]] = llvm.inline_asm has_side_effects "mov.b64 $0, $1;", "=l,l" %[[KA]] : (i64) -> i64
+// CHECK-NEXT:        %[[VAO:.*]] = llvm.inline_asm has_side_effects "mov.b64 $0, $1;", "=l,l" %[[VA]] : (i64) -> i64
+// S^T = K Q^T, then dP^T = V dO^T: two K-major chains of D / 16 = 8 k-steps
+// (N = Br = 64 queries), each starting from a zero accumulator, under one
+// commit and wait.
+// CHECK-NEXT:        nvvm.wgmma.fence.aligned
+// CHECK:             nvvm.wgmma.mma_async %[[KAO]], %{{.*}}, %{{.*}}, <m = 64, n = 64, k = 16>, D[<f32>, <zero>], A[<bf16>, <one>, <row>], B[<bf16>, <one>, <col>]
+// CHECK-COUNT-7:     nvvm.wgmma.mma_async {{.*}}, <m = 64, n = 64, k = 16>, D[<f32>, <one>], A[<bf16>, <one>, <row>], B[<bf16>, <one>, <col>]
+// CHECK:             nvvm.wgmma.mma_async %[[VAO]], %{{.*}}, %{{.*}}, <m = 64, n = 64, k = 16>, D[<f32>, <zero>], A[<bf16>, <one>, <row>], B[<bf16>, <one>, <col>]
+// CHECK-COUNT-7:     nvvm.wgmma.mma_async {{.*}}, <m = 64, n = 64, k = 16>, D[<f32>, <one>], A[<bf16>, <one>, <row>], B[<bf16>, <one>, <col>]
+// CHECK-NOT:         nvvm.wgmma.mma_async
+// CHECK:             nvvm.wgmma.commit.group.sync.aligned
+// CHECK-NEXT:        nvvm.wgmma.wait.group.sync.aligned 0
+// P^T and dS^T from lse2 / delta in shared memory, with the causal mask.
+// CHECK:             vector.load
+// CHECK:             math.exp2
+// CHECK:             arith.cmpi sle
+// CHECK:             arith.select
+// dV += P^T dO, then dK += dS^T Q: Br / 16 = 4 register-A k-steps each
+// (N = 128: 64 accumulators, the packed P^T / dS^T in $128-$131). Committed
+// but not waited for: the dQ MMAs run behind them.
+// CHECK:             nvvm.wgmma.fence.aligned
+// CHECK-COUNT-8:     wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {$0, {{.*}}, $63}, {$128, $129, $130, $131}, $132, p, 1, 1, 1;
+// CHECK-NOT:         wgmma.mma_async.sync
+// CHECK:             nvvm.wgmma.commit.group.sync.aligned
+// CHECK-NOT:         nvvm.wgmma.wait
+// dS^T to shared memory straight from the packed bf16x2 A registers, then
+// fence + barrier: the dQ MMAs of every warpgroup read it (async proxy).
+// CHECK:             llvm.bitcast %{{.*}} : i32 to vector<2xbf16>
+// CHECK-NEXT:        vector.store %{{.*}}, %[[DS]][%{{.*}}] : memref<4096xbf16, #gpu.address_space<workgroup>>, vector<2xbf16>
+// CHECK:             nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>, space = #nvvm.shared_space<cta>}
+// CHECK-NEXT:        gpu.barrier
+// dQ = dS K in 64-column units (D / 64 = 2): dS^T read MN-major as A (<col>),
+// K read MN-major as B (<row>), Bc / 16 = 4 k-steps.
+// CHECK:             llvm.inline_asm has_side_effects "mov.b64 $0, $1;", "=l,l" %[[DSA]] : (i64) -> i64
+// CHECK:             llvm.inline_asm has_side_effects "mov.b64 $0, $1;", "=l,l" %[[KMN]] : (i64) -> i64
+// CHECK:             nvvm.wgmma.fence.aligned
+// CHECK:             nvvm.wgmma.mma_async {{.*}}, <m = 64, n = 64, k = 16>, D[<f32>, <zero>], A[<bf16>, <one>, <col>], B[<bf16>, <one>, <row>]
+// CHECK-COUNT-3:     nvvm.wgmma.mma_async {{.*}}, <m = 64, n = 64, k = 16>, D[<f32>, <one>], A[<bf16>, <one>, <col>], B[<bf16>, <one>, <row>]
+// CHECK-NOT:         nvvm.wgmma.mma_async
+// CHECK:             nvvm.wgmma.commit.group.sync.aligned
+// CHECK-NEXT:        nvvm.wgmma.wait.group.sync.aligned 0
+// Each warp stages its 16 x 64 dQ rows, then adds them to the accumulator
+// with 16-byte reductions (rows past Nq skipped).
+// CHECK:             vector.store %{{.*}}, %[[STAGE]][%{{.*}}] : memref<4352xf32, #gpu.address_space<workgroup>>, vector<2xf32>
+// CHECK:             nvvm.bar.warp.sync
+// CHECK:             memref.extract_aligned_pointer_as_index %[[ACC]]
+// CHECK:             scf.if
+// CHECK:               vector.load %[[STAGE]][%{{.*}}] : memref<4352xf32, #gpu.address_space<workgroup>>, vector<4xf32>
+// CHECK:               llvm.inline_asm has_side_effects "red.global.add.v4.f32 [$0], {$1, $2, $3, $4};", "l,f,f,f,f"
+// CHECK:             nvvm.bar.warp.sync
+// The second column unit.
+// CHECK:             llvm.inline_asm has_side_effects "mov.b64 $0, $1;", "=l,l" %[[DSA]] : (i64) -> i64
+// CHECK:             llvm.inline_asm has_side_effects "mov.b64 $0, $1;", "=l,l" %[[KMN]] : (i64) -> i64
+// CHECK:             nvvm.wgmma.mma_async {{.*}} D[<f32>, <zero>], A[<bf16>, <one>, <col>], B[<bf16>, <one>, <row>]
+// CHECK:             red.global.add.v4.f32
+// dK and dV are read only after the last wait.
+// CHECK:             nvvm.wgmma.wait.group.sync.aligned 0
+// CHECK-NEXT:        llvm.inline_asm has_side_effects "", "=f,0"
+// CHECK:             scf.yield
+// CHECK:           vector.store %{{.*}}, %arg7[{{.*}}] : memref<?x?x?x128xbf16, strided<[?, ?, ?, 1], offset: ?>>, vector<2xbf16>
+// CHECK:           vector.store %{{.*}}, %arg8[{{.*}}] : memref<?x?x?x128xbf16, strided<[?, ?, ?, 1], offset: ?>>, vector<2xbf16>
+// CHECK:           gpu.terminator
+// CHECK:         gpu.launch {{.*}} function(@fast_causal_bf16_d128_dq_convert_kernel) {
+// CHECK:         memref.dealloc %[[ACC]]
+// CHECK:         return
+func.func @fast_causal_bf16_d128(%q: !q, %k: !q, %v: !q, %out: !q, %dout: !q, %lse: !l, %dq: !q, %dk: !q, %dv: !q) {
+  %qt = bufferization.to_tensor %q restrict : !q to !t
+  %kt = bufferization.to_tensor %k restrict : !q to !t
+  %vt = bufferization.to_tensor %v restrict : !q to !t
+  %ot = bufferization.to_tensor %out restrict : !q to !t
+  %dot = bufferization.to_tensor %dout restrict : !q to !t
+  %lt = bufferization.to_tensor %lse restrict : !l to !lt
+  %gq, %gk, %gv = fa.attention_backward %qt, %kt, %vt, %ot, %lt, %dot causal : (!t, !t, !t, !t, !lt, !t) -> (!t, !t, !t)
+  bufferization.materialize_in_destination %gq in restrict writable %dq : (!t, !q) -> ()
+  bufferization.materialize_in_destination %gk in restrict writable %dk : (!t, !q) -> ()
+  bufferization.materialize_in_destination %gv in restrict writable %dv : (!t, !q) -> ()
+  return
+}
+
+// -----
+
+// Deterministic mode, f16, D = 64: no dQ in the key-block kernel (no dS^T
+// tile, staging area or reductions: K, V 64x64 | Q, dO 2x64x64 f16 + lse2,
+// delta + 1 KiB = 50 KiB), so dV, dK are waited for right after their
+// commit. The separate dQ kernel keeps mma.sync.
+
+!q = memref<?x?x?x64xf16, strided<[?, ?, ?, 1], offset: ?>>
+!l = memref<?x?x?xf32, strided<[?, ?, 1], offset: ?>>
+!t = tensor<?x?x?x64xf16>
+!lt = tensor<?x?x?xf32>
+
+// CHECK-LABEL: func.func @deterministic_f16_d64
+// CHECK:         %[[SMEM:.*]] = arith.constant 51200 : i32
+// CHECK:         gpu.launch {{.*}} dynamic_shared_memory_size %[[SMEM]] module(@deterministic_f16_d64_kernels) function(@deterministic_f16_d64_kernel) {
+// CHECK:           memref.extract_aligned_pointer_as_index
+// CHECK:           scf.for
+// CHECK:             nvvm.fence.proxy
+// CHECK-NEXT:        gpu.barrier
+// CHECK:             nvvm.wgmma.mma_async {{.*}}, <m = 64, n = 64, k = 16>, D[<f32>, <zero>], A[<f16>, <one>, <row>], B[<f16>, <one>, <col>]
+// CHECK-COUNT-3:     nvvm.wgmma.mma_async {{.*}} D[<f32>, <one>], A[<f16>, <one>, <row>], B[<f16>, <one>, <col>]
+// CHECK:             nvvm.wgmma.mma_async {{.*}}, <m = 64, n = 64, k = 16>, D[<f32>, <zero>], A[<f16>, <one>, <row>], B[<f16>, <one>, <col>]
+// CHECK-COUNT-3:     nvvm.wgmma.mma_async {{.*}} D[<f32>, <one>], A[<f16>, <one>, <row>], B[<f16>, <one>, <col>]
+// CHECK:             nvvm.wgmma.commit.group.sync.aligned
+// CHECK-NEXT:        nvvm.wgmma.wait.group.sync.aligned 0
+// CHECK:             nvvm.wgmma.fence.aligned
+// CHECK-COUNT-8:     wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {$0, {{.*}}, $31}, {$64, $65, $66, $67}, $68, p, 1, 1, 1;
+// CHECK-NOT:         nvvm.wgmma.mma_async
+// CHECK:             nvvm.wgmma.commit.group.sync.aligned
+// CHECK-NEXT:        nvvm.wgmma.wait.group.sync.aligned 0
+// CHECK:             scf.yield
+// CHECK:           gpu.terminator
+// CHECK:         gpu.launch {{.*}} function(@deterministic_f16_d64_dq_kernel) {
+// CHECK-NOT:       nvvm.wgmma
+// CHECK:           nvgpu.mma.sync
+// CHECK:           gpu.terminator
+func.func @deterministic_f16_d64(%q: !q, %k: !q, %v: !q, %out: !q, %dout: !q, %lse: !l, %dq: !q, %dk: !q, %dv: !q) {
+  %qt = bufferization.to_tensor %q restrict : !q to !t
+  %kt = bufferization.to_tensor %k restrict : !q to !t
+  %vt = bufferization.to_tensor %v restrict : !q to !t
+  %ot = bufferization.to_tensor %out restrict : !q to !t
+  %dot = bufferization.to_tensor %dout restrict : !q to !t
+  %lt = bufferization.to_tensor %lse restrict : !l to !lt
+  %gq, %gk, %gv = fa.attention_backward %qt, %kt, %vt, %ot, %lt, %dot deterministic : (!t, !t, !t, !t, !lt, !t) -> (!t, !t, !t)
+  bufferization.materialize_in_destination %gq in restrict writable %dq : (!t, !q) -> ()
+  bufferization.materialize_in_destination %gk in restrict writable %dk : (!t, !q) -> ()
+  bufferization.materialize_in_destination %gv in restrict writable %dv : (!t, !q) -> ()
+  return
+}
