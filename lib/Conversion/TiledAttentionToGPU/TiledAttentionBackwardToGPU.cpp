@@ -1165,7 +1165,7 @@ SmallVector<Value> KeyBlockKernel::bodyWgmma(Value t, Value buf,
     int64_t groups = cfg.warps / 4, mq = cfg.br / 64,
             units = mq * (cfg.d / 64);
     Value group = divu(warp, 4);
-    for (int64_t i = 0; i < llvm::divideCeil(units, groups); ++i) {
+    for (int64_t i = 0, e = llvm::divideCeil(units, groups); i < e; ++i) {
       Value u = add(group, idx(i * groups));
       // Fewer units than warpgroups in the last round: the others go on.
       std::optional<OpBuilder::InsertionGuard> guard;
