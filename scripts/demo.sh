@@ -124,32 +124,41 @@ leftover=$(grep -oE '(^|= )[a-z_]+\.[a-z_.0-9]+' "$OUT/llvm.mlir" |
 # 4. The GPU kernel: the same forward through fa-gpu-forward to PTX, with
 # the JSON manifest a runtime needs to launch it.
 FA_COMPILE=$BUILD_DIR/bin/fa-compile
-stage "4. fa-compile: causal bf16 D=128 forward -> PTX (sm_90a) + manifest"
-if ! "$FA_COMPILE" --kind=forward --head-dim=128 --dtype=bf16 --causal \
-    --chip=sm_90a -o "$OUT/kernels" >"$OUT/fa-compile.log" 2>&1; then
-  cat "$OUT/fa-compile.log" >&2
-  fail "fa-compile"
-fi
-ptx=$(ls "$OUT"/kernels/*.ptx)
-manifest=${ptx%.ptx}.json
-echo "      $(basename "$ptx"): $(wc -l <"$ptx") lines of PTX"
-for insn in mma.sync.aligned.m16n8k16 ldmatrix cp.async.cg ex2.approx shfl.sync; do
-  n=$(grep -c "$insn" "$ptx" || true)
-  [ "$n" -gt 0 ] || fail "no $insn in the PTX"
-  printf '      %5d  %s\n' "$n" "$insn"
-done
-python3 - "$manifest" <<'EOF'
+PTXAS=${PTXAS:-/usr/local/cuda/bin/ptxas}
+# sm_90a: warpgroup MMAs on swizzled shared-memory tiles; sm_80: mma.sync
+# fed by ldmatrix. Both: cp.async, ex2.approx, quad shuffles.
+for chip in sm_90a sm_80; do
+  case $chip in
+    sm_90a) insns="wgmma.mma_async cp.async.cg ex2.approx shfl.sync" ;;
+    sm_80) insns="mma.sync.aligned.m16n8k16 ldmatrix cp.async.cg ex2.approx shfl.sync" ;;
+  esac
+  stage "4. fa-compile: causal bf16 D=128 forward -> PTX ($chip) + manifest"
+  if ! "$FA_COMPILE" --kind=forward --head-dim=128 --dtype=bf16 --causal \
+      --chip=$chip -o "$OUT/kernels-$chip" >"$OUT/fa-compile-$chip.log" 2>&1; then
+    cat "$OUT/fa-compile-$chip.log" >&2
+    fail "fa-compile --chip=$chip"
+  fi
+  ptx=$(ls "$OUT"/kernels-$chip/*.ptx)
+  manifest=${ptx%.ptx}.json
+  echo "      $(basename "$ptx"): $(wc -l <"$ptx") lines of PTX"
+  for insn in $insns; do
+    n=$(grep -c "$insn" "$ptx" || true)
+    [ "$n" -gt 0 ] || fail "no $insn in the $chip PTX"
+    printf '      %5d  %s\n' "$n" "$insn"
+  done
+  python3 - "$manifest" <<'EOF2'
 import json, sys
 m = json.load(open(sys.argv[1]))
-print(f"      entry {m['entry']}: grid {m['grid']}, block {m['block']}, "
+print(f"      entry {m['entry']} ({m['mma']}, {m['block_q']} x {m['block_kv']} tiles, "
+      f"{m['warps']} warps): grid {m['grid']}, block {m['block']}, "
       f"{m['dynamic_shared_memory']} B dynamic shared memory, "
       f"{len(m['params'])} memref parameters ({', '.join(p['name'] for p in m['params'])})")
-EOF
-PTXAS=${PTXAS:-/usr/local/cuda/bin/ptxas}
-if [ -x "$PTXAS" ]; then
-  "$PTXAS" -arch=sm_90a -v "$ptx" -o /dev/null 2>&1 | grep -E 'registers|spill' |
-    sed 's/^/      /'
-fi
+EOF2
+  if [ -x "$PTXAS" ]; then
+    "$PTXAS" -arch=$chip -v "$ptx" -o /dev/null 2>&1 | grep -E 'registers|spill' |
+      sed 's/^/      /'
+  fi
+done
 
 echo
 echo "demo: OK (${FA_DEMO_OUT:+IR of every stage in $OUT}${FA_DEMO_OUT:-set FA_DEMO_OUT=<dir> to keep the IR of every stage})"
