@@ -392,18 +392,16 @@ LogicalResult compileOne(MLIRContext &ctx, const KernelConfig &flags,
   }
   if (config.mma == "auto") {
     // wgmma reads 128-byte swizzled panels: head dims multiples of 64.
-    bool wgmmaShapes = config.d % 64 == 0 && config.dv % 64 == 0 &&
-                       config.dv <= 256;
-    config.mma =
-        config.chip == "sm_90a" && wgmmaShapes ? "wgmma" : "mma.sync";
+    bool wgmmaShapes =
+        config.d % 64 == 0 && config.dv % 64 == 0 && config.dv <= 256;
+    config.mma = config.chip == "sm_90a" && wgmmaShapes ? "wgmma" : "mma.sync";
   } else if (config.mma != "mma.sync" && config.mma != "wgmma") {
     return attention->emitError("fa-compile: --mma must be auto, mma.sync or "
                                 "wgmma, got '")
            << config.mma << "'";
   }
   if (config.mma == "wgmma" && config.chip != "sm_90a")
-    return attention->emitError(
-        "fa-compile: wgmma needs --chip=sm_90a, got ")
+    return attention->emitError("fa-compile: wgmma needs --chip=sm_90a, got ")
            << config.chip;
   if (config.backward() && config.mma == "wgmma") {
     // Two warpgroups of 64 keys with dK/dV in registers, 64-query blocks
@@ -417,8 +415,7 @@ LogicalResult compileOne(MLIRContext &ctx, const KernelConfig &flags,
       config.blockKV = 16 * config.warps;
     bool plain = !config.causal && !config.hasWindow() && !config.softcap;
     if (config.blockQ == 0)
-      config.blockQ =
-          std::max(config.d, config.dv) <= 64 && plain ? 128 : 64;
+      config.blockQ = std::max(config.d, config.dv) <= 64 && plain ? 128 : 64;
   } else if (config.backward()) {
     // The key-block kernel keeps dK, dV (f32) of 16 keys per warp in
     // registers. On sm_90, 128 keys over 8 warps against 64-query blocks

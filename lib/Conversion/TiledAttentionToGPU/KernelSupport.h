@@ -1,5 +1,4 @@
-//===- KernelSupport.h - Building blocks of the attention kernels -*- C++
-//-*-===//
+//===- KernelSupport.h - Building blocks of the attention kernels -*- C++ -*-//
 //
 // What the forward and backward GPU conversions share: scalar builders, the
 // shared-memory tile layout and the warp-level mma.sync m16n8k16 fragments.
@@ -14,6 +13,7 @@
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/IR/Builders.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -107,6 +107,22 @@ public:
   }
   Value smemIndex(Value off32) {
     return arith::IndexCastOp::create(b, loc, b.getIndexType(), off32);
+  }
+
+  /// Deals `total` items to `workers` workers: worker `id` takes items id,
+  /// id + workers, ...; `body(item)` is emitted once per round, the last,
+  /// partial round under `item < total`.
+  void forEachDealt(Value id, int64_t workers, int64_t total,
+                    llvm::function_ref<void(Value)> body) {
+    for (int64_t i = 0, e = llvm::divideCeil(total, workers); i < e; ++i) {
+      Value item = add(id, idx(i * workers));
+      OpBuilder::InsertionGuard guard(b);
+      if ((i + 1) * workers > total) {
+        auto ifOp = scf::IfOp::create(b, loc, slt(item, idx(total)), false);
+        b.setInsertionPointToStart(ifOp.thenBlock());
+      }
+      body(item);
+    }
   }
 
   OpBuilder &b;
@@ -293,11 +309,11 @@ public:
   /// inside a loop are then computed where they are used instead of living
   /// in (64-bit) registers across the loop.
   Value opaque(Value desc) {
-    return LLVM::InlineAsmOp::create(
-               b, loc, desc.getType(), ValueRange{desc},
-               b.getStringAttr("mov.b64 $0, $1;"), b.getStringAttr("=l,l"),
-               b.getUnitAttr(), UnitAttr(), LLVM::TailCallKindAttr(),
-               LLVM::AsmDialectAttr(), ArrayAttr())
+    return LLVM::InlineAsmOp::create(b, loc, desc.getType(), ValueRange{desc},
+                                     b.getStringAttr("mov.b64 $0, $1;"),
+                                     b.getStringAttr("=l,l"), b.getUnitAttr(),
+                                     UnitAttr(), LLVM::TailCallKindAttr(),
+                                     LLVM::AsmDialectAttr(), ArrayAttr())
         .getResult(0);
   }
   /// `desc` advanced by `bytes` (index, a multiple of 16).
@@ -314,7 +330,8 @@ public:
   void fenceSharedForAsync() {
     NVVM::FenceProxyOp::create(
         b, loc, NVVM::ProxyKind::async_shared,
-        NVVM::SharedSpaceAttr::get(b.getContext(), NVVM::SharedSpace::shared_cta));
+        NVVM::SharedSpaceAttr::get(b.getContext(),
+                                   NVVM::SharedSpace::shared_cta));
   }
   void fence() { NVVM::WgmmaFenceAlignedOp::create(b, loc); }
   void commit() { NVVM::WgmmaGroupSyncAlignedOp::create(b, loc); }
@@ -347,8 +364,8 @@ public:
         NVVM::MMAShapeAttr::get(b.getContext(), 64, n, 16), t, t,
         NVVM::WGMMATypes::f32,
         acc.empty() ? NVVM::WGMMAScaleOut::zero : NVVM::WGMMAScaleOut::one,
-        NVVM::WGMMAScaleIn::one, NVVM::WGMMAScaleIn::one,
-        layoutA, layoutB, /*satfinite=*/NVVM::MMAIntOverflowAttr());
+        NVVM::WGMMAScaleIn::one, NVVM::WGMMAScaleIn::one, layoutA, layoutB,
+        /*satfinite=*/NVVM::MMAIntOverflowAttr());
     SmallVector<Value> res;
     for (int64_t i = 0; i < n / 2; ++i)
       res.push_back(
@@ -376,8 +393,8 @@ public:
         "{{\n.reg .pred p;\nsetp.ne.b32 p, ${0}, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n{1}k16.f32.{2}.{2} "
         "{{{3}}, {{${4}, ${5}, ${6}, ${7}}, ${8}, p, 1, 1, 1;\n}\n",
-        2 * na + 5, n, type, regs, 2 * na, 2 * na + 1, 2 * na + 2,
-        2 * na + 3, 2 * na + 4);
+        2 * na + 5, n, type, regs, 2 * na, 2 * na + 1, 2 * na + 2, 2 * na + 3,
+        2 * na + 4);
     SmallVector<Value> operands(acc);
     llvm::append_range(operands, a);
     operands.push_back(descB);
@@ -401,13 +418,12 @@ public:
   SmallVector<Value> fenceOperands(ArrayRef<Value> values) {
     SmallVector<Value> res;
     for (Value v : values)
-      res.push_back(
-          LLVM::InlineAsmOp::create(
-              b, loc, v.getType(), ValueRange{v}, b.getStringAttr(""),
-              b.getStringAttr(v.getType().isF32() ? "=f,0" : "=r,0"),
-              b.getUnitAttr(), UnitAttr(),
-              LLVM::TailCallKindAttr(), LLVM::AsmDialectAttr(), ArrayAttr())
-              .getResult(0));
+      res.push_back(LLVM::InlineAsmOp::create(
+                        b, loc, v.getType(), ValueRange{v}, b.getStringAttr(""),
+                        b.getStringAttr(v.getType().isF32() ? "=f,0" : "=r,0"),
+                        b.getUnitAttr(), UnitAttr(), LLVM::TailCallKindAttr(),
+                        LLVM::AsmDialectAttr(), ArrayAttr())
+                        .getResult(0));
     return res;
   }
 

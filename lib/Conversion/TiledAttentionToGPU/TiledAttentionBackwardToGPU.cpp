@@ -355,15 +355,7 @@ public:
     int64_t chunks = tile.cols / kChunk;
     int64_t total = rows * chunks;
     auto tokenType = nvgpu::DeviceAsyncTokenType::get(b.getContext());
-    int64_t rounds = llvm::divideCeil(total, threads);
-    for (int64_t i = 0; i < rounds; ++i) {
-      Value c = add(tid, idx(i * threads));
-      std::optional<OpBuilder::InsertionGuard> guard;
-      if ((i + 1) * threads > total) {
-        auto ifOp = scf::IfOp::create(b, loc, slt(c, idx(total)), false);
-        guard.emplace(b);
-        b.setInsertionPointToStart(ifOp.thenBlock());
-      }
+    forEachDealt(tid, threads, total, [&](Value c) {
       Value r = divu(c, chunks), ch = remu(c, chunks);
       Value srcRow = add(row0, r);
       Value n = arith::SelectOp::create(b, loc, slt(srcRow, limit), idx(kChunk),
@@ -376,8 +368,8 @@ public:
       Value dst;
       if (tile.panels) {
         // Chunk ch: panel ch / 8, swizzled chunk (ch % 8) ^ (row % 8).
-        Value chunk = arith::XOrIOp::create(b, loc, remu(ch, 8),
-                                            remu(dstRow, 8));
+        Value chunk =
+            arith::XOrIOp::create(b, loc, remu(ch, 8), remu(dstRow, 8));
         dst = add(add(mul(divu(ch, 8), idx(tile.panelStride())),
                       mul(dstRow, idx(SmemTile::kPanelCols))),
                   mul(chunk, idx(kChunk)));
@@ -387,7 +379,7 @@ public:
       nvgpu::DeviceAsyncCopyOp::create(
           b, loc, tokenType, tile.view, ValueRange{dst}, view, ValueRange{src},
           b.getIndexAttr(kChunk), n, b.getUnitAttr());
-    }
+    });
   }
 
   /// cp.async of `rows` f32 of a padded [B, H, Npad] workspace row from
@@ -564,8 +556,8 @@ struct SmemLayout {
     auto type = MemRefType::get({rows * cols}, elt, AffineMap(), space);
     t.view = memref::ViewOp::create(b, loc, type, base, offset(b, loc),
                                     ValueRange{});
-    addr = arith::AddIOp::create(
-        b, loc, alignedAddr, arith::ConstantIndexOp::create(b, loc, bytes));
+    addr = arith::AddIOp::create(b, loc, alignedAddr,
+                                 arith::ConstantIndexOp::create(b, loc, bytes));
     bytes += t.bytes(2);
     return t;
   }
@@ -1144,15 +1136,14 @@ SmallVector<Value> KeyBlockKernel::bodyWgmma(Value t, Value buf,
       for (int64_t h = 0; h < 2; ++h) {
         Value row = add(add(warpKey0, g), idx(8 * h));
         Value chunk = arith::XOrIOp::create(b, loc, g, idx(nt % 8));
-        Value index = add(
-            add(idx((nt / 8) * dsTile.panelStride()),
-                mul(row, idx(SmemTile::kPanelCols))),
-            add(mul(chunk, idx(kChunk)), mul(tig, idx(2))));
+        Value index = add(add(idx((nt / 8) * dsTile.panelStride()),
+                              mul(row, idx(SmemTile::kPanelCols))),
+                          add(mul(chunk, idx(kChunk)), mul(tig, idx(2))));
         // The packed A registers already hold row h of fragment nt (no f32
         // dS stays live for this store).
-        Value packed = LLVM::BitcastOp::create(
-            b, loc, VectorType::get({2}, cfg.elt),
-            dsRegs[4 * (nt / 2) + 2 * (nt % 2) + h]);
+        Value packed =
+            LLVM::BitcastOp::create(b, loc, VectorType::get({2}, cfg.elt),
+                                    dsRegs[4 * (nt / 2) + 2 * (nt % 2) + h]);
         vector::StoreOp::create(b, loc, packed, dsTile.view, index);
       }
     wg.fenceSharedForAsync();
@@ -1162,23 +1153,14 @@ SmallVector<Value> KeyBlockKernel::bodyWgmma(Value t, Value buf,
           qStart = clone(n.in.q.offsets[2], it);
     // dQ = dS K in (64 queries, 64 columns) units dealt to the warpgroups;
     // A = dS (dS^T read MN-major), B = K read MN-major, 16 keys per k-step.
-    int64_t groups = cfg.warps / 4, mq = cfg.br / 64,
-            units = mq * (cfg.d / 64);
-    Value group = divu(warp, 4);
-    for (int64_t i = 0, e = llvm::divideCeil(units, groups); i < e; ++i) {
-      Value u = add(group, idx(i * groups));
-      // Fewer units than warpgroups in the last round: the others go on.
-      std::optional<OpBuilder::InsertionGuard> guard;
-      if ((i + 1) * groups > units) {
-        auto ifOp = scf::IfOp::create(b, loc, slt(u, idx(units)), false);
-        guard.emplace(b);
-        b.setInsertionPointToStart(ifOp.thenBlock());
-      }
+    int64_t groups = cfg.warps / 4, mq = cfg.br / 64, units = mq * (cfg.d / 64);
+    // (Fewer units than warpgroups in the last round: the others go on.)
+    forEachDealt(divu(warp, 4), groups, units, [&](Value u) {
       Value mt = remu(u, mq), c = divu(u, mq);
       Value dsA = wg.advance(wg.opaque(dsDescA),
                              mul(mt, idx(dsTile.panelStride() * 2)));
-      Value kB = wg.advance(wg.opaque(kDescMN),
-                            mul(c, idx(kTile.panelStride() * 2)));
+      Value kB =
+          wg.advance(wg.opaque(kDescMN), mul(c, idx(kTile.panelStride() * 2)));
       wg.fence();
       SmallVector<Value> dq;
       for (int64_t kk = 0; kk < cfg.bc / 16; ++kk)
@@ -1187,11 +1169,11 @@ SmallVector<Value> KeyBlockKernel::bodyWgmma(Value t, Value buf,
                       NVVM::MMALayout::col, NVVM::MMALayout::row);
       wg.commit();
       wg.wait(0);
-      Value row0 = add(add(qStart, mul(mt, idx(64))),
-                       mul(remu(warp, 4), idx(16)));
+      Value row0 =
+          add(add(qStart, mul(mt, idx(64))), mul(remu(warp, 4), idx(16)));
       stageAndReduce(toFrags(wg.fenceOperands(dq)), 64, qBatch, qHead, row0,
                      mul(c, idx(64)));
-    }
+    });
   }
   wg.wait(0);
   SmallVector<Value> next = toFrags(wg.fenceOperands(dk));
@@ -1325,8 +1307,8 @@ int64_t KeyBlockKernel::emit(gpu::LaunchOp launch) {
   SmemLayout smem = makeSmem(b, loc);
   if (cfg.wgmma) {
     // 128-byte swizzled panel tiles from the first 1024-byte boundary.
-    Value addr = memref::ExtractAlignedPointerAsIndexOp::create(b, loc,
-                                                                smem.base);
+    Value addr =
+        memref::ExtractAlignedPointerAsIndexOp::create(b, loc, smem.base);
     smem.pad = remu(sub(idx(1024), remu(addr, 1024)), 1024);
     smem.alignedAddr = add(addr, smem.pad);
     Value kAddr, vAddr, qAddr, doAddr, dsAddr;
@@ -1424,9 +1406,8 @@ int64_t KeyBlockKernel::emit(gpu::LaunchOp launch) {
       issue(next, sub(one, buf));
     }
     ValueRange acc = loop.getRegionIterArgs();
-    scf::YieldOp::create(b, loc,
-                         cfg.wgmma ? bodyWgmma(t, buf, acc)
-                                   : body(t, buf, acc));
+    scf::YieldOp::create(
+        b, loc, cfg.wgmma ? bodyWgmma(t, buf, acc) : body(t, buf, acc));
   }
   waitAll();
   epilogue(loop.getResults());

@@ -62,7 +62,6 @@ using namespace mlir::fa::detail;
 
 namespace {
 
-
 //===----------------------------------------------------------------------===//
 // Matching the tiled IR
 //===----------------------------------------------------------------------===//
@@ -318,9 +317,7 @@ struct KernelConfig {
   /// wgmma tiles must start at 1024-byte boundaries (the swizzle pattern is
   /// taken from address bits 7-9): room to align the dynamic base.
   int64_t alignSlack() const { return wgmma ? 1024 : 0; }
-  int64_t smemBytes() const {
-    return qBytes + kBytes + vBytes + alignSlack();
-  }
+  int64_t smemBytes() const { return qBytes + kBytes + vBytes + alignSlack(); }
 };
 
 FailureOr<KernelConfig>
@@ -373,8 +370,7 @@ getKernelConfig(TiledAttention &ta,
     if (cfg.mTiles != 1)
       return fail("with wgmma each warp owns 16 query rows: block-q must be "
                   "16 * warps");
-    if (cfg.d % SmemTile::kPanelCols != 0 ||
-        cfg.dv % SmemTile::kPanelCols != 0)
+    if (cfg.d % SmemTile::kPanelCols != 0 || cfg.dv % SmemTile::kPanelCols != 0)
       return fail("wgmma reads 128-byte swizzled panels: the head dims must "
                   "be multiples of 64");
     if (cfg.bc > 256 || cfg.dv > 256)
@@ -413,7 +409,6 @@ getKernelConfig(TiledAttention &ta,
 //===----------------------------------------------------------------------===//
 // Warp-level fragments of mma.sync m16n8k16
 //===----------------------------------------------------------------------===//
-
 
 //===----------------------------------------------------------------------===//
 // Kernel emission
@@ -568,8 +563,7 @@ ForwardKernelEmitter::planCopy(Value memref, Value batch, Value head,
   ValueRange strides = meta.getStrides();
   plan.rowStride = strides[2];
   Value offset = add(
-      add(meta.getOffset(),
-          add(mul(batch, strides[0]), mul(head, strides[1]))),
+      add(meta.getOffset(), add(mul(batch, strides[0]), mul(head, strides[1]))),
       add(mul(plan.tRow, plan.rowStride), mul(plan.tChunk, idx(kChunk))));
   Value size = mul(meta.getSizes()[2], plan.rowStride);
   auto flatType = MemRefType::get(
@@ -596,23 +590,21 @@ SmallVector<Value> ForwardKernelEmitter::copyTile(const CopyPlan &plan,
   // Per round of a copy: one multiply by the row stride; chunks and the
   // destination advance by constants.
   Value dstRow0Off = mulNsw(toI32(dstRow0), i32(sc));
-  Value dstBase =
-      tile.swizzle ? dstRow0Off : addNsw(plan.dstLane, dstRow0Off);
+  Value dstBase = tile.swizzle ? dstRow0Off : addNsw(plan.dstLane, dstRow0Off);
   // Rows tRow + i * rowsPerRound < limit - srcRow0 exist.
   Value remaining = sub(limit, srcRow0);
   SmallVector<Value> tokens;
   for (int64_t i = 0; i < plan.rounds; ++i) {
     // One multiply per round (not a chain of adds of a hoisted stride: LLVM
     // would keep one 64-bit base pointer per round alive across the loop).
-    Value srcRound =
-        mul(i == 0 ? srcRow0 : add(srcRow0, idx(i * rowsPerRound)),
-            plan.rowStride);
+    Value srcRound = mul(i == 0 ? srcRow0 : add(srcRow0, idx(i * rowsPerRound)),
+                         plan.rowStride);
     // Rows past the end read nothing (src-size 0) and are zero-filled; the
     // address is not dereferenced then, so it needs no clamping.
     Value n = arith::SelectOp::create(
         b, loc,
-        slt(plan.tRow, i == 0 ? remaining
-                              : sub(remaining, idx(i * rowsPerRound))),
+        slt(plan.tRow,
+            i == 0 ? remaining : sub(remaining, idx(i * rowsPerRound))),
         full, none);
     std::optional<OpBuilder::InsertionGuard> guard;
     if ((i + 1) * rowsPerRound > plan.rows) {
@@ -633,20 +625,18 @@ SmallVector<Value> ForwardKernelEmitter::copyTile(const CopyPlan &plan,
         Value dstChunk =
             arith::XOrIOp::create(b, loc, remu(chunk, 8), remu(r, 8));
         dstIndex = smemIndex(addNsw(
-            dstBase,
-            toI32(add(add(mul(divu(chunk, 8), idx(tile.panelStride())),
-                          mul(r, idx(sc))),
-                      mul(dstChunk, idx(kChunk))))));
+            dstBase, toI32(add(add(mul(divu(chunk, 8), idx(tile.panelStride())),
+                                   mul(r, idx(sc))),
+                               mul(dstChunk, idx(kChunk))))));
       } else if (tile.swizzle) {
         Value r = add(plan.tRow, idx(i * rowsPerRound));
         Value chunk = add(plan.tChunk, idx(j * perRow));
         Value dstChunk = arith::XOrIOp::create(b, loc, chunk, remu(r, 8));
-        dstIndex = smemIndex(
-            addNsw(dstBase, toI32(add(mul(r, idx(sc)),
-                                      mul(dstChunk, idx(kChunk))))));
-      } else {
         dstIndex = smemIndex(addNsw(
-            dstBase, i32(i * rowsPerRound * sc + j * perRow * kChunk)));
+            dstBase, toI32(add(mul(r, idx(sc)), mul(dstChunk, idx(kChunk))))));
+      } else {
+        dstIndex = smemIndex(
+            addNsw(dstBase, i32(i * rowsPerRound * sc + j * perRow * kChunk)));
       }
       auto copy = nvgpu::DeviceAsyncCopyOp::create(
           b, loc, tokenType, tile.view, ValueRange{dstIndex}, plan.src,
@@ -684,10 +674,10 @@ Value ForwardKernelEmitter::ldmatrixIndex(const SmemTile &tile, Value laneBase,
   // chunk0 is even and the lane's offset is 0 or 1, so the swizzled chunk
   // (chunk0 + off) ^ (row % 8) is chunk0 ^ (off ^ (row % 8)); the row base
   // is a multiple of 8.
-  Value chunk = arith::XOrIOp::create(b, loc, aPattern ? aChunkX : bChunkX,
-                                      idx(chunk0));
-  return smemIndex(addNsw(addNsw(laneBase, i32(rowOff)),
-                          mulNsw(toI32(chunk), i32(kChunk))));
+  Value chunk =
+      arith::XOrIOp::create(b, loc, aPattern ? aChunkX : bChunkX, idx(chunk0));
+  return smemIndex(
+      addNsw(addNsw(laneBase, i32(rowOff)), mulNsw(toI32(chunk), i32(kChunk))));
 }
 
 Value ForwardKernelEmitter::loadQ(int64_t mt, int64_t ks) {
@@ -734,11 +724,11 @@ SmallVector<Value> ForwardKernelEmitter::emitStep(OnlineAttentionOp step,
     SmallVector<Value> acc;
     for (int64_t ks = 0; ks < cfg.d / 16; ++ks) {
       int64_t panel = ks / 4, inPanel = (ks % 4) * 32;
-      acc = wg.mmaSS(wg.advance(qDesc, panel * qTile.panelStride() * 2 + inPanel),
-                     wg.advance(kDescBlock,
-                             panel * kTile.panelStride() * 2 + inPanel +
-                                 k0 * 128),
-                     keys, acc);
+      acc =
+          wg.mmaSS(wg.advance(qDesc, panel * qTile.panelStride() * 2 + inPanel),
+                   wg.advance(kDescBlock, panel * kTile.panelStride() * 2 +
+                                              inPanel + k0 * 128),
+                   keys, acc);
     }
     wg.commit();
     wg.wait(0);
@@ -965,8 +955,8 @@ void ForwardKernelEmitter::emitKeyLoop(KeyLoop kl, SmallVector<Value> &state) {
   // score registers, one more rescale of O per sub-block.
   SmallVector<Value> newState(loop.getRegionIterArgs());
   for (int64_t k0 = 0; k0 < cfg.bc; k0 += cfg.softmaxKeys)
-    newState = emitStep(kl.step, add(kStart, idx(k0)), k0, cfg.softmaxKeys,
-                        newState);
+    newState =
+        emitStep(kl.step, add(kStart, idx(k0)), k0, cfg.softmaxKeys, newState);
 
   if (cfg.stages == 1) {
     gpu::BarrierOp::create(b, loc);
@@ -1096,7 +1086,7 @@ void ForwardKernelEmitter::emit(gpu::LaunchOp launch) {
         1024);
     kDesc = wg.descriptor(add(tiles, idx(cfg.qBytes)), 16, 1024);
     vDesc = wg.descriptor(add(tiles, idx(cfg.qBytes + cfg.kBytes)),
-                       vTile.panelStride() * 2, 1024);
+                          vTile.panelStride() * 2, 1024);
   }
 
   // Indices of the tiled IR, recomputed from the block ids.
@@ -1211,8 +1201,7 @@ struct FAConvertTiledAttentionToGPUPass final
       if (!forall.getBody()->getOps<OnlineAttentionFinalizeOp>().empty())
         foralls.push_back(forall);
     });
-    FAConvertTiledAttentionToGPUOptions options{warps, stages, swizzle,
-                                                wgmma};
+    FAConvertTiledAttentionToGPUOptions options{warps, stages, swizzle, wgmma};
     IRRewriter rewriter(&getContext());
     for (scf::ForallOp forall : foralls)
       if (failed(convertTiledAttentionToGPU(rewriter, forall, options)))
