@@ -47,6 +47,8 @@ struct SmemTile {
   bool panels = false;
 
   static constexpr int64_t kPanelCols = 64;
+  /// Bytes of one panel row (f16/bf16).
+  static constexpr int64_t kPanelRowBytes = kPanelCols * 2;
   static bool canSwizzle(int64_t cols) {
     int64_t chunks = cols / kChunk;
     return chunks >= 8 && llvm::isPowerOf2_64(chunks);

@@ -25,6 +25,11 @@
 //                to the warps and added to the f32 accumulator (sm_90:
 //                staged per warp, 16-byte red.global.add.v4.f32 along rows;
 //                else one f32 atomic per element).
+//                With `wgmma` (sm_90a) the key-block kernel keeps this
+//                structure with warpgroup MMAs: S^T, dP^T and dQ read both
+//                operands from 128-byte swizzled tiles through descriptors,
+//                dV and dK take P^T / dS^T from registers, and dQ units are
+//                (64 queries, 64 columns) per warpgroup (docs/GPU.md).
 //   dq convert   fast mode: dq = scale * accumulator, in the element type.
 //   query block  deterministic mode's dQ nest: grid (ceil(Nq / Br), Hq, B),
 //                rows as in the forward, the key blocks in ascending order:
@@ -1058,7 +1063,7 @@ SmallVector<Value> KeyBlockKernel::body(Value t, Value buf, ValueRange acc) {
 SmallVector<Value> KeyBlockKernel::bodyWgmma(Value t, Value buf,
                                              ValueRange acc) {
   const int64_t nqt = cfg.br / 8, ndk = cfg.d / 8, ndv = cfg.dv / 8;
-  const int64_t rowBytes = SmemTile::kPanelCols * 2, k16Bytes = 16 * rowBytes;
+  const int64_t rowBytes = SmemTile::kPanelRowBytes, k16Bytes = 16 * rowBytes;
   IRMapping it = iteration(t);
   Value qRow0 = mul(buf, idx(cfg.br));
   Value bufBytes = mul(qRow0, idx(rowBytes));
@@ -1320,7 +1325,7 @@ int64_t KeyBlockKernel::emit(gpu::LaunchOp launch) {
       dsTile = smem.panelTile(b, loc, cfg.bc, cfg.br, cfg.elt, dsAddr);
     // 8-row groups 1024 bytes apart; MN-major operands span 64-column panels
     // panelStride apart (K-major ones ignore the leading offset).
-    Value groupRows = mul(divu(warp, 4), idx(64 * SmemTile::kPanelCols * 2));
+    Value groupRows = mul(divu(warp, 4), idx(64 * SmemTile::kPanelRowBytes));
     kDescA = wg.descriptor(add(kAddr, groupRows), 16, 1024);
     vDescA = wg.descriptor(add(vAddr, groupRows), 16, 1024);
     qDescB = wg.descriptor(qAddr, 16, 1024);

@@ -2,7 +2,9 @@
 //
 // Maps the query-block loop nest of `fa-tile-attention` (after
 // `fa-specialize-masks` / `fa-use-exp2`) onto one `gpu.launch` that runs the
-// FlashAttention-2 forward with tensor-core mma.sync (sm_80 and later):
+// FlashAttention-2 forward with tensor-core mma.sync (sm_80 and later), or,
+// with `wgmma`, with Hopper warpgroup MMAs on 128-byte swizzled tiles (same
+// mapping and softmax; see docs/GPU.md):
 //
 //   grid  = (ceil(Nq / Br), Hq, B), one thread block per query block
 //   block = 32 * warps threads; warp w owns query rows [w * Br/warps, ...)
@@ -407,10 +409,6 @@ getKernelConfig(TiledAttention &ta,
 }
 
 //===----------------------------------------------------------------------===//
-// Warp-level fragments of mma.sync m16n8k16
-//===----------------------------------------------------------------------===//
-
-//===----------------------------------------------------------------------===//
 // Kernel emission
 //===----------------------------------------------------------------------===//
 
@@ -724,11 +722,11 @@ SmallVector<Value> ForwardKernelEmitter::emitStep(OnlineAttentionOp step,
     SmallVector<Value> acc;
     for (int64_t ks = 0; ks < cfg.d / 16; ++ks) {
       int64_t panel = ks / 4, inPanel = (ks % 4) * 32;
-      acc =
-          wg.mmaSS(wg.advance(qDesc, panel * qTile.panelStride() * 2 + inPanel),
-                   wg.advance(kDescBlock, panel * kTile.panelStride() * 2 +
-                                              inPanel + k0 * 128),
-                   keys, acc);
+      acc = wg.mmaSS(
+          wg.advance(qDesc, panel * qTile.panelStride() * 2 + inPanel),
+          wg.advance(kDescBlock, panel * kTile.panelStride() * 2 + inPanel +
+                                     k0 * SmemTile::kPanelRowBytes),
+          keys, acc);
     }
     wg.commit();
     wg.wait(0);
@@ -885,8 +883,10 @@ SmallVector<Value> ForwardKernelEmitter::emitStep(OnlineAttentionOp step,
     o = wg.fenceOperands(o);
     wg.fence();
     for (int64_t kk = 0; kk < keys / 16; ++kk)
-      o = wg.mmaRS(ArrayRef<Value>(pRegs).slice(4 * kk, 4),
-                   wg.advance(vDescBlock, (k0 + 16 * kk) * 128), cfg.dv, o);
+      o = wg.mmaRS(
+          ArrayRef<Value>(pRegs).slice(4 * kk, 4),
+          wg.advance(vDescBlock, (k0 + 16 * kk) * SmemTile::kPanelRowBytes),
+          cfg.dv, o);
     wg.commit();
     wg.wait(0);
     o = wg.fenceOperands(o);
@@ -927,7 +927,7 @@ void ForwardKernelEmitter::emitKeyLoop(KeyLoop kl, SmallVector<Value> &state) {
   Value kRow0I32 = toI32(kRow0);
   if (cfg.wgmma) {
     Value rowBytes = arith::IndexCastOp::create(
-        b, loc, b.getI64Type(), mul(kRow0, idx(SmemTile::kPanelCols * 2 / 16)));
+        b, loc, b.getI64Type(), mul(kRow0, idx(SmemTile::kPanelRowBytes / 16)));
     kDescBlock = arith::AddIOp::create(b, loc, kDesc, rowBytes);
     vDescBlock = arith::AddIOp::create(b, loc, vDesc, rowBytes);
   } else {
@@ -1082,7 +1082,7 @@ void ForwardKernelEmitter::emit(gpu::LaunchOp launch) {
     Value tiles = add(baseAddr, pad);
     Value warpgroup = divu(tid, 4 * kWarpSize);
     qDesc = wg.descriptor(
-        add(tiles, mul(warpgroup, idx(64 * SmemTile::kPanelCols * 2))), 16,
+        add(tiles, mul(warpgroup, idx(64 * SmemTile::kPanelRowBytes))), 16,
         1024);
     kDesc = wg.descriptor(add(tiles, idx(cfg.qBytes)), 16, 1024);
     vDesc = wg.descriptor(add(tiles, idx(cfg.qBytes + cfg.kBytes)),
