@@ -32,7 +32,30 @@
 // USERJSON-DAG: "scale_is_default": false
 // USERJSON-DAG: "dtype": "f16"
 
+// --mma=auto: warpgroup MMAs on sm_90a where the tiles allow them, else
+// mma.sync (here: 2 warps are no warpgroup); sm_80 always mma.sync.
+// RUN: fa-compile --head-dim=128 --chip=sm_90a -o %t.mma > /dev/null
+// RUN: FileCheck %s --check-prefix=WGMMA < %t.mma/fa_fwd_d128_bf16_sm90a.json
+// WGMMA-DAG: "mma": "wgmma"
+// WGMMA-DAG: "warps": 8
+// RUN: fa-compile --head-dim=128 --chip=sm_90a --block-q=64 --warps=2 -o %t.mma2 > /dev/null
+// RUN: FileCheck %s --check-prefix=FALLBACK < %t.mma2/fa_fwd_d128_bf16_sm90a.json
+// FALLBACK: "mma": "mma.sync"
+// RUN: fa-compile --kind=backward --head-dim=64 --chip=sm_90a --causal -o %t.mma3 > /dev/null
+// RUN: FileCheck %s --check-prefix=BWDWG < %t.mma3/fa_bwd_d64_bf16_causal_sm90a.json
+// BWDWG-DAG: "mma": "wgmma"
+// BWDWG-DAG: "block_q": 64
+// RUN: fa-compile --head-dim=64 --chip=sm_80 -o %t.mma4 > /dev/null
+// RUN: FileCheck %s --check-prefix=SM80 < %t.mma4/fa_fwd_d64_bf16_sm80.json
+// SM80: "mma": "mma.sync"
+
 // Bad flags get a precise error and a non-zero exit.
+// RUN: not fa-compile --mma=wgmma --chip=sm_80 -o %t.bad 2>&1 | FileCheck %s --check-prefix=MMACHIP
+// MMACHIP: fa-compile: wgmma needs --chip=sm_90a, got sm_80
+// RUN: not fa-compile --mma=tensor --chip=sm_90a -o %t.bad 2>&1 | FileCheck %s --check-prefix=MMA
+// MMA: fa-compile: --mma must be auto, mma.sync or wgmma, got 'tensor'
+// RUN: not fa-compile --mma=wgmma --chip=sm_90a --head-dim=128 --block-q=32 -o %t.bad 2>&1 | FileCheck %s --check-prefix=MMATILE
+// MMATILE: wgmma needs whole warpgroups: warps must be a multiple of 4
 // RUN: not fa-compile --dtype=f64 -o %t.bad 2>&1 | FileCheck %s --check-prefix=DTYPE
 // DTYPE: fa-compile: --dtype must be f16 or bf16, got 'f64'
 // RUN: not fa-compile --chip=sm_70 -o %t.bad 2>&1 | FileCheck %s --check-prefix=CHIP

@@ -368,6 +368,23 @@ FailureOr<llvm::json::Object> describeLaunch(gpu::LaunchFuncOp launch,
                             {"params", std::move(params)}};
 }
 
+/// Whether the wgmma kernels take this configuration: head dims in 64-column
+/// panels, whole warpgroups, 16 rows per warp (query rows in the forward,
+/// keys in the backward) and, in the backward, 64-query dQ tiles. Tiles left
+/// at 0 are chosen to fit.
+bool fitsWgmma(const KernelConfig &c) {
+  if (c.d % 64 || c.dv % 64 || c.dv > 256 || (c.warps && c.warps % 4))
+    return false;
+  int64_t rows = c.backward() ? c.blockKV : c.blockQ;
+  if (rows && (rows % 64 || rows > 256 || (c.warps && rows != 16 * c.warps)))
+    return false;
+  if (c.backward() && c.blockQ && (c.blockQ % 64 || c.blockQ > 256))
+    return false;
+  if (!c.backward() && c.blockKV && (c.blockKV % 16 || c.blockKV > 256))
+    return false;
+  return true;
+}
+
 LogicalResult compileOne(MLIRContext &ctx, const KernelConfig &flags,
                          OwningOpRef<ModuleOp> module) {
   // Find the op and derive the config from it.
@@ -391,10 +408,8 @@ LogicalResult compileOne(MLIRContext &ctx, const KernelConfig &flags,
     config.deterministic = bwd.getDeterministic();
   }
   if (config.mma == "auto") {
-    // wgmma reads 128-byte swizzled panels: head dims multiples of 64.
-    bool wgmmaShapes =
-        config.d % 64 == 0 && config.dv % 64 == 0 && config.dv <= 256;
-    config.mma = config.chip == "sm_90a" && wgmmaShapes ? "wgmma" : "mma.sync";
+    config.mma =
+        config.chip == "sm_90a" && fitsWgmma(config) ? "wgmma" : "mma.sync";
   } else if (config.mma != "mma.sync" && config.mma != "wgmma") {
     return attention->emitError("fa-compile: --mma must be auto, mma.sync or "
                                 "wgmma, got '")
@@ -410,7 +425,7 @@ LogicalResult compileOne(MLIRContext &ctx, const KernelConfig &flags,
     // registers (1.22x instead of 1.09x); the mask and softcap arithmetic
     // of the others would spill there.
     if (config.warps == 0)
-      config.warps = 8;
+      config.warps = config.blockKV ? config.blockKV / 16 : 8;
     if (config.blockKV == 0)
       config.blockKV = 16 * config.warps;
     bool plain = !config.causal && !config.hasWindow() && !config.softcap;
@@ -438,7 +453,7 @@ LogicalResult compileOne(MLIRContext &ctx, const KernelConfig &flags,
     // per SM overlap one's softmax with another's MMAs.
     bool large = std::max(config.d, config.dv) > 64;
     if (config.warps == 0)
-      config.warps = large ? 8 : 4;
+      config.warps = config.blockQ ? config.blockQ / 16 : large ? 8 : 4;
     if (config.blockQ == 0)
       config.blockQ = 16 * config.warps;
     if (config.blockKV == 0)
