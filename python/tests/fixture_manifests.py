@@ -30,6 +30,18 @@ def _memref(name, rank, dtype, dims):
     return {"name": name, "type": "memref", "rank": rank, "dtype": dtype, "dims": dims}
 
 
+def backward_param(name, dtype="bf16"):
+    """The memref parameter `name` of fa-compile's backward ABI."""
+    rank, dt, dims = {
+        "q": (4, dtype, ["B", "Hq", "Nq", "D"]), "k": (4, dtype, ["B", "Hkv", "Nk", "D"]),
+        "v": (4, dtype, ["B", "Hkv", "Nk", "Dv"]), "out": (4, dtype, ["B", "Hq", "Nq", "Dv"]),
+        "dout": (4, dtype, ["B", "Hq", "Nq", "Dv"]), "lse": (3, "f32", ["B", "Hq", "Nq"]),
+        "delta": (3, "f32", ["B", "Hq", "Nq"]), "dq_accum": (4, "f32", ["B", "Hq", "Nq", "D"]),
+        "dq": (4, dtype, ["B", "Hq", "Nq", "D"]), "dk": (4, dtype, ["B", "Hkv", "Nk", "D"]),
+        "dv": (4, dtype, ["B", "Hkv", "Nk", "Dv"])}[name]
+    return _memref(name, rank, dt, dims)
+
+
 def naive_manifest(name, dtype, d, dv, causal=False, window=(-1, -1), softcap=None, scale=None):
     return {
         "version": 1, "name": name, "kind": "forward", "chip": "sm_80",
@@ -65,20 +77,10 @@ def naive_backward_manifest(name, dtype, d, dv, causal=False, window=(-1, -1), s
     """A backward manifest in fa-compile's format whose kernels are the naive
     ones of fixture_backward.cu (entry names differ from fa-compile's: the
     Python side must take them from the manifest)."""
-    def mr(n):
-        rank, dt, dims = {
-            "q": (4, dtype, ["B", "Hq", "Nq", "D"]), "k": (4, dtype, ["B", "Hkv", "Nk", "D"]),
-            "v": (4, dtype, ["B", "Hkv", "Nk", "Dv"]), "out": (4, dtype, ["B", "Hq", "Nq", "Dv"]),
-            "dout": (4, dtype, ["B", "Hq", "Nq", "Dv"]), "lse": (3, "f32", ["B", "Hq", "Nq"]),
-            "delta": (3, "f32", ["B", "Hq", "Nq"]), "dq_accum": (4, "f32", ["B", "Hq", "Nq", "D"]),
-            "dq": (4, dtype, ["B", "Hq", "Nq", "D"]), "dk": (4, dtype, ["B", "Hkv", "Nk", "D"]),
-            "dv": (4, dtype, ["B", "Hkv", "Nk", "Dv"])}[n]
-        return _memref(n, rank, dt, dims)
-
     def kernel(entry, grid, names, scalars=False):
         return {"entry": f"{entry}_{dtype}", "grid": grid, "block": [128, 1, 1], "threads": 128,
                 "dynamic_shared_memory": 0,
-                "params": [mr(n) for n in names] + (list(_SCALARS) if scalars else [])}
+                "params": [backward_param(n, dtype) for n in names] + (list(_SCALARS) if scalars else [])}
 
     rows = ["ceildiv(Nq, 128)", "Hq", "B"]
     keys = ["ceildiv(Nk, 128)", "Hkv", "B"]

@@ -5,6 +5,8 @@ import json
 import os
 import textwrap
 
+from fixture_manifests import backward_param
+
 EXAMPLE = {
     "version": 1,
     "name": "fa_fwd_d128_bf16_causal_sm80",
@@ -25,21 +27,6 @@ EXAMPLE = {
         {"name": "lse", "type": "memref", "rank": 3, "dtype": "f32", "dims": ["B", "Hq", "Nq"]},
     ],
 }
-
-
-def _mr(name, rank, dtype, dims):
-    return {"name": name, "type": "memref", "rank": rank, "dtype": dtype, "dims": dims}
-
-
-def _bwd_param(name, dtype="bf16"):
-    rank, dt, dims = {
-        "q": (4, dtype, ["B", "Hq", "Nq", "D"]), "k": (4, dtype, ["B", "Hkv", "Nk", "D"]),
-        "v": (4, dtype, ["B", "Hkv", "Nk", "Dv"]), "out": (4, dtype, ["B", "Hq", "Nq", "Dv"]),
-        "dout": (4, dtype, ["B", "Hq", "Nq", "Dv"]), "lse": (3, "f32", ["B", "Hq", "Nq"]),
-        "delta": (3, "f32", ["B", "Hq", "Nq"]), "dq_accum": (4, "f32", ["B", "Hq", "Nq", "D"]),
-        "dq": (4, dtype, ["B", "Hq", "Nq", "D"]), "dk": (4, dtype, ["B", "Hkv", "Nk", "D"]),
-        "dv": (4, dtype, ["B", "Hkv", "Nk", "Dv"])}[name]
-    return _mr(name, rank, dt, dims)
 
 
 # The kernels of fa-compile's backward manifests (the contract), in launch order.
@@ -64,7 +51,7 @@ def backward_example(deterministic=False, name=None, dtype="bf16", d=128, causal
     """A backward manifest as fa-compile --kind=backward writes it."""
     kernels = [{"entry": e, "grid": list(g), "block": [t, 1, 1], "threads": t,
                 "dynamic_shared_memory": smem,
-                "params": [_bwd_param(n, dtype) for n in names]}
+                "params": [backward_param(n, dtype) for n in names]}
                for e, g, t, smem, names in BACKWARD_KERNELS[deterministic]]
     workspace = [{"name": "delta", "dtype": "f32", "dims": ["B", "Hq", "Nq"]}]
     if not deterministic:
