@@ -98,6 +98,23 @@ static LogicalResult verifyScoreAttributes(Operation *op, FloatAttr scale,
   return success();
 }
 
+/// The tile-level ops (fa.online_attention, fa.attention_backward_step): the
+/// optional masked(q_start, k_start, q_len, k_len) operands come all or
+/// none, a causal or window mask needs them, then the score attributes.
+template <typename TileOp> static LogicalResult verifyMaskedTileOp(TileOp op) {
+  int numMaskOperands = (op.getQStart() ? 1 : 0) + (op.getKStart() ? 1 : 0) +
+                        (op.getQLen() ? 1 : 0) + (op.getKLen() ? 1 : 0);
+  if (numMaskOperands != 0 && numMaskOperands != 4)
+    return op.emitOpError() << "masked needs all four of q_start, k_start, "
+                               "q_len and k_len";
+  if (!op.isMasked() && (op.getCausal() || op.getWindow()))
+    return op.emitOpError()
+           << "a causal or window mask needs the "
+              "masked(q_start, k_start, q_len, k_len) operands";
+  return verifyScoreAttributes(op, op.getScaleAttr(), op.getCausal(),
+                               op.getWindowAttr(), op.getSoftcapAttr());
+}
+
 namespace {
 /// The tensors of a forward or backward attention op by role: the inputs
 /// q, k, v, and the other operands and results named by whose shape they
@@ -291,16 +308,7 @@ LogicalResult OnlineAttentionOp::verify() {
                           {{"value", v, 1}, {"acc", acc, 1}})))
     return failure();
 
-  int numMaskOperands = (getQStart() ? 1 : 0) + (getKStart() ? 1 : 0) +
-                        (getQLen() ? 1 : 0) + (getKLen() ? 1 : 0);
-  if (numMaskOperands != 0 && numMaskOperands != 4)
-    return emitOpError() << "masked needs all four of q_start, k_start, "
-                            "q_len and k_len";
-  if (!isMasked() && (getCausal() || getWindow()))
-    return emitOpError() << "a causal or window mask needs the "
-                            "masked(q_start, k_start, q_len, k_len) operands";
-  return verifyScoreAttributes(*this, getScaleAttr(), getCausal(),
-                               getWindowAttr(), getSoftcapAttr());
+  return verifyMaskedTileOp(*this);
 }
 
 //===----------------------------------------------------------------------===//
@@ -446,16 +454,7 @@ LogicalResult AttentionBackwardStepOp::verify() {
       failed(checkSameDim(*this, "value head dim", valueHeadDim)))
     return failure();
 
-  int numMaskOperands = (getQStart() ? 1 : 0) + (getKStart() ? 1 : 0) +
-                        (getQLen() ? 1 : 0) + (getKLen() ? 1 : 0);
-  if (numMaskOperands != 0 && numMaskOperands != 4)
-    return emitOpError() << "masked needs all four of q_start, k_start, "
-                            "q_len and k_len";
-  if (!isMasked() && (getCausal() || getWindow()))
-    return emitOpError() << "a causal or window mask needs the "
-                            "masked(q_start, k_start, q_len, k_len) operands";
-  return verifyScoreAttributes(*this, getScaleAttr(), getCausal(),
-                               getWindowAttr(), getSoftcapAttr());
+  return verifyMaskedTileOp(*this);
 }
 
 #define GET_OP_CLASSES

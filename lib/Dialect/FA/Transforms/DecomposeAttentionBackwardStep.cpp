@@ -29,6 +29,8 @@
 
 #include "fa/Dialect/FA/Transforms/Passes.h"
 
+#include "BuilderUtils.h"
+
 #include "mlir/Dialect/Tensor/Utils/Utils.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
@@ -40,6 +42,7 @@ namespace mlir::fa {
 
 using namespace mlir;
 using namespace mlir::fa;
+using namespace mlir::fa::detail;
 
 using utils::IteratorType;
 
@@ -49,40 +52,10 @@ constexpr double kLog2e = 1.4426950408889634;
 // Helpers
 //===----------------------------------------------------------------------===//
 
-static Value f32Const(OpBuilder &b, Location loc, double v) {
-  return arith::ConstantOp::create(b, loc, b.getF32FloatAttr(v));
-}
-
 static Value f32Inf(OpBuilder &b, Location loc) {
   return arith::ConstantOp::create(
       b, loc,
       b.getFloatAttr(b.getF32Type(), APFloat::getInf(APFloat::IEEEsingle())));
-}
-
-static Value zeroTensor(OpBuilder &b, Location loc,
-                        ArrayRef<OpFoldResult> sizes, Type elemType) {
-  Value empty = tensor::EmptyOp::create(b, loc, sizes, elemType);
-  Value zero = arith::ConstantOp::create(
-      b, loc, cast<TypedAttr>(b.getZeroAttr(elemType)));
-  return linalg::FillOp::create(b, loc, ValueRange{zero}, ValueRange{empty})
-      .getResult(0);
-}
-
-static Value truncateTo(OpBuilder &b, Location loc, Type elemType, Value v) {
-  if (elemType.isF32())
-    return v;
-  return arith::TruncFOp::create(b, loc, elemType, v);
-}
-
-/// v + c, without an op when c is 0.
-static Value addIndex(OpBuilder &b, Location loc, Value v, int64_t c) {
-  if (c == 0)
-    return v;
-  if (c < 0)
-    return arith::SubIOp::create(b, loc, v,
-                                 arith::ConstantIndexOp::create(b, loc, -c));
-  return arith::AddIOp::create(b, loc, v,
-                               arith::ConstantIndexOp::create(b, loc, c));
 }
 
 /// Maps for a 2-D elementwise generic whose operands are either whole tiles

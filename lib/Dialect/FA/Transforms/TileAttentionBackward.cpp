@@ -45,6 +45,8 @@
 
 #include "fa/Dialect/FA/Transforms/Passes.h"
 
+#include "BuilderUtils.h"
+
 #include "mlir/Dialect/Arith/Utils/Utils.h"
 #include "mlir/Dialect/Tensor/Utils/Utils.h"
 #include "mlir/Dialect/Utils/StaticValueUtils.h"
@@ -59,6 +61,7 @@ namespace mlir::fa {
 
 using namespace mlir;
 using namespace mlir::fa;
+using namespace mlir::fa::detail;
 
 /// Block sizes must map onto MMA fragments (multiples of 16 rows) and fit in
 /// shared memory next to the other tiles.
@@ -99,48 +102,10 @@ struct BackwardPlan {
 // Small builders
 //===----------------------------------------------------------------------===//
 
-static Value indexConst(OpBuilder &b, Location loc, int64_t v) {
-  return arith::ConstantIndexOp::create(b, loc, v);
-}
-
-static Value f32Const(OpBuilder &b, Location loc, double v) {
-  return arith::ConstantOp::create(b, loc, b.getF32FloatAttr(v));
-}
-
-static Value zeroTensor(OpBuilder &b, Location loc,
-                        ArrayRef<OpFoldResult> sizes, Type elemType) {
-  Value empty = tensor::EmptyOp::create(b, loc, sizes, elemType);
-  Value zero = arith::ConstantOp::create(
-      b, loc, cast<TypedAttr>(b.getZeroAttr(elemType)));
-  return linalg::FillOp::create(b, loc, ValueRange{zero}, ValueRange{empty})
-      .getResult(0);
-}
-
 static Value zeroTile(OpBuilder &b, Location loc, ArrayRef<int64_t> shape,
                       Type elemType) {
   return zeroTensor(b, loc, getAsIndexOpFoldResult(b.getContext(), shape),
                     elemType);
-}
-
-static Value extendToF32(OpBuilder &b, Location loc, Value v) {
-  if (v.getType().isF32())
-    return v;
-  return arith::ExtFOp::create(b, loc, b.getF32Type(), v);
-}
-
-static Value truncateTo(OpBuilder &b, Location loc, Type elemType, Value v) {
-  if (elemType.isF32())
-    return v;
-  return arith::TruncFOp::create(b, loc, elemType, v);
-}
-
-/// v + c, without an op when c is 0.
-static Value addIndex(OpBuilder &b, Location loc, Value v, int64_t c) {
-  if (c == 0)
-    return v;
-  if (c < 0)
-    return arith::SubIOp::create(b, loc, v, indexConst(b, loc, -c));
-  return arith::AddIOp::create(b, loc, v, indexConst(b, loc, c));
 }
 
 /// min(block, seqLen - start): the rows of a block that exist.

@@ -1,0 +1,60 @@
+//===- BuilderUtils.h - Small IR builders of the FA transforms -*- C++ -*-===//
+//
+// Constants, zero tiles, f32 casts and index offsets that the tiling and
+// decomposition passes build over and over. Internal to
+// lib/Dialect/FA/Transforms.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FA_LIB_DIALECT_FA_TRANSFORMS_BUILDERUTILS_H
+#define FA_LIB_DIALECT_FA_TRANSFORMS_BUILDERUTILS_H
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/Builders.h"
+
+namespace mlir::fa::detail {
+
+inline Value indexConst(OpBuilder &b, Location loc, int64_t v) {
+  return arith::ConstantIndexOp::create(b, loc, v);
+}
+
+inline Value f32Const(OpBuilder &b, Location loc, double v) {
+  return arith::ConstantOp::create(b, loc, b.getF32FloatAttr(v));
+}
+
+/// A `sizes` tensor of `elemType` filled with 0 (linalg.fill).
+inline Value zeroTensor(OpBuilder &b, Location loc,
+                        ArrayRef<OpFoldResult> sizes, Type elemType) {
+  Value empty = tensor::EmptyOp::create(b, loc, sizes, elemType);
+  Value zero = arith::ConstantOp::create(
+      b, loc, cast<TypedAttr>(b.getZeroAttr(elemType)));
+  return linalg::FillOp::create(b, loc, ValueRange{zero}, ValueRange{empty})
+      .getResult(0);
+}
+
+inline Value extendToF32(OpBuilder &b, Location loc, Value v) {
+  if (v.getType().isF32())
+    return v;
+  return arith::ExtFOp::create(b, loc, b.getF32Type(), v);
+}
+
+inline Value truncateTo(OpBuilder &b, Location loc, Type elemType, Value v) {
+  if (elemType.isF32())
+    return v;
+  return arith::TruncFOp::create(b, loc, elemType, v);
+}
+
+/// v + c, without an op when c is 0.
+inline Value addIndex(OpBuilder &b, Location loc, Value v, int64_t c) {
+  if (c == 0)
+    return v;
+  if (c < 0)
+    return arith::SubIOp::create(b, loc, v, indexConst(b, loc, -c));
+  return arith::AddIOp::create(b, loc, v, indexConst(b, loc, c));
+}
+
+} // namespace mlir::fa::detail
+
+#endif // FA_LIB_DIALECT_FA_TRANSFORMS_BUILDERUTILS_H
