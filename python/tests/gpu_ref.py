@@ -25,9 +25,34 @@ no query sees.
 """
 
 import math
+import os
 import zlib
 
+import pytest
 import torch
+
+from flashmlir import _kernels
+
+DTYPES = {"f16": torch.float16, "bf16": torch.bfloat16}
+# FLASHMLIR_REQUIRE_KERNELS=1: a missing kernel fails the test instead of
+# skipping it.
+REQUIRE = os.environ.get("FLASHMLIR_REQUIRE_KERNELS", "") not in ("", "0")
+
+
+def skip_missing(exc):
+    """Skips the test for a missing kernel (raises it under REQUIRE)."""
+    if REQUIRE:
+        raise exc
+    pytest.skip("no kernel: " + str(exc).splitlines()[0])
+
+
+@pytest.fixture(autouse=True, scope="module")
+def real_registry():
+    """The kernel registry rebuilt from the environment (the CPU tests may
+    have installed a fake one). Import it into a test module to use it."""
+    prev = _kernels.set_default_registry(None)
+    yield
+    _kernels.set_default_registry(prev)
 
 ATOL_OUT = 1e-3
 ATOL_LSE = 1e-3

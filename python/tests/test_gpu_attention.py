@@ -13,7 +13,6 @@ FLASHMLIR_REQUIRE_KERNELS=1.
 """
 
 import math
-import os
 
 import pytest
 
@@ -25,18 +24,12 @@ import flashmlir  # noqa: E402
 from flashmlir import _kernels, _variants  # noqa: E402
 
 import gpu_ref as R  # noqa: E402
+from gpu_ref import DTYPES, real_registry, skip_missing  # noqa: E402,F401 (fixture)
 
-DTYPES = {"f16": torch.float16, "bf16": torch.bfloat16}
 SEQLENS = [(1, 1), (1, 4097), (17, 17), (17, 113), (113, 17), (113, 1000), (1000, 113),
            (1000, 1000), (4097, 4097), (4097, 1000)]
-REQUIRE = os.environ.get("FLASHMLIR_REQUIRE_KERNELS", "") not in ("", "0")
 
 
-@pytest.fixture(autouse=True, scope="module")
-def real_registry():
-    prev = _kernels.set_default_registry(None)  # rebuilt from the environment
-    yield
-    _kernels.set_default_registry(prev)
 
 
 def run(q, k, v, layout="bhsd", **opts):
@@ -48,9 +41,7 @@ def run(q, k, v, layout="bhsd", **opts):
         res = flashmlir.attention(q, k, v, layout=layout, return_lse=True, out=out, lse=lse,
                                   **opts)
     except flashmlir.KernelNotFoundError as exc:
-        if REQUIRE:
-            raise
-        pytest.skip("no kernel: " + str(exc).splitlines()[0])
+        skip_missing(exc)
     assert res[0] is out and res[1] is lse
     torch.cuda.synchronize()
     return out, lse

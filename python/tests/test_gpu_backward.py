@@ -19,7 +19,6 @@ FLASHMLIR_REQUIRE_KERNELS=1. `python3 python/tests/fixture_manifests.py DIR`
 and FLASHMLIR_KERNEL_DIR=DIR run this file against naive fixture kernels.
 """
 
-import os
 
 import pytest
 
@@ -31,20 +30,14 @@ import flashmlir  # noqa: E402
 from flashmlir import _backward, _interface, _kernels, _variants  # noqa: E402
 
 import gpu_ref as R  # noqa: E402
+from gpu_ref import DTYPES, REQUIRE, real_registry, skip_missing  # noqa: E402,F401 (fixture)
 
-DTYPES = {"f16": torch.float16, "bf16": torch.bfloat16}
 # Nq, Nk in {1, 17, 113, 1000, 4097}, Nq != Nk both ways, incl. rows that
 # see no key (causal with Nq > Nk) and keys no query sees (windows).
 SEQLENS = [(1, 1), (1, 4097), (17, 113), (113, 17), (113, 1000), (1000, 113),
            (1000, 1000), (4097, 4097)]
-REQUIRE = os.environ.get("FLASHMLIR_REQUIRE_KERNELS", "") not in ("", "0")
 
 
-@pytest.fixture(autouse=True, scope="module")
-def real_registry():
-    prev = _kernels.set_default_registry(None)  # rebuilt from the environment
-    yield
-    _kernels.set_default_registry(prev)
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -61,11 +54,6 @@ def poison(monkeypatch):
     monkeypatch.setenv(_interface.POISON_ENV, "1")
 
 
-def _skip_missing(exc):
-    if REQUIRE:
-        raise exc
-    pytest.skip("no kernel: " + str(exc).splitlines()[0])
-
 
 def grads(q, k, v, dout, layout="bhsd", deterministic=False, **opts):
     """(out, dq, dk, dv) from flashmlir.attention + torch.autograd.grad, on
@@ -75,7 +63,7 @@ def grads(q, k, v, dout, layout="bhsd", deterministic=False, **opts):
         out = flashmlir.attention(qq, kk, vv, layout=layout, deterministic=deterministic, **opts)
         dq, dk, dv = torch.autograd.grad(out, (qq, kk, vv), dout)
     except flashmlir.KernelNotFoundError as exc:
-        _skip_missing(exc)
+        skip_missing(exc)
     torch.cuda.synchronize()
     return out, dq, dk, dv
 
@@ -141,7 +129,7 @@ def test_deterministic_bitwise(dtype, d, hq, hkv, nq, nk, opts):
         out = flashmlir.attention(qq, kk, vv, deterministic=True, **opts)
         first = torch.autograd.grad(out, (qq, kk, vv), dout, retain_graph=True)
     except flashmlir.KernelNotFoundError as exc:
-        _skip_missing(exc)
+        skip_missing(exc)
     check(*first, q, k, v, dout, "bhsd", f"deterministic {dtype} D={d} {nq}x{nk} {opts}", **opts)
     for i in range(49):
         again = torch.autograd.grad(out, (qq, kk, vv), dout, retain_graph=True)
@@ -157,7 +145,7 @@ def test_deterministic_flag_selects_other_kernels():
     try:
         fast, det = reg.find(mk(False), cc), reg.find(mk(True), cc)
     except flashmlir.KernelNotFoundError as exc:
-        _skip_missing(exc)
+        skip_missing(exc)
     assert not fast.deterministic and det.deterministic and fast.name != det.name
     assert "dq_accum" in [w.name for w in fast.workspace]
 
@@ -180,7 +168,7 @@ def test_memory_is_linear():
             out = flashmlir.attention(q, k, v, causal=True)
             out.backward(dout)
         except flashmlir.KernelNotFoundError as exc:
-            _skip_missing(exc)
+            skip_missing(exc)
         torch.cuda.synchronize()
         peaks[n] = torch.cuda.max_memory_allocated() - base
         assert torch.isfinite(q.grad).all() and torch.isfinite(k.grad).all()
@@ -201,7 +189,7 @@ def test_autograd_grad_bshd():
         out = flashmlir.attention(q, k, v, layout="bshd", causal=True)
         dq, dk, dv = torch.autograd.grad(out, (q, k, v), dout)
     except flashmlir.KernelNotFoundError as exc:
-        _skip_missing(exc)
+        skip_missing(exc)
     assert out.shape == (2, 300, 8, 128) and dq.shape == q.shape and dk.shape == k.shape
     check(dq, dk, dv, q, k, v, dout, "bshd", "autograd.grad bshd", causal=True)
     # only the gradients that are asked for
@@ -219,7 +207,7 @@ def test_packed_qkv_grad():
         out = flashmlir.attention(q, k, v, layout="bshd", causal=True)
         out.backward(dout)
     except flashmlir.KernelNotFoundError as exc:
-        _skip_missing(exc)
+        skip_missing(exc)
     g = qkv.grad
     assert g.shape == qkv.shape
     qc, kc, vc = (t.detach().contiguous() for t in (q, k, v))
@@ -234,7 +222,7 @@ def test_expanded_dout():
     try:
         flashmlir.attention(qq, kk, vv, causal=True).sum().backward()
     except flashmlir.KernelNotFoundError as exc:
-        _skip_missing(exc)
+        skip_missing(exc)
     ones = torch.ones(q.shape[:-1] + (v.shape[-1],), device="cuda", dtype=q.dtype)
     check(qq.grad, kk.grad, vv.grad, q, k, v, ones, "bhsd", "expanded dout", causal=True)
 
