@@ -10,12 +10,17 @@
 #define FA_LIB_CONVERSION_TILEDATTENTIONTOGPU_KERNELSUPPORT_H
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MathExtras.h"
 #include "llvm/Support/raw_ostream.h"
@@ -129,6 +134,63 @@ public:
 
   OpBuilder &b;
   Location loc;
+};
+
+/// KernelBuilder that also recomputes, inside a kernel, the index values a
+/// tiled loop nest computes (loop bounds, tile offsets, mask operands): the
+/// conversions clone the nest's own arithmetic instead of re-deriving it.
+class NestCloner : public KernelBuilder {
+public:
+  using KernelBuilder::KernelBuilder;
+
+  /// The kernel-side value of an index of the nest, with `mapping` holding
+  /// the kernel values of the nest's induction variables. Pure index
+  /// arithmetic is cloned; `tensor.dim` of a to_tensor becomes `memref.dim`.
+  /// Anything else records the failure (`failed`, `failedValue`) and gives a
+  /// placeholder.
+  Value clone(OpFoldResult ofr, IRMapping &mapping) {
+    if (auto attr = dyn_cast<Attribute>(ofr))
+      return idx(cast<IntegerAttr>(attr).getInt());
+    Value v = cast<Value>(ofr);
+    if (Value mapped = mapping.lookupOrNull(v))
+      return mapped;
+    Operation *def = v.getDefiningOp();
+    // Values from outside the nest (the memrefs) are captured; an unmapped
+    // induction variable of the nest cannot be.
+    if (!def)
+      return nest && nest->isAncestor(v.getParentBlock()->getParentOp())
+                 ? fail(v)
+                 : v;
+    if (auto dim = dyn_cast<tensor::DimOp>(def)) {
+      auto toTensor =
+          dim.getSource().getDefiningOp<bufferization::ToTensorOp>();
+      if (!toTensor)
+        return fail(v);
+      Value res = memref::DimOp::create(b, loc, toTensor.getBuffer(),
+                                        clone(dim.getIndex(), mapping));
+      mapping.map(v, res);
+      return res;
+    }
+    if (def->getNumRegions() != 0 || !isMemoryEffectFree(def))
+      return fail(v);
+    for (Value operand : def->getOperands())
+      (void)clone(operand, mapping);
+    Operation *copy = b.clone(*def, mapping);
+    return copy->getResult(cast<OpResult>(v).getResultNumber());
+  }
+
+  /// The loop nest being converted.
+  Operation *nest = nullptr;
+  bool failed = false;
+  Value failedValue;
+
+private:
+  Value fail(Value v) {
+    if (!failed)
+      failedValue = v;
+    failed = true;
+    return idx(0);
+  }
 };
 
 /// Register fragments of one warp for mma.sync m16n8k16 (f16/bf16 in, f32

@@ -277,9 +277,9 @@ struct MaskLimits {
   Value keyLimit, rightLimit, leftLimit;
 };
 
-class BackwardEmitter : public KernelBuilder {
+class BackwardEmitter : public NestCloner {
 public:
-  BackwardEmitter(OpBuilder &b, Location loc) : KernelBuilder(b, loc) {}
+  BackwardEmitter(OpBuilder &b, Location loc) : NestCloner(b, loc) {}
 
   Value divs(Value x, int64_t y) {
     return arith::DivUIOp::create(b, loc, x, idx(y));
@@ -288,48 +288,6 @@ public:
   Value fadd(Value x, Value y) { return arith::AddFOp::create(b, loc, x, y); }
   Value fsub(Value x, Value y) { return arith::SubFOp::create(b, loc, x, y); }
   Value inf() { return f32(std::numeric_limits<double>::infinity()); }
-
-  /// The kernel-side value of an index of the nest, with `mapping` holding
-  /// the kernel values of the nest's induction variables. Pure index
-  /// arithmetic is cloned; `tensor.dim` of a to_tensor becomes `memref.dim`.
-  /// Returns null (and records the failure) for anything else.
-  Value clone(OpFoldResult ofr, IRMapping &mapping) {
-    if (auto attr = dyn_cast<Attribute>(ofr))
-      return idx(cast<IntegerAttr>(attr).getInt());
-    Value v = cast<Value>(ofr);
-    if (Value mapped = mapping.lookupOrNull(v))
-      return mapped;
-    Operation *def = v.getDefiningOp();
-    // Values from outside the nest (the memrefs) are captured; an unmapped
-    // induction variable of the nest cannot be.
-    if (!def)
-      return nest && nest->isAncestor(v.getParentBlock()->getParentOp())
-                 ? fail(v)
-                 : v;
-    if (auto dim = dyn_cast<tensor::DimOp>(def)) {
-      Value mem = memrefOf(dim.getSource());
-      if (!mem)
-        return fail(v);
-      Value res =
-          memref::DimOp::create(b, loc, mem, clone(dim.getIndex(), mapping));
-      mapping.map(v, res);
-      return res;
-    }
-    if (def->getNumRegions() != 0 || !isMemoryEffectFree(def))
-      return fail(v);
-    for (Value operand : def->getOperands())
-      (void)clone(operand, mapping);
-    Operation *copy = b.clone(*def, mapping);
-    return copy->getResult(cast<OpResult>(v).getResultNumber());
-  }
-
-  /// Records that `v` cannot be recomputed; returns a placeholder.
-  Value fail(Value v) {
-    if (!failed)
-      failedValue = v;
-    failed = true;
-    return idx(0);
-  }
 
   /// A flat 1-d view of rows of (batch, head) of a [B, H, N, X] memref from
   /// element (row0, col0): element (row0 + r, col0 + c) is r * rowStride + c.
@@ -518,10 +476,6 @@ public:
 
   Value lane, g, tig, tid;
   Type elt;
-  /// The loop nest being converted.
-  Operation *nest = nullptr;
-  bool failed = false;
-  Value failedValue;
 };
 
 /// Dynamic shared memory carved into tiles.

@@ -412,11 +412,11 @@ getKernelConfig(TiledAttention &ta,
 // Kernel emission
 //===----------------------------------------------------------------------===//
 
-class ForwardKernelEmitter : public KernelBuilder {
+class ForwardKernelEmitter : public NestCloner {
 public:
   ForwardKernelEmitter(OpBuilder &b, Location loc, TiledAttention &ta,
                        const KernelConfig &cfg)
-      : KernelBuilder(b, loc), ta(ta), cfg(cfg), frags(b, loc, cfg.elt),
+      : NestCloner(b, loc), ta(ta), cfg(cfg), frags(b, loc, cfg.elt),
         wg(b, loc, cfg.elt) {}
 
   void emit(gpu::LaunchOp launch);
@@ -512,26 +512,7 @@ private:
 };
 
 Value ForwardKernelEmitter::clone(OpFoldResult ofr) {
-  if (auto attr = dyn_cast<Attribute>(ofr))
-    return idx(cast<IntegerAttr>(attr).getInt());
-  Value v = cast<Value>(ofr);
-  if (Value mapped = mapping.lookupOrNull(v))
-    return mapped;
-  Operation *def = v.getDefiningOp();
-  // Values defined above the loop nest (the memrefs) are captured.
-  if (!def)
-    return v;
-  if (auto dim = dyn_cast<tensor::DimOp>(def)) {
-    auto toTensor = dim.getSource().getDefiningOp<bufferization::ToTensorOp>();
-    Value res = memref::DimOp::create(b, loc, toTensor.getBuffer(),
-                                      clone(dim.getIndex()));
-    mapping.map(v, res);
-    return res;
-  }
-  for (Value operand : def->getOperands())
-    (void)clone(operand);
-  Operation *copy = b.clone(*def, mapping);
-  return copy->getResult(cast<OpResult>(v).getResultNumber());
+  return NestCloner::clone(ofr, mapping);
 }
 
 ForwardKernelEmitter::CopyPlan
@@ -1022,6 +1003,7 @@ void ForwardKernelEmitter::emitEpilogue(ValueRange state) {
 }
 
 void ForwardKernelEmitter::emit(gpu::LaunchOp launch) {
+  nest = ta.forall;
   gpu::KernelDim3 blockIds = launch.getBlockIds();
   SmallVector<Value> ivs = ta.forall.getInductionVars();
   mapping.map(ivs[0], blockIds.z);
@@ -1179,7 +1161,9 @@ LogicalResult mlir::fa::convertTiledAttentionToGPU(
   auto launch = gpu::LaunchOp::create(rewriter, loc, grid[2], grid[1], grid[0],
                                       threads, one, one, smemBytes);
   rewriter.setInsertionPointToStart(&launch.getBody().front());
-  ForwardKernelEmitter(rewriter, loc, *ta, *cfg).emit(launch);
+  ForwardKernelEmitter emitter(rewriter, loc, *ta, *cfg);
+  emitter.emit(launch);
+  assert(!emitter.failed && "matchTiledAttention checked every index");
   gpu::TerminatorOp::create(rewriter, loc);
 
   for (Operation *store : ta->stores)
