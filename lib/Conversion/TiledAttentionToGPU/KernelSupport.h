@@ -276,6 +276,14 @@ public:
     return fromElements(res);
   }
 
+  /// c[0] += a * b.first, c[1] += a * b.second: the two n8 tiles of a
+  /// 16-column block (the B fragments of one x4 ldmatrix, see splitB).
+  void mma16(Value a, std::pair<Value, Value> bFrags,
+             MutableArrayRef<Value> c) {
+    c[0] = mma(a, bFrags.first, c[0]);
+    c[1] = mma(a, bFrags.second, c[1]);
+  }
+
   /// Element (row half h, column e) of a C fragment.
   Value element(Value c, int64_t h, int64_t e) {
     return vector::ExtractOp::create(b, loc, c, ArrayRef<int64_t>{h, e});

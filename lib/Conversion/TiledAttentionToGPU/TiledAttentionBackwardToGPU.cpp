@@ -405,12 +405,11 @@ public:
         af.push_back(load(a, laneA, add(aRow0, idx(16 * mt)), idx(16 * ks),
                           false, frags));
       for (int64_t np = 0; np < n / 16; ++np) {
-        auto [b0, b1] = frags.splitB(load(bt, laneB, add(bRow0, idx(16 * np)),
-                                          idx(16 * ks), false, frags));
+        auto bs = frags.splitB(load(bt, laneB, add(bRow0, idx(16 * np)),
+                                    idx(16 * ks), false, frags));
         for (int64_t mt = 0; mt < mTiles; ++mt) {
-          c[mt * nn + 2 * np] = frags.mma(af[mt], b0, c[mt * nn + 2 * np]);
-          c[mt * nn + 2 * np + 1] =
-              frags.mma(af[mt], b1, c[mt * nn + 2 * np + 1]);
+          frags.mma16(af[mt], bs,
+                      MutableArrayRef<Value>(c).slice(mt * nn + 2 * np, 2));
         }
       }
     }
@@ -431,12 +430,11 @@ public:
         af.push_back(frags.packA(lhs[mt * lhsTiles + 2 * kk],
                                  lhs[mt * lhsTiles + 2 * kk + 1]));
       for (int64_t dp = 0; dp < width / 16; ++dp) {
-        auto [b0, b1] = frags.splitB(load(rhs, laneR, add(bRow0, idx(16 * kk)),
-                                          idx(16 * dp), true, frags));
+        auto bs = frags.splitB(load(rhs, laneR, add(bRow0, idx(16 * kk)),
+                                    idx(16 * dp), true, frags));
         for (int64_t mt = 0; mt < mTiles; ++mt) {
-          out[mt * nn + 2 * dp] = frags.mma(af[mt], b0, out[mt * nn + 2 * dp]);
-          out[mt * nn + 2 * dp + 1] =
-              frags.mma(af[mt], b1, out[mt * nn + 2 * dp + 1]);
+          frags.mma16(af[mt], bs,
+                      MutableArrayRef<Value>(out).slice(mt * nn + 2 * dp, 2));
         }
       }
     }
@@ -985,10 +983,9 @@ SmallVector<Value> KeyBlockKernel::body(Value t, Value buf, ValueRange acc) {
       for (int64_t kk = 0; kk < cfg.bc / 16; ++kk) {
         Value a = load(dsTile, laneDsB, idx(16 * kk), qr, true, frags);
         for (int64_t dp = 0; dp < chunk / 16; ++dp) {
-          auto [b0, b1] = frags.splitB(load(
-              kTile, laneKA, idx(16 * kk), add(c0, idx(16 * dp)), true, frags));
-          dq[2 * dp] = frags.mma(a, b0, dq[2 * dp]);
-          dq[2 * dp + 1] = frags.mma(a, b1, dq[2 * dp + 1]);
+          auto bs = frags.splitB(load(kTile, laneKA, idx(16 * kk),
+                                      add(c0, idx(16 * dp)), true, frags));
+          frags.mma16(a, bs, MutableArrayRef<Value>(dq).slice(2 * dp, 2));
         }
       }
       if (dqStage) {

@@ -721,11 +721,10 @@ SmallVector<Value> ForwardKernelEmitter::emitStep(OnlineAttentionOp step,
       qa.push_back(cfg.qInRegs ? qFrags[mt * (cfg.d / 16) + ks]
                                : loadQ(mt, ks));
     for (int64_t np = 0; np < keys / 16; ++np) {
-      auto [b0, b1] = loadKFrags(k0 + 16 * np, ks);
+      auto bs = loadKFrags(k0 + 16 * np, ks);
       for (int64_t mt = 0; mt < m; ++mt) {
-        s[mt * ns + 2 * np] = frags.mma(qa[mt], b0, s[mt * ns + 2 * np]);
-        s[mt * ns + 2 * np + 1] =
-            frags.mma(qa[mt], b1, s[mt * ns + 2 * np + 1]);
+        frags.mma16(qa[mt], bs,
+                    MutableArrayRef<Value>(s).slice(mt * ns + 2 * np, 2));
       }
     }
   }
@@ -879,11 +878,10 @@ SmallVector<Value> ForwardKernelEmitter::emitStep(OnlineAttentionOp step,
     for (int64_t mt = 0; mt < m; ++mt)
       pa.push_back(frags.packA(pFrag(mt, 2 * kk), pFrag(mt, 2 * kk + 1)));
     for (int64_t dp = 0; dp < cfg.dv / 16; ++dp) {
-      auto [b0, b1] = loadVFrags(k0 + 16 * kk, dp);
+      auto bs = loadVFrags(k0 + 16 * kk, dp);
       for (int64_t mt = 0; mt < m; ++mt) {
-        acc[mt * nd + 2 * dp] = frags.mma(pa[mt], b0, acc[mt * nd + 2 * dp]);
-        acc[mt * nd + 2 * dp + 1] =
-            frags.mma(pa[mt], b1, acc[mt * nd + 2 * dp + 1]);
+        frags.mma16(pa[mt], bs,
+                    MutableArrayRef<Value>(acc).slice(mt * nd + 2 * dp, 2));
       }
     }
   }
