@@ -7,7 +7,7 @@ include "mlir/Pass/PassBase.td"
 
 def FAConvertTiledAttentionToGPU : Pass<"fa-convert-tiled-attention-to-gpu"> {
   let summary = "Map tiled attention onto one gpu.launch: FlashAttention-2 "
-                "forward with mma.sync";
+                "forward with mma.sync, or wgmma on sm_90a";
   let description = [{
     Rewrites the `scf.forall` over (batch, query head, query block) that
     `fa-tile-attention` (and `fa-specialize-masks`, `fa-use-exp2`) produce,
@@ -77,7 +77,7 @@ def FAConvertTiledAttentionToGPU : Pass<"fa-convert-tiled-attention-to-gpu"> {
 def FAConvertTiledAttentionBackwardToGPU
     : Pass<"fa-convert-tiled-attention-backward-to-gpu"> {
   let summary = "Map the tiled backward onto gpu.launch ops: FlashAttention-2 "
-                "backward with mma.sync";
+                "backward with mma.sync, or wgmma on sm_90a";
   let description = [{
     Rewrites the loop nests `fa-tile-attention-backward` produces for one
     `fa.attention_backward` (tiles read from memrefs through

@@ -902,14 +902,15 @@ void ForwardKernelEmitter::emitKeyLoop(KeyLoop kl, SmallVector<Value> &state) {
   // Buffers alternate with the block's position in [lo, hi), across loops.
   Value buf = cfg.stages == 1 ? idx(0) : remu(divu(sub(kStart, lo), cfg.bc), 2);
   Value kRow0 = mul(buf, idx(cfg.bc));
-  // The lanes' ldmatrix offsets in this block's buffer.
-  Value kRow0I32 = toI32(kRow0);
   if (cfg.wgmma) {
-    Value rowBytes = arith::IndexCastOp::create(
+    // The descriptors of this block's buffer (start address in 16 bytes).
+    Value units = arith::IndexCastOp::create(
         b, loc, b.getI64Type(), mul(kRow0, idx(SmemTile::kPanelRowBytes / 16)));
-    kDescBlock = arith::AddIOp::create(b, loc, kDesc, rowBytes);
-    vDescBlock = arith::AddIOp::create(b, loc, vDesc, rowBytes);
+    kDescBlock = arith::AddIOp::create(b, loc, kDesc, units);
+    vDescBlock = arith::AddIOp::create(b, loc, vDesc, units);
   } else {
+    // The lanes' ldmatrix offsets in this block's buffer.
+    Value kRow0I32 = toI32(kRow0);
     kBlock = addNsw(kLane, mulNsw(kRow0I32, i32(kTile.storedCols())));
     vBlock = addNsw(vLane, mulNsw(kRow0I32, i32(vTile.storedCols())));
   }
