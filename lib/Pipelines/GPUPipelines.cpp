@@ -3,6 +3,7 @@
 #include "fa/Pipelines/GPUPipelines.h"
 
 #include "fa/Conversion/Passes.h"
+#include "fa/Dialect/FA/IR/KernelResources.h"
 #include "fa/Dialect/FA/Transforms/Passes.h"
 #include "mlir/Conversion/Passes.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
@@ -71,39 +72,48 @@ static void addKernelToBinaryPasses(OpPassManager &pm, StringRef chip,
   pm.addPass(createGpuModuleToBinaryPass(binary));
 }
 
+/// fa-select-kernel-config with the pipeline's fixed fields.
+template <typename Options>
+static void addSelectKernelConfig(OpPassManager &pm, const Options &options) {
+  FASelectKernelConfigOptions select;
+  select.chip = options.chip;
+  select.mma = options.mma;
+  select.blockQ = options.blockQ;
+  select.blockKV = options.blockKV;
+  select.warps = options.warps;
+  select.stages = options.stages;
+  pm.addPass(createFASelectKernelConfig(select));
+}
+
 void mlir::fa::buildGPUForwardPipeline(
     OpPassManager &pm, const GPUForwardPipelineOptions &options) {
-  // The tiled form the conversion consumes.
-  pm.addPass(createFATileAttention(
-      FATileAttentionOptions{options.blockQ, options.blockKV}));
+  addSelectKernelConfig(pm, options);
+  // The tiled form the conversion consumes; the tiles and everything the
+  // conversion needs come from the kernel configuration.
+  pm.addPass(createFATileAttention());
   pm.addPass(createFASpecializeMasks());
   pm.addPass(createFAUseExp2());
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
 
-  pm.addPass(
-      createFAConvertTiledAttentionToGPU(FAConvertTiledAttentionToGPUOptions{
-          options.warps, options.stages, options.swizzle, options.wgmma}));
+  pm.addPass(createFAConvertTiledAttentionToGPU());
   addKernelToBinaryPasses(pm, options.chip, options.features, options.toolkit,
                           options.format, options.shortSharedPointers);
 }
 
 void mlir::fa::buildGPUBackwardPipeline(
     OpPassManager &pm, const GPUBackwardPipelineOptions &options) {
-  pm.addPass(createFATileAttentionBackward(
-      FATileAttentionBackwardOptions{options.blockQ, options.blockKV}));
+  addSelectKernelConfig(pm, options);
+  pm.addPass(createFATileAttentionBackward());
   // CSE only: canonicalization would fold the nest's single-iteration loops
   // (one query head per kv head, static lengths), which the conversion
   // matches.
   pm.addPass(createCSEPass());
-  // sm_90 and later reduce dQ 8 bytes at a time (PTX ISA 8.1).
-  bool hopper = StringRef(options.chip).starts_with("sm_9") ||
-                StringRef(options.chip).starts_with("sm_10");
-  pm.addPass(createFAConvertTiledAttentionBackwardToGPU(
-      FAConvertTiledAttentionBackwardToGPUOptions{options.warps, hopper,
-                                                  options.wgmma}));
+  pm.addPass(createFAConvertTiledAttentionBackwardToGPU());
+  // sm_90 and later reduce dQ 8 and 16 bytes at a time (PTX ISA 8.1).
+  const ChipInfo *chip = lookupChip(options.chip);
   std::string features = options.features;
-  if (hopper && features == "+ptx80")
+  if (chip && chip->vectorReductions && features == "+ptx80")
     features = "+ptx81";
   addKernelToBinaryPasses(pm, options.chip, features, options.toolkit,
                           options.format, options.shortSharedPointers);
@@ -127,12 +137,12 @@ std::string mlir::fa::findCudaToolkit() {
 void mlir::fa::registerFAGPUPipelines() {
   PassPipelineRegistration<GPUForwardPipelineOptions>(
       "fa-gpu-forward",
-      "fa.attention on memrefs to a FlashAttention-2 forward kernel "
-      "(mma.sync) and its PTX in a gpu.binary",
+      "fa.attention on memrefs to a FlashAttention forward kernel "
+      "(mma.sync or wgmma) and its PTX in a gpu.binary",
       buildGPUForwardPipeline);
   PassPipelineRegistration<GPUBackwardPipelineOptions>(
       "fa-gpu-backward",
-      "fa.attention_backward on memrefs to the FlashAttention-2 backward "
-      "kernels (mma.sync) and their PTX in one gpu.binary",
+      "fa.attention_backward on memrefs to the FlashAttention backward "
+      "kernels (mma.sync or wgmma) and their PTX in one gpu.binary",
       buildGPUBackwardPipeline);
 }

@@ -51,7 +51,7 @@
 
 // Bad flags get a precise error and a non-zero exit.
 // RUN: not fa-compile --mma=wgmma --chip=sm_80 -o %t.bad 2>&1 | FileCheck %s --check-prefix=MMACHIP
-// MMACHIP: fa-compile: wgmma needs --chip=sm_90a, got sm_80
+// MMACHIP: error: fa-select-kernel-config: wgmma needs sm_90a, not sm_80
 // RUN: not fa-compile --mma=tensor --chip=sm_90a -o %t.bad 2>&1 | FileCheck %s --check-prefix=MMA
 // MMA: fa-compile: --mma must be auto, mma.sync or wgmma, got 'tensor'
 // RUN: not fa-compile --mma=wgmma --chip=sm_90a --head-dim=128 --block-q=32 -o %t.bad 2>&1 | FileCheck %s --check-prefix=MMATILE
@@ -63,7 +63,29 @@
 // RUN: not fa-compile --window=3 -o %t.bad 2>&1 | FileCheck %s --check-prefix=WINDOW
 // WINDOW: fa-compile: --window must be 'left,right', got '3'
 // RUN: not fa-compile --head-dim=100 -o %t.bad 2>&1 | FileCheck %s --check-prefix=HEADDIM
-// HEADDIM: unsupported query/key head dim 100
+// HEADDIM: fa-compile: --head-dim must be a multiple of 8 in [8, 256], got 100
+// RUN: not fa-compile --scale=nan -o %t.bad 2>&1 | FileCheck %s --check-prefix=SCALE
+// SCALE: fa-compile: --scale must be a positive, finite f32 value, got nan
+// RUN: not fa-compile --scale=inf -o %t.bad 2>&1 | FileCheck %s --check-prefix=SCALEINF
+// SCALEINF: fa-compile: --scale must be a positive, finite f32 value, got INF
+// RUN: not fa-compile --scale=1e39 -o %t.bad 2>&1 | FileCheck %s --check-prefix=SCALEBIG
+// SCALEBIG: fa-compile: --scale must be a positive, finite f32 value, got 1.000000e+39
+// RUN: not fa-compile --softcap=nan -o %t.bad 2>&1 | FileCheck %s --check-prefix=SOFTCAP
+// SOFTCAP: fa-compile: --softcap must be a positive, finite f32 value, got nan
+// RUN: not fa-compile --block-kv=-16 -o %t.bad 2>&1 | FileCheck %s --check-prefix=NEG
+// NEG: fa-compile: --block-kv must be >= 0 (0 = choose), got -16
+// A head dim the kernels cannot take (the dialect allows multiples of 8).
+// RUN: not fa-compile --head-dim=40 -o %t.bad 2>&1 | FileCheck %s --check-prefix=HD40
+// HD40: the GPU kernels need head dims that are multiples of 16, got 40 and 40
+// Explicit tiles that do not fit the chip are refused, naming the limit (a
+// field left free is chosen to fit: --block-kv=128 alone gets smaller query
+// blocks).
+// RUN: not fa-compile --kind=forward --head-dim=128 --chip=sm_80 --block-q=128 --block-kv=128 --warps=4 --stages=2 -o %t.bad 2>&1 | FileCheck %s --check-prefix=SMEM
+// SMEM: the forward kernel needs 174080 bytes of shared memory, more than the 166912 a thread block may have on sm_80
+// RUN: not fa-compile --kind=forward --head-dim=128 --chip=sm_80 --block-q=128 --warps=1 -o %t.bad 2>&1 | FileCheck %s --check-prefix=REGS
+// REGS: the forward kernel would keep {{[0-9]+}} accumulator values per thread in registers, more than the 224
+// RUN: not fa-compile --kind=backward --head-dim=256 --chip=sm_80 --block-kv=64 --warps=4 -o %t.bad 2>&1 | FileCheck %s --check-prefix=BWDSMEM
+// BWDSMEM: the key-block kernel needs 212992 bytes of shared memory, more than the 166912 a thread block may have on sm_80; use smaller block_q/block_kv){{$}}
 // RUN: not fa-compile --kind=sideways -o %t.bad 2>&1 | FileCheck %s --check-prefix=KIND
 // KIND: fa-compile: unsupported --kind 'sideways' (supported: forward, backward)
 // RUN: not fa-compile --deterministic -o %t.bad 2>&1 | FileCheck %s --check-prefix=DETFWD

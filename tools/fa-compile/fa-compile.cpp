@@ -80,23 +80,23 @@ static cl::opt<double> scale("scale",
                              cl::init(0.0), cl::cat(category));
 static cl::opt<std::string> chip("chip", cl::desc("sm_80 or sm_90a"),
                                  cl::init("sm_80"), cl::cat(category));
-static cl::opt<int64_t> blockQ("block-q", cl::desc("Query rows per block"),
+static cl::opt<int64_t> blockQ("block-q",
+                               cl::desc("Query rows per block (0 = choose)"),
                                cl::init(0), cl::cat(category));
-static cl::opt<int64_t> blockKV("block-kv", cl::desc("Keys per block"),
+static cl::opt<int64_t> blockKV("block-kv",
+                                cl::desc("Keys per block (0 = choose)"),
                                 cl::init(0), cl::cat(category));
 static cl::opt<int64_t> warps("warps",
-                              cl::desc("Warps per thread block (0 = 4 for "
-                                       "the forward, 8 for the backward)"),
+                              cl::desc("Warps per thread block (0 = choose)"),
                               cl::init(0), cl::cat(category));
-static cl::opt<int64_t> stages("stages",
-                               cl::desc("K/V shared-memory stages (2 = "
-                                        "double buffering)"),
-                               cl::init(2), cl::cat(category));
+static cl::opt<int64_t>
+    stages("stages",
+           cl::desc("Forward: K/V shared-memory stages, 1 or 2 (0 = choose)"),
+           cl::init(0), cl::cat(category));
 static cl::opt<std::string>
     mma("mma",
-        cl::desc("Forward tensor-core instructions: auto (wgmma on sm_90a "
-                 "where the head dims allow it, else mma.sync), mma.sync or "
-                 "wgmma (sm_90a)"),
+        cl::desc("Tensor-core instructions: auto (wgmma on sm_90a where the "
+                 "op allows it, else mma.sync), mma.sync or wgmma (sm_90a)"),
         cl::init("auto"), cl::cat(category));
 static cl::opt<bool> deterministic(
     "deterministic",
@@ -126,8 +126,9 @@ struct KernelConfig {
   std::optional<double> softcap, scale;
   std::string chip = "sm_80";
   bool deterministic = false;
-  int64_t blockQ = 0, blockKV = 0, warps = 0, stages = 2;
-  /// Forward only: "auto", "mma.sync" or "wgmma".
+  /// What the user fixes of the kernel configuration (0 / "auto": chosen
+  /// by fa-select-kernel-config).
+  int64_t blockQ = 0, blockKV = 0, warps = 0, stages = 0;
   std::string mma = "auto";
   bool backward() const { return kind == "backward"; }
 
@@ -189,9 +190,9 @@ FunctionParts functionParts(const KernelConfig &c) {
     p.attrs +=
         llvm::formatv(" window [{0}, {1}]", c.windowLeft, c.windowRight).str();
   if (c.softcap)
-    p.attrs += llvm::formatv(" softcap {0:e}", *c.softcap).str();
+    p.attrs += llvm::formatv(" softcap {0:e9}", *c.softcap).str();
   if (c.scale)
-    p.attrs += llvm::formatv(" scale {0:e}", *c.scale).str();
+    p.attrs += llvm::formatv(" scale {0:e9}", *c.scale).str();
   if (c.backward() && c.deterministic)
     p.attrs += " deterministic";
   return p;
@@ -368,23 +369,6 @@ FailureOr<llvm::json::Object> describeLaunch(gpu::LaunchFuncOp launch,
                             {"params", std::move(params)}};
 }
 
-/// Whether the wgmma kernels take this configuration: head dims in 64-column
-/// panels, whole warpgroups, 16 rows per warp (query rows in the forward,
-/// keys in the backward) and, in the backward, 64-query dQ tiles. Tiles left
-/// at 0 are chosen to fit.
-bool fitsWgmma(const KernelConfig &c) {
-  if (c.d % 64 || c.dv % 64 || c.dv > 256 || (c.warps && c.warps % 4))
-    return false;
-  int64_t rows = c.backward() ? c.blockKV : c.blockQ;
-  if (rows && (rows % 64 || rows > 256 || (c.warps && rows != 16 * c.warps)))
-    return false;
-  if (c.backward() && c.blockQ && (c.blockQ % 64 || c.blockQ > 256))
-    return false;
-  if (!c.backward() && c.blockKV && (c.blockKV % 16 || c.blockKV > 256))
-    return false;
-  return true;
-}
-
 LogicalResult compileOne(MLIRContext &ctx, const KernelConfig &flags,
                          OwningOpRef<ModuleOp> module) {
   // Find the op and derive the config from it.
@@ -407,91 +391,42 @@ LogicalResult compileOne(MLIRContext &ctx, const KernelConfig &flags,
     config.kind = "backward";
     config.deterministic = bwd.getDeterministic();
   }
-  if (config.mma == "auto") {
-    config.mma =
-        config.chip == "sm_90a" && fitsWgmma(config) ? "wgmma" : "mma.sync";
-  } else if (config.mma != "mma.sync" && config.mma != "wgmma") {
-    return attention->emitError("fa-compile: --mma must be auto, mma.sync or "
-                                "wgmma, got '")
-           << config.mma << "'";
-  }
-  if (config.mma == "wgmma" && config.chip != "sm_90a")
-    return attention->emitError("fa-compile: wgmma needs --chip=sm_90a, got ")
-           << config.chip;
-  if (config.backward() && config.mma == "wgmma") {
-    // Two warpgroups of 64 keys with dK/dV in registers, 64-query blocks
-    // (1.07-1.29x FA2 on the H200, docs/PERFORMANCE.md). At D <= 64 an
-    // unmasked kernel without softcap also fits 128-query blocks in the
-    // registers (1.22x instead of 1.09x); the mask and softcap arithmetic
-    // of the others would spill there.
-    if (config.warps == 0)
-      config.warps = config.blockKV ? config.blockKV / 16 : 8;
-    if (config.blockKV == 0)
-      config.blockKV = 16 * config.warps;
-    bool plain = !config.causal && !config.hasWindow() && !config.softcap;
-    if (config.blockQ == 0)
-      config.blockQ = std::max(config.d, config.dv) <= 64 && plain ? 128 : 64;
-  } else if (config.backward()) {
-    // The key-block kernel keeps dK, dV (f32) of 16 keys per warp in
-    // registers. On sm_90, 128 keys over 8 warps against 64-query blocks
-    // measured fastest on the H200 (docs/PERFORMANCE.md). sm_80's scalar
-    // dQ atomics need more registers: 64 keys over 4 warps keep it free of
-    // spills.
-    // At D <= 64 the registers leave room for 128-query blocks (fewer Q/dO
-    // shared-memory reads per key: 0.80-0.86x -> 0.87-0.93x FA2 there).
-    bool sm80 = config.chip == "sm_80";
-    if (config.blockQ == 0)
-      config.blockQ = !sm80 && std::max(config.d, config.dv) <= 64 ? 128 : 64;
-    if (config.blockKV == 0)
-      config.blockKV = sm80 ? 64 : 128;
-    if (config.warps == 0)
-      config.warps = sm80 ? 4 : 8;
-  } else if (config.mma == "wgmma") {
-    // Measured on the H200 (docs/PERFORMANCE.md, tile sweep): at D = 128 two
-    // warpgroups of 64 query rows share each K/V block of 128 keys (one
-    // block per SM); at D <= 64 one warpgroup per block, so that 3 blocks
-    // per SM overlap one's softmax with another's MMAs.
-    bool large = std::max(config.d, config.dv) > 64;
-    if (config.warps == 0)
-      config.warps = config.blockQ ? config.blockQ / 16 : large ? 8 : 4;
-    if (config.blockQ == 0)
-      config.blockQ = 16 * config.warps;
-    if (config.blockKV == 0)
-      config.blockKV = 128;
-  } else {
-    if (config.warps == 0)
-      config.warps = 4;
-    // FlashAttention-2's sm8x tiles, which keep the kernel free of register
-    // spills (docs/GPU.md): 128 query rows; 64 keys per block at D <= 64, 32
-    // at larger D.
-    if (config.blockQ == 0)
-      config.blockQ = 128;
-    if (config.blockKV == 0)
-      config.blockKV = std::max(config.d, config.dv) > 64 ? 32 : 64;
-  }
   if (config.dtype == "f32")
     return attention->emitError(
         "fa-compile: the GPU kernels take f16 or bf16 inputs, not f32");
   auto host = attention->getParentOfType<func::FuncOp>();
   std::string name =
       kernelName.empty() || defaultSet ? config.defaultName() : kernelName;
+
+  // The kernel configuration: the op's own, or fa-select-kernel-config's
+  // choice with the fixed flags. Everything below reads it from the op.
+  std::string mmaName = config.mma == "mma.sync" ? "mma_sync" : config.mma;
+  std::string select = llvm::formatv(
+      "fa-select-kernel-config{{chip={0} mma={1} block-q={2} block-kv={3} "
+      "warps={4} stages={5}}",
+      config.chip, mmaName, config.blockQ, config.blockKV, config.warps,
+      config.stages);
+  PassManager selectPm(&ctx);
+  if (failed(parsePassPipeline(select, selectPm, llvm::errs())))
+    return module->emitError("fa-compile: cannot build pipeline '")
+           << select << "'";
+  if (failed(selectPm.run(*module)))
+    return failure();
+  auto kernelConfig =
+      attention->getAttrOfType<fa::KernelConfigAttr>("kernel_config");
+  if (!kernelConfig)
+    return attention->emitError("fa-compile: no kernel_config was selected");
+  if (kernelConfig.getChip() != config.chip)
+    return attention->emitError("fa-compile: the op's kernel_config is for ")
+           << kernelConfig.getChip() << ", not --chip=" << config.chip;
+  bool wgmma = kernelConfig.getMma() == fa::MmaKind::Wgmma;
+
   std::string pipeline =
-      config.backward()
-          ? llvm::formatv("{0}{{block-q={1} block-kv={2} warps={3} chip={4} "
-                          "wgmma={5}}",
-                          pipelineName.empty() ? "fa-gpu-backward"
-                                               : pipelineName.getValue(),
-                          config.blockQ, config.blockKV, config.warps,
-                          config.chip, config.mma == "wgmma")
-                .str()
-          : llvm::formatv(
-                "{0}{{block-q={1} block-kv={2} warps={3} stages={4} chip={5} "
-                "wgmma={6}}",
-                pipelineName.empty() ? "fa-gpu-forward"
-                                     : pipelineName.getValue(),
-                config.blockQ, config.blockKV, config.warps, config.stages,
-                config.chip, config.mma == "wgmma")
-                .str();
+      llvm::formatv("{0}{{chip={1}}",
+                    !pipelineName.empty() ? pipelineName.getValue()
+                    : config.backward()   ? "fa-gpu-backward"
+                                          : "fa-gpu-forward",
+                    config.chip);
   PassManager pm(&ctx);
   if (failed(parsePassPipeline(pipeline, pm, llvm::errs())))
     return module->emitError("fa-compile: cannot build pipeline '")
@@ -532,19 +467,20 @@ LogicalResult compileOne(MLIRContext &ctx, const KernelConfig &flags,
                                  : llvm::json::Value(nullptr)},
       {"scale", config.effectiveScale()},
       {"scale_is_default", !config.scale.has_value()},
-      {"block_q", config.blockQ},
-      {"block_kv", config.blockKV},
-      {"warps", config.warps},
-      {"mma", config.mma},
+      {"block_q", kernelConfig.getBlockQ()},
+      {"block_kv", kernelConfig.getBlockKV()},
+      {"warps", kernelConfig.getWarps()},
+      {"mma", wgmma ? "wgmma" : "mma.sync"},
   };
   if (!config.backward()) {
     FailureOr<llvm::json::Object> k = describeLaunch(
         launches[0], host, kForwardArgs,
         llvm::json::Array{
-            llvm::formatv("ceildiv(Nq, {0})", config.blockQ).str(), "Hq", "B"});
+            llvm::formatv("ceildiv(Nq, {0})", kernelConfig.getBlockQ()).str(),
+            "Hq", "B"});
     if (failed(k))
       return failure();
-    manifest["stages"] = config.stages;
+    manifest["stages"] = kernelConfig.getStages();
     for (auto &[key, value] : *k)
       manifest[key] = std::move(value);
   } else {
@@ -559,11 +495,12 @@ LogicalResult compileOne(MLIRContext &ctx, const KernelConfig &flags,
         grid = llvm::json::Array{rows, "Hq", "B"};
       else if (entry.ends_with("_dq_kernel"))
         grid = llvm::json::Array{
-            llvm::formatv("ceildiv(Nq, {0})", config.blockQ).str(), "Hq", "B"};
+            llvm::formatv("ceildiv(Nq, {0})", kernelConfig.getBlockQ()).str(),
+            "Hq", "B"};
       else
         grid = llvm::json::Array{
-            llvm::formatv("ceildiv(Nk, {0})", config.blockKV).str(), "Hkv",
-            "B"};
+            llvm::formatv("ceildiv(Nk, {0})", kernelConfig.getBlockKV()).str(),
+            "Hkv", "B"};
       FailureOr<llvm::json::Object> k =
           describeLaunch(launch, host, kBackwardArgs, std::move(grid));
       if (failed(k))
@@ -645,10 +582,34 @@ FailureOr<KernelConfig> configFromFlags() {
       return failure();
     }
   }
+  // Checked here, so that a bad value names its flag (the generated IR
+  // would only say "expected attribute value").
+  for (auto [flag, opt] :
+       {std::pair<const char *, cl::opt<double> *>{"--softcap", &softcap},
+        {"--scale", &scale}}) {
+    if (!opt->getNumOccurrences())
+      continue;
+    double v = opt->getValue();
+    if (!std::isfinite(v) || !(v > 0) ||
+        !std::isfinite(static_cast<float>(v))) {
+      llvm::errs() << "fa-compile: " << flag
+                   << " must be a positive, finite f32 value, got " << v
+                   << "\n";
+      return failure();
+    }
+  }
   if (softcap.getNumOccurrences())
     c.softcap = softcap;
   if (scale.getNumOccurrences())
     c.scale = scale;
+  for (auto [flag, d] : {std::pair<const char *, int64_t>{"--head-dim", c.d},
+                         {"--value-head-dim", c.dv}}) {
+    if (d < 8 || d > fa::kMaxHeadDim || d % 8) {
+      llvm::errs() << "fa-compile: " << flag << " must be a multiple of 8 in "
+                   << "[8, " << fa::kMaxHeadDim << "], got " << d << "\n";
+      return failure();
+    }
+  }
   c.chip = chip;
   if (c.chip != "sm_80" && c.chip != "sm_90a") {
     llvm::errs() << "fa-compile: --chip must be sm_80 or sm_90a, got '"
@@ -661,6 +622,23 @@ FailureOr<KernelConfig> configFromFlags() {
   c.warps = warps;
   c.stages = stages;
   c.mma = mma;
+  if (c.mma != "auto" && c.mma != "mma.sync" && c.mma != "mma_sync" &&
+      c.mma != "wgmma") {
+    llvm::errs() << "fa-compile: --mma must be auto, mma.sync or wgmma, got '"
+                 << c.mma << "'\n";
+    return failure();
+  }
+  for (auto [flag, v] :
+       {std::pair<const char *, int64_t>{"--block-q", c.blockQ},
+        {"--block-kv", c.blockKV},
+        {"--warps", c.warps},
+        {"--stages", c.stages}}) {
+    if (v < 0) {
+      llvm::errs() << "fa-compile: " << flag << " must be >= 0 (0 = choose), "
+                   << "got " << v << "\n";
+      return failure();
+    }
+  }
   return c;
 }
 

@@ -20,8 +20,8 @@ def FAConvertTiledAttentionToGPU : Pass<"fa-convert-tiled-attention-to-gpu"> {
 
     - Q and double-buffered K/V tiles are staged in dynamic shared memory
       with `nvgpu.device_async_copy` (cp.async, 16 bytes per thread,
-      zero-filled past the sequence ends), on rows padded by 16 bytes (or
-      XOR-swizzled) so that `nvgpu.ldmatrix` is bank-conflict free;
+      zero-filled past the sequence ends), on rows padded by 16 bytes so
+      that `nvgpu.ldmatrix` is bank-conflict free;
     - `S = Q K^T` and `O += P V` use mma.sync m16n8k16 (f16/bf16 in, f32
       accumulation); P stays in registers;
     - the online softmax runs on the accumulator fragments (quad shuffles
@@ -31,6 +31,11 @@ def FAConvertTiledAttentionToGPU : Pass<"fa-convert-tiled-attention-to-gpu"> {
       masked boundary) are kept, with their run-time bounds cloned into the
       kernel; only the masked ones carry mask arithmetic;
     - the finalization normalizes once and writes O and the natural-log LSE.
+
+    The forall's `fa.kernel_config` (put there by the tiling from the op's
+    `kernel_config`) gives the warps, stages and MMA kind, and its chip the
+    shared-memory limit the kernel is checked against; the pass options
+    serve loop nests without one.
 
     Before:
     ```mlir
@@ -53,17 +58,11 @@ def FAConvertTiledAttentionToGPU : Pass<"fa-convert-tiled-attention-to-gpu"> {
            "Warps per thread block; each owns block-q / warps query rows">,
     Option<"stages", "stages", "int64_t", /*default=*/"2",
            "Shared-memory buffers per K/V tile (1 or 2; 2 = double-buffered)">,
-    Option<"swizzle", "swizzle", "bool", /*default=*/"false",
-           "XOR-swizzle shared-memory rows instead of padding them by 16 "
-           "bytes (both make ldmatrix conflict-free; padding keeps every "
-           "ldmatrix address a constant offset of one register per tile, "
-           "which saves registers)">,
     Option<"wgmma", "wgmma", "bool", /*default=*/"false",
            "Hopper (sm_90a): both GEMMs as warpgroup MMAs (wgmma.mma_async; "
            "Q, K, V read through shared-memory descriptors on 128-byte "
            "swizzled tiles, P from registers) instead of mma.sync; needs "
-           "warps % 4 == 0, block-q == 16 * warps and head dims that are "
-           "multiples of 64">
+           "warps % 4 == 0 and block-q == 16 * warps">
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect", "::mlir::gpu::GPUDialect",

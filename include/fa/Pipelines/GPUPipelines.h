@@ -36,57 +36,50 @@ struct GPUTargetPipelineOptions : public PassPipelineOptions<Derived> {
       llvm::cl::init("isa")};
 };
 
-/// Options of the GPU forward pipeline.
-struct GPUForwardPipelineOptions
-    : public GPUTargetPipelineOptions<GPUForwardPipelineOptions> {
-  PassOptions::Option<int64_t> blockQ{*this, "block-q",
-                                      llvm::cl::desc("Query rows per block"),
-                                      llvm::cl::init(128)};
-  PassOptions::Option<int64_t> blockKV{
-      *this, "block-kv", llvm::cl::desc("Keys per block"), llvm::cl::init(64)};
-  PassOptions::Option<int64_t> warps{*this, "warps",
-                                     llvm::cl::desc("Warps per thread block"),
-                                     llvm::cl::init(4)};
-  PassOptions::Option<int64_t> stages{
+/// What the GPU pipelines let a user fix of the kernel configuration; every
+/// field left at 0 (`mma=auto`) is chosen by fa-select-kernel-config.
+template <typename Derived>
+struct GPUKernelPipelineOptions : public GPUTargetPipelineOptions<Derived> {
+  using Base = PassPipelineOptions<Derived>;
+  typename Base::template Option<std::string> mma{
+      *this, "mma",
+      llvm::cl::desc("auto (wgmma where the chip and the op allow it), "
+                     "mma_sync or wgmma"),
+      llvm::cl::init("auto")};
+  typename Base::template Option<int64_t> blockQ{
+      *this, "block-q", llvm::cl::desc("Query rows per block (0 = choose)"),
+      llvm::cl::init(0)};
+  typename Base::template Option<int64_t> blockKV{
+      *this, "block-kv", llvm::cl::desc("Keys per block (0 = choose)"),
+      llvm::cl::init(0)};
+  typename Base::template Option<int64_t> warps{
+      *this, "warps", llvm::cl::desc("Warps per thread block (0 = choose)"),
+      llvm::cl::init(0)};
+  typename Base::template Option<int64_t> stages{
       *this, "stages",
-      llvm::cl::desc("Shared-memory buffers per K/V tile (1 or 2)"),
-      llvm::cl::init(2)};
-  PassOptions::Option<bool> swizzle{
-      *this, "swizzle",
-      llvm::cl::desc("XOR-swizzle shared-memory rows instead of padding")};
-  PassOptions::Option<bool> wgmma{
-      *this, "wgmma",
-      llvm::cl::desc("sm_90a: warpgroup MMAs (wgmma) instead of mma.sync")};
+      llvm::cl::desc("Shared-memory buffers per streamed tile (0 = choose)"),
+      llvm::cl::init(0)};
 };
 
+/// Options of the GPU forward pipeline.
+struct GPUForwardPipelineOptions
+    : public GPUKernelPipelineOptions<GPUForwardPipelineOptions> {};
+
 /// fa.attention on memrefs (through bufferization.to_tensor /
-/// materialize_in_destination) -> tiled, mask-specialized, exp2 form -> one
-/// gpu.launch per attention (mma.sync) -> outlined gpu.module lowered to NVVM
-/// -> gpu.binary holding the PTX (format=isa). The host side keeps the
-/// gpu.launch_func.
+/// materialize_in_destination) -> kernel configuration -> tiled,
+/// mask-specialized, exp2 form -> one gpu.launch per attention (mma.sync or
+/// wgmma) -> outlined gpu.module lowered to NVVM -> gpu.binary holding the
+/// PTX (format=isa). The host side keeps the gpu.launch_func.
 void buildGPUForwardPipeline(OpPassManager &pm,
                              const GPUForwardPipelineOptions &options);
 
 /// Options of the GPU backward pipeline.
 struct GPUBackwardPipelineOptions
-    : public GPUTargetPipelineOptions<GPUBackwardPipelineOptions> {
-  PassOptions::Option<int64_t> blockQ{*this, "block-q",
-                                      llvm::cl::desc("Query rows per block"),
-                                      llvm::cl::init(64)};
-  PassOptions::Option<int64_t> blockKV{
-      *this, "block-kv", llvm::cl::desc("Keys per block"), llvm::cl::init(64)};
-  PassOptions::Option<int64_t> warps{
-      *this, "warps",
-      llvm::cl::desc("Warps per thread block of the GEMM kernels"),
-      llvm::cl::init(4)};
-  PassOptions::Option<bool> wgmma{
-      *this, "wgmma",
-      llvm::cl::desc("sm_90a: the key-block kernel on warpgroup MMAs "
-                     "(wgmma) instead of mma.sync")};
-};
+    : public GPUKernelPipelineOptions<GPUBackwardPipelineOptions> {};
 
-/// fa.attention_backward on memrefs -> fa-tile-attention-backward ->
-/// preprocessing, key-block and dQ gpu.launch ops (mma.sync) in one
+/// fa.attention_backward on memrefs -> kernel configuration ->
+/// fa-tile-attention-backward -> preprocessing, key-block and dQ gpu.launch
+/// ops (mma.sync or wgmma) in one
 /// gpu.module -> NVVM -> gpu.binary holding the PTX of all of them.
 void buildGPUBackwardPipeline(OpPassManager &pm,
                               const GPUBackwardPipelineOptions &options);

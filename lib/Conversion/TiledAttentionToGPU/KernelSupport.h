@@ -9,6 +9,7 @@
 #ifndef FA_LIB_CONVERSION_TILEDATTENTIONTOGPU_KERNELSUPPORT_H
 #define FA_LIB_CONVERSION_TILEDATTENTIONTOGPU_KERNELSUPPORT_H
 
+#include "fa/Dialect/FA/IR/KernelResources.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -31,46 +32,22 @@ namespace mlir::fa::detail {
 constexpr double kLog2e = 1.4426950408889634;
 constexpr double kLn2 = 0.6931471805599453;
 /// Elements of a 16-byte chunk (one cp.async, one ldmatrix row) of f16/bf16.
-constexpr int64_t kChunk = 8;
+constexpr int64_t kChunk = kTileChunk;
 
-/// A [rows, cols] tile in shared memory, as rows of 16-byte chunks, viewed
-/// as a flat 1-d memref (element index row * storedCols() + col): every
-/// address is then one per-lane register plus a constant. With
-/// `swizzle`, chunk c of row r is stored at chunk c ^ (r % 8); otherwise rows
-/// are padded by one chunk. Either way the 8 rows one ldmatrix phase (or one
-/// group of 8 cp.async) touches fall in distinct banks.
-///
-/// With `panels` (the wgmma layout), the columns are split into panels of 64
-/// (128 bytes): panel p is a [rows, 64] block of its own at element
-/// p * rows * 64, its rows swizzled as above. That is the 128-byte swizzled
-/// canonical layout wgmma descriptors read (K-major for Q and K, MN-major
-/// for V), given a 1024-byte aligned tile.
-struct SmemTile {
+/// A tile in shared memory: its layout (TileLayout, the resource model's
+/// definition) and a flat 1-d memref view of it (element index
+/// row * storedCols() + col, panel by panel): every address is then one
+/// per-lane register plus a constant.
+struct SmemTile : TileLayout {
   Value view;
-  int64_t rows = 0, cols = 0;
-  bool swizzle = false;
-  bool panels = false;
 
-  static constexpr int64_t kPanelCols = 64;
-  /// Bytes of one panel row (f16/bf16).
-  static constexpr int64_t kPanelRowBytes = kPanelCols * 2;
-  static bool canSwizzle(int64_t cols) {
-    int64_t chunks = cols / kChunk;
-    return chunks >= 8 && llvm::isPowerOf2_64(chunks);
+  static SmemTile layout(int64_t rows, int64_t cols, bool swizzle,
+                         bool panels) {
+    SmemTile t;
+    static_cast<TileLayout &>(t) = TileLayout::get(rows, cols, swizzle, panels);
+    return t;
   }
-  /// Elements between two rows (of one panel).
-  int64_t storedCols() const {
-    if (panels)
-      return kPanelCols;
-    return swizzle ? cols : cols + kChunk;
-  }
-  /// Elements between two panels.
-  int64_t panelStride() const { return rows * kPanelCols; }
-  int64_t bytes(int64_t eltBytes) const {
-    if (panels)
-      return rows * cols * eltBytes;
-    return rows * storedCols() * eltBytes;
-  }
+  int64_t bytes(int64_t eltBytes) const { return elements() * eltBytes; }
 };
 
 /// Scalar builders at one location, shared by the kernel emitters.

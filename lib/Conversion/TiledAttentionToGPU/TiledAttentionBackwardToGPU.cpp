@@ -48,6 +48,7 @@
 #include "KernelSupport.h"
 
 #include "fa/Dialect/FA/IR/FAOps.h"
+#include "fa/Dialect/FA/IR/KernelResources.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
@@ -252,12 +253,8 @@ FailureOr<BackwardConfig> getConfig(AttentionBackwardStepOp step, int64_t warps,
   if (kRowKernelThreads % cfg.br)
     return fail("block-q must divide 128");
   if (keyRows) {
-    // Halve the dQ column chunks until every warp gets the same number of
-    // (16-row tile, chunk) units.
-    cfg.dqChunk = std::min<int64_t>(cfg.d, 64);
-    while ((cfg.br / 16) * (cfg.d / cfg.dqChunk) % warps && cfg.dqChunk > 16)
-      cfg.dqChunk /= 2;
-    if ((cfg.br / 16) * (cfg.d / cfg.dqChunk) % warps)
+    cfg.dqChunk = backwardDqChunk(cfg.br, cfg.d, warps);
+    if (!cfg.dqChunk)
       return fail("the dQ tiles of block-q x head dim do not split evenly "
                   "over the warps");
   }
@@ -491,11 +488,9 @@ struct SmemLayout {
   }
   SmemTile tile(OpBuilder &b, Location loc, int64_t rows, int64_t cols,
                 Type elt) {
-    SmemTile t;
-    t.rows = rows;
-    t.cols = cols;
-    auto type =
-        MemRefType::get({rows * t.storedCols()}, elt, AffineMap(), space);
+    SmemTile t = SmemTile::layout(rows, cols, /*swizzle=*/false,
+                                  /*panels=*/false);
+    auto type = MemRefType::get({t.elements()}, elt, AffineMap(), space);
     t.view = memref::ViewOp::create(b, loc, type, base, offset(b, loc),
                                     ValueRange{});
     bytes += t.bytes(2);
@@ -506,11 +501,9 @@ struct SmemLayout {
   SmemTile panelTile(OpBuilder &b, Location loc, int64_t rows, int64_t cols,
                      Type elt, Value &addr) {
     bytes = llvm::alignTo(bytes, 1024);
-    SmemTile t;
-    t.rows = rows;
-    t.cols = cols;
-    t.swizzle = t.panels = true;
-    auto type = MemRefType::get({rows * cols}, elt, AffineMap(), space);
+    SmemTile t = SmemTile::layout(rows, cols, /*swizzle=*/true,
+                                  /*panels=*/true);
+    auto type = MemRefType::get({t.elements()}, elt, AffineMap(), space);
     t.view = memref::ViewOp::create(b, loc, type, base, offset(b, loc),
                                     ValueRange{});
     addr = arith::AddIOp::create(b, loc, alignedAddr,
@@ -1590,6 +1583,31 @@ int64_t QueryBlockKernel::emit(gpu::LaunchOp launch) {
 // Driver
 //===----------------------------------------------------------------------===//
 
+/// With a kernel configuration, the kernel must need exactly the shared
+/// memory the resource model predicted (which the op verifier checked
+/// against the chip), and no more than the chip offers.
+static LogicalResult checkSharedMemory(Operation *anchor,
+                                       KernelConfigAttr config,
+                                       const ChipInfo *chip,
+                                       const KernelProblem &problem,
+                                       int64_t bytes) {
+  if (!config)
+    return success();
+  int64_t model = kernelResources(config, problem).sharedMemory;
+  if (model != bytes)
+    return anchor->emitError("fa-convert-tiled-attention-backward-to-gpu: "
+                             "internal error: a kernel needs ")
+           << bytes << " bytes of shared memory, the resource model says "
+           << model;
+  if (bytes > chip->sharedMemoryPerBlock)
+    return anchor->emitError("fa-convert-tiled-attention-backward-to-gpu: a "
+                             "kernel needs ")
+           << bytes << " bytes of shared memory, more than the "
+           << chip->sharedMemoryPerBlock << " a thread block may have on "
+           << chip->name;
+  return success();
+}
+
 LogicalResult mlir::fa::convertTiledAttentionBackwardToGPU(
     RewriterBase &rewriter, linalg::GenericOp deltaOp,
     ArrayRef<AttentionBackwardStepOp> steps,
@@ -1620,19 +1638,37 @@ LogicalResult mlir::fa::convertTiledAttentionBackwardToGPU(
     return deltaOp.emitError("fa-convert-tiled-attention-backward-to-gpu: "
                              "expected one dK/dV/dQ nest, or one dK/dV nest "
                              "and one dQ nest");
-  FailureOr<BackwardConfig> keyCfg = getConfig(
-      keyNest->in.step, options.warps, /*keyRows=*/true, keyNest->forall);
+  // The nest's kernel configuration (fa-select-kernel-config) decides; the
+  // pass options serve IR without one.
+  auto config =
+      keyNest->forall->getAttrOfType<KernelConfigAttr>(kKernelConfigAttrName);
+  const ChipInfo *chip = config ? lookupChip(config.getChip()) : nullptr;
+  if (config && !chip)
+    return keyNest->forall.emitError(
+        "fa-convert-tiled-attention-backward-to-gpu: unknown chip in the "
+        "kernel configuration");
+  int64_t warps = config ? config.getWarps() : int64_t(options.warps);
+  bool wgmma = config ? config.getMma() == MmaKind::Wgmma : options.wgmma;
+  FailureOr<BackwardConfig> keyCfg =
+      getConfig(keyNest->in.step, warps, /*keyRows=*/true, keyNest->forall);
   if (failed(keyCfg))
     return failure();
-  keyCfg->vectorAtomics = options.vectorAtomics;
-  if (options.wgmma) {
+  if (config &&
+      (config.getBlockQ() != keyCfg->br || config.getBlockKV() != keyCfg->bc))
+    return keyNest->forall.emitError(
+               "fa-convert-tiled-attention-backward-to-gpu: the tiles (")
+           << keyCfg->br << " x " << keyCfg->bc
+           << ") are not those of the kernel configuration ("
+           << config.getBlockQ() << " x " << config.getBlockKV() << ")";
+  keyCfg->vectorAtomics = chip ? chip->vectorReductions : options.vectorAtomics;
+  if (wgmma) {
     auto fail = [&](const Twine &why) {
       return keyNest->forall.emitError(
                  "fa-convert-tiled-attention-backward-to-gpu: wgmma ")
              << why;
     };
     keyCfg->wgmma = true;
-    if (options.warps % 4 != 0 || keyCfg->mTiles != 1)
+    if (warps % 4 != 0 || keyCfg->mTiles != 1)
       return fail("needs whole warpgroups of 16 keys per warp: warps a "
                   "multiple of 4 and block-kv == 16 * warps");
     if (keyCfg->d % 64 || keyCfg->dv % 64 || keyCfg->br % 64 ||
@@ -1649,10 +1685,9 @@ LogicalResult mlir::fa::convertTiledAttentionBackwardToGPU(
     int64_t rows =
         cast<RankedTensorType>(queryNest->in.step.getQuery().getType())
             .getDimSize(0);
-    int64_t warps =
-        std::min<int64_t>(options.warps, std::max<int64_t>(rows / 16, 1));
+    int64_t qWarps = std::min<int64_t>(warps, std::max<int64_t>(rows / 16, 1));
     FailureOr<BackwardConfig> c = getConfig(
-        queryNest->in.step, warps, /*keyRows=*/false, queryNest->forall);
+        queryNest->in.step, qWarps, /*keyRows=*/false, queryNest->forall);
     if (failed(c))
       return failure();
     queryCfg = *c;
@@ -1728,6 +1763,11 @@ LogicalResult mlir::fa::convertTiledAttentionBackwardToGPU(
     b.setInsertionPointToStart(&launch.getBody().front());
     KeyBlockKernel kernel(b, loc, *keyNest, *keyCfg, lse2, delta, dqAcc);
     int64_t bytes = kernel.emit(launch);
+    if (failed(checkSharedMemory(keyNest->forall, config, chip,
+                                 {KernelKind::BackwardKeyBlock, keyCfg->d,
+                                  keyCfg->dv, keyNest->withDq},
+                                 bytes)))
+      return failure();
     finishLaunch(b, loc, launch, bytes);
     if (kernel.failed)
       return keyNest->forall.emitError(
@@ -1753,6 +1793,11 @@ LogicalResult mlir::fa::convertTiledAttentionBackwardToGPU(
     b.setInsertionPointToStart(&launch.getBody().front());
     QueryBlockKernel kernel(b, loc, *queryNest, *queryCfg, lse2, delta);
     int64_t bytes = kernel.emit(launch);
+    if (failed(checkSharedMemory(
+            queryNest->forall, config, chip,
+            {KernelKind::BackwardQueryBlock, queryCfg->d, queryCfg->dv},
+            bytes)))
+      return failure();
     finishLaunch(b, loc, launch, bytes);
     if (kernel.failed)
       return queryNest->forall.emitError(

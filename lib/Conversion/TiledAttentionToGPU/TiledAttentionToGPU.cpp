@@ -33,6 +33,7 @@
 #include "KernelSupport.h"
 
 #include "fa/Dialect/FA/IR/FAOps.h"
+#include "fa/Dialect/FA/IR/KernelResources.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
@@ -308,8 +309,6 @@ struct KernelConfig {
   int64_t softmaxKeys;
   float scale;
   std::optional<float> softcap;
-  /// XOR-swizzled (else padded) shared-memory rows.
-  bool swizzle;
   /// Warpgroup MMAs (sm_90a) on 128-byte swizzled panels instead of
   /// mma.sync and ldmatrix.
   bool wgmma;
@@ -318,7 +317,7 @@ struct KernelConfig {
   int64_t threads() const { return warps * kWarpSize; }
   /// wgmma tiles must start at 1024-byte boundaries (the swizzle pattern is
   /// taken from address bits 7-9): room to align the dynamic base.
-  int64_t alignSlack() const { return wgmma ? 1024 : 0; }
+  int64_t alignSlack() const { return wgmma ? kWgmmaAlignment : 0; }
   int64_t smemBytes() const { return qBytes + kBytes + vBytes + alignSlack(); }
 };
 
@@ -338,10 +337,18 @@ getKernelConfig(TiledAttention &ta,
   cfg.d = qType.getDimSize(1);
   cfg.bc = kType.getDimSize(0);
   cfg.dv = vType.getDimSize(1);
-  cfg.warps = options.warps;
-  cfg.stages = options.stages;
-  cfg.swizzle = options.swizzle || options.wgmma;
-  cfg.wgmma = options.wgmma;
+  // The loop nest's kernel configuration (fa-select-kernel-config) decides;
+  // the pass options serve IR without one.
+  auto config =
+      ta.forall->getAttrOfType<KernelConfigAttr>(kKernelConfigAttrName);
+  cfg.warps = config ? config.getWarps() : options.warps;
+  cfg.stages = config ? config.getStages() : options.stages;
+  cfg.wgmma = config ? config.getMma() == MmaKind::Wgmma : options.wgmma;
+  if (config && (config.getBlockQ() != cfg.br || config.getBlockKV() != cfg.bc))
+    return fail(Twine("the tiles (") + Twine(cfg.br) + " x " + Twine(cfg.bc) +
+                ") are not those of the kernel configuration (" +
+                Twine(config.getBlockQ()) + " x " + Twine(config.getBlockKV()) +
+                ")");
   cfg.elt = qType.getElementType();
   cfg.scale = step.getScale().convertToFloat();
   if (FloatAttr softcap = step.getSoftcapAttr())
@@ -372,9 +379,6 @@ getKernelConfig(TiledAttention &ta,
     if (cfg.mTiles != 1)
       return fail("with wgmma each warp owns 16 query rows: block-q must be "
                   "16 * warps");
-    if (cfg.d % SmemTile::kPanelCols != 0 || cfg.dv % SmemTile::kPanelCols != 0)
-      return fail("wgmma reads 128-byte swizzled panels: the head dims must "
-                  "be multiples of 64");
     if (cfg.bc > 256 || cfg.dv > 256)
       return fail("wgmma's N is at most 256: block-kv and the value head dim "
                   "must be at most 256");
@@ -393,18 +397,29 @@ getKernelConfig(TiledAttention &ta,
   if (!cfg.wgmma && oRegs + sRegs > 160 && cfg.bc % 32 == 0)
     cfg.softmaxKeys = 32;
 
-  int64_t eltBytes = 2;
   auto tileBytes = [&](int64_t rows, int64_t cols) {
-    SmemTile t;
-    t.rows = rows;
-    t.cols = cols;
-    t.swizzle = cfg.swizzle && SmemTile::canSwizzle(cols);
-    t.panels = cfg.wgmma;
-    return t.bytes(eltBytes);
+    return TileLayout::get(rows, cols, /*swizzle=*/false, cfg.wgmma).bytes();
   };
   cfg.qBytes = tileBytes(cfg.br, cfg.d);
   cfg.kBytes = tileBytes(cfg.stages * cfg.bc, cfg.d);
   cfg.vBytes = tileBytes(cfg.stages * cfg.bc, cfg.dv);
+  if (config) {
+    // The op verifier checked the configuration with the resource model:
+    // this kernel must need exactly what the model says.
+    KernelResources model =
+        kernelResources(config, {KernelKind::Forward, cfg.d, cfg.dv});
+    if (model.sharedMemory != cfg.smemBytes())
+      return fail(Twine("internal error: the kernel needs ") +
+                  Twine(cfg.smemBytes()) +
+                  " bytes of shared memory, the resource model says " +
+                  Twine(model.sharedMemory));
+    const ChipInfo *chip = lookupChip(config.getChip());
+    if (chip && cfg.smemBytes() > chip->sharedMemoryPerBlock)
+      return fail(Twine("the kernel needs ") + Twine(cfg.smemBytes()) +
+                  " bytes of shared memory, more than the " +
+                  Twine(chip->sharedMemoryPerBlock) +
+                  " a thread block may have on " + chip->name);
+  }
   return cfg;
 }
 
@@ -1042,13 +1057,9 @@ void ForwardKernelEmitter::emit(gpu::LaunchOp launch) {
     pad = remu(sub(idx(1024), remu(baseAddr, 1024)), 1024);
   }
   auto makeTile = [&](int64_t rows, int64_t cols, int64_t byteOffset) {
-    SmemTile t;
-    t.rows = rows;
-    t.cols = cols;
-    t.swizzle = cfg.swizzle && SmemTile::canSwizzle(cols);
-    t.panels = cfg.wgmma;
-    int64_t elems = t.panels ? rows * cols : rows * t.storedCols();
-    auto type = MemRefType::get({elems}, cfg.elt, AffineMap(), smemSpace);
+    SmemTile t = SmemTile::layout(rows, cols, /*swizzle=*/false, cfg.wgmma);
+    auto type =
+        MemRefType::get({t.elements()}, cfg.elt, AffineMap(), smemSpace);
     Value shift = cfg.wgmma ? add(pad, idx(byteOffset)) : idx(byteOffset);
     t.view = memref::ViewOp::create(b, loc, type, base, shift, ValueRange{});
     return t;
@@ -1184,7 +1195,7 @@ struct FAConvertTiledAttentionToGPUPass final
       if (!forall.getBody()->getOps<OnlineAttentionFinalizeOp>().empty())
         foralls.push_back(forall);
     });
-    FAConvertTiledAttentionToGPUOptions options{warps, stages, swizzle, wgmma};
+    FAConvertTiledAttentionToGPUOptions options{warps, stages, wgmma};
     IRRewriter rewriter(&getContext());
     for (scf::ForallOp forall : foralls)
       if (failed(convertTiledAttentionToGPU(rewriter, forall, options)))

@@ -5,63 +5,6 @@
 // RUN: not fa-opt %s --split-input-file --fa-tile-attention="block-q=32 block-kv=64" --fa-specialize-masks --fa-use-exp2 --canonicalize --cse --fa-convert-tiled-attention-to-gpu="warps=2 wgmma=true" 2>&1 | FileCheck %s --check-prefix=WARPS
 // RUN: not fa-opt %s --split-input-file --fa-tile-attention="block-q=128 block-kv=64" --fa-specialize-masks --fa-use-exp2 --canonicalize --cse --fa-convert-tiled-attention-to-gpu="warps=4 wgmma=true" 2>&1 | FileCheck %s --check-prefix=BLOCKQ
 
-// wgmma reads Q and K through descriptors of 128-byte swizzled panels of 64
-// columns: D = 32 fills half a panel.
-!m = memref<?x?x?x32xbf16, strided<[?, ?, ?, 1], offset: ?>>
-!l = memref<?x?x?xf32, strided<[?, ?, ?], offset: ?>>
-!t = tensor<?x?x?x32xbf16>
-!lt = tensor<?x?x?xf32>
-func.func @head_dim_32(%q: !m, %k: !m, %v: !m, %o: !m, %lse: !l) {
-  %qt = bufferization.to_tensor %q restrict : !m to !t
-  %kt = bufferization.to_tensor %k restrict : !m to !t
-  %vt = bufferization.to_tensor %v restrict : !m to !t
-  // expected-error @below {{fa-convert-tiled-attention-to-gpu: wgmma reads 128-byte swizzled panels: the head dims must be multiples of 64}}
-  %out, %l = fa.attention %qt, %kt, %vt : (!t, !t, !t) -> (!t, !lt)
-  bufferization.materialize_in_destination %out in restrict writable %o : (!t, !m) -> ()
-  bufferization.materialize_in_destination %l in restrict writable %lse : (!lt, !l) -> ()
-  return
-}
-
-// -----
-
-// D = 80: a multiple of 16 (fine for mma.sync), not of 64.
-!m = memref<?x?x?x80xf16, strided<[?, ?, ?, 1], offset: ?>>
-!l = memref<?x?x?xf32, strided<[?, ?, ?], offset: ?>>
-!t = tensor<?x?x?x80xf16>
-!lt = tensor<?x?x?xf32>
-func.func @head_dim_80(%q: !m, %k: !m, %v: !m, %o: !m, %lse: !l) {
-  %qt = bufferization.to_tensor %q restrict : !m to !t
-  %kt = bufferization.to_tensor %k restrict : !m to !t
-  %vt = bufferization.to_tensor %v restrict : !m to !t
-  // expected-error @below {{fa-convert-tiled-attention-to-gpu: wgmma reads 128-byte swizzled panels: the head dims must be multiples of 64}}
-  %out, %l = fa.attention %qt, %kt, %vt causal : (!t, !t, !t) -> (!t, !lt)
-  bufferization.materialize_in_destination %out in restrict writable %o : (!t, !m) -> ()
-  bufferization.materialize_in_destination %l in restrict writable %lse : (!lt, !l) -> ()
-  return
-}
-
-// -----
-
-// The value head dim counts as well: V is read through MN-major panels.
-!m = memref<?x?x?x64xbf16, strided<[?, ?, ?, 1], offset: ?>>
-!mv = memref<?x?x?x96xbf16, strided<[?, ?, ?, 1], offset: ?>>
-!l = memref<?x?x?xf32, strided<[?, ?, ?], offset: ?>>
-!t = tensor<?x?x?x64xbf16>
-!tv = tensor<?x?x?x96xbf16>
-!lt = tensor<?x?x?xf32>
-func.func @value_head_dim_96(%q: !m, %k: !m, %v: !mv, %o: !mv, %lse: !l) {
-  %qt = bufferization.to_tensor %q restrict : !m to !t
-  %kt = bufferization.to_tensor %k restrict : !m to !t
-  %vt = bufferization.to_tensor %v restrict : !mv to !tv
-  // expected-error @below {{fa-convert-tiled-attention-to-gpu: wgmma reads 128-byte swizzled panels: the head dims must be multiples of 64}}
-  %out, %l = fa.attention %qt, %kt, %vt : (!t, !t, !tv) -> (!tv, !lt)
-  bufferization.materialize_in_destination %out in restrict writable %o : (!tv, !mv) -> ()
-  bufferization.materialize_in_destination %l in restrict writable %lse : (!lt, !l) -> ()
-  return
-}
-
-// -----
-
 // S = Q K^T has N = block-kv, at most 256 for one wgmma. fa-tile-attention
 // caps block-kv at 256 itself, so this is the tiled IR it prints (with
 // fa-specialize-masks, fa-use-exp2, canonicalize, cse; the RUN line leaves it

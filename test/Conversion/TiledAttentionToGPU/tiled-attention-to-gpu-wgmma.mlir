@@ -181,3 +181,96 @@ func.func @f16_d128(%q: !m, %k: !m, %v: !m, %o: !m, %lse: !l) {
   bufferization.materialize_in_destination %l in restrict writable %lse : (!lt, !l) -> ()
   return
 }
+
+// -----
+
+// bf16, D = 96 (not a multiple of 64): the second panel of every tile is half
+// used (columns 64..95), so the tiles take two whole panels: Q 64x128 |
+// K 2x64x128 | V 2x64x128 bf16 = 80 KiB + 1 KiB, as for D = 128. The S
+// chain has 96 / 16 = 6 k-steps, the fifth and sixth in the second panel;
+// O += P V has N = 96 (48 O registers).
+
+!m = memref<?x?x?x96xbf16, strided<[?, ?, ?, 1], offset: ?>>
+!l = memref<?x?x?xf32, strided<[?, ?, ?], offset: ?>>
+!t = tensor<?x?x?x96xbf16>
+!lt = tensor<?x?x?xf32>
+
+// CHECK-LABEL: func.func @bf16_d96
+// CHECK:         %[[SMEM:.*]] = arith.constant 82944 : i32
+// CHECK:         gpu.launch {{.*}} dynamic_shared_memory_size %[[SMEM]] {
+// CHECK:           memref.view {{.*}} to memref<8192xbf16, #gpu.address_space<workgroup>>
+// CHECK:           memref.view {{.*}} to memref<16384xbf16, #gpu.address_space<workgroup>>
+// CHECK:           memref.view {{.*}} to memref<16384xbf16, #gpu.address_space<workgroup>>
+// CHECK:           scf.for
+// CHECK:             nvvm.wgmma.mma_async {{.*}} <m = 64, n = 64, k = 16>, D[<f32>, <zero>]
+// CHECK-COUNT-5:     nvvm.wgmma.mma_async {{.*}} <m = 64, n = 64, k = 16>, D[<f32>, <one>]
+// CHECK-NOT:         nvvm.wgmma.mma_async
+// CHECK:             nvvm.wgmma.commit.group.sync.aligned
+// CHECK-COUNT-4:     wgmma.mma_async.sync.aligned.m64n96k16.f32.bf16.bf16 {$0, {{.*}}, $47}, {$96, $97, $98, $99}, $100
+// CHECK:             scf.yield
+// CHECK:           vector.store %{{.*}}, %arg3[{{.*}}] : memref<?x?x?x96xbf16, strided<[?, ?, ?, 1], offset: ?>>, vector<2xbf16>
+func.func @bf16_d96(%q: !m, %k: !m, %v: !m, %o: !m, %lse: !l) {
+  %qt = bufferization.to_tensor %q restrict : !m to !t
+  %kt = bufferization.to_tensor %k restrict : !m to !t
+  %vt = bufferization.to_tensor %v restrict : !m to !t
+  %out, %l = fa.attention %qt, %kt, %vt : (!t, !t, !t) -> (!t, !lt)
+  bufferization.materialize_in_destination %out in restrict writable %o : (!t, !m) -> ()
+  bufferization.materialize_in_destination %l in restrict writable %lse : (!lt, !l) -> ()
+  return
+}
+
+// -----
+
+// D = 192 (3 panels), Dv = 128 (2 panels), the DeepSeek-style shape. A row
+// of 24 chunks is not a power of two, yet the panels are swizzled: cp.async
+// writes chunk c of row r to panel c / 8 at chunk (c % 8) ^ (r % 8), with no
+// per-thread padded-row offset on top (adding one wrote Q and K outside
+// their panels and gave NaN on the H200).
+
+!mq = memref<?x?x?x192xbf16, strided<[?, ?, ?, 1], offset: ?>>
+!mv = memref<?x?x?x128xbf16, strided<[?, ?, ?, 1], offset: ?>>
+!l = memref<?x?x?xf32, strided<[?, ?, ?], offset: ?>>
+!tq = tensor<?x?x?x192xbf16>
+!tv = tensor<?x?x?x128xbf16>
+!lt = tensor<?x?x?xf32>
+
+// CHECK-LABEL: func.func @d192_dv128
+// Q 64x192 | K 2x64x192 | V 2x64x128 = 24 + 48 + 32 KiB + 1 KiB.
+// CHECK:         %[[SMEM:.*]] = arith.constant 107520 : i32
+// CHECK:         gpu.launch {{.*}} dynamic_shared_memory_size %[[SMEM]] {
+// CHECK:           memref.view {{.*}} to memref<12288xbf16, #gpu.address_space<workgroup>>
+// CHECK:           memref.view {{.*}} to memref<24576xbf16, #gpu.address_space<workgroup>>
+// CHECK:           memref.view {{.*}} to memref<16384xbf16, #gpu.address_space<workgroup>>
+// The Q copy: the destination rows' base (row 0 x 64 elements), then per
+// chunk (chunk % 8) ^ (row % 8), row * 64 and panel * 4096 added to that base
+// alone.
+// CHECK:           %[[ROW0:.*]] = arith.index_cast %{{.*}} : index to i32
+// CHECK-NEXT:      %[[BASE:.*]] = arith.muli %[[ROW0]], %{{.*}} overflow<nsw> : i32
+// CHECK:           %[[CHUNK:.*]] = arith.xori %{{.*}}, %{{.*}} : index
+// CHECK-NEXT:      arith.constant 8 : index
+// CHECK-NEXT:      %[[CH8:.*]] = arith.muli %[[CHUNK]], %{{.*}} : index
+// CHECK-NEXT:      arith.constant 64 : index
+// CHECK-NEXT:      %[[ROW:.*]] = arith.muli %{{.*}}, %{{.*}} : index
+// CHECK-NEXT:      arith.constant 4096 : index
+// CHECK-NEXT:      arith.constant 8 : index
+// CHECK-NEXT:      %[[P:.*]] = arith.divui %{{.*}}, %{{.*}} : index
+// CHECK-NEXT:      %[[PO:.*]] = arith.muli %[[P]], %{{.*}} : index
+// CHECK-NEXT:      %[[PR:.*]] = arith.addi %[[PO]], %[[ROW]] : index
+// CHECK-NEXT:      %[[IN:.*]] = arith.addi %[[PR]], %[[CH8]] : index
+// CHECK-NEXT:      %[[IN32:.*]] = arith.index_cast %[[IN]] : index to i32
+// CHECK-NEXT:      %[[DST:.*]] = arith.addi %[[BASE]], %[[IN32]] overflow<nsw> : i32
+// CHECK-NEXT:      %[[DSTI:.*]] = arith.index_cast %[[DST]] : i32 to index
+// CHECK-NEXT:      nvgpu.device_async_copy %{{.*}}, %{{.*}}[%[[DSTI]]], 8
+// CHECK:           scf.for
+// CHECK-COUNT-12:    nvvm.wgmma.mma_async {{.*}} <m = 64, n = 64, k = 16>
+// CHECK-NOT:         nvvm.wgmma.mma_async
+// CHECK:             wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16
+func.func @d192_dv128(%q: !mq, %k: !mq, %v: !mv, %o: !mv, %lse: !l) {
+  %qt = bufferization.to_tensor %q restrict : !mq to !tq
+  %kt = bufferization.to_tensor %k restrict : !mq to !tq
+  %vt = bufferization.to_tensor %v restrict : !mv to !tv
+  %out, %l = fa.attention %qt, %kt, %vt : (!tq, !tq, !tv) -> (!tv, !lt)
+  bufferization.materialize_in_destination %out in restrict writable %o : (!tv, !mv) -> ()
+  bufferization.materialize_in_destination %l in restrict writable %lse : (!lt, !l) -> ()
+  return
+}

@@ -329,3 +329,20 @@ func.func @key_tail_masked(%q: tensor<1x1x64x64xf32>, %k: tensor<1x1x100x64xf32>
       -> (tensor<1x1x64x64xf32>, tensor<1x1x100x64xf32>, tensor<1x1x100x64xf32>)
   return %dq, %dk, %dv : tensor<1x1x64x64xf32>, tensor<1x1x100x64xf32>, tensor<1x1x100x64xf32>
 }
+
+// -----
+
+// A kernel configuration on the op decides the tiles (64 queries x 128 keys
+// here, over the pass's 32 x 64) and goes on to every loop nest made.
+
+// CHECK-LABEL: func.func @with_kernel_config
+// CHECK:         scf.forall
+// CHECK:           fa.attention_backward_step {{.*}} : tensor<64x64xbf16>, tensor<128x64xbf16>, tensor<128x64xbf16>, tensor<64x64xbf16>, tensor<64xf32>
+// CHECK:         } {fa.kernel_config = #fa.kernel_config<"sm_90a", wgmma, block_q = 64, block_kv = 128, warps = 8, stages = 2>}
+// CHECK:         scf.forall
+// CHECK:           fa.attention_backward_step {{.*}} dq(
+// CHECK:         } {fa.kernel_config = #fa.kernel_config<"sm_90a", wgmma, block_q = 64, block_kv = 128, warps = 8, stages = 2>}
+func.func @with_kernel_config(%q: tensor<?x?x?x64xbf16>, %lse: tensor<?x?x?xf32>) -> tensor<?x?x?x64xbf16> {
+  %dq, %dk, %dv = fa.attention_backward %q, %q, %q, %q, %lse, %q deterministic {kernel_config = #fa.kernel_config<"sm_90a", wgmma, block_q = 64, block_kv = 128, warps = 8, stages = 2>} : (tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>, tensor<?x?x?xf32>, tensor<?x?x?x64xbf16>) -> (tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>)
+  return %dq : tensor<?x?x?x64xbf16>
+}

@@ -64,3 +64,19 @@ func.func @dynamic_gqa_causal_softcap(%q: tensor<?x?x?x128xbf16>, %k: tensor<?x?
   %o, %l = fa.attention %q, %k, %v causal window [16, 0] softcap 30.0 scale 0.5 : (tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>, tensor<?x?x?x32xbf16>) -> (tensor<?x?x?x32xbf16>, tensor<?x?x?xf32>)
   return %o, %l : tensor<?x?x?x32xbf16>, tensor<?x?x?xf32>
 }
+
+// -----
+
+// A kernel configuration on the op decides the tiles (128 x 64 here, over
+// the pass's 64 x 32) and goes on to the loop nest for the GPU conversion.
+
+// CHECK-LABEL: func.func @with_kernel_config
+// CHECK:         scf.forall {{.*}} {
+// CHECK:           arith.muli %{{.*}}, %c128 : index
+// CHECK:           scf.for
+// CHECK:             fa.online_attention {{.*}} : tensor<128x64xf16>, tensor<64x64xf16>, tensor<64x64xf16>
+// CHECK:         } {fa.kernel_config = #fa.kernel_config<"sm_80", mma_sync, block_q = 128, block_kv = 64, warps = 4, stages = 2>}
+func.func @with_kernel_config(%q: tensor<?x?x?x64xf16>) -> tensor<?x?x?x64xf16> {
+  %o, %l = fa.attention %q, %q, %q {kernel_config = #fa.kernel_config<"sm_80", mma_sync, block_q = 128, block_kv = 64, warps = 4, stages = 2>} : (tensor<?x?x?x64xf16>, tensor<?x?x?x64xf16>, tensor<?x?x?x64xf16>) -> (tensor<?x?x?x64xf16>, tensor<?x?x?xf32>)
+  return %o : tensor<?x?x?x64xf16>
+}

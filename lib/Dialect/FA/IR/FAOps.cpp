@@ -1,6 +1,7 @@
 //===- FAOps.cpp - FlashMLIR attention ops --------------------------------===//
 
 #include "fa/Dialect/FA/IR/FAOps.h"
+#include "fa/Dialect/FA/IR/KernelResources.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
@@ -215,6 +216,23 @@ static float defaultScale(int64_t headDim) {
   return 1.0f / std::sqrt(static_cast<float>(headDim));
 }
 
+/// Checks an op's `kernel_config` (if any) against its head dims, element
+/// type and the chip.
+template <typename OpT>
+static LogicalResult verifyConfigOf(OpT op, bool backward, bool deterministic) {
+  KernelConfigAttr config = op.getKernelConfigAttr();
+  if (!config)
+    return success();
+  Type elt = op.getQuery().getType().getElementType();
+  if (!elt.isF16() && !elt.isBF16())
+    return op.emitOpError() << "a kernel_config needs f16 or bf16 inputs "
+                               "(the GPU kernels), got "
+                            << elt;
+  return verifyKernelConfig([&] { return op.emitOpError(); }, config, backward,
+                            deterministic, op.getHeadDim(),
+                            op.getValueHeadDim());
+}
+
 //===----------------------------------------------------------------------===//
 // AttentionOp
 //===----------------------------------------------------------------------===//
@@ -228,7 +246,8 @@ void AttentionOp::build(OpBuilder &b, OperationState &state, Value query,
       {q.getDimSize(0), q.getDimSize(1), q.getDimSize(2), v.getDimSize(3)},
       q.getElementType());
   auto lse = RankedTensorType::get(q.getShape().take_front(3), b.getF32Type());
-  build(b, state, out, lse, query, key, value, scale, causal, window, softcap);
+  build(b, state, out, lse, query, key, value, scale, causal, window, softcap,
+        KernelConfigAttr());
 }
 
 float AttentionOp::getScaleValue() {
@@ -244,8 +263,10 @@ LogicalResult AttentionOp::verify() {
   t.v = getValue().getType();
   t.likeOut.push_back({"out", getOut().getType()});
   t.likeLse.push_back({"lse", getLse().getType()});
-  return verifyAttention(*this, t, getScaleAttr(), getCausal(), getWindowAttr(),
-                         getSoftcapAttr());
+  if (failed(verifyAttention(*this, t, getScaleAttr(), getCausal(),
+                             getWindowAttr(), getSoftcapAttr())))
+    return failure();
+  return verifyConfigOf(*this, /*backward=*/false, /*deterministic=*/false);
 }
 
 //===----------------------------------------------------------------------===//
@@ -258,7 +279,8 @@ void AttentionBackwardOp::build(OpBuilder &b, OperationState &state,
                                 bool causal, DenseI64ArrayAttr window,
                                 FloatAttr softcap, bool deterministic) {
   build(b, state, query.getType(), key.getType(), value.getType(), query, key,
-        value, out, lse, dout, scale, causal, window, softcap, deterministic);
+        value, out, lse, dout, scale, causal, window, softcap, deterministic,
+        KernelConfigAttr());
 }
 
 float AttentionBackwardOp::getScaleValue() {
@@ -278,8 +300,10 @@ LogicalResult AttentionBackwardOp::verify() {
   t.likeOut.push_back({"out", getOut().getType()});
   t.likeOut.push_back({"dout", getDout().getType()});
   t.likeLse.push_back({"lse", getLse().getType()});
-  return verifyAttention(*this, t, getScaleAttr(), getCausal(), getWindowAttr(),
-                         getSoftcapAttr());
+  if (failed(verifyAttention(*this, t, getScaleAttr(), getCausal(),
+                             getWindowAttr(), getSoftcapAttr())))
+    return failure();
+  return verifyConfigOf(*this, /*backward=*/true, getDeterministic());
 }
 
 //===----------------------------------------------------------------------===//

@@ -85,6 +85,12 @@ struct TileAttentionPattern final : OpRewritePattern<AttentionOp> {
 
   LogicalResult matchAndRewrite(AttentionOp op,
                                 PatternRewriter &rewriter) const override {
+    // The op's kernel configuration, when it has one, decides the tiles
+    // (over the pass options) and goes on to the loop nest for the GPU
+    // conversion.
+    KernelConfigAttr config = op.getKernelConfigAttr();
+    int64_t blockQ = config ? config.getBlockQ() : this->blockQ;
+    int64_t blockKV = config ? config.getBlockKV() : this->blockKV;
     Location loc = op.getLoc();
     Value q = op.getQuery(), k = op.getKey(), v = op.getValue();
     RankedTensorType outType = op.getOut().getType();
@@ -118,6 +124,8 @@ struct TileAttentionPattern final : OpRewritePattern<AttentionOp> {
     auto forall = scf::ForallOp::create(
         rewriter, loc, getAsOpFoldResult(ValueRange{batch, heads, numQBlocks}),
         ValueRange{outInit, lseInit}, /*mapping=*/std::nullopt);
+    if (config)
+      forall->setAttr(kKernelConfigAttrName, config);
     Block *body = forall.getBody();
     Value b = body->getArgument(0), h = body->getArgument(1),
           qBlock = body->getArgument(2);

@@ -95,6 +95,8 @@ struct BackwardPlan {
   /// clipped and padded, and keys hidden by the step's mask.
   bool queryTail;
   bool keyTail;
+  /// The op's kernel configuration (or null), put on every loop nest made.
+  KernelConfigAttr config;
 };
 } // namespace
 
@@ -427,11 +429,14 @@ static KeyBlockGradients buildKeyBlockGradients(OpBuilder &b,
 
 /// Creates `scf.forall` over [0, ubs) with `outputs` as shared_outs, builder
 /// positioned in its body. The caller adds the parallel_insert_slice ops.
-static scf::ForallOp createForall(OpBuilder &b, Location loc, ValueRange ubs,
+static scf::ForallOp createForall(OpBuilder &b, Location loc,
+                                  const BackwardPlan &p, ValueRange ubs,
                                   ValueRange outputs) {
   SmallVector<OpFoldResult> bounds = getAsOpFoldResult(ubs);
   auto forall =
       scf::ForallOp::create(b, loc, bounds, outputs, /*mapping=*/std::nullopt);
+  if (p.config)
+    forall->setAttr(kKernelConfigAttrName, p.config);
   b.setInsertionPoint(forall.getTerminator());
   return forall;
 }
@@ -481,7 +486,8 @@ static SmallVector<Value> buildFastBackward(OpBuilder &b,
                                        indexConst(b, loc, p.blockQ))
                      .getResult();
 
-  scf::ForallOp forall = createForall(b, loc, {p.batch, p.numKVHeads}, outputs);
+  scf::ForallOp forall =
+      createForall(b, loc, p, {p.batch, p.numKVHeads}, outputs);
   Value batch = forall.getInductionVar(0), kvHead = forall.getInductionVar(1);
   ValueRange shared = forall.getRegionIterArgs();
   OpFoldResult zeroAttr = b.getIndexAttr(0);
@@ -554,7 +560,7 @@ static SmallVector<Value> buildKeyValueGradients(OpBuilder &b,
       tensor::EmptyOp::create(b, loc, tensor::getMixedSizes(b, loc, p.value),
                               p.elemType)};
   scf::ForallOp forall =
-      createForall(b, loc, {p.batch, p.numKVHeads, p.numKBlocks}, outputs);
+      createForall(b, loc, p, {p.batch, p.numKVHeads, p.numKBlocks}, outputs);
   Value batch = forall.getInductionVar(0), kvHead = forall.getInductionVar(1);
   ValueRange shared = forall.getRegionIterArgs();
   KeyBlockGradients g = buildKeyBlockGradients(
@@ -583,7 +589,7 @@ static Value buildDeterministicQueryGradient(OpBuilder &b,
   Value output = tensor::EmptyOp::create(
       b, loc, tensor::getMixedSizes(b, loc, p.query), p.elemType);
   scf::ForallOp forall = createForall(
-      b, loc, {p.batch, p.numQHeads, p.numQBlocks}, ValueRange{output});
+      b, loc, p, {p.batch, p.numQHeads, p.numQBlocks}, ValueRange{output});
   Value batch = forall.getInductionVar(0), qHead = forall.getInductionVar(1);
   Value kvHead = arith::DivUIOp::create(b, loc, qHead, p.groupSize);
   QueryBlock qBlk =
@@ -631,8 +637,10 @@ static BackwardPlan makePlan(OpBuilder &b, AttentionBackwardOp op,
                              int64_t blockQ, int64_t blockKV) {
   Location loc = op.getLoc();
   BackwardPlan p{loc, op.getQuery().getType().getElementType(), b.getF32Type()};
-  p.blockQ = blockQ;
-  p.blockKV = blockKV;
+  // The op's kernel configuration, when it has one, decides the tiles.
+  p.config = op.getKernelConfigAttr();
+  p.blockQ = p.config ? p.config.getBlockQ() : blockQ;
+  p.blockKV = p.config ? p.config.getBlockKV() : blockKV;
   p.headDim = op.getHeadDim();
   p.valueHeadDim = op.getValueHeadDim();
   p.scale = op.getScaleValue();
@@ -658,10 +666,10 @@ static BackwardPlan makePlan(OpBuilder &b, AttentionBackwardOp op,
   p.seqQ = dimValue(b, loc, p.query, 2);
   p.seqK = dimValue(b, loc, p.key, 2);
   p.diagOffset = arith::SubIOp::create(b, loc, p.seqK, p.seqQ);
-  p.numQBlocks = numBlocks(b, loc, p.seqQ, blockQ);
-  p.numKBlocks = numBlocks(b, loc, p.seqK, blockKV);
-  p.queryTail = mayHaveTail(p.query, 2, blockQ);
-  p.keyTail = mayHaveTail(p.key, 2, blockKV);
+  p.numQBlocks = numBlocks(b, loc, p.seqQ, p.blockQ);
+  p.numKBlocks = numBlocks(b, loc, p.seqK, p.blockKV);
+  p.queryTail = mayHaveTail(p.query, 2, p.blockQ);
+  p.keyTail = mayHaveTail(p.key, 2, p.blockKV);
   p.delta = buildDelta(b, loc, op.getOut(), op.getDout());
   return p;
 }

@@ -39,6 +39,7 @@ def FA_Dialect : Dialect {
     `P = exp(S - LSE) = 0` for that row), so no NaN ever escapes.
   }];
   let cppNamespace = "::mlir::fa";
+  let useDefaultAttributePrinterParser = 1;
 }
 
 class FA_Op<string mnemonic, list<Trait> traits = []>

@@ -11,6 +11,10 @@
 
 #include <optional>
 
+#include "fa/Dialect/FA/IR/FAEnums.h.inc"
+#define GET_ATTRDEF_CLASSES
+#include "fa/Dialect/FA/IR/FAAttrs.h.inc"
+
 namespace mlir::fa {
 
 /// Discardable attribute of the fast backward's key-block loop
@@ -18,6 +22,11 @@ namespace mlir::fa {
 /// the additive update of the dQ they carry, so a parallel lowering may run
 /// them concurrently and accumulate dQ with atomics.
 constexpr llvm::StringLiteral kDqAccumulationAttrName = "fa.dq_accumulation";
+
+/// Discardable attribute (a `#fa.kernel_config`) that the tiling passes put
+/// on the loop nests they make from an op with a `kernel_config`, for the
+/// GPU conversions.
+constexpr llvm::StringLiteral kKernelConfigAttrName = "fa.kernel_config";
 
 /// Largest head dimension the dialect accepts (FlashAttention's limit).
 constexpr int64_t kMaxHeadDim = 256;

@@ -3,6 +3,7 @@
 #ifndef FA_DIALECT_FA_IR_FAOPS_TD
 #define FA_DIALECT_FA_IR_FAOPS_TD
 
+include "fa/Dialect/FA/IR/FAAttrs.td"
 include "fa/Dialect/FA/IR/FADialect.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 include "mlir/IR/CommonAttrConstraints.td"
@@ -75,7 +76,8 @@ def FA_AttentionOp : FA_AttentionOpBase<"attention"> {
     OptionalAttr<F32Attr>:$scale,
     UnitAttr:$causal,
     OptionalAttr<DenseI64ArrayAttr>:$window,
-    OptionalAttr<F32Attr>:$softcap
+    OptionalAttr<F32Attr>:$softcap,
+    OptionalAttr<FA_KernelConfigAttr>:$kernel_config
   );
   let results = (outs FA_Rank4Tensor:$out, FA_LseTensor:$lse);
 
@@ -137,7 +139,8 @@ def FA_AttentionBackwardOp : FA_AttentionOpBase<"attention_backward"> {
     UnitAttr:$causal,
     OptionalAttr<DenseI64ArrayAttr>:$window,
     OptionalAttr<F32Attr>:$softcap,
-    UnitAttr:$deterministic
+    UnitAttr:$deterministic,
+    OptionalAttr<FA_KernelConfigAttr>:$kernel_config
   );
   let results = (outs FA_Rank4Tensor:$dq, FA_Rank4Tensor:$dk,
                       FA_Rank4Tensor:$dv);

@@ -20,6 +20,20 @@ namespace fa {
 #define GEN_PASS_DECL
 #include "fa/Dialect/FA/Transforms/Passes.h.inc"
 
+/// What a user fixes of a kernel configuration; 0 (or no `mma`) = choose.
+struct KernelConfigRequest {
+  std::string chip = "sm_90a";
+  std::optional<MmaKind> mma;
+  int64_t blockQ = 0, blockKV = 0, warps = 0, stages = 0;
+};
+
+/// The kernel configuration fa-select-kernel-config gives `op` (an
+/// fa.attention or fa.attention_backward): the table's choice with the
+/// request's fixed fields, shrunk to fit the chip. Emits the reason and
+/// fails when nothing fits.
+FailureOr<KernelConfigAttr> selectKernelConfig(Operation *op,
+                                               const KernelConfigRequest &req);
+
 /// Patterns that rewrite fa.attention / fa.attention_backward into the
 /// reference linalg form (full N x N scores).
 void populateLowerToReferencePatterns(RewritePatternSet &patterns);

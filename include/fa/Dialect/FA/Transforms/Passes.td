@@ -27,6 +27,51 @@ def FALowerToReference : Pass<"fa-lower-to-reference"> {
   ];
 }
 
+def FASelectKernelConfig : Pass<"fa-select-kernel-config"> {
+  let summary = "Choose the GPU kernel configuration of each attention op";
+  let description = [{
+    Gives every `fa.attention` and `fa.attention_backward` without a
+    `kernel_config` one: MMA kind, tiles, warps and stages for the chip,
+    from one table per chip and head dim (measured on the H200, see
+    docs/PERFORMANCE.md). Each option left at 0 (`auto` for `mma`) is
+    chosen; the others are the user's. When the table's tiles do not fit
+    the chip's shared memory or register budget, smaller ones that do are
+    taken; when no configuration with the user's fixed fields fits, the pass
+    fails with the reason (the limit and the numbers). Ops that already
+    carry a `kernel_config` keep it (the op verifier checks it).
+
+    The tiling passes take `block_q` / `block_kv` from the configuration
+    and hand it to the GPU conversions on the loop nests they make, so that
+    every later pass reads the same decisions.
+
+    Before:
+    ```mlir
+    %o, %l = fa.attention %q, %k, %v causal : (tensor<?x?x?x128xbf16>, ...)
+    ```
+    After (`chip=sm_90a`):
+    ```mlir
+    %o, %l = fa.attention %q, %k, %v causal {kernel_config =
+        #fa.kernel_config<"sm_90a", wgmma, block_q = 128, block_kv = 128,
+                          warps = 8, stages = 2>} : ...
+    ```
+  }];
+  let options = [
+    Option<"chip", "chip", "std::string", /*default=*/"\"sm_90a\"",
+           "Target chip: sm_80, sm_90 or sm_90a">,
+    Option<"mma", "mma", "std::string", /*default=*/"\"auto\"",
+           "auto (wgmma where the chip and the op allow it), mma_sync or "
+           "wgmma">,
+    Option<"blockQ", "block-q", "int64_t", /*default=*/"0",
+           "Query rows per block (0 = choose)">,
+    Option<"blockKV", "block-kv", "int64_t", /*default=*/"0",
+           "Keys per block (0 = choose)">,
+    Option<"warps", "warps", "int64_t", /*default=*/"0",
+           "Warps per thread block (0 = choose)">,
+    Option<"stages", "stages", "int64_t", /*default=*/"0",
+           "Shared-memory buffers per streamed tile (0 = choose)">
+  ];
+}
+
 def FATileAttention : Pass<"fa-tile-attention"> {
   let summary = "Tile fa.attention into query blocks and a loop over key blocks";
   let description = [{

@@ -1,0 +1,63 @@
+//===- FAAttrs.td - FlashMLIR attributes -------------------*- tablegen -*-===//
+//
+// Attributes that carry decisions from one pass to the next: the kernel
+// configuration chosen by `fa-select-kernel-config` and read by the tiling
+// passes and the GPU conversions.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FA_DIALECT_FA_IR_FAATTRS_TD
+#define FA_DIALECT_FA_IR_FAATTRS_TD
+
+include "fa/Dialect/FA/IR/FADialect.td"
+include "mlir/IR/AttrTypeBase.td"
+include "mlir/IR/EnumAttr.td"
+
+def FA_MmaKind : I32EnumAttr<"MmaKind", "tensor-core MMA instructions", [
+    I32EnumAttrCase<"MmaSync", 0, "mma_sync">,
+    I32EnumAttrCase<"Wgmma", 1, "wgmma">
+  ]> {
+  let cppNamespace = "::mlir::fa";
+  let genSpecializedAttr = 0;
+}
+
+def FA_KernelConfigAttr : AttrDef<FA_Dialect, "KernelConfig"> {
+  let mnemonic = "kernel_config";
+  let summary = "How one attention op becomes GPU kernels";
+  let description = [{
+    The decisions `fa-select-kernel-config` takes for an `fa.attention` or
+    `fa.attention_backward` and every later pass reads:
+
+    - `chip`: the target (`"sm_80"`, `"sm_90"`, `"sm_90a"`); it fixes the
+      shared memory and registers a thread block may use;
+    - `mma`: `mma_sync` (warp-level `mma.sync`, every chip) or `wgmma`
+      (warpgroup `wgmma.mma_async`, sm_90a);
+    - `block_q` x `block_kv`: the tile of queries and keys one thread block
+      works on (the forward's query block and key step; the backward's
+      query step and key block);
+    - `warps`: warps per thread block (whole warpgroups of 4 for wgmma);
+    - `stages`: shared-memory buffers per streamed tile (the forward's K/V;
+      the backward double-buffers Q and dO: 2).
+
+    The op verifier checks the configuration against the op (head dims,
+    element type) and the chip (shared memory, registers): a configuration
+    that verifies compiles to a kernel that can launch.
+
+    Example:
+    ```mlir
+    #fa.kernel_config<"sm_90a", wgmma, block_q = 128, block_kv = 128,
+                      warps = 8, stages = 2>
+    ```
+  }];
+  let parameters = (ins StringRefParameter<"target chip">:$chip,
+                        EnumParameter<FA_MmaKind>:$mma,
+                        "int64_t":$blockQ, "int64_t":$blockKV,
+                        "int64_t":$warps, "int64_t":$stages);
+  let assemblyFormat = [{
+    `<` $chip `,` $mma `,` `block_q` `=` $blockQ `,` `block_kv` `=` $blockKV
+    `,` `warps` `=` $warps `,` `stages` `=` $stages `>`
+  }];
+  let genVerifyDecl = 1;
+}
+
+#endif // FA_DIALECT_FA_IR_FAATTRS_TD

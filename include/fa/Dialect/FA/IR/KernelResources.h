@@ -1,0 +1,177 @@
+//===- KernelResources.h - What the GPU kernels need and chips offer -*- C++
+//-*-//
+//
+// The one resource model of the GPU back end: what each supported chip
+// offers a thread block, the shared-memory layout rules of the kernels, and
+// the shared memory and accumulator registers a kernel configuration needs.
+// The op verifier checks `#fa.kernel_config` with it, `fa-select-kernel-config`
+// chooses configurations that pass it, and the GPU conversions lay out their
+// tiles with the same `TileLayout` (and check that they used what it
+// predicted).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FA_DIALECT_FA_IR_KERNELRESOURCES_H
+#define FA_DIALECT_FA_IR_KERNELRESOURCES_H
+
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/Support/LLVM.h"
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/MathExtras.h"
+
+#include <cstdint>
+#include <string>
+
+namespace mlir::fa {
+
+class KernelConfigAttr;
+
+/// What one chip offers a thread block (CUDA's documented limits).
+struct ChipInfo {
+  StringRef name;
+  /// Shared memory a block may have after opting in (static + dynamic).
+  int64_t sharedMemoryPerBlock;
+  int64_t registersPerThread;
+  int64_t threadsPerBlock;
+  /// Warpgroup MMAs (wgmma.mma_async; sm_90a only).
+  bool wgmma;
+  /// 8- and 16-byte f32 reductions to global memory (red.global.add.v2/v4,
+  /// sm_90 and later).
+  bool vectorReductions;
+};
+
+/// The chip called `name` ("sm_80", "sm_90", "sm_90a"), or null.
+const ChipInfo *lookupChip(StringRef name);
+/// "sm_80, sm_90, sm_90a", for diagnostics.
+std::string supportedChipNames();
+
+/// Elements of a 16-byte chunk of f16/bf16 (one cp.async, one ldmatrix row).
+constexpr int64_t kTileChunk = 8;
+
+/// The layout of a [rows, cols] f16/bf16 tile in shared memory, as rows of
+/// 16-byte chunks. With `swizzle`, chunk c of row r is stored at chunk
+/// c ^ (r % 8); otherwise rows are padded by one chunk. Either way the 8
+/// rows one ldmatrix phase (or one group of 8 cp.async) touches fall in
+/// distinct banks.
+///
+/// With `panels` (the wgmma layout), the columns are split into panels of 64
+/// (128 bytes): panel p is a [rows, 64] block of its own at element
+/// p * rows * 64, its rows always swizzled as above. That is the 128-byte
+/// swizzled canonical layout wgmma descriptors read (K-major or MN-major),
+/// given a 1024-byte aligned tile. A column count that is not a multiple of
+/// 64 leaves the last panel partly unused (96 columns: 64 + 32).
+struct TileLayout {
+  int64_t rows = 0, cols = 0;
+  bool swizzle = false;
+  bool panels = false;
+
+  static constexpr int64_t kPanelCols = 64;
+  /// Bytes of one panel row (f16/bf16).
+  static constexpr int64_t kPanelRowBytes = kPanelCols * 2;
+
+  static bool canSwizzle(int64_t cols) {
+    int64_t chunks = cols / kTileChunk;
+    return chunks >= 8 && llvm::isPowerOf2_64(chunks);
+  }
+  /// Panels (always swizzled), or rows XOR-swizzled when `swizzle` is asked
+  /// for and the row length allows it, padded otherwise.
+  static TileLayout get(int64_t rows, int64_t cols, bool swizzle, bool panels) {
+    TileLayout t;
+    t.rows = rows;
+    t.cols = cols;
+    t.panels = panels;
+    t.swizzle = panels || (swizzle && canSwizzle(cols));
+    return t;
+  }
+  /// Elements between two rows (of one panel).
+  int64_t storedCols() const {
+    if (panels)
+      return kPanelCols;
+    return swizzle ? cols : cols + kTileChunk;
+  }
+  int64_t numPanels() const { return llvm::divideCeil(cols, kPanelCols); }
+  /// Elements between two panels.
+  int64_t panelStride() const { return rows * kPanelCols; }
+  /// Elements the tile occupies.
+  int64_t elements() const {
+    return panels ? numPanels() * panelStride() : rows * storedCols();
+  }
+  int64_t bytes() const { return elements() * 2; }
+};
+
+/// wgmma tiles start at 1024-byte boundaries (the swizzle pattern is taken
+/// from address bits 7-9); a kernel aligns its dynamic shared memory at run
+/// time and allocates this much slack for it.
+constexpr int64_t kWgmmaAlignment = 1024;
+
+/// Rows the backward's preprocessing and dQ conversion kernels handle per
+/// thread block; block-q must divide it (the lse2 / delta workspace is
+/// padded to it).
+constexpr int64_t kBackwardRowBlock = 128;
+
+/// Accumulator registers per thread above which a kernel cannot keep its
+/// state in registers (the rest of the 255 go to addresses, fragments and
+/// the softmax).
+constexpr int64_t kAccumulatorRegisterBudget = 224;
+
+/// The kernels an attention op becomes.
+enum class KernelKind {
+  /// The forward (one launch).
+  Forward,
+  /// The backward's key-block kernel (dK, dV; and dQ by atomics in the
+  /// fast mode).
+  BackwardKeyBlock,
+  /// The deterministic backward's query-block kernel (dQ).
+  BackwardQueryBlock,
+};
+
+/// The problem a kernel configuration is for.
+struct KernelProblem {
+  KernelKind kind = KernelKind::Forward;
+  int64_t headDim = 0, valueHeadDim = 0;
+  /// Backward key-block kernel: dQ added by atomics (fast mode).
+  bool withDq = false;
+};
+
+/// What one kernel of a configuration needs.
+struct KernelResources {
+  /// Dynamic shared memory, alignment slack included.
+  int64_t sharedMemory = 0;
+  /// f32 accumulator (and score) values each thread keeps in registers.
+  int64_t accumulatorRegisters = 0;
+  int64_t threads = 0;
+  /// Warps of the kernel (the deterministic dQ kernel may use fewer than
+  /// the configuration's).
+  int64_t warps = 0;
+};
+
+/// Columns of dQ per work unit of the mma.sync key-block kernel: the
+/// largest power-of-two chunk <= 64 (and >= 16) that divides the head dim
+/// and deals the (16-row, chunk) units of a [block_q, d] tile evenly to
+/// `warps` warps; 0 if none.
+int64_t backwardDqChunk(int64_t blockQ, int64_t headDim, int64_t warps);
+
+/// The resources kernel `problem.kind` of `config` needs. Assumes the
+/// structural checks of `verifyKernelConfig` pass.
+KernelResources kernelResources(KernelConfigAttr config,
+                                const KernelProblem &problem);
+
+/// Why `config` does not work for an op of head dims (d, dv) (see
+/// verifyKernelConfig), or "" when it does.
+std::string whyKernelConfigFails(KernelConfigAttr config, bool backward,
+                                 bool deterministic, int64_t headDim,
+                                 int64_t valueHeadDim);
+
+/// Checks `config` for an op of head dims (d, dv): the chip exists and has
+/// the MMA kind, the tiles split over the warps as the kernels need, and
+/// every kernel of the op fits the chip's shared memory and register
+/// budget. `backward` / `deterministic` select the op's kernels. Errors
+/// name the limit and the numbers.
+LogicalResult verifyKernelConfig(function_ref<InFlightDiagnostic()> emitError,
+                                 KernelConfigAttr config, bool backward,
+                                 bool deterministic, int64_t headDim,
+                                 int64_t valueHeadDim);
+
+} // namespace mlir::fa
+
+#endif // FA_DIALECT_FA_IR_KERNELRESOURCES_H

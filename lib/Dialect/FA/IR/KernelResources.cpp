@@ -1,0 +1,276 @@
+//===- KernelResources.cpp - What the GPU kernels need and chips offer ----===//
+
+#include "fa/Dialect/FA/IR/KernelResources.h"
+
+#include "fa/Dialect/FA/IR/FAOps.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace mlir;
+using namespace mlir::fa;
+
+//===----------------------------------------------------------------------===//
+// Chips
+//===----------------------------------------------------------------------===//
+
+// CUDA C Programming Guide, "Technical Specifications per Compute
+// Capability": 163 KiB of shared memory per block on 8.0, 227 KiB on 9.0.
+static const ChipInfo kChips[] = {
+    {"sm_80", 166912, 255, 1024, /*wgmma=*/false, /*vectorReductions=*/false},
+    {"sm_90", 232448, 255, 1024, /*wgmma=*/false, /*vectorReductions=*/true},
+    {"sm_90a", 232448, 255, 1024, /*wgmma=*/true, /*vectorReductions=*/true},
+};
+
+const ChipInfo *mlir::fa::lookupChip(StringRef name) {
+  for (const ChipInfo &chip : kChips)
+    if (chip.name == name)
+      return &chip;
+  return nullptr;
+}
+
+std::string mlir::fa::supportedChipNames() {
+  std::string names;
+  for (const ChipInfo &chip : kChips)
+    names += (names.empty() ? "" : ", ") + chip.name.str();
+  return names;
+}
+
+//===----------------------------------------------------------------------===//
+// The kernels' resources
+//===----------------------------------------------------------------------===//
+
+int64_t mlir::fa::backwardDqChunk(int64_t blockQ, int64_t headDim,
+                                  int64_t warps) {
+  // The chunks must tile the head dim exactly (D = 96 or 160 is no multiple
+  // of 64) and deal evenly to the warps.
+  auto works = [&](int64_t chunk) {
+    return headDim % chunk == 0 &&
+           (blockQ / 16) * (headDim / chunk) % warps == 0;
+  };
+  for (int64_t chunk = 64; chunk >= 16; chunk /= 2)
+    if (chunk <= headDim && works(chunk))
+      return chunk;
+  return 0;
+}
+
+/// Warps of the deterministic dQ kernel: at most one per 16 query rows.
+static int64_t queryBlockWarps(KernelConfigAttr config) {
+  return std::min<int64_t>(config.getWarps(),
+                           std::max<int64_t>(config.getBlockQ() / 16, 1));
+}
+
+KernelResources mlir::fa::kernelResources(KernelConfigAttr config,
+                                          const KernelProblem &problem) {
+  const ChipInfo *chip = lookupChip(config.getChip());
+  bool wgmma = config.getMma() == MmaKind::Wgmma;
+  int64_t bq = config.getBlockQ(), bkv = config.getBlockKV();
+  int64_t d = problem.headDim, dv = problem.valueHeadDim;
+  KernelResources r;
+  r.warps = problem.kind == KernelKind::BackwardQueryBlock
+                ? queryBlockWarps(config)
+                : config.getWarps();
+  r.threads = 32 * r.warps;
+  auto tile = [&](int64_t rows, int64_t cols) {
+    return TileLayout::get(rows, cols, /*swizzle=*/false, wgmma).bytes();
+  };
+  switch (problem.kind) {
+  case KernelKind::Forward: {
+    // Q | K stages | V stages (TiledAttentionToGPU.cpp).
+    int64_t stages = config.getStages();
+    r.sharedMemory = tile(bq, d) + tile(stages * bkv, d) +
+                     tile(stages * bkv, dv) + (wgmma ? kWgmmaAlignment : 0);
+    if (wgmma) {
+      // One warpgroup row of 16 per warp: O [16, dv] and S [16, Bc].
+      r.accumulatorRegisters = dv / 2 + bkv / 2;
+    } else {
+      // The conversion splits the softmax into 32-key sub-steps when O and
+      // the whole score tile would not fit together.
+      int64_t m = bq / (16 * r.warps);
+      int64_t o = m * dv / 2, keys = bkv;
+      if (o + m * bkv / 2 > 160 && bkv % 32 == 0)
+        keys = 32;
+      r.accumulatorRegisters = o + m * keys / 2;
+    }
+    return r;
+  }
+  case KernelKind::BackwardKeyBlock: {
+    // K | V | Q x 2 | dO x 2 | [dS^T] | lse2 x 2 | delta x 2 | [dQ staging]
+    // (TiledAttentionBackwardToGPU.cpp), wgmma tiles 1024-byte aligned.
+    bool staged = problem.withDq && chip && chip->vectorReductions;
+    int64_t bytes = 0;
+    auto place = [&](int64_t tileBytes) {
+      if (wgmma)
+        bytes = llvm::alignTo(bytes, kWgmmaAlignment);
+      bytes += tileBytes;
+    };
+    place(tile(bkv, d));
+    place(tile(bkv, dv));
+    place(tile(2 * bq, d));
+    place(tile(2 * bq, dv));
+    if (problem.withDq)
+      place(tile(bkv, bq));
+    bytes += 2 * (2 * bq * 4);
+    if (staged) {
+      int64_t chunk = wgmma ? 64 : backwardDqChunk(bq, d, r.warps);
+      bytes += r.warps * 16 * (chunk + 4) * 4;
+    }
+    r.sharedMemory = bytes + (wgmma ? kWgmmaAlignment : 0);
+    // dK and dV of 16 keys per warp row tile; S^T and dP^T of those keys
+    // against the query block.
+    int64_t m = bkv / (16 * r.warps);
+    r.accumulatorRegisters = m * (d + dv) / 2 + m * bq;
+    return r;
+  }
+  case KernelKind::BackwardQueryBlock: {
+    // Q | dO | K x 2 | V x 2, mma.sync.
+    auto padded = [&](int64_t rows, int64_t cols) {
+      return TileLayout::get(rows, cols, false, false).bytes();
+    };
+    r.sharedMemory = padded(bq, d) + padded(bq, dv) + padded(2 * bkv, d) +
+                     padded(2 * bkv, dv);
+    int64_t m = bq / (16 * r.warps);
+    r.accumulatorRegisters = m * d / 2 + m * bkv;
+    return r;
+  }
+  }
+  llvm_unreachable("unknown kernel kind");
+}
+
+//===----------------------------------------------------------------------===//
+// Verification
+//===----------------------------------------------------------------------===//
+
+LogicalResult
+KernelConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                         StringRef chip, MmaKind mma, int64_t blockQ,
+                         int64_t blockKV, int64_t warps, int64_t stages) {
+  const ChipInfo *info = lookupChip(chip);
+  if (!info)
+    return emitError() << "unknown chip '" << chip
+                       << "' (supported: " << supportedChipNames() << ")";
+  if (mma == MmaKind::Wgmma && !info->wgmma)
+    return emitError() << "wgmma needs sm_90a, not " << chip;
+  if (blockQ <= 0 || blockKV <= 0)
+    return emitError() << "block_q and block_kv must be positive, got "
+                       << blockQ << " and " << blockKV;
+  if (warps < 1 || 32 * warps > info->threadsPerBlock)
+    return emitError() << "warps must be in [1, " << info->threadsPerBlock / 32
+                       << "], got " << warps;
+  if (stages != 1 && stages != 2)
+    return emitError() << "stages must be 1 or 2, got " << stages;
+  return success();
+}
+
+namespace {
+/// Collects why a configuration does not work, as one sentence.
+struct ConfigChecker {
+  KernelConfigAttr config;
+  std::string why;
+
+  llvm::raw_string_ostream error() {
+    why.clear();
+    return llvm::raw_string_ostream(why);
+  }
+
+  bool fits(const char *what, const KernelProblem &p) {
+    const ChipInfo *chip = lookupChip(config.getChip());
+    KernelResources r = kernelResources(config, p);
+    if (r.sharedMemory > chip->sharedMemoryPerBlock) {
+      error() << what << " needs " << r.sharedMemory
+              << " bytes of shared memory, more than the "
+              << chip->sharedMemoryPerBlock << " a thread block may have on "
+              << chip->name << "; use smaller block_q/block_kv"
+              << (p.kind == KernelKind::Forward ? " (or stages = 1)" : "");
+      return false;
+    }
+    if (r.accumulatorRegisters > kAccumulatorRegisterBudget) {
+      error() << what << " would keep " << r.accumulatorRegisters
+              << " accumulator values per thread in registers, more than the "
+              << kAccumulatorRegisterBudget
+              << " that leave room for the rest of the kernel; use smaller "
+                 "tiles or more warps";
+      return false;
+    }
+    return true;
+  }
+
+  /// The reason `config` does not work for the op, or "".
+  std::string check(bool backward, bool deterministic, int64_t d, int64_t dv);
+};
+} // namespace
+
+std::string ConfigChecker::check(bool backward, bool deterministic, int64_t d,
+                                 int64_t dv) {
+  bool wgmma = config.getMma() == MmaKind::Wgmma;
+  int64_t bq = config.getBlockQ(), bkv = config.getBlockKV(),
+          warps = config.getWarps();
+  if (d % 16 || dv % 16) {
+    error() << "the GPU kernels need head dims that are multiples of 16, got "
+            << d << " and " << dv;
+    return why;
+  }
+  if (bq % 16 || bkv % 16) {
+    error() << "block_q and block_kv must be multiples of 16";
+    return why;
+  }
+  if (!backward) {
+    if (bq % (16 * warps))
+      error() << "block_q must be a multiple of 16 * warps = " << 16 * warps;
+    else if (wgmma && warps % 4)
+      error() << "wgmma needs whole warpgroups: warps must be a multiple of 4";
+    else if (wgmma && bq != 16 * warps)
+      error() << "with wgmma each warp owns 16 query rows: block_q must be "
+                 "16 * warps = "
+              << 16 * warps;
+    else if (wgmma && bkv > 256)
+      error() << "wgmma's N is at most 256: block_kv must be at most 256";
+    else
+      fits("the forward kernel", {KernelKind::Forward, d, dv});
+    return why;
+  }
+
+  if (config.getStages() != 2)
+    error() << "the backward double-buffers its query tiles: stages must be 2";
+  else if (kBackwardRowBlock % bq)
+    error() << "block_q must divide " << kBackwardRowBlock;
+  else if (bkv % (16 * warps))
+    error() << "block_kv must be a multiple of 16 * warps = " << 16 * warps;
+  else if (!backwardDqChunk(bq, d, warps))
+    error() << "the dQ tiles of block_q x head dim do not split evenly over "
+               "the warps";
+  else if (wgmma && (warps % 4 || bkv != 16 * warps))
+    error() << "wgmma needs whole warpgroups of 16 keys per warp: warps a "
+               "multiple of 4 and block_kv = 16 * warps";
+  else if (wgmma && (bq % 64 || d % 64 || dv % 64))
+    error() << "the wgmma backward reads 128-byte swizzled panels: block_q "
+               "and the head dims must be multiples of 64";
+  else if (fits("the key-block kernel", {KernelKind::BackwardKeyBlock, d, dv,
+                                         /*withDq=*/!deterministic}) &&
+           deterministic) {
+    int64_t qWarps = queryBlockWarps(config);
+    if (bq % (16 * qWarps))
+      error() << "the dQ kernel needs block_q to be a multiple of 16 * "
+              << qWarps;
+    else
+      fits("the dQ kernel", {KernelKind::BackwardQueryBlock, d, dv});
+  }
+  return why;
+}
+
+std::string mlir::fa::whyKernelConfigFails(KernelConfigAttr config,
+                                           bool backward, bool deterministic,
+                                           int64_t d, int64_t dv) {
+  return ConfigChecker{config, ""}.check(backward, deterministic, d, dv);
+}
+
+LogicalResult
+mlir::fa::verifyKernelConfig(function_ref<InFlightDiagnostic()> emitError,
+                             KernelConfigAttr config, bool backward,
+                             bool deterministic, int64_t d, int64_t dv) {
+  std::string why =
+      whyKernelConfigFails(config, backward, deterministic, d, dv);
+  if (why.empty())
+    return success();
+  return emitError() << "kernel configuration " << Attribute(config) << ": "
+                     << why;
+}

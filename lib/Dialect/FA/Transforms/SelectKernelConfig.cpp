@@ -1,0 +1,253 @@
+//===- SelectKernelConfig.cpp - Choose each op's GPU kernel config --------===//
+//
+// The one place where tiles, warps, stages and the MMA kind are chosen: a
+// table per chip and head dim, then the largest tiles that fit the chip
+// (KernelResources.h) when the table's do not.
+//
+//===----------------------------------------------------------------------===//
+
+#include "fa/Dialect/FA/IR/FAOps.h"
+#include "fa/Dialect/FA/IR/KernelResources.h"
+#include "fa/Dialect/FA/Transforms/Passes.h"
+
+#include "llvm/ADT/SetVector.h"
+#include "llvm/Support/raw_ostream.h"
+
+namespace mlir::fa {
+#define GEN_PASS_DEF_FASELECTKERNELCONFIG
+#include "fa/Dialect/FA/Transforms/Passes.h.inc"
+} // namespace mlir::fa
+
+using namespace mlir;
+using namespace mlir::fa;
+
+namespace {
+
+struct Tiles {
+  int64_t blockQ, blockKV, warps, stages;
+  bool operator==(const Tiles &o) const {
+    return blockQ == o.blockQ && blockKV == o.blockKV && warps == o.warps &&
+           stages == o.stages;
+  }
+};
+
+/// What the table is indexed by.
+struct OpTraits {
+  bool backward = false, deterministic = false;
+  int64_t d = 0, dv = 0;
+  /// No mask and no softcap: the cheapest score arithmetic.
+  bool plain = false;
+  Type elt;
+};
+
+/// The table: per kernel, MMA kind and chip, the tiles measured fastest on
+/// the H200 (docs/PERFORMANCE.md), before any shrinking to fit.
+Tiles tableTiles(const OpTraits &op, MmaKind mma, const ChipInfo &chip) {
+  int64_t dmax = std::max(op.d, op.dv);
+  if (!op.backward) {
+    if (mma == MmaKind::Wgmma)
+      // D <= 64: one warpgroup per block, 3 blocks per SM overlap one's
+      // softmax with another's MMAs; larger D: two warpgroups share each
+      // K/V block of 128 keys.
+      return dmax <= 64 ? Tiles{64, 128, 4, 2} : Tiles{128, 128, 8, 2};
+    // FlashAttention-2's sm8x tiles: 128 query rows over 4 warps, 64 keys
+    // per block at D <= 64 and 32 up to 160; past that O of two row tiles
+    // per warp no longer fits the registers: one row tile per warp.
+    if (dmax <= 64)
+      return {128, 64, 4, 2};
+    if (dmax <= 160)
+      return {128, 32, 4, 2};
+    return {64, 64, 4, 2};
+  }
+  if (mma == MmaKind::Wgmma)
+    // Two warpgroups of 64 keys with dK/dV in registers; 128-query blocks at
+    // D <= 64 when the score arithmetic is cheap (the others spill there).
+    return {dmax <= 64 && op.plain ? 128 : 64, 128, 8, 2};
+  // sm_80's scalar dQ atomics need more registers than sm_90's staged
+  // vector reductions: 64 keys over 4 warps there, 128 over 8 on sm_90.
+  if (!chip.vectorReductions)
+    return {64, 64, 4, 2};
+  return {dmax <= 64 ? 128 : 64, 128, 8, 2};
+}
+
+/// Candidates from the table's tiles down, the request's fixed fields kept:
+/// smaller key blocks first, then smaller query blocks (and, where the MMA
+/// kind ties warps to the block, fewer warps), then one K/V stage.
+SmallVector<Tiles> candidates(const OpTraits &op, MmaKind mma,
+                              const ChipInfo &chip,
+                              const KernelConfigRequest &req) {
+  Tiles t = tableTiles(op, mma, chip);
+  auto pick = [](int64_t fixed, int64_t chosen) {
+    return fixed ? fixed : chosen;
+  };
+  bool wgmma = mma == MmaKind::Wgmma;
+  SmallVector<int64_t> qs, kvs;
+  for (int64_t q = pick(req.blockQ, t.blockQ); q >= 16; q /= 2) {
+    qs.push_back(q);
+    if (req.blockQ)
+      break;
+  }
+  llvm::SetVector<std::tuple<int64_t, int64_t, int64_t, int64_t>> out;
+  SmallVector<int64_t> stageList = {pick(req.stages, t.stages)};
+  if (!req.stages && !op.backward)
+    stageList.push_back(1);
+  for (int64_t stages : stageList)
+    for (int64_t q : qs) {
+      // Warps: fixed, or the table's (tied to the rows each warp owns).
+      int64_t warps = req.warps;
+      if (!warps) {
+        if (!op.backward)
+          warps = wgmma ? q / 16 : std::min<int64_t>(t.warps, q / 16);
+        else
+          warps = t.warps;
+      }
+      int64_t kvStart = pick(req.blockKV, t.blockKV);
+      // The wgmma backward ties block_kv to the warps: fewer warps shrink it.
+      SmallVector<std::pair<int64_t, int64_t>> kvWarps;
+      if (op.backward && wgmma && !req.blockKV && !req.warps) {
+        for (int64_t w = warps; w >= 4; w -= 4)
+          kvWarps.push_back({16 * w, w});
+      } else {
+        int64_t step = op.backward ? 16 * warps : 16;
+        for (int64_t kv = kvStart; kv >= step; kv -= step) {
+          kvWarps.push_back({kv, warps});
+          if (req.blockKV)
+            break;
+        }
+      }
+      for (auto [kv, w] : kvWarps)
+        out.insert({q, kv, w, stages});
+    }
+  SmallVector<Tiles> result;
+  for (auto [q, kv, w, s] : out)
+    result.push_back({q, kv, w, s});
+  return result;
+}
+
+FailureOr<OpTraits> traitsOf(Operation *op) {
+  OpTraits t;
+  auto fill = [&](auto attention) {
+    t.d = attention.getHeadDim();
+    t.dv = attention.getValueHeadDim();
+    t.elt = attention.getQuery().getType().getElementType();
+    t.plain = !attention.getCausal() && !attention.getWindowAttr() &&
+              !attention.getSoftcapAttr();
+  };
+  if (auto fwd = dyn_cast<AttentionOp>(op)) {
+    fill(fwd);
+  } else if (auto bwd = dyn_cast<AttentionBackwardOp>(op)) {
+    fill(bwd);
+    t.backward = true;
+    t.deterministic = bwd.getDeterministic();
+  } else {
+    return failure();
+  }
+  return t;
+}
+
+} // namespace
+
+FailureOr<KernelConfigAttr>
+mlir::fa::selectKernelConfig(Operation *op, const KernelConfigRequest &req) {
+  FailureOr<OpTraits> traits = traitsOf(op);
+  if (failed(traits))
+    return op->emitOpError("has no kernel configuration to select");
+  const ChipInfo *chip = lookupChip(req.chip);
+  if (!chip)
+    return op->emitError("fa-select-kernel-config: unknown chip '")
+           << req.chip << "' (supported: " << supportedChipNames() << ")";
+  if (!traits->elt.isF16() && !traits->elt.isBF16())
+    return op->emitError("fa-select-kernel-config: the GPU kernels take f16 "
+                         "or bf16 inputs, not ")
+           << traits->elt;
+  SmallVector<MmaKind> kinds;
+  if (req.mma)
+    kinds.push_back(*req.mma);
+  else if (chip->wgmma)
+    kinds = {MmaKind::Wgmma, MmaKind::MmaSync};
+  else
+    kinds = {MmaKind::MmaSync};
+
+  MLIRContext *ctx = op->getContext();
+  // Why the first candidate of each MMA kind fails, for the error.
+  std::string reasons;
+  for (MmaKind mma : kinds) {
+    if (mma == MmaKind::Wgmma && !chip->wgmma)
+      return op->emitError("fa-select-kernel-config: wgmma needs sm_90a, not ")
+             << chip->name;
+    std::string first;
+    for (const Tiles &t : candidates(*traits, mma, *chip, req)) {
+      auto config = KernelConfigAttr::getChecked(
+          [] { return InFlightDiagnostic(); }, ctx, chip->name, mma, t.blockQ,
+          t.blockKV, t.warps, t.stages);
+      if (!config) {
+        if (first.empty())
+          first = "the fixed fields are out of range";
+        continue;
+      }
+      std::string why =
+          whyKernelConfigFails(config, traits->backward, traits->deterministic,
+                               traits->d, traits->dv);
+      if (why.empty())
+        return config;
+      if (first.empty()) {
+        llvm::raw_string_ostream os(first);
+        os << Attribute(config) << " fails: " << why;
+      }
+    }
+    reasons += (reasons.empty() ? "" : "; ") + first;
+  }
+  bool fixed = req.blockQ || req.blockKV || req.warps || req.stages || req.mma;
+  return op->emitError("fa-select-kernel-config: no kernel configuration "
+                       "works for this op on ")
+         << chip->name << (fixed ? " with the fixed fields" : "")
+         << " (the first candidate of each MMA kind: " << reasons << ")";
+}
+
+namespace {
+
+struct FASelectKernelConfigPass final
+    : fa::impl::FASelectKernelConfigBase<FASelectKernelConfigPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    KernelConfigRequest req;
+    req.chip = chip;
+    if (mma == "wgmma") {
+      req.mma = MmaKind::Wgmma;
+    } else if (mma == "mma_sync" || mma == "mma.sync") {
+      req.mma = MmaKind::MmaSync;
+    } else if (mma != "auto") {
+      getOperation()->emitError("fa-select-kernel-config: mma must be auto, "
+                                "mma_sync or wgmma, got '")
+          << mma << "'";
+      return signalPassFailure();
+    }
+    for (int64_t v : {blockQ.getValue(), blockKV.getValue(), warps.getValue(),
+                      stages.getValue()})
+      if (v < 0) {
+        getOperation()->emitError("fa-select-kernel-config: block-q, "
+                                  "block-kv, warps and stages must be >= 0 "
+                                  "(0 = choose)");
+        return signalPassFailure();
+      }
+    req.blockQ = blockQ;
+    req.blockKV = blockKV;
+    req.warps = warps;
+    req.stages = stages;
+    auto result = getOperation()->walk([&](Operation *op) {
+      if (!isa<AttentionOp, AttentionBackwardOp>(op) ||
+          op->hasAttr("kernel_config"))
+        return WalkResult::advance();
+      FailureOr<KernelConfigAttr> config = selectKernelConfig(op, req);
+      if (failed(config))
+        return WalkResult::interrupt();
+      op->setAttr("kernel_config", *config);
+      return WalkResult::advance();
+    });
+    if (result.wasInterrupted())
+      signalPassFailure();
+  }
+};
+
+} // namespace

@@ -1,0 +1,38 @@
+// RUN: fa-opt %s --split-input-file --fa-select-kernel-config="chip=sm_90a" --verify-diagnostics
+// RUN: not fa-opt %s --split-input-file --fa-select-kernel-config="chip=sm_70" 2>&1 | FileCheck %s --check-prefix=CHIP
+// RUN: not fa-opt %s --split-input-file --fa-select-kernel-config="chip=sm_80 mma=wgmma" 2>&1 | FileCheck %s --check-prefix=WGMMA
+// RUN: not fa-opt %s --split-input-file --fa-select-kernel-config="chip=sm_90a mma=tensor" 2>&1 | FileCheck %s --check-prefix=MMA
+// RUN: not fa-opt %s --split-input-file --fa-select-kernel-config="chip=sm_90a block-q=-64" 2>&1 | FileCheck %s --check-prefix=NEG
+// RUN: not fa-opt %s --split-input-file --fa-select-kernel-config="chip=sm_80 block-q=128 block-kv=128 warps=4 stages=2" 2>&1 | FileCheck %s --check-prefix=FIXED
+
+// CHIP: error: fa-select-kernel-config: unknown chip 'sm_70' (supported: sm_80, sm_90, sm_90a)
+// WGMMA: error: fa-select-kernel-config: wgmma needs sm_90a, not sm_80
+// MMA: error: fa-select-kernel-config: mma must be auto, mma_sync or wgmma, got 'tensor'
+// NEG: error: fa-select-kernel-config: block-q, block-kv, warps and stages must be >= 0 (0 = choose)
+// Every field fixed, and the tiles do not fit sm_80's 163 KiB: the reason
+// names the limit and the numbers.
+// FIXED: error: fa-select-kernel-config: no kernel configuration works for this op on sm_80 with the fixed fields (the first candidate of each MMA kind: #fa.kernel_config<"sm_80", mma_sync, block_q = 128, block_kv = 128, warps = 4, stages = 2> fails: the forward kernel needs 174080 bytes of shared memory, more than the 166912 a thread block may have on sm_80; use smaller block_q/block_kv (or stages = 1))
+
+func.func @valid(%q: tensor<?x?x?x128xf16>) -> tensor<?x?x?x128xf16> {
+  %o, %l = fa.attention %q, %q, %q : (tensor<?x?x?x128xf16>, tensor<?x?x?x128xf16>, tensor<?x?x?x128xf16>) -> (tensor<?x?x?x128xf16>, tensor<?x?x?xf32>)
+  return %o : tensor<?x?x?x128xf16>
+}
+
+// -----
+
+// The GPU kernels read f16 or bf16.
+func.func @f32(%q: tensor<?x?x?x64xf32>) -> tensor<?x?x?x64xf32> {
+  // expected-error @below {{fa-select-kernel-config: the GPU kernels take f16 or bf16 inputs, not 'f32'}}
+  %o, %l = fa.attention %q, %q, %q : (tensor<?x?x?x64xf32>, tensor<?x?x?x64xf32>, tensor<?x?x?x64xf32>) -> (tensor<?x?x?x64xf32>, tensor<?x?x?xf32>)
+  return %o : tensor<?x?x?x64xf32>
+}
+
+// -----
+
+// The dialect takes head dims that are multiples of 8; the kernels' MMAs
+// need multiples of 16.
+func.func @head_dim_40(%q: tensor<?x?x?x40xf16>) -> tensor<?x?x?x40xf16> {
+  // expected-error-re @below {{fa-select-kernel-config: no kernel configuration works for this op on sm_90a (the first candidate of each MMA kind: {{.*}} fails: the GPU kernels need head dims that are multiples of 16, got 40 and 40; {{.*}})}}
+  %o, %l = fa.attention %q, %q, %q : (tensor<?x?x?x40xf16>, tensor<?x?x?x40xf16>, tensor<?x?x?x40xf16>) -> (tensor<?x?x?x40xf16>, tensor<?x?x?xf32>)
+  return %o : tensor<?x?x?x40xf16>
+}

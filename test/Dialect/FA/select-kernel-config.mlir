@@ -1,0 +1,82 @@
+// RUN: fa-opt %s --split-input-file --fa-select-kernel-config="chip=sm_90a" | FileCheck %s --check-prefix=SM90A
+// RUN: fa-opt %s --split-input-file --fa-select-kernel-config="chip=sm_80" | FileCheck %s --check-prefix=SM80
+// RUN: fa-opt %s --split-input-file --fa-select-kernel-config="chip=sm_90a mma=mma_sync" | FileCheck %s --check-prefix=SYNC
+// RUN: fa-opt %s --split-input-file --fa-select-kernel-config="chip=sm_90a block-q=64" | FileCheck %s --check-prefix=FIXQ
+
+// The table (lib/Dialect/FA/Transforms/SelectKernelConfig.cpp): on sm_90a
+// the forward at D = 128 is two warpgroups of 64 query rows on blocks of 128
+// keys; sm_80 (and mma_sync on sm_90a) takes FlashAttention-2's 128 x 32 on
+// 4 warps. Fixing block-q = 64 on sm_90a ties the warps to it (one
+// warpgroup).
+
+// SM90A-LABEL: func.func @forward_d128
+// SM90A: fa.attention {{.*}} causal {kernel_config = #fa.kernel_config<"sm_90a", wgmma, block_q = 128, block_kv = 128, warps = 8, stages = 2>}
+// SM80-LABEL: func.func @forward_d128
+// SM80: {kernel_config = #fa.kernel_config<"sm_80", mma_sync, block_q = 128, block_kv = 32, warps = 4, stages = 2>}
+// SYNC-LABEL: func.func @forward_d128
+// SYNC: {kernel_config = #fa.kernel_config<"sm_90a", mma_sync, block_q = 128, block_kv = 32, warps = 4, stages = 2>}
+// FIXQ-LABEL: func.func @forward_d128
+// FIXQ: {kernel_config = #fa.kernel_config<"sm_90a", wgmma, block_q = 64, block_kv = 128, warps = 4, stages = 2>}
+func.func @forward_d128(%q: tensor<2x8x?x128xbf16>, %k: tensor<2x2x?x128xbf16>, %v: tensor<2x2x?x128xbf16>) -> tensor<2x8x?x128xbf16> {
+  %o, %l = fa.attention %q, %k, %v causal : (tensor<2x8x?x128xbf16>, tensor<2x2x?x128xbf16>, tensor<2x2x?x128xbf16>) -> (tensor<2x8x?x128xbf16>, tensor<2x8x?xf32>)
+  return %o : tensor<2x8x?x128xbf16>
+}
+
+// -----
+
+// D = 256: the table's 128 x 128 would need 328704 bytes of shared memory
+// on sm_90a (227 KiB a block): the largest block of keys that fits is 80
+// (230400 bytes). On sm_80 (163 KiB) one row tile per warp, 64 x 48.
+
+// SM90A-LABEL: func.func @forward_d256
+// SM90A: {kernel_config = #fa.kernel_config<"sm_90a", wgmma, block_q = 128, block_kv = 80, warps = 8, stages = 2>}
+// SM80-LABEL: func.func @forward_d256
+// SM80: {kernel_config = #fa.kernel_config<"sm_80", mma_sync, block_q = 64, block_kv = 48, warps = 4, stages = 2>}
+func.func @forward_d256(%q: tensor<?x?x?x256xf16>, %k: tensor<?x?x?x256xf16>, %v: tensor<?x?x?x256xf16>) -> tensor<?x?x?x256xf16> {
+  %o, %l = fa.attention %q, %k, %v : (tensor<?x?x?x256xf16>, tensor<?x?x?x256xf16>, tensor<?x?x?x256xf16>) -> (tensor<?x?x?x256xf16>, tensor<?x?x?xf32>)
+  return %o : tensor<?x?x?x256xf16>
+}
+
+// -----
+
+// D = 64: one warpgroup of 64 rows (three blocks per SM).
+
+// SM90A-LABEL: func.func @forward_d64
+// SM90A: {kernel_config = #fa.kernel_config<"sm_90a", wgmma, block_q = 64, block_kv = 128, warps = 4, stages = 2>}
+// SM80-LABEL: func.func @forward_d64
+// SM80: {kernel_config = #fa.kernel_config<"sm_80", mma_sync, block_q = 128, block_kv = 64, warps = 4, stages = 2>}
+func.func @forward_d64(%q: tensor<?x?x?x64xbf16>, %k: tensor<?x?x?x64xbf16>, %v: tensor<?x?x?x64xbf16>) -> tensor<?x?x?x64xbf16> {
+  %o, %l = fa.attention %q, %k, %v : (tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>) -> (tensor<?x?x?x64xbf16>, tensor<?x?x?xf32>)
+  return %o : tensor<?x?x?x64xbf16>
+}
+
+// -----
+
+// The backward: 128 keys on two warpgroups (sm_90a) against 64-query
+// blocks, 128 at D <= 64 without mask or softcap; sm_80 64 x 64 on 4 warps.
+
+// SM90A-LABEL: func.func @backward
+// SM90A: fa.attention_backward {{.*}} causal {kernel_config = #fa.kernel_config<"sm_90a", wgmma, block_q = 64, block_kv = 128, warps = 8, stages = 2>}
+// SM90A: fa.attention_backward {{.*}} {kernel_config = #fa.kernel_config<"sm_90a", wgmma, block_q = 128, block_kv = 128, warps = 8, stages = 2>}
+// SM80-LABEL: func.func @backward
+// SM80: {kernel_config = #fa.kernel_config<"sm_80", mma_sync, block_q = 64, block_kv = 64, warps = 4, stages = 2>}
+// SM80: {kernel_config = #fa.kernel_config<"sm_80", mma_sync, block_q = 64, block_kv = 64, warps = 4, stages = 2>}
+func.func @backward(%q: tensor<?x?x?x128xbf16>, %o: tensor<?x?x?x128xbf16>, %lse: tensor<?x?x?xf32>,
+                    %q64: tensor<?x?x?x64xbf16>, %o64: tensor<?x?x?x64xbf16>) -> (tensor<?x?x?x128xbf16>, tensor<?x?x?x64xbf16>) {
+  %dq, %dk, %dv = fa.attention_backward %q, %q, %q, %o, %lse, %o causal : (tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>, tensor<?x?x?xf32>, tensor<?x?x?x128xbf16>) -> (tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>)
+  %dq2, %dk2, %dv2 = fa.attention_backward %q64, %q64, %q64, %o64, %lse, %o64 : (tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>, tensor<?x?x?xf32>, tensor<?x?x?x64xbf16>) -> (tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>)
+  return %dq, %dq2 : tensor<?x?x?x128xbf16>, tensor<?x?x?x64xbf16>
+}
+
+// -----
+
+// An op that already has a configuration keeps it.
+
+// SM90A-LABEL: func.func @kept
+// SM90A: {kernel_config = #fa.kernel_config<"sm_80", mma_sync, block_q = 64, block_kv = 64, warps = 4, stages = 1>}
+// SM80-LABEL: func.func @kept
+// SM80: {kernel_config = #fa.kernel_config<"sm_80", mma_sync, block_q = 64, block_kv = 64, warps = 4, stages = 1>}
+func.func @kept(%q: tensor<?x?x?x64xf16>) -> tensor<?x?x?x64xf16> {
+  %o, %l = fa.attention %q, %q, %q {kernel_config = #fa.kernel_config<"sm_80", mma_sync, block_q = 64, block_kv = 64, warps = 4, stages = 1>} : (tensor<?x?x?x64xf16>, tensor<?x?x?x64xf16>, tensor<?x?x?x64xf16>) -> (tensor<?x?x?x64xf16>, tensor<?x?x?xf32>)
+  return %o : tensor<?x?x?x64xf16>
+}
