@@ -509,6 +509,13 @@ def load_kernels(spec: M.KernelSpec, ordinal: int) -> Tuple[LoadedKernel, ...]:
 
 _default: Optional[KernelRegistry] = None
 _default_lock = threading.Lock()
+_on_change: List = []
+
+
+def on_registry_change(callback) -> None:
+    """Registers `callback()` to run whenever the default registry is
+    replaced (the launch-plan caches drop their plans)."""
+    _on_change.append(callback)
 
 
 def default_registry() -> KernelRegistry:
@@ -521,8 +528,11 @@ def default_registry() -> KernelRegistry:
 
 def set_default_registry(registry: Optional[KernelRegistry]) -> Optional[KernelRegistry]:
     """Replaces the registry `flashmlir.attention` uses (None: rebuild from
-    the environment on next use). Returns the previous one."""
+    the environment on next use). Returns the previous one. Cached launch
+    plans are dropped."""
     global _default
     with _default_lock:
         prev, _default = _default, registry
-        return prev
+    for cb in list(_on_change):
+        cb()
+    return prev
