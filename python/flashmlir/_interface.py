@@ -521,9 +521,23 @@ def backward_impl(dout, q, k, v, out, lse, causal, window, scale, softcap, layou
     return tuple(_bhsd(g, L).contiguous() for g in grads)
 
 
+def _traced_options(window, scale, softcap):
+    """Options as the fake implementations can check them: under dynamic
+    shapes torch.compile may pass the window bounds as SymInts (the real
+    call gets the ints, and they are checked then)."""
+    if window is not None and not all(type(w) is int for w in window):
+        window = None
+    if scale is not None and not isinstance(scale, (int, float)):
+        scale = None
+    if softcap is not None and not isinstance(softcap, (int, float)):
+        softcap = None
+    return window, scale, softcap
+
+
 def fake_forward(q, k, v, causal, window, scale, softcap, layout, deterministic):
     """Outputs of the forward for fake/meta tensors (torch.compile tracing):
     the shapes, dtypes and (contiguous) strides of the real outputs."""
+    window, scale, softcap = _traced_options(window, scale, softcap)
     c = _validate(q, k, v, causal, window, scale, softcap, layout, deterministic,
                   check_strides=False)
     d = c.dims
@@ -531,6 +545,7 @@ def fake_forward(q, k, v, causal, window, scale, softcap, layout, deterministic)
 
 
 def fake_backward(dout, q, k, v, causal, window, scale, softcap, layout, deterministic):
+    window, scale, softcap = _traced_options(window, scale, softcap)
     _validate(q, k, v, causal, window, scale, softcap, layout, deterministic, check_strides=False)
     return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
 
