@@ -410,7 +410,6 @@ def _plan_key(q, k, v, causal, window, scale, softcap, layout, deterministic, ou
                causal, window, scale, softcap, layout, deterministic,
                None if out is None else (type(out), out.shape, out.stride(), out.dtype, out.device),
                None if lse is None else (type(lse), lse.shape, lse.stride(), lse.dtype, lse.device))
-        hash(key)
         return key
     except (AttributeError, TypeError):
         return None
@@ -427,7 +426,10 @@ def _forward_plan(q, k, v, causal, window, scale, softcap, layout, deterministic
     """The plan of a call on plain kernel-device tensors, made with the full
     validation on first use; None for other tensors (CPU, meta, fake)."""
     key = _plan_key(q, k, v, causal, window, scale, softcap, layout, deterministic, out, lse)
-    plan = _plans.get(key) if key is not None else None
+    try:
+        plan = _plans.get(key)
+    except TypeError:   # an unhashable option: no plan for it (the checks explain)
+        key = plan = None
     if plan is not None:
         return plan
     if not _kernel_tensors(q, k, v, out, lse):
