@@ -33,7 +33,13 @@ def qkv(b, hq, hkv, nq, nk, d, layout="bhsd", dtype=BF, seed=0, grad=True):
     return tuple(t.requires_grad_(grad) for t in (q, k, v))
 
 
-def _eager_and_compiled(fn, make, backend, shapes, dynamic=True):
+def _close(a, b):
+    """Gradients of the fast backward: dq (and with GQA dk, dv) are summed
+    with f32 atomics, so two runs agree only up to the summation order."""
+    return (a.float() - b.float()).abs().max().item() <= 1e-2 * b.float().abs().max().item() + 1e-3
+
+
+def _eager_and_compiled(fn, make, backend, shapes, dynamic=True, bitwise_grads=False):
     torch._dynamo.reset()
     from torch._dynamo.utils import counters
     counters.clear()
@@ -51,7 +57,8 @@ def _eager_and_compiled(fn, make, backend, shapes, dynamic=True):
         torch.cuda.synchronize()
         assert torch.equal(got, want), f"{backend} {shape}: forward differs from eager"
         for name, a, b in zip("qkv", got_g, want_g):
-            assert torch.equal(a, b), f"{backend} {shape}: d{name} differs from eager"
+            same = torch.equal(a, b) if bitwise_grads else _close(a, b)
+            assert same, f"{backend} {shape}: d{name} differs from eager"
     assert not counters["graph_break"], dict(counters["graph_break"])
     return counters
 
@@ -65,6 +72,15 @@ def test_compile_matches_eager(backend, opts, d):
     make = lambda nq, nk, seed: qkv(2, 8, 2, nq, nk, d, layout="bshd", seed=seed)
     c = _eager_and_compiled(fn, make, backend, [(1000, 1000), (4097, 4097), (333, 1500)])
     assert c["stats"]["unique_graphs"] <= 1   # one dynamic graph for every shape
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_compile_matches_eager_bitwise_deterministic(backend):
+    """With the deterministic backward, the gradients are bitwise eager's too."""
+    def fn(q, k, v):
+        return flashmlir.attention(q, k, v, causal=True, deterministic=True)
+    make = lambda nq, nk, seed: qkv(1, 8, 2, nq, nk, 128, seed=seed)
+    _eager_and_compiled(fn, make, backend, [(1000, 1000), (2048, 2048)], bitwise_grads=True)
 
 
 @pytest.mark.parametrize("backend", ["aot_eager", "inductor"])

@@ -52,6 +52,11 @@ def _fallback(reason, module, query, key, value, attention_mask, dropout, scalin
     if _strict():
         raise UnsupportedError(f"flashmlir attention for transformers: {reason} "
                                f"({STRICT_ENV}=1 forbids the SDPA fallback)")
+    if torch.compiler.is_compiling():
+        from transformers.integrations.sdpa_attention import sdpa_attention_forward
+        return sdpa_attention_forward(module, query, key, value, attention_mask,
+                                      dropout=dropout, scaling=scaling, is_causal=is_causal,
+                                      **kwargs)
     calls["sdpa: " + reason] += 1
     if reason not in _warned:
         _warned.add(reason)
@@ -90,7 +95,8 @@ def attention_forward(module: torch.nn.Module, query: torch.Tensor, key: torch.T
     if sliding_window is not None:
         w = int(sliding_window) - 1
         window = (w, 0) if is_causal else (w, w)
-    calls["flashmlir"] += 1
+    if not torch.compiler.is_compiling():
+        calls["flashmlir"] += 1
     out = _interface.attention(query.transpose(1, 2), key.transpose(1, 2),
                                value.transpose(1, 2), causal=bool(is_causal), window=window,
                                scale=scaling, softcap=softcap or None, layout="bshd")
