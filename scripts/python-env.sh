@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 REQ=python/requirements-test.txt
 PY=/usr/bin/python3
 key=$( (cat "$REQ"; $PY -c 'import sys; print(sys.version_info[:2])') | sha256sum | cut -c1-12)
-VENV=${FLASHMLIR_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/flashmlir-venv/$key}
+VENV=${FLASHMLIR_VENV:-${XDG_CACHE_HOME:-${HOME:-/tmp}/.cache}/flashmlir-venv/$key}
 
 if [ -f "$VENV/.complete" ] && "$VENV/bin/python" -c 'import torch, transformers, pytest' 2>/dev/null; then
   echo "python-env: reusing $VENV" >&2

@@ -85,10 +85,11 @@ def _compile_jobs(compiler, out, variants, chips):
             for v in variants for chip in chips]
 
 
-def run_compiles(cmds, jobs=1, stream=sys.stdout):
+def run_compiles(cmds, jobs=1, stream=None):
     """Runs fa-compile command lines, `jobs` at a time, printing a progress
     line per kernel ([done/total] status seconds command). Returns the
     number of failures."""
+    stream = stream or sys.stdout
     total = len(cmds)
     failures = 0
     start = time.time()
