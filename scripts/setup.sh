@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Installs what FlashMLIR needs (Debian 12 packages, idempotent) and builds it
-# into ./build (or $FA_BUILD_DIR) with Ninja.
+# Installs what FlashMLIR needs (Debian 12 packages, idempotent), builds it
+# into ./build (or $FA_BUILD_DIR) with Ninja, and creates the Python test
+# environment (scripts/python-env.sh: a venv with torch and transformers,
+# made once and reused; FLASHMLIR_SKIP_PYTHON_ENV=1 skips it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -29,3 +31,7 @@ if [ ! -f "$BUILD_DIR/build.ninja" ]; then
     -DFA_CUDA_BIN_DIR="$CUDA_BIN"
 fi
 ninja -C "$BUILD_DIR"
+
+if [ -z "${FLASHMLIR_SKIP_PYTHON_ENV:-}" ]; then
+  bash scripts/python-env.sh >/dev/null
+fi

@@ -18,11 +18,21 @@ echo "== install + downstream project"
 FA_BUILD_DIR="$BUILD_DIR" bash scripts/test-install.sh
 
 if [ -d python/tests ]; then
-  echo "== pytest"
-  set +e
-  FA_BUILD_DIR="$PWD/$BUILD_DIR" /usr/bin/python3 -m pytest -q python/tests
-  rc=$?
-  set -e
-  # 5 = no test collected (e.g. all GPU tests deselected): not a failure.
-  [ $rc -eq 0 ] || [ $rc -eq 5 ] || exit $rc
+  # The torch-free modules on the system Python (no torch: the torch tests skip).
+  echo "== pytest (system python3, no torch)"
+  run_pytest() {
+    set +e
+    FA_BUILD_DIR="$PWD/$BUILD_DIR" "$@"
+    local rc=$?
+    set -e
+    # 5 = no test collected (e.g. all GPU tests deselected): not a failure.
+    [ $rc -eq 0 ] || [ $rc -eq 5 ] || exit $rc
+  }
+  run_pytest /usr/bin/python3 -m pytest -q -p no:cacheprovider python/tests
+  # Everything on the venv of scripts/python-env.sh (torch, transformers):
+  # the launch path on the fake GPU, the custom ops, torch.compile, the
+  # transformers adapter, packaging. GPU tests skip without a GPU.
+  VENV=$(bash scripts/python-env.sh | tail -n 1)
+  echo "== pytest ($VENV: $("$VENV/bin/python" -c 'import torch, transformers; print("torch", torch.__version__, "transformers", transformers.__version__)'))"
+  run_pytest "$VENV/bin/python" -m pytest -q -p no:cacheprovider python/tests
 fi

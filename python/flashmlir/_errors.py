@@ -19,6 +19,11 @@ class KernelNotFoundError(FlashMLIRError, ValueError):
     """No kernel matches the request, and none could be compiled."""
 
 
+class UnsupportedError(FlashMLIRError, NotImplementedError):
+    """An argument the kernels do not support (e.g. an SDPA attn_mask or
+    dropout); the message names it."""
+
+
 class CompileError(FlashMLIRError, RuntimeError):
     """`fa-compile` failed for a kernel variant."""
 

@@ -10,6 +10,7 @@ gradient element and initialise their workspace themselves."""
 from __future__ import annotations
 
 import math
+import threading
 from dataclasses import dataclass
 from typing import Optional, Tuple
 
@@ -17,12 +18,17 @@ import torch
 from torch.autograd.function import once_differentiable
 
 from . import _backward as _bwd
-from . import _cuda, _kernels, _launch
+from . import _cuda, _kernels, _launch, _plan, _reference
 from . import _manifest as M
 from . import _validate as V
 from ._errors import CudaError, CudaUnavailableError, KernelNotFoundError, LaunchError
 
 _DTYPES = {torch.float16: "f16", torch.bfloat16: "bf16"}
+
+# Tensors on this device type run the kernels (tests that drive the fake
+# driver with CPU tensors set it to "cpu"); CPU tensors otherwise run the
+# PyTorch reference, meta and fake ones the fake implementation.
+KERNEL_DEVICE_TYPE = "cuda"
 
 # Element types of workspace buffers.
 _TORCH_DTYPES = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32,
@@ -78,15 +84,19 @@ def _check_operand(name: str, t: torch.Tensor, rows_aligned: bool = True) -> Non
 
 
 def _validate(q, k, v, causal, window, scale, softcap, layout,
-              deterministic=False) -> _Call:
+              deterministic=False, check_strides=True) -> _Call:
+    """The full check of a call (raises TypeError/ValueError, launches
+    nothing). CUDA tensors run the kernels, CPU tensors the PyTorch reference
+    (`_reference`); `check_strides=False` (fake/meta tensors) leaves out the
+    checks that need a data pointer."""
     layout = V.check_layout(layout)
     deterministic = V.check_bool("deterministic", deterministic)
     for n, t in (("q", q), ("k", k), ("v", v)):
         _check_tensor(n, t)
     for n, t in (("q", q), ("k", k), ("v", v)):
-        if t.device.type != "cuda":
-            raise ValueError(f"{n} is on device '{t.device}'; flashmlir.attention needs "
-                             "CUDA tensors")
+        if t.device.type not in (KERNEL_DEVICE_TYPE, "cpu", "meta"):
+            raise ValueError(f"{n} is on device '{t.device}'; flashmlir.attention needs CUDA "
+                             "tensors (CPU tensors run the PyTorch reference)")
     if not (q.device == k.device == v.device):
         raise ValueError(f"q, k and v must be on one device, got {q.device}, {k.device}, "
                          f"{v.device}")
@@ -96,8 +106,9 @@ def _validate(q, k, v, causal, window, scale, softcap, layout,
         raise TypeError(f"flashmlir.attention supports float16 and bfloat16, got {q.dtype}")
     dims = V.check_shapes(tuple(q.shape), tuple(k.shape), tuple(v.shape), layout)
     opts = V.check_options(causal, window, scale, softcap, dims.D)
-    for n, t in (("q", q), ("k", k), ("v", v)):
-        _check_operand(n, t)
+    if check_strides:
+        for n, t in (("q", q), ("k", k), ("v", v)):
+            _check_operand(n, t)
     return _Call(dims, opts, q.dtype, q.device, layout, deterministic)
 
 
@@ -147,27 +158,6 @@ def _find_kernel(c: _Call, kind: str = "forward"):
     return _kernels.load_kernel(spec, ordinal)
 
 
-def _forward(q, k, v, c: _Call, out=None, lse=None):
-    """Runs the forward kernel; q, k, v (and out) in the caller's layout."""
-    out, lse = _outputs(c, out, lse)
-    d = c.dims
-    if d.empty_output:
-        return out, lse
-    if d.Nk == 0:
-        # Every row sees no key: out = 0, lse = +inf (the op's semantics).
-        out.zero_()
-        lse.fill_(math.inf)
-        return out, lse
-    kernel = _find_kernel(c, "forward")
-    ordinal = _device_ordinal(c.device)
-    stream = torch.cuda.current_stream(ordinal).cuda_stream
-    args = {"q": _bhsd(q, c.layout), "k": _bhsd(k, c.layout), "v": _bhsd(v, c.layout),
-            "out": _bhsd(out, c.layout), "lse": lse}
-    args.update(c.scalars())
-    _launch.launch(kernel, args, d.env(), stream)
-    return out, lse
-
-
 def _check_dout(dout, c: _Call) -> torch.Tensor:
     """dout as the kernels need it: the output's shape, dtype and device;
     copied to a contiguous tensor (in the call's layout) when its last
@@ -191,44 +181,6 @@ def _check_dout(dout, c: _Call) -> torch.Tensor:
         # needs a fresh (aligned) allocation too.
         dout = dout.clone(memory_format=torch.contiguous_format)
     return dout
-
-
-def _backward(q, k, v, out, lse, dout, c: _Call):
-    """Runs the backward manifest's kernels; every tensor in the caller's
-    layout (lse [B, Hq, Nq]). Returns dq, dk, dv shaped like q, k, v."""
-    dout = _check_dout(dout, c)
-    d = c.dims
-    dq = torch.empty(tuple(q.shape), dtype=c.dtype, device=c.device)
-    dk = torch.empty(tuple(k.shape), dtype=c.dtype, device=c.device)
-    dv = torch.empty(tuple(v.shape), dtype=c.dtype, device=c.device)
-    if d.empty_output or d.Nk == 0:
-        # No query row, or no key: out does not depend on q, k or v.
-        for g in (dq, dk, dv):
-            g.zero_()
-        return dq, dk, dv
-    spec, ordinal = _find_spec(c, "backward")
-    kernels = _kernels.load_kernels(spec, ordinal)
-    stream = torch.cuda.current_stream(ordinal).cuda_stream
-    poison = poison_grads()
-    if poison:
-        for g in (dq, dk, dv):
-            g.fill_(math.nan)
-
-    def alloc(name, shape, dtype):
-        if dtype not in _TORCH_DTYPES:
-            raise LaunchError(f"{spec.name}: workspace {name} has element type {dtype}, "
-                              f"which this torch has no dtype for")
-        t = torch.empty(shape, dtype=_TORCH_DTYPES[dtype], device=c.device)
-        if poison and t.is_floating_point():
-            t.fill_(math.nan)
-        return t
-
-    tensors = {"q": _bhsd(q, c.layout), "k": _bhsd(k, c.layout), "v": _bhsd(v, c.layout),
-               "out": _bhsd(out, c.layout), "dout": _bhsd(dout, c.layout), "lse": lse,
-               "dq": _bhsd(dq, c.layout), "dk": _bhsd(dk, c.layout), "dv": _bhsd(dv, c.layout)}
-    _, preps = _bwd.prepare(spec, kernels, tensors, d.env(), alloc, c.scalars())
-    _bwd.launch(preps, stream)
-    return dq, dk, dv
 
 
 def backward_available(dtype=torch.bfloat16, head_dim: int = 128, causal: bool = False,
@@ -264,12 +216,246 @@ def backward_available(dtype=torch.bfloat16, head_dim: int = 128, causal: bool =
     return True
 
 
+# ---------------------------------------------------------------------------
+# Plans: what a call of given shapes, strides, dtypes, devices and options
+# needs, made (with the full validation) on its first call and reused after.
+# ---------------------------------------------------------------------------
+
+_EMPTY, _NO_KEYS, _LAUNCH = "empty", "no-keys", "launch"
+_FORWARD_TENSORS = ("q", "k", "v", "out", "lse")
+_BACKWARD_TENSORS = ("q", "k", "v", "out", "dout", "lse", "dq", "dk", "dv")
+_MAX_PLANS = 4096
+
+
+def _current_stream(ordinal: int) -> int:
+    """The CUstream of the current torch stream of device `ordinal` (the public
+    API, so side streams and CUDA-graph capture streams are followed)."""
+    return torch.cuda.current_stream(ordinal).cuda_stream
+
+
+class _BackwardPlan:
+    """The backward of one forward plan for one kind of dout: gradients and
+    workspace to allocate, and the manifest's launches as a PlanSequence."""
+
+    __slots__ = ("mode", "seq", "grad_shapes", "workspace", "dtype", "device", "ordinal",
+                 "clone_dout")
+
+    def __init__(self, fwd: "_ForwardPlan", q, k, v, out, lse, dout, deterministic: bool,
+                 clone_dout: bool):
+        c = fwd.call if fwd.call.deterministic == deterministic else \
+            _Call(fwd.call.dims, fwd.call.opts, fwd.call.dtype, fwd.call.device,
+                  fwd.call.layout, deterministic)
+        self.dtype, self.device, self.ordinal = c.dtype, c.device, fwd.ordinal
+        self.clone_dout = clone_dout
+        self.grad_shapes = (tuple(q.shape), tuple(k.shape), tuple(v.shape))
+        self.workspace = ()
+        self.seq = None
+        d = c.dims
+        if d.empty_output or d.Nk == 0:
+            # No query row, or no key: out does not depend on q, k or v.
+            self.mode = _EMPTY
+            return
+        self.mode = _LAUNCH
+        spec, ordinal = _find_spec(c, "backward")
+        kernels = _kernels.load_kernels(spec, ordinal)
+        shapes = _bwd.workspace_shapes(spec, d.env())
+        for name, _, dtype in shapes:
+            if dtype not in _TORCH_DTYPES:
+                raise LaunchError(f"{spec.name}: workspace {name} has element type {dtype}, "
+                                  f"which this torch has no dtype for")
+        self.workspace = tuple((name, shape, _TORCH_DTYPES[dtype]) for name, shape, dtype in shapes)
+        dq, dk, dv = (torch.empty(s, dtype=c.dtype, device=c.device) for s in self.grad_shapes)
+        L = c.layout
+        tensors = {"q": _bhsd(q, L), "k": _bhsd(k, L), "v": _bhsd(v, L), "out": _bhsd(out, L),
+                   "dout": _bhsd(dout, L), "lse": lse,
+                   "dq": _bhsd(dq, L), "dk": _bhsd(dk, L), "dv": _bhsd(dv, L)}
+        alloc = lambda name, shape, dtype: torch.empty(shape, dtype=_TORCH_DTYPES[dtype],
+                                                       device=c.device)
+        _, preps = _bwd.prepare(spec, kernels, tensors, d.env(), alloc, c.scalars())
+        names = _BACKWARD_TENSORS + tuple(w[0] for w in self.workspace)
+        self.seq = _plan.PlanSequence([_plan.LaunchPlan(p, names) for p in preps])
+
+    def run(self, q, k, v, out, lse, dout, copied=False):
+        if self.clone_dout and not copied:
+            dout = dout.clone(memory_format=torch.contiguous_format)
+        dt, dev = self.dtype, self.device
+        sq, sk, sv = self.grad_shapes
+        dq = torch.empty(sq, dtype=dt, device=dev)
+        dk = torch.empty(sk, dtype=dt, device=dev)
+        dv = torch.empty(sv, dtype=dt, device=dev)
+        if self.mode is _EMPTY:
+            dq.zero_()
+            dk.zero_()
+            dv.zero_()
+            return dq, dk, dv
+        ws = [torch.empty(shape, dtype=tdt, device=dev) for _, shape, tdt in self.workspace]
+        if poison_grads():
+            for t in (dq, dk, dv, *ws):
+                if t.is_floating_point():
+                    t.fill_(math.nan)
+        self.seq.launch((q, k, v, out, dout, lse, dq, dk, dv, *ws), _current_stream(self.ordinal))
+        return dq, dk, dv
+
+
+def _strides_ok(t) -> bool:
+    """Whether t's strides (not its pointer) meet the kernels' requirements."""
+    try:
+        V.check_strided("t", tuple(t.shape), tuple(t.stride()), 0, t.element_size())
+    except ValueError:
+        return False
+    return True
+
+
+def _dout_key(dout, out, lse, deterministic):
+    return (deterministic, type(dout), dout.shape, dout.stride(), dout.dtype, dout.device,
+            out.stride(), lse.stride())
+
+
+class _ForwardPlan:
+    """A validated forward call: the output shapes and, unless the problem is
+    empty, the kernel's LaunchPlan; plus the backward plans made from it."""
+
+    __slots__ = ("call", "mode", "launch", "out_shape", "lse_shape", "dtype", "device",
+                 "ordinal", "bwd", "__weakref__")
+
+    def __init__(self, q, k, v, c: _Call, out=None, lse=None):
+        self.call = c
+        self.dtype, self.device = c.dtype, c.device
+        self.ordinal = _device_ordinal(c.device)
+        self.out_shape = _out_shape(c)
+        d = c.dims
+        self.lse_shape = (d.B, d.Hq, d.Nq)
+        self.bwd = {}
+        self.launch = None
+        out, lse = _outputs(c, out, lse)
+        if d.empty_output:
+            self.mode = _EMPTY
+        elif d.Nk == 0:
+            self.mode = _NO_KEYS   # every row sees no key: out = 0, lse = +inf
+        else:
+            self.mode = _LAUNCH
+            kernel = _find_kernel(c, "forward")
+            L = c.layout
+            args = {"q": _bhsd(q, L), "k": _bhsd(k, L), "v": _bhsd(v, L), "out": _bhsd(out, L),
+                    "lse": lse}
+            args.update(c.scalars())
+            prep = _launch.prepare(kernel, args, d.env())
+            self.launch = _plan.LaunchPlan(prep, _FORWARD_TENSORS)
+
+    def run(self, q, k, v, out=None, lse=None):
+        if out is None:
+            out = torch.empty(self.out_shape, dtype=self.dtype, device=self.device)
+        if lse is None:
+            lse = torch.empty(self.lse_shape, dtype=torch.float32, device=self.device)
+        if self.mode is _LAUNCH:
+            self.launch.launch((q, k, v, out, lse), _current_stream(self.ordinal))
+        elif self.mode is _NO_KEYS:
+            out.zero_()
+            lse.fill_(math.inf)
+        return out, lse
+
+    def backward(self, q, k, v, out, lse, dout, deterministic: bool):
+        """dq, dk, dv (shaped like q, k, v) for a dout of the output's shape."""
+        key = None
+        if isinstance(dout, torch.Tensor):
+            key = _dout_key(dout, out, lse, deterministic)
+            plan = self.bwd.get(key)
+            if plan is not None and (plan.clone_dout or
+                                     dout.data_ptr() % _launch.POINTER_ALIGNMENT == 0):
+                return plan.run(q, k, v, out, lse, dout)
+        checked = _check_dout(dout, self.call)      # the full check; may copy
+        if key is not None and checked is not dout and not _strides_ok(dout):
+            # A strided or expanded dout: copied on every call of this kind.
+            plan = _BackwardPlan(self, q, k, v, out, lse, checked, deterministic, True)
+            self._remember(key, plan)
+            return plan.run(q, k, v, out, lse, checked, copied=True)
+        ckey = _dout_key(checked, out, lse, deterministic)
+        plan = self.bwd.get(ckey)
+        if plan is None:
+            plan = _BackwardPlan(self, q, k, v, out, lse, checked, deterministic, False)
+            self._remember(ckey, plan)
+        return plan.run(q, k, v, out, lse, checked, copied=True)
+
+    def _remember(self, key, plan):
+        if len(self.bwd) >= 64:
+            self.bwd.clear()
+        self.bwd[key] = plan
+
+
+_plans = {}
+_plans_lock = threading.Lock()
+
+
+def clear_caches() -> None:
+    """Drops every cached launch plan (the next call of each shape is
+    validated, looked up and packed again). Called when the default kernel
+    registry is replaced; environment variables read at plan time
+    (FLASHMLIR_DEBUG, FLASHMLIR_SYNC, FLASHMLIR_CHIP) take effect after it."""
+    with _plans_lock:
+        _plans.clear()
+
+
+_kernels.on_registry_change(clear_caches)
+
+
+def _plan_key(q, k, v, causal, window, scale, softcap, layout, deterministic, out, lse):
+    """The cache key of a call, or None when it cannot have one (non-tensors,
+    unhashable options: the slow path then explains what is wrong)."""
+    try:
+        if window is not None and type(window) is not tuple:
+            window = tuple(window)
+        key = (type(q), q.shape, q.stride(), q.dtype, q.device,
+               type(k), k.shape, k.stride(), k.dtype, k.device,
+               type(v), v.shape, v.stride(), v.dtype, v.device,
+               causal, window, scale, softcap, layout, deterministic,
+               None if out is None else (type(out), out.shape, out.stride(), out.dtype, out.device),
+               None if lse is None else (type(lse), lse.shape, lse.stride(), lse.dtype, lse.device))
+        return key
+    except (AttributeError, TypeError):
+        return None
+
+
+def _kernel_tensors(*ts) -> bool:
+    """Plain tensors on the kernels' device (not CPU, meta, fake or a subclass)."""
+    return all(type(t) is torch.Tensor and t.device.type == KERNEL_DEVICE_TYPE
+               for t in ts if t is not None)
+
+
+def _forward_plan(q, k, v, causal, window, scale, softcap, layout, deterministic,
+                  out=None, lse=None) -> Optional[_ForwardPlan]:
+    """The plan of a call on plain kernel-device tensors, made with the full
+    validation on first use; None for other tensors (CPU, meta, fake)."""
+    key = _plan_key(q, k, v, causal, window, scale, softcap, layout, deterministic, out, lse)
+    try:
+        plan = _plans.get(key)
+    except TypeError:   # an unhashable option: no plan for it (the checks explain)
+        key = plan = None
+    if plan is not None:
+        return plan
+    if not _kernel_tensors(q, k, v, out, lse):
+        _validate(q, k, v, causal, window, scale, softcap, layout, deterministic,
+                  check_strides=False)   # errors for non-tensors, bad options
+        return None
+    c = _validate(q, k, v, causal, window, scale, softcap, layout, deterministic)
+    plan = _ForwardPlan(q, k, v, c, out, lse)
+    if key is not None:
+        with _plans_lock:
+            if len(_plans) >= _MAX_PLANS:
+                _plans.clear()
+            _plans[key] = plan
+    return plan
+
+
 class _FlashAttention(torch.autograd.Function):
+    """Eager autograd over a forward plan (torch.compile uses the custom ops
+    of _ops.py instead; both run the same plans)."""
+
     @staticmethod
-    def forward(ctx, q, k, v, call):
-        out, lse = _forward(q, k, v, call)
+    def forward(ctx, q, k, v, plan, deterministic):
+        out, lse = plan.run(q, k, v)
         ctx.save_for_backward(q, k, v, out, lse)
-        ctx.call = call
+        ctx.plan = plan
+        ctx.deterministic = deterministic
         ctx.mark_non_differentiable(lse)
         return out, lse
 
@@ -277,20 +463,158 @@ class _FlashAttention(torch.autograd.Function):
     @once_differentiable
     def backward(ctx, dout, dlse):
         q, k, v, out, lse = ctx.saved_tensors
-        dq, dk, dv = _backward(q, k, v, out, lse, dout, ctx.call)
+        dq, dk, dv = ctx.plan.backward(q, k, v, out, lse, dout, ctx.deterministic)
         need = ctx.needs_input_grad
         return (dq if need[0] else None, dk if need[1] else None,
-                dv if need[2] else None, None)
+                dv if need[2] else None, None, None)
+
+
+def _backward(q, k, v, out, lse, dout, c: _Call):
+    """The backward of a validated call without the plan cache (dout is
+    checked before out and lse are used). Returns dq, dk, dv shaped like q,
+    k, v."""
+    checked = _check_dout(dout, c)
+    plan = _ForwardPlan.__new__(_ForwardPlan)
+    plan.call, plan.ordinal, plan.bwd = c, _device_ordinal(c.device), {}
+    return _BackwardPlan(plan, q, k, v, out, lse, checked, c.deterministic, False
+                         ).run(q, k, v, out, lse, checked)
+
+
+# ---------------------------------------------------------------------------
+# What the custom ops run (see _ops.py)
+# ---------------------------------------------------------------------------
+
+def _window_arg(window_left: int, window_right: int):
+    return None if (window_left, window_right) == (-1, -1) else (window_left, window_right)
+
+
+def forward_impl(q, k, v, causal, window, scale, softcap, layout, deterministic,
+                 out=None, lse=None):
+    """The forward on real tensors: the kernels for CUDA tensors, the PyTorch
+    reference for CPU ones. Writes into out/lse when given. Returns out, lse."""
+    plan = _forward_plan(q, k, v, causal, window, scale, softcap, layout, deterministic,
+                         out, lse)
+    if plan is not None:
+        return plan.run(q, k, v, out, lse)
+    c = _validate(q, k, v, causal, window, scale, softcap, layout, deterministic)
+    if out is not None or lse is not None:
+        out, lse = _outputs(c, out, lse)
+    o, l = _reference.attention(_bhsd(q, c.layout), _bhsd(k, c.layout), _bhsd(v, c.layout),
+                                c.opts.mask, c.opts.scale, c.opts.softcap)
+    o = o if c.layout == "bhsd" else o.transpose(1, 2)
+    if out is None:
+        return o.contiguous(), l
+    out.copy_(o)
+    lse.copy_(l)
+    return out, lse
+
+
+def backward_impl(dout, q, k, v, out, lse, causal, window, scale, softcap, layout,
+                  deterministic):
+    """dq, dk, dv (contiguous, shaped like q, k, v) on real tensors."""
+    plan = _forward_plan(q, k, v, causal, window, scale, softcap, layout, deterministic)
+    if plan is not None:
+        return plan.backward(q, k, v, out, lse, dout, deterministic)
+    c = _validate(q, k, v, causal, window, scale, softcap, layout, deterministic)
+    dout = _check_dout(dout, c)
+    L = c.layout
+    grads = _reference.attention_backward(_bhsd(dout, L), _bhsd(q, L), _bhsd(k, L), _bhsd(v, L),
+                                          c.opts.mask, c.opts.scale, c.opts.softcap)
+    return tuple(_bhsd(g, L).contiguous() for g in grads)
+
+
+def _traced_options(window, scale, softcap):
+    """Options as the fake implementations can check them: under dynamic
+    shapes torch.compile may pass the window bounds as SymInts (the real
+    call gets the ints, and they are checked then)."""
+    if window is not None and not all(type(w) is int for w in window):
+        window = None
+    if scale is not None and not isinstance(scale, (int, float)):
+        scale = None
+    if softcap is not None and not isinstance(softcap, (int, float)):
+        softcap = None
+    return window, scale, softcap
+
+
+def fake_forward(q, k, v, causal, window, scale, softcap, layout, deterministic):
+    """Outputs of the forward for fake/meta tensors (torch.compile tracing):
+    the shapes, dtypes and (contiguous) strides of the real outputs."""
+    window, scale, softcap = _traced_options(window, scale, softcap)
+    c = _validate(q, k, v, causal, window, scale, softcap, layout, deterministic,
+                  check_strides=False)
+    d = c.dims
+    return (q.new_empty(_out_shape(c)), q.new_empty((d.B, d.Hq, d.Nq), dtype=torch.float32))
+
+
+def fake_backward(dout, q, k, v, causal, window, scale, softcap, layout, deterministic):
+    window, scale, softcap = _traced_options(window, scale, softcap)
+    _validate(q, k, v, causal, window, scale, softcap, layout, deterministic, check_strides=False)
+    return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
+
+
+# ---------------------------------------------------------------------------
+# Public entry points
+# ---------------------------------------------------------------------------
+
+def _needs_grad(q, k, v) -> bool:
+    return torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad)
 
 
 def attention(q, k, v, causal=False, window=None, scale=None, softcap=None,
               return_lse=False, layout="bhsd", *, out=None, lse=None, deterministic=False):
-    c = _validate(q, k, v, causal, window, scale, softcap, layout, deterministic)
-    needs_grad = torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v))
-    if needs_grad:
-        if out is not None or lse is not None:
-            raise ValueError("out= and lse= cannot be used when q, k or v requires grad")
-        o, l = _FlashAttention.apply(q, k, v, c)
-    else:
-        o, l = _forward(q, k, v, c, out, lse)
+    """Exact scaled-dot-product attention, `softmax(scale * q k^T) v`.
+
+    attention(q, k, v, causal=False, window=None, scale=None, softcap=None,
+              return_lse=False, layout="bhsd", *, out=None, lse=None,
+              deterministic=False)
+
+    Args:
+      q: [B, Hq, Nq, D] (layout "bhsd") or [B, Nq, Hq, D] (layout "bshd"),
+         float16 or bfloat16, on a CUDA device (CPU tensors run the PyTorch
+         reference, in float32 math).
+      k: [B, Hkv, Nk, D] (or [B, Nk, Hkv, D]); Hq must be a multiple of Hkv
+         (grouped-query / multi-query attention).
+      v: [B, Hkv, Nk, Dv] (or [B, Nk, Hkv, Dv]).
+      causal: key j is visible from query i iff j <= i + Nk - Nq (aligned to
+         the bottom-right corner when Nq != Nk).
+      window: (left, right) sliding window around that diagonal, -1 for
+         unbounded; with causal the right bound must be 0 (or -1).
+      scale: softmax scale, > 0; default 1/sqrt(D).
+      softcap: scores become softcap * tanh(scores / softcap); > 0 or None.
+      return_lse: also return the natural-log log-sum-exp [B, Hq, Nq] (f32).
+      layout: "bhsd" or "bshd"; the output uses the same layout.
+      out, lse: optional preallocated outputs (same shapes as the results);
+         not allowed when q, k or v requires grad.
+      deterministic: run the backward (when q, k or v requires grad) with the
+         deterministic kernels: dq without atomics, so repeated backward
+         passes give bitwise-identical gradients (somewhat slower).
+
+    Rows that see no key give out = 0 and lse = +inf. The last dimension of
+    every tensor must be contiguous and data pointers 16-byte aligned.
+
+    The result is differentiable in q, k and v (lse is not). In eager mode a
+    call on CUDA tensors reuses a launch plan cached per shapes, strides,
+    dtypes, devices and options; under torch.compile it is the custom op
+    torch.ops.flashmlir.attention_forward (and attention_backward).
+
+    Returns: out, or (out, lse) when return_lse.
+    """
+    if not torch.compiler.is_compiling():
+        # Eager, plain CUDA tensors: the cached plan, no dispatcher.
+        plan = _forward_plan(q, k, v, causal, window, scale, softcap, layout, deterministic,
+                             out, lse)
+        if plan is not None:
+            if _needs_grad(q, k, v):
+                if out is not None or lse is not None:
+                    raise ValueError("out= and lse= cannot be used when q, k or v requires grad")
+                o, l = _FlashAttention.apply(q, k, v, plan, deterministic)
+            else:
+                o, l = plan.run(q, k, v, out, lse)
+            return (o, l) if return_lse else o
+    # torch.compile, CPU (reference), meta and fake tensors: the custom ops.
+    o, l = _ops.attention(q, k, v, causal, window, scale, softcap, layout, deterministic,
+                          out, lse)
     return (o, l) if return_lse else o
+
+
+from . import _ops  # noqa: E402  (registers the custom ops; imports this module)

@@ -16,8 +16,10 @@ import glob
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import threading
+import time
 import warnings
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
@@ -44,11 +46,17 @@ def cache_dir() -> str:
     return os.path.join(base, "flashmlir")
 
 
+def package_kernel_dir() -> str:
+    """The package's own kernels/ folder (what a wheel ships; built by
+    `python3 -m flashmlir compile --default-set`)."""
+    return os.path.join(_PKG_DIR, "kernels")
+
+
 def default_search_dirs() -> List[str]:
     dirs: List[str] = []
     env = os.environ.get("FLASHMLIR_KERNEL_DIR", "")
     dirs += [d for d in env.split(os.pathsep) if d]
-    dirs.append(os.path.join(_PKG_DIR, "kernels"))
+    dirs.append(package_kernel_dir())
     if os.environ.get("FA_BUILD_DIR"):
         dirs.append(os.path.join(os.environ["FA_BUILD_DIR"], "kernels"))
     dirs.append(os.path.join(_REPO_DIR, "build", "kernels"))
@@ -165,6 +173,20 @@ class KernelRequest:
             args.append("--deterministic")
         args += [f"--chip={chip}", "-o", out_dir]
         return args
+
+
+_compiles = [0]
+
+
+def _progress(msg: str, count: bool = True) -> None:
+    """A progress line on stderr for kernels compiled on demand, numbered
+    within the process ([3] ...), unless FLASHMLIR_QUIET=1."""
+    if count:
+        _compiles[0] += 1
+    if _env_flag("FLASHMLIR_QUIET"):
+        return
+    prefix = f"flashmlir: [{_compiles[0]}] " if count else "flashmlir:     "
+    print(prefix + msg, file=sys.stderr, flush=True)
 
 
 def _forced_chip() -> Optional[str]:
@@ -335,6 +357,9 @@ class KernelRegistry:
         with tempfile.TemporaryDirectory(prefix="compile-", dir=self.cache) as tmp:
             cmd = [compiler] + request.compile_args(chip, tmp)
             timeout = float(os.environ.get("FLASHMLIR_COMPILE_TIMEOUT", "600"))
+            _progress(f"compiling {request.describe()} for {chip} (not in the package or "
+                      f"the cache; once, into {self.cache}) ...")
+            t0 = time.time()
             try:
                 proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                       text=True, timeout=timeout)
@@ -342,6 +367,8 @@ class KernelRegistry:
                 raise CompileError(f"{' '.join(cmd)}: timed out after {timeout:g} s") from None
             except OSError as exc:
                 raise CompileError(f"{' '.join(cmd)}: {exc}") from None
+            _progress(f"  {'done' if proc.returncode == 0 else 'failed'} in "
+                      f"{time.time() - t0:.1f} s", count=False)
             if proc.returncode != 0:
                 tail = (proc.stderr or proc.stdout or "").strip()[-4000:]
                 raise CompileError(f"{' '.join(cmd)} exited with {proc.returncode}:\n{tail}")
@@ -509,6 +536,13 @@ def load_kernels(spec: M.KernelSpec, ordinal: int) -> Tuple[LoadedKernel, ...]:
 
 _default: Optional[KernelRegistry] = None
 _default_lock = threading.Lock()
+_on_change: List = []
+
+
+def on_registry_change(callback) -> None:
+    """Registers `callback()` to run whenever the default registry is
+    replaced (the launch-plan caches drop their plans)."""
+    _on_change.append(callback)
 
 
 def default_registry() -> KernelRegistry:
@@ -521,8 +555,11 @@ def default_registry() -> KernelRegistry:
 
 def set_default_registry(registry: Optional[KernelRegistry]) -> Optional[KernelRegistry]:
     """Replaces the registry `flashmlir.attention` uses (None: rebuild from
-    the environment on next use). Returns the previous one."""
+    the environment on next use). Returns the previous one. Cached launch
+    plans are dropped."""
     global _default
     with _default_lock:
         prev, _default = _default, registry
-        return prev
+    for cb in list(_on_change):
+        cb()
+    return prev

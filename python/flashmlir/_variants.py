@@ -2,6 +2,7 @@
 command can build them all (forward and backward):
 
     PYTHONPATH=python python3 -m flashmlir compile -o build/kernels [--kind backward]
+    PYTHONPATH=python python3 -m flashmlir compile --default-set   # into the package
 
 Each entry is a dict of KernelRequest.make() keyword arguments.
 """
@@ -30,6 +31,18 @@ BENCH_OPTIONS = ({}, {"causal": True})
 DETERMINISTIC_OPTIONS = ({}, {"causal": True})
 
 KINDS = ("forward", "backward")
+
+# The AOT default set (fa-compile --default-set): forward and backward x
+# D 64/128 x f16/bf16 x causal or not, for each of DEFAULT_CHIPS. What
+# `python3 -m flashmlir compile --default-set` builds into the package.
+DEFAULT_SET_OPTIONS = ({}, {"causal": True})
+DEFAULT_CHIPS = ("sm_90a", "sm_80")
+
+
+def default_set() -> List[Dict]:
+    return [dict(kind=kind, dtype=dtype, head_dim=d, value_head_dim=d, **opts)
+            for kind in KINDS for d in HEAD_DIMS for dtype in DTYPES
+            for opts in DEFAULT_SET_OPTIONS]
 
 
 def forward_variants() -> List[Dict]:

@@ -401,3 +401,17 @@ def test_cli_variants_and_compile(tmp_path, capsys):
     specs = K.KernelRegistry([str(out)], cache=str(tmp_path / "c"), compiler=None).specs()
     assert len(specs) == 32 and all(s.kind == "backward" for s in specs)
     assert sum(s.deterministic for s in specs) == 8
+
+
+def test_compile_on_demand_prints_progress(tmp_path, capsys, monkeypatch):
+    compiler, _ = make_compiler(tmp_path)
+    r = K.KernelRegistry([], cache=str(tmp_path / "c"), compiler=compiler)
+    r.find(req(head_dim=64), H)
+    r.find(req(head_dim=64, causal=True), H)
+    err = capsys.readouterr().err.splitlines()
+    starts = [l for l in err if "compiling kind=forward" in l]
+    assert len(starts) == 2 and "] compiling" in starts[1] and "for sm_90a" in starts[0]
+    assert sum("done in" in l for l in err) == 2
+    monkeypatch.setenv("FLASHMLIR_QUIET", "1")
+    r.find(req(head_dim=64, softcap=3.0), H)
+    assert capsys.readouterr().err == ""

@@ -1,0 +1,156 @@
+"""Launch plans: the steady-state launch path.
+
+A `LaunchPlan` is made once from a `_launch.PreparedLaunch`, i.e. after the
+full packing and validation of one call (ranks, dtypes, dims against the
+manifest, unit last stride, alignment, grid limits). It keeps the packed
+parameters in ctypes storage with the `void*[]` array cuLaunchKernel takes,
+and records which slots hold the pointers of which memref parameter. A later
+call with the same kernel, shapes, strides, dtypes and options only writes
+the new tensors' addresses into those slots (checking their 16-byte
+alignment, the one property of a memref that can change between such
+calls) and issues one cuLaunchKernel: no manifest, expression or dict work.
+
+The plan is generic over the manifest's parameter list: every memref
+parameter is bound by name to a position in the tuple of tensors a call
+passes (`names`), every scalar parameter keeps the value it was packed with
+(its expression's inputs are part of what makes calls share a plan).
+
+Torch-free: tensors are read through ``data_ptr()`` and
+``storage_offset()`` only.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import sys
+import threading
+from typing import Any, List, Sequence, Tuple
+
+from . import _launch
+from . import _manifest as M
+from ._errors import LaunchError
+
+_c_void_p = ctypes.c_void_p
+
+
+class LaunchPlan:
+    """One kernel launch with everything fixed but the tensors' addresses
+    and the stream.
+
+    prep:  the PreparedLaunch of a validated call.
+    names: the names of the tensors a call passes to `launch`, in order; every
+           memref parameter of the kernel must be one of them."""
+
+    __slots__ = ("name", "kernel", "names", "_storage", "_argv", "_binds", "_grid", "_block",
+                 "_smem", "_ctx", "_lock", "_launch_fn", "_ctx_fn", "_ctx_out", "_ctx_ref",
+                 "_drv", "_debug", "_sync", "packed")
+
+    def __init__(self, prep: _launch.PreparedLaunch, names: Sequence[str]):
+        from . import _cuda
+
+        self.name = prep.name
+        self.kernel = prep.kernel
+        self.names = tuple(names)
+        self.packed = prep.packed
+        self._storage = [p.ctype() for p in prep.packed]
+        n = len(self._storage)
+        self._argv = (_c_void_p * max(n, 1))(*[ctypes.addressof(s) for s in self._storage])
+        labels = {p.label: i for i, p in enumerate(prep.packed)}
+        binds: List[Tuple[int, Any, Any, int]] = []
+        for p in self.kernel.spec.params:
+            if not p.is_memref:
+                continue
+            if p.name not in self.names:
+                raise LaunchError(f"{self.name}: parameter {p.name!r} is not among the "
+                                  f"tensors of the call ({', '.join(self.names)})")
+            binds.append((self.names.index(p.name),
+                          self._storage[labels[f"{p.name}.allocated"]],
+                          self._storage[labels[f"{p.name}.aligned"]],
+                          M.ELEMENT_SIZES[p.dtype]))
+        self._binds = tuple(binds)
+        self._grid = prep.grid
+        self._block = prep.block
+        self._smem = int(prep.shared_bytes)
+        self._ctx = self.kernel.device.context
+        self._lock = threading.Lock()
+        drv = _cuda.driver()
+        self._drv = drv
+        self._launch_fn = drv.fns["cuLaunchKernel"]
+        self._ctx_fn = drv.fns["cuCtxGetCurrent"]
+        self._ctx_out = _cuda.CUcontext()
+        self._ctx_ref = ctypes.byref(self._ctx_out)
+        # Read when the plan is made (flashmlir.clear_caches() makes new ones).
+        self._debug = bool(os.environ.get("FLASHMLIR_DEBUG"))
+        self._sync = bool(os.environ.get("FLASHMLIR_SYNC"))
+
+    def bind(self, tensors: Sequence[Any]) -> None:
+        """Writes the addresses of `tensors` (in `names` order) into the
+        parameter slots. Raises ValueError (as the first call's validation
+        does) for a pointer that is not 16-byte aligned; nothing is launched."""
+        for i, alloc, aligned, esize in self._binds:
+            t = tensors[i]
+            ptr = t.data_ptr()
+            if ptr % _launch.POINTER_ALIGNMENT:
+                raise ValueError(f"{self.names[i]}'s data pointer {ptr:#x} is not "
+                                 f"{_launch.POINTER_ALIGNMENT}-byte aligned (storage offset?); "
+                                 f"call .clone() first ({self.name})")
+            aligned.value = ptr
+            alloc.value = ptr - t.storage_offset() * esize
+
+    def launch(self, tensors: Sequence[Any], stream: int) -> None:
+        """Binds `tensors` and issues the launch on `stream` (a CUstream
+        handle as an int; 0 is the legacy default stream)."""
+        with self._lock:
+            self.bind(tensors)
+            self._issue(stream)
+
+    def _issue(self, stream: int) -> None:
+        if self._debug:
+            self._print(stream)
+        rc = self._ctx_fn(self._ctx_ref)
+        if rc:
+            self._drv.check("cuCtxGetCurrent", rc)
+        g, b = self._grid, self._block
+        if self._ctx_out.value == self._ctx:
+            rc = self._launch_fn(self.kernel.function, g[0], g[1], g[2], b[0], b[1], b[2],
+                                 self._smem, stream, self._argv, None)
+        else:
+            with self._drv.context(self._ctx):
+                rc = self._launch_fn(self.kernel.function, g[0], g[1], g[2], b[0], b[1], b[2],
+                                     self._smem, stream, self._argv, None)
+        if rc:
+            self._drv.check("cuLaunchKernel", rc,
+                            f"({self.name} grid={g} block={b} dynamic_shared_memory="
+                            f"{self._smem} stream={int(stream or 0):#x})")
+        if self._sync:
+            self._drv.stream_synchronize(stream, what=self.name)
+
+    def current_params(self) -> List[_launch.PackedParam]:
+        """The parameters as they are now (the last call's addresses)."""
+        return [_launch.PackedParam(p.label, p.type, s.value)
+                for p, s in zip(self.packed, self._storage)]
+
+    def _print(self, stream) -> None:
+        print(f"flashmlir: launch {self.name} grid={self._grid} block={self._block} "
+              f"smem={self._smem} stream={int(stream or 0):#x} (plan)\n"
+              + _launch.describe_params(self.current_params()), file=sys.stderr)
+
+
+class PlanSequence:
+    """Several launch plans issued in order on one stream (a backward's
+    kernels), all bound before the first launch so a misaligned tensor
+    raises before anything runs."""
+
+    __slots__ = ("plans", "_lock")
+
+    def __init__(self, plans: Sequence[LaunchPlan]):
+        self.plans = tuple(plans)
+        self._lock = threading.Lock()
+
+    def launch(self, tensors: Sequence[Any], stream: int) -> None:
+        with self._lock:
+            for p in self.plans:
+                p.bind(tensors)
+            for p in self.plans:
+                p._issue(stream)

@@ -1,0 +1,305 @@
+"""A fake GPU for the torch-side tests on the CPU: the fake libcuda of
+test_cuda_fake.py whose cuLaunchKernel runs the kernel in PyTorch on the
+memory its parameters point at.
+
+CPU tensors stand for device memory: `install()` makes flashmlir treat CPU
+tensors as kernel tensors (KERNEL_DEVICE_TYPE = "cpu"), so a call goes
+through the real launch path: the plan cache, the registry, loading (the PTX
+is checked against the manifest, the driver's parameter sizes against the
+PTX), packing, and one cuLaunchKernel per kernel with the packed `void*[]`.
+The fake decodes those bytes with the manifest's parameter list (memrefs
+into tensors at the pointers they carry, with their sizes and strides;
+scalars by type) and runs the named kernel: the forward with the PyTorch
+reference, the backward kernels with FlashAttention's formulas. Every
+launch is logged.
+
+Kernels are made on demand by `GenRegistry` (the registry's compile step
+writes a manifest and a matching PTX stub), with scalar parameters mixed
+into the memrefs in an unusual order, as a future manifest may have them.
+"""
+
+import ctypes
+import hashlib
+import json
+import math
+import os
+
+import torch
+
+from flashmlir import _cuda, _interface, _kernels, _reference
+from flashmlir import _manifest as M
+
+from helpers import backward_example
+from test_cuda_fake import FakeCuda
+
+TORCH_DTYPES = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32,
+                "i64": torch.int64, "i32": torch.int32}
+
+
+def tensor_at(ptr, sizes, strides, dtype):
+    """A tensor aliasing the (CPU) memory at `ptr` with these sizes/strides."""
+    tdt = TORCH_DTYPES[dtype]
+    if any(s == 0 for s in sizes):
+        return torch.empty(sizes, dtype=tdt)
+    es = torch.empty((), dtype=tdt).element_size()
+    n = 1 + sum((s - 1) * st for s, st in zip(sizes, strides))
+    buf = (ctypes.c_byte * (n * es)).from_address(ptr)
+    flat = torch.frombuffer(buf, dtype=torch.uint8).view(tdt)
+    return flat.as_strided(tuple(sizes), tuple(strides))
+
+
+class EmulatingCuda(FakeCuda):
+    """FakeCuda with one module handle per loaded PTX, entries' parameter
+    sizes read from the PTX, and launches that compute."""
+
+    def __init__(self, registry):
+        super().__init__()
+        self.registry = registry
+        self.modules = {}          # handle -> (manifest name, PtxInfo)
+        self.handles = {}          # function handle -> (module, entry)
+        self.ran = []              # (manifest name, entry) of each launch
+        self.decoded = []          # {param: value} of each launch
+        self.calls = []            # (driver function name) of every call, see count()
+        self.skip = set()          # entries whose launches compute nothing
+
+    def _cuModuleLoadDataEx(self, pmod, image, nopts, opts, vals):
+        text = ctypes.string_at(image).decode()
+        self.loaded_images.append(text)
+        name = text.split("// manifest: ", 1)[1].split()[0]
+        h = 0x2000 + 0x100 * len(self.modules)
+        self.modules[h] = (name, M.parse_ptx(text))
+        self.events.append(("load", name))
+        pmod[0] = h
+
+    def _cuModuleGetFunction(self, pf, mod, name):
+        h = 0x3000 + len(self.handles)
+        self.handles[h] = (mod, name.decode())
+        self.events.append(("getfn", mod, name))
+        pf[0] = h
+
+    def _sizes(self, fn):
+        mod, entry = self.handles[fn]
+        return self.modules[mod][1].entries[entry].param_sizes
+
+    def _cuFuncGetParamInfo(self, fn, i, poff, psize):
+        sizes = self._sizes(fn)
+        if i >= len(sizes):
+            return 1
+        poff[0] = sum(sizes[:i])
+        psize[0] = sizes[i]
+
+    def _cuCtxGetCurrent(self, p):
+        self.calls.append("cuCtxGetCurrent")
+        p[0] = self.current
+
+    def _cuLaunchKernel(self, fn, gx, gy, gz, bx, by, bz, smem, stream, params, extra):
+        self.calls.append("cuLaunchKernel")
+        mod, entry = self.handles[fn]
+        name = self.modules[mod][0]
+        spec = self.registry.spec_named(name)
+        launch = next(k for k in spec.kernels if k.entry == entry)
+        raw = [ctypes.string_at(params[i], size) for i, size in enumerate(self._sizes(fn))]
+        args, i = {}, 0
+        for p in launch.params:
+            if p.is_memref:
+                vals = [int.from_bytes(r, "little", signed=True) for r in raw[i:i + 3 + 2 * p.rank]]
+                alloc, aligned, offset = vals[:3]
+                sizes, strides = vals[3:3 + p.rank], vals[3 + p.rank:]
+                assert offset == 0 and aligned % 16 == 0 and alloc <= aligned, (p.name, vals)
+                args[p.name] = tensor_at(aligned, sizes, strides, p.dtype)
+                i += 3 + 2 * p.rank
+            else:
+                r = raw[i]
+                if p.type == "f32":
+                    v = ctypes.c_float.from_buffer_copy(r).value
+                elif p.type == "f64":
+                    v = ctypes.c_double.from_buffer_copy(r).value
+                else:
+                    v = int.from_bytes(r, "little", signed=p.type[0] == "i")
+                args[p.name] = v
+                i += 1
+        self.decoded.append(args)
+        self.launches.append(dict(fn=fn, name=name, entry=entry, grid=(gx, gy, gz),
+                                  block=(bx, by, bz), smem=smem, stream=stream, ctx=self.current))
+        self.ran.append((name, entry))
+        if entry in self.skip:
+            return
+        getattr(self, "_run_" + ("forward" if spec.kind == "forward" else entry))(spec, args)
+
+    # -- the kernels ---------------------------------------------------------------------
+    def _scalars(self, spec, args):
+        """mask, scale, softcap: the manifest's, and equal to the scalar
+        parameters the launch carried, if any."""
+        mask, scale, softcap = spec.mask, spec.resolved_scale, spec.softcap
+        if "scale" in args:
+            assert math.isclose(args["scale"], scale, rel_tol=1e-6), (args["scale"], scale)
+        if "softcap" in args:
+            assert math.isclose(args["softcap"], softcap or 0.0, rel_tol=1e-6)
+        if "wl" in args:
+            assert (args["wl"], args["wr"]) == mask, ((args["wl"], args["wr"]), mask)
+        return mask, scale, softcap
+
+    def _run_forward(self, spec, a):
+        mask, scale, softcap = self._scalars(spec, a)
+        out, lse = _reference.attention(a["q"], a["k"], a["v"], mask, scale, softcap)
+        a["out"].copy_(out)
+        a["lse"].copy_(lse)
+
+    def _run_fa_bwd_preprocess_kernel(self, spec, a):
+        a["delta"].copy_((a["out"].float() * a["dout"].float()).sum(-1))
+        if "dq_accum" in a:
+            a["dq_accum"].zero_()
+
+    def _ds(self, spec, a):
+        """P from the saved lse and dS = P (dP - delta), with the delta the
+        preprocess kernel wrote (as the real kernels do)."""
+        mask, scale, softcap = self._scalars(spec, a)
+        s, t, _, _ = _reference._scores(a["q"], a["k"], mask, scale, softcap)
+        p = torch.exp(s - a["lse"][..., None])   # lse = +inf on rows that see no key: p = 0
+        g = a["q"].shape[1] // a["k"].shape[1]
+        vv = a["v"].float().repeat_interleave(g, dim=1)
+        dp = torch.matmul(a["dout"].float(), vv.transpose(-1, -2))
+        ds = p * (dp - a["delta"][..., None])
+        if t is not None:
+            ds = ds * (1 - t * t)
+        return p, ds, scale, g
+
+    def _run_fa_bwd_kernel(self, spec, a):
+        p, ds, scale, g = self._ds(spec, a)
+        hkv = a["k"].shape[1]
+        a["dv"].copy_(_reference._group_sum(torch.matmul(p.transpose(-1, -2),
+                                                         a["dout"].float()), hkv))
+        a["dk"].copy_(_reference._group_sum(torch.matmul(ds.transpose(-1, -2),
+                                                         a["q"].float()) * scale, hkv))
+        if "dq_accum" in a:
+            a["dq_accum"].add_(self._dq(a, ds, scale, g))
+
+    def _dq(self, a, ds, scale, g):
+        return torch.matmul(ds, a["k"].float().repeat_interleave(g, dim=1)) * scale
+
+    def _run_fa_bwd_dq_convert_kernel(self, spec, a):
+        a["dq"].copy_(a["dq_accum"])
+
+    def _run_fa_bwd_dq_kernel(self, spec, a):
+        _, ds, scale, g = self._ds(spec, a)
+        a["dq"].copy_(self._dq(a, ds, scale, g))
+
+
+    def count(self):
+        """Driver calls since the last count() (a dict name -> number)."""
+        out = {}
+        for c in self.calls:
+            out[c] = out.get(c, 0) + 1
+        self.calls.clear()
+        return out
+
+
+# -- kernels made on demand -------------------------------------------------------------
+
+def _ptx(name, chip, launches):
+    body = [f"// manifest: {name}\n.version 8.4\n.target {chip}\n.address_size 64\n"]
+    for k in launches:
+        types = []
+        for p in k["params"]:
+            if p["type"] == "memref":
+                types += ["u64"] * (3 + 2 * p["rank"])
+            else:
+                types.append({"f32": "f32", "i32": "u32", "u32": "u32", "f64": "f64"}.get(
+                    p["type"], "u64"))
+        params = ",\n".join(f"\t.param .{t} {k['entry']}_param_{i}" for i, t in enumerate(types))
+        body.append(f"\n.visible .entry {k['entry']}(\n{params}\n)\n.maxntid {k['threads']}, 1, 1\n"
+                    "{\n\tret;\n}\n")
+    return "".join(body)
+
+
+_FWD_SCALARS = [{"name": "scale", "type": "f32", "value": "scale"},
+                {"name": "wl", "type": "i64", "value": "window_left"},
+                {"name": "softcap", "type": "f32", "value": "softcap"},
+                {"name": "wr", "type": "i32", "value": "window_right"}]
+
+
+def forward_manifest(request, chip, name):
+    left, right = request.mask
+    memrefs = [
+        {"name": "q", "type": "memref", "rank": 4, "dtype": request.dtype, "dims": ["B", "Hq", "Nq", "D"]},
+        {"name": "k", "type": "memref", "rank": 4, "dtype": request.dtype, "dims": ["B", "Hkv", "Nk", "D"]},
+        {"name": "v", "type": "memref", "rank": 4, "dtype": request.dtype, "dims": ["B", "Hkv", "Nk", "Dv"]},
+        {"name": "out", "type": "memref", "rank": 4, "dtype": request.dtype, "dims": ["B", "Hq", "Nq", "Dv"]},
+        {"name": "lse", "type": "memref", "rank": 3, "dtype": "f32", "dims": ["B", "Hq", "Nq"]},
+    ]
+    # scalars between the memrefs: the launch path must take the order from the manifest
+    params = [_FWD_SCALARS[0], memrefs[0], memrefs[1], _FWD_SCALARS[1], memrefs[2],
+              memrefs[3], _FWD_SCALARS[2], memrefs[4], _FWD_SCALARS[3]]
+    return {"version": 1, "name": name, "kind": "forward", "chip": chip, "entry": "fa_fwd_kernel",
+            "dtype": request.dtype, "head_dim": request.head_dim,
+            "value_head_dim": request.value_head_dim, "causal": right == 0,
+            "window": [left, -1 if right == 0 else right], "softcap": request.softcap,
+            "scale": request.scale, "threads": 128, "dynamic_shared_memory": 49152,
+            "grid": ["ceildiv(Nq, 64)", "Hq", "B"], "params": params}
+
+
+def backward_manifest(request, chip, name):
+    left, right = request.mask
+    m = backward_example(request.deterministic, name=name, dtype=request.dtype,
+                         d=request.head_dim, causal=right == 0,
+                         window=(left, -1 if right == 0 else right), softcap=request.softcap,
+                         scale=request.scale, chip=chip)
+    m["value_head_dim"] = request.value_head_dim
+    for k in m["kernels"]:
+        for p in k["params"]:
+            if p["name"] in ("v", "dv", "out", "dout"):
+                p["dims"][-1] = "Dv"
+        if k["entry"] == "fa_bwd_kernel":   # runtime scalars in one of the kernels
+            k["params"] = _FWD_SCALARS[:2] + k["params"] + _FWD_SCALARS[2:]
+    return m
+
+
+class GenRegistry(_kernels.KernelRegistry):
+    """A registry whose "compiler" writes a fake-GPU kernel for any request
+    (into its cache folder), so every variant a test asks for exists."""
+
+    def __init__(self, folder):
+        super().__init__([], cache=str(folder), compiler="generate")
+        self.generated = []
+
+    def _compile_one(self, compiler, request, chip):
+        name = "gen_" + hashlib.sha1(request.describe().encode()).hexdigest()[:12] + "_" + chip
+        make = forward_manifest if request.kind == "forward" else backward_manifest
+        m = make(request, chip, name)
+        launches = [m] if request.kind == "forward" else m["kernels"]
+        os.makedirs(self.cache, exist_ok=True)
+        with open(os.path.join(self.cache, name + ".ptx"), "w") as f:
+            f.write(_ptx(name, chip, launches))
+        with open(os.path.join(self.cache, name + ".json"), "w") as f:
+            json.dump(m, f)
+        self.generated.append(request)
+        self.refresh()
+        spec = M.load_manifest(os.path.join(self.cache, name + ".json"))
+        assert request.matches(spec), (request.describe(), spec.describe())
+        return spec
+
+    def spec_named(self, name):
+        return next(s for s in self.specs() if s.name == name)
+
+
+def install(monkeypatch, tmp_path):
+    """Makes CPU tensors run through the launch path on the emulating fake
+    driver; returns it."""
+    reg = GenRegistry(tmp_path / "kernels")
+    fake = EmulatingCuda(reg)
+    drv = _cuda.Driver(fake)
+    drv.call("cuInit", 0)
+    monkeypatch.setattr(_cuda, "_driver", drv)
+    monkeypatch.setattr(_cuda, "_devices", {})
+    monkeypatch.setattr(_kernels, "_loaded", {})
+    monkeypatch.setattr(_kernels, "_modules", {})
+    monkeypatch.setattr(_interface, "KERNEL_DEVICE_TYPE", "cpu")
+    monkeypatch.setattr(_interface, "_device_ordinal", lambda device: 0)
+    monkeypatch.setattr(_interface, "_current_stream", lambda ordinal: 0x77)
+    fake.prev_registry = _kernels.set_default_registry(reg)
+    return fake
+
+
+def uninstall(fake):
+    _kernels.set_default_registry(fake.prev_registry)
+    _interface.clear_caches()
