@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Runs every test: lit + FileCheck (IR, diagnostics, plugin), GoogleTest
+# Runs every test: lit + FileCheck (IR, diagnostics, plugin), a short fuzzing
+# run (scripts/fuzz.py, docs/FUZZING.md), GoogleTest
 # (dialect and CPU numerics), the installed package (scripts/test-install.sh:
 # install, build examples/downstream with find_package, run it), and the
 # Python tests (GPU ones skip without a GPU). Assumes scripts/setup.sh has
@@ -10,6 +11,12 @@ BUILD_DIR=${FA_BUILD_DIR:-build}
 
 echo "== lit"
 /usr/lib/llvm-22/bin/lit -sv "$BUILD_DIR/test"
+
+# A fixed, deterministic budget; docs/FUZZING.md has longer runs.
+echo "== fuzz"
+rm -rf "$BUILD_DIR/fuzz-out"
+/usr/bin/python3 scripts/fuzz.py --build-dir "$BUILD_DIR" --seed 1 \
+  --iterations 600 --allow scripts/fuzz/allow.txt --out "$BUILD_DIR/fuzz-out"
 
 echo "== GoogleTest"
 (cd "$BUILD_DIR" && ctest --output-on-failure --no-tests=error -j2)
