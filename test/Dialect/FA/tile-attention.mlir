@@ -64,3 +64,44 @@ func.func @dynamic_gqa_causal_softcap(%q: tensor<?x?x?x128xbf16>, %k: tensor<?x?
   %o, %l = fa.attention %q, %k, %v causal window [16, 0] softcap 30.0 scale 0.5 : (tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>, tensor<?x?x?x32xbf16>) -> (tensor<?x?x?x32xbf16>, tensor<?x?x?xf32>)
   return %o, %l : tensor<?x?x?x32xbf16>, tensor<?x?x?xf32>
 }
+
+// -----
+
+// The result types may be more or less static than the operands say (the
+// verifier only asks the sizes to agree): the inits take B, Hq and Nq from q
+// and Dv from v, static wherever q or the declared type knows the size, and
+// the loop's results are cast to the declared types. Here lse has more
+// dynamic sizes than out.
+
+// CHECK-LABEL: func.func @lse_more_dynamic_than_out
+// CHECK:         %[[OI:.*]] = tensor.empty() : tensor<1x1x16x64xf32>
+// CHECK:         %[[LI:.*]] = tensor.empty() : tensor<1x1x16xf32>
+// CHECK:         %[[RES:.*]]:2 = scf.forall {{.*}} shared_outs(%{{.*}} = %[[OI]], %{{.*}} = %[[LI]]) -> (tensor<1x1x16x64xf32>, tensor<1x1x16xf32>)
+// CHECK:         %[[LSE:.*]] = tensor.cast %[[RES]]#1 : tensor<1x1x16xf32> to tensor<?x?x?xf32>
+// CHECK:         return %[[RES]]#0, %[[LSE]]
+func.func @lse_more_dynamic_than_out(%q: tensor<1x1x16x64xf32>, %k: tensor<1x1x16x64xf32>, %v: tensor<1x1x16x64xf32>) -> (tensor<1x1x16x64xf32>, tensor<?x?x?xf32>) {
+  %o, %l = fa.attention %q, %k, %v : (tensor<1x1x16x64xf32>, tensor<1x1x16x64xf32>, tensor<1x1x16x64xf32>) -> (tensor<1x1x16x64xf32>, tensor<?x?x?xf32>)
+  return %o, %l : tensor<1x1x16x64xf32>, tensor<?x?x?xf32>
+}
+
+// -----
+
+// The dynamic sizes of out and lse sit at different positions: each init
+// size is q's size of the dimension it means (lse's Nq is q's dim 2, not
+// its dim 0), and out's Dv is v's head dim, not q's.
+
+// CHECK-LABEL: func.func @results_dynamic_elsewhere
+// CHECK-SAME:    %[[Q:[a-zA-Z0-9]+]]: tensor<?x4x?x64xf32>
+// CHECK-DAG:     %[[C0:.*]] = arith.constant 0 : index
+// CHECK-DAG:     %[[C2:.*]] = arith.constant 2 : index
+// CHECK-DAG:     %[[B:.*]] = tensor.dim %[[Q]], %[[C0]]
+// CHECK-DAG:     %[[NQ:.*]] = tensor.dim %[[Q]], %[[C2]]
+// CHECK:         %[[OI:.*]] = tensor.empty() : tensor<2x4x32x32xf32>
+// CHECK:         %[[LI:.*]] = tensor.empty(%[[B]], %[[NQ]]) : tensor<?x4x?xf32>
+// CHECK:         %[[RES:.*]]:2 = scf.forall (%{{.*}}, %{{.*}}, %{{.*}}) in (%[[B]], 4, %{{.*}}) shared_outs(%{{.*}} = %[[OI]], %{{.*}} = %[[LI]])
+// CHECK:         %[[OUT:.*]] = tensor.cast %[[RES]]#0 : tensor<2x4x32x32xf32> to tensor<2x?x32x?xf32>
+// CHECK:         return %[[OUT]], %[[RES]]#1 : tensor<2x?x32x?xf32>, tensor<?x4x?xf32>
+func.func @results_dynamic_elsewhere(%q: tensor<?x4x?x64xf32>, %k: tensor<2x4x?x64xf32>, %v: tensor<2x4x?x32xf32>) -> (tensor<2x?x32x?xf32>, tensor<?x4x?xf32>) {
+  %o, %l = fa.attention %q, %k, %v : (tensor<?x4x?x64xf32>, tensor<2x4x?x64xf32>, tensor<2x4x?x32xf32>) -> (tensor<2x?x32x?xf32>, tensor<?x4x?xf32>)
+  return %o, %l : tensor<2x?x32x?xf32>, tensor<?x4x?xf32>
+}
