@@ -590,6 +590,45 @@ func.func @f(%q: tensor<1x4x128x64xf16>, %k: tensor<1x4x128x64xf16>, %v: tensor<
 
 // -----
 
+// dq, dk and dv have exactly the types of q, k and v: agreeing sizes that
+// are static in one and dynamic in the other are not enough.
+func.func @f(%q: tensor<1x4x128x64xf16>, %k: tensor<1x4x128x64xf16>, %v: tensor<1x4x128x64xf16>,
+             %out: tensor<1x4x128x64xf16>, %lse: tensor<1x4x128xf32>, %dout: tensor<1x4x128x64xf16>) {
+  // expected-error @below {{dq must have the type of query, 'tensor<1x4x128x64xf16>', got 'tensor<?x4x128x64xf16>'}}
+  %dq, %dk, %dv = fa.attention_backward %q, %k, %v, %out, %lse, %dout
+      : (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>,
+         tensor<1x4x128x64xf16>, tensor<1x4x128xf32>, tensor<1x4x128x64xf16>)
+      -> (tensor<?x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>)
+  return
+}
+
+// -----
+
+// More static than the input is rejected too.
+func.func @f(%q: tensor<1x4x?x64xf16>, %k: tensor<1x4x?x64xf16>, %v: tensor<1x4x?x64xf16>,
+             %out: tensor<1x4x?x64xf16>, %lse: tensor<1x4x?xf32>, %dout: tensor<1x4x?x64xf16>) {
+  // expected-error @below {{dk must have the type of key, 'tensor<1x4x?x64xf16>', got 'tensor<1x4x128x64xf16>'}}
+  %dq, %dk, %dv = fa.attention_backward %q, %k, %v, %out, %lse, %dout
+      : (tensor<1x4x?x64xf16>, tensor<1x4x?x64xf16>, tensor<1x4x?x64xf16>,
+         tensor<1x4x?x64xf16>, tensor<1x4x?xf32>, tensor<1x4x?x64xf16>)
+      -> (tensor<1x4x?x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x?x64xf16>)
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<?x?x?x64xf16>, %k: tensor<?x?x?x64xf16>, %v: tensor<?x?x?x32xf16>,
+             %out: tensor<?x?x?x32xf16>, %lse: tensor<?x?x?xf32>, %dout: tensor<?x?x?x32xf16>) {
+  // expected-error @below {{dv must have the type of value, 'tensor<?x?x?x32xf16>', got 'tensor<2x?x?x32xf16>'}}
+  %dq, %dk, %dv = fa.attention_backward %q, %k, %v, %out, %lse, %dout
+      : (tensor<?x?x?x64xf16>, tensor<?x?x?x64xf16>, tensor<?x?x?x32xf16>,
+         tensor<?x?x?x32xf16>, tensor<?x?x?xf32>, tensor<?x?x?x32xf16>)
+      -> (tensor<?x?x?x64xf16>, tensor<?x?x?x64xf16>, tensor<2x?x?x32xf16>)
+  return
+}
+
+// -----
+
 func.func @f(%q: tensor<1x4x128x64xf16>, %k: tensor<1x4x128x64xf16>, %v: tensor<1x4x128x64xf16>,
              %out: tensor<1x4x128x64xf16>, %lse: tensor<1x4x128xf16>, %dout: tensor<1x4x128x64xf16>) {
   // expected-error @below {{operand #4 must be 3D tensor of f32 values, but got 'tensor<1x4x128xf16>'}}

@@ -278,8 +278,21 @@ LogicalResult AttentionBackwardOp::verify() {
   t.likeOut.push_back({"out", getOut().getType()});
   t.likeOut.push_back({"dout", getDout().getType()});
   t.likeLse.push_back({"lse", getLse().getType()});
-  return verifyAttention(*this, t, getScaleAttr(), getCausal(), getWindowAttr(),
-                         getSoftcapAttr());
+  if (failed(verifyAttention(*this, t, getScaleAttr(), getCausal(),
+                             getWindowAttr(), getSoftcapAttr())))
+    return failure();
+  // The gradients have exactly the types of the inputs, not merely agreeing
+  // ones: a size that is static in one and dynamic in the other is an error
+  // too (the lowerings build dq, dk, dv in the types of q, k, v).
+  for (auto [gradName, grad, inputName, input] :
+       {std::tuple<StringRef, Type, StringRef, Type>{"dq", getDq().getType(),
+                                                     "query", t.q},
+        {"dk", getDk().getType(), "key", t.k},
+        {"dv", getDv().getType(), "value", t.v}})
+    if (grad != input)
+      return emitOpError() << gradName << " must have the type of " << inputName
+                           << ", " << input << ", got " << grad;
+  return success();
 }
 
 //===----------------------------------------------------------------------===//
