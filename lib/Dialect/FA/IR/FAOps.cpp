@@ -85,10 +85,15 @@ static LogicalResult verifyScoreAttributes(Operation *op, FloatAttr scale,
     if (window.size() != 2)
       return op->emitOpError() << "window must be [left, right], got "
                                << window.size() << " values";
-    for (int64_t w : window.asArrayRef())
+    for (int64_t w : window.asArrayRef()) {
       if (w < -1)
         return op->emitOpError()
                << "window bounds must be >= 0, or -1 for unbounded, got " << w;
+      if (w > kMaxWindowBound)
+        return op->emitOpError()
+               << "window bounds must be at most " << kMaxWindowBound
+               << " (the GPU kernels compute the mask in i32), got " << w;
+    }
     if (causal && window[1] != 0)
       return op->emitOpError()
              << "causal attention sees no key to the right of the "

@@ -52,7 +52,8 @@ def FA_AttentionOp : FA_AttentionOpBase<"attention"> {
     - `scale`: softmax scale, > 0 (default `1/sqrt(D)`).
     - `causal`: key j is visible from query i iff `j <= i + Nk - Nq`
       (bottom-right aligned when Nq != Nk).
-    - `window [left, right]`: sliding window, `-1` = unbounded on that side.
+    - `window [left, right]`: sliding window, `-1` = unbounded on that side,
+      bounds at most 2147483647 (the GPU kernels compute the mask in i32).
       With `causal`, `right` must be 0.
     - `softcap`: scores become `softcap * tanh(s / softcap)` (after `scale`,
       before the mask and the softmax).
