@@ -58,6 +58,9 @@
 // CHECK:             tensor.parallel_insert_slice %[[DQF]] into %[[DQS]]
 // CHECK:             tensor.parallel_insert_slice %[[KB]]#1 into %[[DKS]][%[[BI]], %[[HKV]], 0, 0] [1, 1, 128, 32]
 // CHECK:             tensor.parallel_insert_slice %[[KB]]#2 into %[[DVS]][%[[BI]], %[[HKV]], 0, 0] [1, 1, 128, 32]
+// The GPU launch grid: batch on z, kv heads on y (the key-block loop inside
+// takes x).
+// CHECK:         } {mapping = [#gpu.block<z>, #gpu.block<y>]}
 // CHECK:         return %[[RES]]#0, %[[RES]]#1, %[[RES]]#2
 func.func @fast(%q: tensor<1x2x64x32xf16>, %k: tensor<1x2x128x32xf16>,
                 %v: tensor<1x2x128x32xf16>, %o: tensor<1x2x64x32xf16>,
@@ -254,6 +257,7 @@ func.func @gqa_softcap(%q: tensor<2x8x64x32xf16>, %k: tensor<2x2x64x32xf16>,
 // CHECK:           scf.forall.in_parallel
 // CHECK:             tensor.parallel_insert_slice %{{.*}} into %[[DKS]]
 // CHECK:             tensor.parallel_insert_slice %{{.*}} into %[[DVS]]
+// CHECK:         } {mapping = [#gpu.block<z>, #gpu.block<y>, #gpu.block<x>]}
 //
 // dQ nest.
 // CHECK:         %[[DQ:.*]] = scf.forall (%{{.*}}, %[[H:.*]], %[[QB:.*]]) in (%{{.*}}, %[[HQ]], %[[NQB]]) shared_outs(%[[DQS:.*]] = %{{.*}}) -> (tensor<?x?x?x64xf16>)
@@ -275,6 +279,7 @@ func.func @gqa_softcap(%q: tensor<2x8x64x32xf16>, %k: tensor<2x2x64x32xf16>,
 // CHECK:             arith.truncf
 // CHECK:           scf.forall.in_parallel
 // CHECK:             tensor.parallel_insert_slice %{{.*}} into %[[DQS]][%{{.*}}, %[[H]], %[[QSTART]], 0]
+// CHECK:         } {mapping = [#gpu.block<z>, #gpu.block<y>, #gpu.block<x>]}
 // CHECK:         return %[[DQ]], %[[KV]]#0, %[[KV]]#1
 func.func @deterministic(%q: tensor<?x?x?x64xf16>, %k: tensor<?x?x?x64xf16>,
                          %v: tensor<?x?x?x64xf16>, %o: tensor<?x?x?x64xf16>,

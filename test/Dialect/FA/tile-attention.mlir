@@ -1,4 +1,5 @@
 // RUN: fa-opt %s --split-input-file --fa-tile-attention="block-q=64 block-kv=32" | FileCheck %s
+// RUN: fa-opt %s --split-input-file --fa-tile-attention="block-q=64 block-kv=32" --canonicalize | FileCheck %s --check-prefix=CANON
 
 // fa.attention becomes a parallel loop over (batch, head, query block) that
 // holds a sequential loop over key blocks. The loop carries the online-softmax
@@ -36,6 +37,9 @@
 // CHECK:           scf.forall.in_parallel
 // CHECK:             tensor.parallel_insert_slice %{{.*}} into %[[O]][%[[B]], %[[H]], %[[Q0]], 0]
 // CHECK:             tensor.parallel_insert_slice %{{.*}} into %[[L]][%[[B]], %[[H]], %[[Q0]]]
+// The launch grid of the GPU conversion: batch on z, heads on y, query
+// blocks on x.
+// CHECK:         } {mapping = [#gpu.block<z>, #gpu.block<y>, #gpu.block<x>]}
 // CHECK:         return %[[RES]]#0, %[[RES]]#1
 // CHECK-NOT:     fa.attention
 func.func @static_mha(%q: tensor<2x4x128x64xf16>, %k: tensor<2x4x96x64xf16>, %v: tensor<2x4x96x64xf16>) -> (tensor<2x4x128x64xf16>, tensor<2x4x128xf32>) {
@@ -104,4 +108,22 @@ func.func @lse_more_dynamic_than_out(%q: tensor<1x1x16x64xf32>, %k: tensor<1x1x1
 func.func @results_dynamic_elsewhere(%q: tensor<?x4x?x64xf32>, %k: tensor<2x4x?x64xf32>, %v: tensor<2x4x?x32xf32>) -> (tensor<2x?x32x?xf32>, tensor<?x4x?xf32>) {
   %o, %l = fa.attention %q, %k, %v : (tensor<?x4x?x64xf32>, tensor<2x4x?x64xf32>, tensor<2x4x?x32xf32>) -> (tensor<2x?x32x?xf32>, tensor<?x4x?xf32>)
   return %o, %l : tensor<2x?x32x?xf32>, tensor<?x4x?xf32>
+}
+
+// -----
+
+// Batch 1, one head, one query block: the forall is (1, 1, 1) and mapped.
+// MLIR 22's canonicalization folds the unit dimensions of an unmapped
+// scf.forall (down to no loop at all here) but leaves a mapped one whole,
+// so the GPU conversion still finds its (batch, head, query block) nest.
+
+// CHECK-LABEL: func.func @unit_dims
+// CHECK:         scf.forall (%{{.*}}, %{{.*}}, %{{.*}}) in (1, 1, 1)
+// CHECK:         } {mapping = [#gpu.block<z>, #gpu.block<y>, #gpu.block<x>]}
+// CANON-LABEL: func.func @unit_dims
+// CANON:         scf.forall (%{{.*}}, %{{.*}}, %{{.*}}) in (1, 1, 1)
+// CANON:         } {mapping = [#gpu.block<z>, #gpu.block<y>, #gpu.block<x>]}
+func.func @unit_dims(%q: tensor<1x1x64x64xf16>, %k: tensor<1x1x?x64xf16>, %v: tensor<1x1x?x64xf16>) -> (tensor<1x1x64x64xf16>, tensor<1x1x64xf32>) {
+  %o, %l = fa.attention %q, %k, %v causal : (tensor<1x1x64x64xf16>, tensor<1x1x?x64xf16>, tensor<1x1x?x64xf16>) -> (tensor<1x1x64x64xf16>, tensor<1x1x64xf32>)
+  return %o, %l : tensor<1x1x64x64xf16>, tensor<1x1x64xf32>
 }

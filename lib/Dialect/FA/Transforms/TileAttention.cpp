@@ -12,7 +12,7 @@
 //     }
 //     out, lse = fa.online_attention_finalize acc, max, sum
 //     insert the first min(Br, Nq - qStart) rows of out and lse
-//   }
+//   } {mapping = [#gpu.block<z>, #gpu.block<y>, #gpu.block<x>]}
 //
 // The key loop iterates over key offsets (step Bc) rather than block numbers
 // so that `fa-specialize-masks` can reason about the step's `k_start`
@@ -22,6 +22,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "fa/Dialect/FA/Transforms/Passes.h"
+
+#include "BuilderUtils.h"
 
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Tensor/Utils/Utils.h"
@@ -129,9 +131,14 @@ struct TileAttentionPattern final : OpRewritePattern<AttentionOp> {
     Value outInit = createResultInit(rewriter, loc, outSizes, outType);
     Value lseInit = createResultInit(rewriter, loc, rowSizes, lseType);
 
+    // Batch on z, heads on y, query blocks on x: the launch grid of
+    // fa-convert-tiled-attention-to-gpu (x has no 65535 limit).
     auto forall = scf::ForallOp::create(
         rewriter, loc, getAsOpFoldResult(ValueRange{batch, heads, numQBlocks}),
-        ValueRange{outInit, lseInit}, /*mapping=*/std::nullopt);
+        ValueRange{outInit, lseInit},
+        fa::detail::blockMapping(rewriter,
+                                 {gpu::MappingId::DimZ, gpu::MappingId::DimY,
+                                  gpu::MappingId::DimX}));
     Block *body = forall.getBody();
     Value b = body->getArgument(0), h = body->getArgument(1),
           qBlock = body->getArgument(2);
