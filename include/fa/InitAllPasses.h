@@ -11,6 +11,7 @@
 #include "fa/Conversion/Passes.h"
 #include "fa/Dialect/FA/Transforms/Passes.h"
 #include "fa/Pipelines/GPUPipelines.h"
+#include "fa/Pipelines/Passes.h"
 #include "fa/Pipelines/Pipelines.h"
 
 namespace mlir::fa {
@@ -18,6 +19,7 @@ namespace mlir::fa {
 inline void registerAllFAPasses() {
   registerFAPasses();
   registerFAConversionPasses();
+  registerFAPipelinesPasses();
   registerFAPipelines();
   registerFAGPUPipelines();
 }

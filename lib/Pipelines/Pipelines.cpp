@@ -3,6 +3,7 @@
 #include "fa/Pipelines/Pipelines.h"
 
 #include "fa/Dialect/FA/Transforms/Passes.h"
+#include "fa/Pipelines/Passes.h"
 #include "mlir/Conversion/Passes.h"
 #include "mlir/Dialect/Bufferization/Pipelines/Passes.h"
 #include "mlir/Dialect/Bufferization/Transforms/Passes.h"
@@ -16,7 +17,7 @@
 using namespace mlir;
 using namespace mlir::fa;
 
-void mlir::fa::buildCPUToLLVMPipeline(OpPassManager &pm) {
+void mlir::fa::buildModuleToLLVMPipeline(OpPassManager &pm) {
   pm.addPass(createCanonicalizerPass());
   bufferization::OneShotBufferizePassOptions bufferizeOptions;
   bufferizeOptions.bufferizeFunctionBoundaries = true;
@@ -43,9 +44,16 @@ void mlir::fa::buildCPUToLLVMPipeline(OpPassManager &pm) {
   pm.addPass(createCanonicalizerPass());
 }
 
+void mlir::fa::buildCPUToLLVMPipeline(OpPassManager &pm) {
+  pm.addPass(createFAHostOnly());
+  pm.addPass(createFALowerHostModules());
+}
+
 void mlir::fa::buildReferenceCPUPipeline(OpPassManager &pm) {
+  // Before any fa pass expands fa ops that sit in device code.
+  pm.addPass(createFAHostOnly());
   pm.addPass(createFALowerToReference());
-  buildCPUToLLVMPipeline(pm);
+  pm.addPass(createFALowerHostModules());
 }
 
 void mlir::fa::buildTiledAttentionPipeline(
@@ -64,8 +72,9 @@ void mlir::fa::buildTiledAttentionPipeline(
 
 void mlir::fa::buildTiledCPUPipeline(OpPassManager &pm,
                                      const TiledCPUPipelineOptions &options) {
+  pm.addPass(createFAHostOnly());
   buildTiledAttentionPipeline(pm, options);
-  buildCPUToLLVMPipeline(pm);
+  pm.addPass(createFALowerHostModules());
 }
 
 void mlir::fa::registerFAPipelines() {

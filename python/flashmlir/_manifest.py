@@ -129,12 +129,19 @@ def chip_preference(chip: str, cc: Tuple[int, int]) -> Optional[Tuple]:
     return (0 if specific else 1, -major, -minor)
 
 
+# FAOps.h's kMaxWindowBound: the kernels compute the mask in i32.
+MAX_WINDOW_BOUND = 2**31 - 1
+
+
 def canonical_mask(causal: bool, window) -> Tuple[int, int]:
     """(left, right) with -1 unbounded; causal is right = 0 (FAOps.h's
     AttentionMask). Raises ValueError for invalid combinations."""
     left, right = (-1, -1) if window is None else (int(window[0]), int(window[1]))
     if left < -1 or right < -1:
         raise ValueError(f"window bounds must be >= 0 or -1 (unbounded), got {window!r}")
+    if left > MAX_WINDOW_BOUND or right > MAX_WINDOW_BOUND:
+        raise ValueError(f"window bounds must be at most {MAX_WINDOW_BOUND} (the kernels "
+                         f"compute the mask in i32), got {window!r}")
     if causal:
         if right not in (0, -1):
             raise ValueError(

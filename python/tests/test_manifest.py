@@ -69,6 +69,7 @@ def test_optional_fields_default():
     ({"causal": DELETE}, "missing field 'causal'"),
     ({"window": [5]}, "window must be"),
     ({"window": [-2, 0]}, "window bounds must be >= 0"),
+    ({"window": [2**31, 0]}, "window bounds must be at most 2147483647"),
     ({"window": [4, 3]}, "window right bound must be 0"),
     ({"window": [1.5, 0]}, "window must be"),
     ({"softcap": 0}, "softcap must be null or a finite number > 0"),

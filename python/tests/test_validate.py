@@ -28,6 +28,8 @@ def test_options_defaults():
     ((False, (True, 2), None, None), TypeError, "window bounds must be integers"),
     ((False, (-2, 0), None, None), ValueError, "window bounds must be >= 0, or -1"),
     ((False, (0, -5), None, None), ValueError, "window bounds must be >= 0, or -1"),
+    ((False, (2**31, 0), None, None), ValueError, "window bounds must be at most 2147483647"),
+    ((False, (0, 2**63 - 1), None, None), ValueError, "window bounds must be at most 2147483647"),
     ((True, (16, 4), None, None), ValueError, "right bound must be 0"),
     ((False, None, 0.0, None), ValueError, "scale must be a finite number > 0"),
     ((False, None, -1.0, None), ValueError, "scale must be a finite number > 0"),

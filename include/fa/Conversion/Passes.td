@@ -14,7 +14,9 @@ def FAConvertTiledAttentionToGPU : Pass<"fa-convert-tiled-attention-to-gpu"> {
     whose q/k/v come from memrefs through `bufferization.to_tensor` and whose
     out/lse results go to memrefs through
     `bufferization.materialize_in_destination`, into a `gpu.launch` with grid
-    `(ceil(Nq / Br), Hq, B)` and `32 * warps` threads. Each warp owns
+    `(ceil(Nq / Br), Hq, B)` and `32 * warps` threads: each induction
+    variable becomes the block id its `#gpu.block` mapping names (an
+    unmapped forall must be 3-d and is read as `[z, y, x]`). Each warp owns
     `Br / warps` query rows. The body is the FlashAttention-2 forward for one
     query block:
 
@@ -101,6 +103,9 @@ def FAConvertTiledAttentionBackwardToGPU
       dQ of one query block over the key blocks in ascending order, in
       registers: bitwise reproducible.
 
+    The foralls' induction variables become the block ids their
+    `#gpu.block` mappings name (the fast mode's key-block loop takes x); an
+    unmapped forall is read as (batch, head[, block]) on `[z, y[, x]]`.
     All launches share the gpu.module `<func>_kernels`. delta, lse2 and the
     accumulator are `memref.alloc`ed before the launches and freed after.
   }];

@@ -20,14 +20,23 @@ struct TiledCPUPipelineOptions
 };
 
 /// Bufferizes tensor code on the host and lowers it to the LLVM dialect
-/// (loops, memrefs, math) so the ExecutionEngine or mlir-runner can run it.
+/// (loops, memrefs, math) so the ExecutionEngine or mlir-runner can run it:
+/// fa-host-only, then fa-lower-host-modules (every builtin.module holding
+/// functions, nested ones included).
 void buildCPUToLLVMPipeline(OpPassManager &pm);
 
+/// The flat host lowering of the functions of one builtin.module, which
+/// fa-lower-host-modules runs on each module (`pm` is anchored on
+/// builtin.module; nested modules are not lowered by it).
+void buildModuleToLLVMPipeline(OpPassManager &pm);
+
 /// fa-lower-to-reference followed by the CPU lowering: the golden path.
+/// fa ops in a gpu.module are rejected first (fa-host-only).
 void buildReferenceCPUPipeline(OpPassManager &pm);
 
 /// The FlashAttention passes (tile the forward and the backward, specialize
-/// masks, exp2, decompose the tile ops) followed by the CPU lowering.
+/// masks, exp2, decompose the tile ops) followed by the CPU lowering; fa ops
+/// in a gpu.module are rejected first (fa-host-only).
 void buildTiledCPUPipeline(OpPassManager &pm,
                            const TiledCPUPipelineOptions &options);
 

@@ -45,6 +45,7 @@
 
 #include "fa/Conversion/TiledAttentionToGPU/TiledAttentionToGPU.h"
 
+#include "BlockMapping.h"
 #include "KernelSupport.h"
 
 #include "fa/Dialect/FA/IR/FAOps.h"
@@ -745,6 +746,9 @@ std::pair<SmallVector<Value>, SmallVector<Value>> scoreGradients(
 struct KeyBlockNest {
   StepInputs in;
   scf::ForallOp forall;
+  /// The block id of each of the forall's induction variables (the key-block
+  /// loop, when there is one, takes x).
+  SmallVector<gpu::Dimension> blockDims;
   scf::ForOp keyLoop, headLoop, queryLoop;
   bool withDq = false;
   Value dq, dk, dv;
@@ -769,10 +773,20 @@ FailureOr<KeyBlockNest> matchKeyBlockNest(AttentionBackwardStepOp step) {
     parent = n.keyLoop->getParentOp();
   n.forall = dyn_cast<scf::ForallOp>(parent);
   n.withDq = step.getDqAcc() != nullptr;
-  int64_t rank = n.keyLoop ? 2 : 3;
-  if (!n.forall || n.forall.getRank() != rank || !n.forall.isNormalized())
+  if (!n.forall || !n.forall.isNormalized())
     return fail(step, "expected the loops in a normalized scf.forall over "
                       "(batch, kv head[, key block])");
+  SmallVector<gpu::Dimension> unmapped = {gpu::Dimension::z, gpu::Dimension::y};
+  if (!n.keyLoop)
+    unmapped.push_back(gpu::Dimension::x);
+  FailureOr<SmallVector<gpu::Dimension>> blockDims =
+      getBlockDims(n.forall, unmapped);
+  if (failed(blockDims) ||
+      (n.keyLoop && llvm::is_contained(*blockDims, gpu::Dimension::x)))
+    return fail(n.forall, "expected a mapping of distinct #gpu.block<x|y|z> "
+                          "(x left to a key-block loop), or none on a forall "
+                          "over (batch, kv head[, key block])");
+  n.blockDims = *blockDims;
   if (!step.getDkAcc() || n.withDq != bool(n.keyLoop))
     return fail(step, "a key-block nest computes dK and dV, and dQ exactly "
                       "when it loops over key blocks itself");
@@ -1242,10 +1256,11 @@ int64_t KeyBlockKernel::emit(gpu::LaunchOp launch) {
   (void)memref::DimOp::create(b, loc, n.dv, 2);
 
   gpu::KernelDim3 ids = launch.getBlockIds();
-  SmallVector<Value> ivs = n.forall.getInductionVars();
-  base.map(ivs[0], ids.z);
-  base.map(ivs[1], ids.y);
-  base.map(n.keyLoop ? n.keyLoop.getInductionVar() : ivs[2], ids.x);
+  for (auto [iv, dim] :
+       llvm::zip_equal(n.forall.getInductionVars(), n.blockDims))
+    base.map(iv, getBlockId(ids, dim));
+  if (n.keyLoop)
+    base.map(n.keyLoop.getInductionVar(), ids.x);
   tid = launch.getThreadIds().x;
   lane = remu(tid, kWarpSize);
   g = divu(lane, 4);
@@ -1372,6 +1387,8 @@ int64_t KeyBlockKernel::emit(gpu::LaunchOp launch) {
 struct QueryBlockNest {
   StepInputs in;
   scf::ForallOp forall;
+  /// The block id of each of the forall's induction variables.
+  SmallVector<gpu::Dimension> blockDims;
   scf::ForOp keyLoop;
   Value dq;
   SmallVector<Operation *> stores;
@@ -1387,11 +1404,18 @@ FailureOr<QueryBlockNest> matchQueryBlockNest(AttentionBackwardStepOp step) {
   n.keyLoop = dyn_cast<scf::ForOp>(step->getParentOp());
   n.forall = n.keyLoop ? dyn_cast<scf::ForallOp>(n.keyLoop->getParentOp())
                        : scf::ForallOp();
-  if (!n.forall || n.forall.getRank() != 3 || !n.forall.isNormalized() ||
+  if (!n.forall || !n.forall.isNormalized() ||
       !isOneInteger(n.keyLoop.getStep()))
     return fail(step, "expected a dQ-only step in a unit-step key-block loop "
                       "of a normalized scf.forall over (batch, query head, "
                       "query block)");
+  FailureOr<SmallVector<gpu::Dimension>> blockDims = getBlockDims(
+      n.forall, {gpu::Dimension::z, gpu::Dimension::y, gpu::Dimension::x});
+  if (failed(blockDims))
+    return fail(n.forall, "expected a mapping of distinct #gpu.block<x|y|z>, "
+                          "or none on a 3-d forall over (batch, query head, "
+                          "query block)");
+  n.blockDims = *blockDims;
   if (failed(matchStepInputs(step, n.in, n.forall)))
     return failure();
   SmallVector<Value> dests;
@@ -1445,11 +1469,10 @@ int64_t QueryBlockKernel::emit(gpu::LaunchOp launch) {
 
   const int64_t m = cfg.mTiles, nkt = cfg.bc / 8, nd = cfg.d / 8;
   gpu::KernelDim3 ids = launch.getBlockIds();
-  SmallVector<Value> ivs = n.forall.getInductionVars();
   IRMapping base;
-  base.map(ivs[0], ids.z);
-  base.map(ivs[1], ids.y);
-  base.map(ivs[2], ids.x);
+  for (auto [iv, dim] :
+       llvm::zip_equal(n.forall.getInductionVars(), n.blockDims))
+    base.map(iv, getBlockId(ids, dim));
   tid = launch.getThreadIds().x;
   lane = remu(tid, kWarpSize);
   g = divu(lane, 4);
@@ -1751,14 +1774,12 @@ LogicalResult mlir::fa::convertTiledAttentionBackwardToGPU(
   }
   // Key blocks.
   {
-    SmallVector<Value> grid = getValueOrCreateConstantIndexOp(
-        b, loc, keyNest->forall.getMixedUpperBound());
-    Value blocks = keyNest->keyLoop
-                       ? getValueOrCreateConstantIndexOp(
-                             b, loc, keyNest->keyLoop.getUpperBound())
-                       : grid[2];
-    gpu::LaunchOp launch =
-        launchAt({blocks, grid[1], grid[0]}, keyCfg->threads(), "_kernel");
+    std::array<Value, 3> grid =
+        getLaunchGrid(b, loc, keyNest->forall, keyNest->blockDims);
+    if (keyNest->keyLoop)
+      grid[0] = getValueOrCreateConstantIndexOp(
+          b, loc, keyNest->keyLoop.getUpperBound());
+    gpu::LaunchOp launch = launchAt(grid, keyCfg->threads(), "_kernel");
     OpBuilder::InsertionGuard g(b);
     b.setInsertionPointToStart(&launch.getBody().front());
     KeyBlockKernel kernel(b, loc, *keyNest, *keyCfg, lse2, delta, dqAcc);
@@ -1785,10 +1806,9 @@ LogicalResult mlir::fa::convertTiledAttentionBackwardToGPU(
                   keyCfg->elt);
     finishLaunch(b, loc, launch, 0);
   } else {
-    SmallVector<Value> grid = getValueOrCreateConstantIndexOp(
-        b, loc, queryNest->forall.getMixedUpperBound());
-    gpu::LaunchOp launch = launchAt({grid[2], grid[1], grid[0]},
-                                    queryCfg->threads(), "_dq_kernel");
+    std::array<Value, 3> grid =
+        getLaunchGrid(b, loc, queryNest->forall, queryNest->blockDims);
+    gpu::LaunchOp launch = launchAt(grid, queryCfg->threads(), "_dq_kernel");
     OpBuilder::InsertionGuard g(b);
     b.setInsertionPointToStart(&launch.getBody().front());
     QueryBlockKernel kernel(b, loc, *queryNest, *queryCfg, lse2, delta);

@@ -30,6 +30,7 @@
 
 #include "fa/Conversion/TiledAttentionToGPU/TiledAttentionToGPU.h"
 
+#include "BlockMapping.h"
 #include "KernelSupport.h"
 
 #include "fa/Dialect/FA/IR/FAOps.h"
@@ -111,6 +112,8 @@ struct KeyLoop {
 /// Everything the kernel needs from one tiled-attention `scf.forall`.
 struct TiledAttention {
   scf::ForallOp forall;
+  /// The block id of each of the forall's induction variables.
+  SmallVector<gpu::Dimension> blockDims;
   TileSource q, k, v;
   SmallVector<KeyLoop> loops;
   Value out, lse;
@@ -170,9 +173,14 @@ FailureOr<TiledAttention> matchTiledAttention(scf::ForallOp forall) {
   };
   TiledAttention ta;
   ta.forall = forall;
-  if (forall.getRank() != 3 || !forall.isNormalized() ||
-      forall.getNumResults() != 2)
-    return fail("expected a normalized 3-d scf.forall with 2 results");
+  if (!forall.isNormalized() || forall.getNumResults() != 2)
+    return fail("expected a normalized scf.forall with 2 results");
+  FailureOr<SmallVector<gpu::Dimension>> blockDims = getBlockDims(
+      forall, {gpu::Dimension::z, gpu::Dimension::y, gpu::Dimension::x});
+  if (failed(blockDims))
+    return fail("expected a mapping of distinct #gpu.block<x|y|z>, or none "
+                "on a 3-d scf.forall over (batch, head, query block)");
+  ta.blockDims = *blockDims;
 
   std::optional<TileSource> k, v;
   OnlineAttentionFinalizeOp finalize;
@@ -1019,10 +1027,9 @@ void ForwardKernelEmitter::emitEpilogue(ValueRange state) {
 void ForwardKernelEmitter::emit(gpu::LaunchOp launch) {
   nest = ta.forall;
   gpu::KernelDim3 blockIds = launch.getBlockIds();
-  SmallVector<Value> ivs = ta.forall.getInductionVars();
-  mapping.map(ivs[0], blockIds.z);
-  mapping.map(ivs[1], blockIds.y);
-  mapping.map(ivs[2], blockIds.x);
+  for (auto [iv, dim] :
+       llvm::zip_equal(ta.forall.getInductionVars(), ta.blockDims))
+    mapping.map(iv, getBlockId(blockIds, dim));
 
   // The first uses of the memrefs fix the kernel's parameter order after
   // outlining: q, k, v, out, lse.
@@ -1161,14 +1168,15 @@ LogicalResult mlir::fa::convertTiledAttentionToGPU(
   Location loc = forall.getLoc();
   OpBuilder::InsertionGuard guard(rewriter);
   rewriter.setInsertionPoint(forall);
-  SmallVector<Value> grid = getValueOrCreateConstantIndexOp(
-      rewriter, loc, forall.getMixedUpperBound());
+  std::array<Value, 3> grid =
+      getLaunchGrid(rewriter, loc, forall, ta->blockDims);
   Value one = arith::ConstantIndexOp::create(rewriter, loc, 1);
   Value threads = arith::ConstantIndexOp::create(rewriter, loc, cfg->threads());
   Value smemBytes = arith::ConstantIntOp::create(
       rewriter, loc, rewriter.getI32Type(), cfg->smemBytes());
-  // Query blocks on x (no 65535 limit), heads on y, batches on z.
-  auto launch = gpu::LaunchOp::create(rewriter, loc, grid[2], grid[1], grid[0],
+  // As the forall's mapping says: query blocks on x (no 65535 limit), heads
+  // on y, batches on z.
+  auto launch = gpu::LaunchOp::create(rewriter, loc, grid[0], grid[1], grid[2],
                                       threads, one, one, smemBytes);
   rewriter.setInsertionPointToStart(&launch.getBody().front());
   ForwardKernelEmitter emitter(rewriter, loc, *ta, *cfg);

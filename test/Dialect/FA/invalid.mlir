@@ -433,6 +433,28 @@ func.func @f(%q: tensor<1x4x128x64xf16>, %k: tensor<1x4x128x64xf16>, %v: tensor<
 
 // -----
 
+// Window bounds fit in i32 (the GPU kernels compute the mask in i32). The
+// fuzzer's INT64_MAX was also DenseMap's empty key in fa-specialize-masks.
+func.func @f(%q: tensor<1x4x128x64xf16>, %k: tensor<1x4x128x64xf16>, %v: tensor<1x4x128x64xf16>) {
+  // expected-error @below {{window bounds must be at most 2147483647 (the GPU kernels compute the mask in i32), got 9223372036854775807}}
+  %out, %lse = fa.attention %q, %k, %v window [9223372036854775807, 0]
+      : (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>)
+      -> (tensor<1x4x128x64xf16>, tensor<1x4x128xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<1x4x128x64xf16>, %k: tensor<1x4x128x64xf16>, %v: tensor<1x4x128x64xf16>) {
+  // expected-error @below {{window bounds must be at most 2147483647 (the GPU kernels compute the mask in i32), got 2147483648}}
+  %out, %lse = fa.attention %q, %k, %v window [-1, 2147483648]
+      : (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>)
+      -> (tensor<1x4x128x64xf16>, tensor<1x4x128xf32>)
+  return
+}
+
+// -----
+
 func.func @f(%q: tensor<1x4x128x64xf16>, %k: tensor<1x4x128x64xf16>, %v: tensor<1x4x128x64xf16>) {
   // expected-error @below {{causal attention sees no key to the right of the diagonal: window right bound must be 0, got 8}}
   %out, %lse = fa.attention %q, %k, %v causal window [16, 8]
@@ -590,6 +612,45 @@ func.func @f(%q: tensor<1x4x128x64xf16>, %k: tensor<1x4x128x64xf16>, %v: tensor<
 
 // -----
 
+// dq, dk and dv have exactly the types of q, k and v: agreeing sizes that
+// are static in one and dynamic in the other are not enough.
+func.func @f(%q: tensor<1x4x128x64xf16>, %k: tensor<1x4x128x64xf16>, %v: tensor<1x4x128x64xf16>,
+             %out: tensor<1x4x128x64xf16>, %lse: tensor<1x4x128xf32>, %dout: tensor<1x4x128x64xf16>) {
+  // expected-error @below {{dq must have the type of query, 'tensor<1x4x128x64xf16>', got 'tensor<?x4x128x64xf16>'}}
+  %dq, %dk, %dv = fa.attention_backward %q, %k, %v, %out, %lse, %dout
+      : (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>,
+         tensor<1x4x128x64xf16>, tensor<1x4x128xf32>, tensor<1x4x128x64xf16>)
+      -> (tensor<?x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>)
+  return
+}
+
+// -----
+
+// More static than the input is rejected too.
+func.func @f(%q: tensor<1x4x?x64xf16>, %k: tensor<1x4x?x64xf16>, %v: tensor<1x4x?x64xf16>,
+             %out: tensor<1x4x?x64xf16>, %lse: tensor<1x4x?xf32>, %dout: tensor<1x4x?x64xf16>) {
+  // expected-error @below {{dk must have the type of key, 'tensor<1x4x?x64xf16>', got 'tensor<1x4x128x64xf16>'}}
+  %dq, %dk, %dv = fa.attention_backward %q, %k, %v, %out, %lse, %dout
+      : (tensor<1x4x?x64xf16>, tensor<1x4x?x64xf16>, tensor<1x4x?x64xf16>,
+         tensor<1x4x?x64xf16>, tensor<1x4x?xf32>, tensor<1x4x?x64xf16>)
+      -> (tensor<1x4x?x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x?x64xf16>)
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<?x?x?x64xf16>, %k: tensor<?x?x?x64xf16>, %v: tensor<?x?x?x32xf16>,
+             %out: tensor<?x?x?x32xf16>, %lse: tensor<?x?x?xf32>, %dout: tensor<?x?x?x32xf16>) {
+  // expected-error @below {{dv must have the type of value, 'tensor<?x?x?x32xf16>', got 'tensor<2x?x?x32xf16>'}}
+  %dq, %dk, %dv = fa.attention_backward %q, %k, %v, %out, %lse, %dout
+      : (tensor<?x?x?x64xf16>, tensor<?x?x?x64xf16>, tensor<?x?x?x32xf16>,
+         tensor<?x?x?x32xf16>, tensor<?x?x?xf32>, tensor<?x?x?x32xf16>)
+      -> (tensor<?x?x?x64xf16>, tensor<?x?x?x64xf16>, tensor<2x?x?x32xf16>)
+  return
+}
+
+// -----
+
 func.func @f(%q: tensor<1x4x128x64xf16>, %k: tensor<1x4x128x64xf16>, %v: tensor<1x4x128x64xf16>,
              %out: tensor<1x4x128x64xf16>, %lse: tensor<1x4x128xf16>, %dout: tensor<1x4x128x64xf16>) {
   // expected-error @below {{operand #4 must be 3D tensor of f32 values, but got 'tensor<1x4x128xf16>'}}
@@ -606,6 +667,18 @@ func.func @f(%q: tensor<1x4x128x64xf16>, %k: tensor<1x4x128x64xf16>, %v: tensor<
              %out: tensor<1x4x128x64xf16>, %lse: tensor<1x4x128xf32>, %dout: tensor<1x4x128x64xf16>) {
   // expected-error @below {{causal attention sees no key to the right of the diagonal: window right bound must be 0, got 4}}
   %dq, %dk, %dv = fa.attention_backward %q, %k, %v, %out, %lse, %dout causal window [-1, 4] deterministic
+      : (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>,
+         tensor<1x4x128x64xf16>, tensor<1x4x128xf32>, tensor<1x4x128x64xf16>)
+      -> (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>)
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<1x4x128x64xf16>, %k: tensor<1x4x128x64xf16>, %v: tensor<1x4x128x64xf16>,
+             %out: tensor<1x4x128x64xf16>, %lse: tensor<1x4x128xf32>, %dout: tensor<1x4x128x64xf16>) {
+  // expected-error @below {{window bounds must be at most 2147483647 (the GPU kernels compute the mask in i32), got 9223372036854775807}}
+  %dq, %dk, %dv = fa.attention_backward %q, %k, %v, %out, %lse, %dout window [16, 9223372036854775807]
       : (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>,
          tensor<1x4x128x64xf16>, tensor<1x4x128xf32>, tensor<1x4x128x64xf16>)
       -> (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>)
@@ -757,6 +830,17 @@ func.func @f(%q: tensor<64x64xf16>, %k: tensor<64x64xf16>, %v: tensor<64x64xf16>
              %max: tensor<64xf32>, %sum: tensor<64xf32>, %i: index) {
   // expected-error @below {{causal attention sees no key to the right of the diagonal: window right bound must be 0, got 8}}
   %a, %m, %s = fa.online_attention %q, %k, %v into %acc, %max, %sum masked(%i, %i, %i, %i) causal window [8, 8] scale 0.125
+      : tensor<64x64xf16>, tensor<64x64xf16>, tensor<64x64xf16> -> tensor<64x64xf32>, tensor<64xf32>
+  return
+}
+
+// -----
+
+// The tile-level ops carry the op's window: the same limit.
+func.func @f(%q: tensor<64x64xf16>, %k: tensor<64x64xf16>, %v: tensor<64x64xf16>, %acc: tensor<64x64xf32>,
+             %max: tensor<64xf32>, %sum: tensor<64xf32>, %i: index) {
+  // expected-error @below {{window bounds must be at most 2147483647 (the GPU kernels compute the mask in i32), got 9223372036854775807}}
+  %a, %m, %s = fa.online_attention %q, %k, %v into %acc, %max, %sum masked(%i, %i, %i, %i) window [9223372036854775807, 9223372036854775807] scale 0.125
       : tensor<64x64xf16>, tensor<64x64xf16>, tensor<64x64xf16> -> tensor<64x64xf32>, tensor<64xf32>
   return
 }
@@ -1198,6 +1282,19 @@ func.func @f(%q: tensor<64x64xf16>, %k: tensor<32x64xf16>, %v: tensor<32x64xf16>
   // expected-error @below {{window bounds must be >= 0, or -1 for unbounded, got -2}}
   %a, %b, %c = fa.attention_backward_step %q, %k, %v, %do, %lse, %lse
       dkv(%dk, %dv) dq(%dq) masked(%i, %i, %i, %i) window [-2, 8] scale 0.125
+      : tensor<64x64xf16>, tensor<32x64xf16>, tensor<32x64xf16>, tensor<64x64xf16>, tensor<64xf32>
+      -> tensor<32x64xf32>, tensor<32x64xf32>, tensor<64x64xf32>
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<64x64xf16>, %k: tensor<32x64xf16>, %v: tensor<32x64xf16>, %do: tensor<64x64xf16>,
+             %lse: tensor<64xf32>, %dk: tensor<32x64xf32>, %dv: tensor<32x64xf32>,
+             %dq: tensor<64x64xf32>, %i: index) {
+  // expected-error @below {{window bounds must be at most 2147483647 (the GPU kernels compute the mask in i32), got 4294967296}}
+  %a, %b, %c = fa.attention_backward_step %q, %k, %v, %do, %lse, %lse
+      dkv(%dk, %dv) dq(%dq) masked(%i, %i, %i, %i) window [8, 4294967296] scale 0.125
       : tensor<64x64xf16>, tensor<32x64xf16>, tensor<32x64xf16>, tensor<64x64xf16>, tensor<64xf32>
       -> tensor<32x64xf32>, tensor<32x64xf32>, tensor<64x64xf32>
   return

@@ -262,6 +262,26 @@ func.func @forward_mixed_static(%q: tensor<?x2x?x32xf32>,
 
 // -----
 
+// lse may have more dynamic sizes than out: each result is cast to its own
+// declared type.
+
+// CHECK-LABEL: func.func @forward_lse_more_dynamic
+// CHECK:       %[[O:.*]] = tensor.collapse_shape {{.*}} : tensor<1x1x1x16x64xf32> into tensor<1x1x16x64xf32>
+// CHECK:       %[[L:.*]] = tensor.collapse_shape {{.*}} : tensor<1x1x1x16xf32> into tensor<1x1x16xf32>
+// CHECK:       %[[LC:.*]] = tensor.cast %[[L]] : tensor<1x1x16xf32> to tensor<?x?x?xf32>
+// CHECK:       return %[[O]], %[[LC]]
+func.func @forward_lse_more_dynamic(%q: tensor<1x1x16x64xf32>,
+                                    %k: tensor<1x1x16x64xf32>,
+                                    %v: tensor<1x1x16x64xf32>)
+    -> (tensor<1x1x16x64xf32>, tensor<?x?x?xf32>) {
+  %o, %l = fa.attention %q, %k, %v
+      : (tensor<1x1x16x64xf32>, tensor<1x1x16x64xf32>, tensor<1x1x16x64xf32>)
+      -> (tensor<1x1x16x64xf32>, tensor<?x?x?xf32>)
+  return %o, %l : tensor<1x1x16x64xf32>, tensor<?x?x?xf32>
+}
+
+// -----
+
 // The backward recomputes P from the saved lse, then dV, dP, Di, dS (with the
 // softcap's chain rule and the scale), dQ and dK; dK and dV sum over the
 // query heads of a group.

@@ -97,3 +97,40 @@ func.func @not_a_key_loop(%q: tensor<64x64xf16>, %k: tensor<32x64xf16>, %v: tens
   }
   return %r#0, %r#1, %r#2 : tensor<64x64xf32>, tensor<64xf32>, tensor<64xf32>
 }
+
+// -----
+
+// The largest window the verifier accepts, 2^31 - 1 on both sides: the
+// bounds use the constants 2^31 - 1 and 2^31 (right + 1), each built once.
+// (The constant cache used to be keyed by int64_t, whose DenseMap empty key
+// INT64_MAX the verifier used to accept as a window bound.)
+
+// CHECK-LABEL: func.func @largest_window
+// lo: first row - left.
+// CHECK:         %[[W:.*]] = arith.constant 2147483647 : index
+// CHECK:         arith.subi %{{.*}}, %[[W]]
+// hi: last row + right + 1.
+// CHECK:         %[[W1:.*]] = arith.constant 2147483648 : index
+// CHECK:         arith.addi %{{.*}}, %[[W1]]
+// CHECK-NOT:     arith.constant 214748364{{[78]}}
+// fullLo and fullHi reuse both constants.
+// CHECK:         arith.subi %{{.*}}, %[[W]]
+// CHECK-NOT:     arith.constant 214748364{{[78]}}
+// CHECK:         arith.addi %{{.*}}, %[[W1]]
+// CHECK-NOT:     arith.constant 214748364{{[78]}}
+// CHECK:         scf.for
+// CHECK:           fa.online_attention {{.*}} masked({{.*}}) window [2147483647, 2147483647] scale 1.250000e-01
+// CHECK:         scf.for
+// CHECK-NOT:       masked
+// CHECK:           fa.online_attention %{{.*}} scale 1.250000e-01 :
+// CHECK:         scf.for
+// CHECK:           fa.online_attention {{.*}} masked({{.*}}) window [2147483647, 2147483647] scale 1.250000e-01
+func.func @largest_window(%q: tensor<64x64xf16>, %k: tensor<32x64xf16>, %v: tensor<32x64xf16>, %acc: tensor<64x64xf32>, %m: tensor<64xf32>, %l: tensor<64xf32>, %q0: index, %nq: index, %nk: index) -> (tensor<64x64xf32>, tensor<64xf32>, tensor<64xf32>) {
+  %c0 = arith.constant 0 : index
+  %c32 = arith.constant 32 : index
+  %r:3 = scf.for %k0 = %c0 to %nk step %c32 iter_args(%a = %acc, %mm = %m, %ll = %l) -> (tensor<64x64xf32>, tensor<64xf32>, tensor<64xf32>) {
+    %n:3 = fa.online_attention %q, %k, %v into %a, %mm, %ll masked(%q0, %k0, %nq, %nk) window [2147483647, 2147483647] scale 0.125 : tensor<64x64xf16>, tensor<32x64xf16>, tensor<32x64xf16> -> tensor<64x64xf32>, tensor<64xf32>
+    scf.yield %n#0, %n#1, %n#2 : tensor<64x64xf32>, tensor<64xf32>, tensor<64xf32>
+  }
+  return %r#0, %r#1, %r#2 : tensor<64x64xf32>, tensor<64xf32>, tensor<64xf32>
+}

@@ -58,6 +58,9 @@
 // CHECK:             tensor.parallel_insert_slice %[[DQF]] into %[[DQS]]
 // CHECK:             tensor.parallel_insert_slice %[[KB]]#1 into %[[DKS]][%[[BI]], %[[HKV]], 0, 0] [1, 1, 128, 32]
 // CHECK:             tensor.parallel_insert_slice %[[KB]]#2 into %[[DVS]][%[[BI]], %[[HKV]], 0, 0] [1, 1, 128, 32]
+// The GPU launch grid: batch on z, kv heads on y (the key-block loop inside
+// takes x).
+// CHECK:         } {mapping = [#gpu.block<z>, #gpu.block<y>]}
 // CHECK:         return %[[RES]]#0, %[[RES]]#1, %[[RES]]#2
 func.func @fast(%q: tensor<1x2x64x32xf16>, %k: tensor<1x2x128x32xf16>,
                 %v: tensor<1x2x128x32xf16>, %o: tensor<1x2x64x32xf16>,
@@ -254,6 +257,7 @@ func.func @gqa_softcap(%q: tensor<2x8x64x32xf16>, %k: tensor<2x2x64x32xf16>,
 // CHECK:           scf.forall.in_parallel
 // CHECK:             tensor.parallel_insert_slice %{{.*}} into %[[DKS]]
 // CHECK:             tensor.parallel_insert_slice %{{.*}} into %[[DVS]]
+// CHECK:         } {mapping = [#gpu.block<z>, #gpu.block<y>, #gpu.block<x>]}
 //
 // dQ nest.
 // CHECK:         %[[DQ:.*]] = scf.forall (%{{.*}}, %[[H:.*]], %[[QB:.*]]) in (%{{.*}}, %[[HQ]], %[[NQB]]) shared_outs(%[[DQS:.*]] = %{{.*}}) -> (tensor<?x?x?x64xf16>)
@@ -275,6 +279,7 @@ func.func @gqa_softcap(%q: tensor<2x8x64x32xf16>, %k: tensor<2x2x64x32xf16>,
 // CHECK:             arith.truncf
 // CHECK:           scf.forall.in_parallel
 // CHECK:             tensor.parallel_insert_slice %{{.*}} into %[[DQS]][%{{.*}}, %[[H]], %[[QSTART]], 0]
+// CHECK:         } {mapping = [#gpu.block<z>, #gpu.block<y>, #gpu.block<x>]}
 // CHECK:         return %[[DQ]], %[[KV]]#0, %[[KV]]#1
 func.func @deterministic(%q: tensor<?x?x?x64xf16>, %k: tensor<?x?x?x64xf16>,
                          %v: tensor<?x?x?x64xf16>, %o: tensor<?x?x?x64xf16>,
@@ -338,10 +343,10 @@ func.func @key_tail_masked(%q: tensor<1x1x64x64xf32>, %k: tensor<1x1x100x64xf32>
 // CHECK-LABEL: func.func @with_kernel_config
 // CHECK:         scf.forall
 // CHECK:           fa.attention_backward_step {{.*}} : tensor<64x64xbf16>, tensor<128x64xbf16>, tensor<128x64xbf16>, tensor<64x64xbf16>, tensor<64xf32>
-// CHECK:         } {fa.kernel_config = #fa.kernel_config<"sm_90a", wgmma, block_q = 64, block_kv = 128, warps = 8, stages = 2>}
+// CHECK:         } {fa.kernel_config = #fa.kernel_config<"sm_90a", wgmma, block_q = 64, block_kv = 128, warps = 8, stages = 2>, mapping = [{{.*}}]}
 // CHECK:         scf.forall
 // CHECK:           fa.attention_backward_step {{.*}} dq(
-// CHECK:         } {fa.kernel_config = #fa.kernel_config<"sm_90a", wgmma, block_q = 64, block_kv = 128, warps = 8, stages = 2>}
+// CHECK:         } {fa.kernel_config = #fa.kernel_config<"sm_90a", wgmma, block_q = 64, block_kv = 128, warps = 8, stages = 2>, mapping = [{{.*}}]}
 func.func @with_kernel_config(%q: tensor<?x?x?x64xbf16>, %lse: tensor<?x?x?xf32>) -> tensor<?x?x?x64xbf16> {
   %dq, %dk, %dv = fa.attention_backward %q, %q, %q, %q, %lse, %q deterministic {kernel_config = #fa.kernel_config<"sm_90a", wgmma, block_q = 64, block_kv = 128, warps = 8, stages = 2>} : (tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>, tensor<?x?x?xf32>, tensor<?x?x?x64xbf16>) -> (tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>)
   return %dq : tensor<?x?x?x64xbf16>

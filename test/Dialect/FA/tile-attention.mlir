@@ -1,4 +1,5 @@
 // RUN: fa-opt %s --split-input-file --fa-tile-attention="block-q=64 block-kv=32" | FileCheck %s
+// RUN: fa-opt %s --split-input-file --fa-tile-attention="block-q=64 block-kv=32" --canonicalize | FileCheck %s --check-prefix=CANON
 
 // fa.attention becomes a parallel loop over (batch, head, query block) that
 // holds a sequential loop over key blocks. The loop carries the online-softmax
@@ -36,6 +37,9 @@
 // CHECK:           scf.forall.in_parallel
 // CHECK:             tensor.parallel_insert_slice %{{.*}} into %[[O]][%[[B]], %[[H]], %[[Q0]], 0]
 // CHECK:             tensor.parallel_insert_slice %{{.*}} into %[[L]][%[[B]], %[[H]], %[[Q0]]]
+// The launch grid of the GPU conversion: batch on z, heads on y, query
+// blocks on x.
+// CHECK:         } {mapping = [#gpu.block<z>, #gpu.block<y>, #gpu.block<x>]}
 // CHECK:         return %[[RES]]#0, %[[RES]]#1
 // CHECK-NOT:     fa.attention
 func.func @static_mha(%q: tensor<2x4x128x64xf16>, %k: tensor<2x4x96x64xf16>, %v: tensor<2x4x96x64xf16>) -> (tensor<2x4x128x64xf16>, tensor<2x4x128xf32>) {
@@ -67,6 +71,65 @@ func.func @dynamic_gqa_causal_softcap(%q: tensor<?x?x?x128xbf16>, %k: tensor<?x?
 
 // -----
 
+// The result types may be more or less static than the operands say (the
+// verifier only asks the sizes to agree): the inits take B, Hq and Nq from q
+// and Dv from v, static wherever q or the declared type knows the size, and
+// the loop's results are cast to the declared types. Here lse has more
+// dynamic sizes than out.
+
+// CHECK-LABEL: func.func @lse_more_dynamic_than_out
+// CHECK:         %[[OI:.*]] = tensor.empty() : tensor<1x1x16x64xf32>
+// CHECK:         %[[LI:.*]] = tensor.empty() : tensor<1x1x16xf32>
+// CHECK:         %[[RES:.*]]:2 = scf.forall {{.*}} shared_outs(%{{.*}} = %[[OI]], %{{.*}} = %[[LI]]) -> (tensor<1x1x16x64xf32>, tensor<1x1x16xf32>)
+// CHECK:         %[[LSE:.*]] = tensor.cast %[[RES]]#1 : tensor<1x1x16xf32> to tensor<?x?x?xf32>
+// CHECK:         return %[[RES]]#0, %[[LSE]]
+func.func @lse_more_dynamic_than_out(%q: tensor<1x1x16x64xf32>, %k: tensor<1x1x16x64xf32>, %v: tensor<1x1x16x64xf32>) -> (tensor<1x1x16x64xf32>, tensor<?x?x?xf32>) {
+  %o, %l = fa.attention %q, %k, %v : (tensor<1x1x16x64xf32>, tensor<1x1x16x64xf32>, tensor<1x1x16x64xf32>) -> (tensor<1x1x16x64xf32>, tensor<?x?x?xf32>)
+  return %o, %l : tensor<1x1x16x64xf32>, tensor<?x?x?xf32>
+}
+
+// -----
+
+// The dynamic sizes of out and lse sit at different positions: each init
+// size is q's size of the dimension it means (lse's Nq is q's dim 2, not
+// its dim 0), and out's Dv is v's head dim, not q's.
+
+// CHECK-LABEL: func.func @results_dynamic_elsewhere
+// CHECK-SAME:    %[[Q:[a-zA-Z0-9]+]]: tensor<?x4x?x64xf32>
+// CHECK-DAG:     %[[C0:.*]] = arith.constant 0 : index
+// CHECK-DAG:     %[[C2:.*]] = arith.constant 2 : index
+// CHECK-DAG:     %[[B:.*]] = tensor.dim %[[Q]], %[[C0]]
+// CHECK-DAG:     %[[NQ:.*]] = tensor.dim %[[Q]], %[[C2]]
+// CHECK:         %[[OI:.*]] = tensor.empty() : tensor<2x4x32x32xf32>
+// CHECK:         %[[LI:.*]] = tensor.empty(%[[B]], %[[NQ]]) : tensor<?x4x?xf32>
+// CHECK:         %[[RES:.*]]:2 = scf.forall (%{{.*}}, %{{.*}}, %{{.*}}) in (%[[B]], 4, %{{.*}}) shared_outs(%{{.*}} = %[[OI]], %{{.*}} = %[[LI]])
+// CHECK:         %[[OUT:.*]] = tensor.cast %[[RES]]#0 : tensor<2x4x32x32xf32> to tensor<2x?x32x?xf32>
+// CHECK:         return %[[OUT]], %[[RES]]#1 : tensor<2x?x32x?xf32>, tensor<?x4x?xf32>
+func.func @results_dynamic_elsewhere(%q: tensor<?x4x?x64xf32>, %k: tensor<2x4x?x64xf32>, %v: tensor<2x4x?x32xf32>) -> (tensor<2x?x32x?xf32>, tensor<?x4x?xf32>) {
+  %o, %l = fa.attention %q, %k, %v : (tensor<?x4x?x64xf32>, tensor<2x4x?x64xf32>, tensor<2x4x?x32xf32>) -> (tensor<2x?x32x?xf32>, tensor<?x4x?xf32>)
+  return %o, %l : tensor<2x?x32x?xf32>, tensor<?x4x?xf32>
+}
+
+// -----
+
+// Batch 1, one head, one query block: the forall is (1, 1, 1) and mapped.
+// MLIR 22's canonicalization folds the unit dimensions of an unmapped
+// scf.forall (down to no loop at all here) but leaves a mapped one whole,
+// so the GPU conversion still finds its (batch, head, query block) nest.
+
+// CHECK-LABEL: func.func @unit_dims
+// CHECK:         scf.forall (%{{.*}}, %{{.*}}, %{{.*}}) in (1, 1, 1)
+// CHECK:         } {mapping = [#gpu.block<z>, #gpu.block<y>, #gpu.block<x>]}
+// CANON-LABEL: func.func @unit_dims
+// CANON:         scf.forall (%{{.*}}, %{{.*}}, %{{.*}}) in (1, 1, 1)
+// CANON:         } {mapping = [#gpu.block<z>, #gpu.block<y>, #gpu.block<x>]}
+func.func @unit_dims(%q: tensor<1x1x64x64xf16>, %k: tensor<1x1x?x64xf16>, %v: tensor<1x1x?x64xf16>) -> (tensor<1x1x64x64xf16>, tensor<1x1x64xf32>) {
+  %o, %l = fa.attention %q, %k, %v causal : (tensor<1x1x64x64xf16>, tensor<1x1x?x64xf16>, tensor<1x1x?x64xf16>) -> (tensor<1x1x64x64xf16>, tensor<1x1x64xf32>)
+  return %o, %l : tensor<1x1x64x64xf16>, tensor<1x1x64xf32>
+}
+
+// -----
+
 // A kernel configuration on the op decides the tiles (128 x 64 here, over
 // the pass's 64 x 32) and goes on to the loop nest for the GPU conversion.
 
@@ -75,7 +138,7 @@ func.func @dynamic_gqa_causal_softcap(%q: tensor<?x?x?x128xbf16>, %k: tensor<?x?
 // CHECK:           arith.muli %{{.*}}, %c128 : index
 // CHECK:           scf.for
 // CHECK:             fa.online_attention {{.*}} : tensor<128x64xf16>, tensor<64x64xf16>, tensor<64x64xf16>
-// CHECK:         } {fa.kernel_config = #fa.kernel_config<"sm_80", mma_sync, block_q = 128, block_kv = 64, warps = 4, stages = 2>}
+// CHECK:         } {fa.kernel_config = #fa.kernel_config<"sm_80", mma_sync, block_q = 128, block_kv = 64, warps = 4, stages = 2>, mapping = [#gpu.block<z>, #gpu.block<y>, #gpu.block<x>]}
 func.func @with_kernel_config(%q: tensor<?x?x?x64xf16>) -> tensor<?x?x?x64xf16> {
   %o, %l = fa.attention %q, %q, %q {kernel_config = #fa.kernel_config<"sm_80", mma_sync, block_q = 128, block_kv = 64, warps = 4, stages = 2>} : (tensor<?x?x?x64xf16>, tensor<?x?x?x64xf16>, tensor<?x?x?x64xf16>) -> (tensor<?x?x?x64xf16>, tensor<?x?x?xf32>)
   return %o : tensor<?x?x?x64xf16>

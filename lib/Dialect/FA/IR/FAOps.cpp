@@ -86,10 +86,15 @@ static LogicalResult verifyScoreAttributes(Operation *op, FloatAttr scale,
     if (window.size() != 2)
       return op->emitOpError() << "window must be [left, right], got "
                                << window.size() << " values";
-    for (int64_t w : window.asArrayRef())
+    for (int64_t w : window.asArrayRef()) {
       if (w < -1)
         return op->emitOpError()
                << "window bounds must be >= 0, or -1 for unbounded, got " << w;
+      if (w > kMaxWindowBound)
+        return op->emitOpError()
+               << "window bounds must be at most " << kMaxWindowBound
+               << " (the GPU kernels compute the mask in i32), got " << w;
+    }
     if (causal && window[1] != 0)
       return op->emitOpError()
              << "causal attention sees no key to the right of the "
@@ -303,6 +308,17 @@ LogicalResult AttentionBackwardOp::verify() {
   if (failed(verifyAttention(*this, t, getScaleAttr(), getCausal(),
                              getWindowAttr(), getSoftcapAttr())))
     return failure();
+  // The gradients have exactly the types of the inputs, not merely agreeing
+  // ones: a size that is static in one and dynamic in the other is an error
+  // too (the lowerings build dq, dk, dv in the types of q, k, v).
+  for (auto [gradName, grad, inputName, input] :
+       {std::tuple<StringRef, Type, StringRef, Type>{"dq", getDq().getType(),
+                                                     "query", t.q},
+        {"dk", getDk().getType(), "key", t.k},
+        {"dv", getDv().getType(), "value", t.v}})
+    if (grad != input)
+      return emitOpError() << gradName << " must have the type of " << inputName
+                           << ", " << input << ", got " << grad;
   return verifyConfigOf(*this, /*backward=*/true, getDeterministic());
 }
 

@@ -10,6 +10,7 @@
 #define FA_LIB_DIALECT_FA_TRANSFORMS_BUILDERUTILS_H
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/Builders.h"
@@ -44,6 +45,16 @@ inline Value truncateTo(OpBuilder &b, Location loc, Type elemType, Value v) {
   if (elemType.isF32())
     return v;
   return arith::TruncFOp::create(b, loc, elemType, v);
+}
+
+/// The `mapping` of a tiled scf.forall: its induction variables, in order,
+/// on the thread-block ids `ids` (e.g. batch on z, heads on y, blocks on x).
+/// The GPU conversions read it to assign block ids; canonicalization does
+/// not fold the unit dimensions of a mapped forall.
+inline ArrayAttr blockMapping(OpBuilder &b, ArrayRef<gpu::MappingId> ids) {
+  return b.getArrayAttr(llvm::map_to_vector(ids, [&](gpu::MappingId id) {
+    return Attribute(gpu::GPUBlockMappingAttr::get(b.getContext(), id));
+  }));
 }
 
 /// v + c, without an op when c is 0.

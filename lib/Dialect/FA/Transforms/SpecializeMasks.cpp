@@ -78,10 +78,13 @@ OnlineAttentionOp getSpecializableStep(scf::ForOp loop) {
 struct IndexMath {
   OpBuilder &b;
   Location loc;
-  llvm::SmallDenseMap<int64_t, Value> constants = {};
+  /// One constant op per value. Keyed by the attribute, not the int64_t:
+  /// DenseMap reserves two int64_t keys (INT64_MAX and INT64_MIN) as its
+  /// empty and tombstone markers.
+  llvm::DenseMap<Attribute, Value> constants = {};
 
   Value cst(int64_t v) {
-    Value &c = constants[v];
+    Value &c = constants[b.getIndexAttr(v)];
     if (!c)
       c = arith::ConstantIndexOp::create(b, loc, v);
     return c;

@@ -12,7 +12,7 @@
 //     }
 //     out, lse = fa.online_attention_finalize acc, max, sum
 //     insert the first min(Br, Nq - qStart) rows of out and lse
-//   }
+//   } {mapping = [#gpu.block<z>, #gpu.block<y>, #gpu.block<x>]}
 //
 // The key loop iterates over key offsets (step Bc) rather than block numbers
 // so that `fa-specialize-masks` can reason about the step's `k_start`
@@ -22,6 +22,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "fa/Dialect/FA/Transforms/Passes.h"
+
+#include "BuilderUtils.h"
 
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Tensor/Utils/Utils.h"
@@ -79,6 +81,21 @@ Value tileLength(OpBuilder &b, Location loc, Value start, Value total,
   return b.createOrFold<arith::MinSIOp>(loc, tile, rest);
 }
 
+/// The init of a result of declared type `declared` whose sizes are `sizes`
+/// (from the operands): static where the operands or the declared type know
+/// the size. The verifier only asks the declared result types to agree with
+/// the operands, so they may be more or less static; where they are less,
+/// the caller casts the loop's result to them.
+Value createResultInit(OpBuilder &b, Location loc, ArrayRef<OpFoldResult> sizes,
+                       RankedTensorType declared) {
+  SmallVector<OpFoldResult> mixed;
+  for (auto [size, declaredSize] : llvm::zip_equal(sizes, declared.getShape()))
+    mixed.push_back(ShapedType::isDynamic(declaredSize)
+                        ? size
+                        : OpFoldResult(b.getIndexAttr(declaredSize)));
+  return tensor::EmptyOp::create(b, loc, mixed, declared.getElementType());
+}
+
 struct TileAttentionPattern final : OpRewritePattern<AttentionOp> {
   TileAttentionPattern(MLIRContext *ctx, int64_t blockQ, int64_t blockKV)
       : OpRewritePattern(ctx), blockQ(blockQ), blockKV(blockKV) {}
@@ -111,19 +128,23 @@ struct TileAttentionPattern final : OpRewritePattern<AttentionOp> {
     Value group = rewriter.createOrFold<arith::DivUIOp>(loc, heads, kvHeads);
     Value numQBlocks = rewriter.createOrFold<arith::CeilDivUIOp>(loc, nq, br);
 
-    SmallVector<Value> dynOut;
-    for (auto [i, size] : llvm::enumerate(outType.getShape()))
-      if (ShapedType::isDynamic(size))
-        dynOut.push_back(dim(q, i));
-    Value outInit = tensor::EmptyOp::create(rewriter, loc, outType, dynOut);
-    SmallVector<Value> dynLse(
-        dynOut.begin(), dynOut.begin() + llvm::count_if(lseType.getShape(),
-                                                        ShapedType::isDynamic));
-    Value lseInit = tensor::EmptyOp::create(rewriter, loc, lseType, dynLse);
+    // out is [B, Hq, Nq, Dv] and lse [B, Hq, Nq]: B, Hq and Nq are q's sizes,
+    // Dv is v's (static).
+    SmallVector<OpFoldResult> rowSizes =
+        getAsOpFoldResult(ValueRange{batch, heads, nq});
+    SmallVector<OpFoldResult> outSizes = rowSizes;
+    outSizes.push_back(rewriter.getIndexAttr(dv));
+    Value outInit = createResultInit(rewriter, loc, outSizes, outType);
+    Value lseInit = createResultInit(rewriter, loc, rowSizes, lseType);
 
+    // Batch on z, heads on y, query blocks on x: the launch grid of
+    // fa-convert-tiled-attention-to-gpu (x has no 65535 limit).
     auto forall = scf::ForallOp::create(
         rewriter, loc, getAsOpFoldResult(ValueRange{batch, heads, numQBlocks}),
-        ValueRange{outInit, lseInit}, /*mapping=*/std::nullopt);
+        ValueRange{outInit, lseInit},
+        fa::detail::blockMapping(rewriter,
+                                 {gpu::MappingId::DimZ, gpu::MappingId::DimY,
+                                  gpu::MappingId::DimX}));
     if (config)
       forall->setAttr(kKernelConfigAttrName, config);
     Block *body = forall.getBody();
@@ -196,7 +217,17 @@ struct TileAttentionPattern final : OpRewritePattern<AttentionOp> {
                                           ArrayRef<OpFoldResult>{c1, c1, rows},
                                           ArrayRef<OpFoldResult>{c1, c1, c1});
 
-    rewriter.replaceOp(op, forall.getResults());
+    rewriter.setInsertionPointAfter(forall);
+    SmallVector<Value> results;
+    Type declaredTypes[] = {outType, lseType};
+    for (auto [result, type] :
+         llvm::zip_equal(forall.getResults(), declaredTypes)) {
+      Value declared = result;
+      if (declared.getType() != type)
+        declared = tensor::CastOp::create(rewriter, loc, type, result);
+      results.push_back(declared);
+    }
+    rewriter.replaceOp(op, results);
     return success();
   }
 

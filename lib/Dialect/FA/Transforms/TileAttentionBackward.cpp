@@ -36,6 +36,10 @@
 //   block) computes dQ, recomputing P and dS over the visible key blocks in
 //   ascending order. Every sum has a fixed order: bitwise reproducible.
 //
+// Each forall carries a #gpu.block mapping, the launch grid of the GPU
+// conversion: batch on z, heads on y, the deterministic foralls' key or
+// query blocks on x (the fast mode's key-block loop takes x).
+//
 // Tiles are static ([Br, D], [Bc, D], [Br, Bc]); when a sequence length is
 // dynamic or not a multiple of the block, tails are read clipped and padded
 // (LSE rows with +inf, so padded query rows get P = 0; keys >= Nk are hidden
@@ -427,14 +431,18 @@ static KeyBlockGradients buildKeyBlockGradients(OpBuilder &b,
   return grads;
 }
 
-/// Creates `scf.forall` over [0, ubs) with `outputs` as shared_outs, builder
+/// Creates `scf.forall` over [0, ubs) with `outputs` as shared_outs, mapped
+/// to the thread-block ids `blockIds` (one per bound: the launch grid of the
+/// GPU conversion) and carrying the op's kernel configuration, builder
 /// positioned in its body. The caller adds the parallel_insert_slice ops.
 static scf::ForallOp createForall(OpBuilder &b, Location loc,
                                   const BackwardPlan &p, ValueRange ubs,
+                                  ArrayRef<gpu::MappingId> blockIds,
                                   ValueRange outputs) {
+  assert(ubs.size() == blockIds.size() && "one block id per bound");
   SmallVector<OpFoldResult> bounds = getAsOpFoldResult(ubs);
   auto forall =
-      scf::ForallOp::create(b, loc, bounds, outputs, /*mapping=*/std::nullopt);
+      scf::ForallOp::create(b, loc, bounds, outputs, blockMapping(b, blockIds));
   if (p.config)
     forall->setAttr(kKernelConfigAttrName, p.config);
   b.setInsertionPoint(forall.getTerminator());
@@ -486,8 +494,10 @@ static SmallVector<Value> buildFastBackward(OpBuilder &b,
                                        indexConst(b, loc, p.blockQ))
                      .getResult();
 
+  // Batch on z, kv heads on y; the key-block loop inside takes x.
   scf::ForallOp forall =
-      createForall(b, loc, p, {p.batch, p.numKVHeads}, outputs);
+      createForall(b, loc, p, {p.batch, p.numKVHeads},
+                   {gpu::MappingId::DimZ, gpu::MappingId::DimY}, outputs);
   Value batch = forall.getInductionVar(0), kvHead = forall.getInductionVar(1);
   ValueRange shared = forall.getRegionIterArgs();
   OpFoldResult zeroAttr = b.getIndexAttr(0);
@@ -559,8 +569,10 @@ static SmallVector<Value> buildKeyValueGradients(OpBuilder &b,
                               p.elemType),
       tensor::EmptyOp::create(b, loc, tensor::getMixedSizes(b, loc, p.value),
                               p.elemType)};
-  scf::ForallOp forall =
-      createForall(b, loc, p, {p.batch, p.numKVHeads, p.numKBlocks}, outputs);
+  scf::ForallOp forall = createForall(
+      b, loc, p, {p.batch, p.numKVHeads, p.numKBlocks},
+      {gpu::MappingId::DimZ, gpu::MappingId::DimY, gpu::MappingId::DimX},
+      outputs);
   Value batch = forall.getInductionVar(0), kvHead = forall.getInductionVar(1);
   ValueRange shared = forall.getRegionIterArgs();
   KeyBlockGradients g = buildKeyBlockGradients(
@@ -589,7 +601,9 @@ static Value buildDeterministicQueryGradient(OpBuilder &b,
   Value output = tensor::EmptyOp::create(
       b, loc, tensor::getMixedSizes(b, loc, p.query), p.elemType);
   scf::ForallOp forall = createForall(
-      b, loc, p, {p.batch, p.numQHeads, p.numQBlocks}, ValueRange{output});
+      b, loc, p, {p.batch, p.numQHeads, p.numQBlocks},
+      {gpu::MappingId::DimZ, gpu::MappingId::DimY, gpu::MappingId::DimX},
+      ValueRange{output});
   Value batch = forall.getInductionVar(0), qHead = forall.getInductionVar(1);
   Value kvHead = arith::DivUIOp::create(b, loc, qHead, p.groupSize);
   QueryBlock qBlk =

@@ -9,6 +9,8 @@
 #include "mlir/IR/OpDefinition.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
+#include <cstdint>
+#include <limits>
 #include <optional>
 
 #include "fa/Dialect/FA/IR/FAEnums.h.inc"
@@ -30,6 +32,10 @@ constexpr llvm::StringLiteral kKernelConfigAttrName = "fa.kernel_config";
 
 /// Largest head dimension the dialect accepts (FlashAttention's limit).
 constexpr int64_t kMaxHeadDim = 256;
+
+/// Largest window bound the dialect accepts: the GPU kernels compute the
+/// mask in i32, and the host code adds 1 to a bound.
+constexpr int64_t kMaxWindowBound = std::numeric_limits<int32_t>::max();
 
 /// The visibility rule of an attention op, in one place so that every
 /// lowering (reference, tiled, GPU) agrees on it. Key j is visible from query

@@ -53,7 +53,8 @@ def FA_AttentionOp : FA_AttentionOpBase<"attention"> {
     - `scale`: softmax scale, > 0 (default `1/sqrt(D)`).
     - `causal`: key j is visible from query i iff `j <= i + Nk - Nq`
       (bottom-right aligned when Nq != Nk).
-    - `window [left, right]`: sliding window, `-1` = unbounded on that side.
+    - `window [left, right]`: sliding window, `-1` = unbounded on that side,
+      bounds at most 2147483647 (the GPU kernels compute the mask in i32).
       With `causal`, `right` must be 0.
     - `softcap`: scores become `softcap * tanh(s / softcap)` (after `scale`,
       before the mask and the softmax).
@@ -108,8 +109,10 @@ def FA_AttentionBackwardOp : FA_AttentionOpBase<"attention_backward"> {
   let summary = "Gradients of `fa.attention` by recomputation";
   let description = [{
     Given the forward's inputs `q, k, v`, its results `out` and `lse`, and the
-    incoming gradient `dout`, computes `dq, dk, dv` (same types as `q, k, v`).
-    The attributes and shape rules are those of `fa.attention` and must match
+    incoming gradient `dout`, computes `dq, dk, dv`, of exactly the types of
+    `q, k, v` (not merely agreeing ones: a size static in one and dynamic in
+    the other is an error). The attributes and the shape rules of the other
+    operands are those of `fa.attention` and must match
     the forward that produced `out` and `lse`. For grouped-query attention,
     `dk` and `dv` sum the contributions of all query heads of a group.
 

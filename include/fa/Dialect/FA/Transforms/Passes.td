@@ -86,6 +86,12 @@ def FATileAttention : Pass<"fa-tile-attention"> {
     Every step is `masked` here (it hides keys past Nk and applies the op's
     causal/window mask); `fa-specialize-masks` then splits the loop so only
     boundary blocks pay for the mask.
+
+    The forall carries `mapping = [#gpu.block<z>, #gpu.block<y>,
+    #gpu.block<x>]`: batch on z, heads on y, query blocks on x, the grid of
+    `fa-convert-tiled-attention-to-gpu`. Canonicalization does not fold the
+    unit dimensions of a mapped forall (batch 1, one head, one query block),
+    so the loop nest keeps that form; the CPU lowering ignores the mapping.
   }];
   let options = [
     Option<"blockQ", "block-q", "int64_t", /*default=*/"64",
@@ -95,7 +101,8 @@ def FATileAttention : Pass<"fa-tile-attention"> {
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect", "::mlir::scf::SCFDialect",
-    "::mlir::tensor::TensorDialect", "::mlir::affine::AffineDialect"
+    "::mlir::tensor::TensorDialect", "::mlir::affine::AffineDialect",
+    "::mlir::gpu::GPUDialect"
   ];
 }
 
@@ -158,6 +165,13 @@ def FATileAttentionBackward : Pass<"fa-tile-attention-backward"> {
     it into linalg. The scale is applied once, by the epilogues, to the
     finished f32 dK and dQ.
 
+    Each forall carries a `#gpu.block` mapping, the grid of
+    `fa-convert-tiled-attention-backward-to-gpu`: batch on z, heads on y,
+    and key blocks (the fast mode's `fa.dq_accumulation` loop, or the
+    deterministic dK/dV forall's third dimension) or the deterministic dQ
+    forall's query blocks on x. Canonicalization keeps mapped unit
+    dimensions; the CPU lowering ignores the mapping.
+
     Before:
     ```mlir
     %dq, %dk, %dv = fa.attention_backward %q, %k, %v, %o, %lse, %do causal
@@ -179,7 +193,7 @@ def FATileAttentionBackward : Pass<"fa-tile-attention-backward"> {
   let dependentDialects = [
     "::mlir::arith::ArithDialect", "::mlir::linalg::LinalgDialect",
     "::mlir::scf::SCFDialect", "::mlir::tensor::TensorDialect",
-    "::mlir::affine::AffineDialect"
+    "::mlir::affine::AffineDialect", "::mlir::gpu::GPUDialect"
   ];
 }
 
