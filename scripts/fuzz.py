@@ -48,11 +48,15 @@ SMEM_LIMIT = {"sm_80": 166912, "sm_90": 232448, "sm_90a": 232448}
 #===----------------------------------------------------------------------===#
 
 
-def read_seeds():
-    """The lit inputs, examples and extra seeds, split and without comments."""
-    files = sorted(ROOT.glob("test/**/*.mlir")) + sorted(
-        ROOT.glob("examples/**/*.mlir")) + sorted(
-            ROOT.glob("scripts/fuzz/seeds/*.mlir"))
+def read_seeds(seed_dir=None):
+    """The lit inputs, examples and extra seeds (or the .mlir files of
+    `seed_dir`), split and without comments."""
+    if seed_dir:
+        files = sorted(Path(seed_dir).glob("*.mlir"))
+    else:
+        files = sorted(ROOT.glob("test/**/*.mlir")) + sorted(
+            ROOT.glob("examples/**/*.mlir")) + sorted(
+                ROOT.glob("scripts/fuzz/seeds/*.mlir"))
     seeds = []
     for path in files:
         for chunk in re.split(r"^// -----\s*$", path.read_text(), flags=re.M):
@@ -924,6 +928,9 @@ def parse_args():
     p.add_argument("--bin", help="folder holding fa-opt and fa-compile "
                    "(overrides --build-dir)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seeds", default=None,
+                   help="folder of .mlir seed files (default: the lit inputs, "
+                        "examples and scripts/fuzz/seeds)")
     p.add_argument("--iterations", type=int, default=0,
                    help="number of cases (0: until --time runs out)")
     p.add_argument("--time", type=float, default=60,
@@ -984,7 +991,7 @@ def main():
     pool = futures.ThreadPoolExecutor(options.jobs)
     start = time.monotonic()
 
-    seeds = read_seeds()
+    seeds = read_seeds(options.seeds)
     corpus = Corpus(list(dict.fromkeys(seeds + derive_seeds(tools, seeds,
                                                             pool))))
     corpus.compile = [s for s in corpus.all if "bufferization.to_tensor" in s

@@ -72,6 +72,18 @@ static void addKernelToBinaryPasses(OpPassManager &pm, StringRef chip,
   pm.addPass(createGpuModuleToBinaryPass(binary));
 }
 
+/// The PTX features: the user's, or PTX 8.0 (the chip's oldest PTX version
+/// where that is newer: 8.1 on sm_90, whose backward reduces dQ 16 bytes at a
+/// time).
+template <typename Options>
+static std::string ptxFeatures(const Options &options) {
+  if (!options.features.empty())
+    return options.features;
+  const ChipInfo *chip = lookupChip(options.chip);
+  int64_t version = std::max<int64_t>(80, chip ? chip->minPtxVersion : 80);
+  return "+ptx" + std::to_string(version);
+}
+
 /// fa-select-kernel-config with the pipeline's fixed fields.
 template <typename Options>
 static void addSelectKernelConfig(OpPassManager &pm, const Options &options) {
@@ -82,6 +94,7 @@ static void addSelectKernelConfig(OpPassManager &pm, const Options &options) {
   select.blockKV = options.blockKV;
   select.warps = options.warps;
   select.stages = options.stages;
+  select.dkvSplit = options.dkvSplit;
   pm.addPass(createFASelectKernelConfig(select));
 }
 
@@ -97,8 +110,9 @@ void mlir::fa::buildGPUForwardPipeline(
   pm.addPass(createCSEPass());
 
   pm.addPass(createFAConvertTiledAttentionToGPU());
-  addKernelToBinaryPasses(pm, options.chip, options.features, options.toolkit,
-                          options.format, options.shortSharedPointers);
+  addKernelToBinaryPasses(pm, options.chip, ptxFeatures(options),
+                          options.toolkit, options.format,
+                          options.shortSharedPointers);
 }
 
 void mlir::fa::buildGPUBackwardPipeline(
@@ -110,13 +124,9 @@ void mlir::fa::buildGPUBackwardPipeline(
   // matches.
   pm.addPass(createCSEPass());
   pm.addPass(createFAConvertTiledAttentionBackwardToGPU());
-  // sm_90 and later reduce dQ 8 and 16 bytes at a time (PTX ISA 8.1).
-  const ChipInfo *chip = lookupChip(options.chip);
-  std::string features = options.features;
-  if (chip && chip->vectorReductions && features == "+ptx80")
-    features = "+ptx81";
-  addKernelToBinaryPasses(pm, options.chip, features, options.toolkit,
-                          options.format, options.shortSharedPointers);
+  addKernelToBinaryPasses(pm, options.chip, ptxFeatures(options),
+                          options.toolkit, options.format,
+                          options.shortSharedPointers);
 }
 
 std::string mlir::fa::findCudaToolkit() {
@@ -134,13 +144,73 @@ std::string mlir::fa::findCudaToolkit() {
   return "";
 }
 
+/// The target options a GPU pipeline can honour, checked when the pipeline
+/// is built (the LLVM back end would otherwise stop with a fatal error).
+template <typename Options>
+static LogicalResult
+checkTargetOptions(const Options &options,
+                   function_ref<LogicalResult(const Twine &)> errorHandler) {
+  const ChipInfo *chip = lookupChip(options.chip);
+  if (!chip)
+    return errorHandler("unknown chip '" + options.chip.getValue() +
+                        "' (supported: " + supportedChipNames() + ")");
+  // features: "+ptxNN" (and other "+feature"s, passed through).
+  SmallVector<StringRef> features;
+  StringRef(options.features).split(features, ',', -1, false);
+  for (StringRef feature : features) {
+    unsigned version = 0;
+    if (!feature.consume_front("+ptx"))
+      continue;
+    if (feature.getAsInteger(10, version))
+      return errorHandler("features: bad PTX version '+ptx" + feature + "'");
+    if (version < chip->minPtxVersion)
+      return errorHandler("features: " + chip->name + " needs PTX " +
+                          Twine(chip->minPtxVersion / 10) + "." +
+                          Twine(chip->minPtxVersion % 10) +
+                          " or newer, got +ptx" + Twine(version));
+  }
+  StringRef format = options.format;
+  if (!llvm::is_contained({"isa", "assembly", "bin", "binary", "fatbin",
+                           "fatbinary", "offloading"},
+                          format))
+    return errorHandler("format must be isa, bin, fatbin or offloading, got '" +
+                        format + "'");
+  return success();
+}
+
+/// Registers `build` as pipeline `arg` with its options checked first.
+template <typename Options>
+static void registerGPUPipeline(StringRef arg, StringRef description,
+                                void (*build)(OpPassManager &,
+                                              const Options &)) {
+  registerPassPipeline(
+      arg, description,
+      [arg, build](OpPassManager &pm, StringRef text,
+                   function_ref<LogicalResult(const Twine &)> errorHandler) {
+        Options options;
+        std::string parseErrors;
+        llvm::raw_string_ostream os(parseErrors);
+        if (failed(options.parseFromString(text, os)))
+          return errorHandler(arg + ": " + parseErrors);
+        if (failed(checkTargetOptions(options, [&](const Twine &msg) {
+              return errorHandler(arg + ": " + msg);
+            })))
+          return failure();
+        build(pm, options);
+        return success();
+      },
+      [](function_ref<void(const mlir::detail::PassOptions &)> optHandler) {
+        optHandler(Options());
+      });
+}
+
 void mlir::fa::registerFAGPUPipelines() {
-  PassPipelineRegistration<GPUForwardPipelineOptions>(
+  registerGPUPipeline<GPUForwardPipelineOptions>(
       "fa-gpu-forward",
       "fa.attention on memrefs to a FlashAttention forward kernel "
       "(mma.sync or wgmma) and its PTX in a gpu.binary",
       buildGPUForwardPipeline);
-  PassPipelineRegistration<GPUBackwardPipelineOptions>(
+  registerGPUPipeline<GPUBackwardPipelineOptions>(
       "fa-gpu-backward",
       "fa.attention_backward on memrefs to the FlashAttention backward "
       "kernels (mma.sync or wgmma) and their PTX in one gpu.binary",

@@ -27,6 +27,9 @@ void mlir::fa::buildModuleToLLVMPipeline(OpPassManager &pm) {
   // The host runs query blocks one after the other.
   pm.addPass(createForallToForLoopPass());
   bufferization::buildBufferDeallocationPipeline(pm);
+  // The deallocation pipeline copies buffers a function returns without
+  // owning them (bufferization.clone): memref.alloc + memref.copy.
+  pm.addPass(createConvertBufferizationToMemRefPass());
   pm.addPass(createConvertLinalgToLoopsPass());
   pm.addPass(createLowerAffinePass());
   pm.addPass(memref::createExpandStridedMetadataPass());

@@ -13,6 +13,9 @@ from . import _manifest as M
 
 LAYOUTS = ("bhsd", "bshd")
 MAX_HEAD_DIM = 256
+# The longest sequence the GPU kernels take (kMaxKernelSequenceLength in
+# include/fa/Dialect/FA/IR/KernelResources.h: 32-bit index and mask math).
+MAX_SEQUENCE_LENGTH = 1 << 28
 
 
 @dataclass(frozen=True)
@@ -128,6 +131,11 @@ def check_shapes(q_shape, k_shape, v_shape, layout: str) -> Dims:
     if kh > 0 and qh % kh:
         raise ValueError(f"the number of query heads ({qh}) must be a multiple of the "
                          f"number of key/value heads ({kh})")
+    for n, length in (("q", qn), ("k/v", kn)):
+        if length >= MAX_SEQUENCE_LENGTH:
+            raise ValueError(f"the sequence length of {n} ({length}) is too long: the kernels "
+                             f"compute indices in 32 bits and take at most "
+                             f"{MAX_SEQUENCE_LENGTH - 1}")
     for n, d in (("q/k", qd), ("v", vd)):
         if d < 8 or d > MAX_HEAD_DIM or d % 8:
             raise ValueError(f"unsupported head dim {d} of {n}: it must be a multiple of 8 "

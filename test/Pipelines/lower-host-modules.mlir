@@ -52,3 +52,18 @@ module @top {
     }
   }
 }
+
+// -----
+
+// A function that returns its argument: the deallocation pipeline returns a
+// bufferization.clone of it (the caller owns results), which becomes an
+// allocation and a copy; nothing of bufferization is left.
+
+// CHECK-LABEL: llvm.func @return_argument
+// CHECK-NOT:     bufferization
+// CHECK:         llvm.call @malloc
+// CHECK-NOT:     bufferization
+// CHECK:         llvm.return
+func.func @return_argument(%a: tensor<16x64xf32>) -> tensor<16x64xf32> {
+  return %a : tensor<16x64xf32>
+}

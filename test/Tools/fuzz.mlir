@@ -3,7 +3,7 @@
 // manifest over sm_80's shared memory with --causal. Both are found, saved
 // and reduced; the run fails while they are new and passes once allowed.
 // RUN: rm -rf %t && mkdir -p %t
-// RUN: not python3 %S/../../scripts/fuzz.py --bin %S/Inputs/fuzz --seed 3 --iterations 30 --out %t/out > %t/log
+// RUN: not python3 %S/../../scripts/fuzz.py --bin %S/Inputs/fuzz --seeds %S/Inputs/fuzz-seeds --seed 3 --iterations 30 --out %t/out > %t/log
 // RUN: FileCheck %s < %t/log
 // CHECK: fuzz: 30 cases
 // CHECK-DAG: NEW {{.*}} fa-compile: forward mma.sync on sm_80: dynamic shared memory over the chip's limit
@@ -20,7 +20,7 @@
 
 // The same seed finds the same cases; allowed signatures do not fail it.
 // RUN: printf 'crashOnWindow\n# a comment\nshared memory\n' > %t/allow
-// RUN: python3 %S/../../scripts/fuzz.py --bin %S/Inputs/fuzz --seed 3 --iterations 30 --allow %t/allow --out %t/out2 | FileCheck %s --check-prefix=KNOWN
+// RUN: python3 %S/../../scripts/fuzz.py --bin %S/Inputs/fuzz --seeds %S/Inputs/fuzz-seeds --seed 3 --iterations 30 --allow %t/allow --out %t/out2 | FileCheck %s --check-prefix=KNOWN
 // KNOWN: fuzz: 30 cases
 // KNOWN-DAG: known {{.*}} fa-compile: forward mma.sync
 // KNOWN-DAG: known {{.*}} fa-opt: SIGSEGV in fake::crashOnWindow

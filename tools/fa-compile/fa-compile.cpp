@@ -14,6 +14,7 @@
 #include "fa/Dialect/FA/IR/FAOps.h"
 #include "fa/Dialect/FA/Transforms/Passes.h"
 #include "fa/InitAllPasses.h"
+#include "fa/Pipelines/GPUPipelines.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
@@ -33,7 +34,9 @@
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/JSON.h"
+#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
+#include "llvm/Support/Program.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/ToolOutputFile.h"
 
@@ -93,6 +96,11 @@ static cl::opt<int64_t>
     stages("stages",
            cl::desc("Forward: K/V shared-memory stages, 1 or 2 (0 = choose)"),
            cl::init(0), cl::cat(category));
+static cl::opt<int64_t> dkvSplit(
+    "dkv-split",
+    cl::desc("Backward: thread blocks per key block, each with a slice of "
+             "the dK/dV columns (0 = choose)"),
+    cl::init(0), cl::cat(category));
 static cl::opt<std::string>
     mma("mma",
         cl::desc("Tensor-core instructions: auto (wgmma on sm_90a where the "
@@ -109,6 +117,11 @@ static cl::opt<bool> defaultSet(
     "default-set",
     cl::desc("Compile the default kernel set (forward and backward x D "
              "64/128 x f16/bf16 x causal/not x sm_80/sm_90a) into -o"),
+    cl::init(false), cl::cat(category));
+static cl::opt<bool> noSpillCheck(
+    "no-spill-check",
+    cl::desc("Take the first configuration that fits without asking ptxas "
+             "whether it spills registers"),
     cl::init(false), cl::cat(category));
 static cl::opt<bool> emitMLIR("emit-mlir",
                               cl::desc("Also write <name>.mlir (final IR)"),
@@ -128,7 +141,7 @@ struct KernelConfig {
   bool deterministic = false;
   /// What the user fixes of the kernel configuration (0 / "auto": chosen
   /// by fa-select-kernel-config).
-  int64_t blockQ = 0, blockKV = 0, warps = 0, stages = 0;
+  int64_t blockQ = 0, blockKV = 0, warps = 0, stages = 0, dkvSplit = 0;
   std::string mma = "auto";
   bool backward() const { return kind == "backward"; }
 
@@ -369,6 +382,134 @@ FailureOr<llvm::json::Object> describeLaunch(gpu::LaunchFuncOp launch,
                             {"params", std::move(params)}};
 }
 
+/// Configurations fa-compile tries before it settles for one that spills.
+constexpr int64_t kMaxCandidates = 8;
+
+/// What one configuration compiles to.
+struct CompiledCandidate {
+  fa::KernelConfigAttr config;
+  std::string ptx;
+};
+
+/// Runs fa-select-kernel-config (taking its `skip`-th choice) and the GPU
+/// pipeline on `module`; the launches and the one binary are checked.
+FailureOr<CompiledCandidate> compileCandidate(MLIRContext &ctx, ModuleOp module,
+                                              const KernelConfig &config,
+                                              int64_t skip, StringRef name,
+                                              bool quiet) {
+  Operation *attention = nullptr;
+  module->walk([&](Operation *op) {
+    if (!attention && isa<fa::AttentionOp, fa::AttentionBackwardOp>(op))
+      attention = op;
+  });
+  std::string mmaName = config.mma == "mma.sync" ? "mma_sync" : config.mma;
+  std::string select = llvm::formatv(
+      "fa-select-kernel-config{{chip={0} mma={1} block-q={2} block-kv={3} "
+      "warps={4} stages={5} dkv-split={6} skip={7}}",
+      config.chip, mmaName, config.blockQ, config.blockKV, config.warps,
+      config.stages, config.dkvSplit, skip);
+  PassManager selectPm(&ctx);
+  if (failed(parsePassPipeline(select, selectPm, llvm::errs())))
+    return module->emitError("fa-compile: cannot build pipeline '")
+           << select << "'";
+  // Later candidates run out quietly: the first one's errors were reported.
+  std::optional<ScopedDiagnosticHandler> silence;
+  if (quiet)
+    silence.emplace(&ctx, [](Diagnostic &) { return success(); });
+  if (failed(selectPm.run(module)))
+    return failure();
+  silence.reset();
+  auto kernelConfig =
+      attention->getAttrOfType<fa::KernelConfigAttr>("kernel_config");
+  if (!kernelConfig)
+    return attention->emitError("fa-compile: no kernel_config was selected");
+  if (kernelConfig.getChip() != config.chip)
+    return attention->emitError("fa-compile: the op's kernel_config is for ")
+           << kernelConfig.getChip() << ", not --chip=" << config.chip;
+
+  std::string pipeline =
+      llvm::formatv("{0}{{chip={1}}",
+                    !pipelineName.empty() ? pipelineName.getValue()
+                    : config.backward()   ? "fa-gpu-backward"
+                                          : "fa-gpu-forward",
+                    config.chip);
+  PassManager pm(&ctx);
+  if (failed(parsePassPipeline(pipeline, pm, llvm::errs())))
+    return module->emitError("fa-compile: cannot build pipeline '")
+           << pipeline << "'";
+  if (failed(pm.run(module)))
+    return module->emitError("fa-compile: the pipeline failed for ") << name;
+  // The launches and the binary.
+  SmallVector<gpu::LaunchFuncOp> launches;
+  module->walk([&](gpu::LaunchFuncOp op) { launches.push_back(op); });
+  SmallVector<gpu::BinaryOp> binaries;
+  module->walk([&](gpu::BinaryOp op) { binaries.push_back(op); });
+  size_t expected = config.backward() ? 3 : 1;
+  if (launches.size() != expected || binaries.size() != 1 ||
+      binaries[0].getObjects().size() != 1)
+    return module->emitError("fa-compile: expected ")
+           << expected << " gpu.launch_func and one gpu.binary, got "
+           << launches.size() << " and " << binaries.size();
+  auto object = cast<gpu::ObjectAttr>(binaries[0].getObjects()[0]);
+  StringRef ptx = object.getObject().getValue();
+  // A call left to an external function means libdevice was not linked: the
+  // PTX would not assemble.
+  if (ptx.contains(".extern .func"))
+    return module->emitError("fa-compile: the PTX calls external functions "
+                             "(libdevice not found); set CUDA_HOME to a CUDA "
+                             "toolkit with nvvm/libdevice");
+  return CompiledCandidate{kernelConfig, ptx.str()};
+}
+
+/// ptxas of the CUDA toolkit whose libdevice the pipelines link, or "".
+std::string findPtxas() {
+  if (noSpillCheck)
+    return "";
+  std::string toolkit = fa::findCudaToolkit();
+  if (toolkit.empty())
+    return "";
+  SmallString<128> path(toolkit);
+  llvm::sys::path::append(path, "bin", "ptxas");
+  return llvm::sys::fs::can_execute(path) ? std::string(path) : "";
+}
+
+/// Bytes of register spills (stores) ptxas reports for the kernels of
+/// `ptx`, or -1 when it does not assemble.
+int64_t spillBytes(StringRef ptxas, StringRef ptx, StringRef chip) {
+  SmallString<128> in, log;
+  if (llvm::sys::fs::createTemporaryFile("fa-compile", "ptx", in) ||
+      llvm::sys::fs::createTemporaryFile("fa-compile", "log", log))
+    return 0;
+  {
+    std::error_code ec;
+    llvm::raw_fd_ostream os(in, ec);
+    os << ptx;
+  }
+  std::string arch = ("-arch=" + chip).str();
+  StringRef args[] = {ptxas, arch, "-v", in, "-o", "/dev/null"};
+  std::optional<StringRef> redirects[] = {std::nullopt, StringRef(log),
+                                          StringRef(log)};
+  int rc = llvm::sys::ExecuteAndWait(ptxas, args, std::nullopt, redirects);
+  int64_t spills = 0;
+  if (auto buf = llvm::MemoryBuffer::getFile(log)) {
+    // "... 0 bytes stack frame, 8 bytes spill stores, 8 bytes spill loads"
+    SmallVector<StringRef> lines;
+    (*buf)->getBuffer().split(lines, '\n');
+    for (StringRef line : lines) {
+      size_t at = line.find(" bytes spill stores");
+      if (at == StringRef::npos)
+        continue;
+      StringRef head = line.take_front(at).rtrim();
+      int64_t n = 0;
+      if (!head.substr(head.rfind(' ') + 1).getAsInteger(10, n))
+        spills += n;
+    }
+  }
+  llvm::sys::fs::remove(in);
+  llvm::sys::fs::remove(log);
+  return rc == 0 ? spills : -1;
+}
+
 LogicalResult compileOne(MLIRContext &ctx, const KernelConfig &flags,
                          OwningOpRef<ModuleOp> module) {
   // Find the op and derive the config from it.
@@ -394,64 +535,54 @@ LogicalResult compileOne(MLIRContext &ctx, const KernelConfig &flags,
   if (config.dtype == "f32")
     return attention->emitError(
         "fa-compile: the GPU kernels take f16 or bf16 inputs, not f32");
-  auto host = attention->getParentOfType<func::FuncOp>();
   std::string name =
       kernelName.empty() || defaultSet ? config.defaultName() : kernelName;
+  bool ownConfig = attention->hasAttr("kernel_config");
+  std::string hostName =
+      attention->getParentOfType<func::FuncOp>().getName().str();
+  bool allFixed = config.blockQ && config.blockKV && config.warps &&
+                  (config.backward() ? config.dkvSplit : config.stages) &&
+                  config.mma != "auto";
+  std::string ptxas = findPtxas();
 
-  // The kernel configuration: the op's own, or fa-select-kernel-config's
-  // choice with the fixed flags. Everything below reads it from the op.
-  std::string mmaName = config.mma == "mma.sync" ? "mma_sync" : config.mma;
-  std::string select = llvm::formatv(
-      "fa-select-kernel-config{{chip={0} mma={1} block-q={2} block-kv={3} "
-      "warps={4} stages={5}}",
-      config.chip, mmaName, config.blockQ, config.blockKV, config.warps,
-      config.stages);
-  PassManager selectPm(&ctx);
-  if (failed(parsePassPipeline(select, selectPm, llvm::errs())))
-    return module->emitError("fa-compile: cannot build pipeline '")
-           << select << "'";
-  if (failed(selectPm.run(*module)))
-    return failure();
-  auto kernelConfig =
-      attention->getAttrOfType<fa::KernelConfigAttr>("kernel_config");
-  if (!kernelConfig)
-    return attention->emitError("fa-compile: no kernel_config was selected");
-  if (kernelConfig.getChip() != config.chip)
-    return attention->emitError("fa-compile: the op's kernel_config is for ")
-           << kernelConfig.getChip() << ", not --chip=" << config.chip;
+  // fa-select-kernel-config orders the configurations that fit the chip by
+  // preference; the first whose kernels assemble without register spills
+  // (when ptxas is at hand) is taken, else the one that spills least.
+  OwningOpRef<ModuleOp> best;
+  fa::KernelConfigAttr kernelConfig;
+  std::string ptx;
+  int64_t bestSpills = -1;
+  for (int64_t skip = 0; skip < kMaxCandidates; ++skip) {
+    OwningOpRef<ModuleOp> work = cast<ModuleOp>(module->clone());
+    FailureOr<CompiledCandidate> c =
+        compileCandidate(ctx, *work, config, skip, name, /*quiet=*/skip > 0);
+    if (failed(c)) {
+      if (skip == 0)
+        return failure();
+      break; // no further candidate
+    }
+    int64_t spills = ptxas.empty() ? 0 : spillBytes(ptxas, c->ptx, config.chip);
+    if (spills < 0)
+      return module->emitError("fa-compile: ptxas rejects the PTX of ")
+             << name << " (" << Attribute(c->config) << ")";
+    if (bestSpills < 0 || spills < bestSpills) {
+      best = std::move(work);
+      kernelConfig = c->config;
+      ptx = c->ptx;
+      bestSpills = spills;
+    }
+    if (spills == 0 || ownConfig || allFixed)
+      break;
+  }
+  if (bestSpills > 0)
+    llvm::errs() << "fa-compile: warning: " << name << " spills " << bestSpills
+                 << " bytes of registers (" << Attribute(kernelConfig) << ")\n";
+  // (`attention` was the original module's: gone now.)
+  module = std::move(best);
+  auto host = module->lookupSymbol<func::FuncOp>(hostName);
   bool wgmma = kernelConfig.getMma() == fa::MmaKind::Wgmma;
-
-  std::string pipeline =
-      llvm::formatv("{0}{{chip={1}}",
-                    !pipelineName.empty() ? pipelineName.getValue()
-                    : config.backward()   ? "fa-gpu-backward"
-                                          : "fa-gpu-forward",
-                    config.chip);
-  PassManager pm(&ctx);
-  if (failed(parsePassPipeline(pipeline, pm, llvm::errs())))
-    return module->emitError("fa-compile: cannot build pipeline '")
-           << pipeline << "'";
-  if (failed(pm.run(*module)))
-    return module->emitError("fa-compile: the pipeline failed for ") << name;
-  // Collect the launches and the binary.
   SmallVector<gpu::LaunchFuncOp> launches;
   module->walk([&](gpu::LaunchFuncOp op) { launches.push_back(op); });
-  SmallVector<gpu::BinaryOp> binaries;
-  module->walk([&](gpu::BinaryOp op) { binaries.push_back(op); });
-  size_t expected = config.backward() ? 3 : 1;
-  if (launches.size() != expected || binaries.size() != 1 ||
-      binaries[0].getObjects().size() != 1)
-    return module->emitError("fa-compile: expected ")
-           << expected << " gpu.launch_func and one gpu.binary, got "
-           << launches.size() << " and " << binaries.size();
-  auto object = cast<gpu::ObjectAttr>(binaries[0].getObjects()[0]);
-  StringRef ptx = object.getObject().getValue();
-  // A call left to an external function means libdevice was not linked: the
-  // PTX would not assemble.
-  if (ptx.contains(".extern .func"))
-    return module->emitError("fa-compile: the PTX calls external functions "
-                             "(libdevice not found); set CUDA_HOME to a CUDA "
-                             "toolkit with nvvm/libdevice");
 
   llvm::json::Object manifest{
       {"version", 1},
@@ -472,6 +603,8 @@ LogicalResult compileOne(MLIRContext &ctx, const KernelConfig &flags,
       {"warps", kernelConfig.getWarps()},
       {"mma", wgmma ? "wgmma" : "mma.sync"},
   };
+  if (config.backward())
+    manifest["dkv_split"] = kernelConfig.getDkvSplit();
   if (!config.backward()) {
     FailureOr<llvm::json::Object> k = describeLaunch(
         launches[0], host, kForwardArgs,
@@ -499,7 +632,13 @@ LogicalResult compileOne(MLIRContext &ctx, const KernelConfig &flags,
             "Hq", "B"};
       else
         grid = llvm::json::Array{
-            llvm::formatv("ceildiv(Nk, {0})", kernelConfig.getBlockKV()).str(),
+            kernelConfig.getDkvSplit() > 1
+                ? llvm::formatv("ceildiv(Nk, {0}) * {1}",
+                                kernelConfig.getBlockKV(),
+                                kernelConfig.getDkvSplit())
+                      .str()
+                : llvm::formatv("ceildiv(Nk, {0})", kernelConfig.getBlockKV())
+                      .str(),
             "Hkv", "B"};
       FailureOr<llvm::json::Object> k =
           describeLaunch(launch, host, kBackwardArgs, std::move(grid));
@@ -621,6 +760,7 @@ FailureOr<KernelConfig> configFromFlags() {
   c.blockKV = blockKV;
   c.warps = warps;
   c.stages = stages;
+  c.dkvSplit = dkvSplit;
   c.mma = mma;
   if (c.mma != "auto" && c.mma != "mma.sync" && c.mma != "mma_sync" &&
       c.mma != "wgmma") {
@@ -632,7 +772,8 @@ FailureOr<KernelConfig> configFromFlags() {
        {std::pair<const char *, int64_t>{"--block-q", c.blockQ},
         {"--block-kv", c.blockKV},
         {"--warps", c.warps},
-        {"--stages", c.stages}}) {
+        {"--stages", c.stages},
+        {"--dkv-split", c.dkvSplit}}) {
     if (v < 0) {
       llvm::errs() << "fa-compile: " << flag << " must be >= 0 (0 = choose), "
                    << "got " << v << "\n";

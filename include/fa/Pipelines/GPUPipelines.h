@@ -23,8 +23,9 @@ struct GPUTargetPipelineOptions : public PassPipelineOptions<Derived> {
       *this, "chip", llvm::cl::desc("Target chip (sm_80, sm_90a, ...)"),
       llvm::cl::init("sm_80")};
   typename Base::template Option<std::string> features{
-      *this, "features", llvm::cl::desc("PTX features"),
-      llvm::cl::init("+ptx80")};
+      *this, "features",
+      llvm::cl::desc("PTX features (default: +ptx80, or the chip's oldest "
+                     "PTX version if newer)")};
   typename Base::template Option<std::string> toolkit{
       *this, "toolkit",
       llvm::cl::desc("CUDA toolkit root for libdevice (default: $CUDA_HOME "
@@ -58,6 +59,11 @@ struct GPUKernelPipelineOptions : public GPUTargetPipelineOptions<Derived> {
   typename Base::template Option<int64_t> stages{
       *this, "stages",
       llvm::cl::desc("Shared-memory buffers per streamed tile (0 = choose)"),
+      llvm::cl::init(0)};
+  typename Base::template Option<int64_t> dkvSplit{
+      *this, "dkv-split",
+      llvm::cl::desc("Backward: thread blocks per key block sharing the "
+                     "dK/dV columns (0 = choose)"),
       llvm::cl::init(0)};
 };
 

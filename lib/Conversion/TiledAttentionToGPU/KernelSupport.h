@@ -34,6 +34,14 @@ constexpr double kLn2 = 0.6931471805599453;
 /// Elements of a 16-byte chunk (one cp.async, one ldmatrix row) of f16/bf16.
 constexpr int64_t kChunk = kTileChunk;
 
+/// The kernels compute key - query differences and the window's limits in
+/// i32: a window bound is saturated here, far above any sequence they take
+/// (kMaxKernelSequenceLength), so that `off + right - d0` cannot wrap (a
+/// bound of 2^31 - 1 would hide every key).
+inline int64_t saturatedWindowBound(int64_t bound) {
+  return std::min<int64_t>(bound, 2 * kMaxKernelSequenceLength);
+}
+
 /// A tile in shared memory: its layout (TileLayout, the resource model's
 /// definition) and a flat 1-d memref view of it (element index
 /// row * storedCols() + col, panel by panel): every address is then one
@@ -91,6 +99,15 @@ public:
   }
   Value smemIndex(Value off32) {
     return arith::IndexCastOp::create(b, loc, b.getIndexType(), off32);
+  }
+
+  /// cp.async groups: commit the copies issued since the last commit; wait
+  /// until at most `pending` committed groups are in flight. (The NVVM ops:
+  /// nvgpu's token-carrying forms print a commit of no tokens in a form that
+  /// does not parse back.)
+  void commitCopies() { NVVM::CpAsyncCommitGroupOp::create(b, loc); }
+  void waitCopies(int64_t pending) {
+    NVVM::CpAsyncWaitGroupOp::create(b, loc, pending);
   }
 
   /// Deals `total` items to `workers` workers: worker `id` takes items id,

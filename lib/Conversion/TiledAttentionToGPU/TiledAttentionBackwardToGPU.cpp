@@ -211,6 +211,12 @@ struct BackwardConfig {
   bool vectorAtomics = false;
   /// Key-block kernel on warpgroup MMAs (sm_90a).
   bool wgmma = false;
+  /// Key-block kernel: thread blocks per key block, each keeping the dK, dV
+  /// (and adding the dQ) columns of one slice of the head dims.
+  int64_t split = 1;
+  /// Columns of dK (and dQ) and of dV per slice.
+  int64_t dkCols() const { return d / split; }
+  int64_t dvCols() const { return dv / split; }
 
   int64_t threads() const { return warps * kWarpSize; }
   /// exp2 factor of the scores u: p = exp2(u c - lse2).
@@ -220,7 +226,8 @@ struct BackwardConfig {
 };
 
 FailureOr<BackwardConfig> getConfig(AttentionBackwardStepOp step, int64_t warps,
-                                    bool keyRows, Operation *anchor) {
+                                    bool keyRows, Operation *anchor,
+                                    int64_t split = 1) {
   auto fail = [&](const Twine &why) -> FailureOr<BackwardConfig> {
     anchor->emitError("fa-convert-tiled-attention-backward-to-gpu: ") << why;
     return failure();
@@ -254,7 +261,11 @@ FailureOr<BackwardConfig> getConfig(AttentionBackwardStepOp step, int64_t warps,
   if (kRowKernelThreads % cfg.br)
     return fail("block-q must divide 128");
   if (keyRows) {
-    cfg.dqChunk = backwardDqChunk(cfg.br, cfg.d, warps);
+    cfg.split = split;
+    if (cfg.d % (16 * split) || cfg.dv % (16 * split))
+      return fail("dkv_split must cut the head dims into whole 16-column "
+                  "tiles");
+    cfg.dqChunk = backwardDqChunk(cfg.br, cfg.dkCols(), warps);
     if (!cfg.dqChunk)
       return fail("the dQ tiles of block-q x head dim do not split evenly "
                   "over the warps");
@@ -359,14 +370,11 @@ public:
         b.getUnitAttr());
   }
 
-  void commit() {
-    nvgpu::DeviceAsyncCreateGroupOp::create(
-        b, loc, nvgpu::DeviceAsyncTokenType::get(b.getContext()), ValueRange{});
-  }
+  void commit() { commitCopies(); }
+  /// Every copy issued so far has landed (cp.async.wait_all).
   void waitAll() {
-    Value token = nvgpu::DeviceAsyncCreateGroupOp::create(
-        b, loc, nvgpu::DeviceAsyncTokenType::get(b.getContext()), ValueRange{});
-    nvgpu::DeviceAsyncWaitOp::create(b, loc, token, b.getI32IntegerAttr(0));
+    commitCopies();
+    waitCopies(0);
   }
 
   /// ldmatrix lane offsets. Pattern A: matrices (r, c), (r + 8, c),
@@ -416,11 +424,11 @@ public:
 
   /// out += L R: L as C fragments ([mTiles, k], `lhsTiles` n8 tiles per row
   /// tile, packed into A fragments in registers), R = rows [bRow0, +k) of
-  /// `rhs` read transposed, `width` columns.
+  /// `rhs` read transposed, `width` columns from `col0` (0 if null).
   void accumulateFrags(WarpFragments &frags, SmallVector<Value> &out,
                        ArrayRef<Value> lhs, int64_t lhsTiles, int64_t mTiles,
                        int64_t k, const SmemTile &rhs, Value laneR, Value bRow0,
-                       int64_t width) {
+                       int64_t width, Value col0 = Value()) {
     int64_t nn = width / 8;
     for (int64_t kk = 0; kk < k / 16; ++kk) {
       SmallVector<Value> af;
@@ -428,8 +436,9 @@ public:
         af.push_back(frags.packA(lhs[mt * lhsTiles + 2 * kk],
                                  lhs[mt * lhsTiles + 2 * kk + 1]));
       for (int64_t dp = 0; dp < width / 16; ++dp) {
-        auto bs = frags.splitB(load(rhs, laneR, add(bRow0, idx(16 * kk)),
-                                    idx(16 * dp), true, frags));
+        Value col = col0 ? add(col0, idx(16 * dp)) : idx(16 * dp);
+        auto bs = frags.splitB(
+            load(rhs, laneR, add(bRow0, idx(16 * kk)), col, true, frags));
         for (int64_t mt = 0; mt < mTiles; ++mt) {
           frags.mma16(af[mt], bs,
                       MutableArrayRef<Value>(out).slice(mt * nn + 2 * dp, 2));
@@ -448,10 +457,14 @@ public:
     lim.keyLimit = toI32(sub(kLen, key0));
     if (cfg.mask.right)
       lim.rightLimit =
-          sub(arith::AddIOp::create(b, loc, off, i32(*cfg.mask.right)), d0);
+          sub(arith::AddIOp::create(b, loc, off,
+                                    i32(saturatedWindowBound(*cfg.mask.right))),
+              d0);
     if (cfg.mask.left)
       lim.leftLimit =
-          sub(arith::SubIOp::create(b, loc, off, i32(*cfg.mask.left)), d0);
+          sub(arith::SubIOp::create(b, loc, off,
+                                    i32(saturatedWindowBound(*cfg.mask.left))),
+              d0);
     return lim;
   }
 
@@ -866,6 +879,9 @@ private:
   Value lse2, delta, dqAcc;
   IRMapping base;
   Value nq, nk, kStart, kBatch, kHead, qbLo, nQB, warp, warpKey0;
+  /// This block's slice of the head-dim columns (0 unless split) and its
+  /// first dK / dV column.
+  Value slice, dkCol0, dvCol0;
   SmemTile kTile, vTile, qTile, doTile, dsTile;
   Value lseS, deltaS;
   Value laneK, laneQB, laneV, laneDoB, laneDoA, laneQA, laneDsB, laneKA;
@@ -940,8 +956,8 @@ KeyBlockKernel::gradients(IRMapping &it, Value qRow0, ArrayRef<Value> s,
 }
 
 SmallVector<Value> KeyBlockKernel::body(Value t, Value buf, ValueRange acc) {
-  const int64_t m = cfg.mTiles, nqt = cfg.br / 8, ndk = cfg.d / 8,
-                ndv = cfg.dv / 8;
+  const int64_t m = cfg.mTiles, nqt = cfg.br / 8, ndk = cfg.dkCols() / 8,
+                ndv = cfg.dvCols() / 8;
   IRMapping it = iteration(t);
   Value qRow0 = mul(buf, idx(cfg.br));
   auto keyRow = [&](int64_t mt) { return add(warpKey0, idx(16 * mt)); };
@@ -960,8 +976,11 @@ SmallVector<Value> KeyBlockKernel::body(Value t, Value buf, ValueRange acc) {
   // row tiles read transposed.
   SmallVector<Value> dk(acc.take_front(m * ndk)),
       dv(acc.slice(m * ndk, m * ndv));
-  accumulateFrags(frags, dv, p, nqt, m, cfg.br, doTile, laneDoA, qRow0, cfg.dv);
-  accumulateFrags(frags, dk, ds, nqt, m, cfg.br, qTile, laneQA, qRow0, cfg.d);
+  // (This block's slice of the columns.)
+  accumulateFrags(frags, dv, p, nqt, m, cfg.br, doTile, laneDoA, qRow0,
+                  cfg.dvCols(), dvCol0);
+  accumulateFrags(frags, dk, ds, nqt, m, cfg.br, qTile, laneQA, qRow0,
+                  cfg.dkCols(), dkCol0);
 
   if (n.withDq) {
     // dS^T to shared memory, then each warp adds its query rows of
@@ -981,11 +1000,12 @@ SmallVector<Value> KeyBlockKernel::body(Value t, Value buf, ValueRange acc) {
           qStart = clone(n.in.q.offsets[2], it);
     // Work units of dQ: (16-row tile, column chunk) pairs, dealt to the
     // warps round-robin.
-    int64_t mq = cfg.br / 16, chunk = cfg.dqChunk, units = mq * cfg.d / chunk;
+    int64_t mq = cfg.br / 16, chunk = cfg.dqChunk,
+            units = mq * cfg.dkCols() / chunk;
     for (int64_t i = 0; i < units / cfg.warps; ++i) {
       Value u = add(warp, idx(i * cfg.warps));
       Value qr = mul(remu(u, mq), idx(16));
-      Value c0 = mul(divu(u, mq), idx(chunk));
+      Value c0 = add(dkCol0, mul(divu(u, mq), idx(chunk)));
       SmallVector<Value> dq(chunk / 8, frags.zeroC());
       for (int64_t kk = 0; kk < cfg.bc / 16; ++kk) {
         Value a = load(dsTile, laneDsB, idx(16 * kk), qr, true, frags);
@@ -1020,15 +1040,23 @@ SmallVector<Value> KeyBlockKernel::body(Value t, Value buf, ValueRange acc) {
 
 SmallVector<Value> KeyBlockKernel::bodyWgmma(Value t, Value buf,
                                              ValueRange acc) {
-  const int64_t nqt = cfg.br / 8, ndk = cfg.d / 8, ndv = cfg.dv / 8;
+  const int64_t nqt = cfg.br / 8, ndk = cfg.dkCols() / 8,
+                ndv = cfg.dvCols() / 8;
   const int64_t rowBytes = SmemTile::kPanelRowBytes, k16Bytes = 16 * rowBytes;
   IRMapping it = iteration(t);
   Value qRow0 = mul(buf, idx(cfg.br));
   Value bufBytes = mul(qRow0, idx(rowBytes));
   Value qB = wg.advance(wg.opaque(qDescB), bufBytes),
         doB = wg.advance(wg.opaque(doDescB), bufBytes);
-  Value qMN = wg.advance(wg.opaque(qDescMN), bufBytes),
-        doMN = wg.advance(wg.opaque(doDescMN), bufBytes);
+  // dK and dV read this block's slice of Q and dO: whole panels (split > 1).
+  Value qMN = wg.advance(
+            wg.opaque(qDescMN),
+            add(bufBytes,
+                mul(slice, idx(cfg.dkCols() / 64 * qTile.panelStride() * 2)))),
+        doMN = wg.advance(
+            wg.opaque(doDescMN),
+            add(bufBytes,
+                mul(slice, idx(cfg.dvCols() / 64 * doTile.panelStride() * 2))));
   Value kA = wg.opaque(kDescA), vA = wg.opaque(vDescA);
 
   // S^T = K Q^T and dP^T = V dO^T: this warpgroup's 64 keys against the
@@ -1085,10 +1113,10 @@ SmallVector<Value> KeyBlockKernel::bodyWgmma(Value t, Value buf,
   wg.fence();
   for (int64_t kk = 0; kk < cfg.br / 16; ++kk)
     dv = wg.mmaRS(ArrayRef<Value>(pRegs).slice(4 * kk, 4),
-                  wg.advance(doMN, kk * k16Bytes), cfg.dv, dv);
+                  wg.advance(doMN, kk * k16Bytes), cfg.dvCols(), dv);
   for (int64_t kk = 0; kk < cfg.br / 16; ++kk)
     dk = wg.mmaRS(ArrayRef<Value>(dsRegs).slice(4 * kk, 4),
-                  wg.advance(qMN, kk * k16Bytes), cfg.d, dk);
+                  wg.advance(qMN, kk * k16Bytes), cfg.dkCols(), dk);
   wg.commit();
 
   if (n.withDq) {
@@ -1114,28 +1142,50 @@ SmallVector<Value> KeyBlockKernel::bodyWgmma(Value t, Value buf,
     Value qBatch = clone(n.in.q.offsets[0], it),
           qHead = clone(n.in.q.offsets[1], it),
           qStart = clone(n.in.q.offsets[2], it);
-    // dQ = dS K in (64 queries, 64 columns) units dealt to the warpgroups;
-    // A = dS (dS^T read MN-major), B = K read MN-major, 16 keys per k-step.
-    int64_t groups = cfg.warps / 4, mq = cfg.br / 64, units = mq * (cfg.d / 64);
+    // dQ = dS K in (64 queries, 64 columns) units of this block's slice,
+    // dealt to the warpgroups; A = dS (dS^T read MN-major), B = K read
+    // MN-major, 16 keys per k-step. A head dim that is no multiple of 64
+    // (D = 96, unsplit) ends in a narrower unit.
+    int64_t panels = llvm::divideCeil(cfg.dkCols(), 64),
+            lastCols = cfg.dkCols() - 64 * (panels - 1);
+    int64_t groups = cfg.warps / 4, mq = cfg.br / 64, units = mq * panels;
+    Value panel0 = mul(slice, idx(cfg.dkCols() / 64));
     // (Fewer units than warpgroups in the last round: the others go on.)
     forEachDealt(divu(warp, 4), groups, units, [&](Value u) {
       Value mt = remu(u, mq), c = divu(u, mq);
       Value dsA = wg.advance(wg.opaque(dsDescA),
                              mul(mt, idx(dsTile.panelStride() * 2)));
-      Value kB =
-          wg.advance(wg.opaque(kDescMN), mul(c, idx(kTile.panelStride() * 2)));
-      wg.fence();
-      SmallVector<Value> dq;
-      for (int64_t kk = 0; kk < cfg.bc / 16; ++kk)
-        dq = wg.mmaSS(wg.advance(dsA, kk * k16Bytes),
-                      wg.advance(kB, kk * k16Bytes), 64, dq,
-                      NVVM::MMALayout::col, NVVM::MMALayout::row);
-      wg.commit();
-      wg.wait(0);
+      Value kB = wg.advance(wg.opaque(kDescMN),
+                            mul(add(panel0, c), idx(kTile.panelStride() * 2)));
       Value row0 =
           add(add(qStart, mul(mt, idx(64))), mul(remu(warp, 4), idx(16)));
-      stageAndReduce(toFrags(wg.fenceOperands(dq)), 64, qBatch, qHead, row0,
-                     mul(c, idx(64)));
+      Value col0 = add(dkCol0, mul(c, idx(64)));
+      auto unit = [&](int64_t cols) {
+        wg.fence();
+        SmallVector<Value> dq;
+        for (int64_t kk = 0; kk < cfg.bc / 16; ++kk)
+          dq = wg.mmaSS(wg.advance(dsA, kk * k16Bytes),
+                        wg.advance(kB, kk * k16Bytes), cols, dq,
+                        NVVM::MMALayout::col, NVVM::MMALayout::row);
+        wg.commit();
+        wg.wait(0);
+        stageAndReduce(toFrags(wg.fenceOperands(dq)), cols, qBatch, qHead, row0,
+                       col0);
+      };
+      if (lastCols == 64) {
+        unit(64);
+        return;
+      }
+      auto ifOp = scf::IfOp::create(
+          b, loc,
+          arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, c,
+                                idx(panels - 1)),
+          /*withElseRegion=*/true);
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(ifOp.thenBlock());
+      unit(lastCols);
+      b.setInsertionPointToStart(ifOp.elseBlock());
+      unit(64);
     });
   }
   wg.wait(0);
@@ -1220,9 +1270,10 @@ void KeyBlockKernel::addToAccumulator(ValueRange at, Value x, Value y) {
 }
 
 void KeyBlockKernel::epilogue(ValueRange acc) {
-  const int64_t m = cfg.mTiles, ndk = cfg.d / 8, ndv = cfg.dv / 8;
+  const int64_t m = cfg.mTiles, ndk = cfg.dkCols() / 8, ndv = cfg.dvCols() / 8;
   Value scale = f32(cfg.scale), one = f32(1.0);
-  auto store = [&](Value dest, ValueRange frs, int64_t nn, Value factor) {
+  auto store = [&](Value dest, ValueRange frs, int64_t nn, Value factor,
+                   Value col0) {
     for (int64_t mt = 0; mt < m; ++mt)
       for (int64_t h = 0; h < 2; ++h) {
         Value row = add(add(add(kStart, warpKey0), g), idx(16 * mt + 8 * h));
@@ -1234,12 +1285,12 @@ void KeyBlockKernel::epilogue(ValueRange acc) {
           vector::StoreOp::create(
               b, loc, frags.truncRow(f, h), dest,
               ValueRange{kBatch, kHead, row,
-                         add(idx(8 * nt), mul(tig, idx(2)))});
+                         add(col0, add(idx(8 * nt), mul(tig, idx(2))))});
         }
       }
   };
-  store(n.dk, acc.take_front(m * ndk), ndk, scale);
-  store(n.dv, acc.slice(m * ndk, m * ndv), ndv, one);
+  store(n.dk, acc.take_front(m * ndk), ndk, scale, dkCol0);
+  store(n.dv, acc.slice(m * ndk, m * ndv), ndv, one, dvCol0);
 }
 
 int64_t KeyBlockKernel::emit(gpu::LaunchOp launch) {
@@ -1256,11 +1307,21 @@ int64_t KeyBlockKernel::emit(gpu::LaunchOp launch) {
   (void)memref::DimOp::create(b, loc, n.dv, 2);
 
   gpu::KernelDim3 ids = launch.getBlockIds();
+  // x: the key block, times the dK/dV column slices when split.
+  Value blockX = ids.x;
+  slice = idx(0);
+  if (cfg.split > 1) {
+    slice = remu(ids.x, cfg.split);
+    blockX = divu(ids.x, cfg.split);
+  }
+  dkCol0 = mul(slice, idx(cfg.dkCols()));
+  dvCol0 = mul(slice, idx(cfg.dvCols()));
+  gpu::KernelDim3 blockIds{blockX, ids.y, ids.z};
   for (auto [iv, dim] :
        llvm::zip_equal(n.forall.getInductionVars(), n.blockDims))
-    base.map(iv, getBlockId(ids, dim));
+    base.map(iv, getBlockId(blockIds, dim));
   if (n.keyLoop)
-    base.map(n.keyLoop.getInductionVar(), ids.x);
+    base.map(n.keyLoop.getInductionVar(), blockX);
   tid = launch.getThreadIds().x;
   lane = remu(tid, kWarpSize);
   g = divu(lane, 4);
@@ -1349,7 +1410,8 @@ int64_t KeyBlockKernel::emit(gpu::LaunchOp launch) {
     issue(zero, zero);
   }
 
-  SmallVector<Value> init(cfg.mTiles * (cfg.d + cfg.dv) / 8, frags.zeroC());
+  SmallVector<Value> init(cfg.mTiles * (cfg.dkCols() + cfg.dvCols()) / 8,
+                          frags.zeroC());
   auto loop = scf::ForOp::create(b, loc, zero, total, one, init);
   {
     OpBuilder::InsertionGuard guard(b);
@@ -1673,7 +1735,8 @@ LogicalResult mlir::fa::convertTiledAttentionBackwardToGPU(
   int64_t warps = config ? config.getWarps() : int64_t(options.warps);
   bool wgmma = config ? config.getMma() == MmaKind::Wgmma : options.wgmma;
   FailureOr<BackwardConfig> keyCfg =
-      getConfig(keyNest->in.step, warps, /*keyRows=*/true, keyNest->forall);
+      getConfig(keyNest->in.step, warps, /*keyRows=*/true, keyNest->forall,
+                config ? config.getDkvSplit() : 1);
   if (failed(keyCfg))
     return failure();
   if (config &&
@@ -1694,10 +1757,12 @@ LogicalResult mlir::fa::convertTiledAttentionBackwardToGPU(
     if (warps % 4 != 0 || keyCfg->mTiles != 1)
       return fail("needs whole warpgroups of 16 keys per warp: warps a "
                   "multiple of 4 and block-kv == 16 * warps");
-    if (keyCfg->d % 64 || keyCfg->dv % 64 || keyCfg->br % 64 ||
-        keyCfg->br > 256 || keyCfg->d > 256 || keyCfg->dv > 256)
-      return fail("reads 128-byte swizzled panels: block-q and the head dims "
-                  "must be multiples of 64, at most 256");
+    if (keyCfg->br % 64 || keyCfg->br > 256)
+      return fail("reads dS^T in 64-query panels: block-q must be a multiple "
+                  "of 64, at most 256");
+    if (keyCfg->split > 1 && (keyCfg->dkCols() % 64 || keyCfg->dvCols() % 64))
+      return fail("reads Q and dO slices in whole 64-column panels: each "
+                  "dkv_split slice must be a multiple of 64 columns");
     if (keyNest->withDq && !keyCfg->vectorAtomics)
       return fail("adds dQ with vector reductions: set vector-atomics");
   }
@@ -1779,6 +1844,9 @@ LogicalResult mlir::fa::convertTiledAttentionBackwardToGPU(
     if (keyNest->keyLoop)
       grid[0] = getValueOrCreateConstantIndexOp(
           b, loc, keyNest->keyLoop.getUpperBound());
+    // The dK/dV column slices of a key block are neighbours on x.
+    if (keyCfg->split > 1)
+      grid[0] = arith::MulIOp::create(b, loc, grid[0], cidx(keyCfg->split));
     gpu::LaunchOp launch = launchAt(grid, keyCfg->threads(), "_kernel");
     OpBuilder::InsertionGuard g(b);
     b.setInsertionPointToStart(&launch.getBody().front());

@@ -469,19 +469,13 @@ private:
                     int64_t rows);
   /// Copies rows [srcRow0, srcRow0 + rows) of the plan's head into rows
   /// [dstRow0, ...) of its tile, zero-filling rows >= `limit`.
-  SmallVector<Value> copyTile(const CopyPlan &plan, Value srcRow0, Value limit,
-                              Value dstRow0);
+  void copyTile(const CopyPlan &plan, Value srcRow0, Value limit,
+                Value dstRow0);
   /// Copies key/value block `kStart` into buffer rows [dstRow0, +Bc) and
   /// commits the copies as one group.
   void copyKV(Value kStart, Value dstRow0);
-  Value commit(ValueRange tokens) {
-    return nvgpu::DeviceAsyncCreateGroupOp::create(
-        b, loc, nvgpu::DeviceAsyncTokenType::get(b.getContext()), tokens);
-  }
-  void waitGroups(int64_t pending) {
-    nvgpu::DeviceAsyncWaitOp::create(b, loc, group,
-                                     b.getI32IntegerAttr(pending));
-  }
+  void commit() { commitCopies(); }
+  void waitGroups(int64_t pending) { waitCopies(pending); }
 
   /// This lane's element offset (i32) of its ldmatrix row address in `tile`,
   /// for row `row` (a multiple of 8 plus the lane's row offset):
@@ -530,7 +524,6 @@ private:
   Value nq, nk, lo, hi;
   SmemTile qTile, kTile, vTile;
   CopyPlan kCopy, vCopy;
-  Value group;
   SmallVector<Value> qFrags;
 };
 
@@ -580,9 +573,8 @@ ForwardKernelEmitter::planCopy(Value memref, Value batch, Value head,
   return plan;
 }
 
-SmallVector<Value> ForwardKernelEmitter::copyTile(const CopyPlan &plan,
-                                                  Value srcRow0, Value limit,
-                                                  Value dstRow0) {
+void ForwardKernelEmitter::copyTile(const CopyPlan &plan, Value srcRow0,
+                                    Value limit, Value dstRow0) {
   const SmemTile &tile = *plan.tile;
   int64_t sc = tile.storedCols();
   int64_t chunks = tile.cols / kChunk, perRow = plan.perRow,
@@ -595,7 +587,6 @@ SmallVector<Value> ForwardKernelEmitter::copyTile(const CopyPlan &plan,
   Value dstBase = tile.swizzle ? dstRow0Off : addNsw(plan.dstLane, dstRow0Off);
   // Rows tRow + i * rowsPerRound < limit - srcRow0 exist.
   Value remaining = sub(limit, srcRow0);
-  SmallVector<Value> tokens;
   for (int64_t i = 0; i < plan.rounds; ++i) {
     // One multiply per round (not a chain of adds of a hoisted stride: LLVM
     // would keep one 64-bit base pointer per round alive across the loop).
@@ -640,22 +631,18 @@ SmallVector<Value> ForwardKernelEmitter::copyTile(const CopyPlan &plan,
         dstIndex = smemIndex(
             addNsw(dstBase, i32(i * rowsPerRound * sc + j * perRow * kChunk)));
       }
-      auto copy = nvgpu::DeviceAsyncCopyOp::create(
+      // (The next commit covers it, inside the if or not.)
+      nvgpu::DeviceAsyncCopyOp::create(
           b, loc, tokenType, tile.view, ValueRange{dstIndex}, plan.src,
           ValueRange{srcIndex}, b.getIndexAttr(kChunk), n, b.getUnitAttr());
-      // Tokens only name groups; a commit after the if still covers copies
-      // inside it.
-      if (!guard)
-        tokens.push_back(copy);
     }
   }
-  return tokens;
 }
 
 void ForwardKernelEmitter::copyKV(Value kStart, Value dstRow0) {
-  SmallVector<Value> tokens = copyTile(kCopy, kStart, nk, dstRow0);
-  llvm::append_range(tokens, copyTile(vCopy, kStart, nk, dstRow0));
-  commit(tokens);
+  copyTile(kCopy, kStart, nk, dstRow0);
+  copyTile(vCopy, kStart, nk, dstRow0);
+  commit();
 }
 
 Value ForwardKernelEmitter::ldmatrixLane(const SmemTile &tile, Value row,
@@ -788,10 +775,12 @@ SmallVector<Value> ForwardKernelEmitter::emitStep(OnlineAttentionOp step,
     Value keyLimit = toI32(sub(kLen, col0)); // 8 nt + e < keyLimit
     Value rightLimit, leftLimit;
     if (mask.right)
-      rightLimit = sub(arith::AddIOp::create(b, loc, off, i32(*mask.right)),
+      rightLimit = sub(arith::AddIOp::create(
+                           b, loc, off, i32(saturatedWindowBound(*mask.right))),
                        d0); // cst <= rightLimit
     if (mask.left)
-      leftLimit = sub(arith::SubIOp::create(b, loc, off, i32(*mask.left)),
+      leftLimit = sub(arith::SubIOp::create(
+                          b, loc, off, i32(saturatedWindowBound(*mask.left))),
                       d0); // cst >= leftLimit
     auto cmp = [&](arith::CmpIPredicate pred, int64_t lhs, Value rhs) {
       return arith::CmpIOp::create(b, loc, pred, i32(lhs), rhs);
@@ -1122,7 +1111,8 @@ void ForwardKernelEmitter::emit(gpu::LaunchOp launch) {
     vLane = ldmatrixLane(vTile, aRowOff, /*aPattern=*/true);
   }
 
-  group = commit(copyTile(qCopy, qStart, nq, idx(0)));
+  copyTile(qCopy, qStart, nq, idx(0));
+  commit();
   auto ifOp = scf::IfOp::create(b, loc, slt(lo, hi), true);
   {
     OpBuilder::InsertionGuard guard(b);
@@ -1130,7 +1120,7 @@ void ForwardKernelEmitter::emit(gpu::LaunchOp launch) {
     copyKV(lo, idx(0));
     // An empty group keeps the group count the same on both paths.
     b.setInsertionPointToStart(ifOp.elseBlock());
-    commit({});
+    commit();
   }
   if (cfg.qInRegs) {
     // Only Q is needed before the loop; K/V may still be in flight.

@@ -29,52 +29,6 @@ func.func @fast_without_vector_atomics(%q: !q, %k: !q, %v: !q, %out: !q, %dout: 
 
 // -----
 
-// The tiles are 128-byte swizzled panels of 64 columns: D = 32 fills half a
-// panel (checked before vector-atomics).
-!q = memref<?x?x?x32xbf16, strided<[?, ?, ?, 1], offset: ?>>
-!l = memref<?x?x?xf32, strided<[?, ?, 1], offset: ?>>
-!t = tensor<?x?x?x32xbf16>
-!lt = tensor<?x?x?xf32>
-func.func @head_dim_32(%q: !q, %k: !q, %v: !q, %out: !q, %dout: !q, %lse: !l, %dq: !q, %dk: !q, %dv: !q) {
-  %qt = bufferization.to_tensor %q restrict : !q to !t
-  %kt = bufferization.to_tensor %k restrict : !q to !t
-  %vt = bufferization.to_tensor %v restrict : !q to !t
-  %ot = bufferization.to_tensor %out restrict : !q to !t
-  %dot = bufferization.to_tensor %dout restrict : !q to !t
-  %lt = bufferization.to_tensor %lse restrict : !l to !lt
-  // expected-error @below {{fa-convert-tiled-attention-backward-to-gpu: wgmma reads 128-byte swizzled panels: block-q and the head dims must be multiples of 64, at most 256}}
-  %gq, %gk, %gv = fa.attention_backward %qt, %kt, %vt, %ot, %lt, %dot : (!t, !t, !t, !t, !lt, !t) -> (!t, !t, !t)
-  bufferization.materialize_in_destination %gq in restrict writable %dq : (!t, !q) -> ()
-  bufferization.materialize_in_destination %gk in restrict writable %dk : (!t, !q) -> ()
-  bufferization.materialize_in_destination %gv in restrict writable %dv : (!t, !q) -> ()
-  return
-}
-
-// -----
-
-// D = 80 (a multiple of 16, fine for mma.sync), deterministic mode: the
-// key-block kernel needs the panels whatever computes dQ.
-!q = memref<?x?x?x80xf16, strided<[?, ?, ?, 1], offset: ?>>
-!l = memref<?x?x?xf32, strided<[?, ?, 1], offset: ?>>
-!t = tensor<?x?x?x80xf16>
-!lt = tensor<?x?x?xf32>
-func.func @head_dim_80(%q: !q, %k: !q, %v: !q, %out: !q, %dout: !q, %lse: !l, %dq: !q, %dk: !q, %dv: !q) {
-  %qt = bufferization.to_tensor %q restrict : !q to !t
-  %kt = bufferization.to_tensor %k restrict : !q to !t
-  %vt = bufferization.to_tensor %v restrict : !q to !t
-  %ot = bufferization.to_tensor %out restrict : !q to !t
-  %dot = bufferization.to_tensor %dout restrict : !q to !t
-  %lt = bufferization.to_tensor %lse restrict : !l to !lt
-  // expected-error @below {{fa-convert-tiled-attention-backward-to-gpu: wgmma reads 128-byte swizzled panels: block-q and the head dims must be multiples of 64, at most 256}}
-  %gq, %gk, %gv = fa.attention_backward %qt, %kt, %vt, %ot, %lt, %dot deterministic : (!t, !t, !t, !t, !lt, !t) -> (!t, !t, !t)
-  bufferization.materialize_in_destination %gq in restrict writable %dq : (!t, !q) -> ()
-  bufferization.materialize_in_destination %gk in restrict writable %dk : (!t, !q) -> ()
-  bufferization.materialize_in_destination %gv in restrict writable %dv : (!t, !q) -> ()
-  return
-}
-
-// -----
-
 // Valid under the first RUN line: deterministic mode adds no dQ in the
 // key-block kernel, so it needs no vector-atomics. The other RUN lines break
 // one requirement each:
@@ -96,7 +50,7 @@ func.func @deterministic(%q: !q, %k: !q, %v: !q, %out: !q, %dout: !q, %lse: !l, 
   %lt = bufferization.to_tensor %lse restrict : !l to !lt
   // WARPS: :[[@LINE+3]]:{{[0-9]+}}: error: fa-convert-tiled-attention-backward-to-gpu: wgmma needs whole warpgroups of 16 keys per warp: warps a multiple of 4 and block-kv == 16 * warps
   // BLOCKKV: :[[@LINE+2]]:{{[0-9]+}}: error: fa-convert-tiled-attention-backward-to-gpu: wgmma needs whole warpgroups of 16 keys per warp: warps a multiple of 4 and block-kv == 16 * warps
-  // BLOCKQ: :[[@LINE+1]]:{{[0-9]+}}: error: fa-convert-tiled-attention-backward-to-gpu: wgmma reads 128-byte swizzled panels: block-q and the head dims must be multiples of 64, at most 256
+  // BLOCKQ: :[[@LINE+1]]:{{[0-9]+}}: error: fa-convert-tiled-attention-backward-to-gpu: wgmma reads dS^T in 64-query panels: block-q must be a multiple of 64, at most 256
   %gq, %gk, %gv = fa.attention_backward %qt, %kt, %vt, %ot, %lt, %dot causal deterministic : (!t, !t, !t, !t, !lt, !t) -> (!t, !t, !t)
   bufferization.materialize_in_destination %gq in restrict writable %dq : (!t, !q) -> ()
   bufferization.materialize_in_destination %gk in restrict writable %dk : (!t, !q) -> ()

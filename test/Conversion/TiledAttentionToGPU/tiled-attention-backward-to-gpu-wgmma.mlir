@@ -53,7 +53,7 @@
 // CHECK:           %[[STAGE:.*]] = memref.view %[[BASE]]{{.*}} to memref<4352xf32, #gpu.address_space<workgroup>>
 // The (head, query block) loop carries dK and dV: 2 x 16 C fragments.
 // CHECK:           %{{.*}}:32 = scf.for
-// CHECK:             nvgpu.device_async_wait
+// CHECK:             nvvm.cp.async.wait.group 0
 // CHECK-NEXT:        nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>, space = #nvvm.shared_space<cta>}
 // CHECK-NEXT:        gpu.barrier
 // CHECK:             %[[KAO:.*]] = llvm.inline_asm has_side_effects "mov.b64 $0, $1;", "=l,l" %[[KA]] : (i64) -> i64

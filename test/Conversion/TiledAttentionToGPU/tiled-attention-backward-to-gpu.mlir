@@ -37,14 +37,14 @@
 // K and V once, then the first query block of the first head, lse2 and
 // delta with them.
 // CHECK:           nvgpu.device_async_copy
-// CHECK:           nvgpu.device_async_create_group
+// CHECK:           nvvm.cp.async.commit.group
 // CHECK:           scf.if
 // CHECK:             nvgpu.device_async_copy %[[LSE2]]
 // CHECK:             nvgpu.device_async_copy %[[DELTA]]
 // The flattened (head, query block) loop carries dK and dV: 2 x 8 C
 // fragments per warp.
 // CHECK:           %[[ACCS:.*]]:16 = scf.for %{{.*}} iter_args(
-// CHECK:             nvgpu.device_async_wait
+// CHECK:             nvvm.cp.async.wait.group 0
 // CHECK-NEXT:        gpu.barrier
 // CHECK:             scf.if
 // CHECK:               nvgpu.device_async_copy

@@ -45,20 +45,20 @@
 // CHECK-NEXT:      %[[VDESC:.*]] = arith.ori %{{.*}}, %{{.*}} : i64
 // Prologue: cp.async of Q, then of the first K/V block.
 // CHECK:           nvgpu.device_async_copy
-// CHECK:           %[[QG:.*]] = nvgpu.device_async_create_group
+// CHECK:           nvvm.cp.async.commit.group
 // Fully visible key blocks. The K and V descriptors move to this block's
 // buffer; cp.async writes through the generic proxy, so a proxy fence
 // precedes the barrier that publishes the block to the wgmma (async proxy).
 // CHECK:           %[[FULL:.*]]:12 = scf.for %{{.*}} = %{{.*}} to %[[FULLHI:.*]] step %{{.*}} iter_args(
 // CHECK:             %[[KBLK:.*]] = arith.addi %[[KDESC]], %[[ROWS:.*]] : i64
 // CHECK-NEXT:        %[[VBLK:.*]] = arith.addi %[[VDESC]], %[[ROWS]] : i64
-// CHECK:             nvgpu.device_async_wait %[[QG]] {numGroups = 0 : i32}
+// CHECK:             nvvm.cp.async.wait.group 0
 // CHECK-NEXT:        nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>, space = #nvvm.shared_space<cta>}
 // CHECK-NEXT:        gpu.barrier
 // Prefetch of the next block into the other buffer.
 // CHECK:             scf.if
 // CHECK:               nvgpu.device_async_copy
-// CHECK:               nvgpu.device_async_create_group
+// CHECK:               nvvm.cp.async.commit.group
 // S = Q K^T: one chain of D / 16 = 4 k-steps, both operands from shared
 // memory; the first step overwrites the accumulator (<zero>), the others
 // add to it (<one>). One commit, then wait for it.

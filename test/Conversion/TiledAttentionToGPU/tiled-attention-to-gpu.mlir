@@ -23,25 +23,25 @@
 // Prologue: Q with 16-byte cp.async (src-size 0 past Nq zero-fills), then
 // the first K/V block in a second group; Q fragments once the Q group landed.
 // CHECK:           nvgpu.device_async_copy %[[QG0]][{{.*}}], %[[QS]][{{.*}}], 8, %{{.*}} {bypassL1}
-// CHECK:           %[[QG:.*]] = nvgpu.device_async_create_group
+// CHECK:           nvvm.cp.async.commit.group
 // CHECK:           scf.if
 // CHECK:             nvgpu.device_async_copy %[[KG]]
 // CHECK:             nvgpu.device_async_copy %[[VG]]
-// CHECK:             nvgpu.device_async_create_group
+// CHECK:             nvvm.cp.async.commit.group
 // CHECK:           } else {
-// CHECK-NEXT:        nvgpu.device_async_create_group
-// CHECK:           nvgpu.device_async_wait %[[QG]] {numGroups = 1 : i32}
+// CHECK-NEXT:        nvvm.cp.async.commit.group
+// CHECK:           nvvm.cp.async.wait.group 1
 // CHECK-NEXT:      gpu.barrier
 // CHECK:           nvgpu.ldmatrix %[[QS]][%{{.*}}] {numTiles = 4 : i32, transpose = false} : memref<4608xf16, #gpu.address_space<workgroup>> -> vector<4x2xf16>
 // Fully visible key blocks: wait for block k, barrier, prefetch block k + Bc
 // into the other buffer, S = Q K^T, softmax without any mask, O += P V.
 // CHECK:           %[[FULL:.*]]:12 = scf.for %{{.*}} = %{{.*}} to %[[FULLHI:.*]] step %{{.*}} iter_args(
-// CHECK:             nvgpu.device_async_wait %[[QG]] {numGroups = 0 : i32}
+// CHECK:             nvvm.cp.async.wait.group 0
 // CHECK-NEXT:        gpu.barrier
 // CHECK:             scf.if
 // CHECK:               nvgpu.device_async_copy %[[KG]]
 // CHECK:               nvgpu.device_async_copy %[[VG]]
-// CHECK:               nvgpu.device_async_create_group
+// CHECK:               nvvm.cp.async.commit.group
 // CHECK:             nvgpu.ldmatrix {{.*}}transpose = false
 // CHECK:             nvgpu.mma.sync({{.*}}) {mmaShape = [16, 8, 16]} : (vector<4x2xf16>, vector<2x2xf16>, vector<2x2xf32>) -> vector<2x2xf32>
 // CHECK-NOT:         arith.cmpi sle
@@ -65,7 +65,7 @@
 // CHECK:             scf.yield
 // Finalize: quad sum, 1/sum (0 for empty rows), lse = ln2 * (m + log2 l),
 // guarded stores of O (4 bytes per lane) and of the LSE (one lane per row).
-// CHECK:           nvgpu.device_async_wait %[[QG]] {numGroups = 0 : i32}
+// CHECK:           nvvm.cp.async.wait.group 0
 // CHECK:           gpu.shuffle {{ *}}xor
 // CHECK:           arith.divf
 // CHECK:           math.log2

@@ -99,7 +99,7 @@ func.func @shared_memory(%q: tensor<?x?x?x256xbf16>) {
 // -----
 
 func.func @registers(%q: tensor<?x?x?x128xbf16>) {
-  // expected-error-re @below {{kernel configuration {{.*}}: the forward kernel would keep 320 accumulator values per thread in registers, more than the 224 that leave room for the rest of the kernel; use smaller tiles or more warps}}
+  // expected-error-re @below {{kernel configuration {{.*}}: the forward kernel would keep 320 accumulator values per thread in registers, more than the 192 that leave room for the rest of the kernel; use smaller tiles or more warps}}
   %o, %l = fa.attention %q, %q, %q {kernel_config = #fa.kernel_config<"sm_80", mma_sync, block_q = 128, block_kv = 64, warps = 2, stages = 1>} : (tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>) -> (tensor<?x?x?x128xbf16>, tensor<?x?x?xf32>)
   return
 }
@@ -159,5 +159,43 @@ func.func @deterministic_dq_kernel(%q: tensor<?x?x?x256xf16>, %v: tensor<?x?x?x3
   // query rows) would hold dQ and the scores of 128 keys.
   // expected-error-re @below {{kernel configuration {{.*}}: the dQ kernel would keep 256 accumulator values per thread in registers}}
   %dq, %dk, %dv = fa.attention_backward %q, %q, %v, %v, %lse, %v deterministic {kernel_config = #fa.kernel_config<"sm_80", mma_sync, block_q = 16, block_kv = 128, warps = 8, stages = 2>} : (tensor<?x?x?x256xf16>, tensor<?x?x?x256xf16>, tensor<?x?x?x32xf16>, tensor<?x?x?x32xf16>, tensor<?x?x?xf32>, tensor<?x?x?x32xf16>) -> (tensor<?x?x?x256xf16>, tensor<?x?x?x256xf16>, tensor<?x?x?x32xf16>)
+  return
+}
+
+// -----
+
+func.func @split_forward(%q: tensor<?x?x?x64xf16>) {
+  // expected-error-re @below {{kernel configuration {{.*}}: dkv_split applies to the backward only}}
+  %o, %l = fa.attention %q, %q, %q {kernel_config = #fa.kernel_config<"sm_80", mma_sync, block_q = 64, block_kv = 64, warps = 4, stages = 2, dkv_split = 2>} : (tensor<?x?x?x64xf16>, tensor<?x?x?x64xf16>, tensor<?x?x?x64xf16>) -> (tensor<?x?x?x64xf16>, tensor<?x?x?xf32>)
+  return
+}
+
+// -----
+
+// expected-error @below {{dkv_split must be in [1, 4], got 5}}
+#c = #fa.kernel_config<"sm_80", mma_sync, block_q = 64, block_kv = 64, warps = 4, stages = 2, dkv_split = 5>
+func.func private @f() attributes {c = #c}
+
+// -----
+
+func.func @split_tiles(%q: tensor<?x?x?x96xf16>, %lse: tensor<?x?x?xf32>) {
+  // expected-error-re @below {{kernel configuration {{.*}}: dkv_split = 4 must cut both head dims into slices of whole 16-column tiles, got 96 and 96}}
+  %dq, %dk, %dv = fa.attention_backward %q, %q, %q, %q, %lse, %q {kernel_config = #fa.kernel_config<"sm_80", mma_sync, block_q = 64, block_kv = 64, warps = 4, stages = 2, dkv_split = 4>} : (tensor<?x?x?x96xf16>, tensor<?x?x?x96xf16>, tensor<?x?x?x96xf16>, tensor<?x?x?x96xf16>, tensor<?x?x?xf32>, tensor<?x?x?x96xf16>) -> (tensor<?x?x?x96xf16>, tensor<?x?x?x96xf16>, tensor<?x?x?x96xf16>)
+  return
+}
+
+// -----
+
+func.func @split_panels(%q: tensor<?x?x?x192xbf16>, %lse: tensor<?x?x?xf32>) {
+  // expected-error-re @below {{kernel configuration {{.*}}: with wgmma each dkv_split slice must be whole 64-column panels, got 96 and 96 columns}}
+  %dq, %dk, %dv = fa.attention_backward %q, %q, %q, %q, %lse, %q {kernel_config = #fa.kernel_config<"sm_90a", wgmma, block_q = 64, block_kv = 64, warps = 4, stages = 2, dkv_split = 2>} : (tensor<?x?x?x192xbf16>, tensor<?x?x?x192xbf16>, tensor<?x?x?x192xbf16>, tensor<?x?x?x192xbf16>, tensor<?x?x?xf32>, tensor<?x?x?x192xbf16>) -> (tensor<?x?x?x192xbf16>, tensor<?x?x?x192xbf16>, tensor<?x?x?x192xbf16>)
+  return
+}
+
+// -----
+
+func.func @wgmma_backward_block_q(%q: tensor<?x?x?x64xbf16>, %lse: tensor<?x?x?xf32>) {
+  // expected-error-re @below {{kernel configuration {{.*}}: the wgmma backward's dQ and dS^T tiles are 64 queries: block_q must be a multiple of 64}}
+  %dq, %dk, %dv = fa.attention_backward %q, %q, %q, %q, %lse, %q {kernel_config = #fa.kernel_config<"sm_90a", wgmma, block_q = 32, block_kv = 128, warps = 8, stages = 2>} : (tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>, tensor<?x?x?xf32>, tensor<?x?x?x64xbf16>) -> (tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>)
   return
 }

@@ -15,10 +15,15 @@ using namespace mlir::fa;
 
 // CUDA C Programming Guide, "Technical Specifications per Compute
 // Capability": 163 KiB of shared memory per block on 8.0, 227 KiB on 9.0.
+// PTX ISA: sm_80 since 7.0, sm_90 since 7.8, sm_90a (wgmma) since 8.0; the
+// vector reductions of the sm_90 backward need 8.1.
 static const ChipInfo kChips[] = {
-    {"sm_80", 166912, 255, 1024, /*wgmma=*/false, /*vectorReductions=*/false},
-    {"sm_90", 232448, 255, 1024, /*wgmma=*/false, /*vectorReductions=*/true},
-    {"sm_90a", 232448, 255, 1024, /*wgmma=*/true, /*vectorReductions=*/true},
+    {"sm_80", 166912, 255, 1024, /*wgmma=*/false, /*vectorReductions=*/false,
+     /*minPtxVersion=*/70},
+    {"sm_90", 232448, 255, 1024, /*wgmma=*/false, /*vectorReductions=*/true,
+     /*minPtxVersion=*/81},
+    {"sm_90a", 232448, 255, 1024, /*wgmma=*/true, /*vectorReductions=*/true,
+     /*minPtxVersion=*/81},
 };
 
 const ChipInfo *mlir::fa::lookupChip(StringRef name) {
@@ -96,6 +101,10 @@ KernelResources mlir::fa::kernelResources(KernelConfigAttr config,
   case KernelKind::BackwardKeyBlock: {
     // K | V | Q x 2 | dO x 2 | [dS^T] | lse2 x 2 | delta x 2 | [dQ staging]
     // (TiledAttentionBackwardToGPU.cpp), wgmma tiles 1024-byte aligned.
+    // Each of the dkv_split blocks of a key block keeps (and adds dQ for)
+    // one slice of the head-dim columns.
+    int64_t split = config.getDkvSplit();
+    int64_t dSlice = d / split, dvSlice = dv / split;
     bool staged = problem.withDq && chip && chip->vectorReductions;
     int64_t bytes = 0;
     auto place = [&](int64_t tileBytes) {
@@ -111,14 +120,14 @@ KernelResources mlir::fa::kernelResources(KernelConfigAttr config,
       place(tile(bkv, bq));
     bytes += 2 * (2 * bq * 4);
     if (staged) {
-      int64_t chunk = wgmma ? 64 : backwardDqChunk(bq, d, r.warps);
+      int64_t chunk = wgmma ? 64 : backwardDqChunk(bq, dSlice, r.warps);
       bytes += r.warps * 16 * (chunk + 4) * 4;
     }
     r.sharedMemory = bytes + (wgmma ? kWgmmaAlignment : 0);
     // dK and dV of 16 keys per warp row tile; S^T and dP^T of those keys
     // against the query block.
     int64_t m = bkv / (16 * r.warps);
-    r.accumulatorRegisters = m * (d + dv) / 2 + m * bq;
+    r.accumulatorRegisters = m * (dSlice + dvSlice) / 2 + m * bq;
     return r;
   }
   case KernelKind::BackwardQueryBlock: {
@@ -143,7 +152,8 @@ KernelResources mlir::fa::kernelResources(KernelConfigAttr config,
 LogicalResult
 KernelConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                          StringRef chip, MmaKind mma, int64_t blockQ,
-                         int64_t blockKV, int64_t warps, int64_t stages) {
+                         int64_t blockKV, int64_t warps, int64_t stages,
+                         int64_t dkvSplit) {
   const ChipInfo *info = lookupChip(chip);
   if (!info)
     return emitError() << "unknown chip '" << chip
@@ -158,6 +168,8 @@ KernelConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                        << "], got " << warps;
   if (stages != 1 && stages != 2)
     return emitError() << "stages must be 1 or 2, got " << stages;
+  if (dkvSplit < 1 || dkvSplit > 4)
+    return emitError() << "dkv_split must be in [1, 4], got " << dkvSplit;
   return success();
 }
 
@@ -213,8 +225,11 @@ std::string ConfigChecker::check(bool backward, bool deterministic, int64_t d,
     error() << "block_q and block_kv must be multiples of 16";
     return why;
   }
+  int64_t split = config.getDkvSplit();
   if (!backward) {
-    if (bq % (16 * warps))
+    if (split != 1)
+      error() << "dkv_split applies to the backward only";
+    else if (bq % (16 * warps))
       error() << "block_q must be a multiple of 16 * warps = " << 16 * warps;
     else if (wgmma && warps % 4)
       error() << "wgmma needs whole warpgroups: warps must be a multiple of 4";
@@ -231,19 +246,26 @@ std::string ConfigChecker::check(bool backward, bool deterministic, int64_t d,
 
   if (config.getStages() != 2)
     error() << "the backward double-buffers its query tiles: stages must be 2";
+  else if (d % (16 * split) || dv % (16 * split))
+    error() << "dkv_split = " << split << " must cut both head dims into "
+            << "slices of whole 16-column tiles, got " << d << " and " << dv;
+  else if (wgmma && split > 1 && ((d / split) % 64 || (dv / split) % 64))
+    error() << "with wgmma each dkv_split slice must be whole 64-column "
+            << "panels, got " << d / split << " and " << dv / split
+            << " columns";
   else if (kBackwardRowBlock % bq)
     error() << "block_q must divide " << kBackwardRowBlock;
   else if (bkv % (16 * warps))
     error() << "block_kv must be a multiple of 16 * warps = " << 16 * warps;
-  else if (!backwardDqChunk(bq, d, warps))
+  else if (!backwardDqChunk(bq, d / split, warps))
     error() << "the dQ tiles of block_q x head dim do not split evenly over "
                "the warps";
   else if (wgmma && (warps % 4 || bkv != 16 * warps))
     error() << "wgmma needs whole warpgroups of 16 keys per warp: warps a "
                "multiple of 4 and block_kv = 16 * warps";
-  else if (wgmma && (bq % 64 || d % 64 || dv % 64))
-    error() << "the wgmma backward reads 128-byte swizzled panels: block_q "
-               "and the head dims must be multiples of 64";
+  else if (wgmma && bq % 64)
+    error() << "the wgmma backward's dQ and dS^T tiles are 64 queries: "
+               "block_q must be a multiple of 64";
   else if (fits("the key-block kernel", {KernelKind::BackwardKeyBlock, d, dv,
                                          /*withDq=*/!deterministic}) &&
            deterministic) {

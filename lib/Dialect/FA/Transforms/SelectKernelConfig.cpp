@@ -25,10 +25,7 @@ namespace {
 
 struct Tiles {
   int64_t blockQ, blockKV, warps, stages;
-  bool operator==(const Tiles &o) const {
-    return blockQ == o.blockQ && blockKV == o.blockKV && warps == o.warps &&
-           stages == o.stages;
-  }
+  int64_t dkvSplit = 1;
 };
 
 /// What the table is indexed by.
@@ -70,13 +67,40 @@ Tiles tableTiles(const OpTraits &op, MmaKind mma, const ChipInfo &chip) {
   return {dmax <= 64 ? 128 : 64, 128, 8, 2};
 }
 
+/// The backward's dK/dV split: the fewest thread blocks per key block whose
+/// column slices keep dK, dV and the score tiles within 192 registers of
+/// the tiles `t` (as D <= 128 does unsplit), whole 64-column panels with
+/// wgmma.
+int64_t tableSplit(const OpTraits &op, MmaKind mma, const Tiles &t) {
+  int64_t m = t.blockKV / (16 * t.warps);
+  for (int64_t split = 1; split <= 4; ++split) {
+    if (op.d % (16 * split) || op.dv % (16 * split))
+      continue;
+    if (mma == MmaKind::Wgmma && split > 1 &&
+        ((op.d / split) % 64 || (op.dv / split) % 64))
+      continue;
+    if (m * (op.d + op.dv) / (2 * split) + m * t.blockQ <= 192)
+      return split;
+  }
+  return 1;
+}
+
 /// Candidates from the table's tiles down, the request's fixed fields kept:
 /// smaller key blocks first, then smaller query blocks (and, where the MMA
-/// kind ties warps to the block, fewer warps), then one K/V stage.
+/// kind ties warps to the block, fewer warps), then one K/V stage; for the
+/// backward the table's dK/dV split first, then the others.
 SmallVector<Tiles> candidates(const OpTraits &op, MmaKind mma,
                               const ChipInfo &chip,
                               const KernelConfigRequest &req) {
   Tiles t = tableTiles(op, mma, chip);
+  SmallVector<int64_t> splits = {1};
+  if (op.backward) {
+    int64_t first = req.dkvSplit ? req.dkvSplit : tableSplit(op, mma, t);
+    splits = {first};
+    for (int64_t split = 1; split <= 4 && !req.dkvSplit; ++split)
+      if (split != first)
+        splits.push_back(split);
+  }
   auto pick = [](int64_t fixed, int64_t chosen) {
     return fixed ? fixed : chosen;
   };
@@ -87,40 +111,49 @@ SmallVector<Tiles> candidates(const OpTraits &op, MmaKind mma,
     if (req.blockQ)
       break;
   }
-  llvm::SetVector<std::tuple<int64_t, int64_t, int64_t, int64_t>> out;
+  llvm::SetVector<std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t>> out;
   SmallVector<int64_t> stageList = {pick(req.stages, t.stages)};
   if (!req.stages && !op.backward)
     stageList.push_back(1);
-  for (int64_t stages : stageList)
-    for (int64_t q : qs) {
-      // Warps: fixed, or the table's (tied to the rows each warp owns).
-      int64_t warps = req.warps;
-      if (!warps) {
-        if (!op.backward)
-          warps = wgmma ? q / 16 : std::min<int64_t>(t.warps, q / 16);
-        else
-          warps = t.warps;
-      }
-      int64_t kvStart = pick(req.blockKV, t.blockKV);
-      // The wgmma backward ties block_kv to the warps: fewer warps shrink it.
-      SmallVector<std::pair<int64_t, int64_t>> kvWarps;
-      if (op.backward && wgmma && !req.blockKV && !req.warps) {
-        for (int64_t w = warps; w >= 4; w -= 4)
-          kvWarps.push_back({16 * w, w});
-      } else {
-        int64_t step = op.backward ? 16 * warps : 16;
-        for (int64_t kv = kvStart; kv >= step; kv -= step) {
-          kvWarps.push_back({kv, warps});
-          if (req.blockKV)
-            break;
+  for (int64_t split : splits)
+    for (int64_t stages : stageList)
+      for (int64_t q : qs) {
+        // Warps: fixed, or the table's (tied to the rows each warp owns).
+        int64_t warps = req.warps;
+        if (!warps) {
+          if (!op.backward)
+            warps = wgmma ? q / 16 : std::min<int64_t>(t.warps, q / 16);
+          else
+            warps = t.warps;
         }
+        int64_t kvStart = pick(req.blockKV, t.blockKV);
+        // The wgmma backward ties block_kv to the warps: fewer warps shrink it.
+        SmallVector<std::pair<int64_t, int64_t>> kvWarps;
+        if (op.backward && wgmma && !req.blockKV && !req.warps) {
+          for (int64_t w = warps; w >= 4; w -= 4)
+            kvWarps.push_back({16 * w, w});
+        } else {
+          // The mma.sync backward may also halve the warps (its dQ units
+          // must deal evenly to them).
+          SmallVector<int64_t> warpList = {warps};
+          for (int64_t w = warps / 2; op.backward && !req.warps && w >= 2;
+               w /= 2)
+            warpList.push_back(w);
+          for (int64_t w : warpList) {
+            int64_t step = op.backward ? 16 * w : 16;
+            for (int64_t kv = kvStart; kv >= step; kv -= step) {
+              kvWarps.push_back({kv, w});
+              if (req.blockKV)
+                break;
+            }
+          }
+        }
+        for (auto [kv, w] : kvWarps)
+          out.insert({q, kv, w, stages, split});
       }
-      for (auto [kv, w] : kvWarps)
-        out.insert({q, kv, w, stages});
-    }
   SmallVector<Tiles> result;
-  for (auto [q, kv, w, s] : out)
-    result.push_back({q, kv, w, s});
+  for (auto [q, kv, w, st, split] : out)
+    result.push_back({q, kv, w, st, split});
   return result;
 }
 
@@ -171,6 +204,7 @@ mlir::fa::selectKernelConfig(Operation *op, const KernelConfigRequest &req) {
   MLIRContext *ctx = op->getContext();
   // Why the first candidate of each MMA kind fails, for the error.
   std::string reasons;
+  int64_t skipped = 0;
   for (MmaKind mma : kinds) {
     if (mma == MmaKind::Wgmma && !chip->wgmma)
       return op->emitError("fa-select-kernel-config: wgmma needs sm_90a, not ")
@@ -179,7 +213,7 @@ mlir::fa::selectKernelConfig(Operation *op, const KernelConfigRequest &req) {
     for (const Tiles &t : candidates(*traits, mma, *chip, req)) {
       auto config = KernelConfigAttr::getChecked(
           [] { return InFlightDiagnostic(); }, ctx, chip->name, mma, t.blockQ,
-          t.blockKV, t.warps, t.stages);
+          t.blockKV, t.warps, t.stages, t.dkvSplit);
       if (!config) {
         if (first.empty())
           first = "the fixed fields are out of range";
@@ -188,8 +222,11 @@ mlir::fa::selectKernelConfig(Operation *op, const KernelConfigRequest &req) {
       std::string why =
           whyKernelConfigFails(config, traits->backward, traits->deterministic,
                                traits->d, traits->dv);
-      if (why.empty())
-        return config;
+      if (why.empty()) {
+        if (skipped++ == req.skip)
+          return config;
+        continue;
+      }
       if (first.empty()) {
         llvm::raw_string_ostream os(first);
         os << Attribute(config) << " fails: " << why;
@@ -197,7 +234,12 @@ mlir::fa::selectKernelConfig(Operation *op, const KernelConfigRequest &req) {
     }
     reasons += (reasons.empty() ? "" : "; ") + first;
   }
-  bool fixed = req.blockQ || req.blockKV || req.warps || req.stages || req.mma;
+  if (skipped)
+    return op->emitError("fa-select-kernel-config: only ")
+           << skipped << " kernel configurations work for this op, none to "
+           << "take after skipping " << req.skip;
+  bool fixed = req.blockQ || req.blockKV || req.warps || req.stages ||
+               req.dkvSplit || req.mma;
   return op->emitError("fa-select-kernel-config: no kernel configuration "
                        "works for this op on ")
          << chip->name << (fixed ? " with the fixed fields" : "")
@@ -223,18 +265,28 @@ struct FASelectKernelConfigPass final
           << mma << "'";
       return signalPassFailure();
     }
-    for (int64_t v : {blockQ.getValue(), blockKV.getValue(), warps.getValue(),
-                      stages.getValue()})
-      if (v < 0) {
-        getOperation()->emitError("fa-select-kernel-config: block-q, "
-                                  "block-kv, warps and stages must be >= 0 "
-                                  "(0 = choose)");
+    // 0 = choose; the upper bounds keep the candidate arithmetic finite
+    // (the configuration's own checks then explain what does not fit).
+    for (auto [name, value, max] :
+         {std::tuple<StringRef, int64_t, int64_t>{"block-q", blockQ, 1024},
+          {"block-kv", blockKV, 1024},
+          {"warps", warps, 32},
+          {"stages", stages, 2},
+          {"dkv-split", dkvSplit, 4},
+          {"skip", skip, 1024}}) {
+      if (value < 0 || value > max) {
+        getOperation()->emitError("fa-select-kernel-config: ")
+            << name << " must be in [0, " << max << "] (0 = choose), got "
+            << value;
         return signalPassFailure();
       }
+    }
     req.blockQ = blockQ;
     req.blockKV = blockKV;
     req.warps = warps;
     req.stages = stages;
+    req.dkvSplit = dkvSplit;
+    req.skip = skip;
     auto result = getOperation()->walk([&](Operation *op) {
       if (!isa<AttentionOp, AttentionBackwardOp>(op) ||
           op->hasAttr("kernel_config"))

@@ -37,7 +37,10 @@ def FA_KernelConfigAttr : AttrDef<FA_Dialect, "KernelConfig"> {
       query step and key block);
     - `warps`: warps per thread block (whole warpgroups of 4 for wgmma);
     - `stages`: shared-memory buffers per streamed tile (the forward's K/V;
-      the backward double-buffers Q and dO: 2).
+      the backward double-buffers Q and dO: 2);
+    - `dkv_split` (backward, default 1): thread blocks per key block, each
+      keeping dK and dV (and adding dQ) for 1 / dkv_split of the head-dim
+      columns, all recomputing S and dP: large head dims fit the registers.
 
     The op verifier checks the configuration against the op (head dims,
     element type) and the chip (shared memory, registers): a configuration
@@ -52,10 +55,12 @@ def FA_KernelConfigAttr : AttrDef<FA_Dialect, "KernelConfig"> {
   let parameters = (ins StringRefParameter<"target chip">:$chip,
                         EnumParameter<FA_MmaKind>:$mma,
                         "int64_t":$blockQ, "int64_t":$blockKV,
-                        "int64_t":$warps, "int64_t":$stages);
+                        "int64_t":$warps, "int64_t":$stages,
+                        DefaultValuedParameter<"int64_t", "1">:$dkvSplit);
   let assemblyFormat = [{
     `<` $chip `,` $mma `,` `block_q` `=` $blockQ `,` `block_kv` `=` $blockKV
-    `,` `warps` `=` $warps `,` `stages` `=` $stages `>`
+    `,` `warps` `=` $warps `,` `stages` `=` $stages
+    (`,` `dkv_split` `=` $dkvSplit^)? `>`
   }];
   let genVerifyDecl = 1;
 }

@@ -38,6 +38,9 @@ struct ChipInfo {
   /// 8- and 16-byte f32 reductions to global memory (red.global.add.v2/v4,
   /// sm_90 and later).
   bool vectorReductions;
+  /// The oldest PTX ISA (x10: 80 = PTX 8.0) that has this target and what
+  /// the kernels use on it.
+  int64_t minPtxVersion;
 };
 
 /// The chip called `name` ("sm_80", "sm_90", "sm_90a"), or null.
@@ -104,6 +107,10 @@ struct TileLayout {
 /// time and allocates this much slack for it.
 constexpr int64_t kWgmmaAlignment = 1024;
 
+/// The longest sequence (Nq, Nk) the GPU kernels take: their index and mask
+/// arithmetic is i32 (launchers check it).
+constexpr int64_t kMaxKernelSequenceLength = int64_t(1) << 28;
+
 /// Rows the backward's preprocessing and dQ conversion kernels handle per
 /// thread block; block-q must divide it (the lse2 / delta workspace is
 /// padded to it).
@@ -112,7 +119,7 @@ constexpr int64_t kBackwardRowBlock = 128;
 /// Accumulator registers per thread above which a kernel cannot keep its
 /// state in registers (the rest of the 255 go to addresses, fragments and
 /// the softmax).
-constexpr int64_t kAccumulatorRegisterBudget = 224;
+constexpr int64_t kAccumulatorRegisterBudget = 192;
 
 /// The kernels an attention op becomes.
 enum class KernelKind {

@@ -25,7 +25,10 @@ namespace fa {
 struct KernelConfigRequest {
   std::string chip = "sm_90a";
   std::optional<MmaKind> mma;
-  int64_t blockQ = 0, blockKV = 0, warps = 0, stages = 0;
+  int64_t blockQ = 0, blockKV = 0, warps = 0, stages = 0, dkvSplit = 0;
+  /// Configurations that work to pass over before taking one (fa-compile's
+  /// next choice when ptxas reports register spills).
+  int64_t skip = 0;
 };
 
 /// The kernel configuration fa-select-kernel-config gives `op` (an

@@ -68,7 +68,13 @@ def FASelectKernelConfig : Pass<"fa-select-kernel-config"> {
     Option<"warps", "warps", "int64_t", /*default=*/"0",
            "Warps per thread block (0 = choose)">,
     Option<"stages", "stages", "int64_t", /*default=*/"0",
-           "Shared-memory buffers per streamed tile (0 = choose)">
+           "Shared-memory buffers per streamed tile (0 = choose)">,
+    Option<"dkvSplit", "dkv-split", "int64_t", /*default=*/"0",
+           "Backward: thread blocks per key block sharing dK/dV's columns "
+           "(0 = choose)">,
+    Option<"skip", "skip", "int64_t", /*default=*/"0",
+           "Pass over this many configurations that work before taking one "
+           "(fa-compile's next choice when ptxas reports register spills)">
   ];
 }
 
