@@ -242,22 +242,26 @@ class Driver:
     def set_function_attribute(self, fn: int, attrib: int, value: int) -> None:
         self.call("cuFuncSetAttribute", CUfunction(fn), attrib, int(value))
 
-    def param_info(self, fn: int) -> Optional[List[Tuple[int, int]]]:
-        """(offset, size) of each kernel parameter, or None when the driver
-        cannot tell (no cuFuncGetParamInfo)."""
+    def param_info(self, fn: int, count: int) -> Optional[List[Tuple[int, int]]]:
+        """(offset, size) of the first `count` kernel parameters (fewer when
+        the kernel has fewer), or None when the driver cannot tell (no
+        cuFuncGetParamInfo). Never asks past `count`: the driver has no
+        parameter count, and probing past the last parameter is an API error
+        (compute-sanitizer reports each one); the count itself is checked
+        against the PTX before loading (_manifest.check_against_ptx)."""
         f = self.fns.get("cuFuncGetParamInfo")
         if f is None:
             return None
         out = []
         off, size = c_size_t(), c_size_t()
-        for i in range(4096):
+        for i in range(count):
             rc = f(CUfunction(fn), i, ctypes.byref(off), ctypes.byref(size))
             if rc == CUDA_ERROR_INVALID_VALUE:
                 return out
             if rc != CUDA_SUCCESS:
                 return None  # unsupported for this function/driver: no check
             out.append((off.value, size.value))
-        return None
+        return out
 
     # -- launches -----------------------------------------------------------
     def launch(self, fn: int, grid: Sequence[int], block: Sequence[int],

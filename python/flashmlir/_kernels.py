@@ -468,9 +468,9 @@ def _load_function(drv, dev, module: int, jit_log: str, manifest: M.KernelSpec,
     if smem > 0:
         drv.set_function_attribute(
             fn, _cuda.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem)
-    info = drv.param_info(fn)
+    want = [M.slot_size(t) for _, t in launch_spec.slots()]
+    info = drv.param_info(fn, len(want))
     if info is not None:
-        want = [M.slot_size(t) for _, t in launch_spec.slots()]
         got = [size for _, size in info]
         if want != got:
             raise ManifestError(

@@ -24,6 +24,16 @@ TEST_OPTIONS = (
     {"scale": 0.3},
 )
 
+# Every other head dim the kernels take, and Dv != D pairs (DeepSeek's
+# 192/128 among them): the GPU matrix (test_gpu_head_dims.py) runs each
+# forward and backward, f16/bf16, with HEAD_DIM_OPTIONS, and the benchmark
+# times 96, 192 and 256.
+HEAD_DIM_PAIRS = ((32, 32), (96, 96), (160, 160), (192, 128), (192, 192), (256, 256),
+                  (128, 64), (64, 128))
+HEAD_DIM_OPTIONS = ({}, {"causal": True})
+# The deterministic backward of the larger head dims (its own kernels).
+HEAD_DIM_DETERMINISTIC = ((96, 96), (192, 128), (256, 256))
+
 # What bench/bench_attention.py times: full and causal, default scale.
 BENCH_OPTIONS = ({}, {"causal": True})
 
@@ -69,6 +79,24 @@ def backward_variants() -> List[Dict]:
     return out
 
 
+def head_dim_variants(kinds=KINDS) -> List[Dict]:
+    """HEAD_DIM_PAIRS x dtypes x HEAD_DIM_OPTIONS (and the deterministic
+    backward of HEAD_DIM_DETERMINISTIC), forward first."""
+    out = []
+    for kind in ("forward", "backward"):
+        if kind not in kinds:
+            continue
+        for dtype in DTYPES:
+            for d, dv in HEAD_DIM_PAIRS:
+                for opts in HEAD_DIM_OPTIONS:
+                    out.append(dict(kind=kind, dtype=dtype, head_dim=d, value_head_dim=dv,
+                                    **opts))
+                if kind == "backward" and (d, dv) in HEAD_DIM_DETERMINISTIC:
+                    out.append(dict(kind=kind, dtype=dtype, head_dim=d, value_head_dim=dv,
+                                    deterministic=True, causal=True))
+    return out
+
+
 def variants(kinds=KINDS) -> List[Dict]:
     """The variants of the given kinds, forward first."""
     out = []
@@ -76,4 +104,4 @@ def variants(kinds=KINDS) -> List[Dict]:
         out += forward_variants()
     if "backward" in kinds:
         out += backward_variants()
-    return out
+    return out + head_dim_variants(kinds)

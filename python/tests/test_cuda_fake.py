@@ -38,6 +38,7 @@ class FakeCuda:
         self.fail = {}
         self.func_attrs = {0: 1024, 1: 0, 3: 0, 4: 168, 6: 90}
         self.param_sizes = None         # a list, or {function handle: list}
+        self.param_queries = []         # the parameter indices asked for
         self.functions = {}             # entry name (bytes) -> handle, 0x3000 first
         self.loaded_images = []
         self._keep = []
@@ -126,6 +127,7 @@ class FakeCuda:
         self.events.append(("setattr", fn, attr, value))
 
     def _cuFuncGetParamInfo(self, fn, i, poff, psize):
+        self.param_queries.append(i)
         sizes = self.param_sizes
         if isinstance(sizes, dict):
             sizes = sizes.get(fn)
@@ -275,6 +277,16 @@ def test_load_checks_driver_param_info(fake, tmp_path):
     fake.param_sizes = [8] * 52
     with pytest.raises(ManifestError, match="driver reports 52 kernel parameters"):
         _kernels.load_kernel(spec, 0)
+
+
+def test_load_asks_for_no_parameter_past_the_last(fake, tmp_path):
+    # The driver has no parameter count; asking past the last parameter is an
+    # API error (compute-sanitizer reports it). The count comes from the PTX.
+    spec = _kernel_dir(tmp_path)
+    n = len(spec.slots())
+    fake.param_sizes = [M.slot_size(t) for _, t in spec.slots()]
+    _kernels.load_kernel(spec, 0)
+    assert fake.param_queries and max(fake.param_queries) == n - 1
 
 
 def test_load_checks_threads(fake, tmp_path):

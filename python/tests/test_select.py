@@ -379,28 +379,37 @@ def test_variants():
                           "causal"} for v in det)
     fast = [{k: v for k, v in b.items() if k != "kind"} for b in bwd if not b.get("deterministic")]
     assert fast == [{k: v for k, v in f.items() if k != "kind"} for f in fwd]
-    assert _variants.variants() == fwd + bwd
-    assert _variants.variants(("backward",)) == bwd
-    for v in bwd:
+    hd = _variants.head_dim_variants()
+    assert _variants.variants() == fwd + bwd + hd
+    assert _variants.variants(("backward",)) == bwd + _variants.head_dim_variants(("backward",))
+    pairs = {(v["head_dim"], v["value_head_dim"]) for v in hd}
+    assert pairs == set(_variants.HEAD_DIM_PAIRS) and (192, 128) in pairs
+    assert [v for v in hd if v.get("deterministic")] and all(
+        v["kind"] == "backward" for v in hd if v.get("deterministic"))
+    for v in bwd + hd:
         K.KernelRequest.make(**v)  # every variant is a valid request
 
 
 def test_cli_variants_and_compile(tmp_path, capsys):
     from flashmlir import __main__ as cli
     assert cli.main(["variants", "--kind", "backward", "--chip", "sm_90a"]) == 0
+    from flashmlir import _variants
+    bwd = _variants.variants(("backward",))
+    ndet = sum(bool(v.get("deterministic")) for v in bwd)
     lines = capsys.readouterr().out.splitlines()
-    assert len(lines) == 32 and all(l.startswith("fa-compile --kind=backward ") for l in lines)
-    assert sum("--deterministic" in l for l in lines) == 8
+    assert len(lines) == len(bwd) == 70
+    assert all(l.startswith("fa-compile --kind=backward ") for l in lines)
+    assert sum("--deterministic" in l for l in lines) == ndet == 14
     assert cli.main(["variants", "--chip", "sm_80"]) == 0
-    assert len(capsys.readouterr().out.splitlines()) == 56
+    assert len(capsys.readouterr().out.splitlines()) == len(_variants.variants()) == 126
     compiler, log = make_compiler(tmp_path)
     out = tmp_path / "kernels"
     assert cli.main(["compile", "-o", str(out), "--kind", "backward", "--chip", "sm_90a",
                      "--compiler", compiler]) == 0
     assert "0 failure(s)" in capsys.readouterr().out
     specs = K.KernelRegistry([str(out)], cache=str(tmp_path / "c"), compiler=None).specs()
-    assert len(specs) == 32 and all(s.kind == "backward" for s in specs)
-    assert sum(s.deterministic for s in specs) == 8
+    assert len(specs) == len(bwd) and all(s.kind == "backward" for s in specs)
+    assert sum(s.deterministic for s in specs) == ndet
 
 
 def test_compile_on_demand_prints_progress(tmp_path, capsys, monkeypatch):
