@@ -27,7 +27,7 @@ if not torch.cuda.is_available():
     pytest.skip("no CUDA device", allow_module_level=True)
 
 import flashmlir  # noqa: E402
-from flashmlir import _backward, _interface, _kernels, _variants  # noqa: E402
+from flashmlir import _backward, _interface, _kernels, _plan, _variants  # noqa: E402
 
 import gpu_ref as R  # noqa: E402
 from gpu_ref import DTYPES, REQUIRE, real_registry, skip_missing  # noqa: E402,F401 (fixture)
@@ -278,16 +278,20 @@ def test_poison_hook_catches_unwritten(monkeypatch):
     """With the hook on, a backward that launches nothing leaves NaN
     everywhere (so the finiteness check above is sharp), and one that skips
     the first kernel (which initialises the workspace) is wrong."""
+    # The backward's kernels run as one PlanSequence (the cached launch
+    # plans of _plan.py): patch it to launch nothing, then all but the first.
     q, k, v, dout = _case("bf16", 64, 100, 200, 4, 2, seed=14)
-    real = _backward.launch
-    monkeypatch.setattr(_backward, "launch", lambda preps, stream: None)
+    real = _plan.PlanSequence.launch
+    monkeypatch.setattr(_plan.PlanSequence, "launch", lambda self, tensors, stream: None)
     out, dq, dk, dv = grads(q, k, v, dout)
     assert dq.isnan().all() and dk.isnan().all() and dv.isnan().all()
-    monkeypatch.setattr(_backward, "launch", lambda preps, stream: real(preps[1:], stream))
+    monkeypatch.setattr(
+        _plan.PlanSequence, "launch",
+        lambda self, tensors, stream: real(_plan.PlanSequence(self.plans[1:]), tensors, stream))
     out, dq, dk, dv = grads(q, k, v, dout)
     with pytest.raises(AssertionError):
         check(dq, dk, dv, q, k, v, dout, "bhsd", "first kernel skipped")
-    monkeypatch.setattr(_backward, "launch", real)
+    monkeypatch.setattr(_plan.PlanSequence, "launch", real)
     out, dq, dk, dv = grads(q, k, v, dout)
     check(dq, dk, dv, q, k, v, dout, "bhsd", "all kernels")
 
