@@ -103,12 +103,14 @@ def bf16_ulp(x):
     return torch.exp2(torch.floor(torch.log2(x.abs().clamp_min(2.0 ** -126))) - 7)
 
 
-def check_same_tokens(pt_model, ours_model, ids, new_tokens, tie_ulps=4):
-    """Ours generates SDPA's tokens; a difference is accepted only where
-    SDPA's two best scores were within `tie_ulps` bfloat16 spacings of the
-    best score (a tie decided by rounding: the two attentions' outputs may
-    differ by an ulp, which moves logits of a random model by a few), and the
-    comparison stops there. Returns the number of steps compared."""
+def check_same_tokens(pt_model, ours_model, ids, new_tokens, ref_model=None, tie_ulps=4):
+    """Ours generates SDPA's tokens. Where the two first differ, the step
+    must be a tie decided by rounding: the float32 `ref_model` (default: no
+    arbiter, SDPA's own scores), given the common prefix, scores the two
+    tokens within `tie_ulps` bfloat16 spacings of its best score (bf16
+    attention outputs of both differ from float32 by an ulp or so, which
+    moves a random model's logits by a few). The comparison stops there.
+    Returns the number of steps compared."""
     a, sa = greedy(pt_model, ids, new_tokens)
     b, _ = greedy(ours_model, ids, new_tokens)
     n0 = ids.shape[1]
@@ -116,13 +118,17 @@ def check_same_tokens(pt_model, ours_model, ids, new_tokens, tie_ulps=4):
         ta, tb = a[:, n0 + step], b[:, n0 + step]
         if torch.equal(ta, tb):
             continue
-        top = sa[step].float().topk(2, dim=-1).values
+        if ref_model is not None:
+            with torch.no_grad():
+                scores = ref_model(a[:, :n0 + step]).logits[:, -1].float()
+        else:
+            scores = sa[step].float()
         diff = ta != tb
-        margin = (top[:, 0] - top[:, 1])[diff]
-        tie = tie_ulps * bf16_ulp(top[:, 0])[diff]
-        assert (margin <= tie).all(), (
+        gap = (scores.gather(1, ta[:, None]) - scores.gather(1, tb[:, None]))[:, 0].abs()[diff]
+        tie = tie_ulps * bf16_ulp(scores.max(-1).values)[diff]
+        assert (gap <= tie).all(), (
             f"greedy token {step} differs from SDPA's ({tb.tolist()} vs {ta.tolist()}) where "
-            f"SDPA's best two scores are {margin.tolist()} apart (> {tie.tolist()}, "
-            f"{tie_ulps} bf16 ulps of the best score)")
+            f"the {'float32 reference' if ref_model is not None else 'SDPA'} scores them "
+            f"{gap.tolist()} apart (> {tie.tolist()}, {tie_ulps} bf16 ulps of the best score)")
         return step
     return new_tokens

@@ -4,7 +4,8 @@
 synccheck): the forward (wgmma on sm_90a with full and partly used panels,
 mma.sync with FLASHMLIR_CHIP=sm_80), the fast backward (dQ by atomics), the
 deterministic backward (its dQ kernel) and a backward whose key blocks are
-split over the head dim (D = 256). Shapes have tails in every dimension
+split over the head dim (D = 256) and one whose two warpgroups share each
+64 keys (D = 192/128). Shapes have tails in every dimension
 (Nq = 77, Nk = 131, GQA 4:2); every output is checked to be finite, so a
 kernel that leaves memory unwritten fails here too.
 
@@ -29,6 +30,7 @@ CASES = [
     ("backward d128 causal", 128, 128, {"causal": True}, True, False),
     ("backward d64 deterministic", 64, 64, {"causal": True}, True, True),
     ("backward d256 (dkv split)", 256, 256, {}, True, False),
+    ("backward d192/128 (warpgroup pair)", 192, 128, {"causal": True}, True, False),
 ]
 
 

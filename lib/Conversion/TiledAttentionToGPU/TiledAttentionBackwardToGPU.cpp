@@ -217,6 +217,18 @@ struct BackwardConfig {
   /// Columns of dK (and dQ) and of dV per slice.
   int64_t dkCols() const { return d / split; }
   int64_t dvCols() const { return dv / split; }
+  /// wgmma key-block kernel: warpgroups sharing each 64 keys (2: the
+  /// warpgroups split the queries of S^T, dP^T and the columns of dK, dV;
+  /// P^T and dS^T go through shared memory; nothing is computed twice).
+  int64_t wgSplit = 1;
+  /// The columns of a slice each warpgroup of a wgSplit pair accumulates:
+  /// half its 64-column panels, rounded up.
+  static int64_t wgCols(int64_t cols) {
+    return 64 * llvm::divideCeil(llvm::divideCeil(cols, 64), 2);
+  }
+  /// The columns each warp keeps dK and dV accumulators for.
+  int64_t accKCols() const { return wgSplit > 1 ? wgCols(dkCols()) : dkCols(); }
+  int64_t accVCols() const { return wgSplit > 1 ? wgCols(dvCols()) : dvCols(); }
 
   int64_t threads() const { return warps * kWarpSize; }
   /// exp2 factor of the scores u: p = exp2(u c - lse2).
@@ -227,7 +239,7 @@ struct BackwardConfig {
 
 FailureOr<BackwardConfig> getConfig(AttentionBackwardStepOp step, int64_t warps,
                                     bool keyRows, Operation *anchor,
-                                    int64_t split = 1) {
+                                    int64_t split = 1, int64_t wgSplit = 1) {
   auto fail = [&](const Twine &why) -> FailureOr<BackwardConfig> {
     anchor->emitError("fa-convert-tiled-attention-backward-to-gpu: ") << why;
     return failure();
@@ -253,11 +265,13 @@ FailureOr<BackwardConfig> getConfig(AttentionBackwardStepOp step, int64_t warps,
     return fail("block sizes and head dims must be multiples of 16");
   if (warps < 1)
     return fail("warps must be positive");
-  int64_t rows = keyRows ? cfg.bc : cfg.br;
+  // (Warpgroups of a wgSplit pair own the same keys.)
+  int64_t rows = keyRows ? cfg.bc * wgSplit : cfg.br;
   if (rows % (16 * warps))
     return fail(Twine(keyRows ? "block-kv" : "block-q") +
                 " must be a multiple of 16 * warps");
   cfg.mTiles = rows / (16 * warps);
+  cfg.wgSplit = keyRows ? wgSplit : 1;
   if (kRowKernelThreads % cfg.br)
     return fail("block-q must divide 128");
   if (keyRows) {
@@ -853,9 +867,21 @@ private:
   /// body() on warpgroup MMAs.
   SmallVector<Value> bodyWgmma(Value t, Value buf, ValueRange acc);
   /// P^T and dS^T (C fragments) from the S^T and dP^T fragments of one tile:
-  /// per-column lse2 / delta and the mask (shared by both bodies).
+  /// per-column lse2 / delta and the mask (shared by the bodies). The
+  /// fragments cover queries [qOff, qOff + nCols) of the block (default:
+  /// all of them).
   std::pair<SmallVector<Value>, SmallVector<Value>>
-  gradients(IRMapping &it, Value qRow0, ArrayRef<Value> s, ArrayRef<Value> dpT);
+  gradients(IRMapping &it, Value qRow0, ArrayRef<Value> s, ArrayRef<Value> dpT,
+            Value qOff = Value(), int64_t nCols = 0);
+  /// bodyWgmma for a wgSplit pair of warpgroups sharing 64 keys.
+  SmallVector<Value> bodyWgmmaSplit(Value t, Value buf, ValueRange acc);
+  /// Stores this warp's 16 key rows of P^T or dS^T (packed A registers of
+  /// queries [qOff, ...)) into a 128-byte swizzled panel tile over the
+  /// queries.
+  void storeTransposed(const SmemTile &tile, ArrayRef<Value> regs, Value qOff,
+                       int64_t nCols);
+  /// dQ = dS K of this iteration added to the accumulator (dS^T in dsTile).
+  void addDqWgmma(IRMapping &it);
   void epilogue(ValueRange acc);
   /// dqAcc[at] += x, dqAcc[at + 1] += y.
   void addToAccumulator(ValueRange at, Value x, Value y);
@@ -876,13 +902,15 @@ private:
   // buffer 0 as K-major B (S^T, dP^T) and MN-major B (dK, dV); dS^T as
   // MN-major A and K as MN-major B (dQ).
   Value kDescA, vDescA, qDescB, doDescB, qDescMN, doDescMN, dsDescA, kDescMN;
+  // wgSplit: P^T and dS^T as K-major A of the dV / dK GEMMs.
+  Value pDescK, dsDescK;
   Value lse2, delta, dqAcc;
   IRMapping base;
   Value nq, nk, kStart, kBatch, kHead, qbLo, nQB, warp, warpKey0;
   /// This block's slice of the head-dim columns (0 unless split) and its
   /// first dK / dV column.
   Value slice, dkCol0, dvCol0;
-  SmemTile kTile, vTile, qTile, doTile, dsTile;
+  SmemTile kTile, vTile, qTile, doTile, dsTile, pTile;
   Value lseS, deltaS;
   Value laneK, laneQB, laneV, laneDoB, laneDoA, laneQA, laneDsB, laneKA;
 };
@@ -912,13 +940,16 @@ void KeyBlockKernel::issue(Value t, Value buf) {
 
 std::pair<SmallVector<Value>, SmallVector<Value>>
 KeyBlockKernel::gradients(IRMapping &it, Value qRow0, ArrayRef<Value> s,
-                          ArrayRef<Value> dpT) {
-  const int64_t nqt = cfg.br / 8;
-  // Per-column lse2 and delta: columns 8 nt + 2 tig + {0, 1} of the block.
+                          ArrayRef<Value> dpT, Value qOff, int64_t nCols) {
+  const int64_t nqt = (nCols ? nCols : cfg.br) / 8;
+  if (!qOff)
+    qOff = idx(0);
+  // Per-column lse2 and delta: columns qOff + 8 nt + 2 tig + {0, 1} of the
+  // block.
   auto v2 = VectorType::get({2}, b.getF32Type());
   SmallVector<Value> lseCols, deltaCols;
   for (int64_t nt = 0; nt < nqt; ++nt) {
-    Value col = add(add(qRow0, idx(8 * nt)), mul(tig, idx(2)));
+    Value col = add(add(add(qRow0, qOff), idx(8 * nt)), mul(tig, idx(2)));
     lseCols.push_back(vector::LoadOp::create(b, loc, v2, lseS, col));
     deltaCols.push_back(vector::LoadOp::create(b, loc, v2, deltaS, col));
   }
@@ -936,7 +967,7 @@ KeyBlockKernel::gradients(IRMapping &it, Value qRow0, ArrayRef<Value> s,
           kS = clone(step.getKStart(), it), qLen = clone(step.getQLen(), it),
           kLen = clone(step.getKLen(), it);
     Value key0 = add(add(kS, warpKey0), g);
-    Value query0 = add(qStart, mul(tig, idx(2)));
+    Value query0 = add(add(qStart, qOff), mul(tig, idx(2)));
     lim = maskLimits(cfg, key0, query0, qLen, kLen);
   }
   auto visible = [&](int64_t f, int64_t h, int64_t el) -> Value {
@@ -1120,74 +1151,200 @@ SmallVector<Value> KeyBlockKernel::bodyWgmma(Value t, Value buf,
   wg.commit();
 
   if (n.withDq) {
-    // dS^T to shared memory as 128-byte swizzled panels over the queries
-    // (row = key, chunk (nt % 8) ^ (row % 8) of panel nt / 8), read back
-    // by the dQ MMAs of every warpgroup.
-    for (int64_t nt = 0; nt < nqt; ++nt)
-      for (int64_t h = 0; h < 2; ++h) {
-        Value row = add(add(warpKey0, g), idx(8 * h));
-        Value chunk = arith::XOrIOp::create(b, loc, g, idx(nt % 8));
-        Value index = add(add(idx((nt / 8) * dsTile.panelStride()),
-                              mul(row, idx(SmemTile::kPanelCols))),
-                          add(mul(chunk, idx(kChunk)), mul(tig, idx(2))));
-        // The packed A registers already hold row h of fragment nt (no f32
-        // dS stays live for this store).
-        Value packed =
-            LLVM::BitcastOp::create(b, loc, VectorType::get({2}, cfg.elt),
-                                    dsRegs[4 * (nt / 2) + 2 * (nt % 2) + h]);
-        vector::StoreOp::create(b, loc, packed, dsTile.view, index);
-      }
+    storeTransposed(dsTile, dsRegs, idx(0), cfg.br);
     wg.fenceSharedForAsync();
     gpu::BarrierOp::create(b, loc);
-    Value qBatch = clone(n.in.q.offsets[0], it),
-          qHead = clone(n.in.q.offsets[1], it),
-          qStart = clone(n.in.q.offsets[2], it);
-    // dQ = dS K in (64 queries, 64 columns) units of this block's slice,
-    // dealt to the warpgroups; A = dS (dS^T read MN-major), B = K read
-    // MN-major, 16 keys per k-step. A head dim that is no multiple of 64
-    // (D = 96, unsplit) ends in a narrower unit.
-    int64_t panels = llvm::divideCeil(cfg.dkCols(), 64),
-            lastCols = cfg.dkCols() - 64 * (panels - 1);
-    int64_t groups = cfg.warps / 4, mq = cfg.br / 64, units = mq * panels;
-    Value panel0 = mul(slice, idx(cfg.dkCols() / 64));
-    // (Fewer units than warpgroups in the last round: the others go on.)
-    forEachDealt(divu(warp, 4), groups, units, [&](Value u) {
-      Value mt = remu(u, mq), c = divu(u, mq);
-      Value dsA = wg.advance(wg.opaque(dsDescA),
-                             mul(mt, idx(dsTile.panelStride() * 2)));
-      Value kB = wg.advance(wg.opaque(kDescMN),
-                            mul(add(panel0, c), idx(kTile.panelStride() * 2)));
-      Value row0 =
-          add(add(qStart, mul(mt, idx(64))), mul(remu(warp, 4), idx(16)));
-      Value col0 = add(dkCol0, mul(c, idx(64)));
-      auto unit = [&](int64_t cols) {
-        wg.fence();
-        SmallVector<Value> dq;
-        for (int64_t kk = 0; kk < cfg.bc / 16; ++kk)
-          dq = wg.mmaSS(wg.advance(dsA, kk * k16Bytes),
-                        wg.advance(kB, kk * k16Bytes), cols, dq,
-                        NVVM::MMALayout::col, NVVM::MMALayout::row);
-        wg.commit();
-        wg.wait(0);
-        stageAndReduce(toFrags(wg.fenceOperands(dq)), cols, qBatch, qHead, row0,
-                       col0);
-      };
-      if (lastCols == 64) {
-        unit(64);
-        return;
-      }
-      auto ifOp = scf::IfOp::create(
-          b, loc,
-          arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, c,
-                                idx(panels - 1)),
-          /*withElseRegion=*/true);
-      OpBuilder::InsertionGuard guard(b);
-      b.setInsertionPointToStart(ifOp.thenBlock());
-      unit(lastCols);
-      b.setInsertionPointToStart(ifOp.elseBlock());
-      unit(64);
-    });
+    addDqWgmma(it);
   }
+  wg.wait(0);
+  SmallVector<Value> next = toFrags(wg.fenceOperands(dk));
+  llvm::append_range(next, toFrags(wg.fenceOperands(dv)));
+  return next;
+}
+
+void KeyBlockKernel::storeTransposed(const SmemTile &tile, ArrayRef<Value> regs,
+                                     Value qOff, int64_t nCols) {
+  // Row = key, column tile ct = (qOff + 8 nt) / 8: panel ct / 8, chunk
+  // (ct % 8) ^ (row % 8) (row % 8 = g: warpKey0 is a multiple of 16). The
+  // packed A registers hold row half h of fragment nt (no f32 copy live).
+  Value ct0 = divu(qOff, 8);
+  for (int64_t nt = 0; nt < nCols / 8; ++nt)
+    for (int64_t h = 0; h < 2; ++h) {
+      Value row = add(add(warpKey0, g), idx(8 * h));
+      Value ct = add(ct0, idx(nt));
+      Value chunk = arith::XOrIOp::create(b, loc, g, remu(ct, 8));
+      Value index = add(add(mul(divu(ct, 8), idx(tile.panelStride())),
+                            mul(row, idx(SmemTile::kPanelCols))),
+                        add(mul(chunk, idx(kChunk)), mul(tig, idx(2))));
+      Value packed =
+          LLVM::BitcastOp::create(b, loc, VectorType::get({2}, cfg.elt),
+                                  regs[4 * (nt / 2) + 2 * (nt % 2) + h]);
+      vector::StoreOp::create(b, loc, packed, tile.view, index);
+    }
+}
+
+void KeyBlockKernel::addDqWgmma(IRMapping &it) {
+  const int64_t k16Bytes = 16 * SmemTile::kPanelRowBytes;
+  auto toFrags = [&](ArrayRef<Value> values) {
+    SmallVector<Value> out;
+    for (size_t i = 0; i < values.size(); i += 4)
+      out.push_back(frags.fromElements(values.slice(i, 4)));
+    return out;
+  };
+  Value qBatch = clone(n.in.q.offsets[0], it),
+        qHead = clone(n.in.q.offsets[1], it),
+        qStart = clone(n.in.q.offsets[2], it);
+  // dQ = dS K in (64 queries, 64 columns) units of this block's slice,
+  // dealt to the warpgroups; A = dS (dS^T read MN-major), B = K read
+  // MN-major, 16 keys per k-step. A head dim that is no multiple of 64
+  // (D = 96, unsplit) ends in a narrower unit.
+  int64_t panels = llvm::divideCeil(cfg.dkCols(), 64),
+          lastCols = cfg.dkCols() - 64 * (panels - 1);
+  int64_t groups = cfg.warps / 4, mq = cfg.br / 64, units = mq * panels;
+  Value panel0 = mul(slice, idx(cfg.dkCols() / 64));
+  // (Fewer units than warpgroups in the last round: the others go on.)
+  forEachDealt(divu(warp, 4), groups, units, [&](Value u) {
+    Value mt = remu(u, mq), c = divu(u, mq);
+    Value dsA =
+        wg.advance(wg.opaque(dsDescA), mul(mt, idx(dsTile.panelStride() * 2)));
+    Value kB = wg.advance(wg.opaque(kDescMN),
+                          mul(add(panel0, c), idx(kTile.panelStride() * 2)));
+    Value row0 =
+        add(add(qStart, mul(mt, idx(64))), mul(remu(warp, 4), idx(16)));
+    Value col0 = add(dkCol0, mul(c, idx(64)));
+    auto unit = [&](int64_t cols) {
+      wg.fence();
+      SmallVector<Value> dq;
+      for (int64_t kk = 0; kk < cfg.bc / 16; ++kk)
+        dq = wg.mmaSS(wg.advance(dsA, kk * k16Bytes),
+                      wg.advance(kB, kk * k16Bytes), cols, dq,
+                      NVVM::MMALayout::col, NVVM::MMALayout::row);
+      wg.commit();
+      wg.wait(0);
+      stageAndReduce(toFrags(wg.fenceOperands(dq)), cols, qBatch, qHead, row0,
+                     col0);
+    };
+    if (lastCols == 64) {
+      unit(64);
+      return;
+    }
+    auto ifOp = scf::IfOp::create(
+        b, loc,
+        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, c,
+                              idx(panels - 1)),
+        /*withElseRegion=*/true);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(ifOp.thenBlock());
+    unit(lastCols);
+    b.setInsertionPointToStart(ifOp.elseBlock());
+    unit(64);
+  });
+}
+
+SmallVector<Value> KeyBlockKernel::bodyWgmmaSplit(Value t, Value buf,
+                                                  ValueRange acc) {
+  const int64_t half = cfg.br / 2, nqt = half / 8;
+  const int64_t ndk = cfg.accKCols() / 8, ndv = cfg.accVCols() / 8;
+  const int64_t rowBytes = SmemTile::kPanelRowBytes, k16Bytes = 16 * rowBytes;
+  IRMapping it = iteration(t);
+  Value qRow0 = mul(buf, idx(cfg.br));
+  Value bufBytes = mul(qRow0, idx(rowBytes));
+  Value wgId = divu(warp, 4);
+  // This warpgroup's half of the queries (rows of the Q / dO buffers).
+  Value qOff = mul(wgId, idx(half));
+  Value halfBytes = mul(qOff, idx(rowBytes));
+  Value qB = wg.advance(wg.opaque(qDescB), add(bufBytes, halfBytes)),
+        doB = wg.advance(wg.opaque(doDescB), add(bufBytes, halfBytes));
+  Value kA = wg.opaque(kDescA), vA = wg.opaque(vDescA);
+  auto toFrags = [&](ArrayRef<Value> values) {
+    SmallVector<Value> out;
+    for (size_t i = 0; i < values.size(); i += 4)
+      out.push_back(frags.fromElements(values.slice(i, 4)));
+    return out;
+  };
+  auto flatten = [&](ValueRange frs) {
+    SmallVector<Value> out;
+    for (Value f : frs)
+      for (int64_t h = 0; h < 2; ++h)
+        for (int64_t e = 0; e < 2; ++e)
+          out.push_back(frags.element(f, h, e));
+    return out;
+  };
+  auto pack = [&](ArrayRef<Value> frs) {
+    SmallVector<Value> regs;
+    for (int64_t kk = 0; kk < half / 16; ++kk) {
+      Value a = frags.packA(frs[2 * kk], frs[2 * kk + 1]);
+      for (int64_t i = 0; i < 4; ++i)
+        regs.push_back(LLVM::BitcastOp::create(
+            b, loc, b.getI32Type(),
+            vector::ExtractOp::create(b, loc, a, ArrayRef<int64_t>{i})));
+    }
+    return regs;
+  };
+
+  // S^T = K Q^T and dP^T = V dO^T for the 64 keys of the block and this
+  // warpgroup's half of the queries (N = block-q / 2).
+  auto chain = [&](Value descA, const SmemTile &a, Value descB,
+                   const SmemTile &bt, int64_t depth) {
+    SmallVector<Value> c;
+    for (int64_t ks = 0; ks < depth / 16; ++ks) {
+      int64_t panel = ks / 4, inPanel = (ks % 4) * 32;
+      c = wg.mmaSS(wg.advance(descA, panel * a.panelStride() * 2 + inPanel),
+                   wg.advance(descB, panel * bt.panelStride() * 2 + inPanel),
+                   half, c);
+    }
+    return c;
+  };
+  wg.fence();
+  SmallVector<Value> sAcc = chain(kA, kTile, qB, qTile, cfg.d);
+  SmallVector<Value> dpAcc = chain(vA, vTile, doB, doTile, cfg.dv);
+  wg.commit();
+  wg.wait(0);
+  auto [p, ds] = gradients(it, qRow0, toFrags(wg.fenceOperands(sAcc)),
+                           toFrags(wg.fenceOperands(dpAcc)), qOff, half);
+
+  // P^T and dS^T of both halves to shared memory, for the dV / dK GEMMs of
+  // both warpgroups (and dQ).
+  storeTransposed(pTile, pack(p), qOff, half);
+  storeTransposed(dsTile, pack(ds), qOff, half);
+  wg.fenceSharedForAsync();
+  gpu::BarrierOp::create(b, loc);
+
+  // dV[:, cols] += P^T dO[:, cols], dK[:, cols] += dS^T Q[:, cols]: A = P^T /
+  // dS^T K-major in shared memory (all block-q queries), B = dO / Q
+  // MN-major, this warpgroup's columns of this block's slice.
+  SmallVector<Value> dk = wg.fenceOperands(flatten(acc.take_front(ndk)));
+  SmallVector<Value> dv = wg.fenceOperands(flatten(acc.slice(ndk, ndv)));
+  // Both warpgroups run the same instructions (a wgmma in a divergent
+  // branch gets serialized): each takes h = ceil(panels / 2) whole panels,
+  // the second one the last h, so with an odd panel count (D = 192) the
+  // middle panel is computed by both and stored by the first.
+  auto accumulate = [&](Value descA, const SmemTile &aTile, Value descMN,
+                        const SmemTile &bTile, int64_t sliceCols,
+                        Value slicePanels, SmallVector<Value> &out) {
+    int64_t panels = llvm::divideCeil(sliceCols, 64),
+            h = llvm::divideCeil(panels, 2), cols = 64 * h;
+    Value bDesc = wg.advance(
+        descMN, add(bufBytes, mul(add(slicePanels, mul(wgId, idx(panels - h))),
+                                  idx(bTile.panelStride() * 2))));
+    for (int64_t kk = 0; kk < cfg.br / 16; ++kk) {
+      int64_t panel = kk / 4, inPanel = (kk % 4) * 32;
+      out =
+          wg.mmaSS(wg.advance(descA, panel * aTile.panelStride() * 2 + inPanel),
+                   wg.advance(bDesc, kk * k16Bytes), cols, out,
+                   NVVM::MMALayout::row, NVVM::MMALayout::row);
+    }
+  };
+  Value slicePanelsK = mul(slice, idx(cfg.dkCols() / 64));
+  Value slicePanelsV = mul(slice, idx(cfg.dvCols() / 64));
+  wg.fence();
+  accumulate(wg.opaque(pDescK), pTile, wg.opaque(doDescMN), doTile,
+             cfg.dvCols(), slicePanelsV, dv);
+  accumulate(wg.opaque(dsDescK), dsTile, wg.opaque(qDescMN), qTile,
+             cfg.dkCols(), slicePanelsK, dk);
+  wg.commit();
+  if (n.withDq)
+    addDqWgmma(it);
   wg.wait(0);
   SmallVector<Value> next = toFrags(wg.fenceOperands(dk));
   llvm::append_range(next, toFrags(wg.fenceOperands(dv)));
@@ -1289,8 +1446,35 @@ void KeyBlockKernel::epilogue(ValueRange acc) {
         }
       }
   };
-  store(n.dk, acc.take_front(m * ndk), ndk, scale, dkCol0);
-  store(n.dv, acc.slice(m * ndk, m * ndv), ndv, one, dvCol0);
+  if (cfg.wgSplit == 1) {
+    store(n.dk, acc.take_front(m * ndk), ndk, scale, dkCol0);
+    store(n.dv, acc.slice(m * ndk, m * ndv), ndv, one, dvCol0);
+    return;
+  }
+  // A wgSplit pair: the first warpgroup's accumulators hold columns
+  // [0, 64 h) of the slice, the second's [64 (panels - h), 64 panels): it
+  // stores the columns from 64 h on.
+  const int64_t accK = cfg.accKCols() / 8, accV = cfg.accVCols() / 8;
+  Value wgId = divu(warp, 4);
+  auto share = [&](Value dest, ValueRange frs, int64_t sliceCols,
+                   Value sliceCol0, Value factor) {
+    int64_t panels = llvm::divideCeil(sliceCols, 64),
+            h = llvm::divideCeil(panels, 2);
+    int64_t first = std::min<int64_t>(sliceCols, 64 * h);
+    int64_t skip = (64 * h - 64 * (panels - h)) / 8;
+    auto ifOp = scf::IfOp::create(
+        b, loc,
+        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, wgId, idx(0)),
+        /*withElseRegion=*/true);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(ifOp.thenBlock());
+    store(dest, frs, first / 8, factor, sliceCol0);
+    b.setInsertionPointToStart(ifOp.elseBlock());
+    store(dest, frs.slice(skip, (sliceCols - first) / 8),
+          (sliceCols - first) / 8, factor, add(sliceCol0, idx(first)));
+  };
+  share(n.dk, acc.take_front(accK), cfg.dkCols(), dkCol0, scale);
+  share(n.dv, acc.slice(accK, accV), cfg.dvCols(), dvCol0, one);
 }
 
 int64_t KeyBlockKernel::emit(gpu::LaunchOp launch) {
@@ -1327,7 +1511,9 @@ int64_t KeyBlockKernel::emit(gpu::LaunchOp launch) {
   g = divu(lane, 4);
   tig = remu(lane, 4);
   warp = divu(tid, kWarpSize);
-  warpKey0 = mul(warp, idx(16 * cfg.mTiles));
+  // (The two warpgroups of a wgSplit pair own the same 64 keys.)
+  warpKey0 = cfg.wgSplit > 1 ? mul(remu(warp, 4), idx(16))
+                             : mul(warp, idx(16 * cfg.mTiles));
 
   SmemLayout smem = makeSmem(b, loc);
   if (cfg.wgmma) {
@@ -1336,16 +1522,21 @@ int64_t KeyBlockKernel::emit(gpu::LaunchOp launch) {
         memref::ExtractAlignedPointerAsIndexOp::create(b, loc, smem.base);
     smem.pad = remu(sub(idx(1024), remu(addr, 1024)), 1024);
     smem.alignedAddr = add(addr, smem.pad);
-    Value kAddr, vAddr, qAddr, doAddr, dsAddr;
+    Value kAddr, vAddr, qAddr, doAddr, dsAddr, pAddr;
     kTile = smem.panelTile(b, loc, cfg.bc, cfg.d, cfg.elt, kAddr);
     vTile = smem.panelTile(b, loc, cfg.bc, cfg.dv, cfg.elt, vAddr);
     qTile = smem.panelTile(b, loc, 2 * cfg.br, cfg.d, cfg.elt, qAddr);
     doTile = smem.panelTile(b, loc, 2 * cfg.br, cfg.dv, cfg.elt, doAddr);
-    if (n.withDq)
+    if (n.withDq || cfg.wgSplit > 1)
       dsTile = smem.panelTile(b, loc, cfg.bc, cfg.br, cfg.elt, dsAddr);
+    if (cfg.wgSplit > 1)
+      pTile = smem.panelTile(b, loc, cfg.bc, cfg.br, cfg.elt, pAddr);
     // 8-row groups 1024 bytes apart; MN-major operands span 64-column panels
-    // panelStride apart (K-major ones ignore the leading offset).
-    Value groupRows = mul(divu(warp, 4), idx(64 * SmemTile::kPanelRowBytes));
+    // panelStride apart (K-major ones ignore the leading offset). Each
+    // warpgroup's 64 keys (the same ones for a wgSplit pair).
+    Value groupRows = cfg.wgSplit > 1 ? idx(0)
+                                      : mul(divu(warp, 4),
+                                            idx(64 * SmemTile::kPanelRowBytes));
     kDescA = wg.descriptor(add(kAddr, groupRows), 16, 1024);
     vDescA = wg.descriptor(add(vAddr, groupRows), 16, 1024);
     qDescB = wg.descriptor(qAddr, 16, 1024);
@@ -1355,6 +1546,10 @@ int64_t KeyBlockKernel::emit(gpu::LaunchOp launch) {
     kDescMN = wg.descriptor(kAddr, kTile.panelStride() * 2, 1024);
     if (n.withDq)
       dsDescA = wg.descriptor(dsAddr, dsTile.panelStride() * 2, 1024);
+    if (cfg.wgSplit > 1) {
+      pDescK = wg.descriptor(pAddr, 16, 1024);
+      dsDescK = wg.descriptor(dsAddr, 16, 1024);
+    }
   } else {
     kTile = smem.tile(b, loc, cfg.bc, cfg.d, cfg.elt);
     vTile = smem.tile(b, loc, cfg.bc, cfg.dv, cfg.elt);
@@ -1410,7 +1605,7 @@ int64_t KeyBlockKernel::emit(gpu::LaunchOp launch) {
     issue(zero, zero);
   }
 
-  SmallVector<Value> init(cfg.mTiles * (cfg.dkCols() + cfg.dvCols()) / 8,
+  SmallVector<Value> init(cfg.mTiles * (cfg.accKCols() + cfg.accVCols()) / 8,
                           frags.zeroC());
   auto loop = scf::ForOp::create(b, loc, zero, total, one, init);
   {
@@ -1432,8 +1627,10 @@ int64_t KeyBlockKernel::emit(gpu::LaunchOp launch) {
       issue(next, sub(one, buf));
     }
     ValueRange acc = loop.getRegionIterArgs();
-    scf::YieldOp::create(
-        b, loc, cfg.wgmma ? bodyWgmma(t, buf, acc) : body(t, buf, acc));
+    scf::YieldOp::create(b, loc,
+                         cfg.wgSplit > 1 ? bodyWgmmaSplit(t, buf, acc)
+                         : cfg.wgmma     ? bodyWgmma(t, buf, acc)
+                                         : body(t, buf, acc));
   }
   waitAll();
   epilogue(loop.getResults());
@@ -1734,9 +1931,13 @@ LogicalResult mlir::fa::convertTiledAttentionBackwardToGPU(
         "kernel configuration");
   int64_t warps = config ? config.getWarps() : int64_t(options.warps);
   bool wgmma = config ? config.getMma() == MmaKind::Wgmma : options.wgmma;
+  // wgmma with two warpgroups per 64 keys: the pair splits the work.
+  int64_t wgSplit = 1;
+  if (wgmma && config && config.getBlockKV() < 16 * warps)
+    wgSplit = 16 * warps / config.getBlockKV();
   FailureOr<BackwardConfig> keyCfg =
       getConfig(keyNest->in.step, warps, /*keyRows=*/true, keyNest->forall,
-                config ? config.getDkvSplit() : 1);
+                config ? config.getDkvSplit() : 1, wgSplit);
   if (failed(keyCfg))
     return failure();
   if (config &&

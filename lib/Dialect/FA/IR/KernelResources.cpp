@@ -58,6 +58,13 @@ int64_t mlir::fa::backwardDqChunk(int64_t blockQ, int64_t headDim,
   return 0;
 }
 
+/// The columns the first warpgroup of a wgmma pair keeps (whole 64-column
+/// panels, the larger share; TiledAttentionBackwardToGPU's wgCols).
+static int64_t wgSplitCols(int64_t cols) {
+  return std::min<int64_t>(
+      cols, 64 * llvm::divideCeil(llvm::divideCeil(cols, 64), 2));
+}
+
 /// Warps of the deterministic dQ kernel: at most one per 16 query rows.
 static int64_t queryBlockWarps(KernelConfigAttr config) {
   return std::min<int64_t>(config.getWarps(),
@@ -112,11 +119,16 @@ KernelResources mlir::fa::kernelResources(KernelConfigAttr config,
         bytes = llvm::alignTo(bytes, kWgmmaAlignment);
       bytes += tileBytes;
     };
+    // A wgmma pair of warpgroups per 64 keys passes P^T and dS^T through
+    // shared memory.
+    int64_t wgSplit = wgmma ? 16 * r.warps / bkv : 1;
     place(tile(bkv, d));
     place(tile(bkv, dv));
     place(tile(2 * bq, d));
     place(tile(2 * bq, dv));
-    if (problem.withDq)
+    if (problem.withDq || wgSplit > 1)
+      place(tile(bkv, bq));
+    if (wgSplit > 1)
       place(tile(bkv, bq));
     bytes += 2 * (2 * bq * 4);
     if (staged) {
@@ -126,6 +138,13 @@ KernelResources mlir::fa::kernelResources(KernelConfigAttr config,
     r.sharedMemory = bytes + (wgmma ? kWgmmaAlignment : 0);
     // dK and dV of 16 keys per warp row tile; S^T and dP^T of those keys
     // against the query block.
+    if (wgSplit > 1) {
+      // Each warpgroup's half of the column panels (rounded up); S^T and
+      // dP^T of 64 keys against half the queries.
+      r.accumulatorRegisters =
+          (wgSplitCols(dSlice) + wgSplitCols(dvSlice)) / 2 + bq / 2;
+      return r;
+    }
     int64_t m = bkv / (16 * r.warps);
     r.accumulatorRegisters = m * (dSlice + dvSlice) / 2 + m * bq;
     return r;
@@ -255,14 +274,22 @@ std::string ConfigChecker::check(bool backward, bool deterministic, int64_t d,
             << " columns";
   else if (kBackwardRowBlock % bq)
     error() << "block_q must divide " << kBackwardRowBlock;
-  else if (bkv % (16 * warps))
+  else if (bkv % (16 * warps) && !(wgmma && warps == 8 && bkv == 64))
     error() << "block_kv must be a multiple of 16 * warps = " << 16 * warps;
   else if (!backwardDqChunk(bq, d / split, warps))
     error() << "the dQ tiles of block_q x head dim do not split evenly over "
                "the warps";
-  else if (wgmma && (warps % 4 || bkv != 16 * warps))
+  else if (wgmma &&
+           (warps % 4 || (bkv != 16 * warps && !(warps == 8 && bkv == 64))))
     error() << "wgmma needs whole warpgroups of 16 keys per warp: warps a "
-               "multiple of 4 and block_kv = 16 * warps";
+               "multiple of 4 and block_kv = 16 * warps (or 8 warps on 64 "
+               "keys: two warpgroups share them)";
+  else if (wgmma && bkv < 16 * warps &&
+           (llvm::divideCeil(d / split, 64) < 2 ||
+            llvm::divideCeil(dv / split, 64) < 2))
+    error() << "two warpgroups on 64 keys split the head-dim columns in "
+               "64-column panels: each head dim (slice) needs more than 64 "
+               "columns";
   else if (wgmma && bq % 64)
     error() << "the wgmma backward's dQ and dS^T tiles are 64 queries: "
                "block_q must be a multiple of 64";

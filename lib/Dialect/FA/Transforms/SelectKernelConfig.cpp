@@ -72,6 +72,10 @@ Tiles tableTiles(const OpTraits &op, MmaKind mma, const ChipInfo &chip) {
 /// the tiles `t` (as D <= 128 does unsplit), whole 64-column panels with
 /// wgmma.
 int64_t tableSplit(const OpTraits &op, MmaKind mma, const Tiles &t) {
+  // With wgmma, a pair of warpgroups on 64 keys shares the columns of large
+  // head dims without computing anything twice: tried first, unsplit.
+  if (mma == MmaKind::Wgmma && std::max(op.d, op.dv) > 128)
+    return 1;
   int64_t m = t.blockKV / (16 * t.warps);
   for (int64_t split = 1; split <= 4; ++split) {
     if (op.d % (16 * split) || op.dv % (16 * split))
@@ -127,11 +131,21 @@ SmallVector<Tiles> candidates(const OpTraits &op, MmaKind mma,
             warps = t.warps;
         }
         int64_t kvStart = pick(req.blockKV, t.blockKV);
-        // The wgmma backward ties block_kv to the warps: fewer warps shrink it.
+        // The wgmma backward ties block_kv to the warps: 16 keys per warp
+        // (fewer warps shrink it), or two warpgroups sharing 64 keys, which
+        // split the work instead of keeping everything twice (first for
+        // head dims past 128, whose dK and dV do not fit one warpgroup).
         SmallVector<std::pair<int64_t, int64_t>> kvWarps;
-        if (op.backward && wgmma && !req.blockKV && !req.warps) {
+        if (req.blockKV && req.warps) {
+          kvWarps.push_back({req.blockKV, req.warps});
+        } else if (op.backward && wgmma && !req.blockKV && !req.warps) {
+          bool pairFirst = std::max(op.d, op.dv) > 128;
+          if (pairFirst)
+            kvWarps.push_back({64, 8});
           for (int64_t w = warps; w >= 4; w -= 4)
             kvWarps.push_back({16 * w, w});
+          if (!pairFirst)
+            kvWarps.push_back({64, 8});
         } else {
           // The mma.sync backward may also halve the warps (its dQ units
           // must deal evenly to them).
@@ -232,6 +246,9 @@ mlir::fa::selectKernelConfig(Operation *op, const KernelConfigRequest &req) {
         os << Attribute(config) << " fails: " << why;
       }
     }
+    if (first.empty())
+      first = std::string(stringifyMmaKind(mma)) +
+              ": no candidate with the fixed fields";
     reasons += (reasons.empty() ? "" : "; ") + first;
   }
   if (skipped)
