@@ -227,9 +227,17 @@ _BACKWARD_TENSORS = ("q", "k", "v", "out", "dout", "lse", "dq", "dk", "dv")
 _MAX_PLANS = 4096
 
 
+_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+
+
 def _current_stream(ordinal: int) -> int:
-    """The CUstream of the current torch stream of device `ordinal` (the public
-    API, so side streams and CUDA-graph capture streams are followed)."""
+    """The CUstream of the current torch stream of device `ordinal`, so side
+    streams and CUDA-graph capture streams are followed. The raw handle is
+    what `torch.cuda.current_stream(ordinal).cuda_stream` returns without
+    building a Stream object on every call (Triton's launcher reads it the
+    same way); the public API when this torch lacks it."""
+    if _raw_stream is not None:
+        return _raw_stream(ordinal)
     return torch.cuda.current_stream(ordinal).cuda_stream
 
 
@@ -453,6 +461,8 @@ class _FlashAttention(torch.autograd.Function):
     @staticmethod
     def forward(ctx, q, k, v, plan, deterministic):
         out, lse = plan.run(q, k, v)
+        # lse is not differentiable: no zero dlse to allocate and fill per call.
+        ctx.set_materialize_grads(False)
         ctx.save_for_backward(q, k, v, out, lse)
         ctx.plan = plan
         ctx.deterministic = deterministic

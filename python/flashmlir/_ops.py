@@ -88,6 +88,7 @@ def _(dout, q, k, v, out, lse, causal, window_left, window_right, scale, softcap
 def _setup_context(ctx, inputs, output):
     q, k, v, causal, wl, wr, scale, softcap, layout, deterministic = inputs
     out, lse = output
+    ctx.set_materialize_grads(False)   # no zero dlse per call (lse is not differentiable)
     ctx.save_for_backward(q, k, v, out, lse)
     ctx.options = (causal, wl, wr, scale, softcap, layout, deterministic)
     ctx.mark_non_differentiable(lse)
