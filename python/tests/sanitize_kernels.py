@@ -3,9 +3,10 @@
 (scripts/sanitize-gpu.sh runs it under memcheck, racecheck, initcheck and
 synccheck): the forward (wgmma on sm_90a with full and partly used panels,
 mma.sync with FLASHMLIR_CHIP=sm_80), the fast backward (dQ by atomics), the
-deterministic backward (its dQ kernel) and a backward whose key blocks are
-split over the head dim (D = 256) and one whose two warpgroups share each
-64 keys (D = 192/128). Shapes have tails in every dimension
+deterministic backward (its dQ kernel), and the backward of large head dims:
+on sm_90a two warpgroups share each 64 keys (D = 192/128 with dQ staged in
+shared memory, D = 256 with dQ reduced from the fragments), on sm_80 the key
+blocks are split over the head dim (dkv_split). Shapes have tails in every dimension
 (Nq = 77, Nk = 131, GQA 4:2); every output is checked to be finite, so a
 kernel that leaves memory unwritten fails here too.
 
@@ -29,7 +30,8 @@ CASES = [
     ("forward d192/128 causal", 192, 128, {"causal": True}, False, False),
     ("backward d128 causal", 128, 128, {"causal": True}, True, False),
     ("backward d64 deterministic", 64, 64, {"causal": True}, True, True),
-    ("backward d256 (dkv split)", 256, 256, {}, True, False),
+    ("backward d256 (sm_90a: pair, unstaged dQ; sm_80: dkv split)", 256, 256, {}, True,
+     False),
     ("backward d192/128 (warpgroup pair)", 192, 128, {"causal": True}, True, False),
 ]
 

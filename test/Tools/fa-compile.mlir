@@ -45,6 +45,22 @@
 // RUN: FileCheck %s --check-prefix=BWDWG < %t.mma3/fa_bwd_d64_bf16_causal_sm90a.json
 // BWDWG-DAG: "mma": "wgmma"
 // BWDWG-DAG: "block_q": 64
+// Head dims over 128 take a warpgroup pair per 64 keys (8 warps); at D = 256
+// its dQ staging area would not fit (249,856 B), so the fragments reduce
+// with 8-byte red.global.add.v2.f32 and the kernel needs 215,040 B; at
+// D = 192 the staging fits (16-byte reductions).
+// RUN: fa-compile --kind=backward --head-dim=256 --chip=sm_90a -o %t.pair > /dev/null
+// RUN: FileCheck %s --check-prefix=PAIR256 < %t.pair/fa_bwd_d256_bf16_sm90a.json
+// RUN: FileCheck %s --check-prefix=PAIR256PTX < %t.pair/fa_bwd_d256_bf16_sm90a.ptx
+// PAIR256-DAG: "warps": 8
+// PAIR256-DAG: "block_kv": 64
+// PAIR256-DAG: "dynamic_shared_memory": 215040
+// PAIR256PTX-NOT: red.global.add.v4.f32
+// PAIR256PTX: red.global.add.v2.f32
+// PAIR256PTX-NOT: red.global.add.v4.f32
+// RUN: fa-compile --kind=backward --head-dim=192 --chip=sm_90a -o %t.pair192 > /dev/null
+// RUN: FileCheck %s --check-prefix=PAIR192PTX < %t.pair192/fa_bwd_d192_bf16_sm90a.ptx
+// PAIR192PTX: red.global.add.v4.f32
 // RUN: fa-compile --head-dim=64 --chip=sm_80 -o %t.mma4 > /dev/null
 // RUN: FileCheck %s --check-prefix=SM80 < %t.mma4/fa_fwd_d64_bf16_sm80.json
 // SM80: "mma": "mma.sync"

@@ -209,6 +209,8 @@ struct BackwardConfig {
   int64_t dqChunk = 64;
   /// sm_90 8-byte f32 reductions (red.global.add.v2.f32) for dQ.
   bool vectorAtomics = false;
+  /// dQ through the per-warp staging area (KernelResources::stagesDq).
+  bool stageDq = false;
   /// Key-block kernel on warpgroup MMAs (sm_90a).
   bool wgmma = false;
   /// Key-block kernel: thread blocks per key block, each keeping the dK, dV
@@ -890,6 +892,11 @@ private:
   /// staging area: 16-byte reductions, consecutive lanes along rows.
   void stageAndReduce(ArrayRef<Value> dq, int64_t chunk, Value batch,
                       Value head, Value row0, Value col0);
+  /// Adds a warp's [16, chunk] dQ tile (C fragments) at rows [row0, +16) x
+  /// columns [col0, +chunk): staged when the kernel has a staging area,
+  /// else each lane's two adjacent columns at a time.
+  void reduceDq(ArrayRef<Value> dq, int64_t chunk, Value batch, Value head,
+                Value row0, Value col0);
   /// Per-warp dQ staging (f32, sm_90 only) and its row stride.
   Value dqStage;
   int64_t stageStride = 0;
@@ -1046,22 +1053,7 @@ SmallVector<Value> KeyBlockKernel::body(Value t, Value buf, ValueRange acc) {
           frags.mma16(a, bs, MutableArrayRef<Value>(dq).slice(2 * dp, 2));
         }
       }
-      if (dqStage) {
-        stageAndReduce(dq, chunk, qBatch, qHead, add(qStart, qr), c0);
-        continue;
-      }
-      for (int64_t h = 0; h < 2; ++h) {
-        Value row = add(add(qStart, add(qr, g)), idx(8 * h));
-        auto ifOp = scf::IfOp::create(b, loc, slt(row, nq), false);
-        OpBuilder::InsertionGuard guard(b);
-        b.setInsertionPointToStart(ifOp.thenBlock());
-        for (int64_t nt = 0; nt < chunk / 8; ++nt) {
-          Value col = add(add(c0, idx(8 * nt)), mul(tig, idx(2)));
-          addToAccumulator(ValueRange{qBatch, qHead, row, col},
-                           frags.element(dq[nt], h, 0),
-                           frags.element(dq[nt], h, 1));
-        }
-      }
+      reduceDq(dq, chunk, qBatch, qHead, add(qStart, qr), c0);
     }
   }
   SmallVector<Value> next = dk;
@@ -1071,8 +1063,7 @@ SmallVector<Value> KeyBlockKernel::body(Value t, Value buf, ValueRange acc) {
 
 SmallVector<Value> KeyBlockKernel::bodyWgmma(Value t, Value buf,
                                              ValueRange acc) {
-  const int64_t nqt = cfg.br / 8, ndk = cfg.dkCols() / 8,
-                ndv = cfg.dvCols() / 8;
+  const int64_t ndk = cfg.dkCols() / 8, ndv = cfg.dvCols() / 8;
   const int64_t rowBytes = SmemTile::kPanelRowBytes, k16Bytes = 16 * rowBytes;
   IRMapping it = iteration(t);
   Value qRow0 = mul(buf, idx(cfg.br));
@@ -1221,8 +1212,7 @@ void KeyBlockKernel::addDqWgmma(IRMapping &it) {
                       NVVM::MMALayout::col, NVVM::MMALayout::row);
       wg.commit();
       wg.wait(0);
-      stageAndReduce(toFrags(wg.fenceOperands(dq)), cols, qBatch, qHead, row0,
-                     col0);
+      reduceDq(toFrags(wg.fenceOperands(dq)), cols, qBatch, qHead, row0, col0);
     };
     if (lastCols == 64) {
       unit(64);
@@ -1243,7 +1233,7 @@ void KeyBlockKernel::addDqWgmma(IRMapping &it) {
 
 SmallVector<Value> KeyBlockKernel::bodyWgmmaSplit(Value t, Value buf,
                                                   ValueRange acc) {
-  const int64_t half = cfg.br / 2, nqt = half / 8;
+  const int64_t half = cfg.br / 2;
   const int64_t ndk = cfg.accKCols() / 8, ndv = cfg.accVCols() / 8;
   const int64_t rowBytes = SmemTile::kPanelRowBytes, k16Bytes = 16 * rowBytes;
   IRMapping it = iteration(t);
@@ -1399,6 +1389,26 @@ void KeyBlockKernel::stageAndReduce(ArrayRef<Value> dq, int64_t chunk,
   }
   // The next unit of this warp overwrites the area.
   NVVM::SyncWarpOp::create(b, loc, all);
+}
+
+void KeyBlockKernel::reduceDq(ArrayRef<Value> dq, int64_t chunk, Value batch,
+                              Value head, Value row0, Value col0) {
+  if (dqStage) {
+    stageAndReduce(dq, chunk, batch, head, row0, col0);
+    return;
+  }
+  for (int64_t h = 0; h < 2; ++h) {
+    Value row = add(add(row0, g), idx(8 * h));
+    auto ifOp = scf::IfOp::create(b, loc, slt(row, nq), false);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(ifOp.thenBlock());
+    for (int64_t nt = 0; nt < chunk / 8; ++nt) {
+      Value col = add(add(col0, idx(8 * nt)), mul(tig, idx(2)));
+      addToAccumulator(ValueRange{batch, head, row, col},
+                       frags.element(dq[nt], h, 0),
+                       frags.element(dq[nt], h, 1));
+    }
+  }
 }
 
 void KeyBlockKernel::addToAccumulator(ValueRange at, Value x, Value y) {
@@ -1560,7 +1570,7 @@ int64_t KeyBlockKernel::emit(gpu::LaunchOp launch) {
   }
   lseS = smem.f32Buffer(b, loc, 2 * cfg.br);
   deltaS = smem.f32Buffer(b, loc, 2 * cfg.br);
-  if (n.withDq && cfg.vectorAtomics) {
+  if (n.withDq && cfg.stageDq) {
     // Rows padded by 4 floats: the 8 rows a fragment store touches fall in
     // distinct banks.
     stageStride = (cfg.wgmma ? 64 : cfg.dqChunk) + 4;
@@ -1948,6 +1958,12 @@ LogicalResult mlir::fa::convertTiledAttentionBackwardToGPU(
            << ") are not those of the kernel configuration ("
            << config.getBlockQ() << " x " << config.getBlockKV() << ")";
   keyCfg->vectorAtomics = chip ? chip->vectorReductions : options.vectorAtomics;
+  keyCfg->stageDq =
+      config ? kernelResources(config, {KernelKind::BackwardKeyBlock,
+                                        keyCfg->d, keyCfg->dv,
+                                        keyNest->withDq})
+                   .stagesDq
+             : keyNest->withDq && keyCfg->vectorAtomics;
   if (wgmma) {
     auto fail = [&](const Twine &why) {
       return keyNest->forall.emitError(

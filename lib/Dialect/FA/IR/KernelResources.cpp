@@ -133,8 +133,16 @@ KernelResources mlir::fa::kernelResources(KernelConfigAttr config,
     bytes += 2 * (2 * bq * 4);
     if (staged) {
       int64_t chunk = wgmma ? 64 : backwardDqChunk(bq, dSlice, r.warps);
-      bytes += r.warps * 16 * (chunk + 4) * 4;
+      int64_t staging = r.warps * 16 * (chunk + 4) * 4;
+      // The pair's P^T and dS^T tiles leave no room for the staging area at
+      // the largest head dims (D = 256: 249,856 B): fragments reduce directly.
+      if (wgSplit > 1 && chip &&
+          bytes + staging + kWgmmaAlignment > chip->sharedMemoryPerBlock)
+        staged = false;
+      else
+        bytes += staging;
     }
+    r.stagesDq = staged;
     r.sharedMemory = bytes + (wgmma ? kWgmmaAlignment : 0);
     // dK and dV of 16 keys per warp row tile; S^T and dP^T of those keys
     // against the query block.

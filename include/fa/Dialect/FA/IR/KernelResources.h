@@ -150,6 +150,11 @@ struct KernelResources {
   /// Warps of the kernel (the deterministic dQ kernel may use fewer than
   /// the configuration's).
   int64_t warps = 0;
+  /// Backward key-block kernel with dQ on a chip with vector reductions:
+  /// dQ goes through a per-warp shared-memory staging area and 16-byte
+  /// reductions along rows. A wgmma warpgroup pair that would not fit the
+  /// chip with it adds 8-byte reductions from the fragments instead.
+  bool stagesDq = false;
 };
 
 /// Columns of dQ per work unit of the mma.sync key-block kernel: the
