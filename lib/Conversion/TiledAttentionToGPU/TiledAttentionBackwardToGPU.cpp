@@ -1959,9 +1959,8 @@ LogicalResult mlir::fa::convertTiledAttentionBackwardToGPU(
            << config.getBlockQ() << " x " << config.getBlockKV() << ")";
   keyCfg->vectorAtomics = chip ? chip->vectorReductions : options.vectorAtomics;
   keyCfg->stageDq =
-      config ? kernelResources(config, {KernelKind::BackwardKeyBlock,
-                                        keyCfg->d, keyCfg->dv,
-                                        keyNest->withDq})
+      config ? kernelResources(config, {KernelKind::BackwardKeyBlock, keyCfg->d,
+                                        keyCfg->dv, keyNest->withDq})
                    .stagesDq
              : keyNest->withDq && keyCfg->vectorAtomics;
   if (wgmma) {
