@@ -884,6 +884,13 @@ private:
                        int64_t nCols);
   /// dQ = dS K of this iteration added to the accumulator (dS^T in dsTile).
   void addDqWgmma(IRMapping &it);
+  /// A chain of SS wgmmas C[M, n] = A B^T over `depth` (both operands
+  /// K-major 64-column panels, 16 per k-step); no commit.
+  SmallVector<Value> chainSS(Value descA, const SmemTile &a, Value descB,
+                             const SmemTile &bt, int64_t depth, int64_t n);
+  /// wgmma accumulator values (4 per 8 columns) as C fragments, and back.
+  SmallVector<Value> toFrags(ArrayRef<Value> values);
+  SmallVector<Value> flatten(ValueRange frs);
   void epilogue(ValueRange acc);
   /// dqAcc[at] += x, dqAcc[at + 1] += y.
   void addToAccumulator(ValueRange at, Value x, Value y);
@@ -1083,34 +1090,9 @@ SmallVector<Value> KeyBlockKernel::bodyWgmma(Value t, Value buf,
 
   // S^T = K Q^T and dP^T = V dO^T: this warpgroup's 64 keys against the
   // block's queries, both operands K-major in shared memory; one commit.
-  auto chain = [&](Value descA, const SmemTile &a, Value descB,
-                   const SmemTile &bt, int64_t depth) {
-    SmallVector<Value> c;
-    for (int64_t ks = 0; ks < depth / 16; ++ks) {
-      int64_t panel = ks / 4, inPanel = (ks % 4) * 32;
-      c = wg.mmaSS(wg.advance(descA, panel * a.panelStride() * 2 + inPanel),
-                   wg.advance(descB, panel * bt.panelStride() * 2 + inPanel),
-                   cfg.br, c);
-    }
-    return c;
-  };
-  auto toFrags = [&](ArrayRef<Value> values) {
-    SmallVector<Value> out;
-    for (size_t i = 0; i < values.size(); i += 4)
-      out.push_back(frags.fromElements(values.slice(i, 4)));
-    return out;
-  };
-  auto flatten = [&](ValueRange frs) {
-    SmallVector<Value> out;
-    for (Value f : frs)
-      for (int64_t h = 0; h < 2; ++h)
-        for (int64_t e = 0; e < 2; ++e)
-          out.push_back(frags.element(f, h, e));
-    return out;
-  };
   wg.fence();
-  SmallVector<Value> sAcc = chain(kA, kTile, qB, qTile, cfg.d);
-  SmallVector<Value> dpAcc = chain(vA, vTile, doB, doTile, cfg.dv);
+  SmallVector<Value> sAcc = chainSS(kA, kTile, qB, qTile, cfg.d, cfg.br);
+  SmallVector<Value> dpAcc = chainSS(vA, vTile, doB, doTile, cfg.dv, cfg.br);
   wg.commit();
   wg.wait(0);
   auto [p, ds] = gradients(it, qRow0, toFrags(wg.fenceOperands(sAcc)),
@@ -1174,14 +1156,37 @@ void KeyBlockKernel::storeTransposed(const SmemTile &tile, ArrayRef<Value> regs,
     }
 }
 
+SmallVector<Value> KeyBlockKernel::chainSS(Value descA, const SmemTile &a,
+                                           Value descB, const SmemTile &bt,
+                                           int64_t depth, int64_t n) {
+  SmallVector<Value> c;
+  for (int64_t ks = 0; ks < depth / 16; ++ks) {
+    int64_t panel = ks / 4, inPanel = (ks % 4) * 32;
+    c = wg.mmaSS(wg.advance(descA, panel * a.panelStride() * 2 + inPanel),
+                 wg.advance(descB, panel * bt.panelStride() * 2 + inPanel), n,
+                 c);
+  }
+  return c;
+}
+
+SmallVector<Value> KeyBlockKernel::toFrags(ArrayRef<Value> values) {
+  SmallVector<Value> out;
+  for (size_t i = 0; i < values.size(); i += 4)
+    out.push_back(frags.fromElements(values.slice(i, 4)));
+  return out;
+}
+
+SmallVector<Value> KeyBlockKernel::flatten(ValueRange frs) {
+  SmallVector<Value> out;
+  for (Value f : frs)
+    for (int64_t h = 0; h < 2; ++h)
+      for (int64_t e = 0; e < 2; ++e)
+        out.push_back(frags.element(f, h, e));
+  return out;
+}
+
 void KeyBlockKernel::addDqWgmma(IRMapping &it) {
   const int64_t k16Bytes = 16 * SmemTile::kPanelRowBytes;
-  auto toFrags = [&](ArrayRef<Value> values) {
-    SmallVector<Value> out;
-    for (size_t i = 0; i < values.size(); i += 4)
-      out.push_back(frags.fromElements(values.slice(i, 4)));
-    return out;
-  };
   Value qBatch = clone(n.in.q.offsets[0], it),
         qHead = clone(n.in.q.offsets[1], it),
         qStart = clone(n.in.q.offsets[2], it);
@@ -1246,20 +1251,6 @@ SmallVector<Value> KeyBlockKernel::bodyWgmmaSplit(Value t, Value buf,
   Value qB = wg.advance(wg.opaque(qDescB), add(bufBytes, halfBytes)),
         doB = wg.advance(wg.opaque(doDescB), add(bufBytes, halfBytes));
   Value kA = wg.opaque(kDescA), vA = wg.opaque(vDescA);
-  auto toFrags = [&](ArrayRef<Value> values) {
-    SmallVector<Value> out;
-    for (size_t i = 0; i < values.size(); i += 4)
-      out.push_back(frags.fromElements(values.slice(i, 4)));
-    return out;
-  };
-  auto flatten = [&](ValueRange frs) {
-    SmallVector<Value> out;
-    for (Value f : frs)
-      for (int64_t h = 0; h < 2; ++h)
-        for (int64_t e = 0; e < 2; ++e)
-          out.push_back(frags.element(f, h, e));
-    return out;
-  };
   auto pack = [&](ArrayRef<Value> frs) {
     SmallVector<Value> regs;
     for (int64_t kk = 0; kk < half / 16; ++kk) {
@@ -1274,20 +1265,9 @@ SmallVector<Value> KeyBlockKernel::bodyWgmmaSplit(Value t, Value buf,
 
   // S^T = K Q^T and dP^T = V dO^T for the 64 keys of the block and this
   // warpgroup's half of the queries (N = block-q / 2).
-  auto chain = [&](Value descA, const SmemTile &a, Value descB,
-                   const SmemTile &bt, int64_t depth) {
-    SmallVector<Value> c;
-    for (int64_t ks = 0; ks < depth / 16; ++ks) {
-      int64_t panel = ks / 4, inPanel = (ks % 4) * 32;
-      c = wg.mmaSS(wg.advance(descA, panel * a.panelStride() * 2 + inPanel),
-                   wg.advance(descB, panel * bt.panelStride() * 2 + inPanel),
-                   half, c);
-    }
-    return c;
-  };
   wg.fence();
-  SmallVector<Value> sAcc = chain(kA, kTile, qB, qTile, cfg.d);
-  SmallVector<Value> dpAcc = chain(vA, vTile, doB, doTile, cfg.dv);
+  SmallVector<Value> sAcc = chainSS(kA, kTile, qB, qTile, cfg.d, half);
+  SmallVector<Value> dpAcc = chainSS(vA, vTile, doB, doTile, cfg.dv, half);
   wg.commit();
   wg.wait(0);
   auto [p, ds] = gradients(it, qRow0, toFrags(wg.fenceOperands(sAcc)),
