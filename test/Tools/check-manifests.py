@@ -37,6 +37,7 @@ BACKWARD_KERNELS = {
            ("dq", ["q", "k", "v", "dout", "lse2", "delta", "dq"])],
 }
 RANKS = {"lse": 3, "delta": 3, "lse2": 3}
+RUNTIME_SCALE = True  # of the manifest being checked
 
 
 def fail(msg):
@@ -61,11 +62,12 @@ def main():
                 fail(f"{name}: field {field!r} missing or not {ty.__name__}")
         if m["name"] != name:
             fail(f"{name}: manifest names itself {m['name']!r}")
-        # The scale is a run-time parameter of every kernel fa-compile builds
-        # from flags; the softcap, when present, too.
-        if m.get("scale", 0) is not None or m.get("softcap", 0) not in (None, "runtime"):
-            fail(f"{name}: scale {m.get('scale')!r} / softcap {m.get('softcap')!r} "
-                 "are not run-time parameters")
+        # "scale": null is a run-time parameter (every kernel fa-compile
+        # builds from flags), a number a constant built in (an IR file's).
+        global RUNTIME_SCALE
+        RUNTIME_SCALE = m.get("scale", 0) is None
+        if not RUNTIME_SCALE and not isinstance(m.get("scale"), float):
+            fail(f"{name}: scale {m.get('scale')!r} is neither null nor a number")
         ptx = open(os.path.join(args.dir, name + ".ptx")).read()
         if f".target {m['chip']}" not in ptx:
             fail(f"{name}: PTX not for {m['chip']}")
@@ -117,7 +119,7 @@ def check_kernel(name, k, params, entries):
     if any(p["type"] != "f32" or p["role"] != p["name"] or p["value"] != p["name"]
            or p["name"] not in ("scale", "softcap") for p in scalars):
         fail(f"{name}: scalar parameters of {k['entry']}: {scalars}")
-    uses_scale = not k["entry"].endswith("_preprocess_kernel")
+    uses_scale = RUNTIME_SCALE and not k["entry"].endswith("_preprocess_kernel")
     if uses_scale != any(p["name"] == "scale" for p in scalars):
         fail(f"{name}: {k['entry']} {'lacks' if uses_scale else 'has'} a scale parameter")
     if k["block"] != [k["threads"], 1, 1]:
