@@ -354,3 +354,20 @@ func.func @runtime_scale(%q: tensor<16x64xf16>, %k: tensor<32x64xf16>,
       -> tensor<16x64xf32>, tensor<16xf32>
   return %a : tensor<16x64xf32>
 }
+
+// -----
+
+// A dynamic query tile with a static state (fuzzer finding): the row
+// updates are built in the state's type.
+// CHECK-LABEL: func.func @dynamic_query_static_state
+// CHECK:         linalg.generic
+// CHECK:         linalg.generic {{.*}} outs({{.*}} : tensor<32xf32>, tensor<32xf32>, tensor<32xf32>, tensor<32xf32>)
+func.func @dynamic_query_static_state(%q: tensor<?x64xf16>, %k: tensor<?x64xf16>,
+                                      %v: tensor<?x32xf16>, %acc: tensor<?x32xf32>,
+                                      %max: tensor<32xf32>, %sum: tensor<32xf32>)
+    -> tensor<32xf32> {
+  %r:3 = fa.online_attention %q, %k, %v into %acc, %max, %sum scale 0.125
+      : tensor<?x64xf16>, tensor<?x64xf16>, tensor<?x32xf16>
+      -> tensor<?x32xf32>, tensor<32xf32>
+  return %r#1 : tensor<32xf32>
+}

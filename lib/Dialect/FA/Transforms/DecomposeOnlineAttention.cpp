@@ -227,9 +227,10 @@ struct DecomposeOnlineAttention final : OpRewritePattern<OnlineAttentionOp> {
     // place (outs = max, sum) so that a loop carrying it stays in place.
     Type rowType = op.getMax().getType();
     AffineMap rowId = AffineMap::getMultiDimIdentityMap(1, ctx);
+    // Shaped like the state (which may be more static than the query tile).
     auto rowEmpty = [&]() -> Value {
-      return tensor::EmptyOp::create(rewriter, loc, ArrayRef<OpFoldResult>{br},
-                                     f32);
+      return tensor::EmptyOp::create(
+          rewriter, loc, tensor::getMixedSizes(rewriter, loc, op.getMax()), f32);
     };
     auto rowUpdate = linalg::GenericOp::create(
         rewriter, loc, TypeRange{rowType, rowType, rowType, rowType}, rowMax,
@@ -341,9 +342,10 @@ struct DecomposeOnlineAttentionFinalize final
     OpFoldResult br = accSizes[0];
     Type rowType = op.getLse().getType();
     AffineMap rowId = AffineMap::getMultiDimIdentityMap(1, ctx);
+    // Shaped like the state (which may be more static than the query tile).
     auto rowEmpty = [&]() -> Value {
-      return tensor::EmptyOp::create(rewriter, loc, ArrayRef<OpFoldResult>{br},
-                                     f32);
+      return tensor::EmptyOp::create(
+          rewriter, loc, tensor::getMixedSizes(rewriter, loc, op.getMax()), f32);
     };
     auto rows = linalg::GenericOp::create(
         rewriter, loc, TypeRange{rowType, rowType},
