@@ -134,11 +134,7 @@ class KernelRequest:
             return False
         if spec.mask != self.mask:
             return False
-        if (spec.softcap is None) != (self.softcap is None):
-            return False
-        if spec.softcap is not None and not M.same_float(spec.softcap, self.softcap):
-            return False
-        return M.same_float(spec.resolved_scale, self.scale)
+        return spec.serves_scalars(self.scale, self.softcap)
 
     def describe(self) -> str:
         left, right = self.mask
@@ -165,10 +161,10 @@ class KernelRequest:
                 args.append(f"--window={left},0")
         elif (left, right) != (-1, -1):
             args.append(f"--window={left},{right}")
+        # The scale and the softcap value are run-time kernel parameters: only
+        # the presence of a softcap selects a kernel.
         if self.softcap is not None:
-            args.append(f"--softcap={self.softcap!r}")
-        if not M.same_float(self.scale, M.default_scale(self.head_dim)):
-            args.append(f"--scale={self.scale!r}")
+            args.append("--softcap")
         if self.deterministic:
             args.append("--deterministic")
         args += [f"--chip={chip}", "-o", out_dir]

@@ -7,10 +7,18 @@ forward manifest describes one launch at the top level::
     {"version": 1, "name": "...", "kind": "forward", "chip": "sm_80",
      "entry": "fa_fwd_kernel", "dtype": "bf16", "head_dim": 128,
      "value_head_dim": 128, "causal": true, "window": [-1, -1],
-     "softcap": null, "scale": 0.0883..., "threads": 128,
+     "softcap": null, "scale": null, "threads": 128,
      "dynamic_shared_memory": 98304, "grid": ["ceildiv(Nq, 128)", "Hq", "B"],
      "params": [{"name": "q", "type": "memref", "rank": 4, "dtype": "bf16",
-                 "dims": ["B", "Hq", "Nq", "D"]}, ...]}
+                 "dims": ["B", "Hq", "Nq", "D"]}, ...,
+                {"name": "scale", "type": "f32", "role": "scale", "value": "scale"}]}
+
+``scale`` and ``softcap`` say how a kernel gets them: ``"scale": null`` and
+``"softcap": "runtime"`` mean a kernel parameter (a scalar whose ``value``
+names ``scale`` / ``softcap``, bound to the call's values at launch), so one
+kernel serves every value; a number means the value is built into the kernel
+(an IR file with constants, or an older fa-compile) and the kernel serves
+that value only. ``"softcap": null`` is a kernel without soft-capping.
 
 A backward manifest (kind "backward") has the same top-level fields but no
 entry/grid/params/threads: its launches are the ``kernels`` list, in launch
@@ -93,6 +101,9 @@ _CHIP_RE = re.compile(r"^sm_(\d+)(\d)(a?)$")
 _IDENT_RE = re.compile(r"^[A-Za-z_$][A-Za-z0-9_$]*$")
 
 MEMREF_SLOT = 8  # every expanded memref slot (pointer or i64) is 8 bytes
+
+# The manifest's "softcap" of a kernel that takes the value as a parameter.
+RUNTIME = "runtime"
 
 
 def normalize_dtype(name: str) -> str:
@@ -255,8 +266,8 @@ class KernelSpec(_Params):
     value_head_dim: int
     causal: bool
     window: Tuple[int, int]
-    softcap: Optional[float]
-    scale: Optional[float]
+    softcap: Any                   # None, "runtime" or a built-in value
+    scale: Optional[float]         # None: a run-time parameter
     threads: int
     dynamic_shared_memory: int
     grid: Tuple[_expr.Expression, ...]
@@ -277,8 +288,18 @@ class KernelSpec(_Params):
         return canonical_mask(self.causal, self.window)
 
     @property
-    def resolved_scale(self) -> float:
-        return self.scale if self.scale is not None else default_scale(self.head_dim)
+    def has_softcap(self) -> bool:
+        return self.softcap is not None
+
+    def serves_scalars(self, scale: float, softcap: Optional[float]) -> bool:
+        """Whether this kernel computes with `scale` and `softcap` (None: no
+        softcap): a run-time parameter takes any value, a built-in value
+        only itself."""
+        if (self.softcap is None) != (softcap is None):
+            return False
+        if self.softcap not in (None, RUNTIME) and not same_float(self.softcap, softcap):
+            return False
+        return self.scale is None or same_float(self.scale, scale)
 
     @property
     def block(self) -> Tuple[int, int, int]:
@@ -298,7 +319,9 @@ class KernelSpec(_Params):
             bits.append("causal")
         if (left, right) not in ((-1, -1), (-1, 0)):
             bits.append(f"window=({left},{right})")
-        if self.softcap is not None:
+        if self.softcap == RUNTIME:
+            bits.append("softcap")
+        elif self.softcap is not None:
             bits.append(f"softcap={self.softcap:g}")
         if self.scale is not None and not same_float(self.scale, default_scale(self.head_dim)):
             bits.append(f"scale={self.scale:g}")
@@ -563,9 +586,12 @@ def parse_manifest(data: Any, json_path: str = "<manifest>",
         canonical_mask(causal, window)
     except ValueError as exc:
         raise ctx.fail(str(exc)) from None
-    softcap = _get(data, "softcap", ctx, float, required=False)
-    if softcap is not None and not (softcap > 0 and math.isfinite(softcap)):
-        raise ctx.fail(f"softcap must be null or a finite number > 0, got {softcap!r}")
+    softcap = data.get("softcap")
+    if softcap != RUNTIME:
+        softcap = _get(data, "softcap", ctx, float, required=False)
+        if softcap is not None and not (softcap > 0 and math.isfinite(softcap)):
+            raise ctx.fail(f"softcap must be null, \"runtime\" or a finite number > 0, "
+                           f"got {softcap!r}")
     scale = _get(data, "scale", ctx, float, required=False)
     if scale is not None and not (scale > 0 and math.isfinite(scale)):
         raise ctx.fail(f"scale must be null or a finite number > 0, got {scale!r}")
@@ -598,6 +624,18 @@ def parse_manifest(data: Any, json_path: str = "<manifest>",
         parsed = _parse_params(data.get("params"), ctx, FORWARD_NAMES)
         workspace = ()
         entries = (EntrySpec(name, entry, grid_e, threads, (threads, 1, 1), smem, parsed),)
+    # A run-time scalar must reach the kernels: some scalar parameter names it.
+    named = set()
+    for e in entries:
+        for p in e.params:
+            if not p.is_memref:
+                named.update(p.value.names)
+    if scale is None and not named & {"scale", "log2e_scale"}:
+        raise ctx.fail("scale is null (a run-time parameter) but no kernel parameter "
+                       "takes it (a scalar whose value names 'scale')")
+    if softcap == RUNTIME and "softcap" not in named:
+        raise ctx.fail("softcap is \"runtime\" but no kernel parameter takes it "
+                       "(a scalar whose value names 'softcap')")
     extras = {}
     for key in ("block_q", "block_kv", "stages"):
         extras[key] = _get(data, key, ctx, int, required=False)

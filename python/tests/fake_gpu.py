@@ -128,13 +128,24 @@ class EmulatingCuda(FakeCuda):
 
     # -- the kernels ---------------------------------------------------------------------
     def _scalars(self, spec, args):
-        """mask, scale, softcap: the manifest's, and equal to the scalar
-        parameters the launch carried, if any."""
-        mask, scale, softcap = spec.mask, spec.resolved_scale, spec.softcap
-        if "scale" in args:
-            assert math.isclose(args["scale"], scale, rel_tol=1e-6), (args["scale"], scale)
-        if "softcap" in args:
-            assert math.isclose(args["softcap"], softcap or 0.0, rel_tol=1e-6)
+        """mask, scale, softcap: a run-time scalar (the manifest's null scale,
+        "runtime" softcap) is the parameter the launch carried, which must be
+        there; a built-in one is the manifest's, equal to the parameter if any."""
+        mask = spec.mask
+        if spec.scale is None:
+            assert "scale" in args, f"{spec.name}: no scale parameter was passed"
+            scale = args["scale"]
+        else:
+            scale = spec.scale
+            if "scale" in args:
+                assert math.isclose(args["scale"], scale, rel_tol=1e-6), (args["scale"], scale)
+        if spec.softcap == M.RUNTIME:
+            assert "softcap" in args, f"{spec.name}: no softcap parameter was passed"
+            softcap = args["softcap"]
+        else:
+            softcap = spec.softcap
+            if "softcap" in args:
+                assert math.isclose(args["softcap"], softcap or 0.0, rel_tol=1e-6)
         if "wl" in args:
             assert (args["wl"], args["wr"]) == mask, ((args["wl"], args["wr"]), mask)
         return mask, scale, softcap

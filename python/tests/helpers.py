@@ -47,11 +47,26 @@ BACKWARD_KERNELS = {
 
 
 def backward_example(deterministic=False, name=None, dtype="bf16", d=128, causal=True,
-                     window=(-1, -1), softcap=None, scale=None, chip="sm_90a"):
-    """A backward manifest as fa-compile --kind=backward writes it."""
+                     window=(-1, -1), softcap=None, scale=None, chip="sm_90a",
+                     runtime_scalars=False):
+    """A backward manifest as fa-compile --kind=backward writes it; with
+    `runtime_scalars`, a None scale (and a "runtime" softcap) are kernel
+    parameters as in today's fa-compile, else the scale is built in (the
+    default 1/sqrt(D) for None)."""
+    # Run-time scalars (scale None, softcap "runtime") lead the parameters of
+    # the kernels that use them, as fa-compile writes them.
+    def scalars(entry):
+        out = []
+        if not runtime_scalars:
+            return out
+        if softcap == "runtime" and entry in ("fa_bwd_kernel", "fa_bwd_dq_kernel"):
+            out.append({"name": "softcap", "type": "f32", "role": "softcap", "value": "softcap"})
+        if scale is None and entry != "fa_bwd_preprocess_kernel":
+            out.append({"name": "scale", "type": "f32", "role": "scale", "value": "scale"})
+        return out
     kernels = [{"entry": e, "grid": list(g), "block": [t, 1, 1], "threads": t,
                 "dynamic_shared_memory": smem,
-                "params": [backward_param(n, dtype) for n in names]}
+                "params": scalars(e) + [backward_param(n, dtype) for n in names]}
                for e, g, t, smem, names in BACKWARD_KERNELS[deterministic]]
     workspace = [{"name": "delta", "dtype": "f32", "dims": ["B", "Hq", "Nq"]}]
     if not deterministic:
@@ -63,7 +78,7 @@ def backward_example(deterministic=False, name=None, dtype="bf16", d=128, causal
         "version": 1, "name": name, "kind": "backward", "chip": chip,
         "dtype": dtype, "head_dim": d, "value_head_dim": d, "causal": causal,
         "window": list(window), "softcap": softcap,
-        "scale": scale if scale is not None else d ** -0.5, "scale_is_default": scale is None,
+        "scale": scale if scale is not None or runtime_scalars else d ** -0.5,
         "block_q": 64, "block_kv": 64, "warps": 8,
         "deterministic": deterministic, "workspace": workspace, "kernels": kernels,
     }
@@ -154,8 +169,11 @@ def write_kernel(dirpath, manifest, ptx=None, nparams=None):
     with open(jp, "w") as f:
         json.dump(manifest, f)
     if ptx is None:
+        sizes = None
+        if nparams is None and "params" in manifest:
+            sizes = param_sizes(manifest["params"])
         ptx = fake_ptx(manifest.get("entry", "fa_fwd_kernel"), nparams,
-                       target=manifest.get("chip", "sm_80"))
+                       target=manifest.get("chip", "sm_80"), sizes=sizes)
     if ptx is not False:
         with open(os.path.join(dirpath, manifest.get("ptx", name + ".ptx")), "w") as f:
             f.write(ptx)
@@ -164,12 +182,30 @@ def write_kernel(dirpath, manifest, ptx=None, nparams=None):
 
 def forward_manifest(name, chip="sm_80", dtype="bf16", d=128, causal=False,
                      window=(-1, -1), softcap=None, scale=None):
+    """A forward manifest as fa-compile writes it: scale None (and softcap
+    "runtime") are run-time parameters, listed first as fa-compile does; a
+    number is built into the kernel (an IR file's constant)."""
     m = example(name=name, chip=chip, dtype=dtype, head_dim=d, value_head_dim=d,
                 causal=causal, window=list(window), softcap=softcap, scale=scale)
     for p in m["params"]:
         if p["name"] != "lse":
             p["dtype"] = dtype
+    scalars = [n for n, v in (("softcap", softcap), ("scale", scale))
+               if (v is None) == (n == "scale") and (n == "scale" or v == "runtime")]
+    m["params"] = [{"name": n, "type": "f32", "role": n, "value": n}
+                   for n in sorted(scalars, reverse=True)] + m["params"]
     return m
+
+
+def param_sizes(params):
+    """The PTX parameter sizes the manifest params expand to."""
+    sizes = []
+    for p in params:
+        if p["type"] == "memref":
+            sizes += [8] * (3 + 2 * p["rank"])
+        else:
+            sizes.append(4 if p["type"] in ("f32", "i32", "u32") else 8)
+    return sizes
 
 
 class FakeTensor:

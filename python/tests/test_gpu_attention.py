@@ -208,3 +208,28 @@ def test_head_dim_without_kernel(tmp_path):
             flashmlir.attention(q, q, q)
     finally:
         _kernels.set_default_registry(prev)
+
+
+# Scale and softcap values no kernel was compiled for: they are run-time
+# kernel parameters, so the kernels of TEST_OPTIONS serve them (the window
+# sizes are still compile-time: issue 11's last part).
+RUNTIME_SCALARS = ({"scale": 0.07}, {"scale": 0.3, "causal": True},
+                   {"softcap": 7.5, "scale": 0.07}, {"softcap": 50.0, "causal": True})
+
+
+@pytest.mark.parametrize("nq,nk", [(17, 113), (1000, 1000), (4097, 1000)], ids=lambda x: str(x))
+@pytest.mark.parametrize("opts", RUNTIME_SCALARS, ids=_opt_id)
+@pytest.mark.parametrize("d", [64, 128])
+@pytest.mark.parametrize("dtype", ["f16", "bf16"])
+def test_forward_runtime_scalars(dtype, d, opts, nq, nk):
+    tdt = DTYPES[dtype]
+    q, k, v = R.make_qkv(2, 4, 2, nq, nk, d, d, tdt, "bhsd",
+                         seed=R.seed_for(dtype, d, _opt_id(opts), nq, nk))
+    out, lse = run(q, k, v, **opts)
+    check(out, lse, q, k, v, "bhsd", f"{dtype} D={d} {_opt_id(opts)} Nq={nq} Nk={nk}", **opts)
+    # One kernel serves every value: the same kernel as for the default scale.
+    req = _kernels.KernelRequest.make("forward", dtype, d, causal=opts.get("causal", False),
+                                      softcap=opts.get("softcap"), scale=opts.get("scale"))
+    base = _kernels.KernelRequest.make("forward", dtype, d, causal=opts.get("causal", False),
+                                       softcap=2.0 if "softcap" in opts else None)
+    assert req.matches(_kernels.default_registry().find(base, torch.cuda.get_device_capability()))

@@ -43,9 +43,13 @@ def test_optional_fields_default():
     m = example(value_head_dim=DELETE, window=DELETE, softcap=DELETE, scale=DELETE,
                 dynamic_shared_memory=DELETE, block_q=DELETE, block_kv=DELETE,
                 warps=DELETE, stages=DELETE)
+    # Without a scale field the scale is a run-time parameter: one must take it.
+    with pytest.raises(ManifestError, match="scale is null .* but no kernel parameter takes it"):
+        parse(m)
+    m["params"].append({"name": "scale", "type": "f32", "role": "scale", "value": "scale"})
     s = parse(m)
     assert s.value_head_dim == 128 and s.window == (-1, -1) and s.scale is None
-    assert s.resolved_scale == pytest.approx(128 ** -0.5)
+    assert s.softcap is None and s.serves_scalars(0.07, None)
     assert s.dynamic_shared_memory == 0
 
 
@@ -72,7 +76,7 @@ def test_optional_fields_default():
     ({"window": [2**31, 0]}, "window bounds must be at most 2147483647"),
     ({"window": [4, 3]}, "window right bound must be 0"),
     ({"window": [1.5, 0]}, "window must be"),
-    ({"softcap": 0}, "softcap must be null or a finite number > 0"),
+    ({"softcap": 0}, "softcap must be null, \"runtime\" or a finite number > 0"),
     ({"softcap": -1.0}, "softcap must be"),
     ({"softcap": "30"}, "must be a number"),
     ({"scale": 0.0}, "scale must be"),
@@ -515,4 +519,5 @@ def test_fixture_backward_manifests_match_their_ptx(tmp_path):
         with open(s.ptx_path) as f:
             M.check_against_ptx(s, f.read())
         n += s.is_backward
-    assert n == 33
+    from flashmlir import _variants
+    assert n == len(_variants.backward_variants()) + 1

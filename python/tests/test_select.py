@@ -103,17 +103,30 @@ def test_mask_canonicalization(kdir):
 
 
 def test_scale_and_softcap_matching(kdir):
+    # A built-in value serves only itself; a run-time parameter every value.
     r = reg(kdir)
-    assert r.find(req(scale=0.3), A100).name == "bf16_d128_scale_sm80"
-    assert r.find(req(scale=128 ** -0.5), A100).name == "bf16_d128_full_sm80"
-    with pytest.raises(KernelNotFoundError):
-        r.find(req(scale=0.31), A100)
+    named = {x.name: x for x in r.specs()}
+    assert named["bf16_d128_full_sm80"].scale is None          # run-time
+    assert named["bf16_d128_scale_sm80"].scale is not None     # built in
+    assert r.find(req(scale=0.3), A100).name in ("bf16_d128_scale_sm80",
+                                                 "bf16_d128_full_sm80")
+    for s in (128 ** -0.5, 0.07, 0.31):
+        assert r.find(req(scale=s), A100).name == "bf16_d128_full_sm80"
+    assert not K.KernelRequest.make("forward", "bf16", 128, scale=0.31).matches(
+        named["bf16_d128_scale_sm80"])
     assert r.find(req(softcap=30.0), A100).name == "bf16_d128_cap_sm80"
     assert r.find(req(softcap=30.0000001), A100).name == "bf16_d128_cap_sm80"
     with pytest.raises(KernelNotFoundError):
         r.find(req(softcap=31.0), A100)
     with pytest.raises(KernelNotFoundError):
         r.find(req(softcap=30.0, causal=True), A100)
+    # a run-time softcap serves any value, and only calls with a softcap
+    put(kdir, "bf16_d128_rtcap_sm80", softcap="runtime")
+    r = reg(kdir)
+    for c in (2.0, 31.0, 50.0):
+        assert r.find(req(softcap=c, scale=0.07), A100).name in (
+            "bf16_d128_rtcap_sm80",) + (("bf16_d128_cap_sm80",) if c == 30.0 else ())
+    assert r.find(req(), A100).name == "bf16_d128_full_sm80"
 
 
 def test_explicit_default_scale_manifest(tmp_path):
@@ -200,10 +213,10 @@ FAKE_COMPILER = textwrap.dedent("""\
         d = 8
     name = "cc_" + opts["chip"] + "_" + str(abs(hash(tuple(a))) % 10**8)
     kw = dict(chip=opts["chip"], dtype=opts["dtype"], d=d, causal="causal" in flags,
-              window=window, softcap=float(opts["softcap"]) if "softcap" in opts else None,
-              scale=float(opts["scale"]) if "scale" in opts else None)
+              window=window, softcap="runtime" if "softcap" in flags else None, scale=None)
     if opts["kind"] == "backward":
-        write_backward_kernel(opts["o"], backward_example("deterministic" in flags, name=name, **kw))
+        write_backward_kernel(opts["o"], backward_example("deterministic" in flags, name=name,
+                                                          runtime_scalars=True, **kw))
     else:
         write_kernel(opts["o"], forward_manifest(name, **kw))
 """)
@@ -233,7 +246,9 @@ def test_compile_on_demand(tmp_path):
     (argv,) = calls(log)
     assert argv[:4] == ["--kind=forward", "--head-dim=64", "--value-head-dim=64", "--dtype=bf16"]
     assert "--causal" in argv and "--window=255,0" in argv
-    assert "--softcap=2.0" in argv and "--scale=0.3" in argv and "--chip=sm_90a" in argv
+    # the values are run-time parameters: only the softcap's presence is asked for
+    assert "--softcap" in argv and "--chip=sm_90a" in argv
+    assert not any(x.startswith(("--scale", "--softcap=")) for x in argv)
     assert argv[-2] == "-o"
     # now cached: found without calling the compiler again, also by a new registry
     assert r.find(rq, H).json_path == spec.json_path
@@ -371,8 +386,8 @@ def test_compile_backward_on_demand(tmp_path):
 def test_variants():
     from flashmlir import _variants
     fwd, bwd = _variants.forward_variants(), _variants.backward_variants()
-    assert len(fwd) == 24 and all(v["kind"] == "forward" for v in fwd)
-    assert len(bwd) == 24 + 8 and all(v["kind"] == "backward" for v in bwd)
+    assert len(fwd) == 20 and all(v["kind"] == "forward" for v in fwd)
+    assert len(bwd) == 20 + 8 and all(v["kind"] == "backward" for v in bwd)
     det = [v for v in bwd if v.get("deterministic")]
     assert len(det) == 8 and {v.get("causal", False) for v in det} == {False, True}
     assert all(set(v) <= {"kind", "dtype", "head_dim", "value_head_dim", "deterministic",
@@ -397,11 +412,11 @@ def test_cli_variants_and_compile(tmp_path, capsys):
     bwd = _variants.variants(("backward",))
     ndet = sum(bool(v.get("deterministic")) for v in bwd)
     lines = capsys.readouterr().out.splitlines()
-    assert len(lines) == len(bwd) == 70
+    assert len(lines) == len(bwd) == 66
     assert all(l.startswith("fa-compile --kind=backward ") for l in lines)
     assert sum("--deterministic" in l for l in lines) == ndet == 14
     assert cli.main(["variants", "--chip", "sm_80"]) == 0
-    assert len(capsys.readouterr().out.splitlines()) == len(_variants.variants()) == 126
+    assert len(capsys.readouterr().out.splitlines()) == len(_variants.variants()) == 118
     compiler, log = make_compiler(tmp_path)
     out = tmp_path / "kernels"
     assert cli.main(["compile", "-o", str(out), "--kind", "backward", "--chip", "sm_90a",

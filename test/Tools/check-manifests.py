@@ -17,7 +17,7 @@ import sys
 
 FIELDS = {"version": int, "name": str, "kind": str, "chip": str, "entry": str,
           "dtype": str, "head_dim": int, "value_head_dim": int, "causal": bool,
-          "window": list, "scale": float, "block_q": int, "block_kv": int,
+          "window": list, "block_q": int, "block_kv": int,
           "warps": int, "stages": int, "threads": int, "block": list,
           "dynamic_shared_memory": int, "grid": list, "params": list}
 PARAMS = [("q", 4), ("k", 4), ("v", 4), ("out", 4), ("lse", 3)]
@@ -37,6 +37,7 @@ BACKWARD_KERNELS = {
            ("dq", ["q", "k", "v", "dout", "lse2", "delta", "dq"])],
 }
 RANKS = {"lse": 3, "delta": 3, "lse2": 3}
+RUNTIME_SCALE = True  # of the manifest being checked
 
 
 def fail(msg):
@@ -61,6 +62,12 @@ def main():
                 fail(f"{name}: field {field!r} missing or not {ty.__name__}")
         if m["name"] != name:
             fail(f"{name}: manifest names itself {m['name']!r}")
+        # "scale": null is a run-time parameter (every kernel fa-compile
+        # builds from flags), a number a constant built in (an IR file's).
+        global RUNTIME_SCALE
+        RUNTIME_SCALE = m.get("scale", 0) is None
+        if not RUNTIME_SCALE and not isinstance(m.get("scale"), float):
+            fail(f"{name}: scale {m.get('scale')!r} is neither null nor a number")
         ptx = open(os.path.join(args.dir, name + ".ptx")).read()
         if f".target {m['chip']}" not in ptx:
             fail(f"{name}: PTX not for {m['chip']}")
@@ -103,9 +110,18 @@ def main():
 
 
 def check_kernel(name, k, params, entries):
-    """One launch: parameters, block, shared memory, and its PTX entry."""
-    if [(p["name"], p["rank"]) for p in k["params"]] != params:
+    """One launch: parameters (the run-time scalars first, then the memrefs),
+    block, shared memory, and its PTX entry."""
+    scalars = [p for p in k["params"] if p["type"] != "memref"]
+    memrefs = k["params"][len(scalars):]
+    if [(p["name"], p["rank"]) for p in memrefs] != params:
         fail(f"{name}: parameters of {k['entry']}: {k['params']}")
+    if any(p["type"] != "f32" or p["role"] != p["name"] or p["value"] != p["name"]
+           or p["name"] not in ("scale", "softcap") for p in scalars):
+        fail(f"{name}: scalar parameters of {k['entry']}: {scalars}")
+    uses_scale = RUNTIME_SCALE and not k["entry"].endswith("_preprocess_kernel")
+    if uses_scale != any(p["name"] == "scale" for p in scalars):
+        fail(f"{name}: {k['entry']} {'lacks' if uses_scale else 'has'} a scale parameter")
     if k["block"] != [k["threads"], 1, 1]:
         fail(f"{name}: block {k['block']} of {k['entry']}")
     if not 0 <= k["dynamic_shared_memory"] <= 227 * 1024:
@@ -116,7 +132,7 @@ def check_kernel(name, k, params, entries):
         fail(f"{name}: no PTX entry {k['entry']}")
     # Each memref expands to 2 pointers, an offset, rank sizes and rank
     # strides.
-    expected = sum(3 + 2 * r for _, r in params)
+    expected = sum(3 + 2 * r for _, r in params) + len(scalars)
     got = entries[k["entry"]].count(".param")
     if got != expected:
         fail(f"{name}: {got} PTX parameters for {k['entry']}, manifest "

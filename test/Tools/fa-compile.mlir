@@ -21,7 +21,8 @@
 // DETJSON-NOT: dq_accum
 // DETJSON: "name": "lse2"
 
-// A user's IR file: the config comes from the op (window, softcap, scale).
+// A user's IR file: the config comes from the op (window, softcap, scale);
+// its constant scale and softcap are built into the kernel, not parameters.
 // RUN: fa-compile %s --chip=sm_80 --name=user_kernel -o %t.user
 // RUN: python3 %S/check-manifests.py %t.user --expect 1 | FileCheck %s --check-prefix=USER
 // RUN: FileCheck %s --check-prefix=USERJSON < %t.user/user_kernel.json
@@ -29,7 +30,6 @@
 // USERJSON-DAG: "window": [
 // USERJSON-DAG: "softcap": 30
 // USERJSON-DAG: "scale": 0.25
-// USERJSON-DAG: "scale_is_default": false
 // USERJSON-DAG: "dtype": "f16"
 
 // --mma=auto: warpgroup MMAs on sm_90a where the tiles allow them, else

@@ -76,11 +76,17 @@ static cl::opt<bool> causal("causal", cl::desc("Causal mask (bottom-right)"),
 static cl::opt<std::string>
     window("window", cl::desc("Sliding window 'left,right' (-1 = unbounded)"),
            cl::init(""), cl::cat(category));
-static cl::opt<double> softcap("softcap", cl::desc("Soft-capping value (> 0)"),
-                               cl::init(0.0), cl::cat(category));
-static cl::opt<double> scale("scale",
-                             cl::desc("Softmax scale (default 1/sqrt(D))"),
-                             cl::init(0.0), cl::cat(category));
+static cl::opt<std::string> softcap(
+    "softcap",
+    cl::desc("Soft-capped scores (a kernel kind); the value is a run-time "
+             "parameter: '--softcap' or '--softcap=V', V is checked (> 0) but "
+             "does not change the kernel"),
+    cl::ValueOptional, cl::init(""), cl::cat(category));
+static cl::opt<double>
+    scale("scale",
+          cl::desc("Accepted for compatibility and checked (> 0): the softmax "
+                   "scale is a run-time parameter of every kernel"),
+          cl::init(0.0), cl::cat(category));
 static cl::opt<std::string> chip("chip", cl::desc("sm_80 or sm_90a"),
                                  cl::init("sm_80"), cl::cat(category));
 static cl::opt<int64_t> blockQ("block-q",
@@ -136,7 +142,11 @@ struct KernelConfig {
   std::string dtype = "bf16";
   bool causal = false;
   int64_t windowLeft = -1, windowRight = -1;
-  std::optional<double> softcap, scale;
+  /// Whether scores are soft-capped; the value is a kernel parameter.
+  bool softcap = false;
+  /// Constants of an input IR file's op (flags never set them): such a
+  /// kernel has them built in instead of taking them as parameters.
+  std::optional<double> constantScale, constantSoftcap;
   std::string chip = "sm_80";
   bool deterministic = false;
   /// What the user fixes of the kernel configuration (0 / "auto": chosen
@@ -145,9 +155,6 @@ struct KernelConfig {
   std::string mma = "auto";
   bool backward() const { return kind == "backward"; }
 
-  double effectiveScale() const {
-    return scale ? *scale : 1.0 / std::sqrt(static_cast<double>(d));
-  }
   bool hasWindow() const { return windowLeft >= 0 || windowRight >= 0; }
 
   std::string defaultName() const {
@@ -164,9 +171,7 @@ struct KernelConfig {
                          windowRight < 0 ? "inf" : std::to_string(windowRight))
                .str();
     if (softcap)
-      n += llvm::formatv("_cap{0}", *softcap).str();
-    if (scale)
-      n += llvm::formatv("_s{0}", *scale).str();
+      n += "_softcap";
     if (backward() && deterministic)
       n += "_det";
     std::string c = chip;
@@ -181,9 +186,11 @@ struct KernelConfig {
 
 /// What the generated functions share: q/k/v-like memref and tensor types
 /// (memrefs strided, so one kernel serves both [B, H, N, D] and [B, N, H, D]
-/// layouts) and the op's attribute text.
+/// layouts), the op's attribute text, and the run-time scalars: the
+/// function's trailing f32 arguments (`scalarArgs`), which the op takes as
+/// operands (`scalarTypes`, the op's extra operand types).
 struct FunctionParts {
-  std::string qm, vm, qt, vt, attrs;
+  std::string qm, vm, qt, vt, attrs, scalarArgs, scalarTypes;
 };
 
 FunctionParts functionParts(const KernelConfig &c) {
@@ -196,16 +203,21 @@ FunctionParts functionParts(const KernelConfig &c) {
   auto tensor4 = [&](int64_t d) {
     return llvm::formatv("tensor<?x?x?x{0}x{1}>", d, c.dtype).str();
   };
-  FunctionParts p{memref4(c.d), memref4(c.dv), tensor4(c.d), tensor4(c.dv), ""};
+  FunctionParts p{memref4(c.d), memref4(c.dv), tensor4(c.d), tensor4(c.dv)};
   if (c.causal)
     p.attrs += " causal";
   if (c.hasWindow())
     p.attrs +=
         llvm::formatv(" window [{0}, {1}]", c.windowLeft, c.windowRight).str();
-  if (c.softcap)
-    p.attrs += llvm::formatv(" softcap {0:e9}", *c.softcap).str();
-  if (c.scale)
-    p.attrs += llvm::formatv(" scale {0:e9}", *c.scale).str();
+  // The operands in the order of the assembly: softcap, then scale.
+  if (c.softcap) {
+    p.attrs += " softcap %softcap";
+    p.scalarArgs += ", %softcap: f32";
+    p.scalarTypes += ", f32";
+  }
+  p.attrs += " scale %scale";
+  p.scalarArgs += ", %scale: f32";
+  p.scalarTypes += ", f32";
   if (c.backward() && c.deterministic)
     p.attrs += " deterministic";
   return p;
@@ -218,17 +230,18 @@ std::string buildForwardModule(const KernelConfig &c) {
   std::string lt = "tensor<?x?x?xf32>";
   return llvm::formatv(
              R"mlir(
-func.func @fa_fwd(%q: {0}, %k: {0}, %v: {1}, %out: {1}, %lse: {2}) {{
+func.func @fa_fwd(%q: {0}, %k: {0}, %v: {1}, %out: {1}, %lse: {2}{7}) {{
   %qt = bufferization.to_tensor %q restrict : {0} to {3}
   %kt = bufferization.to_tensor %k restrict : {0} to {3}
   %vt = bufferization.to_tensor %v restrict : {1} to {4}
-  %o, %l = fa.attention %qt, %kt, %vt{6} : ({3}, {3}, {4}) -> ({4}, {5})
+  %o, %l = fa.attention %qt, %kt, %vt{6} : ({3}, {3}, {4}{8}) -> ({4}, {5})
   bufferization.materialize_in_destination %o in restrict writable %out : ({4}, {1}) -> ()
   bufferization.materialize_in_destination %l in restrict writable %lse : ({5}, {2}) -> ()
   return
 }
 )mlir",
-             p.qm, p.vm, lm, p.qt, p.vt, lt, p.attrs)
+             p.qm, p.vm, lm, p.qt, p.vt, lt, p.attrs, p.scalarArgs,
+             p.scalarTypes)
       .str();
 }
 
@@ -240,21 +253,22 @@ std::string buildBackwardModule(const KernelConfig &c) {
   return llvm::formatv(
              R"mlir(
 func.func @fa_bwd(%q: {0}, %k: {0}, %v: {1}, %out: {1}, %dout: {1}, %lse: {2},
-                  %dq: {0}, %dk: {0}, %dv: {1}) {{
+                  %dq: {0}, %dk: {0}, %dv: {1}{7}) {{
   %qt = bufferization.to_tensor %q restrict : {0} to {3}
   %kt = bufferization.to_tensor %k restrict : {0} to {3}
   %vt = bufferization.to_tensor %v restrict : {1} to {4}
   %ot = bufferization.to_tensor %out restrict : {1} to {4}
   %dot = bufferization.to_tensor %dout restrict : {1} to {4}
   %lt = bufferization.to_tensor %lse restrict : {2} to {5}
-  %gq, %gk, %gv = fa.attention_backward %qt, %kt, %vt, %ot, %lt, %dot{6} : ({3}, {3}, {4}, {4}, {5}, {4}) -> ({3}, {3}, {4})
+  %gq, %gk, %gv = fa.attention_backward %qt, %kt, %vt, %ot, %lt, %dot{6} : ({3}, {3}, {4}, {4}, {5}, {4}{8}) -> ({3}, {3}, {4})
   bufferization.materialize_in_destination %gq in restrict writable %dq : ({3}, {0}) -> ()
   bufferization.materialize_in_destination %gk in restrict writable %dk : ({3}, {0}) -> ()
   bufferization.materialize_in_destination %gv in restrict writable %dv : ({4}, {1}) -> ()
   return
 }
 )mlir",
-             p.qm, p.vm, lm, p.qt, p.vt, lt, p.attrs)
+             p.qm, p.vm, lm, p.qt, p.vt, lt, p.attrs, p.scalarArgs,
+             p.scalarTypes)
       .str();
 }
 
@@ -273,12 +287,13 @@ KernelConfig configFromOp(OpT op, const KernelConfig &flags) {
     c.windowLeft = w[0];
     c.windowRight = w[1];
   }
-  c.softcap.reset();
+  c.softcap = op.hasSoftcap();
+  c.constantSoftcap.reset();
   if (auto s = op.getSoftcapAttr())
-    c.softcap = s.getValueAsDouble();
-  c.scale.reset();
-  if (auto s = op.getScaleAttr())
-    c.scale = s.getValueAsDouble();
+    c.constantSoftcap = s.getValueAsDouble();
+  c.constantScale.reset();
+  if (FloatAttr s = op.getStaticScale())
+    c.constantScale = s.getValueAsDouble();
   return c;
 }
 
@@ -308,13 +323,26 @@ StringRef dtypeName(Type elt) {
   return elt.isBF16() ? "bf16" : elt.isF16() ? "f16" : "f32";
 }
 
+/// The run-time scalars of the host function: argument number -> role
+/// ("scale", "softcap"), the names Python binds their values to.
+using ScalarRoles = llvm::SmallDenseMap<unsigned, StringRef>;
+
 /// Describes one kernel parameter of a host-side gpu.launch_func: a function
-/// argument or a workspace buffer.
+/// argument (a memref, or a run-time scalar of `roles`) or a workspace
+/// buffer.
 FailureOr<llvm::json::Object> describeParam(Value operand, func::FuncOp host,
-                                            ArrayRef<ParamInfo> args) {
+                                            ArrayRef<ParamInfo> args,
+                                            const ScalarRoles &roles) {
   auto memrefType = dyn_cast<MemRefType>(operand.getType());
-  if (!memrefType)
-    return failure();
+  if (!memrefType) {
+    auto arg = dyn_cast<BlockArgument>(operand);
+    if (!arg || arg.getOwner() != &host.getBody().front() ||
+        !roles.count(arg.getArgNumber()) || !operand.getType().isF32())
+      return failure();
+    StringRef role = roles.lookup(arg.getArgNumber());
+    return llvm::json::Object{
+        {"name", role}, {"type", "f32"}, {"role", role}, {"value", role}};
+  }
   const ParamInfo *info = nullptr;
   if (auto arg = dyn_cast<BlockArgument>(operand)) {
     if (arg.getOwner() == &host.getBody().front() &&
@@ -350,14 +378,16 @@ std::optional<int64_t> constantOf(Value v) {
 FailureOr<llvm::json::Object> describeLaunch(gpu::LaunchFuncOp launch,
                                              func::FuncOp host,
                                              ArrayRef<ParamInfo> args,
+                                             const ScalarRoles &roles,
                                              llvm::json::Array grid) {
   llvm::json::Array params;
   for (Value operand : launch.getKernelOperands()) {
-    FailureOr<llvm::json::Object> p = describeParam(operand, host, args);
+    FailureOr<llvm::json::Object> p = describeParam(operand, host, args, roles);
     if (failed(p)) {
       launch.emitError("fa-compile: kernel parameter of type ")
           << operand.getType()
-          << " is not a function argument or a workspace buffer";
+          << " is not a function argument (a memref, or the op's scale or "
+             "softcap) or a workspace buffer";
       return failure();
     }
     params.push_back(std::move(*p));
@@ -535,6 +565,25 @@ LogicalResult compileOne(MLIRContext &ctx, const KernelConfig &flags,
   if (config.dtype == "f32")
     return attention->emitError(
         "fa-compile: the GPU kernels take f16 or bf16 inputs, not f32");
+  // The run-time scalars become kernel parameters: they must be arguments of
+  // the host function, for the manifest to name them.
+  ScalarRoles roles;
+  auto hostFunc = attention->getParentOfType<func::FuncOp>();
+  for (OpOperand &use : attention->getOpOperands()) {
+    if (!use.get().getType().isF32())
+      continue;
+    bool isScale = isa<fa::AttentionOp>(attention)
+                       ? cast<fa::AttentionOp>(attention).getDynamicScale() ==
+                             use.get()
+                       : cast<fa::AttentionBackwardOp>(attention)
+                                 .getDynamicScale() == use.get();
+    StringRef role = isScale ? "scale" : "softcap";
+    auto arg = dyn_cast<BlockArgument>(use.get());
+    if (!arg || arg.getOwner() != &hostFunc.getBody().front())
+      return attention->emitError("fa-compile: the ")
+             << role << " operand must be an argument of the function";
+    roles[arg.getArgNumber()] = role;
+  }
   std::string name =
       kernelName.empty() || defaultSet ? config.defaultName() : kernelName;
   bool ownConfig = attention->hasAttr("kernel_config");
@@ -594,10 +643,14 @@ LogicalResult compileOne(MLIRContext &ctx, const KernelConfig &flags,
       {"value_head_dim", config.dv},
       {"causal", config.causal},
       {"window", llvm::json::Array{config.windowLeft, config.windowRight}},
-      {"softcap", config.softcap ? llvm::json::Value(*config.softcap)
-                                 : llvm::json::Value(nullptr)},
-      {"scale", config.effectiveScale()},
-      {"scale_is_default", !config.scale.has_value()},
+      // null: no softcap; "runtime": a kernel parameter; a number: built in.
+      {"softcap", config.constantSoftcap
+                      ? llvm::json::Value(*config.constantSoftcap)
+                  : config.softcap ? llvm::json::Value("runtime")
+                                   : llvm::json::Value(nullptr)},
+      // null: a kernel parameter (role "scale"); a number: built in.
+      {"scale", config.constantScale ? llvm::json::Value(*config.constantScale)
+                                     : llvm::json::Value(nullptr)},
       {"block_q", kernelConfig.getBlockQ()},
       {"block_kv", kernelConfig.getBlockKV()},
       {"warps", kernelConfig.getWarps()},
@@ -607,7 +660,7 @@ LogicalResult compileOne(MLIRContext &ctx, const KernelConfig &flags,
     manifest["dkv_split"] = kernelConfig.getDkvSplit();
   if (!config.backward()) {
     FailureOr<llvm::json::Object> k = describeLaunch(
-        launches[0], host, kForwardArgs,
+        launches[0], host, kForwardArgs, roles,
         llvm::json::Array{
             llvm::formatv("ceildiv(Nq, {0})", kernelConfig.getBlockQ()).str(),
             "Hq", "B"});
@@ -641,7 +694,7 @@ LogicalResult compileOne(MLIRContext &ctx, const KernelConfig &flags,
                       .str(),
             "Hkv", "B"};
       FailureOr<llvm::json::Object> k =
-          describeLaunch(launch, host, kBackwardArgs, std::move(grid));
+          describeLaunch(launch, host, kBackwardArgs, roles, std::move(grid));
       if (failed(k))
         return failure();
       kernels.push_back(std::move(*k));
@@ -723,24 +776,30 @@ FailureOr<KernelConfig> configFromFlags() {
   }
   // Checked here, so that a bad value names its flag (the generated IR
   // would only say "expected attribute value").
-  for (auto [flag, opt] :
-       {std::pair<const char *, cl::opt<double> *>{"--softcap", &softcap},
-        {"--scale", &scale}}) {
-    if (!opt->getNumOccurrences())
-      continue;
-    double v = opt->getValue();
-    if (!std::isfinite(v) || !(v > 0) ||
-        !std::isfinite(static_cast<float>(v))) {
-      llvm::errs() << "fa-compile: " << flag
-                   << " must be a positive, finite f32 value, got " << v
-                   << "\n";
+  // The values are run-time kernel parameters; a value given here is still
+  // checked, so that a typo is not silently accepted.
+  auto checkValue = [](StringRef flag, double v) {
+    if (std::isfinite(v) && v > 0 && std::isfinite(static_cast<float>(v)))
+      return true;
+    llvm::errs() << "fa-compile: " << flag
+                 << " must be a positive, finite f32 value, got " << v
+                 << " (it does not change the kernel: the kernel takes it at "
+                    "run time)\n";
+    return false;
+  };
+  if (scale.getNumOccurrences() && !checkValue("--scale", scale))
+    return failure();
+  if (softcap.getNumOccurrences()) {
+    c.softcap = true;
+    double v = 1.0;
+    if (!softcap.empty() && StringRef(softcap).trim().getAsDouble(v)) {
+      llvm::errs() << "fa-compile: --softcap takes no value or a number, got '"
+                   << softcap << "'\n";
       return failure();
     }
+    if (!checkValue("--softcap", v))
+      return failure();
   }
-  if (softcap.getNumOccurrences())
-    c.softcap = softcap;
-  if (scale.getNumOccurrences())
-    c.scale = scale;
   for (auto [flag, d] : {std::pair<const char *, int64_t>{"--head-dim", c.d},
                          {"--value-head-dim", c.dv}}) {
     if (d < 8 || d > fa::kMaxHeadDim || d % 8) {

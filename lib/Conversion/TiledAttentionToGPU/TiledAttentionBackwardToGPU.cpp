@@ -201,10 +201,15 @@ struct BackwardConfig {
   /// in the query-block kernel.
   int64_t mTiles;
   Type elt;
-  float scale;
-  std::optional<float> softcap;
+  /// Scale and softcap: attributes, or run-time values that the kernels
+  /// take as parameters.
+  ScoreScalars scalars;
   AttentionMask mask;
   bool masked;
+  /// In the kernel being emitted (bindScalars, at its start): the scale and
+  /// the exponent factors of the scores u, p = exp2(u c - lse2).
+  Value scale;
+  ScoreFactors factors;
   /// Columns of dQ per work unit of the key-block kernel.
   int64_t dqChunk = 64;
   /// sm_90 8-byte f32 reductions (red.global.add.v2.f32) for dQ.
@@ -233,9 +238,14 @@ struct BackwardConfig {
   int64_t accVCols() const { return wgSplit > 1 ? wgCols(dvCols()) : dvCols(); }
 
   int64_t threads() const { return warps * kWarpSize; }
-  /// exp2 factor of the scores u: p = exp2(u c - lse2).
-  double expFactor() const {
-    return softcap ? *softcap * kLog2e : scale * kLog2e;
+  bool softcap() const { return scalars.hasSoftcap(); }
+  /// Builds `scale` and `factors` at the builder's insertion point, the
+  /// start of a kernel: its first uses put the run-time scalars first in the
+  /// kernel's parameters.
+  void bindScalars(OpBuilder &b, Location loc) {
+    scale = scalars.buildScale(b, loc);
+    factors =
+        ScoreFactors::build(b, loc, scale, scalars.buildSoftcap(b, loc), kLog2e);
   }
 };
 
@@ -256,9 +266,7 @@ FailureOr<BackwardConfig> getConfig(AttentionBackwardStepOp step, int64_t warps,
   cfg.dv = vType.getDimSize(1);
   cfg.warps = warps;
   cfg.elt = qType.getElementType();
-  cfg.scale = step.getScale().convertToFloat();
-  if (FloatAttr softcap = step.getSoftcapAttr())
-    cfg.softcap = softcap.getValueAsDouble();
+  cfg.scalars = step.getScoreScalars();
   cfg.mask = step.getMask();
   cfg.masked = step.isMasked();
   if (!cfg.elt.isF16() && !cfg.elt.isBF16())
@@ -694,17 +702,18 @@ void emitPreprocess(BackwardEmitter &e, gpu::LaunchOp launch, Value out,
 /// dq = scale * dqAcc in the element type, 8 elements per lane, rows in
 /// order (coalesced).
 void emitDqConvert(BackwardEmitter &e, gpu::LaunchOp launch, Value dqAcc,
-                   Value dq, int64_t d, float scale, Type elt) {
+                   Value dq, int64_t d, Value scale, Type elt) {
   OpBuilder &b = e.b;
   Location loc = e.loc;
+  auto vf = VectorType::get({kChunk}, b.getF32Type());
+  auto vt = VectorType::get({kChunk}, elt);
+  // First: the run-time scale leads the parameters, as in every kernel.
+  Value s = vector::BroadcastOp::create(b, loc, vf, scale);
   Value nq = memref::DimOp::create(b, loc, dqAcc, 2);
   (void)memref::DimOp::create(b, loc, dq, 2);
   gpu::KernelDim3 ids = launch.getBlockIds();
   Value bi = ids.z, h = ids.y, tid = launch.getThreadIds().x;
   Value row0 = e.mul(ids.x, e.idx(kRowKernelThreads));
-  auto vf = VectorType::get({kChunk}, b.getF32Type());
-  auto vt = VectorType::get({kChunk}, elt);
-  Value s = vector::BroadcastOp::create(b, loc, vf, e.f32(scale));
   int64_t perRow = d / kChunk;
   for (int64_t i = 0; i < perRow; ++i) {
     Value c = e.add(tid, e.idx(i * kRowKernelThreads));
@@ -735,16 +744,15 @@ std::pair<SmallVector<Value>, SmallVector<Value>> scoreGradients(
     function_ref<Value(int64_t frag, int64_t h, int64_t el)> visible) {
   OpBuilder &b = e.b;
   Location loc = e.loc;
-  Value c = e.f32(cfg.expFactor()), zero = e.f32(0.0), one = e.f32(1.0);
+  Value c = cfg.factors.expFactor, zero = e.f32(0.0), one = e.f32(1.0);
   SmallVector<Value> pFrags, dsFrags;
   for (size_t f = 0; f < s.size(); ++f) {
     SmallVector<Value> pe, dse;
     for (int64_t h = 0; h < 2; ++h)
       for (int64_t el = 0; el < 2; ++el) {
         Value u = frags.element(s[f], h, el);
-        if (cfg.softcap)
-          u = math::TanhOp::create(b, loc,
-                                   e.fmul(u, e.f32(cfg.scale / *cfg.softcap)));
+        if (cfg.softcap())
+          u = math::TanhOp::create(b, loc, e.fmul(u, cfg.factors.capIn));
         // P = exp2(u c - lse2); lse2 = +inf (padded or empty rows) gives 0.
         Value p = math::Exp2Op::create(
             b, loc,
@@ -754,7 +762,7 @@ std::pair<SmallVector<Value>, SmallVector<Value>> scoreGradients(
           p = arith::SelectOp::create(b, loc, vis, p, zero);
         Value ds =
             e.fmul(p, e.fsub(frags.element(dp[f], h, el), delta(f, h, el)));
-        if (cfg.softcap)
+        if (cfg.softcap())
           ds = e.fmul(ds, e.fsub(one, e.fmul(u, u)));
         pe.push_back(p);
         dse.push_back(ds);
@@ -1418,7 +1426,7 @@ void KeyBlockKernel::addToAccumulator(ValueRange at, Value x, Value y) {
 
 void KeyBlockKernel::epilogue(ValueRange acc) {
   const int64_t m = cfg.mTiles, ndk = cfg.dkCols() / 8, ndv = cfg.dvCols() / 8;
-  Value scale = f32(cfg.scale), one = f32(1.0);
+  Value scale = cfg.scale, one = f32(1.0);
   auto store = [&](Value dest, ValueRange frs, int64_t nn, Value factor,
                    Value col0) {
     for (int64_t mt = 0; mt < m; ++mt)
@@ -1832,7 +1840,7 @@ int64_t QueryBlockKernel::emit(gpu::LaunchOp launch) {
     scf::YieldOp::create(b, loc, dq);
   }
   waitAll();
-  Value scale = f32(cfg.scale);
+  Value scale = cfg.scale;
   for (int64_t mt = 0; mt < m; ++mt)
     for (int64_t h = 0; h < 2; ++h) {
       Value row = add(add(qStart, add(warpRow, g)), idx(16 * mt + 8 * h));
@@ -2046,6 +2054,7 @@ LogicalResult mlir::fa::convertTiledAttentionBackwardToGPU(
     gpu::LaunchOp launch = launchAt(grid, keyCfg->threads(), "_kernel");
     OpBuilder::InsertionGuard g(b);
     b.setInsertionPointToStart(&launch.getBody().front());
+    keyCfg->bindScalars(b, loc);
     KeyBlockKernel kernel(b, loc, *keyNest, *keyCfg, lse2, delta, dqAcc);
     int64_t bytes = kernel.emit(launch);
     if (failed(checkSharedMemory(keyNest->forall, config, chip,
@@ -2066,6 +2075,8 @@ LogicalResult mlir::fa::convertTiledAttentionBackwardToGPU(
     OpBuilder::InsertionGuard g(b);
     b.setInsertionPointToStart(&launch.getBody().front());
     BackwardEmitter e(b, loc);
+    // Only the scale: no dead use may make the softcap a parameter.
+    keyCfg->scale = keyCfg->scalars.buildScale(b, loc);
     emitDqConvert(e, launch, dqAcc, keyNest->dq, keyCfg->d, keyCfg->scale,
                   keyCfg->elt);
     finishLaunch(b, loc, launch, 0);
@@ -2075,6 +2086,7 @@ LogicalResult mlir::fa::convertTiledAttentionBackwardToGPU(
     gpu::LaunchOp launch = launchAt(grid, queryCfg->threads(), "_dq_kernel");
     OpBuilder::InsertionGuard g(b);
     b.setInsertionPointToStart(&launch.getBody().front());
+    queryCfg->bindScalars(b, loc);
     QueryBlockKernel kernel(b, loc, *queryNest, *queryCfg, lse2, delta);
     int64_t bytes = kernel.emit(launch);
     if (failed(checkSharedMemory(

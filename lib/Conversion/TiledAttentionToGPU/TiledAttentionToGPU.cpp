@@ -214,8 +214,7 @@ FailureOr<TiledAttention> matchTiledAttention(scf::ForallOp forall) {
       if (loop.getInitArgs() != ValueRange(prev.loop.getResults()) ||
           loop.getLowerBound() != prev.loop.getUpperBound() ||
           step.getQuery() != prev.step.getQuery() ||
-          step.getScaleAttr() != prev.step.getScaleAttr() ||
-          step.getSoftcapAttr() != prev.step.getSoftcapAttr())
+          !(step.getScoreScalars() == prev.step.getScoreScalars()))
         return fail("key loops must run back to back over the same query "
                     "tile and state");
     }
@@ -315,8 +314,9 @@ struct KernelConfig {
   bool qInRegs;
   /// Keys per online-softmax sub-step (divides bc).
   int64_t softmaxKeys;
-  float scale;
-  std::optional<float> softcap;
+  /// Scale and softcap: attributes, or run-time values that the kernel
+  /// takes as parameters.
+  ScoreScalars scalars;
   /// Warpgroup MMAs (sm_90a) on 128-byte swizzled panels instead of
   /// mma.sync and ldmatrix.
   bool wgmma;
@@ -358,9 +358,7 @@ getKernelConfig(TiledAttention &ta,
                 Twine(config.getBlockQ()) + " x " + Twine(config.getBlockKV()) +
                 ")");
   cfg.elt = qType.getElementType();
-  cfg.scale = step.getScale().convertToFloat();
-  if (FloatAttr softcap = step.getSoftcapAttr())
-    cfg.softcap = softcap.getValueAsDouble();
+  cfg.scalars = step.getScoreScalars();
 
   if (!cfg.elt.isF16() && !cfg.elt.isBF16())
     return fail("mma.sync needs f16 or bf16 inputs");
@@ -510,6 +508,8 @@ private:
   WarpFragments frags;
   WarpgroupMma wg;
   IRMapping mapping;
+  /// The exponent factors, computed once at the kernel's start.
+  ScoreFactors factors;
 
   // wgmma descriptors: Q rows of this warpgroup; K and V buffer 0; K and V
   // of the current block.
@@ -741,8 +741,7 @@ SmallVector<Value> ForwardKernelEmitter::emitStep(OnlineAttentionOp step,
 
   // Scores u (before the exp2 factor c): p = exp2(u * c - m), m in log2
   // units. With softcap, u = tanh(s * scale / softcap), c = softcap * log2e.
-  double c = cfg.softcap ? *cfg.softcap * kLog2e : cfg.scale * kLog2e;
-  Value cst = f32(c);
+  Value cst = factors.expFactor;
   Value negInf = f32(-std::numeric_limits<double>::infinity());
   SmallVector<Value> uVals(m * ns * 4);
   auto u = [&](int64_t mt, int64_t nt, int64_t h, int64_t e) -> Value & {
@@ -753,11 +752,9 @@ SmallVector<Value> ForwardKernelEmitter::emitStep(OnlineAttentionOp step,
       for (int64_t h = 0; h < 2; ++h)
         for (int64_t e = 0; e < 2; ++e) {
           Value x = frags.element(s[mt * ns + nt], h, e);
-          if (cfg.softcap)
+          if (factors.capIn)
             x = math::TanhOp::create(
-                b, loc,
-                arith::MulFOp::create(b, loc, x,
-                                      f32(cfg.scale / *cfg.softcap)));
+                b, loc, arith::MulFOp::create(b, loc, x, factors.capIn));
           u(mt, nt, h, e) = x;
         }
 
@@ -1020,8 +1017,10 @@ void ForwardKernelEmitter::emit(gpu::LaunchOp launch) {
        llvm::zip_equal(ta.forall.getInductionVars(), ta.blockDims))
     mapping.map(iv, getBlockId(blockIds, dim));
 
-  // The first uses of the memrefs fix the kernel's parameter order after
-  // outlining: q, k, v, out, lse.
+  // The first uses fix the kernel's parameter order after outlining: the
+  // run-time scalars (scale, softcap), then q, k, v, out, lse.
+  factors = ScoreFactors::build(b, loc, cfg.scalars.buildScale(b, loc),
+                                cfg.scalars.buildSoftcap(b, loc), kLog2e);
   nq = memref::DimOp::create(b, loc, ta.q.memref, 2);
   nk = memref::DimOp::create(b, loc, ta.k.memref, 2);
 

@@ -332,3 +332,42 @@ func.func @finalize_exp2(%acc: tensor<16x64xf32>, %max: tensor<16xf32>,
       : tensor<16x64xf32>, tensor<16xf32> -> tensor<16x64xf32>
   return %out, %lse : tensor<16x64xf32>, tensor<16xf32>
 }
+
+// -----
+
+// A run-time scale: log2(e) is folded in with one multiply, before the
+// generics (not per score), and the product is the fma factor of P.
+// CHECK-LABEL: func.func @runtime_scale
+// CHECK-SAME:    %[[S:[a-zA-Z0-9]+]]: f32
+// CHECK:         %[[LOG2E:.*]] = arith.constant 1.44269502 : f32
+// CHECK:         %[[C:.*]] = arith.mulf %[[S]], %[[LOG2E]] : f32
+// CHECK:         linalg.generic
+// CHECK:           arith.mulf %{{.*}}, %[[C]] : f32
+// CHECK:         linalg.generic
+// CHECK:           math.fma %{{.*}}, %[[C]], %{{.*}} : f32
+func.func @runtime_scale(%q: tensor<16x64xf16>, %k: tensor<32x64xf16>,
+                         %v: tensor<32x64xf16>, %acc: tensor<16x64xf32>,
+                         %m: tensor<16xf32>, %sum: tensor<16xf32>, %s: f32)
+    -> tensor<16x64xf32> {
+  %a, %mx, %sm = fa.online_attention %q, %k, %v into %acc, %m, %sum scale %s exp2
+      : tensor<16x64xf16>, tensor<32x64xf16>, tensor<32x64xf16>
+      -> tensor<16x64xf32>, tensor<16xf32>
+  return %a : tensor<16x64xf32>
+}
+
+// -----
+
+// A dynamic query tile with a static state (fuzzer finding): the row
+// updates are built in the state's type.
+// CHECK-LABEL: func.func @dynamic_query_static_state
+// CHECK:         linalg.generic
+// CHECK:         linalg.generic {{.*}} outs({{.*}} : tensor<32xf32>, tensor<32xf32>, tensor<32xf32>, tensor<32xf32>)
+func.func @dynamic_query_static_state(%q: tensor<?x64xf16>, %k: tensor<?x64xf16>,
+                                      %v: tensor<?x32xf16>, %acc: tensor<?x32xf32>,
+                                      %max: tensor<32xf32>, %sum: tensor<32xf32>)
+    -> tensor<32xf32> {
+  %r:3 = fa.online_attention %q, %k, %v into %acc, %max, %sum scale 0.125
+      : tensor<?x64xf16>, tensor<?x64xf16>, tensor<?x32xf16>
+      -> tensor<?x32xf32>, tensor<32xf32>
+  return %r#1 : tensor<32xf32>
+}

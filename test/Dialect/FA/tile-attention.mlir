@@ -143,3 +143,18 @@ func.func @with_kernel_config(%q: tensor<?x?x?x64xf16>) -> tensor<?x?x?x64xf16> 
   %o, %l = fa.attention %q, %q, %q {kernel_config = #fa.kernel_config<"sm_80", mma_sync, block_q = 128, block_kv = 64, warps = 4, stages = 2>} : (tensor<?x?x?x64xf16>, tensor<?x?x?x64xf16>, tensor<?x?x?x64xf16>) -> (tensor<?x?x?x64xf16>, tensor<?x?x?xf32>)
   return %o : tensor<?x?x?x64xf16>
 }
+
+// -----
+
+// A run-time scale and softcap are threaded to every step as operands.
+// CHECK-LABEL: func.func @runtime_scalars
+// CHECK-SAME:    %[[S:[a-zA-Z0-9]+]]: f32, %[[C:[a-zA-Z0-9]+]]: f32
+// CHECK:         scf.for
+// CHECK:           fa.online_attention {{.*}} masked({{.*}}) causal softcap %[[C]] scale %[[S]] :
+func.func @runtime_scalars(%q: tensor<1x2x?x64xbf16>, %s: f32, %c: f32)
+    -> tensor<1x2x?x64xbf16> {
+  %o, %l = fa.attention %q, %q, %q causal softcap %c scale %s
+      : (tensor<1x2x?x64xbf16>, tensor<1x2x?x64xbf16>, tensor<1x2x?x64xbf16>, f32, f32)
+      -> (tensor<1x2x?x64xbf16>, tensor<1x2x?xf32>)
+  return %o : tensor<1x2x?x64xbf16>
+}

@@ -3,9 +3,12 @@
 #include "fa/Dialect/FA/IR/FAOps.h"
 #include "fa/Dialect/FA/IR/KernelResources.h"
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/Matchers.h"
 #include "mlir/IR/OpImplementation.h"
+#include "mlir/IR/PatternMatch.h"
 
 #include <cmath>
 
@@ -65,6 +68,26 @@ static LogicalResult checkElementType(Operation *op, StringRef name,
                            << ", got " << type.getElementType();
 }
 
+/// Whether `v` is a valid constant scale or softcap: positive and finite.
+static bool isValidScoreScalar(double v) {
+  float f = static_cast<float>(v);
+  return f > 0.0f && std::isfinite(f);
+}
+
+/// Checks that each score scalar is given at most once: as an attribute or
+/// as an operand.
+static LogicalResult verifyScoreScalars(Operation *op,
+                                        const ScoreScalars &scalars) {
+  for (auto [name, attr, value] :
+       {std::tuple<StringRef, FloatAttr, Value>{"scale", scalars.scale,
+                                                scalars.dynamicScale},
+        {"softcap", scalars.softcap, scalars.dynamicSoftcap}})
+    if (attr && value)
+      return op->emitOpError()
+             << name << " must be an attribute or an operand, not both";
+  return success();
+}
+
 /// Checks scale, softcap and window, shared by every op of the dialect.
 static LogicalResult verifyScoreAttributes(Operation *op, FloatAttr scale,
                                            bool causal,
@@ -108,6 +131,9 @@ static LogicalResult verifyScoreAttributes(Operation *op, FloatAttr scale,
 /// optional masked(q_start, k_start, q_len, k_len) operands come all or
 /// none, a causal or window mask needs them, then the score attributes.
 template <typename TileOp> static LogicalResult verifyMaskedTileOp(TileOp op) {
+  if (!op.getScaleAttr() && !op.getDynamicScale())
+    return op.emitOpError()
+           << "needs a scale: a constant or an f32 operand (scale %s)";
   int numMaskOperands = (op.getQStart() ? 1 : 0) + (op.getKStart() ? 1 : 0) +
                         (op.getQLen() ? 1 : 0) + (op.getKLen() ? 1 : 0);
   if (numMaskOperands != 0 && numMaskOperands != 4)
@@ -117,8 +143,155 @@ template <typename TileOp> static LogicalResult verifyMaskedTileOp(TileOp op) {
     return op.emitOpError()
            << "a causal or window mask needs the "
               "masked(q_start, k_start, q_len, k_len) operands";
+  if (failed(verifyScoreScalars(op, op.getScoreScalars())))
+    return failure();
   return verifyScoreAttributes(op, op.getScaleAttr(), op.getCausal(),
                                op.getWindowAttr(), op.getSoftcapAttr());
+}
+
+//===----------------------------------------------------------------------===//
+// Score scalars: assembly, values, folding
+//===----------------------------------------------------------------------===//
+
+/// `keyword (%value | float)`, or nothing: one score scalar, a run-time f32
+/// operand or a constant attribute.
+static ParseResult
+parseScoreScalar(OpAsmParser &parser, StringRef keyword,
+                 std::optional<OpAsmParser::UnresolvedOperand> &operand,
+                 FloatAttr &attr) {
+  if (failed(parser.parseOptionalKeyword(keyword)))
+    return success();
+  OpAsmParser::UnresolvedOperand value;
+  OptionalParseResult parsed = parser.parseOptionalOperand(value);
+  if (parsed.has_value()) {
+    if (failed(*parsed))
+      return failure();
+    operand = value;
+    return success();
+  }
+  return parser.parseAttribute(attr, parser.getBuilder().getF32Type());
+}
+
+static void printScoreScalar(OpAsmPrinter &printer, StringRef keyword,
+                             Value operand, FloatAttr attr) {
+  if (operand)
+    printer << keyword << ' ' << operand;
+  else if (attr) {
+    printer << keyword << ' ';
+    printer.printAttributeWithoutType(attr);
+  }
+}
+
+static ParseResult
+parseScale(OpAsmParser &parser,
+           std::optional<OpAsmParser::UnresolvedOperand> &operand,
+           FloatAttr &attr) {
+  return parseScoreScalar(parser, "scale", operand, attr);
+}
+static void printScale(OpAsmPrinter &printer, Operation *, Value operand,
+                       FloatAttr attr) {
+  printScoreScalar(printer, "scale", operand, attr);
+}
+static ParseResult
+parseSoftcap(OpAsmParser &parser,
+             std::optional<OpAsmParser::UnresolvedOperand> &operand,
+             FloatAttr &attr) {
+  return parseScoreScalar(parser, "softcap", operand, attr);
+}
+static void printSoftcap(OpAsmPrinter &printer, Operation *, Value operand,
+                         FloatAttr attr) {
+  printScoreScalar(printer, "softcap", operand, attr);
+}
+
+/// The value of a score scalar: its operand, or a constant of `attr`.
+static Value buildScoreScalar(OpBuilder &b, Location loc, Value operand,
+                              FloatAttr attr) {
+  if (operand)
+    return operand;
+  if (!attr)
+    return Value();
+  return arith::ConstantOp::create(
+      b, loc, b.getF32FloatAttr(static_cast<float>(attr.getValueAsDouble())));
+}
+
+Value ScoreScalars::buildScale(OpBuilder &b, Location loc) const {
+  return buildScoreScalar(b, loc, dynamicScale, scale);
+}
+Value ScoreScalars::buildSoftcap(OpBuilder &b, Location loc) const {
+  return buildScoreScalar(b, loc, dynamicSoftcap, softcap);
+}
+
+ScoreFactors ScoreFactors::build(OpBuilder &b, Location loc, Value scale,
+                                 Value softcap, double log2Base) {
+  Value base = arith::ConstantOp::create(
+      b, loc, b.getF32FloatAttr(static_cast<float>(log2Base)));
+  ScoreFactors f;
+  if (softcap)
+    f.capIn = b.createOrFold<arith::DivFOp>(loc, scale, softcap);
+  f.expFactor = b.createOrFold<arith::MulFOp>(loc, softcap ? softcap : scale,
+                                              base);
+  return f;
+}
+
+namespace {
+/// Folds a constant (valid) scale or softcap operand into its attribute, so
+/// that the constant form reaches the lowerings as before.
+template <typename OpT>
+struct FoldConstantScoreScalars final : OpRewritePattern<OpT> {
+  using OpRewritePattern<OpT>::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(OpT op,
+                                PatternRewriter &rewriter) const override {
+    auto constantOf = [](Value v) -> FloatAttr {
+      FloatAttr c;
+      if (v && matchPattern(v, m_Constant(&c)) &&
+          isValidScoreScalar(c.getValueAsDouble()))
+        return c;
+      return FloatAttr();
+    };
+    FloatAttr scale = constantOf(op.getDynamicScale());
+    FloatAttr softcap = constantOf(op.getDynamicSoftcap());
+    if (!scale && !softcap)
+      return failure();
+    Builder b(op.getContext());
+    rewriter.modifyOpInPlace(op, [&] {
+      if (scale) {
+        op.setScaleAttr(b.getF32FloatAttr(scale.getValueAsDouble()));
+        op.getDynamicScaleMutable().clear();
+      }
+      if (softcap) {
+        op.setSoftcapAttr(b.getF32FloatAttr(softcap.getValueAsDouble()));
+        op.getDynamicSoftcapMutable().clear();
+      }
+    });
+    return success();
+  }
+};
+} // namespace
+
+#define FA_SCORE_SCALAR_METHODS(OpT)                                           \
+  Value OpT::buildSoftcap(OpBuilder &b, Location loc) {                        \
+    return buildScoreScalar(b, loc, getDynamicSoftcap(), getSoftcapAttr());    \
+  }                                                                            \
+  void OpT::getCanonicalizationPatterns(RewritePatternSet &patterns,           \
+                                        MLIRContext *context) {                \
+    patterns.add<FoldConstantScoreScalars<OpT>>(context);                      \
+  }                                                                            \
+  ScoreScalars OpT::getScoreScalars() {                                        \
+    return {getScaleAttr(), getDynamicScale(), getSoftcapAttr(),               \
+            getDynamicSoftcap()};                                              \
+  }
+FA_SCORE_SCALAR_METHODS(AttentionOp)
+FA_SCORE_SCALAR_METHODS(AttentionBackwardOp)
+FA_SCORE_SCALAR_METHODS(OnlineAttentionOp)
+FA_SCORE_SCALAR_METHODS(AttentionBackwardStepOp)
+#undef FA_SCORE_SCALAR_METHODS
+
+Value OnlineAttentionOp::buildScale(OpBuilder &b, Location loc) {
+  return buildScoreScalar(b, loc, getDynamicScale(), getScaleAttr());
+}
+Value AttentionBackwardStepOp::buildScale(OpBuilder &b, Location loc) {
+  return buildScoreScalar(b, loc, getDynamicScale(), getScaleAttr());
 }
 
 namespace {
@@ -221,6 +394,16 @@ static float defaultScale(int64_t headDim) {
   return 1.0f / std::sqrt(static_cast<float>(headDim));
 }
 
+/// The constant scale of a forward or backward attention op (see
+/// getStaticScale).
+template <typename OpT> static FloatAttr staticScaleOf(OpT op) {
+  if (op.getDynamicScale())
+    return FloatAttr();
+  if (FloatAttr s = op.getScaleAttr())
+    return s;
+  return Builder(op.getContext()).getF32FloatAttr(defaultScale(op.getHeadDim()));
+}
+
 /// Checks an op's `kernel_config` (if any) against its head dims, element
 /// type and the chip.
 template <typename OpT>
@@ -244,21 +427,22 @@ static LogicalResult verifyConfigOf(OpT op, bool backward, bool deterministic) {
 
 void AttentionOp::build(OpBuilder &b, OperationState &state, Value query,
                         Value key, Value value, FloatAttr scale, bool causal,
-                        DenseI64ArrayAttr window, FloatAttr softcap) {
+                        DenseI64ArrayAttr window, FloatAttr softcap,
+                        Value dynamicScale, Value dynamicSoftcap) {
   auto q = cast<RankedTensorType>(query.getType());
   auto v = cast<RankedTensorType>(value.getType());
   auto out = RankedTensorType::get(
       {q.getDimSize(0), q.getDimSize(1), q.getDimSize(2), v.getDimSize(3)},
       q.getElementType());
   auto lse = RankedTensorType::get(q.getShape().take_front(3), b.getF32Type());
-  build(b, state, out, lse, query, key, value, scale, causal, window, softcap,
-        KernelConfigAttr());
+  build(b, state, out, lse, query, key, value, dynamicSoftcap, dynamicScale,
+        scale, causal, window, softcap, KernelConfigAttr());
 }
 
-float AttentionOp::getScaleValue() {
-  if (auto s = getScaleAttr())
-    return s.getValueAsDouble();
-  return defaultScale(getHeadDim());
+FloatAttr AttentionOp::getStaticScale() { return staticScaleOf(*this); }
+
+Value AttentionOp::buildScale(OpBuilder &b, Location loc) {
+  return buildScoreScalar(b, loc, getDynamicScale(), getStaticScale());
 }
 
 LogicalResult AttentionOp::verify() {
@@ -268,7 +452,8 @@ LogicalResult AttentionOp::verify() {
   t.v = getValue().getType();
   t.likeOut.push_back({"out", getOut().getType()});
   t.likeLse.push_back({"lse", getLse().getType()});
-  if (failed(verifyAttention(*this, t, getScaleAttr(), getCausal(),
+  if (failed(verifyScoreScalars(*this, getScoreScalars())) ||
+      failed(verifyAttention(*this, t, getScaleAttr(), getCausal(),
                              getWindowAttr(), getSoftcapAttr())))
     return failure();
   return verifyConfigOf(*this, /*backward=*/false, /*deterministic=*/false);
@@ -282,16 +467,17 @@ void AttentionBackwardOp::build(OpBuilder &b, OperationState &state,
                                 Value query, Value key, Value value, Value out,
                                 Value lse, Value dout, FloatAttr scale,
                                 bool causal, DenseI64ArrayAttr window,
-                                FloatAttr softcap, bool deterministic) {
+                                FloatAttr softcap, bool deterministic,
+                                Value dynamicScale, Value dynamicSoftcap) {
   build(b, state, query.getType(), key.getType(), value.getType(), query, key,
-        value, out, lse, dout, scale, causal, window, softcap, deterministic,
-        KernelConfigAttr());
+        value, out, lse, dout, dynamicSoftcap, dynamicScale, scale, causal,
+        window, softcap, deterministic, KernelConfigAttr());
 }
 
-float AttentionBackwardOp::getScaleValue() {
-  if (auto s = getScaleAttr())
-    return s.getValueAsDouble();
-  return defaultScale(getHeadDim());
+FloatAttr AttentionBackwardOp::getStaticScale() { return staticScaleOf(*this); }
+
+Value AttentionBackwardOp::buildScale(OpBuilder &b, Location loc) {
+  return buildScoreScalar(b, loc, getDynamicScale(), getStaticScale());
 }
 
 LogicalResult AttentionBackwardOp::verify() {
@@ -305,7 +491,8 @@ LogicalResult AttentionBackwardOp::verify() {
   t.likeOut.push_back({"out", getOut().getType()});
   t.likeOut.push_back({"dout", getDout().getType()});
   t.likeLse.push_back({"lse", getLse().getType()});
-  if (failed(verifyAttention(*this, t, getScaleAttr(), getCausal(),
+  if (failed(verifyScoreScalars(*this, getScoreScalars())) ||
+      failed(verifyAttention(*this, t, getScaleAttr(), getCausal(),
                              getWindowAttr(), getSoftcapAttr())))
     return failure();
   // The gradients have exactly the types of the inputs, not merely agreeing
@@ -419,9 +606,9 @@ void AttentionBackwardStepOp::build(OpBuilder &b, OperationState &state,
                                     Value query, Value key, Value value,
                                     Value dout, Value lse, Value delta,
                                     Value dkAcc, Value dvAcc, Value dqAcc,
-                                    ValueRange maskOperands, FloatAttr scale,
-                                    bool causal, DenseI64ArrayAttr window,
-                                    FloatAttr softcap) {
+                                    ValueRange maskOperands,
+                                    const ScoreScalars &scalars, bool causal,
+                                    DenseI64ArrayAttr window) {
   assert((maskOperands.empty() || maskOperands.size() == 4) &&
          "expected no mask operand, or q_start, k_start, q_len and k_len");
   auto typeOf = [](Value v) { return v ? v.getType() : Type(); };
@@ -430,7 +617,8 @@ void AttentionBackwardStepOp::build(OpBuilder &b, OperationState &state,
   };
   build(b, state, typeOf(dkAcc), typeOf(dvAcc), typeOf(dqAcc), query, key,
         value, dout, lse, delta, dkAcc, dvAcc, dqAcc, mask(0), mask(1), mask(2),
-        mask(3), scale, causal ? b.getUnitAttr() : UnitAttr(), window, softcap);
+        mask(3), scalars.dynamicSoftcap, scalars.dynamicScale, scalars.scale,
+        causal ? b.getUnitAttr() : UnitAttr(), window, scalars.softcap);
 }
 
 LogicalResult AttentionBackwardStepOp::verify() {

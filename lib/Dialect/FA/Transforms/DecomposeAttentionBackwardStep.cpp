@@ -156,8 +156,8 @@ struct StepInfo {
   Type elemType;
   Type f32Type;
   SmallVector<OpFoldResult> tileSizes; // {Br, Bc}
-  float scale;
-  std::optional<float> softcap;
+  bool softcap;
+  ScoreFactors factors; // of exp2: log2(e) folded in
   std::optional<Visibility> visibility; // Only with `masked`.
 };
 
@@ -189,18 +189,13 @@ static Probabilities recomputeProbabilities(OpBuilder &b, const StepInfo &s,
         SmallVector<Value> results;
         Value logits, capGrad;
         if (s.softcap) {
-          float c = *s.softcap;
           Value t = math::TanhOp::create(
-              nb, nl,
-              arith::MulFOp::create(nb, nl, score,
-                                    f32Const(nb, nl, s.scale / c)));
-          logits =
-              arith::MulFOp::create(nb, nl, t, f32Const(nb, nl, c * kLog2e));
+              nb, nl, arith::MulFOp::create(nb, nl, score, s.factors.capIn));
+          logits = arith::MulFOp::create(nb, nl, t, s.factors.expFactor);
           Value t2 = arith::MulFOp::create(nb, nl, t, t);
           capGrad = arith::SubFOp::create(nb, nl, f32Const(nb, nl, 1.0), t2);
         } else {
-          logits = arith::MulFOp::create(nb, nl, score,
-                                         f32Const(nb, nl, s.scale * kLog2e));
+          logits = arith::MulFOp::create(nb, nl, score, s.factors.expFactor);
         }
         Value lseLog2 =
             arith::MulFOp::create(nb, nl, lse, f32Const(nb, nl, kLog2e));
@@ -272,9 +267,10 @@ struct DecomposeAttentionBackwardStep final
                rewriter.getF32Type()};
     s.tileSizes = {tensor::getMixedSize(rewriter, loc, op.getQuery(), 0),
                    tensor::getMixedSize(rewriter, loc, op.getKey(), 0)};
-    s.scale = op.getScaleAttr().getValueAsDouble();
-    if (FloatAttr softcap = op.getSoftcapAttr())
-      s.softcap = softcap.getValueAsDouble();
+    s.softcap = op.hasSoftcap();
+    s.factors =
+        ScoreFactors::build(rewriter, loc, op.buildScale(rewriter, loc),
+                            op.buildSoftcap(rewriter, loc), kLog2e);
     if (op.isMasked())
       s.visibility = Visibility::build(rewriter, loc, op);
 

@@ -24,6 +24,7 @@
 
 #include "fa/Dialect/FA/Transforms/Passes.h"
 
+#include "mlir/IR/Matchers.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 #include "llvm/Support/MathExtras.h"
@@ -160,8 +161,7 @@ struct DecomposeOnlineAttention final : OpRewritePattern<OnlineAttentionOp> {
     Type valueElt = op.getValue().getType().getElementType();
     bool exp2 = op.getExp2();
     double log2e = exp2 ? llvm::numbers::log2e : 1.0;
-    double scale = op.getScaleAttr().getValueAsDouble();
-    FloatAttr softcap = op.getSoftcapAttr();
+    bool softcap = op.hasSoftcap();
     TileMaps maps(ctx);
 
     OpFoldResult br = tensor::getMixedSize(rewriter, loc, op.getQuery(), 0);
@@ -180,18 +180,20 @@ struct DecomposeOnlineAttention final : OpRewritePattern<OnlineAttentionOp> {
 
     // Softcap and/or mask, in place on S, in one elementwise generic. After
     // it, the scores to exponentiate are c * S.
-    float c = static_cast<float>(scale * log2e);
+    ScoreFactors factors =
+        ScoreFactors::build(rewriter, loc, op.buildScale(rewriter, loc),
+                            op.buildSoftcap(rewriter, loc), log2e);
+    Value cValue = factors.expFactor;
     std::optional<MaskBounds> mask;
     if (op.isMasked())
       mask = MaskBounds::build(rewriter, loc, op);
     if (softcap || mask) {
       Value inScale, outScale;
       if (softcap) {
-        double cap = softcap.getValueAsDouble();
-        inScale = createF32Constant(rewriter, loc, scale / cap);
+        inScale = factors.capIn;
         // log2(e) goes outside the tanh: it scales the capped score.
-        outScale = createF32Constant(rewriter, loc, cap * log2e);
-        c = 1.0f;
+        outScale = factors.expFactor;
+        cValue = createF32Constant(rewriter, loc, 1.0f);
       }
       scores = linalg::GenericOp::create(
                    rewriter, loc, scoreType, ValueRange{}, scores, {maps.tile},
@@ -210,7 +212,7 @@ struct DecomposeOnlineAttention final : OpRewritePattern<OnlineAttentionOp> {
                    })
                    .getResult(0);
     }
-    Value cValue = createF32Constant(rewriter, loc, c);
+    bool unitC = matchPattern(cValue, m_OneFloat());
 
     // rmax = rowmax(S).
     Value rowMax = createRowReduction(
@@ -225,9 +227,10 @@ struct DecomposeOnlineAttention final : OpRewritePattern<OnlineAttentionOp> {
     // place (outs = max, sum) so that a loop carrying it stays in place.
     Type rowType = op.getMax().getType();
     AffineMap rowId = AffineMap::getMultiDimIdentityMap(1, ctx);
+    // Shaped like the state (which may be more static than the query tile).
     auto rowEmpty = [&]() -> Value {
-      return tensor::EmptyOp::create(rewriter, loc, ArrayRef<OpFoldResult>{br},
-                                     f32);
+      return tensor::EmptyOp::create(
+          rewriter, loc, tensor::getMixedSizes(rewriter, loc, op.getMax()), f32);
     };
     auto rowUpdate = linalg::GenericOp::create(
         rewriter, loc, TypeRange{rowType, rowType, rowType, rowType}, rowMax,
@@ -235,7 +238,7 @@ struct DecomposeOnlineAttention final : OpRewritePattern<OnlineAttentionOp> {
         SmallVector<AffineMap>(5, rowId), {IteratorType::parallel},
         [&](OpBuilder &b, Location l, ValueRange args) {
           Value blockMax = args[0], oldMax = args[1], oldSum = args[4];
-          if (c != 1.0f)
+          if (!unitC)
             blockMax = arith::MulFOp::create(b, l, blockMax, cValue);
           Value newMax = arith::MaximumFOp::create(b, l, oldMax, blockMax);
           Value noKey = arith::CmpFOp::create(b, l, arith::CmpFPredicate::OEQ,
@@ -270,7 +273,7 @@ struct DecomposeOnlineAttention final : OpRewritePattern<OnlineAttentionOp> {
         [&](OpBuilder &b, Location l, ValueRange args) {
           Value negMax = args[0], s = args[1];
           Value x =
-              c == 1.0f
+              unitC
                   ? arith::AddFOp::create(b, l, s, negMax)
                   : math::FmaOp::create(b, l, s, cValue, negMax).getResult();
           Value p = createExp(b, l, x, exp2);
@@ -339,9 +342,10 @@ struct DecomposeOnlineAttentionFinalize final
     OpFoldResult br = accSizes[0];
     Type rowType = op.getLse().getType();
     AffineMap rowId = AffineMap::getMultiDimIdentityMap(1, ctx);
+    // Shaped like the state (which may be more static than the query tile).
     auto rowEmpty = [&]() -> Value {
-      return tensor::EmptyOp::create(rewriter, loc, ArrayRef<OpFoldResult>{br},
-                                     f32);
+      return tensor::EmptyOp::create(
+          rewriter, loc, tensor::getMixedSizes(rewriter, loc, op.getMax()), f32);
     };
     auto rows = linalg::GenericOp::create(
         rewriter, loc, TypeRange{rowType, rowType},

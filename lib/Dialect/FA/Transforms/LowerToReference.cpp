@@ -50,8 +50,8 @@ static int64_t staticOf(OpFoldResult ofr) {
 /// needs: the problem sizes, the element type and the score attributes.
 class ReferenceBuilder {
 public:
-  ReferenceBuilder(OpBuilder &b, Location loc, Type elementType, float scale,
-                   AttentionMask mask, FloatAttr softcap)
+  ReferenceBuilder(OpBuilder &b, Location loc, Type elementType, Value scale,
+                   AttentionMask mask, Value softcap)
       : b(b), loc(loc), elementType(elementType), scale(scale), mask(mask),
         softcap(softcap) {}
 
@@ -126,9 +126,10 @@ public:
   OpBuilder &b;
   Location loc;
   Type elementType;
-  float scale;
+  /// f32 values (constants or run-time operands); softcap null when absent.
+  Value scale;
   AttentionMask mask;
-  FloatAttr softcap;
+  Value softcap;
 
   // Problem sizes (static where known) and `Nk - Nq`, the mask offset.
   OpFoldResult batch, headsQ, headsKV, group, seqQ, seqK;
@@ -309,12 +310,12 @@ Value ReferenceBuilder::rawScores(Value q5, Value k) {
 }
 
 Value ReferenceBuilder::scoreFromRaw(OpBuilder &nb, Location nl, Value raw) {
-  Value s = arith::MulFOp::create(nb, nl, raw, f32Const(nb, nl, scale));
+  Value s = arith::MulFOp::create(nb, nl, raw, scale);
   if (!softcap)
     return s;
-  Value cap = f32Const(nb, nl, softcap.getValueAsDouble());
-  Value t = math::TanhOp::create(nb, nl, arith::DivFOp::create(nb, nl, s, cap));
-  return arith::MulFOp::create(nb, nl, cap, t);
+  Value t =
+      math::TanhOp::create(nb, nl, arith::DivFOp::create(nb, nl, s, softcap));
+  return arith::MulFOp::create(nb, nl, softcap, t);
 }
 
 Value ReferenceBuilder::isVisible(OpBuilder &nb, Location nl, Value i,
@@ -352,8 +353,9 @@ struct LowerAttention final : OpRewritePattern<AttentionOp> {
   LogicalResult matchAndRewrite(AttentionOp op,
                                 PatternRewriter &rewriter) const override {
     Type elementType = op.getQuery().getType().getElementType();
-    ReferenceBuilder rb(rewriter, op.getLoc(), elementType, op.getScaleValue(),
-                        op.getMask(), op.getSoftcapAttr());
+    ReferenceBuilder rb(rewriter, op.getLoc(), elementType,
+                        op.buildScale(rewriter, op.getLoc()), op.getMask(),
+                        op.buildSoftcap(rewriter, op.getLoc()));
     SmallVector<Value> operands =
         rb.normalize(op.getQuery(), op.getKey(), op.getValue(), {});
     Value q = rb.expandHeads(operands[0]), k = operands[1], v = operands[2];
@@ -461,8 +463,9 @@ struct LowerAttentionBackward final : OpRewritePattern<AttentionBackwardOp> {
   LogicalResult matchAndRewrite(AttentionBackwardOp op,
                                 PatternRewriter &rewriter) const override {
     Type elementType = op.getQuery().getType().getElementType();
-    ReferenceBuilder rb(rewriter, op.getLoc(), elementType, op.getScaleValue(),
-                        op.getMask(), op.getSoftcapAttr());
+    ReferenceBuilder rb(rewriter, op.getLoc(), elementType,
+                        op.buildScale(rewriter, op.getLoc()), op.getMask(),
+                        op.buildSoftcap(rewriter, op.getLoc()));
     SmallVector<Value> operands =
         rb.normalize(op.getQuery(), op.getKey(), op.getValue(),
                      {op.getOut(), op.getLse(), op.getDout()});
@@ -476,8 +479,7 @@ struct LowerAttentionBackward final : OpRewritePattern<AttentionBackwardOp> {
                                             rb.seqQ, rb.seqK};
     AffineMap id5 = rewriter.getMultiDimIdentityMap(5);
     AffineMap rows5 = rb.map(5, {0, 1, 2, 3});
-    float scale = rb.scale;
-    FloatAttr softcap = rb.softcap;
+    Value scale = rb.scale, softcap = rb.softcap;
 
     // P = exp(S - lse) on visible keys, 0 on hidden ones; a row that saw no
     // key has lse = +inf and gets P = exp(-inf) = 0.
@@ -526,17 +528,15 @@ struct LowerAttentionBackward final : OpRewritePattern<AttentionBackwardOp> {
           Value centered = arith::SubFOp::create(nb, nl, args[1], args[2]);
           Value ds = arith::MulFOp::create(nb, nl, args[0], centered);
           if (softcap) {
-            Value cap = rb.f32Const(nb, nl, softcap.getValueAsDouble());
-            Value s = arith::MulFOp::create(nb, nl, args[3],
-                                            rb.f32Const(nb, nl, scale));
+            Value s = arith::MulFOp::create(nb, nl, args[3], scale);
             Value t = math::TanhOp::create(
-                nb, nl, arith::DivFOp::create(nb, nl, s, cap));
+                nb, nl, arith::DivFOp::create(nb, nl, s, softcap));
             Value tanhSquared = arith::MulFOp::create(nb, nl, t, t);
             Value slope = arith::SubFOp::create(
                 nb, nl, rb.f32Const(nb, nl, 1.0), tanhSquared);
             ds = arith::MulFOp::create(nb, nl, ds, slope);
           }
-          return arith::MulFOp::create(nb, nl, ds, rb.f32Const(nb, nl, scale));
+          return arith::MulFOp::create(nb, nl, ds, scale);
         });
 
     // dQ = dS k, loops (b, h, g, i, d, j).

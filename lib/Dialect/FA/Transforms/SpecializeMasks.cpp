@@ -127,9 +127,9 @@ void dropMask(RewriterBase &rewriter, OnlineAttentionOp step) {
       step.getNewMax().getType(), step.getNewSum().getType(), step.getQuery(),
       step.getKey(), step.getValue(), step.getAcc(), step.getMax(),
       step.getSum(), /*q_start=*/Value(), /*k_start=*/Value(),
-      /*q_len=*/Value(), /*k_len=*/Value(), step.getScaleAttr(),
-      /*causal=*/nullptr, /*window=*/nullptr, step.getSoftcapAttr(),
-      step.getExp2Attr());
+      /*q_len=*/Value(), /*k_len=*/Value(), step.getDynamicSoftcap(),
+      step.getDynamicScale(), step.getScaleAttr(), /*causal=*/nullptr,
+      /*window=*/nullptr, step.getSoftcapAttr(), step.getExp2Attr());
   rewriter.replaceOp(step, unmasked.getResults());
 }
 

@@ -177,8 +177,8 @@ struct TileAttentionPattern final : OpRewritePattern<AttentionOp> {
           auto step = OnlineAttentionOp::create(
               nb, nloc, state[0].getType(), state[1].getType(),
               state[2].getType(), qTile, kTile, vTile, state[0], state[1],
-              state[2], qStart, kStart, nq, nk,
-              nb.getF32FloatAttr(op.getScaleValue()), op.getCausalAttr(),
+              state[2], qStart, kStart, nq, nk, op.getDynamicSoftcap(),
+              op.getDynamicScale(), op.getStaticScale(), op.getCausalAttr(),
               op.getWindowAttr(), op.getSoftcapAttr(), /*exp2=*/nullptr);
           scf::YieldOp::create(nb, nloc, step.getResults());
         });

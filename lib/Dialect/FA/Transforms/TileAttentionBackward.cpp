@@ -83,10 +83,12 @@ struct BackwardPlan {
   int64_t blockKV;
   int64_t headDim;
   int64_t valueHeadDim;
-  float scale;
+  /// The softmax scale as an f32 value (for the epilogues) and the score
+  /// scalars as the steps take them.
+  Value scale;
+  ScoreScalars scalars;
   bool causal;
   DenseI64ArrayAttr window;
-  FloatAttr softcap;
   AttentionMask mask;
 
   Value query, key, value, dout, lse, delta;
@@ -197,11 +199,11 @@ static Value buildDelta(OpBuilder &b, Location loc, Value out, Value dout) {
       .getResult(0);
 }
 
-/// acc * factor, cast to the element type: the single scaling and rounding
-/// of a gradient, after its last accumulation.
-static Value buildEpilogue(OpBuilder &b, Location loc, Value acc, float factor,
+/// acc * factor (an f32 value; none: 1), cast to the element type: the
+/// single scaling and rounding of a gradient, after its last accumulation.
+static Value buildEpilogue(OpBuilder &b, Location loc, Value acc, Value factor,
                            Type elemType) {
-  if (factor == 1.0f && elemType.isF32())
+  if (!factor && elemType.isF32())
     return acc;
   auto accType = cast<RankedTensorType>(acc.getType());
   int64_t rank = accType.getRank();
@@ -215,8 +217,8 @@ static Value buildEpilogue(OpBuilder &b, Location loc, Value acc, float factor,
              ValueRange{init}, ArrayRef<AffineMap>{id, id}, iterators,
              [&](OpBuilder &nb, Location nl, ValueRange args) {
                Value v = args[0];
-               if (factor != 1.0f)
-                 v = arith::MulFOp::create(nb, nl, v, f32Const(nb, nl, factor));
+               if (factor)
+                 v = arith::MulFOp::create(nb, nl, v, factor);
                linalg::YieldOp::create(nb, nl, truncateTo(nb, nl, elemType, v));
              })
       .getResult(0);
@@ -297,8 +299,7 @@ static AttentionBackwardStepOp buildStep(OpBuilder &b, const BackwardPlan &p,
     maskOperands = {qBlk.start, kBlk.start, p.seqQ, p.seqK};
   return AttentionBackwardStepOp::create(
       b, p.loc, qBlk.q, kBlk.k, kBlk.v, qBlk.dout, qBlk.lse, qBlk.delta, dkAcc,
-      dvAcc, dqAcc, maskOperands, b.getF32FloatAttr(p.scale), p.causal,
-      p.window, p.softcap);
+      dvAcc, dqAcc, maskOperands, p.scalars, p.causal, p.window);
 }
 
 //===----------------------------------------------------------------------===//
@@ -526,7 +527,7 @@ static SmallVector<Value> buildFastBackward(OpBuilder &b,
         KeyBlockGradients g =
             buildKeyBlockGradients(nb, p, batch, kvHead, kb, acc[0]);
         OpFoldResult rows = blockRows(nb, g.block.len, p.blockKV);
-        auto store = [&](Value accTile, float factor, Value slabAcc) {
+        auto store = [&](Value accTile, Value factor, Value slabAcc) {
           Value tile = buildEpilogue(nb, nl, accTile, factor, p.elemType);
           tile = clipRows(nb, nl, tile, 0, g.block.len);
           int64_t width = cast<RankedTensorType>(tile.getType()).getDimSize(1);
@@ -539,7 +540,7 @@ static SmallVector<Value> buildFastBackward(OpBuilder &b,
         };
         scf::YieldOp::create(nb, nl,
                              ValueRange{g.dqGroup, store(g.dK, p.scale, acc[1]),
-                                        store(g.dV, 1.0f, acc[2])});
+                                        store(g.dV, Value(), acc[2])});
       });
   keyLoop->setAttr(kDqAccumulationAttrName, b.getUnitAttr());
 
@@ -582,7 +583,7 @@ static SmallVector<Value> buildKeyValueGradients(OpBuilder &b,
                                        b.getIndexAttr(0)};
   Value dk = clipRows(b, loc, buildEpilogue(b, loc, g.dK, p.scale, p.elemType),
                       0, g.block.len);
-  Value dv = clipRows(b, loc, buildEpilogue(b, loc, g.dV, 1.0f, p.elemType), 0,
+  Value dv = clipRows(b, loc, buildEpilogue(b, loc, g.dV, Value(), p.elemType), 0,
                       g.block.len);
   parallelInsert(b, loc, forall, dk, shared[0], offsets,
                  rowSliceSizes(b, rows, p.headDim));
@@ -657,10 +658,11 @@ static BackwardPlan makePlan(OpBuilder &b, AttentionBackwardOp op,
   p.blockKV = p.config ? p.config.getBlockKV() : blockKV;
   p.headDim = op.getHeadDim();
   p.valueHeadDim = op.getValueHeadDim();
-  p.scale = op.getScaleValue();
+  p.scale = op.buildScale(b, loc);
+  p.scalars = {op.getStaticScale(), op.getDynamicScale(), op.getSoftcapAttr(),
+               op.getDynamicSoftcap()};
   p.causal = op.getCausal();
   p.window = op.getWindowAttr();
-  p.softcap = op.getSoftcapAttr();
   p.mask = op.getMask();
   p.query = op.getQuery();
   p.key = op.getKey();

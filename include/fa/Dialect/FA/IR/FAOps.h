@@ -5,6 +5,7 @@
 
 #include "fa/Dialect/FA/IR/FADialect.h"
 #include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/OpDefinition.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
@@ -36,6 +37,43 @@ constexpr int64_t kMaxHeadDim = 256;
 /// Largest window bound the dialect accepts: the GPU kernels compute the
 /// mask in i32, and the host code adds 1 to a bound.
 constexpr int64_t kMaxWindowBound = std::numeric_limits<int32_t>::max();
+
+/// The score scalars of an op as the tile-level ops take them: the scale and
+/// the softcap, each a constant attribute or an f32 value known at run time
+/// (at most one of the pair; neither for no softcap).
+struct ScoreScalars {
+  FloatAttr scale;
+  Value dynamicScale;
+  FloatAttr softcap;
+  Value dynamicSoftcap;
+
+  bool hasSoftcap() const { return softcap || dynamicSoftcap; }
+  /// The values at the builder's insertion point: the operand, or a new
+  /// constant of the attribute (null for an absent softcap).
+  Value buildScale(OpBuilder &b, Location loc) const;
+  Value buildSoftcap(OpBuilder &b, Location loc) const;
+  bool operator==(const ScoreScalars &o) const {
+    return scale == o.scale && dynamicScale == o.dynamicScale &&
+           softcap == o.softcap && dynamicSoftcap == o.dynamicSoftcap;
+  }
+};
+
+/// The factors of the softmax exponent, computed once from the scale and
+/// softcap values (f32; softcap null when absent) and `log2Base` (log2(e)
+/// for base-2 exponentials, 1 for natural ones), so that every lowering
+/// scales the raw scores `x = q k^T` the same way:
+///   without softcap: exponent = x * expFactor,  expFactor = scale * log2Base
+///   with softcap:    exponent = tanh(x * capIn) * expFactor,
+///                    capIn = scale / softcap, expFactor = softcap * log2Base
+/// Constant inputs fold to constants; run-time ones cost these one or two
+/// operations where the factors are built (a kernel's start), not per score.
+struct ScoreFactors {
+  Value capIn;     // null without softcap
+  Value expFactor;
+
+  static ScoreFactors build(OpBuilder &b, Location loc, Value scale,
+                            Value softcap, double log2Base);
+};
 
 /// The visibility rule of an attention op, in one place so that every
 /// lowering (reference, tiled, GPU) agrees on it. Key j is visible from query

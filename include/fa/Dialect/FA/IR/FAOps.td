@@ -17,11 +17,29 @@ def FA_LseTensor : TensorRankOf<[F32], [3]> {
 }
 
 // Attributes shared by the forward and the backward op.
+// The score scalars (scale, softcap) of every op: each is either a constant
+// attribute or an f32 operand (a value known at run time), never both.
+defvar scoreScalarsDeclaration = [{
+    /// The softmax scale as an f32 value: the operand, or a constant of the
+    /// attribute (of 1/sqrt(D) for an attention op without either).
+    ::mlir::Value buildScale(::mlir::OpBuilder &b, ::mlir::Location loc);
+    /// The softcap as an f32 value (the operand or a constant of the
+    /// attribute); null without softcap.
+    ::mlir::Value buildSoftcap(::mlir::OpBuilder &b, ::mlir::Location loc);
+    /// Whether scores are soft-capped (by a constant or a run-time value):
+    /// what changes the code, unlike the value.
+    bool hasSoftcap() { return getSoftcapAttr() || getDynamicSoftcap(); }
+    /// The scalars as a tile-level op takes them.
+    ::mlir::fa::ScoreScalars getScoreScalars();
+}];
+
 class FA_AttentionOpBase<string mnemonic, list<Trait> traits = []>
-    : FA_Op<mnemonic, !listconcat(traits, [Pure])> {
-  code attentionClassDeclaration = [{
-    /// The softmax scale: the `scale` attribute, or 1/sqrt(D) when absent.
-    float getScaleValue();
+    : FA_Op<mnemonic, !listconcat(traits, [Pure, AttrSizedOperandSegments])> {
+  code attentionClassDeclaration = scoreScalarsDeclaration # [{
+    /// The constant softmax scale: the `scale` attribute, or 1/sqrt(D) when
+    /// the op has neither the attribute nor a `scale` operand; null when the
+    /// scale is an operand.
+    ::mlir::FloatAttr getStaticScale();
     /// The mask this op applies; see `::mlir::fa::AttentionMask`.
     ::mlir::fa::AttentionMask getMask() {
       return ::mlir::fa::AttentionMask::get(getCausal(), getWindowAttr());
@@ -50,14 +68,20 @@ def FA_AttentionOp : FA_AttentionOpBase<"attention"> {
     visible key.
 
     Optional attributes:
-    - `scale`: softmax scale, > 0 (default `1/sqrt(D)`).
+    - `scale`: softmax scale, > 0 (default `1/sqrt(D)`): a constant
+      (`scale 0.125`) or an f32 value known at run time (`scale %s`; the
+      caller guarantees it is positive and finite).
     - `causal`: key j is visible from query i iff `j <= i + Nk - Nq`
       (bottom-right aligned when Nq != Nk).
     - `window [left, right]`: sliding window, `-1` = unbounded on that side,
       bounds at most 2147483647 (the GPU kernels compute the mask in i32).
       With `causal`, `right` must be 0.
     - `softcap`: scores become `softcap * tanh(s / softcap)` (after `scale`,
-      before the mask and the softmax).
+      before the mask and the softmax); a constant or an f32 value, as
+      `scale`. Whether there is a softcap changes the code, its value does
+      not.
+
+    A constant operand folds into the attribute (canonicalization).
 
     A row with no visible key gives `out = 0` and `lse = +inf`.
 
@@ -67,6 +91,10 @@ def FA_AttentionOp : FA_AttentionOpBase<"attention"> {
     %out, %lse = fa.attention %q, %k, %v causal scale 0.125
         : (tensor<2x8x?x64xbf16>, tensor<2x2x?x64xbf16>, tensor<2x2x?x64xbf16>)
         -> (tensor<2x8x?x64xbf16>, tensor<2x8x?xf32>)
+    // The scale as a run-time value (a kernel argument on the GPU).
+    %out, %lse = fa.attention %q, %k, %v causal scale %s
+        : (tensor<2x8x?x64xbf16>, tensor<2x2x?x64xbf16>, tensor<2x2x?x64xbf16>,
+           f32) -> (tensor<2x8x?x64xbf16>, tensor<2x8x?xf32>)
     ```
   }];
 
@@ -74,6 +102,8 @@ def FA_AttentionOp : FA_AttentionOpBase<"attention"> {
     FA_Rank4Tensor:$query,
     FA_Rank4Tensor:$key,
     FA_Rank4Tensor:$value,
+    Optional<F32>:$dynamic_softcap,
+    Optional<F32>:$dynamic_scale,
     OptionalAttr<F32Attr>:$scale,
     UnitAttr:$causal,
     OptionalAttr<DenseI64ArrayAttr>:$window,
@@ -86,8 +116,8 @@ def FA_AttentionOp : FA_AttentionOpBase<"attention"> {
     $query `,` $key `,` $value
     (`causal` $causal^)?
     (`window` $window^)?
-    (`softcap` $softcap^)?
-    (`scale` $scale^)?
+    custom<Softcap>($dynamic_softcap, $softcap)
+    custom<Scale>($dynamic_scale, $scale)
     attr-dict `:` functional-type(operands, results)
   }];
 
@@ -98,10 +128,13 @@ def FA_AttentionOp : FA_AttentionOpBase<"attention"> {
                    CArg<"::mlir::FloatAttr", "{}">:$scale,
                    CArg<"bool", "false">:$causal,
                    CArg<"::mlir::DenseI64ArrayAttr", "{}">:$window,
-                   CArg<"::mlir::FloatAttr", "{}">:$softcap)>
+                   CArg<"::mlir::FloatAttr", "{}">:$softcap,
+                   CArg<"::mlir::Value", "{}">:$dynamicScale,
+                   CArg<"::mlir::Value", "{}">:$dynamicSoftcap)>
   ];
 
   let hasVerifier = 1;
+  let hasCanonicalizer = 1;
   let extraClassDeclaration = attentionClassDeclaration;
 }
 
@@ -138,6 +171,8 @@ def FA_AttentionBackwardOp : FA_AttentionOpBase<"attention_backward"> {
     FA_Rank4Tensor:$out,
     FA_LseTensor:$lse,
     FA_Rank4Tensor:$dout,
+    Optional<F32>:$dynamic_softcap,
+    Optional<F32>:$dynamic_scale,
     OptionalAttr<F32Attr>:$scale,
     UnitAttr:$causal,
     OptionalAttr<DenseI64ArrayAttr>:$window,
@@ -152,8 +187,8 @@ def FA_AttentionBackwardOp : FA_AttentionOpBase<"attention_backward"> {
     $query `,` $key `,` $value `,` $out `,` $lse `,` $dout
     (`causal` $causal^)?
     (`window` $window^)?
-    (`softcap` $softcap^)?
-    (`scale` $scale^)?
+    custom<Softcap>($dynamic_softcap, $softcap)
+    custom<Scale>($dynamic_scale, $scale)
     (`deterministic` $deterministic^)?
     attr-dict `:` functional-type(operands, results)
   }];
@@ -166,10 +201,13 @@ def FA_AttentionBackwardOp : FA_AttentionOpBase<"attention_backward"> {
                    CArg<"bool", "false">:$causal,
                    CArg<"::mlir::DenseI64ArrayAttr", "{}">:$window,
                    CArg<"::mlir::FloatAttr", "{}">:$softcap,
-                   CArg<"bool", "false">:$deterministic)>
+                   CArg<"bool", "false">:$deterministic,
+                   CArg<"::mlir::Value", "{}">:$dynamicScale,
+                   CArg<"::mlir::Value", "{}">:$dynamicSoftcap)>
   ];
 
   let hasVerifier = 1;
+  let hasCanonicalizer = 1;
   let extraClassDeclaration = attentionClassDeclaration;
 }
 
@@ -221,6 +259,9 @@ def FA_OnlineAttentionOp : FA_Op<"online_attention", [Pure,
 
     Without `masked` the op applies no mask at all: it is the form of a block
     that is fully visible from every row of the query block.
+
+    `scale` (required) and `softcap` are each a constant attribute or an f32
+    operand (`scale %s`), as on `fa.attention`.
   }];
 
   let arguments = (ins
@@ -234,7 +275,9 @@ def FA_OnlineAttentionOp : FA_Op<"online_attention", [Pure,
     Optional<Index>:$k_start,
     Optional<Index>:$q_len,
     Optional<Index>:$k_len,
-    F32Attr:$scale,
+    Optional<F32>:$dynamic_softcap,
+    Optional<F32>:$dynamic_scale,
+    OptionalAttr<F32Attr>:$scale,
     UnitAttr:$causal,
     OptionalAttr<DenseI64ArrayAttr>:$window,
     OptionalAttr<F32Attr>:$softcap,
@@ -248,15 +291,16 @@ def FA_OnlineAttentionOp : FA_Op<"online_attention", [Pure,
     (`masked` `(` $q_start^ `,` $k_start `,` $q_len `,` $k_len `)`)?
     (`causal` $causal^)?
     (`window` $window^)?
-    (`softcap` $softcap^)?
-    `scale` $scale
+    custom<Softcap>($dynamic_softcap, $softcap)
+    custom<Scale>($dynamic_scale, $scale)
     (`exp2` $exp2^)?
     attr-dict `:` type($query) `,` type($key) `,` type($value) `->`
     type($new_acc) `,` type($new_max)
   }];
 
   let hasVerifier = 1;
-  let extraClassDeclaration = [{
+  let hasCanonicalizer = 1;
+  let extraClassDeclaration = scoreScalarsDeclaration # [{
     bool isMasked() { return getQStart() != nullptr; }
     ::mlir::fa::AttentionMask getMask() {
       return ::mlir::fa::AttentionMask::get(getCausal(), getWindowAttr());
@@ -363,7 +407,9 @@ def FA_AttentionBackwardStepOp : FA_Op<"attention_backward_step", [Pure,
     Optional<Index>:$k_start,
     Optional<Index>:$q_len,
     Optional<Index>:$k_len,
-    F32Attr:$scale,
+    Optional<F32>:$dynamic_softcap,
+    Optional<F32>:$dynamic_scale,
+    OptionalAttr<F32Attr>:$scale,
     UnitAttr:$causal,
     OptionalAttr<DenseI64ArrayAttr>:$window,
     OptionalAttr<F32Attr>:$softcap
@@ -381,8 +427,8 @@ def FA_AttentionBackwardStepOp : FA_Op<"attention_backward_step", [Pure,
     (`masked` `(` $q_start^ `,` $k_start `,` $q_len `,` $k_len `)`)?
     (`causal` $causal^)?
     (`window` $window^)?
-    (`softcap` $softcap^)?
-    `scale` $scale
+    custom<Softcap>($dynamic_softcap, $softcap)
+    custom<Scale>($dynamic_scale, $scale)
     attr-dict `:` type($query) `,` type($key) `,` type($value) `,`
     type($dout) `,` type($lse)
     custom<GradientTypes>(ref($dk_acc), ref($dv_acc), ref($dq_acc),
@@ -392,20 +438,21 @@ def FA_AttentionBackwardStepOp : FA_Op<"attention_backward_step", [Pure,
 
   let builders = [
     // Infers the result types from the accumulators (null when absent).
-    // `maskOperands` is empty, or q_start, k_start, q_len and k_len.
+    // `maskOperands` is empty, or q_start, k_start, q_len and k_len;
+    // `scalars` gives the scale and softcap, as attributes or values.
     OpBuilder<(ins "::mlir::Value":$query, "::mlir::Value":$key,
                    "::mlir::Value":$value, "::mlir::Value":$dout,
                    "::mlir::Value":$lse, "::mlir::Value":$delta,
                    "::mlir::Value":$dkAcc, "::mlir::Value":$dvAcc,
                    "::mlir::Value":$dqAcc, "::mlir::ValueRange":$maskOperands,
-                   "::mlir::FloatAttr":$scale,
+                   "const ::mlir::fa::ScoreScalars &":$scalars,
                    CArg<"bool", "false">:$causal,
-                   CArg<"::mlir::DenseI64ArrayAttr", "{}">:$window,
-                   CArg<"::mlir::FloatAttr", "{}">:$softcap)>
+                   CArg<"::mlir::DenseI64ArrayAttr", "{}">:$window)>
   ];
 
   let hasVerifier = 1;
-  let extraClassDeclaration = [{
+  let hasCanonicalizer = 1;
+  let extraClassDeclaration = scoreScalarsDeclaration # [{
     bool isMasked() { return getQStart() != nullptr; }
     ::mlir::fa::AttentionMask getMask() {
       return ::mlir::fa::AttentionMask::get(getCausal(), getWindowAttr());
