@@ -43,8 +43,8 @@ def test_probe_parameters(tmp_path):
     m = {
         "version": 1, "name": "probe", "kind": "forward", "chip": "sm_80",
         "entry": "probe_params", "ptx": "fixture_kernels.ptx", "dtype": "f16",
-        "head_dim": 64, "causal": False, "threads": 64, "dynamic_shared_memory": 1024,
-        "grid": ["3", "2", "B"],
+        "head_dim": 64, "causal": False, "scale": 0.125, "threads": 64,
+        "dynamic_shared_memory": 1024, "grid": ["3", "2", "B"],
         "params": [
             {"name": "in", "type": "memref", "rank": 4, "dtype": "i64"},
             {"name": "out", "type": "memref", "rank": 1, "dtype": "i64"},

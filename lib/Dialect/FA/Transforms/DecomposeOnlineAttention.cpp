@@ -339,7 +339,6 @@ struct DecomposeOnlineAttentionFinalize final
     // no key and gives out = 0 (acc is 0 too), lse = +inf.
     SmallVector<OpFoldResult> accSizes =
         tensor::getMixedSizes(rewriter, loc, op.getAcc());
-    OpFoldResult br = accSizes[0];
     Type rowType = op.getLse().getType();
     AffineMap rowId = AffineMap::getMultiDimIdentityMap(1, ctx);
     // Shaped like the state (which may be more static than the query tile).

@@ -76,12 +76,13 @@ OnlineAttentionOp getSpecializableStep(scf::ForOp loop) {
 
 /// Index arithmetic helpers (signed: key offsets can be negative).
 struct IndexMath {
+  IndexMath(OpBuilder &b, Location loc) : b(b), loc(loc) {}
   OpBuilder &b;
   Location loc;
   /// One constant op per value. Keyed by the attribute, not the int64_t:
   /// DenseMap reserves two int64_t keys (INT64_MAX and INT64_MIN) as its
   /// empty and tombstone markers.
-  llvm::DenseMap<Attribute, Value> constants = {};
+  llvm::DenseMap<Attribute, Value> constants;
 
   Value cst(int64_t v) {
     Value &c = constants[b.getIndexAttr(v)];
