@@ -96,6 +96,8 @@ std::string AttentionProblem::name() const {
     os << "_dynall";
   if (deterministic)
     os << "_det";
+  if (runtimeScalars)
+    os << "_rt";
   return s;
 }
 
@@ -220,10 +222,21 @@ mlir::fa::numerics::buildAttentionModule(const AttentionProblem &p,
     a << " causal";
   if (p.window)
     a << " window [" << (*p.window)[0] << ", " << (*p.window)[1] << "]";
-  if (p.softcap)
-    a << " softcap " << f32Literal(*p.softcap);
-  if (p.scale)
+  // Run-time scalars: f32 arguments after the memrefs, softcap first (the
+  // op's operand order).
+  std::vector<std::string> scalarTypes;
+  if (p.softcap) {
+    a << (p.runtimeScalars ? " softcap %softcap"
+                           : " softcap " + f32Literal(*p.softcap));
+    if (p.runtimeScalars)
+      scalarTypes.push_back("softcap");
+  }
+  if (p.runtimeScalars) {
+    a << " scale %scale";
+    scalarTypes.push_back("scale");
+  } else if (p.scale) {
     a << " scale " << f32Literal(*p.scale);
+  }
   if (kind == AttentionKind::Backward && p.deterministic)
     a << " deterministic";
 
@@ -246,6 +259,8 @@ mlir::fa::numerics::buildAttentionModule(const AttentionProblem &p,
       [&](const auto &arg) {
         os << "%" << arg.first << ": memref<" << arg.second << ">";
       });
+  for (const std::string &name : scalarTypes)
+    os << ", %" << name << ": f32";
   os << ") attributes {llvm.emit_c_interface} {\n";
   for (const auto &[name, body] : ins)
     os << "  %" << name << "_t = bufferization.to_tensor %" << name
@@ -260,6 +275,8 @@ mlir::fa::numerics::buildAttentionModule(const AttentionProblem &p,
   os << attrs << "\n      : (";
   llvm::interleaveComma(
       ins, os, [&](const auto &arg) { os << "tensor<" << arg.second << ">"; });
+  for (size_t i = 0; i < scalarTypes.size(); ++i)
+    os << ", f32";
   os << ") -> (";
   llvm::interleaveComma(
       outs, os, [&](const auto &arg) { os << "tensor<" << arg.second << ">"; });
@@ -378,15 +395,29 @@ template <size_t N> std::vector<int64_t> vec(const std::array<int64_t, N> &a) {
   return std::vector<int64_t>(a.begin(), a.end());
 }
 
+/// The f32 arguments after the memrefs (buildAttentionModule's order).
+std::vector<float> scalarArguments(const AttentionProblem &p) {
+  std::vector<float> out;
+  if (!p.runtimeScalars)
+    return out;
+  if (p.softcap)
+    out.push_back(*p.softcap);
+  out.push_back(p.scale ? *p.scale : static_cast<float>(float64Scale(p)));
+  return out;
+}
+
 llvm::Error invoke(ExecutionEngine &engine,
-                   llvm::MutableArrayRef<KernelBuffer> buffers) {
-  // The C interface takes a pointer to each descriptor; the packed wrapper
-  // takes a pointer to each of those arguments.
+                   llvm::MutableArrayRef<KernelBuffer> buffers,
+                   std::vector<float> scalars) {
+  // The C interface takes a pointer to each descriptor (and the scalars by
+  // value); the packed wrapper takes a pointer to each of those arguments.
   std::vector<void *> descriptors, packed;
   for (KernelBuffer &b : buffers)
     descriptors.push_back(b.descriptorPtr());
   for (void *&d : descriptors)
     packed.push_back(&d);
+  for (float &x : scalars)
+    packed.push_back(&x);
   return engine.invokePacked("_mlir_ciface_attention", packed);
 }
 } // namespace
@@ -481,7 +512,7 @@ AttentionJit::forward(const AttentionInputs &inputs) {
   buffers[2].write(inputs.v);
   buffers[3].poison();
   buffers[4].poison();
-  if (llvm::Error err = invoke(*engine, buffers))
+  if (llvm::Error err = invoke(*engine, buffers, scalarArguments(problem)))
     return std::move(err);
   ForwardResult result;
   for (auto [buffer, tensor] :
@@ -515,7 +546,7 @@ AttentionJit::backward(const AttentionInputs &inputs, const HostTensor &out,
   buffers[5].write(inputs.dout);
   for (int i = 6; i < 9; ++i)
     buffers[i].poison();
-  if (llvm::Error err = invoke(*engine, buffers))
+  if (llvm::Error err = invoke(*engine, buffers, scalarArguments(problem)))
     return std::move(err);
   BackwardResult result;
   for (auto [buffer, tensor] : llvm::zip(

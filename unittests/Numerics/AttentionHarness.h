@@ -80,6 +80,10 @@ struct AttentionProblem {
   ShapeKind shapes = ShapeKind::Static;
   /// `deterministic` on the backward op.
   bool deterministic = false;
+  /// The scale (explicit or 1/sqrt(D)) and the softcap as f32 arguments of
+  /// the function, run-time operands of the op (`scale %s`), instead of
+  /// attributes.
+  bool runtimeScalars = false;
 
   std::array<int64_t, 4> qShape() const {
     return {batch, headsQ, seqQ, headDim};

@@ -93,12 +93,17 @@ struct C {
     c.problem.deterministic = true;
     return *this;
   }
+  /// Scale and softcap as f32 function arguments (run-time operands).
+  C &runtimeScalars() {
+    c.problem.runtimeScalars = true;
+    return *this;
+  }
   operator TiledCase() const { return c; }
 };
 
 inline constexpr ElementType f16 = ElementType::F16, bf16 = ElementType::BF16;
 inline constexpr ShapeKind dynSeq = ShapeKind::DynamicSeq,
-                    dynAll = ShapeKind::DynamicAll;
+                           dynAll = ShapeKind::DynamicAll;
 
 /// `allClose` bounds of the tiled pipelines against float64, forward and
 /// backward (each test explains why they hold for it): f32 1e-5, f16 2e-3,
@@ -118,7 +123,7 @@ inline double tiledTolerance(ElementType type) {
 /// Scales q so that the largest |score| is `target`: a naive exp(s) would
 /// overflow f32 (exp(89) = inf), the online softmax must not.
 inline void scaleLogits(const AttentionProblem &p, AttentionInputs &in,
-                 double target) {
+                        double target) {
   double scale = p.scale ? *p.scale : 1.0 / std::sqrt(double(p.headDim));
   double maxAbs = 0;
   for (int64_t b = 0; b < p.batch; ++b)
@@ -176,6 +181,25 @@ inline std::vector<TiledCase> sharedTiledCases() {
           .window(40, 2)
           .softcap(3.0f)
           .scale(0.2f),
+      // Scale and softcap only known at run time (f32 arguments): the same
+      // numbers as the constant cases above.
+      C(17, 64, 128).blocks(128, 128).scale(0.3f).runtimeScalars(),
+      C(113, 17, 32).blocks(32, 16).softcap(2.5f).runtimeScalars(),
+      C(113, 64, 64)
+          .blocks(16, 32)
+          .heads(3, 1)
+          .window(40, 2)
+          .softcap(3.0f)
+          .scale(0.2f)
+          .runtimeScalars(),
+      C(64, 113, 32)
+          .blocks(16, 64)
+          .heads(4, 2)
+          .causal()
+          .softcap(5.0f)
+          .type(f16)
+          .shapes(dynSeq)
+          .runtimeScalars(),
       // Dynamic shapes: tails only known at run time.
       C(17, 113, 32).blocks(16, 32).window(4, 4).softcap(4.0f).shapes(dynSeq),
       C(113, 64, 64).blocks(32, 16).heads(4, 2).causal().shapes(dynAll),
