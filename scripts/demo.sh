@@ -152,7 +152,7 @@ m = json.load(open(sys.argv[1]))
 print(f"      entry {m['entry']} ({m['mma']}, {m['block_q']} x {m['block_kv']} tiles, "
       f"{m['warps']} warps): grid {m['grid']}, block {m['block']}, "
       f"{m['dynamic_shared_memory']} B dynamic shared memory, "
-      f"{len(m['params'])} memref parameters ({', '.join(p['name'] for p in m['params'])})")
+      f"{len(m['params'])} parameters ({', '.join(p['name'] + ('' if p['type'] == 'memref' else ': ' + p['type']) for p in m['params'])})")
 EOF2
   if [ -x "$PTXAS" ]; then
     "$PTXAS" -arch=$chip -v "$ptx" -o /dev/null 2>&1 | grep -E 'registers|spill' |
