@@ -371,3 +371,21 @@ func.func @dynamic_query_static_state(%q: tensor<?x64xf16>, %k: tensor<?x64xf16>
       -> tensor<?x32xf32>, tensor<32xf32>
   return %r#1 : tensor<32xf32>
 }
+
+// -----
+
+// The finalize of a static state into a dynamic query tile (fuzzer finding):
+// out is computed in the state's shape and cast to the op's type.
+// NEG-LABEL:   func.func @finalize_static_state_dynamic_out
+// CHECK-LABEL: func.func @finalize_static_state_dynamic_out
+// CHECK:         %[[ROWS:.*]]:2 = linalg.generic {{.*}} outs({{.*}} : tensor<64xf32>, tensor<64xf32>)
+// CHECK:         %[[OUT:.*]] = linalg.generic {{.*}} outs({{.*}} : tensor<64x64xf16>)
+// CHECK:         %[[CAST:.*]] = tensor.cast %[[OUT]] : tensor<64x64xf16> to tensor<?x64xf16>
+// CHECK:         return %[[CAST]], %[[ROWS]]#1
+func.func @finalize_static_state_dynamic_out(%acc: tensor<64x64xf32>, %max: tensor<64xf32>,
+                                             %sum: tensor<64xf32>)
+    -> (tensor<?x64xf16>, tensor<64xf32>) {
+  %out, %lse = fa.online_attention_finalize %acc, %max, %sum
+      : tensor<64x64xf32>, tensor<64xf32> -> tensor<?x64xf16>
+  return %out, %lse : tensor<?x64xf16>, tensor<64xf32>
+}

@@ -230,7 +230,8 @@ struct DecomposeOnlineAttention final : OpRewritePattern<OnlineAttentionOp> {
     // Shaped like the state (which may be more static than the query tile).
     auto rowEmpty = [&]() -> Value {
       return tensor::EmptyOp::create(
-          rewriter, loc, tensor::getMixedSizes(rewriter, loc, op.getMax()), f32);
+          rewriter, loc, tensor::getMixedSizes(rewriter, loc, op.getMax()),
+          f32);
     };
     auto rowUpdate = linalg::GenericOp::create(
         rewriter, loc, TypeRange{rowType, rowType, rowType, rowType}, rowMax,
@@ -273,9 +274,8 @@ struct DecomposeOnlineAttention final : OpRewritePattern<OnlineAttentionOp> {
         [&](OpBuilder &b, Location l, ValueRange args) {
           Value negMax = args[0], s = args[1];
           Value x =
-              unitC
-                  ? arith::AddFOp::create(b, l, s, negMax)
-                  : math::FmaOp::create(b, l, s, cValue, negMax).getResult();
+              unitC ? arith::AddFOp::create(b, l, s, negMax)
+                    : math::FmaOp::create(b, l, s, cValue, negMax).getResult();
           Value p = createExp(b, l, x, exp2);
           SmallVector<Value> results = {p};
           if (valueElt != f32)
@@ -337,14 +337,17 @@ struct DecomposeOnlineAttentionFinalize final
 
     // Per row: inv = 1 / sum and the natural-log LSE; a row with sum = 0 saw
     // no key and gives out = 0 (acc is 0 too), lse = +inf.
+    // The generics are shaped like the state, which may be more static than
+    // the op's results (the verifier lets them differ in static-ness); the
+    // results are cast to the op's types at the end.
     SmallVector<OpFoldResult> accSizes =
         tensor::getMixedSizes(rewriter, loc, op.getAcc());
-    Type rowType = op.getLse().getType();
+    Type rowType = op.getMax().getType();
     AffineMap rowId = AffineMap::getMultiDimIdentityMap(1, ctx);
-    // Shaped like the state (which may be more static than the query tile).
     auto rowEmpty = [&]() -> Value {
       return tensor::EmptyOp::create(
-          rewriter, loc, tensor::getMixedSizes(rewriter, loc, op.getMax()), f32);
+          rewriter, loc, tensor::getMixedSizes(rewriter, loc, op.getMax()),
+          f32);
     };
     auto rows = linalg::GenericOp::create(
         rewriter, loc, TypeRange{rowType, rowType},
@@ -371,24 +374,28 @@ struct DecomposeOnlineAttentionFinalize final
         });
 
     // out = acc * inv, in out's element type.
-    auto outType = op.getOut().getType();
-    Type outElt = outType.getElementType();
-    Value out =
-        linalg::GenericOp::create(
-            rewriter, loc, outType, ValueRange{op.getAcc(), rows.getResult(0)},
-            ValueRange{
-                tensor::EmptyOp::create(rewriter, loc, accSizes, outElt)},
-            {maps.tile, maps.row, maps.tile},
-            {IteratorType::parallel, IteratorType::parallel},
-            [&](OpBuilder &b, Location l, ValueRange args) {
-              Value x = arith::MulFOp::create(b, l, args[0], args[1]);
-              if (outElt != f32)
-                x = arith::TruncFOp::create(b, l, outElt, x);
-              linalg::YieldOp::create(b, l, x);
-            })
-            .getResult(0);
+    Type outElt = op.getOut().getType().getElementType();
+    Value outInit = tensor::EmptyOp::create(rewriter, loc, accSizes, outElt);
+    Value out = linalg::GenericOp::create(
+                    rewriter, loc, outInit.getType(),
+                    ValueRange{op.getAcc(), rows.getResult(0)},
+                    ValueRange{outInit}, {maps.tile, maps.row, maps.tile},
+                    {IteratorType::parallel, IteratorType::parallel},
+                    [&](OpBuilder &b, Location l, ValueRange args) {
+                      Value x = arith::MulFOp::create(b, l, args[0], args[1]);
+                      if (outElt != f32)
+                        x = arith::TruncFOp::create(b, l, outElt, x);
+                      linalg::YieldOp::create(b, l, x);
+                    })
+                    .getResult(0);
 
-    rewriter.replaceOp(op, {out, rows.getResult(1)});
+    auto castTo = [&](Value v, Type type) -> Value {
+      if (v.getType() == type)
+        return v;
+      return tensor::CastOp::create(rewriter, loc, type, v);
+    };
+    rewriter.replaceOp(op, {castTo(out, op.getOut().getType()),
+                            castTo(rows.getResult(1), op.getLse().getType())});
     return success();
   }
 };
