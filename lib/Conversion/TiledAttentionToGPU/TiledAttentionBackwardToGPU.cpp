@@ -273,8 +273,9 @@ FailureOr<BackwardConfig> getConfig(AttentionBackwardStepOp step, int64_t warps,
     return fail("mma.sync needs f16 or bf16 inputs");
   if (cfg.br % 16 || cfg.bc % 16 || cfg.d % 16 || cfg.dv % 16)
     return fail("block sizes and head dims must be multiples of 16");
-  if (warps < 1)
-    return fail("warps must be positive");
+  if (warps < 1 || warps > kMaxWarpsPerBlock)
+    return fail("warps must be in [1, " + Twine(kMaxWarpsPerBlock) +
+                "], got " + Twine(warps));
   // (Warpgroups of a wgSplit pair own the same keys.)
   int64_t rows = keyRows ? cfg.bc * wgSplit : cfg.br;
   if (rows % (16 * warps))

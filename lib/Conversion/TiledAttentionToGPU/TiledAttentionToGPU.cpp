@@ -367,7 +367,10 @@ getKernelConfig(TiledAttention &ta,
     return fail("q, k, v and out must share one element type");
   if (cfg.stages != 1 && cfg.stages != 2)
     return fail("stages must be 1 or 2");
-  if (cfg.warps < 1 || cfg.br % (16 * cfg.warps) != 0)
+  if (cfg.warps < 1 || cfg.warps > kMaxWarpsPerBlock)
+    return fail("warps must be in [1, " + Twine(kMaxWarpsPerBlock) +
+                "], got " + Twine(cfg.warps));
+  if (cfg.br % (16 * cfg.warps) != 0)
     return fail("block-q must be a multiple of 16 * warps");
   if (cfg.bc % 16 != 0 || cfg.d % 16 != 0 || cfg.dv % 16 != 0)
     return fail("block-kv and the head dims must be multiples of 16");

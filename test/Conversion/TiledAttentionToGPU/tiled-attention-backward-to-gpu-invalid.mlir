@@ -1,6 +1,8 @@
 // RUN: fa-opt %s --split-input-file --fa-tile-attention-backward="block-q=64 block-kv=64" --cse --fa-convert-tiled-attention-backward-to-gpu --verify-diagnostics
 // RUN: not fa-opt %s --split-input-file --fa-tile-attention-backward="block-q=64 block-kv=64" --cse --fa-convert-tiled-attention-backward-to-gpu="warps=3" 2>&1 | FileCheck %s --check-prefix=WARPS
 // WARPS: error: fa-convert-tiled-attention-backward-to-gpu: block-kv must be a multiple of 16 * warps
+// RUN: not fa-opt %s --split-input-file --fa-tile-attention-backward="block-q=64 block-kv=64" --cse --fa-convert-tiled-attention-backward-to-gpu="warps=9223372036854775807" 2>&1 | FileCheck %s --check-prefix=HUGEWARPS
+// HUGEWARPS: error: fa-convert-tiled-attention-backward-to-gpu: warps must be in [1, 32], got 9223372036854775807
 
 // The tensor cores take f16 or bf16.
 !q = memref<?x?x?x64xf32, strided<[?, ?, ?, 1], offset: ?>>

@@ -4,6 +4,12 @@
 // get RUN lines of their own, each checked on @valid (the last case):
 // RUN: not fa-opt %s --split-input-file --fa-tile-attention="block-q=32 block-kv=64" --fa-specialize-masks --fa-use-exp2 --canonicalize --cse --fa-convert-tiled-attention-to-gpu="warps=2 wgmma=true" 2>&1 | FileCheck %s --check-prefix=WARPS
 // RUN: not fa-opt %s --split-input-file --fa-tile-attention="block-q=128 block-kv=64" --fa-specialize-masks --fa-use-exp2 --canonicalize --cse --fa-convert-tiled-attention-to-gpu="warps=4 wgmma=true" 2>&1 | FileCheck %s --check-prefix=BLOCKQ
+// Warps beyond a thread block (fuzzer finding: INT64_MAX overflowed the
+// tile arithmetic), with and without wgmma:
+// RUN: not fa-opt %s --split-input-file --fa-tile-attention="block-q=64 block-kv=64" --fa-specialize-masks --fa-use-exp2 --canonicalize --cse --fa-convert-tiled-attention-to-gpu="warps=9223372036854775807" 2>&1 | FileCheck %s --check-prefix=HUGEWARPS
+// RUN: not fa-opt %s --split-input-file --fa-tile-attention="block-q=64 block-kv=64" --fa-specialize-masks --fa-use-exp2 --canonicalize --cse --fa-convert-tiled-attention-to-gpu="warps=36 wgmma=true" 2>&1 | FileCheck %s --check-prefix=WARPS36
+// HUGEWARPS: error: fa-convert-tiled-attention-to-gpu: warps must be in [1, 32], got 9223372036854775807
+// WARPS36: error: fa-convert-tiled-attention-to-gpu: warps must be in [1, 32], got 36
 
 // S = Q K^T has N = block-kv, at most 256 for one wgmma. fa-tile-attention
 // caps block-kv at 256 itself, so this is the tiled IR it prints (with

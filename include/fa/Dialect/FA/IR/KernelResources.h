@@ -140,6 +140,10 @@ struct KernelProblem {
   bool withDq = false;
 };
 
+/// The most warps a thread block may have on every supported chip (1024
+/// threads).
+constexpr int64_t kMaxWarpsPerBlock = 32;
+
 /// What one kernel of a configuration needs.
 struct KernelResources {
   /// Dynamic shared memory, alignment slack included.
