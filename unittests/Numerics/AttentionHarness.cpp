@@ -85,7 +85,8 @@ std::string AttentionProblem::name() const {
   if (causal)
     os << "_causal";
   if (window)
-    os << "_win" << safeNumber((*window)[0]) << "_" << safeNumber((*window)[1]);
+    os << "_win" << safeNumber((*window)[0]) << "_" << safeNumber((*window)[1])
+       << (runtimeWindow ? "_rt" : "");
   if (softcap)
     os << "_cap" << safeNumber(*softcap);
   if (scale)
@@ -218,7 +219,10 @@ mlir::fa::numerics::buildAttentionModule(const AttentionProblem &p,
   llvm::raw_string_ostream a(attrs);
   if (p.causal)
     a << " causal";
-  if (p.window)
+  bool runtimeWindow = p.window && p.runtimeWindow;
+  if (runtimeWindow)
+    a << " window(%window_left, %window_right)";
+  else if (p.window)
     a << " window [" << (*p.window)[0] << ", " << (*p.window)[1] << "]";
   if (p.softcap)
     a << " softcap " << f32Literal(*p.softcap);
@@ -246,6 +250,8 @@ mlir::fa::numerics::buildAttentionModule(const AttentionProblem &p,
       [&](const auto &arg) {
         os << "%" << arg.first << ": memref<" << arg.second << ">";
       });
+  if (runtimeWindow)
+    os << ", %window_left: i64, %window_right: i64";
   os << ") attributes {llvm.emit_c_interface} {\n";
   for (const auto &[name, body] : ins)
     os << "  %" << name << "_t = bufferization.to_tensor %" << name
@@ -260,6 +266,8 @@ mlir::fa::numerics::buildAttentionModule(const AttentionProblem &p,
   os << attrs << "\n      : (";
   llvm::interleaveComma(
       ins, os, [&](const auto &arg) { os << "tensor<" << arg.second << ">"; });
+  if (runtimeWindow)
+    os << ", i64, i64";
   os << ") -> (";
   llvm::interleaveComma(
       outs, os, [&](const auto &arg) { os << "tensor<" << arg.second << ">"; });
@@ -378,15 +386,20 @@ template <size_t N> std::vector<int64_t> vec(const std::array<int64_t, N> &a) {
   return std::vector<int64_t>(a.begin(), a.end());
 }
 
-llvm::Error invoke(ExecutionEngine &engine,
+llvm::Error invoke(ExecutionEngine &engine, const AttentionProblem &p,
                    llvm::MutableArrayRef<KernelBuffer> buffers) {
   // The C interface takes a pointer to each descriptor; the packed wrapper
-  // takes a pointer to each of those arguments.
+  // takes a pointer to each of those arguments, then to each i64 window
+  // size of a run-time window.
   std::vector<void *> descriptors, packed;
   for (KernelBuffer &b : buffers)
     descriptors.push_back(b.descriptorPtr());
   for (void *&d : descriptors)
     packed.push_back(&d);
+  std::array<int64_t, 2> window = p.window.value_or(std::array<int64_t, 2>{});
+  if (p.window && p.runtimeWindow)
+    for (int64_t &w : window)
+      packed.push_back(&w);
   return engine.invokePacked("_mlir_ciface_attention", packed);
 }
 } // namespace
@@ -481,7 +494,7 @@ AttentionJit::forward(const AttentionInputs &inputs) {
   buffers[2].write(inputs.v);
   buffers[3].poison();
   buffers[4].poison();
-  if (llvm::Error err = invoke(*engine, buffers))
+  if (llvm::Error err = invoke(*engine, problem, buffers))
     return std::move(err);
   ForwardResult result;
   for (auto [buffer, tensor] :
@@ -515,7 +528,7 @@ AttentionJit::backward(const AttentionInputs &inputs, const HostTensor &out,
   buffers[5].write(inputs.dout);
   for (int i = 6; i < 9; ++i)
     buffers[i].poison();
-  if (llvm::Error err = invoke(*engine, buffers))
+  if (llvm::Error err = invoke(*engine, p, buffers))
     return std::move(err);
   BackwardResult result;
   for (auto [buffer, tensor] : llvm::zip(
