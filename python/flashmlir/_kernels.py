@@ -132,7 +132,7 @@ class KernelRequest:
             return False
         if self.kind == "backward" and spec.deterministic != self.deterministic:
             return False
-        if spec.mask != self.mask:
+        if not spec.serves_mask(self.mask):
             return False
         return spec.serves_scalars(self.scale, self.softcap)
 

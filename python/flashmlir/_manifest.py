@@ -102,7 +102,8 @@ _IDENT_RE = re.compile(r"^[A-Za-z_$][A-Za-z0-9_$]*$")
 
 MEMREF_SLOT = 8  # every expanded memref slot (pointer or i64) is 8 bytes
 
-# The manifest's "softcap" of a kernel that takes the value as a parameter.
+# The manifest's "softcap" (or "window") of a kernel that takes the value(s)
+# as parameters.
 RUNTIME = "runtime"
 
 
@@ -160,6 +161,14 @@ def canonical_mask(causal: bool, window) -> Tuple[int, int]:
                 f"window right bound must be 0 (or -1), got {right}")
         right = 0
     return left, right
+
+
+def is_windowed(mask: Tuple[int, int]) -> bool:
+    """Whether a canonical mask has a sliding window (a bounded side beyond
+    causal's right = 0): the mask kind a run-time-window kernel serves, with
+    the causal-or-not of `mask[1] == 0`."""
+    left, right = mask
+    return left >= 0 or right > 0
 
 
 def default_scale(head_dim: int) -> float:
@@ -265,7 +274,7 @@ class KernelSpec(_Params):
     head_dim: int
     value_head_dim: int
     causal: bool
-    window: Tuple[int, int]
+    window: Any                    # (left, right) built in, or "runtime"
     softcap: Any                   # None, "runtime" or a built-in value
     scale: Optional[float]         # None: a run-time parameter
     threads: int
@@ -285,7 +294,19 @@ class KernelSpec(_Params):
 
     @property
     def mask(self) -> Tuple[int, int]:
+        """The built-in mask (left, right); a kernel whose window sizes are
+        parameters has none (see serves_mask)."""
+        if self.window == RUNTIME:
+            raise ValueError(f"{self.name}: the window sizes are kernel parameters")
         return canonical_mask(self.causal, self.window)
+
+    def serves_mask(self, mask: Tuple[int, int]) -> bool:
+        """Whether this kernel computes with the canonical `mask`: a
+        run-time window serves every windowed mask of its causal-or-not
+        (the sizes are parameters), a built-in mask only itself."""
+        if self.window == RUNTIME:
+            return is_windowed(mask) and (mask[1] == 0) == self.causal
+        return self.mask == mask
 
     @property
     def has_softcap(self) -> bool:
@@ -311,14 +332,17 @@ class KernelSpec(_Params):
 
 
     def describe(self) -> str:
-        left, right = self.mask
         bits = [self.kind, self.chip, self.dtype, f"D={self.head_dim}"]
         if self.value_head_dim != self.head_dim:
             bits.append(f"Dv={self.value_head_dim}")
-        if right == 0:
-            bits.append("causal")
-        if (left, right) not in ((-1, -1), (-1, 0)):
-            bits.append(f"window=({left},{right})")
+        if self.window == RUNTIME:
+            bits += ["causal", "window"] if self.causal else ["window"]
+        else:
+            left, right = self.mask
+            if right == 0:
+                bits.append("causal")
+            if (left, right) not in ((-1, -1), (-1, 0)):
+                bits.append(f"window=({left},{right})")
         if self.softcap == RUNTIME:
             bits.append("softcap")
         elif self.softcap is not None:
@@ -579,13 +603,15 @@ def parse_manifest(data: Any, json_path: str = "<manifest>",
     window = data.get("window", None)
     if window is None:
         window = [-1, -1]
-    if (not isinstance(window, list) or len(window) != 2
-            or any(isinstance(w, bool) or not isinstance(w, int) for w in window)):
-        raise ctx.fail(f"window must be [left, right] integers, got {window!r}")
-    try:
-        canonical_mask(causal, window)
-    except ValueError as exc:
-        raise ctx.fail(str(exc)) from None
+    if window != RUNTIME:
+        if (not isinstance(window, list) or len(window) != 2
+                or any(isinstance(w, bool) or not isinstance(w, int) for w in window)):
+            raise ctx.fail(f"window must be \"runtime\" or [left, right] integers, "
+                           f"got {window!r}")
+        try:
+            canonical_mask(causal, window)
+        except ValueError as exc:
+            raise ctx.fail(str(exc)) from None
     softcap = data.get("softcap")
     if softcap != RUNTIME:
         softcap = _get(data, "softcap", ctx, float, required=False)
@@ -636,6 +662,9 @@ def parse_manifest(data: Any, json_path: str = "<manifest>",
     if softcap == RUNTIME and "softcap" not in named:
         raise ctx.fail("softcap is \"runtime\" but no kernel parameter takes it "
                        "(a scalar whose value names 'softcap')")
+    if window == RUNTIME and not {"window_left", "window_right"} <= named:
+        raise ctx.fail("window is \"runtime\" but no kernel parameters take its sizes "
+                       "(scalars whose values name 'window_left' and 'window_right')")
     extras = {}
     for key in ("block_q", "block_kv", "stages"):
         extras[key] = _get(data, key, ctx, int, required=False)
@@ -648,7 +677,8 @@ def parse_manifest(data: Any, json_path: str = "<manifest>",
     return KernelSpec(
         name=name, kind=kind, chip=chip, entry=entry, dtype=dtype,
         head_dim=head_dim, value_head_dim=value_head_dim, causal=causal,
-        window=(window[0], window[1]), softcap=softcap, scale=scale,
+        window=window if window == RUNTIME else (window[0], window[1]),
+        softcap=softcap, scale=scale,
         threads=threads, dynamic_shared_memory=smem, grid=grid_e,
         params=parsed, json_path=os.path.abspath(json_path) if json_path != "<manifest>" else json_path,
         ptx_path=ptx_path, warps=warps, kernels=entries, workspace=workspace,

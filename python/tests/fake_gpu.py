@@ -131,7 +131,15 @@ class EmulatingCuda(FakeCuda):
         """mask, scale, softcap: a run-time scalar (the manifest's null scale,
         "runtime" softcap) is the parameter the launch carried, which must be
         there; a built-in one is the manifest's, equal to the parameter if any."""
-        mask = spec.mask
+        if spec.window == M.RUNTIME:
+            # The sizes are the parameters the launch carried; a negative one
+            # is unbounded, and causal fixes the right one at 0.
+            assert "window_left" in args and "window_right" in args, (
+                f"{spec.name}: no window parameters were passed")
+            left, right = (max(int(args[n]), -1) for n in ("window_left", "window_right"))
+            mask = (left, 0 if spec.causal else right)
+        else:
+            mask = spec.mask
         if spec.scale is None:
             assert "scale" in args, f"{spec.name}: no scale parameter was passed"
             scale = args["scale"]
@@ -229,7 +237,28 @@ _FWD_SCALARS = [{"name": "scale", "type": "f32", "value": "scale"},
                 {"name": "wr", "type": "i32", "value": "window_right"}]
 
 
+# A windowed request gets a kernel whose window sizes are parameters, as
+# fa-compile's (named by their roles); the scalars above then carry them.
+_RUNTIME_WINDOW_NAMES = {"wl": "window_left", "wr": "window_right"}
+
+
+def _runtime_window(manifest, params_lists):
+    manifest["window"] = M.RUNTIME
+    for params in params_lists:
+        for i, p in enumerate(params):
+            if p.get("name") in _RUNTIME_WINDOW_NAMES:
+                params[i] = dict(p, name=_RUNTIME_WINDOW_NAMES[p["name"]], type="i64",
+                                 role=_RUNTIME_WINDOW_NAMES[p["name"]])
+
+
 def forward_manifest(request, chip, name):
+    m = _forward_manifest(request, chip, name)
+    if M.is_windowed(request.mask):
+        _runtime_window(m, [m["params"]])
+    return m
+
+
+def _forward_manifest(request, chip, name):
     left, right = request.mask
     memrefs = [
         {"name": "q", "type": "memref", "rank": 4, "dtype": request.dtype, "dims": ["B", "Hq", "Nq", "D"]},
@@ -262,6 +291,10 @@ def backward_manifest(request, chip, name):
                 p["dims"][-1] = "Dv"
         if k["entry"] == "fa_bwd_kernel":   # runtime scalars in one of the kernels
             k["params"] = _FWD_SCALARS[:2] + k["params"] + _FWD_SCALARS[2:]
+        elif M.is_windowed(request.mask) and k["entry"] == "fa_bwd_dq_kernel":
+            k["params"] = [_FWD_SCALARS[1]] + k["params"] + [_FWD_SCALARS[3]]
+    if M.is_windowed(request.mask):
+        _runtime_window(m, [k["params"] for k in m["kernels"]])
     return m
 
 

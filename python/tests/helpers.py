@@ -186,7 +186,8 @@ def forward_manifest(name, chip="sm_80", dtype="bf16", d=128, causal=False,
     "runtime") are run-time parameters, listed first as fa-compile does; a
     number is built into the kernel (an IR file's constant)."""
     m = example(name=name, chip=chip, dtype=dtype, head_dim=d, value_head_dim=d,
-                causal=causal, window=list(window), softcap=softcap, scale=scale)
+                causal=causal, window=window if window == "runtime" else list(window),
+                softcap=softcap, scale=scale)
     for p in m["params"]:
         if p["name"] != "lse":
             p["dtype"] = dtype
@@ -194,6 +195,10 @@ def forward_manifest(name, chip="sm_80", dtype="bf16", d=128, causal=False,
                if (v is None) == (n == "scale") and (n == "scale" or v == "runtime")]
     m["params"] = [{"name": n, "type": "f32", "role": n, "value": n}
                    for n in sorted(scalars, reverse=True)] + m["params"]
+    if window == "runtime":   # the sizes follow the f32 scalars, as in fa-compile
+        m["params"][len(scalars):len(scalars)] = [
+            {"name": n, "type": "i64", "role": n, "value": n}
+            for n in ("window_left", "window_right")]
     return m
 
 

@@ -210,12 +210,34 @@ def test_head_dim_without_kernel(tmp_path):
         _kernels.set_default_registry(prev)
 
 
-# Scale and softcap values no kernel was compiled for: they are run-time
-# kernel parameters, so the kernels of TEST_OPTIONS serve them (the window
-# sizes are still compile-time: issue 11's last part).
+# Scale, softcap and window values no kernel was compiled for: they are
+# run-time kernel parameters, so the kernels of TEST_OPTIONS serve them (one
+# window kernel per causal-or-not; -1 leaves a side unbounded at run time).
 # (The softcap kernels of TEST_OPTIONS are non-causal.)
 RUNTIME_SCALARS = ({"scale": 0.07}, {"scale": 0.3, "causal": True},
                    {"softcap": 7.5, "scale": 0.07}, {"softcap": 50.0, "scale": 0.3})
+RUNTIME_WINDOWS = ({"window": (123, 45)}, {"window": (0, 0)}, {"window": (-1, 200)},
+                   {"window": (300, -1), "scale": 0.07}, {"causal": True, "window": (77, 0)},
+                   {"causal": True, "window": (0, 0)})
+
+
+@pytest.mark.parametrize("nq,nk", [(17, 113), (1000, 1000), (4097, 1000)], ids=lambda x: str(x))
+@pytest.mark.parametrize("opts", RUNTIME_WINDOWS, ids=_opt_id)
+@pytest.mark.parametrize("d", [64, 128])
+@pytest.mark.parametrize("dtype", ["f16", "bf16"])
+def test_forward_runtime_window(dtype, d, opts, nq, nk):
+    tdt = DTYPES[dtype]
+    q, k, v = R.make_qkv(2, 4, 2, nq, nk, d, d, tdt, "bhsd",
+                         seed=R.seed_for(dtype, d, _opt_id(opts), nq, nk))
+    out, lse = run(q, k, v, **opts)
+    check(out, lse, q, k, v, "bhsd", f"{dtype} D={d} {_opt_id(opts)} Nq={nq} Nk={nk}", **opts)
+    # The window kernel of TEST_OPTIONS serves these sizes.
+    req = _kernels.KernelRequest.make("forward", dtype, d, causal=opts.get("causal", False),
+                                      window=opts["window"])
+    # (right = 0 is the causal mask's side: window (0, 0) is a causal window.)
+    base = _kernels.KernelRequest.make("forward", dtype, d, causal=req.causal,
+                                       window=(255, 0) if req.causal else (97, 31))
+    assert req.matches(_kernels.default_registry().find(base, torch.cuda.get_device_capability()))
 
 
 @pytest.mark.parametrize("nq,nk", [(17, 113), (1000, 1000), (4097, 1000)], ids=lambda x: str(x))

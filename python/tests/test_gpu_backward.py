@@ -101,6 +101,23 @@ def test_backward(dtype, d, opts, nq, nk):
           **opts)
 
 
+# Window sizes no kernel was compiled for: the window kernels of TEST_OPTIONS
+# take them at run time.
+RUNTIME_WINDOWS = ({"window": (123, 45)}, {"window": (-1, 200)}, {"window": (300, -1)},
+                   {"causal": True, "window": (77, 0)})
+
+
+@pytest.mark.parametrize("nq,nk", [(17, 113), (1000, 1000), (4097, 1000)], ids=lambda x: str(x))
+@pytest.mark.parametrize("opts", RUNTIME_WINDOWS, ids=_opt_id)
+@pytest.mark.parametrize("d", [64, 128])
+@pytest.mark.parametrize("dtype", ["f16", "bf16"])
+def test_backward_runtime_window(dtype, d, opts, nq, nk):
+    q, k, v, dout = _case(dtype, d, nq, nk, seed=R.seed_for("bwdw", dtype, d, _opt_id(opts), nq, nk))
+    out, dq, dk, dv = grads(q, k, v, dout, **opts)
+    check(dq, dk, dv, q, k, v, dout, "bhsd", f"{dtype} D={d} {_opt_id(opts)} Nq={nq} Nk={nk}",
+          **opts)
+
+
 @pytest.mark.parametrize("nq,nk", [(113, 1000), (1000, 113)], ids=lambda x: str(x))
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("layout", ["bhsd", "bshd"])

@@ -72,6 +72,25 @@ def check(grads, q, k, v, dout, layout="bhsd", causal=False, window=None, scale=
 
 # -- the steady-state path ----------------------------------------------------------------
 
+@pytest.mark.parametrize("causal,window", [(False, (123, 45)), (False, (-1, 9)),
+                                           (False, (5, -1)), (True, (77, 0))])
+def test_runtime_window_params(gpu, causal, window):
+    # One window kernel per causal-or-not; the sizes reach it as parameters.
+    q, k, v, dout = qkv(1, 2, 2, 40, 70, 32, 32)
+    out, lse = flashmlir.attention(q, k, v, causal=causal, window=window, return_lse=True)
+    check_fwd(out, lse, q, k, v, causal=causal, window=window)
+    a = gpu.decoded[-1]
+    assert (a["window_left"], a["window_right"]) == window
+    grads = torch.autograd.grad(out, (q, k, v), dout)
+    check(grads, q, k, v, dout, causal=causal, window=window)
+    masking = [a for a in gpu.decoded[-3:] if "dq" not in a or "dq_accum" in a]
+    assert any((a.get("window_left"), a.get("window_right")) == window for a in masking)
+    kernels = {r.describe() for r in gpu.registry.generated}
+    other = (3, 0) if causal else (1, 2)
+    flashmlir.attention(q.detach(), k.detach(), v.detach(), causal=causal, window=other)
+    assert gpu.decoded[-1]["window_left"] == other[0]
+    assert {r.describe() for r in gpu.registry.generated} == kernels
+
 def test_steady_state_is_one_launch(gpu):
     q, k, v, _ = qkv(2, 4, 2, 40, 70, 32, 32, grad=False)
     out, lse = flashmlir.attention(q, k, v, causal=True, return_lse=True)
@@ -110,11 +129,12 @@ def test_plan_packs_like_the_full_path(gpu):
     as_bytes = lambda ps: [(p.label, p.type, bytes(p.ctype())) for p in ps]
     assert as_bytes(plan.current_params()) == as_bytes(want)
     labels = [p.label for p in want]
-    assert labels[0] == "scale" and labels[-1] == "wr" and "softcap" in labels
+    # (a windowed kernel takes its sizes as parameters named by their roles)
+    assert labels[0] == "scale" and labels[-1] == "window_right" and "softcap" in labels
     got = {p.label: p.value for p in want}
     assert got["out.aligned"] == out.data_ptr() and got["out.allocated"] == base.data_ptr()
     assert got["q.strides[1]"] == 32 and got["q.strides[2]"] == 64   # bshd as a bhsd view
-    assert got["softcap"] == pytest.approx(2.5) and (got["wl"], got["wr"]) == (5, 3)
+    assert got["softcap"] == pytest.approx(2.5) and (got["window_left"], got["window_right"]) == (5, 3)
 
 
 def test_new_plan_for_each_kind_of_call(gpu):

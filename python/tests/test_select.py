@@ -129,6 +129,40 @@ def test_scale_and_softcap_matching(kdir):
     assert r.find(req(), A100).name == "bf16_d128_full_sm80"
 
 
+def test_runtime_window_matching(kdir):
+    # A run-time window serves every size of its kind (causal or not); a
+    # built-in one (an older manifest) only its own; no window is no kernel.
+    put(kdir, "bf16_d64_rtwin_sm80", d=64, window="runtime")
+    put(kdir, "bf16_d64_rtcwin_sm80", d=64, causal=True, window="runtime")
+    r = reg(kdir)
+    named = {x.name: x for x in r.specs()}
+    assert "window" in named["bf16_d64_rtwin_sm80"].describe()
+    for w in ((123, 45), (0, 1), (-1, 200), (300, -1), (97, 31)):
+        assert r.find(req(head_dim=64, window=w), A100).name == "bf16_d64_rtwin_sm80"
+    # right = 0 is the causal mask's side, with causal or without
+    for causal, w in ((True, (77, 0)), (False, (0, 0)), (False, (12, 0))):
+        assert r.find(req(head_dim=64, causal=causal, window=w), A100).name == \
+            "bf16_d64_rtcwin_sm80"
+    # causal only, and no mask, are other kinds
+    assert r.find(req(head_dim=64, causal=True), A100).name != "bf16_d64_rtcwin_sm80"
+    assert not K.KernelRequest.make("forward", "bf16", 64).matches(named["bf16_d64_rtwin_sm80"])
+    assert not K.KernelRequest.make("forward", "bf16", 64, causal=True, window=(7, 0)).matches(
+        named["bf16_d64_rtwin_sm80"])
+    # the old built-in (255, 0) kernel still serves its own size
+    assert K.KernelRequest.make("forward", "bf16", 64, causal=True, window=(255, 0)).matches(
+        named["bf16_d64_causal255_sm80"])
+    assert not K.KernelRequest.make("forward", "bf16", 64, causal=True, window=(77, 0)).matches(
+        named["bf16_d64_causal255_sm80"])
+
+
+def test_runtime_window_needs_its_params(tmp_path):
+    m = forward_manifest("k", d=64, window="runtime")
+    m["params"] = [p for p in m["params"] if p["name"] != "window_right"]
+    write_kernel(str(tmp_path), m)
+    r = reg(tmp_path)
+    assert r.specs() == [] and "window_right" in str(r.invalid())
+
+
 def test_explicit_default_scale_manifest(tmp_path):
     put(tmp_path, "k", scale=float.fromhex("0x1.6a09e60000000p-4"))  # f32(1/sqrt(128))
     assert reg(tmp_path).find(req(), A100).name == "k"

@@ -141,6 +141,10 @@ struct KernelConfig {
   int64_t d = 128, dv = 128;
   std::string dtype = "bf16";
   bool causal = false;
+  /// Whether there is a sliding window; its sizes are kernel parameters
+  /// unless an input IR file's op has them built in (constantWindow).
+  bool window = false;
+  bool constantWindow = false;
   int64_t windowLeft = -1, windowRight = -1;
   /// Whether scores are soft-capped; the value is a kernel parameter.
   bool softcap = false;
@@ -155,7 +159,7 @@ struct KernelConfig {
   std::string mma = "auto";
   bool backward() const { return kind == "backward"; }
 
-  bool hasWindow() const { return windowLeft >= 0 || windowRight >= 0; }
+  bool hasWindow() const { return window; }
 
   std::string defaultName() const {
     std::string n =
@@ -165,7 +169,9 @@ struct KernelConfig {
     n += "_" + dtype;
     if (causal)
       n += "_causal";
-    if (hasWindow())
+    if (hasWindow() && !constantWindow)
+      n += "_window";
+    else if (hasWindow())
       n += llvm::formatv("_w{0}_{1}",
                          windowLeft < 0 ? "inf" : std::to_string(windowLeft),
                          windowRight < 0 ? "inf" : std::to_string(windowRight))
@@ -206,10 +212,12 @@ FunctionParts functionParts(const KernelConfig &c) {
   FunctionParts p{memref4(c.d), memref4(c.dv), tensor4(c.d), tensor4(c.dv)};
   if (c.causal)
     p.attrs += " causal";
-  if (c.hasWindow())
+  if (c.hasWindow() && c.constantWindow)
     p.attrs +=
         llvm::formatv(" window [{0}, {1}]", c.windowLeft, c.windowRight).str();
-  // The operands in the order of the assembly: softcap, then scale.
+  else if (c.hasWindow())
+    p.attrs += " window(%window_left, %window_right)";
+  // The operand types in the op's operand order: softcap, scale, window.
   if (c.softcap) {
     p.attrs += " softcap %softcap";
     p.scalarArgs += ", %softcap: f32";
@@ -218,6 +226,10 @@ FunctionParts functionParts(const KernelConfig &c) {
   p.attrs += " scale %scale";
   p.scalarArgs += ", %scale: f32";
   p.scalarTypes += ", f32";
+  if (c.hasWindow() && !c.constantWindow) {
+    p.scalarArgs += ", %window_left: i64, %window_right: i64";
+    p.scalarTypes += ", i64, i64";
+  }
   if (c.backward() && c.deterministic)
     p.attrs += " deterministic";
   return p;
@@ -287,6 +299,8 @@ KernelConfig configFromOp(OpT op, const KernelConfig &flags) {
     c.windowLeft = w[0];
     c.windowRight = w[1];
   }
+  c.constantWindow = c.windowLeft >= 0 || c.windowRight >= 0;
+  c.window = c.constantWindow || !op.getDynamicWindow().empty();
   c.softcap = op.hasSoftcap();
   c.constantSoftcap.reset();
   if (auto s = op.getSoftcapAttr())
@@ -324,7 +338,8 @@ StringRef dtypeName(Type elt) {
 }
 
 /// The run-time scalars of the host function: argument number -> role
-/// ("scale", "softcap"), the names Python binds their values to.
+/// ("scale", "softcap", "window_left", "window_right"), the names Python
+/// binds their values to.
 using ScalarRoles = llvm::SmallDenseMap<unsigned, StringRef>;
 
 /// Describes one kernel parameter of a host-side gpu.launch_func: a function
@@ -336,12 +351,16 @@ FailureOr<llvm::json::Object> describeParam(Value operand, func::FuncOp host,
   auto memrefType = dyn_cast<MemRefType>(operand.getType());
   if (!memrefType) {
     auto arg = dyn_cast<BlockArgument>(operand);
+    Type type = operand.getType();
     if (!arg || arg.getOwner() != &host.getBody().front() ||
-        !roles.count(arg.getArgNumber()) || !operand.getType().isF32())
+        !roles.count(arg.getArgNumber()) ||
+        !(type.isF32() || type.isInteger(64)))
       return failure();
     StringRef role = roles.lookup(arg.getArgNumber());
-    return llvm::json::Object{
-        {"name", role}, {"type", "f32"}, {"role", role}, {"value", role}};
+    return llvm::json::Object{{"name", role},
+                              {"type", type.isF32() ? "f32" : "i64"},
+                              {"role", role},
+                              {"value", role}};
   }
   const ParamInfo *info = nullptr;
   if (auto arg = dyn_cast<BlockArgument>(operand)) {
@@ -386,8 +405,8 @@ FailureOr<llvm::json::Object> describeLaunch(gpu::LaunchFuncOp launch,
     if (failed(p)) {
       launch.emitError("fa-compile: kernel parameter of type ")
           << operand.getType()
-          << " is not a function argument (a memref, or the op's scale or "
-             "softcap) or a workspace buffer";
+          << " is not a function argument (a memref, or the op's scale, "
+             "softcap or window) or a workspace buffer";
       return failure();
     }
     params.push_back(std::move(*p));
@@ -569,19 +588,32 @@ LogicalResult compileOne(MLIRContext &ctx, const KernelConfig &flags,
   // the host function, for the manifest to name them.
   ScalarRoles roles;
   auto hostFunc = attention->getParentOfType<func::FuncOp>();
-  for (OpOperand &use : attention->getOpOperands()) {
-    if (!use.get().getType().isF32())
+  SmallVector<std::pair<Value, StringRef>> scalars;
+  auto addScalars = [&](auto op) {
+    scalars.push_back({op.getDynamicScale(), "scale"});
+    scalars.push_back({op.getDynamicSoftcap(), "softcap"});
+    ValueRange w = op.getDynamicWindow();
+    if (!w.empty()) {
+      scalars.push_back({w[0], "window_left"});
+      scalars.push_back({w[1], "window_right"});
+    }
+  };
+  if (auto fwd = dyn_cast<fa::AttentionOp>(attention))
+    addScalars(fwd);
+  else
+    addScalars(cast<fa::AttentionBackwardOp>(attention));
+  for (auto [value, role] : scalars) {
+    if (!value)
       continue;
-    bool isScale = isa<fa::AttentionOp>(attention)
-                       ? cast<fa::AttentionOp>(attention).getDynamicScale() ==
-                             use.get()
-                       : cast<fa::AttentionBackwardOp>(attention)
-                                 .getDynamicScale() == use.get();
-    StringRef role = isScale ? "scale" : "softcap";
-    auto arg = dyn_cast<BlockArgument>(use.get());
+    auto arg = dyn_cast<BlockArgument>(value);
     if (!arg || arg.getOwner() != &hostFunc.getBody().front())
       return attention->emitError("fa-compile: the ")
              << role << " operand must be an argument of the function";
+    // One argument per role: Python binds each by its role.
+    if (roles.count(arg.getArgNumber()))
+      return attention->emitError("fa-compile: the ")
+             << role << " operand must be an argument of its own, not that of "
+             << roles.lookup(arg.getArgNumber());
     roles[arg.getArgNumber()] = role;
   }
   std::string name =
@@ -642,7 +674,12 @@ LogicalResult compileOne(MLIRContext &ctx, const KernelConfig &flags,
       {"head_dim", config.d},
       {"value_head_dim", config.dv},
       {"causal", config.causal},
-      {"window", llvm::json::Array{config.windowLeft, config.windowRight}},
+      // "runtime": the sizes are kernel parameters (roles window_left and
+      // window_right); [left, right]: built in ([-1, -1]: no window).
+      {"window", config.hasWindow() && !config.constantWindow
+                     ? llvm::json::Value("runtime")
+                     : llvm::json::Value(llvm::json::Array{
+                           config.windowLeft, config.windowRight})},
       // null: no softcap; "runtime": a kernel parameter; a number: built in.
       {"softcap", config.constantSoftcap
                       ? llvm::json::Value(*config.constantSoftcap)
@@ -773,6 +810,21 @@ FailureOr<KernelConfig> configFromFlags() {
                    << window << "'\n";
       return failure();
     }
+    // The sizes are kernel parameters: they select the window kind (a
+    // window unbounded on both sides is none) and are checked as the op's
+    // attribute would be.
+    for (int64_t w : {c.windowLeft, c.windowRight})
+      if (w < -1 || w > fa::kMaxWindowBound) {
+        llvm::errs() << "fa-compile: --window bounds must be in [-1, "
+                     << fa::kMaxWindowBound << "], got '" << window << "'\n";
+        return failure();
+      }
+    if (c.causal && c.windowRight != 0) {
+      llvm::errs() << "fa-compile: --causal needs --window right bound 0, got '"
+                   << window << "'\n";
+      return failure();
+    }
+    c.window = c.windowLeft >= 0 || c.windowRight >= 0;
   }
   // Checked here, so that a bad value names its flag (the generated IR
   // would only say "expected attribute value").

@@ -85,7 +85,8 @@ std::string AttentionProblem::name() const {
   if (causal)
     os << "_causal";
   if (window)
-    os << "_win" << safeNumber((*window)[0]) << "_" << safeNumber((*window)[1]);
+    os << "_win" << safeNumber((*window)[0]) << "_" << safeNumber((*window)[1])
+       << (runtimeWindow ? "_rt" : "");
   if (softcap)
     os << "_cap" << safeNumber(*softcap);
   if (scale)
@@ -97,7 +98,7 @@ std::string AttentionProblem::name() const {
   if (deterministic)
     os << "_det";
   if (runtimeScalars)
-    os << "_rt";
+    os << "_rtscalars";
   return s;
 }
 
@@ -220,7 +221,10 @@ mlir::fa::numerics::buildAttentionModule(const AttentionProblem &p,
   llvm::raw_string_ostream a(attrs);
   if (p.causal)
     a << " causal";
-  if (p.window)
+  bool runtimeWindow = p.window && p.runtimeWindow;
+  if (runtimeWindow)
+    a << " window(%window_left, %window_right)";
+  else if (p.window)
     a << " window [" << (*p.window)[0] << ", " << (*p.window)[1] << "]";
   // Run-time scalars: f32 arguments after the memrefs, softcap first (the
   // op's operand order).
@@ -259,8 +263,11 @@ mlir::fa::numerics::buildAttentionModule(const AttentionProblem &p,
       [&](const auto &arg) {
         os << "%" << arg.first << ": memref<" << arg.second << ">";
       });
+  // The op's operand order: softcap, scale, then the window sizes.
   for (const std::string &name : scalarTypes)
     os << ", %" << name << ": f32";
+  if (runtimeWindow)
+    os << ", %window_left: i64, %window_right: i64";
   os << ") attributes {llvm.emit_c_interface} {\n";
   for (const auto &[name, body] : ins)
     os << "  %" << name << "_t = bufferization.to_tensor %" << name
@@ -277,6 +284,8 @@ mlir::fa::numerics::buildAttentionModule(const AttentionProblem &p,
       ins, os, [&](const auto &arg) { os << "tensor<" << arg.second << ">"; });
   for (size_t i = 0; i < scalarTypes.size(); ++i)
     os << ", f32";
+  if (runtimeWindow)
+    os << ", i64, i64";
   os << ") -> (";
   llvm::interleaveComma(
       outs, os, [&](const auto &arg) { os << "tensor<" << arg.second << ">"; });
@@ -406,18 +415,23 @@ std::vector<float> scalarArguments(const AttentionProblem &p) {
   return out;
 }
 
-llvm::Error invoke(ExecutionEngine &engine,
-                   llvm::MutableArrayRef<KernelBuffer> buffers,
-                   std::vector<float> scalars) {
-  // The C interface takes a pointer to each descriptor (and the scalars by
-  // value); the packed wrapper takes a pointer to each of those arguments.
+llvm::Error invoke(ExecutionEngine &engine, const AttentionProblem &p,
+                   llvm::MutableArrayRef<KernelBuffer> buffers) {
+  // The C interface takes a pointer to each descriptor, then the run-time
+  // scalars and window sizes by value; the packed wrapper takes a pointer to
+  // each of those arguments.
   std::vector<void *> descriptors, packed;
   for (KernelBuffer &b : buffers)
     descriptors.push_back(b.descriptorPtr());
   for (void *&d : descriptors)
     packed.push_back(&d);
+  std::vector<float> scalars = scalarArguments(p);
   for (float &x : scalars)
     packed.push_back(&x);
+  std::array<int64_t, 2> window = p.window.value_or(std::array<int64_t, 2>{});
+  if (p.window && p.runtimeWindow)
+    for (int64_t &w : window)
+      packed.push_back(&w);
   return engine.invokePacked("_mlir_ciface_attention", packed);
 }
 } // namespace
@@ -512,7 +526,7 @@ AttentionJit::forward(const AttentionInputs &inputs) {
   buffers[2].write(inputs.v);
   buffers[3].poison();
   buffers[4].poison();
-  if (llvm::Error err = invoke(*engine, buffers, scalarArguments(problem)))
+  if (llvm::Error err = invoke(*engine, problem, buffers))
     return std::move(err);
   ForwardResult result;
   for (auto [buffer, tensor] :
@@ -546,7 +560,7 @@ AttentionJit::backward(const AttentionInputs &inputs, const HostTensor &out,
   buffers[5].write(inputs.dout);
   for (int i = 6; i < 9; ++i)
     buffers[i].poison();
-  if (llvm::Error err = invoke(*engine, buffers, scalarArguments(problem)))
+  if (llvm::Error err = invoke(*engine, p, buffers))
     return std::move(err);
   BackwardResult result;
   for (auto [buffer, tensor] : llvm::zip(

@@ -76,6 +76,9 @@ struct AttentionProblem {
   bool causal = false;
   /// `window [left, right]`, -1 = unbounded on that side.
   std::optional<std::array<int64_t, 2>> window;
+  /// The window's sizes as i64 arguments of the function (`window(%l, %r)`,
+  /// known only at run time) instead of the attribute.
+  bool runtimeWindow = false;
   std::optional<float> softcap;
   ShapeKind shapes = ShapeKind::Static;
   /// `deterministic` on the backward op.

@@ -118,6 +118,12 @@ struct P {
     p.window = {{left, right}};
     return *this;
   }
+  /// The window's sizes as run-time arguments.
+  P &runtimeWindow(int64_t left, int64_t right) {
+    window(left, right);
+    p.runtimeWindow = true;
+    return *this;
+  }
   P &softcap(float c) {
     p.softcap = c;
     return *this;
@@ -162,6 +168,8 @@ std::vector<AttentionProblem> f32Problems() {
       P(113, 64, 32).window(5, 3), // Nq > Nk: rows 0..45 see nothing.
       P(17, 64, 64).causal().window(16, 0),
       P(17, 31, 32).window(0, 0), // the diagonal alone
+      P(113, 130, 32).runtimeWindow(8, -1),
+      P(17, 64, 64).causal().runtimeWindow(16, 0),
       // Grouped-query and multi-query attention.
       P(17, 31, 32).heads(4, 2).causal(),
       P(113, 130, 64).heads(4, 1).window(32, -1),

@@ -73,6 +73,12 @@ struct C {
     c.problem.window = {{left, right}};
     return *this;
   }
+  /// The window's sizes as run-time arguments.
+  C &runtimeWindow(int64_t left, int64_t right) {
+    window(left, right);
+    c.problem.runtimeWindow = true;
+    return *this;
+  }
   C &softcap(float cap) {
     c.problem.softcap = cap;
     return *this;
@@ -167,6 +173,11 @@ inline std::vector<TiledCase> sharedTiledCases() {
       C(113, 64, 32).blocks(16, 48).window(5, 3),
       C(339, 113, 64).blocks(48, 64).causal().window(40, 0),
       C(64, 113, 128).blocks(16, 16).window(0, 0),
+      // The same sizes only known at run time (-1 unbounded at run time).
+      C(339, 113, 64).blocks(32, 32).runtimeWindow(20, -1),
+      C(113, 64, 32).blocks(16, 48).runtimeWindow(5, 3),
+      C(339, 113, 64).blocks(48, 64).causal().runtimeWindow(40, 0),
+      C(17, 113, 32).blocks(16, 32).runtimeWindow(-1, 7).shapes(dynSeq),
       // GQA and MQA: dK/dV sum over the group.
       C(17, 64, 64).blocks(16, 32).heads(4, 2).causal(),
       C(113, 339, 32).blocks(32, 128).heads(4, 1).window(32, -1),

@@ -42,6 +42,17 @@ inline int64_t saturatedWindowBound(int64_t bound) {
   return std::min<int64_t>(bound, 2 * kMaxKernelSequenceLength);
 }
 
+/// A run-time window side (AttentionMask::buildLeft/buildRight: a negative
+/// value already unbounded) as an i32 kernel value, saturated as
+/// saturatedWindowBound by one min; built once at a kernel's start.
+inline Value buildKernelWindowBound(OpBuilder &b, Location loc,
+                                    Value indexBound) {
+  Value sat = arith::MinSIOp::create(
+      b, loc, indexBound,
+      arith::ConstantIndexOp::create(b, loc, 2 * kMaxKernelSequenceLength));
+  return arith::IndexCastOp::create(b, loc, b.getI32Type(), sat);
+}
+
 /// A tile in shared memory: its layout (TileLayout, the resource model's
 /// definition) and a flat 1-d memref view of it (element index
 /// row * storedCols() + col, panel by panel): every address is then one

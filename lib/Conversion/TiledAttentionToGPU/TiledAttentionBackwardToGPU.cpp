@@ -210,6 +210,9 @@ struct BackwardConfig {
   /// the exponent factors of the scores u, p = exp2(u c - lse2).
   Value scale;
   ScoreFactors factors;
+  /// Run-time window sides (i32; bindScalars), null for a constant or
+  /// unbounded side.
+  Value windowLeft, windowRight;
   /// Columns of dQ per work unit of the key-block kernel.
   int64_t dqChunk = 64;
   /// sm_90 8-byte f32 reductions (red.global.add.v2.f32) for dQ.
@@ -246,6 +249,11 @@ struct BackwardConfig {
     scale = scalars.buildScale(b, loc);
     factors =
         ScoreFactors::build(b, loc, scale, scalars.buildSoftcap(b, loc), kLog2e);
+    windowLeft = windowRight = Value();
+    if (masked && mask.dynamicLeft)
+      windowLeft = buildKernelWindowBound(b, loc, mask.buildLeft(b, loc));
+    if (masked && mask.dynamicRight)
+      windowRight = buildKernelWindowBound(b, loc, mask.buildRight(b, loc));
   }
 };
 
@@ -480,15 +488,19 @@ public:
     Value d0 = toI32(sub(key0, query0));
     Value off = toI32(sub(kLen, qLen));
     lim.keyLimit = toI32(sub(kLen, key0));
-    if (cfg.mask.right)
+    if (cfg.mask.hasRight())
       lim.rightLimit =
-          sub(arith::AddIOp::create(b, loc, off,
-                                    i32(saturatedWindowBound(*cfg.mask.right))),
+          sub(arith::AddIOp::create(
+                  b, loc, off,
+                  cfg.mask.right ? i32(saturatedWindowBound(*cfg.mask.right))
+                                 : cfg.windowRight),
               d0);
-    if (cfg.mask.left)
+    if (cfg.mask.hasLeft())
       lim.leftLimit =
-          sub(arith::SubIOp::create(b, loc, off,
-                                    i32(saturatedWindowBound(*cfg.mask.left))),
+          sub(arith::SubIOp::create(
+                  b, loc, off,
+                  cfg.mask.left ? i32(saturatedWindowBound(*cfg.mask.left))
+                                : cfg.windowLeft),
               d0);
     return lim;
   }

@@ -317,6 +317,8 @@ struct KernelConfig {
   /// Scale and softcap: attributes, or run-time values that the kernel
   /// takes as parameters.
   ScoreScalars scalars;
+  /// The mask of the masked steps (none when no step is masked).
+  AttentionMask mask;
   /// Warpgroup MMAs (sm_90a) on 128-byte swizzled panels instead of
   /// mma.sync and ldmatrix.
   bool wgmma;
@@ -359,6 +361,11 @@ getKernelConfig(TiledAttention &ta,
                 ")");
   cfg.elt = qType.getElementType();
   cfg.scalars = step.getScoreScalars();
+  for (KeyLoop kl : ta.loops)
+    if (kl.step.isMasked()) {
+      cfg.mask = kl.step.getMask();
+      break;
+    }
 
   if (!cfg.elt.isF16() && !cfg.elt.isBF16())
     return fail("mma.sync needs f16 or bf16 inputs");
@@ -513,6 +520,9 @@ private:
   IRMapping mapping;
   /// The exponent factors, computed once at the kernel's start.
   ScoreFactors factors;
+  /// Run-time window sides (i32), computed once at the kernel's start; null
+  /// for a constant or unbounded side.
+  Value windowLeft, windowRight;
 
   // wgmma descriptors: Q rows of this warpgroup; K and V buffer 0; K and V
   // of the current block.
@@ -774,14 +784,18 @@ SmallVector<Value> ForwardKernelEmitter::emitStep(OnlineAttentionOp step,
     Value off = toI32(sub(kLen, qLen));
     Value keyLimit = toI32(sub(kLen, col0)); // 8 nt + e < keyLimit
     Value rightLimit, leftLimit;
-    if (mask.right)
+    if (mask.hasRight())
       rightLimit = sub(arith::AddIOp::create(
-                           b, loc, off, i32(saturatedWindowBound(*mask.right))),
+                           b, loc, off,
+                           mask.right ? i32(saturatedWindowBound(*mask.right))
+                                      : windowRight),
                        d0); // cst <= rightLimit
-    if (mask.left)
-      leftLimit = sub(arith::SubIOp::create(
-                          b, loc, off, i32(saturatedWindowBound(*mask.left))),
-                      d0); // cst >= leftLimit
+    if (mask.hasLeft())
+      leftLimit = sub(
+          arith::SubIOp::create(
+              b, loc, off,
+              mask.left ? i32(saturatedWindowBound(*mask.left)) : windowLeft),
+          d0); // cst >= leftLimit
     auto cmp = [&](arith::CmpIPredicate pred, int64_t lhs, Value rhs) {
       return arith::CmpIOp::create(b, loc, pred, i32(lhs), rhs);
     };
@@ -1021,9 +1035,14 @@ void ForwardKernelEmitter::emit(gpu::LaunchOp launch) {
     mapping.map(iv, getBlockId(blockIds, dim));
 
   // The first uses fix the kernel's parameter order after outlining: the
-  // run-time scalars (scale, softcap), then q, k, v, out, lse.
+  // run-time scalars (scale, softcap, window left and right), then q, k, v,
+  // out, lse.
   factors = ScoreFactors::build(b, loc, cfg.scalars.buildScale(b, loc),
                                 cfg.scalars.buildSoftcap(b, loc), kLog2e);
+  if (cfg.mask.dynamicLeft)
+    windowLeft = buildKernelWindowBound(b, loc, cfg.mask.buildLeft(b, loc));
+  if (cfg.mask.dynamicRight)
+    windowRight = buildKernelWindowBound(b, loc, cfg.mask.buildRight(b, loc));
   nq = memref::DimOp::create(b, loc, ta.q.memref, 2);
   nk = memref::DimOp::create(b, loc, ta.k.memref, 2);
 

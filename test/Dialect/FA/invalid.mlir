@@ -403,6 +403,45 @@ func.func @f(%q: tensor<1x4x128x64xf16>, %k: tensor<1x4x128x64xf16>, %v: tensor<
 
 // -----
 
+func.func @f(%q: tensor<1x4x128x64xf16>, %l: i64) {
+  // expected-error @below {{window must be an attribute or operands, not both}}
+  %out:2 = "fa.attention"(%q, %q, %q, %l, %l) <{operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 2>, window = array<i64: 16, 0>}>
+      : (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, i64, i64)
+      -> (tensor<1x4x128x64xf16>, tensor<1x4x128xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<1x4x128x64xf16>, %l: i64) {
+  // expected-error @below {{window operands must be (left, right), got 1 values}}
+  %out, %lse = fa.attention %q, %q, %q window(%l)
+      : (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, i64)
+      -> (tensor<1x4x128x64xf16>, tensor<1x4x128xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<1x4x128x64xf16>, %l: i32) {
+  // expected-error @below {{operand #3 must be variadic of 64-bit signless integer, but got 'i32'}}
+  %out, %lse = fa.attention %q, %q, %q window(%l, %l)
+      : (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, i32, i32)
+      -> (tensor<1x4x128x64xf16>, tensor<1x4x128xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%t: tensor<64x64xf16>, %acc: tensor<64x64xf32>, %m: tensor<64xf32>, %l: i64) {
+  // expected-error @below {{a causal or window mask needs the masked(q_start, k_start, q_len, k_len) operands}}
+  %a, %mx, %sm = fa.online_attention %t, %t, %t into %acc, %m, %m window(%l, %l) scale 0.125
+      : tensor<64x64xf16>, tensor<64x64xf16>, tensor<64x64xf16> -> tensor<64x64xf32>, tensor<64xf32>
+  return
+}
+
+// -----
+
 func.func @f(%q: tensor<1x4x128x64xf16>, %k: tensor<1x4x128x64xf16>, %v: tensor<1x4x128x64xf16>) {
   // expected-error @below {{window must be [left, right], got 1 values}}
   %out, %lse = fa.attention %q, %k, %v window [16]
@@ -479,7 +518,7 @@ func.func @f(%q: tensor<1x4x128x64xf16>, %k: tensor<1x4x128x64xf16>, %v: tensor<
 // The scale is an f32 attribute (generic form).
 func.func @f(%q: tensor<1x4x128x64xf16>) {
   // expected-error @below {{attribute 'scale' failed to satisfy constraint: 32-bit float attribute}}
-  %out:2 = "fa.attention"(%q, %q, %q) <{operandSegmentSizes = array<i32: 1, 1, 1, 0, 0>, scale = 1.250000e-01 : f64}>
+  %out:2 = "fa.attention"(%q, %q, %q) <{operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 0>, scale = 1.250000e-01 : f64}>
       : (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>)
       -> (tensor<1x4x128x64xf16>, tensor<1x4x128xf32>)
   return
@@ -490,7 +529,7 @@ func.func @f(%q: tensor<1x4x128x64xf16>) {
 // The window is an array of i64 (generic form).
 func.func @f(%q: tensor<1x4x128x64xf16>) {
   // expected-error @below {{Invalid attribute `window` in property conversion: array<i32: 16, 0>}}
-  %out:2 = "fa.attention"(%q, %q, %q) <{operandSegmentSizes = array<i32: 1, 1, 1, 0, 0>, window = array<i32: 16, 0>}>
+  %out:2 = "fa.attention"(%q, %q, %q) <{operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 0>, window = array<i32: 16, 0>}>
       : (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>)
       -> (tensor<1x4x128x64xf16>, tensor<1x4x128xf32>)
   return
@@ -872,7 +911,7 @@ func.func @f(%t: tensor<64x64xf16>, %acc: tensor<64x64xf32>, %m: tensor<64xf32>,
              %i: index) {
   // expected-error @below {{masked needs all four of q_start, k_start, q_len and k_len}}
   %r:3 = "fa.online_attention"(%t, %t, %t, %acc, %m, %m, %i, %i)
-      <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0>,
+      <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0>,
         scale = 1.250000e-01 : f32}>
       : (tensor<64x64xf16>, tensor<64x64xf16>, tensor<64x64xf16>,
          tensor<64x64xf32>, tensor<64xf32>, tensor<64xf32>, index, index)
@@ -886,7 +925,7 @@ func.func @f(%t: tensor<64x64xf16>, %acc: tensor<64x64xf32>, %m: tensor<64xf32>,
 func.func @f(%t: tensor<64x64xf16>, %acc: tensor<64x64xf32>, %m: tensor<64xf32>) {
   // expected-error @below {{failed to verify that all of {acc, new_acc} have same type}}
   %r:3 = "fa.online_attention"(%t, %t, %t, %acc, %m, %m)
-      <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0>,
+      <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0>,
         scale = 1.250000e-01 : f32}>
       : (tensor<64x64xf16>, tensor<64x64xf16>, tensor<64x64xf16>,
          tensor<64x64xf32>, tensor<64xf32>, tensor<64xf32>)
@@ -900,7 +939,7 @@ func.func @f(%t: tensor<64x64xf16>, %acc: tensor<64x64xf32>, %m: tensor<64xf32>,
              %s: tensor<?xf32>) {
   // expected-error @below {{failed to verify that all of {max, sum, new_max, new_sum} have same type}}
   %r:3 = "fa.online_attention"(%t, %t, %t, %acc, %m, %s)
-      <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0>,
+      <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0>,
         scale = 1.250000e-01 : f32}>
       : (tensor<64x64xf16>, tensor<64x64xf16>, tensor<64x64xf16>,
          tensor<64x64xf32>, tensor<64xf32>, tensor<?xf32>)
@@ -914,7 +953,7 @@ func.func @f(%t: tensor<64x64xf16>, %acc: tensor<64x64xf32>, %m: tensor<64xf32>,
 func.func @f(%t: tensor<64x64xf16>, %acc: tensor<64x64xf32>, %m: tensor<64xf32>) {
   // expected-error @below {{needs a scale: a constant or an f32 operand (scale %s)}}
   %r:3 = "fa.online_attention"(%t, %t, %t, %acc, %m, %m)
-      <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0>}>
+      <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0>}>
       : (tensor<64x64xf16>, tensor<64x64xf16>, tensor<64x64xf16>,
          tensor<64x64xf32>, tensor<64xf32>, tensor<64xf32>)
       -> (tensor<64x64xf32>, tensor<64xf32>, tensor<64xf32>)
@@ -1358,7 +1397,7 @@ func.func @f(%q: tensor<64x64xf16>, %k: tensor<32x64xf16>, %v: tensor<32x64xf16>
 func.func @f(%t: tensor<64x64xf16>, %r: tensor<64xf32>, %acc: tensor<64x64xf32>, %i: index) {
   // expected-error @below {{dk_acc and dv_acc must be given together, as dkv(dk_acc, dv_acc)}}
   %x = "fa.attention_backward_step"(%t, %t, %t, %t, %r, %r, %acc)
-      <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0>,
+      <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0>,
         resultSegmentSizes = array<i32: 1, 0, 0>, scale = 1.250000e-01 : f32}>
       : (tensor<64x64xf16>, tensor<64x64xf16>, tensor<64x64xf16>, tensor<64x64xf16>,
          tensor<64xf32>, tensor<64xf32>,
@@ -1373,7 +1412,7 @@ func.func @f(%t: tensor<64x64xf16>, %r: tensor<64xf32>, %acc: tensor<64x64xf32>,
 func.func @f(%t: tensor<64x64xf16>, %r: tensor<64xf32>, %acc: tensor<64x64xf32>, %i: index) {
   // expected-error @below {{dk_acc and dv_acc must be given together, as dkv(dk_acc, dv_acc)}}
   %x = "fa.attention_backward_step"(%t, %t, %t, %t, %r, %r, %acc)
-      <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 1, 0, 0, 0, 0, 0, 0, 0>,
+      <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0>,
         resultSegmentSizes = array<i32: 0, 1, 0>, scale = 1.250000e-01 : f32}>
       : (tensor<64x64xf16>, tensor<64x64xf16>, tensor<64x64xf16>, tensor<64x64xf16>,
          tensor<64xf32>, tensor<64xf32>,
@@ -1388,7 +1427,7 @@ func.func @f(%t: tensor<64x64xf16>, %r: tensor<64xf32>, %acc: tensor<64x64xf32>,
 func.func @f(%t: tensor<64x64xf16>, %r: tensor<64xf32>, %acc: tensor<64x64xf32>, %i: index) {
   // expected-error @below {{result new_dq must be present exactly when dq_acc is}}
   %x:3 = "fa.attention_backward_step"(%t, %t, %t, %t, %r, %r, %acc, %acc)
-      <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0>,
+      <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0>,
         resultSegmentSizes = array<i32: 1, 1, 1>, scale = 1.250000e-01 : f32}>
       : (tensor<64x64xf16>, tensor<64x64xf16>, tensor<64x64xf16>, tensor<64x64xf16>,
          tensor<64xf32>, tensor<64xf32>,
@@ -1403,7 +1442,7 @@ func.func @f(%t: tensor<64x64xf16>, %r: tensor<64xf32>, %acc: tensor<64x64xf32>,
 func.func @f(%t: tensor<64x64xf16>, %r: tensor<64xf32>, %acc: tensor<64x64xf32>, %i: index) {
   // expected-error @below {{result new_dk must be present exactly when dk_acc is}}
   %x = "fa.attention_backward_step"(%t, %t, %t, %t, %r, %r, %acc, %acc)
-      <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0>,
+      <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0>,
         resultSegmentSizes = array<i32: 0, 1, 0>, scale = 1.250000e-01 : f32}>
       : (tensor<64x64xf16>, tensor<64x64xf16>, tensor<64x64xf16>, tensor<64x64xf16>,
          tensor<64xf32>, tensor<64xf32>,
@@ -1418,7 +1457,7 @@ func.func @f(%t: tensor<64x64xf16>, %r: tensor<64xf32>, %acc: tensor<64x64xf32>,
 func.func @f(%t: tensor<64x64xf16>, %r: tensor<64xf32>, %acc: tensor<64x64xf32>, %i: index) {
   // expected-error @below {{result new_dq must have the type of dq_acc, 'tensor<64x64xf32>', got 'tensor<?x64xf32>'}}
   %x = "fa.attention_backward_step"(%t, %t, %t, %t, %r, %r, %acc)
-      <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0>,
+      <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0>,
         resultSegmentSizes = array<i32: 0, 0, 1>, scale = 1.250000e-01 : f32}>
       : (tensor<64x64xf16>, tensor<64x64xf16>, tensor<64x64xf16>, tensor<64x64xf16>,
          tensor<64xf32>, tensor<64xf32>,
@@ -1433,7 +1472,7 @@ func.func @f(%t: tensor<64x64xf16>, %r: tensor<64xf32>, %acc: tensor<64x64xf32>,
 func.func @f(%t: tensor<64x64xf16>, %r: tensor<64xf32>, %acc: tensor<64x64xf32>, %i: index) {
   // expected-error @below {{masked needs all four of q_start, k_start, q_len and k_len}}
   %x = "fa.attention_backward_step"(%t, %t, %t, %t, %r, %r, %acc, %i, %i)
-      <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 0, 1, 1, 1, 0, 0, 0, 0>,
+      <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 0, 1, 1, 1, 0, 0, 0, 0, 0>,
         resultSegmentSizes = array<i32: 0, 0, 1>, scale = 1.250000e-01 : f32}>
       : (tensor<64x64xf16>, tensor<64x64xf16>, tensor<64x64xf16>, tensor<64x64xf16>,
          tensor<64xf32>, tensor<64xf32>,
@@ -1448,7 +1487,7 @@ func.func @f(%t: tensor<64x64xf16>, %r: tensor<64xf32>, %acc: tensor<64x64xf32>,
 func.func @f(%t: tensor<64x64xf16>, %r: tensor<64xf32>, %acc: tensor<64x64xf32>, %i: index) {
   // expected-error @below {{needs a scale: a constant or an f32 operand (scale %s)}}
   %x = "fa.attention_backward_step"(%t, %t, %t, %t, %r, %r, %acc)
-      <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0>,
+      <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0>,
         resultSegmentSizes = array<i32: 0, 0, 1>, causal}>
       : (tensor<64x64xf16>, tensor<64x64xf16>, tensor<64x64xf16>, tensor<64x64xf16>,
          tensor<64xf32>, tensor<64xf32>,
@@ -1463,7 +1502,7 @@ func.func @f(%t: tensor<64x64xf16>, %r: tensor<64xf32>, %acc: tensor<64x64xf32>,
 func.func @f(%t: tensor<64x64xf16>, %r: tensor<64xf32>, %d: tensor<?xf32>, %acc: tensor<64x64xf32>) {
   // expected-error @below {{failed to verify that all of {lse, delta} have same type}}
   %x = "fa.attention_backward_step"(%t, %t, %t, %t, %r, %d, %acc)
-      <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0>,
+      <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0>,
         resultSegmentSizes = array<i32: 0, 0, 1>, scale = 1.250000e-01 : f32}>
       : (tensor<64x64xf16>, tensor<64x64xf16>, tensor<64x64xf16>, tensor<64x64xf16>,
          tensor<64xf32>, tensor<?xf32>, tensor<64x64xf32>)
@@ -1477,7 +1516,7 @@ func.func @f(%t: tensor<64x64xf16>, %r: tensor<64xf32>, %d: tensor<?xf32>, %acc:
 func.func @f(%q: tensor<1x4x128x64xf16>, %s: f32) {
   // expected-error @below {{scale must be an attribute or an operand, not both}}
   %out:2 = "fa.attention"(%q, %q, %q, %s)
-      <{operandSegmentSizes = array<i32: 1, 1, 1, 0, 1>, scale = 1.250000e-01 : f32}>
+      <{operandSegmentSizes = array<i32: 1, 1, 1, 0, 1, 0>, scale = 1.250000e-01 : f32}>
       : (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, f32)
       -> (tensor<1x4x128x64xf16>, tensor<1x4x128xf32>)
   return
@@ -1489,7 +1528,7 @@ func.func @f(%t: tensor<64x64xf16>, %acc: tensor<64x64xf32>, %m: tensor<64xf32>,
              %c: f32) {
   // expected-error @below {{softcap must be an attribute or an operand, not both}}
   %r:3 = "fa.online_attention"(%t, %t, %t, %acc, %m, %m, %c)
-      <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1, 0>,
+      <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1, 0, 0>,
         scale = 1.250000e-01 : f32, softcap = 2.000000e+00 : f32}>
       : (tensor<64x64xf16>, tensor<64x64xf16>, tensor<64x64xf16>,
          tensor<64x64xf32>, tensor<64xf32>, tensor<64xf32>, f32)
@@ -1503,7 +1542,7 @@ func.func @f(%t: tensor<64x64xf16>, %acc: tensor<64x64xf32>, %m: tensor<64xf32>,
 func.func @f(%q: tensor<1x4x128x64xf16>, %s: f16) {
   // expected-error @below {{operand #3 must be 32-bit float, but got 'f16'}}
   %out:2 = "fa.attention"(%q, %q, %q, %s)
-      <{operandSegmentSizes = array<i32: 1, 1, 1, 0, 1>}>
+      <{operandSegmentSizes = array<i32: 1, 1, 1, 0, 1, 0>}>
       : (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, f16)
       -> (tensor<1x4x128x64xf16>, tensor<1x4x128xf32>)
   return

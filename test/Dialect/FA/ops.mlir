@@ -64,6 +64,39 @@ func.func @attention_window(%q: tensor<1x4x128x64xf16>, %k: tensor<1x4x128x64xf1
   return %out, %out2 : tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>
 }
 
+// The window sizes known at run time: two i64 operands (a negative value is
+// unbounded), on every op that carries a window.
+// CHECK-LABEL: func.func @attention_runtime_window
+// CHECK-SAME:    %[[L:[^:]*]]: i64, %[[R:[^:]*]]: i64
+// CHECK: fa.attention %{{.*}}, %{{.*}}, %{{.*}} window(%[[L]], %[[R]]) scale %{{.*}} :
+// CHECK-SAME: f32, i64, i64) ->
+// CHECK: fa.attention_backward %{{.*}} causal window(%[[L]], %[[R]]) :
+// CHECK: fa.online_attention %{{.*}} masked(%{{.*}}) window(%[[L]], %[[R]]) scale 1.250000e-01 :
+// CHECK: fa.attention_backward_step %{{.*}} masked(%{{.*}}) causal window(%[[L]], %[[R]]) scale 1.250000e-01 :
+// GENERIC: "fa.attention"(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) <{operandSegmentSizes = array<i32: 1, 1, 1, 0, 1, 2>}>
+func.func @attention_runtime_window(%q: tensor<1x4x128x64xf16>, %l: i64, %r: i64,
+                                    %s: f32, %lse: tensor<1x4x128xf32>,
+                                    %t: tensor<64x64xf16>, %acc: tensor<64x64xf32>,
+                                    %m: tensor<64xf32>, %i: index) {
+  %out, %lse2 = fa.attention %q, %q, %q window(%l, %r) scale %s
+      : (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>,
+         f32, i64, i64)
+      -> (tensor<1x4x128x64xf16>, tensor<1x4x128xf32>)
+  %dq, %dk, %dv = fa.attention_backward %q, %q, %q, %q, %lse, %q causal window(%l, %r)
+      : (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>,
+         tensor<1x4x128x64xf16>, tensor<1x4x128xf32>, tensor<1x4x128x64xf16>, i64, i64)
+      -> (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>)
+  %a, %mx, %sm = fa.online_attention %t, %t, %t into %acc, %m, %m
+      masked(%i, %i, %i, %i) window(%l, %r) scale 0.125
+      : tensor<64x64xf16>, tensor<64x64xf16>, tensor<64x64xf16> -> tensor<64x64xf32>, tensor<64xf32>
+  %g = fa.attention_backward_step %t, %t, %t, %t, %m, %m dq(%acc)
+      masked(%i, %i, %i, %i) causal window(%l, %r) scale 0.125
+      : tensor<64x64xf16>, tensor<64x64xf16>, tensor<64x64xf16>,
+        tensor<64x64xf16>, tensor<64xf32>
+      -> tensor<64x64xf32>
+  return
+}
+
 // CHECK-LABEL: func.func @attention_softcap
 // CHECK: fa.attention %{{.*}}, %{{.*}}, %{{.*}} softcap 3.000000e+01 :
 func.func @attention_softcap(%q: tensor<1x4x128x64xf16>, %k: tensor<1x4x128x64xf16>,
@@ -80,7 +113,7 @@ func.func @attention_softcap(%q: tensor<1x4x128x64xf16>, %k: tensor<1x4x128x64xf
 // CHECK-LABEL: func.func @attention_all_attributes
 // CHECK: fa.attention %{{.*}}, %{{.*}}, %{{.*}} causal window [256, 0] softcap 5.000000e+01 scale 2.500000e-01 :
 // GENERIC-LABEL: sym_name = "attention_all_attributes"
-// GENERIC: "fa.attention"(%{{.*}}, %{{.*}}, %{{.*}}) <{causal, operandSegmentSizes = array<i32: 1, 1, 1, 0, 0>, scale = 2.500000e-01 : f32, softcap = 5.000000e+01 : f32, window = array<i64: 256, 0>}>
+// GENERIC: "fa.attention"(%{{.*}}, %{{.*}}, %{{.*}}) <{causal, operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 0>, scale = 2.500000e-01 : f32, softcap = 5.000000e+01 : f32, window = array<i64: 256, 0>}>
 // CHECK: fa.attention %{{.*}}, %{{.*}}, %{{.*}} causal window [64, 0] scale 5.000000e-01 :
 func.func @attention_all_attributes(%q: tensor<1x4x128x128xbf16>,
                                     %k: tensor<1x4x128x128xbf16>,
@@ -201,8 +234,8 @@ func.func @attention_empty(%q: tensor<0x4x16x64xf32>, %k: tensor<0x4x0x64xf32>,
 // CHECK-SAME: -> (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>)
 // CHECK: fa.attention_backward %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} causal deterministic :
 // GENERIC-LABEL: sym_name = "attention_backward"
-// GENERIC: "fa.attention_backward"(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 0>}> :
-// GENERIC: "fa.attention_backward"(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) <{causal, deterministic, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 0>}>
+// GENERIC: "fa.attention_backward"(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 0, 0>}> :
+// GENERIC: "fa.attention_backward"(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) <{causal, deterministic, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 0, 0>}>
 // CHECK: fa.attention_backward %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} causal window [16, 0] softcap 2.000000e+01 scale 1.250000e-01 deterministic :
 func.func @attention_backward(%q: tensor<1x4x128x64xf16>, %k: tensor<1x4x128x64xf16>,
                               %v: tensor<1x4x128x64xf16>, %o: tensor<1x4x128x64xf16>,
@@ -249,7 +282,7 @@ func.func @attention_backward_gqa(%q: tensor<2x8x?x128xbf16>, %k: tensor<2x2x?x1
 // A fully visible block: no mask operands, natural-log units.
 // CHECK-LABEL: func.func @online_attention_unmasked
 // GENERIC-LABEL: sym_name = "online_attention_unmasked"
-// GENERIC: "fa.online_attention"({{.*}}) <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0>, scale = 1.250000e-01 : f32}>
+// GENERIC: "fa.online_attention"({{.*}}) <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0>, scale = 1.250000e-01 : f32}>
 // GENERIC: "fa.online_attention_finalize"({{.*}}) :
 // CHECK: %[[ACC:.*]], %[[MAX:.*]], %[[SUM:.*]] = fa.online_attention %{{.*}}, %{{.*}}, %{{.*}} into %{{.*}}, %{{.*}}, %{{.*}} scale 1.250000e-01 :
 // CHECK-SAME: tensor<64x64xf16>, tensor<32x64xf16>, tensor<32x64xf16> -> tensor<64x64xf32>, tensor<64xf32>
@@ -274,7 +307,7 @@ func.func @online_attention_unmasked(%q: tensor<64x64xf16>, %k: tensor<32x64xf16
 // CHECK-SAME: %[[QS:[a-zA-Z0-9]+]]: index, %[[KS:[a-zA-Z0-9]+]]: index, %[[QL:[a-zA-Z0-9]+]]: index, %[[KL:[a-zA-Z0-9]+]]: index
 // CHECK: fa.online_attention {{.*}} masked(%[[QS]], %[[KS]], %[[QL]], %[[KL]]) scale 1.250000e-01 :
 // GENERIC-LABEL: sym_name = "online_attention_masked"
-// GENERIC: "fa.online_attention"({{.*}}) <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0>, scale = 1.250000e-01 : f32}>
+// GENERIC: "fa.online_attention"({{.*}}) <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0>, scale = 1.250000e-01 : f32}>
 // CHECK: fa.online_attention {{.*}} masked(%[[QS]], %[[KS]], %[[QL]], %[[KL]]) causal scale 1.250000e-01 :
 // CHECK: fa.online_attention {{.*}} masked(%[[QS]], %[[KS]], %[[QL]], %[[KL]]) causal window [128, 0] scale 1.250000e-01 :
 // CHECK: fa.online_attention {{.*}} masked(%[[QS]], %[[KS]], %[[QL]], %[[KL]]) window [16, 16] scale 1.250000e-01 :
@@ -310,7 +343,7 @@ func.func @online_attention_masked(%q: tensor<64x64xbf16>, %k: tensor<64x64xbf16
 // CHECK: fa.online_attention {{.*}} masked({{.*}}) causal softcap 3.000000e+01 scale 0.180336893 exp2 :
 // CHECK: fa.online_attention_finalize %{{.*}}, %{{.*}}, %{{.*}} exp2 :
 // GENERIC-LABEL: sym_name = "online_attention_exp2_softcap"
-// GENERIC: "fa.online_attention"({{.*}}) <{exp2, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0>, scale = 0.180336893 : f32, softcap = 3.000000e+01 : f32}>
+// GENERIC: "fa.online_attention"({{.*}}) <{exp2, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0>, scale = 0.180336893 : f32, softcap = 3.000000e+01 : f32}>
 // GENERIC: "fa.online_attention_finalize"({{.*}}) <{exp2}>
 // CHECK-SAME: tensor<?x32xf32>, tensor<?xf32> -> tensor<?x32xf32>
 func.func @online_attention_exp2_softcap(%q: tensor<?x64xf32>, %k: tensor<?x64xf32>,
@@ -342,7 +375,7 @@ func.func @online_attention_exp2_softcap(%q: tensor<?x64xf32>, %k: tensor<?x64xf
 // CHECK: %{{.*}}, %{{.*}}, %{{.*}} = fa.attention_backward_step %[[Q]], %[[K]], %[[V]], %[[DO]], %[[LSE]], %[[DI]] dkv(%[[DK]], %[[DV]]) dq(%[[DQ]]) scale 1.250000e-01 :
 // CHECK-SAME: tensor<64x128xf16>, tensor<32x128xf16>, tensor<32x128xf16>, tensor<64x128xf16>, tensor<64xf32> -> tensor<32x128xf32>, tensor<32x128xf32>, tensor<64x128xf32>
 // GENERIC-LABEL: sym_name = "attention_backward_step_all"
-// GENERIC: "fa.attention_backward_step"({{.*}}) <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0>, resultSegmentSizes = array<i32: 1, 1, 1>, scale = 1.250000e-01 : f32}>
+// GENERIC: "fa.attention_backward_step"({{.*}}) <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0>, resultSegmentSizes = array<i32: 1, 1, 1>, scale = 1.250000e-01 : f32}>
 func.func @attention_backward_step_all(%q: tensor<64x128xf16>, %k: tensor<32x128xf16>,
                                        %v: tensor<32x128xf16>, %do: tensor<64x128xf16>,
                                        %lse: tensor<64xf32>, %delta: tensor<64xf32>,
@@ -367,8 +400,8 @@ func.func @attention_backward_step_all(%q: tensor<64x128xf16>, %k: tensor<32x128
 // CHECK: fa.attention_backward_step {{.*}} dkv(%[[DK1]], %[[DV1]]) masked(%[[QS]], %[[KS]], %[[QL]], %[[KL]]) causal window [128, 0] scale 1.250000e-01 :
 // CHECK: fa.attention_backward_step {{.*}} masked({{.*}}) window [16, 16] softcap 3.000000e+01 scale 1.250000e-01 :
 // GENERIC-LABEL: sym_name = "attention_backward_step_dkv_masked"
-// GENERIC: "fa.attention_backward_step"({{.*}}) <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1, 1, 1, 0, 0>, resultSegmentSizes = array<i32: 1, 1, 0>, scale = 1.250000e-01 : f32}>
-// GENERIC: "fa.attention_backward_step"({{.*}}) <{causal, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1, 1, 1, 0, 0>, resultSegmentSizes = array<i32: 1, 1, 0>, scale = 1.250000e-01 : f32, window = array<i64: 128, 0>}>
+// GENERIC: "fa.attention_backward_step"({{.*}}) <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1, 1, 1, 0, 0, 0>, resultSegmentSizes = array<i32: 1, 1, 0>, scale = 1.250000e-01 : f32}>
+// GENERIC: "fa.attention_backward_step"({{.*}}) <{causal, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1, 1, 1, 0, 0, 0>, resultSegmentSizes = array<i32: 1, 1, 0>, scale = 1.250000e-01 : f32, window = array<i64: 128, 0>}>
 func.func @attention_backward_step_dkv_masked(
     %q: tensor<64x128xbf16>, %k: tensor<64x128xbf16>, %v: tensor<64x64xbf16>,
     %do: tensor<64x64xbf16>, %lse: tensor<64xf32>, %delta: tensor<64xf32>,
@@ -399,7 +432,7 @@ func.func @attention_backward_step_dkv_masked(
 // CHECK: %{{.*}} = fa.attention_backward_step {{.*}} dq(%{{.*}}) masked({{.*}}) causal softcap 3.000000e+01 scale 0.180336878 :
 // CHECK-SAME: tensor<?x64xf32>, tensor<?x64xf32>, tensor<?x32xf32>, tensor<?x32xf32>, tensor<?xf32> -> tensor<?x64xf32>
 // GENERIC-LABEL: sym_name = "attention_backward_step_dq"
-// GENERIC: "fa.attention_backward_step"({{.*}}) <{causal, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 0, 1, 1, 1, 1, 1, 0, 0>, resultSegmentSizes = array<i32: 0, 0, 1>, scale = 0.180336878 : f32, softcap = 3.000000e+01 : f32}>
+// GENERIC: "fa.attention_backward_step"({{.*}}) <{causal, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 0, 1, 1, 1, 1, 1, 0, 0, 0>, resultSegmentSizes = array<i32: 0, 0, 1>, scale = 0.180336878 : f32, softcap = 3.000000e+01 : f32}>
 func.func @attention_backward_step_dq(%q: tensor<?x64xf32>, %k: tensor<?x64xf32>,
                                       %v: tensor<?x32xf32>, %do: tensor<?x32xf32>,
                                       %lse: tensor<?xf32>, %delta: tensor<?xf32>,
@@ -425,8 +458,8 @@ func.func @attention_backward_step_dq(%q: tensor<?x64xf32>, %k: tensor<?x64xf32>
 // CHECK-SAME: (tensor<1x4x?x64xbf16>, tensor<1x4x?x64xbf16>, tensor<1x4x?x64xbf16>, f32, f32)
 // CHECK: fa.attention_backward {{.*}} window [8, 8] scale %[[S]] deterministic :
 // GENERIC-LABEL: sym_name = "attention_runtime_scalars"
-// GENERIC: "fa.attention"({{.*}}) <{causal, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1>}>
-// GENERIC: "fa.attention_backward"({{.*}}) <{deterministic, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 1>, window = array<i64: 8, 8>}>
+// GENERIC: "fa.attention"({{.*}}) <{causal, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 0>}>
+// GENERIC: "fa.attention_backward"({{.*}}) <{deterministic, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 1, 0>, window = array<i64: 8, 8>}>
 func.func @attention_runtime_scalars(%q: tensor<1x4x?x64xbf16>, %s: f32, %c: f32)
     -> tensor<1x4x?x64xbf16> {
   %out, %lse = fa.attention %q, %q, %q causal softcap %c scale %s
@@ -446,8 +479,8 @@ func.func @attention_runtime_scalars(%q: tensor<1x4x?x64xbf16>, %s: f32, %c: f32
 // CHECK: fa.online_attention {{.*}} softcap %[[C]] scale %[[S]] exp2 :
 // CHECK: fa.attention_backward_step {{.*}} dq(%{{.*}}) scale %[[S]] :
 // GENERIC-LABEL: sym_name = "tile_ops_runtime_scalars"
-// GENERIC: "fa.online_attention"({{.*}}) <{exp2, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1>}>
-// GENERIC: "fa.attention_backward_step"({{.*}}) <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 0, 1, 0, 0, 0, 0, 0, 1>, resultSegmentSizes = array<i32: 0, 0, 1>}>
+// GENERIC: "fa.online_attention"({{.*}}) <{exp2, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 0>}>
+// GENERIC: "fa.attention_backward_step"({{.*}}) <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 0, 1, 0, 0, 0, 0, 0, 1, 0>, resultSegmentSizes = array<i32: 0, 0, 1>}>
 func.func @tile_ops_runtime_scalars(%t: tensor<64x64xf16>, %acc: tensor<64x64xf32>,
                                     %m: tensor<64xf32>, %s: f32, %c: f32)
     -> (tensor<64x64xf32>, tensor<64x64xf32>) {

@@ -134,3 +134,34 @@ func.func @largest_window(%q: tensor<64x64xf16>, %k: tensor<32x64xf16>, %v: tens
   }
   return %r#0, %r#1, %r#2 : tensor<64x64xf32>, tensor<64xf32>, tensor<64xf32>
 }
+
+// -----
+
+// A run-time window: the same three loops, their bounds computed from the
+// i64 sizes (a negative one made 2^31 - 1, unbounded) once, before them.
+
+// CHECK-LABEL: func.func @runtime_window
+// CHECK-SAME:    %[[WL:[a-zA-Z0-9]+]]: i64, %[[WR:[a-zA-Z0-9]+]]: i64
+// CHECK-DAG:     %[[MAXW:.*]] = arith.constant 2147483647 : i64
+// CHECK:         %[[NEG:.*]] = arith.cmpi slt, %[[WL]], %{{.*}} : i64
+// CHECK:         %[[SEL:.*]] = arith.select %[[NEG]], %[[MAXW]], %[[WL]] : i64
+// CHECK:         %[[MIN:.*]] = arith.minsi %[[SEL]], %[[MAXW]] : i64
+// CHECK:         %[[LEFT:.*]] = arith.index_cast %[[MIN]] : i64 to index
+// CHECK:         arith.subi %{{.*}}, %[[LEFT]] : index
+// CHECK:         arith.cmpi slt, %[[WR]], %{{.*}} : i64
+// CHECK:         %[[A:.*]]:3 = scf.for %{{.*}} = %[[LO:.*]] to %[[FULLLO:.*]] step
+// CHECK:           fa.online_attention {{.*}} masked({{.*}}) window(%[[WL]], %[[WR]]) scale 1.250000e-01
+// CHECK:         %[[B:.*]]:3 = scf.for %{{.*}} = %[[FULLLO]] to %[[FULLHI:.*]] step {{.*}} iter_args(%{{.*}} = %[[A]]#0
+// CHECK-NOT:       masked
+// CHECK:           fa.online_attention %{{.*}} scale 1.250000e-01 :
+// CHECK:         scf.for %{{.*}} = %[[FULLHI]] to {{.*}} iter_args(%{{.*}} = %[[B]]#0
+// CHECK:           fa.online_attention {{.*}} masked({{.*}}) window(%[[WL]], %[[WR]]) scale 1.250000e-01
+func.func @runtime_window(%q: tensor<64x64xf16>, %k: tensor<32x64xf16>, %v: tensor<32x64xf16>, %acc: tensor<64x64xf32>, %m: tensor<64xf32>, %l: tensor<64xf32>, %q0: index, %nq: index, %nk: index, %wl: i64, %wr: i64) -> (tensor<64x64xf32>, tensor<64xf32>, tensor<64xf32>) {
+  %c0 = arith.constant 0 : index
+  %c32 = arith.constant 32 : index
+  %r:3 = scf.for %k0 = %c0 to %nk step %c32 iter_args(%a = %acc, %mm = %m, %ll = %l) -> (tensor<64x64xf32>, tensor<64xf32>, tensor<64xf32>) {
+    %n:3 = fa.online_attention %q, %k, %v into %a, %mm, %ll masked(%q0, %k0, %nq, %nk) window(%wl, %wr) scale 0.125 : tensor<64x64xf16>, tensor<32x64xf16>, tensor<32x64xf16> -> tensor<64x64xf32>, tensor<64xf32>
+    scf.yield %n#0, %n#1, %n#2 : tensor<64x64xf32>, tensor<64xf32>, tensor<64xf32>
+  }
+  return %r#0, %r#1, %r#2 : tensor<64x64xf32>, tensor<64xf32>, tensor<64xf32>
+}

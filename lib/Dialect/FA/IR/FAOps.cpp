@@ -92,7 +92,14 @@ static LogicalResult verifyScoreScalars(Operation *op,
 static LogicalResult verifyScoreAttributes(Operation *op, FloatAttr scale,
                                            bool causal,
                                            DenseI64ArrayAttr window,
+                                           ValueRange dynamicWindow,
                                            FloatAttr softcap) {
+  if (window && !dynamicWindow.empty())
+    return op->emitOpError()
+           << "window must be an attribute or operands, not both";
+  if (!dynamicWindow.empty() && dynamicWindow.size() != 2)
+    return op->emitOpError() << "window operands must be (left, right), got "
+                             << dynamicWindow.size() << " values";
   if (scale) {
     float s = scale.getValueAsDouble();
     if (!(s > 0.0f) || !std::isfinite(s))
@@ -139,14 +146,16 @@ template <typename TileOp> static LogicalResult verifyMaskedTileOp(TileOp op) {
   if (numMaskOperands != 0 && numMaskOperands != 4)
     return op.emitOpError() << "masked needs all four of q_start, k_start, "
                                "q_len and k_len";
-  if (!op.isMasked() && (op.getCausal() || op.getWindow()))
+  if (!op.isMasked() &&
+      (op.getCausal() || op.getWindow() || !op.getDynamicWindow().empty()))
     return op.emitOpError()
            << "a causal or window mask needs the "
               "masked(q_start, k_start, q_len, k_len) operands";
   if (failed(verifyScoreScalars(op, op.getScoreScalars())))
     return failure();
   return verifyScoreAttributes(op, op.getScaleAttr(), op.getCausal(),
-                               op.getWindowAttr(), op.getSoftcapAttr());
+                               op.getWindowAttr(), op.getDynamicWindow(),
+                               op.getSoftcapAttr());
 }
 
 //===----------------------------------------------------------------------===//
@@ -203,6 +212,75 @@ static void printSoftcap(OpAsmPrinter &printer, Operation *, Value operand,
   printScoreScalar(printer, "softcap", operand, attr);
 }
 
+/// `window [left, right]`, `window(%left, %right)`, or nothing.
+static ParseResult
+parseWindow(OpAsmParser &parser,
+            SmallVectorImpl<OpAsmParser::UnresolvedOperand> &operands,
+            DenseI64ArrayAttr &attr) {
+  if (failed(parser.parseOptionalKeyword("window")))
+    return success();
+  if (succeeded(parser.parseOptionalLParen()))
+    return failure(parser.parseOperandList(operands) || parser.parseRParen());
+  Attribute parsed = DenseI64ArrayAttr::parse(parser, Type());
+  if (!parsed)
+    return failure();
+  attr = cast<DenseI64ArrayAttr>(parsed);
+  return success();
+}
+
+static void printWindow(OpAsmPrinter &printer, Operation *,
+                        OperandRange operands, DenseI64ArrayAttr attr) {
+  if (!operands.empty())
+    printer << "window(" << operands << ")";
+  else if (attr) {
+    printer << "window ";
+    attr.print(printer);
+  }
+}
+
+AttentionMask AttentionMask::get(bool causal, DenseI64ArrayAttr window,
+                                 ValueRange dynamicWindow) {
+  AttentionMask mask;
+  if (window && window[0] >= 0)
+    mask.left = window[0];
+  if (dynamicWindow.size() == 2)
+    mask.dynamicLeft = dynamicWindow[0];
+  if (causal)
+    mask.right = 0;
+  else if (window && window[1] >= 0)
+    mask.right = window[1];
+  else if (dynamicWindow.size() == 2)
+    mask.dynamicRight = dynamicWindow[1];
+  return mask;
+}
+
+/// A bound as an index value: the constant, or the run-time i64 with a
+/// negative value (unbounded) made kMaxWindowBound, farther than any key of
+/// a sequence the kernels index in i32.
+static Value buildWindowBound(OpBuilder &b, Location loc,
+                              std::optional<int64_t> bound, Value dynamic) {
+  if (bound)
+    return arith::ConstantIndexOp::create(b, loc, *bound);
+  if (!dynamic)
+    return Value();
+  Value zero = arith::ConstantIntOp::create(b, loc, dynamic.getType(), 0);
+  Value unbounded =
+      arith::ConstantIntOp::create(b, loc, dynamic.getType(), kMaxWindowBound);
+  Value negative = b.createOrFold<arith::CmpIOp>(loc, arith::CmpIPredicate::slt,
+                                                 dynamic, zero);
+  Value w = b.createOrFold<arith::MinSIOp>(
+      loc, b.createOrFold<arith::SelectOp>(loc, negative, unbounded, dynamic),
+      unbounded);
+  return b.createOrFold<arith::IndexCastOp>(loc, b.getIndexType(), w);
+}
+
+Value AttentionMask::buildLeft(OpBuilder &b, Location loc) const {
+  return buildWindowBound(b, loc, left, dynamicLeft);
+}
+Value AttentionMask::buildRight(OpBuilder &b, Location loc) const {
+  return buildWindowBound(b, loc, right, dynamicRight);
+}
+
 /// The value of a score scalar: its operand, or a constant of `attr`.
 static Value buildScoreScalar(OpBuilder &b, Location loc, Value operand,
                               FloatAttr attr) {
@@ -233,6 +311,29 @@ ScoreFactors ScoreFactors::build(OpBuilder &b, Location loc, Value scale,
   return f;
 }
 
+/// The window attribute of constant window operands, or null: a negative
+/// bound is -1 (unbounded); a bound past kMaxWindowBound does not fold. With
+/// `causal` the right operand is ignored.
+static DenseI64ArrayAttr constantWindowOf(Builder &b, ValueRange window,
+                                          bool causal) {
+  if (window.size() != 2)
+    return DenseI64ArrayAttr();
+  auto bound = [](Value v) -> std::optional<int64_t> {
+    APInt c;
+    if (!matchPattern(v, m_ConstantInt(&c)))
+      return std::nullopt;
+    int64_t w = c.getSExtValue();
+    if (w > kMaxWindowBound)
+      return std::nullopt;
+    return w < 0 ? -1 : w;
+  };
+  std::optional<int64_t> left = bound(window[0]);
+  std::optional<int64_t> right = causal ? 0 : bound(window[1]);
+  if (!left || !right)
+    return DenseI64ArrayAttr();
+  return b.getDenseI64ArrayAttr({*left, *right});
+}
+
 namespace {
 /// Folds a constant (valid) scale or softcap operand into its attribute, so
 /// that the constant form reaches the lowerings as before.
@@ -251,10 +352,16 @@ struct FoldConstantScoreScalars final : OpRewritePattern<OpT> {
     };
     FloatAttr scale = constantOf(op.getDynamicScale());
     FloatAttr softcap = constantOf(op.getDynamicSoftcap());
-    if (!scale && !softcap)
-      return failure();
     Builder b(op.getContext());
+    DenseI64ArrayAttr window =
+        constantWindowOf(b, op.getDynamicWindow(), op.getCausal());
+    if (!scale && !softcap && !window)
+      return failure();
     rewriter.modifyOpInPlace(op, [&] {
+      if (window) {
+        op.setWindowAttr(window);
+        op.getDynamicWindowMutable().clear();
+      }
       if (scale) {
         op.setScaleAttr(b.getF32FloatAttr(scale.getValueAsDouble()));
         op.getDynamicScaleMutable().clear();
@@ -311,6 +418,7 @@ struct AttentionTensors {
 static LogicalResult verifyAttention(Operation *op, const AttentionTensors &t,
                                      FloatAttr scale, bool causal,
                                      DenseI64ArrayAttr window,
+                                     ValueRange dynamicWindow,
                                      FloatAttr softcap) {
   Type elt = t.q.getElementType();
   if (t.k.getElementType() != elt || t.v.getElementType() != elt)
@@ -387,7 +495,8 @@ static LogicalResult verifyAttention(Operation *op, const AttentionTensors &t,
       if (failed(checkElementType(op, name, type, elt)))
         return failure();
 
-  return verifyScoreAttributes(op, scale, causal, window, softcap);
+  return verifyScoreAttributes(op, scale, causal, window, dynamicWindow,
+                               softcap);
 }
 
 static float defaultScale(int64_t headDim) {
@@ -428,7 +537,8 @@ static LogicalResult verifyConfigOf(OpT op, bool backward, bool deterministic) {
 void AttentionOp::build(OpBuilder &b, OperationState &state, Value query,
                         Value key, Value value, FloatAttr scale, bool causal,
                         DenseI64ArrayAttr window, FloatAttr softcap,
-                        Value dynamicScale, Value dynamicSoftcap) {
+                        Value dynamicScale, Value dynamicSoftcap,
+                        ValueRange dynamicWindow) {
   auto q = cast<RankedTensorType>(query.getType());
   auto v = cast<RankedTensorType>(value.getType());
   auto out = RankedTensorType::get(
@@ -436,7 +546,7 @@ void AttentionOp::build(OpBuilder &b, OperationState &state, Value query,
       q.getElementType());
   auto lse = RankedTensorType::get(q.getShape().take_front(3), b.getF32Type());
   build(b, state, out, lse, query, key, value, dynamicSoftcap, dynamicScale,
-        scale, causal, window, softcap, KernelConfigAttr());
+        dynamicWindow, scale, causal, window, softcap, KernelConfigAttr());
 }
 
 FloatAttr AttentionOp::getStaticScale() { return staticScaleOf(*this); }
@@ -454,7 +564,8 @@ LogicalResult AttentionOp::verify() {
   t.likeLse.push_back({"lse", getLse().getType()});
   if (failed(verifyScoreScalars(*this, getScoreScalars())) ||
       failed(verifyAttention(*this, t, getScaleAttr(), getCausal(),
-                             getWindowAttr(), getSoftcapAttr())))
+                             getWindowAttr(), getDynamicWindow(),
+                             getSoftcapAttr())))
     return failure();
   return verifyConfigOf(*this, /*backward=*/false, /*deterministic=*/false);
 }
@@ -468,10 +579,11 @@ void AttentionBackwardOp::build(OpBuilder &b, OperationState &state,
                                 Value lse, Value dout, FloatAttr scale,
                                 bool causal, DenseI64ArrayAttr window,
                                 FloatAttr softcap, bool deterministic,
-                                Value dynamicScale, Value dynamicSoftcap) {
+                                Value dynamicScale, Value dynamicSoftcap,
+                                ValueRange dynamicWindow) {
   build(b, state, query.getType(), key.getType(), value.getType(), query, key,
-        value, out, lse, dout, dynamicSoftcap, dynamicScale, scale, causal,
-        window, softcap, deterministic, KernelConfigAttr());
+        value, out, lse, dout, dynamicSoftcap, dynamicScale, dynamicWindow,
+        scale, causal, window, softcap, deterministic, KernelConfigAttr());
 }
 
 FloatAttr AttentionBackwardOp::getStaticScale() { return staticScaleOf(*this); }
@@ -493,7 +605,8 @@ LogicalResult AttentionBackwardOp::verify() {
   t.likeLse.push_back({"lse", getLse().getType()});
   if (failed(verifyScoreScalars(*this, getScoreScalars())) ||
       failed(verifyAttention(*this, t, getScaleAttr(), getCausal(),
-                             getWindowAttr(), getSoftcapAttr())))
+                             getWindowAttr(), getDynamicWindow(),
+                             getSoftcapAttr())))
     return failure();
   // The gradients have exactly the types of the inputs, not merely agreeing
   // ones: a size that is static in one and dynamic in the other is an error
@@ -602,13 +715,11 @@ static void printGradientTypes(OpAsmPrinter &printer, Operation *, Value dkAcc,
   }
 }
 
-void AttentionBackwardStepOp::build(OpBuilder &b, OperationState &state,
-                                    Value query, Value key, Value value,
-                                    Value dout, Value lse, Value delta,
-                                    Value dkAcc, Value dvAcc, Value dqAcc,
-                                    ValueRange maskOperands,
-                                    const ScoreScalars &scalars, bool causal,
-                                    DenseI64ArrayAttr window) {
+void AttentionBackwardStepOp::build(
+    OpBuilder &b, OperationState &state, Value query, Value key, Value value,
+    Value dout, Value lse, Value delta, Value dkAcc, Value dvAcc, Value dqAcc,
+    ValueRange maskOperands, const ScoreScalars &scalars, bool causal,
+    DenseI64ArrayAttr window, ValueRange dynamicWindow) {
   assert((maskOperands.empty() || maskOperands.size() == 4) &&
          "expected no mask operand, or q_start, k_start, q_len and k_len");
   auto typeOf = [](Value v) { return v ? v.getType() : Type(); };
@@ -617,8 +728,9 @@ void AttentionBackwardStepOp::build(OpBuilder &b, OperationState &state,
   };
   build(b, state, typeOf(dkAcc), typeOf(dvAcc), typeOf(dqAcc), query, key,
         value, dout, lse, delta, dkAcc, dvAcc, dqAcc, mask(0), mask(1), mask(2),
-        mask(3), scalars.dynamicSoftcap, scalars.dynamicScale, scalars.scale,
-        causal ? b.getUnitAttr() : UnitAttr(), window, scalars.softcap);
+        mask(3), scalars.dynamicSoftcap, scalars.dynamicScale, dynamicWindow,
+        scalars.scale, causal ? b.getUnitAttr() : UnitAttr(), window,
+        scalars.softcap);
 }
 
 LogicalResult AttentionBackwardStepOp::verify() {

@@ -102,14 +102,19 @@ struct Visibility {
   AttentionMask mask;
   Value qStart, kStart, kLen;
   Value diagOffset; // k_len - q_len; null for a mask with no bounded side.
+  Value dynamicLeft, dynamicRight; // run-time bounds (index), else null
 
   static Visibility build(OpBuilder &b, Location loc,
                           AttentionBackwardStepOp op) {
     Visibility vis{op.getMask(), op.getQStart(), op.getKStart(), op.getKLen(),
-                   Value()};
+                   Value(),      Value(),        Value()};
     if (!vis.mask.isFull())
       vis.diagOffset =
           arith::SubIOp::create(b, loc, op.getKLen(), op.getQLen());
+    if (vis.mask.dynamicLeft)
+      vis.dynamicLeft = vis.mask.buildLeft(b, loc);
+    if (vis.mask.dynamicRight)
+      vis.dynamicRight = vis.mask.buildRight(b, loc);
     return vis;
   }
 
@@ -127,13 +132,19 @@ struct Visibility {
                                     linalg::IndexOp::create(b, loc, 1));
     if (diagOffset) {
       Value diag = arith::AddIOp::create(b, loc, i, diagOffset);
-      if (mask.left) {
-        Value first = addIndex(b, loc, diag, -*mask.left);
+      if (mask.hasLeft()) {
+        Value first =
+            mask.left
+                ? addIndex(b, loc, diag, -*mask.left)
+                : arith::SubIOp::create(b, loc, diag, dynamicLeft).getResult();
         conjoin(
             arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sge, j, first));
       }
-      if (mask.right) {
-        Value last = addIndex(b, loc, diag, *mask.right);
+      if (mask.hasRight()) {
+        Value last =
+            mask.right
+                ? addIndex(b, loc, diag, *mask.right)
+                : arith::AddIOp::create(b, loc, diag, dynamicRight).getResult();
         conjoin(
             arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sle, j, last));
       }

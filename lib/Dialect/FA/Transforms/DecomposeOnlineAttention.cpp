@@ -120,10 +120,17 @@ struct MaskBounds {
     Value off = arith::SubIOp::create(b, loc, kLen, op.getQLen());
     Value base = arith::AddIOp::create(
         b, loc, arith::SubIOp::create(b, loc, op.getQStart(), kStart), off);
-    if (mask.left)
-      bounds.maxDiff = arith::SubIOp::create(b, loc, index(*mask.left), base);
-    if (mask.right)
-      bounds.minDiff = arith::SubIOp::create(b, loc, index(-*mask.right), base);
+    if (mask.hasLeft())
+      bounds.maxDiff =
+          arith::SubIOp::create(b, loc, mask.buildLeft(b, loc), base);
+    if (mask.hasRight()) {
+      Value negRight =
+          mask.right
+              ? index(-*mask.right)
+              : arith::SubIOp::create(b, loc, index(0), mask.buildRight(b, loc))
+                    .getResult();
+      bounds.minDiff = arith::SubIOp::create(b, loc, negRight, base);
+    }
     return bounds;
   }
 

@@ -135,6 +135,8 @@ public:
   OpFoldResult batch, headsQ, headsKV, group, seqQ, seqK;
   int64_t headDim = 0, valueHeadDim = 0;
   Value diagOffset;
+  /// Run-time window bounds (index), built once outside the bodies.
+  Value dynamicLeft, dynamicRight;
 };
 
 SmallVector<Value> ReferenceBuilder::normalize(Value q, Value k, Value v,
@@ -198,6 +200,10 @@ SmallVector<Value> ReferenceBuilder::normalize(Value q, Value k, Value v,
         b, loc, getValueOrCreateConstantIndexOp(b, loc, seqK),
         getValueOrCreateConstantIndexOp(b, loc, seqQ));
   }
+  if (mask.dynamicLeft)
+    dynamicLeft = mask.buildLeft(b, loc);
+  if (mask.dynamicRight)
+    dynamicRight = mask.buildRight(b, loc);
   return result;
 }
 
@@ -330,14 +336,20 @@ Value ReferenceBuilder::isVisible(OpBuilder &nb, Location nl, Value i,
     visible = visible ? arith::AndIOp::create(nb, nl, visible, cond).getResult()
                       : cond;
   };
-  if (mask.left) {
+  if (mask.hasLeft()) {
     Value lo = arith::SubIOp::create(
-        nb, nl, diag, arith::ConstantIndexOp::create(nb, nl, *mask.left));
+        nb, nl, diag,
+        mask.left
+            ? arith::ConstantIndexOp::create(nb, nl, *mask.left).getResult()
+            : dynamicLeft);
     conjoin(arith::CmpIOp::create(nb, nl, arith::CmpIPredicate::sge, j, lo));
   }
-  if (mask.right) {
+  if (mask.hasRight()) {
     Value hi = arith::AddIOp::create(
-        nb, nl, diag, arith::ConstantIndexOp::create(nb, nl, *mask.right));
+        nb, nl, diag,
+        mask.right
+            ? arith::ConstantIndexOp::create(nb, nl, *mask.right).getResult()
+            : dynamicRight);
     conjoin(arith::CmpIOp::create(nb, nl, arith::CmpIPredicate::sle, j, hi));
   }
   return visible;

@@ -129,7 +129,8 @@ void dropMask(RewriterBase &rewriter, OnlineAttentionOp step) {
       step.getKey(), step.getValue(), step.getAcc(), step.getMax(),
       step.getSum(), /*q_start=*/Value(), /*k_start=*/Value(),
       /*q_len=*/Value(), /*k_len=*/Value(), step.getDynamicSoftcap(),
-      step.getDynamicScale(), step.getScaleAttr(), /*causal=*/nullptr,
+      step.getDynamicScale(), /*dynamic_window=*/ValueRange(),
+      step.getScaleAttr(), /*causal=*/nullptr,
       /*window=*/nullptr, step.getSoftcapAttr(), step.getExp2Attr());
   rewriter.replaceOp(step, unmasked.getResults());
 }
@@ -149,6 +150,24 @@ void specializeKeyLoop(RewriterBase &rewriter, scf::ForOp loop,
   // offset: key j is visible from row i iff i + off - left <= j <= i + off +
   // right. Only built when the mask has a band.
   Value rowFirst = step.getQStart(), rowLast, off;
+  // The bounds where first used: constants through the uniqued ones, a
+  // run-time bound built once.
+  Value dynamicLeft, dynamicRightPlusOne;
+  auto left = [&]() -> Value {
+    if (mask.left)
+      return m.cst(*mask.left);
+    if (!dynamicLeft)
+      dynamicLeft = mask.buildLeft(rewriter, loop.getLoc());
+    return dynamicLeft;
+  };
+  auto rightPlusOne = [&]() -> Value {
+    if (mask.right)
+      return m.cst(*mask.right + 1);
+    if (!dynamicRightPlusOne)
+      dynamicRightPlusOne =
+          m.add(mask.buildRight(rewriter, loop.getLoc()), m.cst(1));
+    return dynamicRightPlusOne;
+  };
   if (!mask.isFull()) {
     rowLast = m.max(m.sub(m.min(m.add(rowFirst, m.cst(br)), qLen), m.cst(1)),
                     rowFirst);
@@ -158,26 +177,25 @@ void specializeKeyLoop(RewriterBase &rewriter, scf::ForOp loop,
   // [lo, hi): blocks that hold a key visible from some row of the block.
   Value ub = loop.getUpperBound();
   Value lo = m.cst(0);
-  if (mask.left)
-    lo = m.alignDown(m.sub(m.add(rowFirst, off), m.cst(*mask.left)), bc);
+  if (mask.hasLeft())
+    lo = m.alignDown(m.sub(m.add(rowFirst, off), left()), bc);
   Value lastKey = kLen;
-  if (mask.right)
-    lastKey = m.min(kLen, m.add(m.add(rowLast, off), m.cst(*mask.right + 1)));
+  if (mask.hasRight())
+    lastKey = m.min(kLen, m.add(m.add(rowLast, off), rightPlusOne()));
   Value hi = m.alignUp(lastKey, bc);
-  if (mask.left)
+  if (mask.hasLeft())
     hi = m.max(hi, lo);
   hi = m.min(hi, ub);
-  if (mask.left)
+  if (mask.hasLeft())
     lo = m.min(lo, hi);
 
   // [fullLo, fullHi): blocks whose every key is visible from every row.
   Value fullLo = lo;
-  if (mask.left)
-    fullLo = m.clamp(
-        m.alignUp(m.sub(m.add(rowLast, off), m.cst(*mask.left)), bc), lo, hi);
+  if (mask.hasLeft())
+    fullLo = m.clamp(m.alignUp(m.sub(m.add(rowLast, off), left()), bc), lo, hi);
   Value fullEnd = kLen;
-  if (mask.right)
-    fullEnd = m.min(kLen, m.add(m.add(rowFirst, off), m.cst(*mask.right + 1)));
+  if (mask.hasRight())
+    fullEnd = m.min(kLen, m.add(m.add(rowFirst, off), rightPlusOne()));
   Value fullHi = m.clamp(m.alignDown(fullEnd, bc), fullLo, hi);
 
   auto cloneWithBounds = [&](Value from, Value to, ValueRange inits) {
@@ -193,7 +211,7 @@ void specializeKeyLoop(RewriterBase &rewriter, scf::ForOp loop,
   ValueRange state = loop.getInitArgs();
   // With no left bound every block from 0 on may be fully visible: no left
   // boundary loop.
-  if (mask.left)
+  if (mask.hasLeft())
     state = cloneWithBounds(lo, fullLo, state).getResults();
   scf::ForOp full = cloneWithBounds(fullLo, fullHi, state);
   dropMask(rewriter, *full.getBody()->getOps<OnlineAttentionOp>().begin());

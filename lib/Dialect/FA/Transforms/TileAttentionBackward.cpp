@@ -89,7 +89,11 @@ struct BackwardPlan {
   ScoreScalars scalars;
   bool causal;
   DenseI64ArrayAttr window;
+  ValueRange dynamicWindow;
   AttentionMask mask;
+  /// Run-time window bounds as index values (built once, before the nests);
+  /// null for a constant or absent side.
+  Value dynamicLeft, dynamicRight;
 
   Value query, key, value, dout, lse, delta;
 
@@ -297,14 +301,27 @@ static AttentionBackwardStepOp buildStep(OpBuilder &b, const BackwardPlan &p,
   SmallVector<Value> maskOperands;
   if (!p.mask.isFull() || p.keyTail)
     maskOperands = {qBlk.start, kBlk.start, p.seqQ, p.seqK};
-  return AttentionBackwardStepOp::create(
-      b, p.loc, qBlk.q, kBlk.k, kBlk.v, qBlk.dout, qBlk.lse, qBlk.delta, dkAcc,
-      dvAcc, dqAcc, maskOperands, p.scalars, p.causal, p.window);
+  return AttentionBackwardStepOp::create(b, p.loc, qBlk.q, kBlk.k, kBlk.v,
+                                         qBlk.dout, qBlk.lse, qBlk.delta, dkAcc,
+                                         dvAcc, dqAcc, maskOperands, p.scalars,
+                                         p.causal, p.window, p.dynamicWindow);
 }
 
 //===----------------------------------------------------------------------===//
 // Visible block ranges
 //===----------------------------------------------------------------------===//
+
+/// x + sign * bound for a window side: a constant folded in, or the run-time
+/// bound of the plan.
+static Value addBound(OpBuilder &b, Location loc, Value x,
+                      std::optional<int64_t> bound, Value dynamic,
+                      int64_t sign) {
+  if (bound)
+    return addIndex(b, loc, x, sign * *bound);
+  if (sign < 0)
+    return arith::SubIOp::create(b, loc, x, dynamic);
+  return arith::AddIOp::create(b, loc, x, dynamic);
+}
 
 /// Query blocks [lo, hi) that hold a row seeing a key of [kStart, kStart +
 /// Bc). Key j is visible from row i iff i + off - left <= j <= i + off +
@@ -316,19 +333,19 @@ visibleQueryBlocks(OpBuilder &b, const BackwardPlan &p, Value kStart) {
   Location loc = p.loc;
   Value lo = indexConst(b, loc, 0), hi = p.numQBlocks;
   Value blockQ = indexConst(b, loc, p.blockQ);
-  if (p.mask.right) {
+  if (p.mask.hasRight()) {
     Value first =
-        addIndex(b, loc, arith::SubIOp::create(b, loc, kStart, p.diagOffset),
-                 -*p.mask.right);
+        addBound(b, loc, arith::SubIOp::create(b, loc, kStart, p.diagOffset),
+                 p.mask.right, p.dynamicRight, -1);
     first = arith::MaxSIOp::create(b, loc, first, lo);
     lo = arith::DivSIOp::create(b, loc, first, blockQ);
   }
-  if (p.mask.left) {
+  if (p.mask.hasLeft()) {
     Value kEnd = arith::MinSIOp::create(
         b, loc, addIndex(b, loc, kStart, p.blockKV), p.seqK);
     Value end =
-        addIndex(b, loc, arith::SubIOp::create(b, loc, kEnd, p.diagOffset),
-                 *p.mask.left);
+        addBound(b, loc, arith::SubIOp::create(b, loc, kEnd, p.diagOffset),
+                 p.mask.left, p.dynamicLeft, 1);
     end = arith::MinSIOp::create(b, loc, end, p.seqQ);
     hi = arith::CeilDivSIOp::create(b, loc, end, blockQ);
   }
@@ -342,19 +359,19 @@ visibleKeyBlocks(OpBuilder &b, const BackwardPlan &p, Value qStart) {
   Location loc = p.loc;
   Value lo = indexConst(b, loc, 0), hi = p.numKBlocks;
   Value blockKV = indexConst(b, loc, p.blockKV);
-  if (p.mask.left) {
+  if (p.mask.hasLeft()) {
     Value first =
-        addIndex(b, loc, arith::AddIOp::create(b, loc, qStart, p.diagOffset),
-                 -*p.mask.left);
+        addBound(b, loc, arith::AddIOp::create(b, loc, qStart, p.diagOffset),
+                 p.mask.left, p.dynamicLeft, -1);
     first = arith::MaxSIOp::create(b, loc, first, lo);
     lo = arith::DivSIOp::create(b, loc, first, blockKV);
   }
-  if (p.mask.right) {
+  if (p.mask.hasRight()) {
     Value qEnd = arith::MinSIOp::create(
         b, loc, addIndex(b, loc, qStart, p.blockQ), p.seqQ);
     Value end =
-        addIndex(b, loc, arith::AddIOp::create(b, loc, qEnd, p.diagOffset),
-                 *p.mask.right);
+        addBound(b, loc, arith::AddIOp::create(b, loc, qEnd, p.diagOffset),
+                 p.mask.right, p.dynamicRight, 1);
     end = arith::MinSIOp::create(b, loc, end, p.seqK);
     hi = arith::CeilDivSIOp::create(b, loc, end, blockKV);
   }
@@ -663,7 +680,12 @@ static BackwardPlan makePlan(OpBuilder &b, AttentionBackwardOp op,
                op.getDynamicSoftcap()};
   p.causal = op.getCausal();
   p.window = op.getWindowAttr();
+  p.dynamicWindow = op.getDynamicWindow();
   p.mask = op.getMask();
+  if (p.mask.dynamicLeft)
+    p.dynamicLeft = p.mask.buildLeft(b, loc);
+  if (p.mask.dynamicRight)
+    p.dynamicRight = p.mask.buildRight(b, loc);
   p.query = op.getQuery();
   p.key = op.getKey();
   p.value = op.getValue();

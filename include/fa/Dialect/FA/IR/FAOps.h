@@ -78,26 +78,34 @@ struct ScoreFactors {
 /// The visibility rule of an attention op, in one place so that every
 /// lowering (reference, tiled, GPU) agrees on it. Key j is visible from query
 /// i iff `i + off - left <= j <= i + off + right` with `off = Nk - Nq`; an
-/// unbounded side is `std::nullopt`. `causal` is `right = 0`.
+/// unbounded side is neither a constant nor a value. `causal` is
+/// `right = 0`. A side known at run time is an i64 value (a negative value
+/// is unbounded): what changes the code is only which sides are bounded.
 struct AttentionMask {
   std::optional<int64_t> left;
   std::optional<int64_t> right;
+  Value dynamicLeft;
+  Value dynamicRight;
 
-  static AttentionMask get(bool causal, DenseI64ArrayAttr window) {
-    AttentionMask mask;
-    if (window && window[0] >= 0)
-      mask.left = window[0];
-    if (causal)
-      mask.right = 0;
-    else if (window && window[1] >= 0)
-      mask.right = window[1];
-    return mask;
-  }
+  /// `dynamicWindow` is empty or the (left, right) operands; with `causal`
+  /// the right one is ignored.
+  static AttentionMask get(bool causal, DenseI64ArrayAttr window,
+                           ValueRange dynamicWindow = {});
 
+  bool hasLeft() const { return left || dynamicLeft; }
+  bool hasRight() const { return right || dynamicRight; }
   /// True when every key is visible from every query.
-  bool isFull() const { return !left && !right; }
+  bool isFull() const { return !hasLeft() && !hasRight(); }
 
+  /// The bounds as index values at the builder's point (null when
+  /// unbounded): the constant, or the run-time value with a negative one
+  /// made kMaxWindowBound.
+  Value buildLeft(OpBuilder &b, Location loc) const;
+  Value buildRight(OpBuilder &b, Location loc) const;
+
+  /// Constant masks only.
   bool isVisible(int64_t i, int64_t j, int64_t nq, int64_t nk) const {
+    assert(!dynamicLeft && !dynamicRight && "a run-time window");
     int64_t diag = i + nk - nq;
     if (left && j < diag - *left)
       return false;

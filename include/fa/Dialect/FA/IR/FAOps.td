@@ -42,7 +42,8 @@ class FA_AttentionOpBase<string mnemonic, list<Trait> traits = []>
     ::mlir::FloatAttr getStaticScale();
     /// The mask this op applies; see `::mlir::fa::AttentionMask`.
     ::mlir::fa::AttentionMask getMask() {
-      return ::mlir::fa::AttentionMask::get(getCausal(), getWindowAttr());
+      return ::mlir::fa::AttentionMask::get(getCausal(), getWindowAttr(),
+                                           getDynamicWindow());
     }
     /// Head dimensions of q/k and of v.
     int64_t getHeadDim() { return getQuery().getType().getDimSize(3); }
@@ -75,7 +76,11 @@ def FA_AttentionOp : FA_AttentionOpBase<"attention"> {
       (bottom-right aligned when Nq != Nk).
     - `window [left, right]`: sliding window, `-1` = unbounded on that side,
       bounds at most 2147483647 (the GPU kernels compute the mask in i32).
-      With `causal`, `right` must be 0.
+      With `causal`, `right` must be 0. Or two i64 values known at run time,
+      `window(%left, %right)`: a negative value is unbounded on that side
+      (as FlashAttention's -1), and with `causal` the right value is
+      ignored. The sizes do not change the code, only whether there is a
+      window.
     - `softcap`: scores become `softcap * tanh(s / softcap)` (after `scale`,
       before the mask and the softmax); a constant or an f32 value, as
       `scale`. Whether there is a softcap changes the code, its value does
@@ -104,6 +109,7 @@ def FA_AttentionOp : FA_AttentionOpBase<"attention"> {
     FA_Rank4Tensor:$value,
     Optional<F32>:$dynamic_softcap,
     Optional<F32>:$dynamic_scale,
+    Variadic<I64>:$dynamic_window,
     OptionalAttr<F32Attr>:$scale,
     UnitAttr:$causal,
     OptionalAttr<DenseI64ArrayAttr>:$window,
@@ -115,7 +121,7 @@ def FA_AttentionOp : FA_AttentionOpBase<"attention"> {
   let assemblyFormat = [{
     $query `,` $key `,` $value
     (`causal` $causal^)?
-    (`window` $window^)?
+    custom<Window>($dynamic_window, $window)
     custom<Softcap>($dynamic_softcap, $softcap)
     custom<Scale>($dynamic_scale, $scale)
     attr-dict `:` functional-type(operands, results)
@@ -130,7 +136,8 @@ def FA_AttentionOp : FA_AttentionOpBase<"attention"> {
                    CArg<"::mlir::DenseI64ArrayAttr", "{}">:$window,
                    CArg<"::mlir::FloatAttr", "{}">:$softcap,
                    CArg<"::mlir::Value", "{}">:$dynamicScale,
-                   CArg<"::mlir::Value", "{}">:$dynamicSoftcap)>
+                   CArg<"::mlir::Value", "{}">:$dynamicSoftcap,
+                   CArg<"::mlir::ValueRange", "{}">:$dynamicWindow)>
   ];
 
   let hasVerifier = 1;
@@ -173,6 +180,7 @@ def FA_AttentionBackwardOp : FA_AttentionOpBase<"attention_backward"> {
     FA_Rank4Tensor:$dout,
     Optional<F32>:$dynamic_softcap,
     Optional<F32>:$dynamic_scale,
+    Variadic<I64>:$dynamic_window,
     OptionalAttr<F32Attr>:$scale,
     UnitAttr:$causal,
     OptionalAttr<DenseI64ArrayAttr>:$window,
@@ -186,7 +194,7 @@ def FA_AttentionBackwardOp : FA_AttentionOpBase<"attention_backward"> {
   let assemblyFormat = [{
     $query `,` $key `,` $value `,` $out `,` $lse `,` $dout
     (`causal` $causal^)?
-    (`window` $window^)?
+    custom<Window>($dynamic_window, $window)
     custom<Softcap>($dynamic_softcap, $softcap)
     custom<Scale>($dynamic_scale, $scale)
     (`deterministic` $deterministic^)?
@@ -203,7 +211,8 @@ def FA_AttentionBackwardOp : FA_AttentionOpBase<"attention_backward"> {
                    CArg<"::mlir::FloatAttr", "{}">:$softcap,
                    CArg<"bool", "false">:$deterministic,
                    CArg<"::mlir::Value", "{}">:$dynamicScale,
-                   CArg<"::mlir::Value", "{}">:$dynamicSoftcap)>
+                   CArg<"::mlir::Value", "{}">:$dynamicSoftcap,
+                   CArg<"::mlir::ValueRange", "{}">:$dynamicWindow)>
   ];
 
   let hasVerifier = 1;
@@ -277,6 +286,7 @@ def FA_OnlineAttentionOp : FA_Op<"online_attention", [Pure,
     Optional<Index>:$k_len,
     Optional<F32>:$dynamic_softcap,
     Optional<F32>:$dynamic_scale,
+    Variadic<I64>:$dynamic_window,
     OptionalAttr<F32Attr>:$scale,
     UnitAttr:$causal,
     OptionalAttr<DenseI64ArrayAttr>:$window,
@@ -290,7 +300,7 @@ def FA_OnlineAttentionOp : FA_Op<"online_attention", [Pure,
     $query `,` $key `,` $value `into` $acc `,` $max `,` $sum
     (`masked` `(` $q_start^ `,` $k_start `,` $q_len `,` $k_len `)`)?
     (`causal` $causal^)?
-    (`window` $window^)?
+    custom<Window>($dynamic_window, $window)
     custom<Softcap>($dynamic_softcap, $softcap)
     custom<Scale>($dynamic_scale, $scale)
     (`exp2` $exp2^)?
@@ -303,7 +313,8 @@ def FA_OnlineAttentionOp : FA_Op<"online_attention", [Pure,
   let extraClassDeclaration = scoreScalarsDeclaration # [{
     bool isMasked() { return getQStart() != nullptr; }
     ::mlir::fa::AttentionMask getMask() {
-      return ::mlir::fa::AttentionMask::get(getCausal(), getWindowAttr());
+      return ::mlir::fa::AttentionMask::get(getCausal(), getWindowAttr(),
+                                           getDynamicWindow());
     }
   }];
 }
@@ -409,6 +420,7 @@ def FA_AttentionBackwardStepOp : FA_Op<"attention_backward_step", [Pure,
     Optional<Index>:$k_len,
     Optional<F32>:$dynamic_softcap,
     Optional<F32>:$dynamic_scale,
+    Variadic<I64>:$dynamic_window,
     OptionalAttr<F32Attr>:$scale,
     UnitAttr:$causal,
     OptionalAttr<DenseI64ArrayAttr>:$window,
@@ -426,7 +438,7 @@ def FA_AttentionBackwardStepOp : FA_Op<"attention_backward_step", [Pure,
     (`dq` `(` $dq_acc^ `)`)?
     (`masked` `(` $q_start^ `,` $k_start `,` $q_len `,` $k_len `)`)?
     (`causal` $causal^)?
-    (`window` $window^)?
+    custom<Window>($dynamic_window, $window)
     custom<Softcap>($dynamic_softcap, $softcap)
     custom<Scale>($dynamic_scale, $scale)
     attr-dict `:` type($query) `,` type($key) `,` type($value) `,`
@@ -447,7 +459,8 @@ def FA_AttentionBackwardStepOp : FA_Op<"attention_backward_step", [Pure,
                    "::mlir::Value":$dqAcc, "::mlir::ValueRange":$maskOperands,
                    "const ::mlir::fa::ScoreScalars &":$scalars,
                    CArg<"bool", "false">:$causal,
-                   CArg<"::mlir::DenseI64ArrayAttr", "{}">:$window)>
+                   CArg<"::mlir::DenseI64ArrayAttr", "{}">:$window,
+                   CArg<"::mlir::ValueRange", "{}">:$dynamicWindow)>
   ];
 
   let hasVerifier = 1;
@@ -455,7 +468,8 @@ def FA_AttentionBackwardStepOp : FA_Op<"attention_backward_step", [Pure,
   let extraClassDeclaration = scoreScalarsDeclaration # [{
     bool isMasked() { return getQStart() != nullptr; }
     ::mlir::fa::AttentionMask getMask() {
-      return ::mlir::fa::AttentionMask::get(getCausal(), getWindowAttr());
+      return ::mlir::fa::AttentionMask::get(getCausal(), getWindowAttr(),
+                                           getDynamicWindow());
     }
   }];
 }
