@@ -21,7 +21,7 @@ if not torch.cuda.is_available():
     pytest.skip("no CUDA device", allow_module_level=True)
 
 import flashmlir  # noqa: E402
-from flashmlir import _kernels, _variants  # noqa: E402
+from flashmlir import _kernels, _manifest, _variants  # noqa: E402
 
 import gpu_ref as R  # noqa: E402
 from gpu_ref import DTYPES, real_registry, skip_missing  # noqa: E402,F401 (fixture)
@@ -221,38 +221,30 @@ RUNTIME_WINDOWS = ({"window": (123, 45)}, {"window": (0, 0)}, {"window": (-1, 20
                    {"causal": True, "window": (0, 0)})
 
 
+def _built_request(dtype, d, req):
+    """The request of the TEST_OPTIONS kernel that serves `req`: the same
+    mask kind and softcap presence, the values the set was compiled with."""
+    window = None
+    if _manifest.is_windowed(req.mask):   # right = 0 is the causal side: (0, 0) is causal
+        window = (255, 0) if req.causal else (97, 31)
+    return _kernels.KernelRequest.make("forward", dtype, d, causal=req.causal, window=window,
+                                       softcap=2.0 if req.softcap is not None else None)
+
+
 @pytest.mark.parametrize("nq,nk", [(17, 113), (1000, 1000), (4097, 1000)], ids=lambda x: str(x))
-@pytest.mark.parametrize("opts", RUNTIME_WINDOWS, ids=_opt_id)
+@pytest.mark.parametrize("opts", RUNTIME_SCALARS + RUNTIME_WINDOWS, ids=_opt_id)
 @pytest.mark.parametrize("d", [64, 128])
 @pytest.mark.parametrize("dtype", ["f16", "bf16"])
-def test_forward_runtime_window(dtype, d, opts, nq, nk):
+def test_forward_runtime_values(dtype, d, opts, nq, nk):
     tdt = DTYPES[dtype]
     q, k, v = R.make_qkv(2, 4, 2, nq, nk, d, d, tdt, "bhsd",
                          seed=R.seed_for(dtype, d, _opt_id(opts), nq, nk))
     out, lse = run(q, k, v, **opts)
     check(out, lse, q, k, v, "bhsd", f"{dtype} D={d} {_opt_id(opts)} Nq={nq} Nk={nk}", **opts)
-    # The window kernel of TEST_OPTIONS serves these sizes.
+    # One kernel serves every value: the kernel built for other values.
     req = _kernels.KernelRequest.make("forward", dtype, d, causal=opts.get("causal", False),
-                                      window=opts["window"])
-    # (right = 0 is the causal mask's side: window (0, 0) is a causal window.)
-    base = _kernels.KernelRequest.make("forward", dtype, d, causal=req.causal,
-                                       window=(255, 0) if req.causal else (97, 31))
-    assert req.matches(_kernels.default_registry().find(base, torch.cuda.get_device_capability()))
-
-
-@pytest.mark.parametrize("nq,nk", [(17, 113), (1000, 1000), (4097, 1000)], ids=lambda x: str(x))
-@pytest.mark.parametrize("opts", RUNTIME_SCALARS, ids=_opt_id)
-@pytest.mark.parametrize("d", [64, 128])
-@pytest.mark.parametrize("dtype", ["f16", "bf16"])
-def test_forward_runtime_scalars(dtype, d, opts, nq, nk):
-    tdt = DTYPES[dtype]
-    q, k, v = R.make_qkv(2, 4, 2, nq, nk, d, d, tdt, "bhsd",
-                         seed=R.seed_for(dtype, d, _opt_id(opts), nq, nk))
-    out, lse = run(q, k, v, **opts)
-    check(out, lse, q, k, v, "bhsd", f"{dtype} D={d} {_opt_id(opts)} Nq={nq} Nk={nk}", **opts)
-    # One kernel serves every value: the same kernel as for the default scale.
-    req = _kernels.KernelRequest.make("forward", dtype, d, causal=opts.get("causal", False),
-                                      softcap=opts.get("softcap"), scale=opts.get("scale"))
-    base = _kernels.KernelRequest.make("forward", dtype, d, causal=opts.get("causal", False),
-                                       softcap=2.0 if "softcap" in opts else None)
-    assert req.matches(_kernels.default_registry().find(base, torch.cuda.get_device_capability()))
+                                      window=opts.get("window"), softcap=opts.get("softcap"),
+                                      scale=opts.get("scale"))
+    found = _kernels.default_registry().find(_built_request(dtype, d, req),
+                                             torch.cuda.get_device_capability())
+    assert req.matches(found)
