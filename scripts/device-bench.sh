@@ -12,18 +12,7 @@
 # 4. bench/bench_llama_step.py (a Llama training step, flashmlir vs sdpa).
 # Everything in $OUT; the tables are printed last.
 set -uo pipefail
-cd "$(dirname "$0")/.."
-OUT=${OUT:-out}
-mkdir -p "$OUT"
-export PYTHONPATH="$PWD/python${PYTHONPATH:+:$PYTHONPATH}"
-export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
-export FLASHMLIR_NO_COMPILE=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
-PY=${PYTHON:-python3}
-start=$(date +%s)
-elapsed() { echo $(( $(date +%s) - start )); }
-if [ -f build/kernels.tar.xz ] && [ ! -d build/kernels ]; then
-  tar -xJf build/kernels.tar.xz -C build
-fi
+source "$(dirname "$0")/device-env.sh"
 rc=0
 if [ $# -gt 0 ]; then
   echo "== pytest $* [$(elapsed) s]"

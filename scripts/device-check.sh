@@ -16,13 +16,6 @@
 # Logs in $OUT (default ./out): pytest-*.log, sanitize-*.log, summary.txt;
 # the summary is printed last. Exits non-zero when anything failed.
 set -uo pipefail
-cd "$(dirname "$0")/.."
-OUT=${OUT:-out}
-mkdir -p "$OUT"
-export PYTHONPATH="$PWD/python${PYTHONPATH:+:$PYTHONPATH}"
-export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
-export FLASHMLIR_NO_COMPILE=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
-PY=${PYTHON:-python3}
 sanitize=1
 sm80=1
 for a in "$@"; do
@@ -32,12 +25,8 @@ for a in "$@"; do
     *) echo "device-check: unknown argument $a" >&2; exit 2 ;;
   esac
 done
-start=$(date +%s)
-elapsed() { echo $(( $(date +%s) - start )); }
 
-if [ -f build/kernels.tar.xz ] && [ ! -d build/kernels ]; then
-  tar -xJf build/kernels.tar.xz -C build
-fi
+source "$(dirname "$0")/device-env.sh"
 nvidia-smi -L | tee "$OUT/summary.txt"
 "$PY" -m flashmlir check > "$OUT/kernels.txt" 2>&1
 echo "kernels: $(grep -c '^  ok ' "$OUT/kernels.txt") ok, $(grep -cE 'FAIL|INVALID' "$OUT/kernels.txt") bad" | tee -a "$OUT/summary.txt"

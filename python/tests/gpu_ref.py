@@ -31,6 +31,7 @@ import zlib
 import pytest
 import torch
 
+import flashmlir
 from flashmlir import _kernels
 
 DTYPES = {"f16": torch.float16, "bf16": torch.bfloat16}
@@ -168,6 +169,31 @@ def poisoned_outputs(b, hq, nq, dv, dtype, layout, device="cuda"):
     lse = torch.full((b, hq, nq), float("nan"), dtype=torch.float32, device=device)
     return out, lse
 
+
+
+def forward_poisoned(q, k, v, layout="bhsd", **opts):
+    """flashmlir.attention() into NaN-poisoned out/lse (so an element the
+    kernel never writes fails the check); skips on a missing kernel."""
+    b, hq, nq, _ = bhsd(q, layout).shape
+    out, lse = poisoned_outputs(b, hq, nq, v.shape[-1], q.dtype, layout)
+    try:
+        res = flashmlir.attention(q, k, v, layout=layout, return_lse=True, out=out, lse=lse,
+                                  **opts)
+    except flashmlir.KernelNotFoundError as exc:
+        skip_missing(exc)
+    assert res[0] is out and res[1] is lse
+    torch.cuda.synchronize()
+    return out, lse
+
+
+@pytest.fixture(autouse=True, scope="module")
+def exact_fp32_matmul():
+    """The float32 reference must not run its matmuls in TF32: autouse in
+    every test module that imports it."""
+    prev = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = False
+    yield
+    torch.backends.cuda.matmul.allow_tf32 = prev
 
 def reference_grads(q, k, v, dout, mask=(-1, -1), scale=None, softcap=None, dtype=None):
     """(dq, dk, dv) of attention_ref by autograd, computed in `dtype` (e.g.

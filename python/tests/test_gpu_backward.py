@@ -30,7 +30,7 @@ import flashmlir  # noqa: E402
 from flashmlir import _backward, _interface, _kernels, _plan, _variants  # noqa: E402
 
 import gpu_ref as R  # noqa: E402
-from gpu_ref import DTYPES, REQUIRE, real_registry, skip_missing  # noqa: E402,F401 (fixture)
+from gpu_ref import DTYPES, REQUIRE, exact_fp32_matmul, real_registry, skip_missing  # noqa: E402,F401,E501 (fixtures)
 
 # Nq, Nk in {1, 17, 113, 1000, 4097}, Nq != Nk both ways, incl. rows that
 # see no key (causal with Nq > Nk) and keys no query sees (windows).
@@ -38,15 +38,6 @@ SEQLENS = [(1, 1), (1, 4097), (17, 113), (113, 17), (113, 1000), (1000, 113),
            (1000, 1000), (4097, 4097)]
 
 
-
-
-@pytest.fixture(autouse=True, scope="module")
-def exact_fp32_matmul():
-    """The float32 reference must not run its matmuls in TF32."""
-    prev = torch.backends.cuda.matmul.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = False
-    yield
-    torch.backends.cuda.matmul.allow_tf32 = prev
 
 
 @pytest.fixture(autouse=True)

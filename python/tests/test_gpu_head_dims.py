@@ -22,7 +22,7 @@ import flashmlir  # noqa: E402
 from flashmlir import _interface, _variants  # noqa: E402
 
 import gpu_ref as R  # noqa: E402
-from gpu_ref import DTYPES, real_registry, skip_missing  # noqa: E402,F401 (fixture)
+from gpu_ref import DTYPES, exact_fp32_matmul, real_registry, skip_missing  # noqa: E402,F401 (fixtures)
 
 PAIRS = _variants.HEAD_DIM_PAIRS
 OPTIONS = _variants.HEAD_DIM_OPTIONS
@@ -37,27 +37,6 @@ def _id(x):
     return "x".join(str(v) for v in x) if isinstance(x, tuple) else str(x)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def exact_fp32_matmul():
-    prev = torch.backends.cuda.matmul.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = False
-    yield
-    torch.backends.cuda.matmul.allow_tf32 = prev
-
-
-def _forward(q, k, v, layout, **opts):
-    b, hq, nq, _ = R.bhsd(q, layout).shape
-    out, lse = R.poisoned_outputs(b, hq, nq, v.shape[-1], q.dtype, layout)
-    try:
-        res = flashmlir.attention(q, k, v, layout=layout, return_lse=True, out=out, lse=lse,
-                                  **opts)
-    except flashmlir.KernelNotFoundError as exc:
-        skip_missing(exc)
-    assert res[0] is out and res[1] is lse
-    torch.cuda.synchronize()
-    return out, lse
-
-
 @pytest.mark.parametrize("nq,nk", SEQLENS, ids=_id)
 @pytest.mark.parametrize("opts", OPTIONS, ids=_id)
 @pytest.mark.parametrize("d,dv", PAIRS, ids=_id)
@@ -66,7 +45,7 @@ def test_forward(dtype, d, dv, opts, nq, nk):
     b, hq, hkv = 2, 4, 2
     q, k, v = R.make_qkv(b, hq, hkv, nq, nk, d, dv, DTYPES[dtype], "bhsd",
                          seed=R.seed_for("hd-fwd", dtype, d, dv, _id(opts), nq, nk))
-    out, lse = _forward(q, k, v, "bhsd", **opts)
+    out, lse = R.forward_poisoned(q, k, v, "bhsd", **opts)
     mask = R.canonical(opts.get("causal", False), opts.get("window"))
     R.check(out, lse, q, k, v, mask, what=f"{dtype} D={d}/{dv} {_id(opts)} Nq={nq} Nk={nk}")
 
@@ -77,7 +56,7 @@ def test_forward_bshd_gqa(d, dv, causal):
     # [B, N, H, D] views of one packed tensor per input, 8 query heads on 2.
     q, k, v = R.make_qkv(1, 8, 2, 333, 777, d, dv, torch.bfloat16, "bshd",
                          seed=R.seed_for("hd-bshd", d, dv, causal))
-    out, lse = _forward(q, k, v, "bshd", causal=causal)
+    out, lse = R.forward_poisoned(q, k, v, "bshd", causal=causal)
     R.check(R.bhsd(out, "bshd"), lse, R.bhsd(q, "bshd"), R.bhsd(k, "bshd"),
             R.bhsd(v, "bshd"), R.canonical(causal, None),
             what=f"bshd GQA D={d}/{dv} causal={causal}")

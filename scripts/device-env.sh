@@ -1,0 +1,15 @@
+# Sourced by the H200 scripts (device-check.sh, device-bench.sh): the repo
+# root, $OUT, the package on PYTHONPATH, no compiling or network, $PY,
+# `elapsed`, and the carried kernels unpacked.
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+OUT=${OUT:-out}
+mkdir -p "$OUT"
+export PYTHONPATH="$PWD/python${PYTHONPATH:+:$PYTHONPATH}"
+export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
+export FLASHMLIR_NO_COMPILE=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
+PY=${PYTHON:-python3}
+start=$(date +%s)
+elapsed() { echo $(( $(date +%s) - start )); }
+if [ -f build/kernels.tar.xz ] && [ ! -d build/kernels ]; then
+  tar -xJf build/kernels.tar.xz -C build
+fi
