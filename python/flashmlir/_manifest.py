@@ -662,9 +662,12 @@ def parse_manifest(data: Any, json_path: str = "<manifest>",
     if softcap == RUNTIME and "softcap" not in named:
         raise ctx.fail("softcap is \"runtime\" but no kernel parameter takes it "
                        "(a scalar whose value names 'softcap')")
-    if window == RUNTIME and not {"window_left", "window_right"} <= named:
+    # A causal kernel's right bound is 0 by its kind: it takes the left only.
+    sizes = ["window_left"] if causal else ["window_left", "window_right"]
+    if window == RUNTIME and not set(sizes) <= named:
         raise ctx.fail("window is \"runtime\" but no kernel parameters take its sizes "
-                       "(scalars whose values name 'window_left' and 'window_right')")
+                       "(scalars whose values name " + " and ".join(f"'{n}'" for n in sizes)
+                       + ")")
     extras = {}
     for key in ("block_q", "block_kv", "stages"):
         extras[key] = _get(data, key, ctx, int, required=False)

@@ -134,10 +134,14 @@ class EmulatingCuda(FakeCuda):
         if spec.window == M.RUNTIME:
             # The sizes are the parameters the launch carried; a negative one
             # is unbounded, and causal fixes the right one at 0.
-            assert "window_left" in args and "window_right" in args, (
+            # fa-compile's causal window kernels take the left size only.
+            sizes = ("window_left",) if spec.causal else ("window_left", "window_right")
+            assert all(n in args for n in sizes), (
                 f"{spec.name}: no window parameters were passed")
-            left, right = (max(int(args[n]), -1) for n in ("window_left", "window_right"))
-            mask = (left, 0 if spec.causal else right)
+            assert not (spec.causal and "window_right" in args), (
+                f"{spec.name}: a causal kernel took a right window size")
+            left = max(int(args["window_left"]), -1)
+            mask = (left, 0 if spec.causal else max(int(args["window_right"]), -1))
         else:
             mask = spec.mask
         if spec.scale is None:
@@ -245,6 +249,8 @@ _RUNTIME_WINDOW_NAMES = {"wl": "window_left", "wr": "window_right"}
 def _runtime_window(manifest, params_lists):
     manifest["window"] = M.RUNTIME
     for params in params_lists:
+        if manifest["causal"]:  # as fa-compile: the right size is 0 by the kind
+            params[:] = [p for p in params if p.get("value") != "window_right"]
         for i, p in enumerate(params):
             if p.get("name") in _RUNTIME_WINDOW_NAMES:
                 params[i] = dict(p, name=_RUNTIME_WINDOW_NAMES[p["name"]], type="i64",

@@ -30,6 +30,13 @@
 // RUN: fa-compile --head-dim=64 --dtype=f16 --causal --chip=sm_90a --no-spill-check --window=255,0 -o %t/c > /dev/null
 // RUN: fa-compile --head-dim=64 --dtype=f16 --causal --chip=sm_90a --no-spill-check --window=77,0 -o %t/d > /dev/null
 // RUN: cmp %t/c/fa_fwd_d64_f16_causal_window_sm90a.ptx %t/d/fa_fwd_d64_f16_causal_window_sm90a.ptx
+// A causal window kernel takes the left size only; the Python package's
+// manifest reader (which the launcher uses) accepts every manifest here.
+// RUN: FileCheck %s --check-prefix=CAUSAL-PARAMS < %t/c/fa_fwd_d64_f16_causal_window_sm90a.json
+// CAUSAL-PARAMS:     "name": "window_left"
+// CAUSAL-PARAMS-NOT: "window_right"
+// RUN: fa-compile --kind=backward --head-dim=64 --dtype=bf16 --causal --chip=sm_90a --no-spill-check --window=255,0 -o %t/c > /dev/null
+// RUN: python3 %S/check-manifests.py %t/a && python3 %S/check-manifests.py %t/c
 
 // The backward: every kernel that masks takes the sizes, the preprocess and
 // the dQ conversion do not.
@@ -37,6 +44,7 @@
 // RUN: fa-compile --kind=backward --head-dim=64 --dtype=f16 --chip=sm_80 --no-spill-check --window=5,600 -o %t/f > /dev/null
 // RUN: cmp %t/e/fa_bwd_d64_f16_window_sm80.ptx %t/f/fa_bwd_d64_f16_window_sm80.ptx
 // RUN: FileCheck %s --check-prefix=BWD < %t/e/fa_bwd_d64_f16_window_sm80.json
+// RUN: python3 %S/check-manifests.py %t/e
 // BWD:      "entry": "fa_bwd_preprocess_kernel"
 // BWD-NOT:  "role"
 // BWD:      "entry": "fa_bwd_kernel"

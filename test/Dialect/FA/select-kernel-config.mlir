@@ -84,6 +84,20 @@ func.func @backward(%q: tensor<?x?x?x128xbf16>, %o: tensor<?x?x?x128xbf16>, %lse
 
 // -----
 
+// A run-time window or softcap is mask / softcap code as much as a constant
+// one: 64-query blocks at D = 64 as well (128 spill there).
+
+// SM90A-LABEL: func.func @backward_runtime_scalars
+// SM90A: window(%{{.*}}, %{{.*}}) scale %{{.*}} {kernel_config = #fa.kernel_config<"sm_90a", wgmma, block_q = 64, block_kv = 128, warps = 8, stages = 2>}
+// SM90A: softcap %{{.*}} scale %{{.*}} {kernel_config = #fa.kernel_config<"sm_90a", wgmma, block_q = 64, block_kv = 128, warps = 8, stages = 2>}
+func.func @backward_runtime_scalars(%q: tensor<?x?x?x64xbf16>, %lse: tensor<?x?x?xf32>, %s: f32, %l: i64, %r: i64) -> (tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>) {
+  %dq, %dk, %dv = fa.attention_backward %q, %q, %q, %q, %lse, %q window(%l, %r) scale %s : (tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>, tensor<?x?x?xf32>, tensor<?x?x?x64xbf16>, f32, i64, i64) -> (tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>)
+  %dq2, %dk2, %dv2 = fa.attention_backward %q, %q, %q, %q, %lse, %q softcap %s scale %s : (tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>, tensor<?x?x?xf32>, tensor<?x?x?x64xbf16>, f32, f32) -> (tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>)
+  return %dq, %dq2 : tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>
+}
+
+// -----
+
 // An op that already has a configuration keeps it.
 
 // SM90A-LABEL: func.func @kept

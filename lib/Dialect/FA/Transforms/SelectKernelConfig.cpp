@@ -181,8 +181,8 @@ FailureOr<OpTraits> traitsOf(Operation *op) {
     t.d = attention.getHeadDim();
     t.dv = attention.getValueHeadDim();
     t.elt = attention.getQuery().getType().getElementType();
-    t.plain = !attention.getCausal() && !attention.getWindowAttr() &&
-              !attention.getSoftcapAttr();
+    // Constant or run-time: a mask or a softcap is code either way.
+    t.plain = attention.getMask().isFull() && !attention.hasSoftcap();
   };
   if (auto fwd = dyn_cast<AttentionOp>(op)) {
     fill(fwd);
