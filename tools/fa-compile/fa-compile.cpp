@@ -15,6 +15,7 @@
 #include "fa/Dialect/FA/Transforms/Passes.h"
 #include "fa/InitAllPasses.h"
 #include "fa/Pipelines/GPUPipelines.h"
+#include "fa/Pipelines/LaunchDescription.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
@@ -311,27 +312,20 @@ KernelConfig configFromOp(OpT op, const KernelConfig &flags) {
   return c;
 }
 
-/// A named memref parameter: the host function's arguments in order.
-struct ParamInfo {
-  const char *name;
-  const char *dims[4];
-};
-constexpr ParamInfo kForwardArgs[] = {{"q", {"B", "Hq", "Nq", "D"}},
-                                      {"k", {"B", "Hkv", "Nk", "D"}},
-                                      {"v", {"B", "Hkv", "Nk", "Dv"}},
-                                      {"out", {"B", "Hq", "Nq", "Dv"}},
-                                      {"lse", {"B", "Hq", "Nq", nullptr}}};
-constexpr ParamInfo kBackwardArgs[] = {
+/// The host function's memref arguments in order, as the launcher names
+/// them (fa-compile's ABI: the functions it builds, and an input file's).
+const SmallVector<fa::HostArgument> kForwardArgs = {
+    {"q", {"B", "Hq", "Nq", "D"}},
+    {"k", {"B", "Hkv", "Nk", "D"}},
+    {"v", {"B", "Hkv", "Nk", "Dv"}},
+    {"out", {"B", "Hq", "Nq", "Dv"}},
+    {"lse", {"B", "Hq", "Nq"}}};
+const SmallVector<fa::HostArgument> kBackwardArgs = {
     {"q", {"B", "Hq", "Nq", "D"}},     {"k", {"B", "Hkv", "Nk", "D"}},
     {"v", {"B", "Hkv", "Nk", "Dv"}},   {"out", {"B", "Hq", "Nq", "Dv"}},
-    {"dout", {"B", "Hq", "Nq", "Dv"}}, {"lse", {"B", "Hq", "Nq", nullptr}},
+    {"dout", {"B", "Hq", "Nq", "Dv"}}, {"lse", {"B", "Hq", "Nq"}},
     {"dq", {"B", "Hq", "Nq", "D"}},    {"dk", {"B", "Hkv", "Nk", "D"}},
     {"dv", {"B", "Hkv", "Nk", "Dv"}}};
-/// The backward's workspace (memref.alloc, tagged by the conversion).
-constexpr ParamInfo kWorkspace[] = {
-    {"delta", {"B", "Hq", "ceildiv(Nq, 128) * 128", nullptr}},
-    {"lse2", {"B", "Hq", "ceildiv(Nq, 128) * 128", nullptr}},
-    {"dq_accum", {"B", "Hq", "Nq", "D"}}};
 
 StringRef dtypeName(Type elt) {
   return elt.isBF16() ? "bf16" : elt.isF16() ? "f16" : "f32";
@@ -344,9 +338,9 @@ using ScalarRoles = llvm::SmallDenseMap<unsigned, StringRef>;
 
 /// Describes one kernel parameter of a host-side gpu.launch_func: a function
 /// argument (a memref, or a run-time scalar of `roles`) or a workspace
-/// buffer.
+/// buffer (a memref.alloc the conversion tagged, its sizes read from it).
 FailureOr<llvm::json::Object> describeParam(Value operand, func::FuncOp host,
-                                            ArrayRef<ParamInfo> args,
+                                            ArrayRef<fa::HostArgument> args,
                                             const ScalarRoles &roles) {
   auto memrefType = dyn_cast<MemRefType>(operand.getType());
   if (!memrefType) {
@@ -362,27 +356,37 @@ FailureOr<llvm::json::Object> describeParam(Value operand, func::FuncOp host,
                               {"role", role},
                               {"value", role}};
   }
-  const ParamInfo *info = nullptr;
+  std::string name;
+  llvm::json::Array dims;
   if (auto arg = dyn_cast<BlockArgument>(operand)) {
-    if (arg.getOwner() == &host.getBody().front() &&
-        arg.getArgNumber() < args.size())
-      info = &args[arg.getArgNumber()];
+    if (arg.getOwner() != &host.getBody().front() ||
+        arg.getArgNumber() >= args.size())
+      return failure();
+    const fa::HostArgument &a = args[arg.getArgNumber()];
+    if (static_cast<int64_t>(a.dims.size()) != memrefType.getRank())
+      return failure();
+    name = a.name.str();
+    for (StringRef d : a.dims)
+      dims.push_back(d);
   } else if (auto alloc = operand.getDefiningOp<memref::AllocOp>()) {
-    if (auto tag = alloc->getAttrOfType<StringAttr>("fa.workspace"))
-      for (const ParamInfo &ws : kWorkspace)
-        if (tag.getValue() == ws.name)
-          info = &ws;
-  }
-  if (!info)
+    auto tag = alloc->getAttrOfType<StringAttr>("fa.workspace");
+    if (!tag)
+      return failure();
+    FailureOr<SmallVector<std::string, 4>> sizes =
+        fa::describeAllocation(alloc, host, args);
+    if (failed(sizes))
+      return failure();
+    name = tag.getValue().str();
+    for (std::string &d : *sizes)
+      dims.push_back(std::move(d));
+  } else {
     return failure();
-  llvm::json::Array dimNames;
-  for (int64_t i = 0; i < memrefType.getRank(); ++i)
-    dimNames.push_back(info->dims[i]);
-  return llvm::json::Object{{"name", info->name},
+  }
+  return llvm::json::Object{{"name", name},
                             {"type", "memref"},
                             {"rank", memrefType.getRank()},
                             {"dtype", dtypeName(memrefType.getElementType())},
-                            {"dims", std::move(dimNames)}};
+                            {"dims", std::move(dims)}};
 }
 
 std::optional<int64_t> constantOf(Value v) {
@@ -396,9 +400,16 @@ std::optional<int64_t> constantOf(Value v) {
 /// parameters.
 FailureOr<llvm::json::Object> describeLaunch(gpu::LaunchFuncOp launch,
                                              func::FuncOp host,
-                                             ArrayRef<ParamInfo> args,
-                                             const ScalarRoles &roles,
-                                             llvm::json::Array grid) {
+                                             ArrayRef<fa::HostArgument> args,
+                                             const ScalarRoles &roles) {
+  // The grid as the conversion computed it from the arguments' sizes.
+  FailureOr<SmallVector<std::string, 3>> gridSizes =
+      fa::describeGrid(launch, host, args);
+  if (failed(gridSizes))
+    return failure();
+  llvm::json::Array grid;
+  for (std::string &g : *gridSizes)
+    grid.push_back(std::move(g));
   llvm::json::Array params;
   for (Value operand : launch.getKernelOperands()) {
     FailureOr<llvm::json::Object> p = describeParam(operand, host, args, roles);
@@ -696,11 +707,8 @@ LogicalResult compileOne(MLIRContext &ctx, const KernelConfig &flags,
   if (config.backward())
     manifest["dkv_split"] = kernelConfig.getDkvSplit();
   if (!config.backward()) {
-    FailureOr<llvm::json::Object> k = describeLaunch(
-        launches[0], host, kForwardArgs, roles,
-        llvm::json::Array{
-            llvm::formatv("ceildiv(Nq, {0})", kernelConfig.getBlockQ()).str(),
-            "Hq", "B"});
+    FailureOr<llvm::json::Object> k =
+        describeLaunch(launches[0], host, kForwardArgs, roles);
     if (failed(k))
       return failure();
     manifest["stages"] = kernelConfig.getStages();
@@ -709,43 +717,33 @@ LogicalResult compileOne(MLIRContext &ctx, const KernelConfig &flags,
   } else {
     manifest["deterministic"] = config.deterministic;
     llvm::json::Array kernels, workspace;
-    std::string rows = "ceildiv(Nq, 128)";
     for (gpu::LaunchFuncOp launch : launches) {
-      StringRef entry = launch.getKernelName().getValue();
-      llvm::json::Array grid;
-      if (entry.ends_with("_preprocess_kernel") ||
-          entry.ends_with("_dq_convert_kernel"))
-        grid = llvm::json::Array{rows, "Hq", "B"};
-      else if (entry.ends_with("_dq_kernel"))
-        grid = llvm::json::Array{
-            llvm::formatv("ceildiv(Nq, {0})", kernelConfig.getBlockQ()).str(),
-            "Hq", "B"};
-      else
-        grid = llvm::json::Array{
-            kernelConfig.getDkvSplit() > 1
-                ? llvm::formatv("ceildiv(Nk, {0}) * {1}",
-                                kernelConfig.getBlockKV(),
-                                kernelConfig.getDkvSplit())
-                      .str()
-                : llvm::formatv("ceildiv(Nk, {0})", kernelConfig.getBlockKV())
-                      .str(),
-            "Hkv", "B"};
       FailureOr<llvm::json::Object> k =
-          describeLaunch(launch, host, kBackwardArgs, roles, std::move(grid));
+          describeLaunch(launch, host, kBackwardArgs, roles);
       if (failed(k))
         return failure();
       kernels.push_back(std::move(*k));
     }
-    for (const ParamInfo &ws : kWorkspace) {
-      if (config.deterministic && StringRef(ws.name) == "dq_accum")
-        continue;
+    // The buffers the host function allocates for the kernels, in order.
+    WalkResult walk = host.walk([&](memref::AllocOp alloc) {
+      auto tag = alloc->getAttrOfType<StringAttr>("fa.workspace");
+      if (!tag)
+        return WalkResult::advance();
+      FailureOr<SmallVector<std::string, 4>> sizes =
+          fa::describeAllocation(alloc, host, kBackwardArgs);
+      if (failed(sizes))
+        return WalkResult::interrupt();
       llvm::json::Array dims;
-      for (const char *d : ws.dims)
-        if (d)
-          dims.push_back(d);
-      workspace.push_back(llvm::json::Object{
-          {"name", ws.name}, {"dtype", "f32"}, {"dims", std::move(dims)}});
-    }
+      for (std::string &d : *sizes)
+        dims.push_back(std::move(d));
+      workspace.push_back(
+          llvm::json::Object{{"name", tag.getValue()},
+                             {"dtype", dtypeName(alloc.getType().getElementType())},
+                             {"dims", std::move(dims)}});
+      return WalkResult::advance();
+    });
+    if (walk.wasInterrupted())
+      return failure();
     manifest["kernels"] = std::move(kernels);
     manifest["workspace"] = std::move(workspace);
   }
