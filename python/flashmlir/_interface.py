@@ -64,9 +64,8 @@ class _Call:
     def scalars(self):
         """Values scalar kernel parameters may name in their manifest."""
         left, right = self.opts.mask
-        return {"scale": self.opts.scale, "softcap": self.opts.softcap or 0.0,
-                "window_left": left, "window_right": right, "causal": int(right == 0),
-                "log2e_scale": self.opts.scale * math.log2(math.e)}
+        return {**M.score_scalars(self.opts.scale, self.opts.softcap),
+                "window_left": left, "window_right": right, "causal": int(right == 0)}
 
 
 def _check_tensor(name: str, t) -> None:

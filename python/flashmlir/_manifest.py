@@ -46,6 +46,7 @@ import json
 import math
 import os
 import re
+import struct
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -173,6 +174,33 @@ def is_windowed(mask: Tuple[int, int]) -> bool:
 
 def default_scale(head_dim: int) -> float:
     return 1.0 / math.sqrt(head_dim)
+
+
+def _f32(x: float) -> float:
+    """x rounded to the nearest f32 (as a Python float)."""
+    return struct.unpack("f", struct.pack("f", x))[0]
+
+
+_LOG2E_F32 = _f32(math.log2(math.e))
+
+
+def score_scalars(scale: float, softcap: Optional[float]) -> Dict[str, float]:
+    """The values of the score scalars a kernel parameter may name: the scale
+    and softcap themselves, and the factors fa-compile's host code computes
+    from them in f32 before a launch (ScoreFactors: "log2e_scale" =
+    scale * log2(e), "scale_over_softcap", "log2e_softcap"). Each is the f32
+    operation's correctly rounded result, as the host IR computes it."""
+    s, c = _f32(scale), _f32(softcap or 0.0)
+    return {"scale": scale, "softcap": softcap or 0.0,
+            "log2e_scale": _f32(s * _LOG2E_F32),
+            "log2e_softcap": _f32(c * _LOG2E_F32),
+            "scale_over_softcap": _f32(s / c) if c else 0.0}
+
+
+# What carries each run-time scalar into the kernels: the value itself, or
+# factors that together determine it.
+_SCALE_CARRIERS = ({"scale"}, {"log2e_scale"}, {"scale_over_softcap", "log2e_softcap"})
+_SOFTCAP_CARRIERS = ({"softcap"}, {"log2e_softcap"})
 
 
 def same_float(a: float, b: float, rel: float = 1e-6) -> bool:
@@ -656,12 +684,13 @@ def parse_manifest(data: Any, json_path: str = "<manifest>",
         for p in e.params:
             if not p.is_memref:
                 named.update(p.value.names)
-    if scale is None and not named & {"scale", "log2e_scale"}:
+    if scale is None and not any(c <= named for c in _SCALE_CARRIERS):
         raise ctx.fail("scale is null (a run-time parameter) but no kernel parameter "
-                       "takes it (a scalar whose value names 'scale')")
-    if softcap == RUNTIME and "softcap" not in named:
+                       "takes it (a scalar whose value names 'scale' or 'log2e_scale', "
+                       "or 'scale_over_softcap' and 'log2e_softcap')")
+    if softcap == RUNTIME and not any(c <= named for c in _SOFTCAP_CARRIERS):
         raise ctx.fail("softcap is \"runtime\" but no kernel parameter takes it "
-                       "(a scalar whose value names 'softcap')")
+                       "(a scalar whose value names 'softcap' or 'log2e_softcap')")
     # A causal kernel's right bound is 0 by its kind: it takes the left only.
     sizes = ["window_left"] if causal else ["window_left", "window_right"]
     if window == RUNTIME and not set(sizes) <= named:

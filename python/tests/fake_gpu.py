@@ -144,6 +144,15 @@ class EmulatingCuda(FakeCuda):
             mask = (left, 0 if spec.causal else max(int(args["window_right"]), -1))
         else:
             mask = spec.mask
+        # fa-compile's forward kernels take the host's factors of the scale
+        # and softcap (manifest.score_scalars); recover the values from them.
+        log2e = M.score_scalars(1.0, None)["log2e_scale"]
+        if "log2e_softcap" in args:
+            args.setdefault("softcap", args["log2e_softcap"] / log2e)
+        if "scale_over_softcap" in args:
+            args.setdefault("scale", args["scale_over_softcap"] * args["softcap"])
+        if "log2e_scale" in args:
+            args.setdefault("scale", args["log2e_scale"] / log2e)
         if spec.scale is None:
             assert "scale" in args, f"{spec.name}: no scale parameter was passed"
             scale = args["scale"]
@@ -259,6 +268,14 @@ def _runtime_window(manifest, params_lists):
 
 def forward_manifest(request, chip, name):
     m = _forward_manifest(request, chip, name)
+    # As fa-compile's: the scale (and softcap) at run time, as the factors
+    # the host computes from them (manifest.score_scalars).
+    m["scale"] = None
+    factors = ["scale_over_softcap", "log2e_softcap"] if request.softcap else ["log2e_scale"]
+    if request.softcap:
+        m["softcap"] = M.RUNTIME
+    m["params"] = [p for p in m["params"] if p.get("value") not in ("scale", "softcap")]
+    m["params"][1:1] = [{"name": f, "type": "f32", "role": f, "value": f} for f in factors]
     if M.is_windowed(request.mask):
         _runtime_window(m, [m["params"]])
     return m

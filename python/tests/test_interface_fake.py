@@ -13,6 +13,7 @@ ones.
 """
 
 import math
+import struct
 
 import pytest
 
@@ -131,12 +132,21 @@ def test_plan_packs_like_the_full_path(gpu):
     as_bytes = lambda ps: [(p.label, p.type, bytes(p.ctype())) for p in ps]
     assert as_bytes(plan.current_params()) == as_bytes(want)
     labels = [p.label for p in want]
-    # (a windowed kernel takes its sizes as parameters named by their roles)
-    assert labels[0] == "scale" and labels[-1] == "window_right" and "softcap" in labels
+    # (a windowed kernel takes its sizes as parameters named by their roles;
+    # a forward kernel the host's f32 factors of the scale and softcap)
+    assert labels[-1] == "window_right"
+    assert {"scale_over_softcap", "log2e_softcap"} <= set(labels) and "scale" not in labels
     got = {p.label: p.value for p in want}
     assert got["out.aligned"] == out.data_ptr() and got["out.allocated"] == base.data_ptr()
     assert got["q.strides[1]"] == 32 and got["q.strides[2]"] == 64   # bshd as a bhsd view
-    assert got["softcap"] == pytest.approx(2.5) and (got["window_left"], got["window_right"]) == (5, 3)
+    assert (got["window_left"], got["window_right"]) == (5, 3)
+    # The factors are the f32 host arithmetic's results, bit for bit.
+    f32 = lambda x: struct.unpack("f", struct.pack("f", x))[0]
+    log2e = f32(math.log2(math.e))
+    assert got["log2e_softcap"] == f32(f32(2.5) * log2e)
+    assert got["scale_over_softcap"] == f32(f32(32 ** -0.5) / f32(2.5))
+    assert bytes(next(p for p in want if p.label == "log2e_softcap").ctype()) == \
+        struct.pack("f", f32(2.5) * log2e)
 
 
 def test_new_plan_for_each_kind_of_call(gpu):

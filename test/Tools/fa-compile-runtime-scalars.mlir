@@ -9,18 +9,25 @@
 // RUN: cmp %t/a/fa_fwd_d64_bf16_sm80.json %t/b/fa_fwd_d64_bf16_sm80.json
 // RUN: FileCheck %s --check-prefix=FWD < %t/a/fa_fwd_d64_bf16_sm80.json
 
-// The scale leads the parameters; nothing of its value is in the manifest.
+// The forward takes scale * log2(e), which the host computes (its FMAs read
+// the parameter directly); nothing of the value is in the manifest.
 // FWD:      "params": [
-// FWD-NEXT:   {
-// FWD-NEXT:     "name": "scale",
-// FWD-NEXT:     "role": "scale",
+// FWD:          "name": "log2e_scale",
+// FWD-NEXT:     "role": "log2e_scale",
 // FWD-NEXT:     "type": "f32",
-// FWD-NEXT:     "value": "scale"
-// FWD-NEXT:   },
-// FWD-NEXT:   {
-// FWD-NEXT:     "dims": [
+// FWD-NEXT:     "value": "log2e_scale"
+// FWD-NOT:      "role"
 // FWD:      "scale": null,
 // FWD-NEXT: "softcap": null,
+
+// With a softcap: scale / softcap and softcap * log2(e), both from the host.
+// RUN: fa-compile --head-dim=64 --dtype=bf16 --chip=sm_90a --no-spill-check --softcap=30 -o %t/s > /dev/null
+// RUN: FileCheck %s --check-prefix=CAP < %t/s/fa_fwd_d64_bf16_softcap_sm90a.json
+// CAP-DAG:  "role": "scale_over_softcap"
+// CAP-DAG:  "role": "log2e_softcap"
+// CAP-NOT:  "role": "scale"
+// CAP:      "softcap": "runtime"
+// RUN: python3 %S/check-manifests.py %t/a && python3 %S/check-manifests.py %t/s
 
 // RUN: fa-compile --kind=backward --head-dim=64 --dtype=f16 --causal --chip=sm_80 --no-spill-check --softcap=2 --scale=0.3 -o %t/c > /dev/null
 // RUN: fa-compile --kind=backward --head-dim=64 --dtype=f16 --causal --chip=sm_80 --no-spill-check --softcap=50 -o %t/d > /dev/null

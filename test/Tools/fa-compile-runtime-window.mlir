@@ -9,11 +9,10 @@
 // RUN: cmp %t/a/fa_fwd_d64_bf16_window_sm80.json %t/b/fa_fwd_d64_bf16_window_sm80.json
 // RUN: FileCheck %s --check-prefix=FWD < %t/a/fa_fwd_d64_bf16_window_sm80.json
 
-// The sizes follow the scale, as i64 parameters named by their roles.
+// The sizes lead the parameters, as i64 parameters named by their roles.
 // FWD:      "params": [
 // FWD-NEXT:   {
-// FWD-NEXT:     "name": "scale",
-// FWD:          "name": "window_left",
+// FWD-NEXT:     "name": "window_left",
 // FWD-NEXT:     "role": "window_left",
 // FWD-NEXT:     "type": "i64",
 // FWD-NEXT:     "value": "window_left"

@@ -16,6 +16,7 @@
 #include "fa/InitAllPasses.h"
 #include "fa/Pipelines/GPUPipelines.h"
 #include "fa/Pipelines/LaunchDescription.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
@@ -35,6 +36,7 @@
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/JSON.h"
+#include "llvm/Support/MathExtras.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Program.h"
@@ -336,6 +338,42 @@ StringRef dtypeName(Type elt) {
 /// binds their values to.
 using ScalarRoles = llvm::SmallDenseMap<unsigned, StringRef>;
 
+/// The role of a run-time scalar kernel parameter: a scalar argument of the
+/// host function, or a factor the conversion computes from them on the host
+/// (ScoreFactors): "log2e_<role>" (the role times f32 log2(e)) and
+/// "scale_over_softcap". The launcher computes those in f32 as the host IR
+/// does (python/flashmlir/_interface.py).
+std::optional<std::string> scalarRole(Value v, func::FuncOp host,
+                                      const ScalarRoles &roles) {
+  if (auto arg = dyn_cast<BlockArgument>(v)) {
+    if (arg.getOwner() != &host.getBody().front() ||
+        !roles.count(arg.getArgNumber()))
+      return std::nullopt;
+    return roles.lookup(arg.getArgNumber()).str();
+  }
+  Operation *op = v.getDefiningOp();
+  if (!op || op->getNumOperands() != 2)
+    return std::nullopt;
+  if (isa<arith::MulFOp>(op)) {
+    for (unsigned i : {0u, 1u}) {
+      FloatAttr c;
+      if (!matchPattern(op->getOperand(1 - i), m_Constant(&c)) ||
+          c.getValueAsDouble() !=
+              static_cast<double>(static_cast<float>(llvm::numbers::log2e)))
+        continue;
+      if (std::optional<std::string> r =
+              scalarRole(op->getOperand(i), host, roles))
+        return "log2e_" + *r;
+    }
+    return std::nullopt;
+  }
+  if (isa<arith::DivFOp>(op) &&
+      scalarRole(op->getOperand(0), host, roles) == "scale" &&
+      scalarRole(op->getOperand(1), host, roles) == "softcap")
+    return std::string("scale_over_softcap");
+  return std::nullopt;
+}
+
 /// Describes one kernel parameter of a host-side gpu.launch_func: a function
 /// argument (a memref, or a run-time scalar of `roles`) or a workspace
 /// buffer (a memref.alloc the conversion tagged, its sizes read from it).
@@ -344,17 +382,14 @@ FailureOr<llvm::json::Object> describeParam(Value operand, func::FuncOp host,
                                             const ScalarRoles &roles) {
   auto memrefType = dyn_cast<MemRefType>(operand.getType());
   if (!memrefType) {
-    auto arg = dyn_cast<BlockArgument>(operand);
     Type type = operand.getType();
-    if (!arg || arg.getOwner() != &host.getBody().front() ||
-        !roles.count(arg.getArgNumber()) ||
-        !(type.isF32() || type.isInteger(64)))
+    std::optional<std::string> role = scalarRole(operand, host, roles);
+    if (!role || !(type.isF32() || type.isInteger(64)))
       return failure();
-    StringRef role = roles.lookup(arg.getArgNumber());
-    return llvm::json::Object{{"name", role},
+    return llvm::json::Object{{"name", *role},
                               {"type", type.isF32() ? "f32" : "i64"},
-                              {"role", role},
-                              {"value", role}};
+                              {"role", *role},
+                              {"value", *role}};
   }
   std::string name;
   llvm::json::Array dims;
@@ -417,7 +452,8 @@ FailureOr<llvm::json::Object> describeLaunch(gpu::LaunchFuncOp launch,
       launch.emitError("fa-compile: kernel parameter of type ")
           << operand.getType()
           << " is not a function argument (a memref, or the op's scale, "
-             "softcap or window) or a workspace buffer";
+             "softcap or window), a factor of the scale and softcap, or a "
+             "workspace buffer";
       return failure();
     }
     params.push_back(std::move(*p));

@@ -445,10 +445,11 @@ getKernelConfig(TiledAttention &ta,
 
 class ForwardKernelEmitter : public NestCloner {
 public:
+  /// `factors` are values of the host (see convertForall).
   ForwardKernelEmitter(OpBuilder &b, Location loc, TiledAttention &ta,
-                       const KernelConfig &cfg)
+                       const KernelConfig &cfg, ScoreFactors factors)
       : NestCloner(b, loc), ta(ta), cfg(cfg), frags(b, loc, cfg.elt),
-        wg(b, loc, cfg.elt) {}
+        wg(b, loc, cfg.elt), factors(factors) {}
 
   void emit(gpu::LaunchOp launch);
 
@@ -518,7 +519,8 @@ private:
   WarpFragments frags;
   WarpgroupMma wg;
   IRMapping mapping;
-  /// The exponent factors, computed once at the kernel's start.
+  /// The exponent factors, computed by the host: kernel parameters (or
+  /// constants) that the score FMAs read directly.
   ScoreFactors factors;
   /// Run-time window sides (i32), computed once at the kernel's start; null
   /// for a constant or unbounded side.
@@ -1035,10 +1037,8 @@ void ForwardKernelEmitter::emit(gpu::LaunchOp launch) {
     mapping.map(iv, getBlockId(blockIds, dim));
 
   // The first uses fix the kernel's parameter order after outlining: the
-  // run-time scalars (scale, softcap, window left and right), then q, k, v,
-  // out, lse.
-  factors = ScoreFactors::build(b, loc, cfg.scalars.buildScale(b, loc),
-                                cfg.scalars.buildSoftcap(b, loc), kLog2e);
+  // run-time window sizes, then q, k, v, out, lse (the exponent factors
+  // wherever the key loop first reads them).
   if (cfg.mask.dynamicLeft)
     windowLeft = buildKernelWindowBound(b, loc, cfg.mask.buildLeft(b, loc));
   if (cfg.mask.dynamicRight)
@@ -1185,12 +1185,20 @@ LogicalResult mlir::fa::convertTiledAttentionToGPU(
   Value threads = arith::ConstantIndexOp::create(rewriter, loc, cfg->threads());
   Value smemBytes = arith::ConstantIntOp::create(
       rewriter, loc, rewriter.getI32Type(), cfg->smemBytes());
+  // The exponent factors on the host, before the launch: the kernel takes
+  // scale * log2(e) (or scale / softcap and softcap * log2(e)) as parameters
+  // rather than computing them, so its score FMAs read a parameter (a
+  // constant-bank operand in SASS) instead of holding it in a register, as
+  // a constant scale's kernel does (218 against 237 registers at D = 128).
+  ScoreFactors factors = ScoreFactors::build(
+      rewriter, loc, cfg->scalars.buildScale(rewriter, loc),
+      cfg->scalars.buildSoftcap(rewriter, loc), kLog2e);
   // As the forall's mapping says: query blocks on x (no 65535 limit), heads
   // on y, batches on z.
   auto launch = gpu::LaunchOp::create(rewriter, loc, grid[0], grid[1], grid[2],
                                       threads, one, one, smemBytes);
   rewriter.setInsertionPointToStart(&launch.getBody().front());
-  ForwardKernelEmitter emitter(rewriter, loc, *ta, *cfg);
+  ForwardKernelEmitter emitter(rewriter, loc, *ta, *cfg, factors);
   emitter.emit(launch);
   assert(!emitter.failed && "matchTiledAttention checked every index");
   gpu::TerminatorOp::create(rewriter, loc);

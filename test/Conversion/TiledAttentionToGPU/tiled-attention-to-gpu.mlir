@@ -117,3 +117,30 @@ func.func @softcap_bf16(%q: memref<?x?x?x128xbf16, strided<[?, ?, ?, 1], offset:
   bufferization.materialize_in_destination %l in restrict writable %lse : (tensor<?x?x?xf32>, memref<?x?x?xf32, strided<[?, ?, ?], offset: ?>>) -> ()
   return
 }
+
+// -----
+
+// Run-time scale and softcap: the exponent factors (scale / softcap and
+// softcap * log2(e)) are computed by the host before the launch, so the
+// kernel takes them as parameters and its score arithmetic reads them
+// directly; the kernel itself divides nothing.
+
+// CHECK-LABEL: func.func @runtime_scalars
+// CHECK-SAME:    %[[S:[a-z0-9]+]]: f32, %[[C:[a-z0-9]+]]: f32)
+// CHECK:         %[[IN:.*]] = arith.divf %[[S]], %[[C]] : f32
+// CHECK:         %[[EXP:.*]] = arith.mulf %[[C]], %{{.*}} : f32
+// CHECK:         gpu.launch
+// CHECK-NOT:       arith.divf
+// CHECK:           arith.mulf %{{.*}}, %[[IN]] : f32
+// CHECK:           math.tanh
+// CHECK:           math.fma %{{.*}}, %[[EXP]]
+// CHECK:         gpu.terminator
+func.func @runtime_scalars(%q: memref<?x?x?x64xbf16, strided<[?, ?, ?, 1], offset: ?>>, %k: memref<?x?x?x64xbf16, strided<[?, ?, ?, 1], offset: ?>>, %v: memref<?x?x?x64xbf16, strided<[?, ?, ?, 1], offset: ?>>, %o: memref<?x?x?x64xbf16, strided<[?, ?, ?, 1], offset: ?>>, %lse: memref<?x?x?xf32, strided<[?, ?, ?], offset: ?>>, %scale: f32, %softcap: f32) {
+  %qt = bufferization.to_tensor %q restrict : memref<?x?x?x64xbf16, strided<[?, ?, ?, 1], offset: ?>> to tensor<?x?x?x64xbf16>
+  %kt = bufferization.to_tensor %k restrict : memref<?x?x?x64xbf16, strided<[?, ?, ?, 1], offset: ?>> to tensor<?x?x?x64xbf16>
+  %vt = bufferization.to_tensor %v restrict : memref<?x?x?x64xbf16, strided<[?, ?, ?, 1], offset: ?>> to tensor<?x?x?x64xbf16>
+  %out, %l = fa.attention %qt, %kt, %vt softcap %softcap scale %scale : (tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>, f32, f32) -> (tensor<?x?x?x64xbf16>, tensor<?x?x?xf32>)
+  bufferization.materialize_in_destination %out in restrict writable %o : (tensor<?x?x?x64xbf16>, memref<?x?x?x64xbf16, strided<[?, ?, ?, 1], offset: ?>>) -> ()
+  bufferization.materialize_in_destination %l in restrict writable %lse : (tensor<?x?x?xf32>, memref<?x?x?xf32, strided<[?, ?, ?], offset: ?>>) -> ()
+  return
+}
