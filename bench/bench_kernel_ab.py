@@ -43,7 +43,7 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--a", required=True, help="kernel folder A (searched alone)")
-    p.add_argument("--b", required=True, help="kernel folder B (searched alone)")
+    p.add_argument("--b", required=True, help="kernel folder B (searched first, then A)")
     p.add_argument("--headdims", nargs="+", type=int, default=[64, 128])
     p.add_argument("--seqlens", nargs="+", type=int, default=[2048, 8192])
     p.add_argument("--masks", nargs="+", default=["full", "causal"])
@@ -59,8 +59,10 @@ def main(argv=None):
     import flashmlir
     from flashmlir import KernelRegistry, KernelRequest, set_default_registry
 
+    # B falls back on A's kernels for what it lacks (e.g. the forward of a
+    # backward comparison); the names recorded show which one ran.
     regs = {"A": KernelRegistry([args.a], compiler=None),
-            "B": KernelRegistry([args.b], compiler=None)}
+            "B": KernelRegistry([args.b, args.a], compiler=None)}
     cc = torch.cuda.get_device_capability()
     dirs = ["fwd", "bwd"] if args.direction == "both" else [args.direction]
     records = []
