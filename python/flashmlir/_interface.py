@@ -322,17 +322,18 @@ class _BackwardPlan:
     def run(self, q, k, v, out, lse, dout, copied=False):
         if self.clone_dout and not copied:
             dout = dout.clone(memory_format=torch.contiguous_format)
-        dt, dev = self.dtype, self.device
+        # new_empty: q's dtype and device without parsing them (plans are for
+        # plain tensors of the call's dtype and device only).
         sq, sk, sv = self.grad_shapes
-        dq = torch.empty(sq, dtype=dt, device=dev)
-        dk = torch.empty(sk, dtype=dt, device=dev)
-        dv = torch.empty(sv, dtype=dt, device=dev)
+        dq = q.new_empty(sq)
+        dk = q.new_empty(sk)
+        dv = q.new_empty(sv)
         if self.mode is _EMPTY:
             dq.zero_()
             dk.zero_()
             dv.zero_()
             return dq, dk, dv
-        ws = torch.empty(self.ws_bytes, dtype=torch.uint8, device=dev)
+        ws = q.new_empty(self.ws_bytes, dtype=torch.uint8)
         if poison_grads():
             for t in (dq, dk, dv):
                 t.fill_(math.nan)
@@ -388,9 +389,9 @@ class _ForwardPlan:
 
     def run(self, q, k, v, out=None, lse=None):
         if out is None:
-            out = torch.empty(self.out_shape, dtype=self.dtype, device=self.device)
+            out = q.new_empty(self.out_shape)   # q's dtype and device, as _outputs
         if lse is None:
-            lse = torch.empty(self.lse_shape, dtype=torch.float32, device=self.device)
+            lse = q.new_empty(self.lse_shape, dtype=torch.float32)
         if self.mode is _LAUNCH:
             self.launch.launch((q, k, v, out, lse), _current_stream(self.ordinal))
         elif self.mode is _NO_KEYS:
