@@ -243,6 +243,20 @@ def _current_stream(ordinal: int) -> int:
     return torch.cuda.current_stream(ordinal).cuda_stream
 
 
+def _empty_like_is_contiguous(t, shape) -> bool:
+    """Whether torch.empty_like(t) is the contiguous tensor of `shape` (t has
+    that shape and its strides are the contiguous ones): then a plan
+    allocates it that way, skipping the shape and dtype parsing of
+    new_empty. Decided once per plan (the strides are part of its key)."""
+    if tuple(t.shape) != tuple(shape):
+        return False
+    stride, want = 1, []
+    for n in reversed(tuple(shape)):
+        want.append(stride)
+        stride *= max(int(n), 1)
+    return tuple(t.stride()) == tuple(reversed(want))
+
+
 # Workspace buffers start at multiples of this many bytes of their one
 # allocation (the allocator's own alignment of separate buffers, and more
 # than any kernel's vector accesses need).
@@ -278,7 +292,7 @@ class _BackwardPlan:
     share scratch memory."""
 
     __slots__ = ("mode", "seq", "grad_shapes", "workspace", "dtype", "device", "ordinal",
-                 "clone_dout", "ws_offsets", "ws_bytes")
+                 "clone_dout", "ws_offsets", "ws_bytes", "like")
 
     def __init__(self, fwd: "_ForwardPlan", q, k, v, out, lse, dout, deterministic: bool,
                  clone_dout: bool):
@@ -288,6 +302,7 @@ class _BackwardPlan:
         self.dtype, self.device, self.ordinal = c.dtype, c.device, fwd.ordinal
         self.clone_dout = clone_dout
         self.grad_shapes = (tuple(q.shape), tuple(k.shape), tuple(v.shape))
+        self.like = tuple(_empty_like_is_contiguous(t, t.shape) for t in (q, k, v))
         self.workspace = ()
         self.ws_offsets, self.ws_bytes = (), 0
         self.seq = None
@@ -323,12 +338,13 @@ class _BackwardPlan:
     def run(self, q, k, v, out, lse, dout, copied=False):
         if self.clone_dout and not copied:
             dout = dout.clone(memory_format=torch.contiguous_format)
-        # new_empty: q's dtype and device without parsing them (plans are for
-        # plain tensors of the call's dtype and device only).
+        # Contiguous gradients with q's dtype and device (plans are for plain
+        # tensors of the call's dtype and device only), the cheapest way.
         sq, sk, sv = self.grad_shapes
-        dq = q.new_empty(sq)
-        dk = q.new_empty(sk)
-        dv = q.new_empty(sv)
+        lq, lk, lv = self.like
+        dq = torch.empty_like(q) if lq else q.new_empty(sq)
+        dk = torch.empty_like(k) if lk else q.new_empty(sk)
+        dv = torch.empty_like(v) if lv else q.new_empty(sv)
         if self.mode is _EMPTY:
             dq.zero_()
             dk.zero_()
@@ -362,13 +378,14 @@ class _ForwardPlan:
     empty, the kernel's LaunchPlan; plus the backward plans made from it."""
 
     __slots__ = ("call", "mode", "launch", "out_shape", "lse_shape", "dtype", "device",
-                 "ordinal", "bwd", "__weakref__")
+                 "ordinal", "bwd", "out_like", "__weakref__")
 
     def __init__(self, q, k, v, c: _Call, out=None, lse=None):
         self.call = c
         self.dtype, self.device = c.dtype, c.device
         self.ordinal = _device_ordinal(c.device)
         self.out_shape = _out_shape(c)
+        self.out_like = _empty_like_is_contiguous(q, self.out_shape)
         d = c.dims
         self.lse_shape = (d.B, d.Hq, d.Nq)
         self.bwd = {}
@@ -390,7 +407,8 @@ class _ForwardPlan:
 
     def run(self, q, k, v, out=None, lse=None):
         if out is None:
-            out = q.new_empty(self.out_shape)   # q's dtype and device, as _outputs
+            # q's dtype and device, as _outputs; contiguous either way
+            out = torch.empty_like(q) if self.out_like else q.new_empty(self.out_shape)
         if lse is None:
             lse = q.new_empty(self.lse_shape, dtype=torch.float32)
         if self.mode is _LAUNCH:

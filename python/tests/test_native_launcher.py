@@ -208,3 +208,35 @@ def test_double_backward_is_refused(gpu):
     # without create_graph, the gradients are plain tensors
     (dq,) = torch.autograd.grad(flashmlir.attention(q, k, v), (q,), dout.detach())
     assert dq.grad_fn is None and not dq.requires_grad
+
+
+@pytest.mark.parametrize("layout", ["bhsd", "bshd"])
+@pytest.mark.parametrize("view", [False, True])
+@pytest.mark.parametrize("h", [1, 2])
+def test_outputs_and_gradients_are_contiguous(gpu, layout, view, h):
+    """However a plan allocates them (empty_like of an input with the
+    contiguous strides, or new_empty), out, lse and the gradients have the
+    contiguous strides, in the steady state too; also for inputs that are
+    contiguous with other strides on size-1 dimensions (h=1 views)."""
+    q, k, v, dout = qkv(1, h, h, 24, 40, 32, 32, layout, seed=2)
+    if view and h > 1:   # transposed views in the call's layout: new_empty
+        q, k, v = (t.detach().transpose(1, 2).contiguous().transpose(1, 2).requires_grad_()
+                   for t in (q, k, v))
+    elif view:           # contiguous, but stride 1 on the size-1 head dimension
+        hd = 1 if layout == "bhsd" else 2
+
+        def restride(t):
+            st = list(t.stride())
+            st[hd] = 1
+            return t.detach().clone().as_strided(t.shape, st).requires_grad_()
+        q, k, v = (restride(t) for t in (q, k, v))
+        assert q.is_contiguous()
+    if view:
+        assert q.stride() != torch.empty(q.shape).stride()
+    for _ in range(2):
+        out, lse = flashmlir.attention(q, k, v, layout=layout, return_lse=True)
+        grads = torch.autograd.grad(out, (q, k, v), dout)
+        for t in (out, lse, *grads):
+            assert t.stride() == torch.empty(t.shape).stride(), (t.shape, t.stride())
+        check_fwd(out, lse, q, k, v, layout)
+        check(grads, q, k, v, dout, layout)
