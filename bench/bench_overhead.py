@@ -139,8 +139,10 @@ def main(argv=None) -> int:
     print(f"per-call wall time (us), B={a.b} H={a.h} N={a.n} D={a.d} {a.dtype} "
           f"causal={c}; median of {a.repeats} loops of {a.calls} (fwd) / "
           f"{max(1, a.calls // 4)} (fwd+bwd) calls")
+    from flashmlir import _native
     print(f"  {torch.cuda.get_device_name()} | torch {torch.__version__} | "
-          f"flashmlir {flashmlir.__version__}")
+          f"flashmlir {flashmlir.__version__} | launcher: "
+          f"{_native.library_path() or 'ctypes (no native launcher)'}")
     for n, why in skipped.items():
         print(f"  SKIP {n}: {why}")
     hdr = f"  {'implementation':<28}{'fwd':>10}{'fwd+bwd':>10}"
@@ -173,6 +175,7 @@ def main(argv=None) -> int:
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"args": vars(a), "device": torch.cuda.get_device_name(),
+                   "launcher": _native.library_path(),
                        "torch": torch.__version__, "results": results, "skipped": skipped,
                        "bar": BAR, "bar_met": ok}, f, indent=1)
     return 1 if (a.check and not ok) else 0

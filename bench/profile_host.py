@@ -50,6 +50,8 @@ def main(argv=None) -> int:
         cm = sdpa_kernel([SDPBackend.FLASH_ATTENTION])
     if cm is not None:
         cm.__enter__()
+    from flashmlir import _native
+    print(f"launcher: {_native.library_path() or 'ctypes (no native launcher)'}")
 
     def fwd():
         with torch.no_grad():

@@ -13,3 +13,11 @@ elapsed() { echo $(( $(date +%s) - start )); }
 if [ -f build/kernels.tar.xz ] && [ ! -d build/kernels ]; then
   tar -xJf build/kernels.tar.xz -C build
 fi
+# The native launcher (python/flashmlir/_native.py) when the carried build
+# lacks it: one C file, no CUDA headers; without a C compiler the package
+# launches through ctypes (bench_overhead.py prints which).
+if [ ! -f build/lib/libflashmlir_launcher.so ] && command -v cc >/dev/null; then
+  mkdir -p build/lib
+  cc -O2 -shared -fPIC -o build/lib/libflashmlir_launcher.so lib/Launcher/launcher.c \
+    || echo "device-env: the native launcher did not build; ctypes launches"
+fi

@@ -181,6 +181,8 @@ def cmd_info(args) -> int:
     compiler = _kernels.find_compiler()
     print(f"fa-compile: {compiler or 'not found (missing variants cannot be compiled)'}")
     print(f"compile cache: {_kernels.cache_dir()}")
+    from . import _native
+    print(f"native launcher: {_native.library_path() or 'not found (launches through ctypes)'}")
     reg = _kernels.KernelRegistry(compiler=None)
     specs = reg.specs()
     print("kernel folders (earlier wins):")

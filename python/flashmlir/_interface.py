@@ -10,6 +10,7 @@ gradient element and initialise their workspace themselves."""
 from __future__ import annotations
 
 import math
+import os
 import threading
 from dataclasses import dataclass
 from typing import Optional, Tuple
@@ -43,7 +44,7 @@ POISON_ENV = "FLASHMLIR_POISON_GRADS"
 
 def poison_grads() -> bool:
     """Whether the backward NaN-fills gradients and workspace before launching."""
-    return _kernels._env_flag(POISON_ENV)
+    return POISON_ENV in os.environ and _kernels._env_flag(POISON_ENV)   # unset: one lookup
 
 
 @dataclass(frozen=True)
@@ -223,6 +224,7 @@ def backward_available(dtype=torch.bfloat16, head_dim: int = 128, causal: bool =
 _EMPTY, _NO_KEYS, _LAUNCH = "empty", "no-keys", "launch"
 _FORWARD_TENSORS = ("q", "k", "v", "out", "lse")
 _BACKWARD_TENSORS = ("q", "k", "v", "out", "dout", "lse", "dq", "dk", "dv")
+_WORKSPACE = "workspace"   # the byte buffer a backward's workspace is carved from
 _MAX_PLANS = 4096
 
 
@@ -240,12 +242,56 @@ def _current_stream(ordinal: int) -> int:
     return torch.cuda.current_stream(ordinal).cuda_stream
 
 
+def _empty_like_is_contiguous(t, shape) -> bool:
+    """Whether torch.empty_like(t) is the contiguous tensor of `shape` (t has
+    that shape and its strides are the contiguous ones): then a plan
+    allocates it that way, skipping the shape and dtype parsing of
+    new_empty. Decided once per plan (the strides are part of its key)."""
+    if tuple(t.shape) != tuple(shape):
+        return False
+    stride, want = 1, []
+    for n in reversed(tuple(shape)):
+        want.append(stride)
+        stride *= max(int(n), 1)
+    return tuple(t.stride()) == tuple(reversed(want))
+
+
+# Workspace buffers start at multiples of this many bytes of their one
+# allocation (the allocator's own alignment of separate buffers, and more
+# than any kernel's vector accesses need).
+_WORKSPACE_ALIGNMENT = 256
+
+
+def _workspace_layout(shapes):
+    """Byte offsets of the workspace buffers (name, shape, torch dtype) in one
+    allocation, and its size."""
+    offsets, total = [], 0
+    for _, shape, dtype in shapes:
+        offsets.append(total)
+        n = math.prod(shape) * torch.empty((), dtype=dtype).element_size()
+        total += -(-n // _WORKSPACE_ALIGNMENT) * _WORKSPACE_ALIGNMENT
+    return tuple(offsets), total
+
+
+def _workspace_views(buf, shapes, offsets):
+    """The workspace buffers as tensors viewing the byte buffer `buf`."""
+    out = []
+    for (_, shape, dtype), off in zip(shapes, offsets):
+        n = math.prod(shape) * torch.empty((), dtype=dtype).element_size()
+        out.append(buf.narrow(0, off, n).view(dtype).view(shape))
+    return out
+
+
 class _BackwardPlan:
     """The backward of one forward plan for one kind of dout: gradients and
-    workspace to allocate, and the manifest's launches as a PlanSequence."""
+    workspace to allocate, and the manifest's launches as a PlanSequence.
+    The workspace buffers are carved out of one byte allocation per call
+    (bound by offset, see _plan.LaunchPlan's views); a call's buffers are
+    its own, so calls on different streams or in CUDA-graph capture never
+    share scratch memory."""
 
     __slots__ = ("mode", "seq", "grad_shapes", "workspace", "dtype", "device", "ordinal",
-                 "clone_dout")
+                 "clone_dout", "ws_offsets", "ws_bytes", "like")
 
     def __init__(self, fwd: "_ForwardPlan", q, k, v, out, lse, dout, deterministic: bool,
                  clone_dout: bool):
@@ -255,7 +301,9 @@ class _BackwardPlan:
         self.dtype, self.device, self.ordinal = c.dtype, c.device, fwd.ordinal
         self.clone_dout = clone_dout
         self.grad_shapes = (tuple(q.shape), tuple(k.shape), tuple(v.shape))
+        self.like = tuple(_empty_like_is_contiguous(t, t.shape) for t in (q, k, v))
         self.workspace = ()
+        self.ws_offsets, self.ws_bytes = (), 0
         self.seq = None
         d = c.dims
         if d.empty_output or d.Nk == 0:
@@ -271,36 +319,42 @@ class _BackwardPlan:
                 raise LaunchError(f"{spec.name}: workspace {name} has element type {dtype}, "
                                   f"which this torch has no dtype for")
         self.workspace = tuple((name, shape, _TORCH_DTYPES[dtype]) for name, shape, dtype in shapes)
+        self.ws_offsets, self.ws_bytes = _workspace_layout(self.workspace)
         dq, dk, dv = (torch.empty(s, dtype=c.dtype, device=c.device) for s in self.grad_shapes)
         L = c.layout
         tensors = {"q": _bhsd(q, L), "k": _bhsd(k, L), "v": _bhsd(v, L), "out": _bhsd(out, L),
                    "dout": _bhsd(dout, L), "lse": lse,
                    "dq": _bhsd(dq, L), "dk": _bhsd(dk, L), "dv": _bhsd(dv, L)}
-        alloc = lambda name, shape, dtype: torch.empty(shape, dtype=_TORCH_DTYPES[dtype],
-                                                       device=c.device)
+        buf = torch.empty(self.ws_bytes, dtype=torch.uint8, device=c.device)
+        views = dict(zip((w[0] for w in self.workspace),
+                         _workspace_views(buf, self.workspace, self.ws_offsets)))
+        alloc = lambda name, shape, dtype: views[name]
         _, preps = _bwd.prepare(spec, kernels, tensors, d.env(), alloc, c.scalars())
-        names = _BACKWARD_TENSORS + tuple(w[0] for w in self.workspace)
-        self.seq = _plan.PlanSequence([_plan.LaunchPlan(p, names) for p in preps])
+        names = _BACKWARD_TENSORS + (_WORKSPACE,)
+        offsets = {w[0]: (_WORKSPACE, off) for w, off in zip(self.workspace, self.ws_offsets)}
+        self.seq = _plan.PlanSequence([_plan.LaunchPlan(p, names, offsets) for p in preps])
 
     def run(self, q, k, v, out, lse, dout, copied=False):
         if self.clone_dout and not copied:
             dout = dout.clone(memory_format=torch.contiguous_format)
-        dt, dev = self.dtype, self.device
+        # Contiguous gradients with q's dtype and device (plans are for plain
+        # tensors of the call's dtype and device only), the cheapest way.
         sq, sk, sv = self.grad_shapes
-        dq = torch.empty(sq, dtype=dt, device=dev)
-        dk = torch.empty(sk, dtype=dt, device=dev)
-        dv = torch.empty(sv, dtype=dt, device=dev)
+        lq, lk, lv = self.like
+        dq = torch.empty_like(q) if lq else q.new_empty(sq)
+        dk = torch.empty_like(k) if lk else q.new_empty(sk)
+        dv = torch.empty_like(v) if lv else q.new_empty(sv)
         if self.mode is _EMPTY:
             dq.zero_()
             dk.zero_()
             dv.zero_()
             return dq, dk, dv
-        ws = [torch.empty(shape, dtype=tdt, device=dev) for _, shape, tdt in self.workspace]
+        ws = q.new_empty(self.ws_bytes, dtype=torch.uint8)
         if poison_grads():
-            for t in (dq, dk, dv, *ws):
-                if t.is_floating_point():
-                    t.fill_(math.nan)
-        self.seq.launch((q, k, v, out, dout, lse, dq, dk, dv, *ws), _current_stream(self.ordinal))
+            for t in (dq, dk, dv):
+                t.fill_(math.nan)
+            ws.fill_(255)   # all-ones bytes: NaN in every float type
+        self.seq.launch((q, k, v, out, dout, lse, dq, dk, dv, ws), _current_stream(self.ordinal))
         return dq, dk, dv
 
 
@@ -323,13 +377,14 @@ class _ForwardPlan:
     empty, the kernel's LaunchPlan; plus the backward plans made from it."""
 
     __slots__ = ("call", "mode", "launch", "out_shape", "lse_shape", "dtype", "device",
-                 "ordinal", "bwd", "__weakref__")
+                 "ordinal", "bwd", "out_like", "__weakref__")
 
     def __init__(self, q, k, v, c: _Call, out=None, lse=None):
         self.call = c
         self.dtype, self.device = c.dtype, c.device
         self.ordinal = _device_ordinal(c.device)
         self.out_shape = _out_shape(c)
+        self.out_like = _empty_like_is_contiguous(q, self.out_shape)
         d = c.dims
         self.lse_shape = (d.B, d.Hq, d.Nq)
         self.bwd = {}
@@ -351,9 +406,10 @@ class _ForwardPlan:
 
     def run(self, q, k, v, out=None, lse=None):
         if out is None:
-            out = torch.empty(self.out_shape, dtype=self.dtype, device=self.device)
+            # q's dtype and device, as _outputs; contiguous either way
+            out = torch.empty_like(q) if self.out_like else q.new_empty(self.out_shape)
         if lse is None:
-            lse = torch.empty(self.lse_shape, dtype=torch.float32, device=self.device)
+            lse = q.new_empty(self.lse_shape, dtype=torch.float32)
         if self.mode is _LAUNCH:
             self.launch.launch((q, k, v, out, lse), _current_stream(self.ordinal))
         elif self.mode is _NO_KEYS:
@@ -469,13 +525,23 @@ class _FlashAttention(torch.autograd.Function):
         return out, lse
 
     @staticmethod
-    @once_differentiable
     def backward(ctx, dout, dlse):
-        q, k, v, out, lse = ctx.saved_tensors
-        dq, dk, dv = ctx.plan.backward(q, k, v, out, lse, dout, ctx.deterministic)
-        need = ctx.needs_input_grad
-        return (dq if need[0] else None, dk if need[1] else None,
-                dv if need[2] else None, None, None)
+        if torch.is_grad_enabled():
+            # create_graph=True: once_differentiable's error on a double
+            # backward (its wrapper costs microseconds on every call).
+            return _once_backward(ctx, dout, dlse)
+        return _flash_backward(ctx, dout, dlse)
+
+
+def _flash_backward(ctx, dout, dlse):
+    q, k, v, out, lse = ctx.saved_tensors
+    dq, dk, dv = ctx.plan.backward(q, k, v, out, lse, dout, ctx.deterministic)
+    need = ctx.needs_input_grad
+    return (dq if need[0] else None, dk if need[1] else None,
+            dv if need[2] else None, None, None)
+
+
+_once_backward = once_differentiable(_flash_backward)
 
 
 def _backward(q, k, v, out, lse, dout, c: _Call):

@@ -15,6 +15,14 @@ parameter is bound by name to a position in the tuple of tensors a call
 passes (`names`), every scalar parameter keeps the value it was packed with
 (its expression's inputs are part of what makes calls share a plan).
 
+Buffers carved out of one allocation (a backward's workspace) are bound as
+`views`: the parameter's pointer is a byte tensor's address plus a fixed
+offset, so a call allocates one buffer and builds no view tensors.
+
+With the native launcher (`_native`), a PlanSequence (and a single plan)
+binds and issues in one ctypes call; without it, or with FLASHMLIR_DEBUG or
+FLASHMLIR_SYNC set, it binds and launches here.
+
 Torch-free: tensors are read through ``data_ptr()`` and
 ``storage_offset()`` only.
 """
@@ -25,9 +33,9 @@ import ctypes
 import os
 import sys
 import threading
-from typing import Any, List, Sequence, Tuple
+from typing import Any, List, Mapping, Optional, Sequence, Tuple
 
-from . import _launch
+from . import _launch, _native
 from . import _manifest as M
 from ._errors import LaunchError
 
@@ -40,13 +48,16 @@ class LaunchPlan:
 
     prep:  the PreparedLaunch of a validated call.
     names: the names of the tensors a call passes to `launch`, in order; every
-           memref parameter of the kernel must be one of them."""
+           memref parameter of the kernel must be one of them or a view.
+    views: {parameter: (name, byte offset)}: the parameter is the byte
+           (uint8) tensor `name` of the call plus that offset."""
 
     __slots__ = ("name", "kernel", "names", "_storage", "_argv", "_binds", "_grid", "_block",
                  "_smem", "_ctx", "_lock", "_launch_fn", "_ctx_fn", "_ctx_out", "_ctx_ref",
-                 "_drv", "_debug", "_sync", "packed")
+                 "_drv", "_debug", "_sync", "packed", "_native")
 
-    def __init__(self, prep: _launch.PreparedLaunch, names: Sequence[str]):
+    def __init__(self, prep: _launch.PreparedLaunch, names: Sequence[str],
+                 views: Optional[Mapping[str, Tuple[str, int]]] = None):
         from . import _cuda
 
         self.name = prep.name
@@ -57,17 +68,21 @@ class LaunchPlan:
         n = len(self._storage)
         self._argv = (_c_void_p * max(n, 1))(*[ctypes.addressof(s) for s in self._storage])
         labels = {p.label: i for i, p in enumerate(prep.packed)}
-        binds: List[Tuple[int, Any, Any, int]] = []
+        views = dict(views or {})
+        # (tensor index, allocated slot, aligned slot, element size, byte offset)
+        binds: List[Tuple[int, Any, Any, int, int]] = []
         for p in self.kernel.spec.params:
             if not p.is_memref:
                 continue
-            if p.name not in self.names:
+            src, off, esize = p.name, 0, M.ELEMENT_SIZES[p.dtype]
+            if p.name in views:
+                (src, off), esize = views[p.name], 1
+            if src not in self.names:
                 raise LaunchError(f"{self.name}: parameter {p.name!r} is not among the "
                                   f"tensors of the call ({', '.join(self.names)})")
-            binds.append((self.names.index(p.name),
+            binds.append((self.names.index(src),
                           self._storage[labels[f"{p.name}.allocated"]],
-                          self._storage[labels[f"{p.name}.aligned"]],
-                          M.ELEMENT_SIZES[p.dtype]))
+                          self._storage[labels[f"{p.name}.aligned"]], esize, int(off)))
         self._binds = tuple(binds)
         self._grid = prep.grid
         self._block = prep.block
@@ -83,24 +98,32 @@ class LaunchPlan:
         # Read when the plan is made (flashmlir.clear_caches() makes new ones).
         self._debug = bool(os.environ.get("FLASHMLIR_DEBUG"))
         self._sync = bool(os.environ.get("FLASHMLIR_SYNC"))
+        self._native = native_sequence([self])
 
     def bind(self, tensors: Sequence[Any]) -> None:
         """Writes the addresses of `tensors` (in `names` order) into the
         parameter slots. Raises ValueError (as the first call's validation
         does) for a pointer that is not 16-byte aligned; nothing is launched."""
-        for i, alloc, aligned, esize in self._binds:
+        for i, alloc, aligned, esize, off in self._binds:
             t = tensors[i]
-            ptr = t.data_ptr()
+            ptr = t.data_ptr() + off
             if ptr % _launch.POINTER_ALIGNMENT:
                 raise ValueError(f"{self.names[i]}'s data pointer {ptr:#x} is not "
                                  f"{_launch.POINTER_ALIGNMENT}-byte aligned (storage offset?); "
                                  f"call .clone() first ({self.name})")
             aligned.value = ptr
-            alloc.value = ptr - t.storage_offset() * esize
+            alloc.value = ptr - off - t.storage_offset() * esize
 
     def launch(self, tensors: Sequence[Any], stream: int) -> None:
         """Binds `tensors` and issues the launch on `stream` (a CUstream
         handle as an int; 0 is the legacy default stream)."""
+        if self._native is not None:
+            self._native.launch(tensors, stream)
+        else:
+            self.launch_python(tensors, stream)
+
+    def launch_python(self, tensors: Sequence[Any], stream: int) -> None:
+        """`launch` through ctypes only (the path without the native launcher)."""
         with self._lock:
             self.bind(tensors)
             self._issue(stream)
@@ -142,15 +165,36 @@ class PlanSequence:
     kernels), all bound before the first launch so a misaligned tensor
     raises before anything runs."""
 
-    __slots__ = ("plans", "_lock")
+    __slots__ = ("plans", "_lock", "_native")
 
     def __init__(self, plans: Sequence[LaunchPlan]):
         self.plans = tuple(plans)
         self._lock = threading.Lock()
+        self._native = native_sequence(self.plans)
 
     def launch(self, tensors: Sequence[Any], stream: int) -> None:
+        if self._native is not None:
+            self._native.launch(tensors, stream)
+        else:
+            self.launch_python(tensors, stream)
+
+    def launch_python(self, tensors: Sequence[Any], stream: int) -> None:
+        """`launch` through ctypes only (the path without the native launcher)."""
         with self._lock:
             for p in self.plans:
                 p.bind(tensors)
             for p in self.plans:
                 p._issue(stream)
+
+
+def native_sequence(plans: Sequence[LaunchPlan]) -> Optional["_native.NativeSequence"]:
+    """The plans as one native launcher call, or None: no launcher, no
+    plans, plans that print or synchronize (FLASHMLIR_DEBUG, FLASHMLIR_SYNC:
+    the Python path does that), or plans of different tensors or contexts."""
+    run = _native.library()
+    if run is None or not plans or any(p._debug or p._sync for p in plans):
+        return None
+    if any(p.names != plans[0].names or p._ctx != plans[0]._ctx or
+           p._drv is not plans[0]._drv for p in plans):
+        return None
+    return _native.NativeSequence(run, plans, _launch.POINTER_ALIGNMENT)

@@ -120,7 +120,8 @@ class EmulatingCuda(FakeCuda):
                 i += 1
         self.decoded.append(args)
         self.launches.append(dict(fn=fn, name=name, entry=entry, grid=(gx, gy, gz),
-                                  block=(bx, by, bz), smem=smem, stream=stream, ctx=self.current))
+                                  block=(bx, by, bz), smem=smem, stream=stream, ctx=self.current,
+                                  raw=raw))
         self.ran.append((name, entry))
         if entry in self.skip:
             return

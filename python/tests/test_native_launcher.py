@@ -1,0 +1,242 @@
+"""The steady-state launch path's two implementations on the fake GPU: the
+native launcher (lib/Launcher/launcher.c, one ctypes call per plan
+sequence) against the ctypes path it replaces. Both must give the driver
+the same parameter bytes, grids, blocks, shared memory, stream and context
+for every launch of a forward and of a backward, and raise the same errors
+(a misaligned pointer before anything is launched, a driver failure naming
+the kernel). Also: the Python fallback when the library is absent, the
+backward's workspace carved out of one allocation, and the double-backward
+error of the eager autograd Function.
+
+The comparisons skip when the library is not built (CI builds it)."""
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import flashmlir  # noqa: E402
+from flashmlir import _interface, _native, _plan  # noqa: E402
+from flashmlir._errors import CudaError  # noqa: E402
+
+import fake_gpu  # noqa: E402
+from test_interface_fake import BF, BWD, FWD, check, check_fwd, qkv  # noqa: E402
+
+needs_native = pytest.mark.skipif(_native.library() is None,
+                                  reason="the native launcher is not built")
+
+
+@pytest.fixture
+def gpu(monkeypatch, tmp_path):
+    fake = fake_gpu.install(monkeypatch, tmp_path)
+    yield fake
+    fake_gpu.uninstall(fake)
+
+
+def _plans(q, k, v, dout, **opts):
+    """The forward plan of a call and its backward plan (made by one call)."""
+    out = flashmlir.attention(q, k, v, **opts)
+    torch.autograd.grad(out, (q, k, v), dout)
+    plan = _interface._forward_plan(q, k, v, opts.get("causal", False), opts.get("window"),
+                                    None, opts.get("softcap"), "bhsd",
+                                    opts.get("deterministic", False))
+    (bwd,) = plan.bwd.values()
+    return plan, bwd
+
+
+def _offset_copy(t, elements):
+    """t's values in a tensor whose storage starts `elements` earlier."""
+    base = torch.empty(t.numel() + elements, dtype=t.dtype)
+    view = base[elements:].view(t.shape)
+    view.copy_(t.detach())
+    return view
+
+
+def _launches(fake):
+    out = [{k: l[k] for k in ("fn", "grid", "block", "smem", "stream", "ctx", "raw")}
+           for l in fake.launches]
+    fake.launches.clear()
+    return out
+
+
+def _backward_tensors(plan, bwd, q, k, v, dout):
+    out, lse = plan.run(q, k, v)
+    grads = [torch.empty(s, dtype=BF) for s in bwd.grad_shapes]
+    ws = torch.empty(bwd.ws_bytes, dtype=torch.uint8)
+    return (q, k, v, out, dout, lse, *grads, ws)
+
+
+@needs_native
+@pytest.mark.parametrize("deterministic", [False, True])
+@pytest.mark.parametrize("opts", [{}, {"causal": True}, {"window": (20, 7)}, {"softcap": 2.0}],
+                         ids=repr)
+def test_native_packs_as_python(gpu, opts, deterministic):
+    q, k, v, dout = qkv(2, 4, 2, 40, 70, 32, 32, seed=3)
+    plan, bwd = _plans(q, k, v, dout, deterministic=deterministic, **opts)
+    assert plan.launch._native is not None and bwd.seq._native is not None
+    gpu.skip = {FWD, *BWD[deterministic]}     # compare the bytes; compute nothing
+    # user tensors with storage offsets: the allocated pointer is the storage's start
+    q2, k2, v2, dout2 = (_offset_copy(t, 8 * (i + 1)) for i, t in enumerate((q, k, v, dout)))
+    out, lse = torch.empty(plan.out_shape, dtype=BF), torch.empty(plan.lse_shape)
+    gpu.current = 0xC0
+    for seq, ts in ((plan.launch, (q2, k2, v2, out, lse)),
+                    (bwd.seq, _backward_tensors(plan, bwd, q2, k2, v2, dout2))):
+        _launches(gpu)
+        seq.launch(ts, 0x55)
+        native = _launches(gpu)
+        seq.launch_python(ts, 0x55)
+        assert native == _launches(gpu)
+        assert len(native) == (1 if seq is plan.launch else 3)
+    assert not [e for e in gpu.events if e[0] == "exception"]
+
+
+@needs_native
+def test_native_pushes_the_context_once_per_sequence(gpu):
+    q, k, v, dout = qkv(1, 2, 2, 30, 50, 32, 32)
+    plan, bwd = _plans(q, k, v, dout)
+    gpu.skip = {FWD, *BWD[False]}
+    ts = _backward_tensors(plan, bwd, q, k, v, dout)
+    gpu.current = None        # no context current on this thread
+    gpu.events.clear()
+    _launches(gpu)
+    bwd.seq.launch(ts, 0)
+    assert [e[0] for e in gpu.events if e[0] in ("push", "pop")] == ["push", "pop"]
+    assert [l["ctx"] for l in _launches(gpu)] == [0xC0] * 3 and gpu.current is None
+    gpu.current = 0xC0        # torch's primary context is current: nothing pushed
+    gpu.events.clear()
+    gpu.count()
+    bwd.seq.launch(ts, 0)
+    assert gpu.events == []
+    assert gpu.count() == {"cuCtxGetCurrent": 1, "cuLaunchKernel": 3}
+
+
+@needs_native
+@pytest.mark.parametrize("which", ["q", "dout", "dq", "workspace"])
+def test_native_misaligned_pointer_raises_before_any_launch(gpu, which):
+    q, k, v, dout = qkv(1, 2, 2, 30, 50, 32, 32)
+    plan, bwd = _plans(q, k, v, dout)
+    ts = list(_backward_tensors(plan, bwd, q, k, v, dout))
+    i = _interface._BACKWARD_TENSORS.index(which) if which != "workspace" else len(ts) - 1
+    base = torch.empty(ts[i].numel() * ts[i].element_size() + 16, dtype=torch.uint8)
+    ts[i] = base[2:2 + ts[i].numel() * ts[i].element_size()].view(ts[i].dtype).view(
+        ts[i].shape)
+    errors = []
+    for launch in (bwd.seq.launch, bwd.seq.launch_python):
+        _launches(gpu)
+        with pytest.raises(ValueError, match=f"{which}'s data pointer .* is not 16-byte "
+                                             "aligned") as ei:
+            launch(ts, 0)
+        assert _launches(gpu) == []
+        errors.append(str(ei.value))
+    assert errors[0] == errors[1]
+
+
+@needs_native
+def test_native_driver_errors_name_the_kernel(gpu):
+    q, k, v, dout = qkv(1, 2, 2, 30, 50, 32, 32)
+    plan, bwd = _plans(q, k, v, dout)
+    ts = _backward_tensors(plan, bwd, q, k, v, dout)
+    gpu.current = 0xC0
+    gpu.fail["cuLaunchKernel"] = 700
+    errors = []
+    for launch in (bwd.seq.launch, bwd.seq.launch_python):
+        with pytest.raises(CudaError, match="cuLaunchKernel failed with CUDA error 700") as ei:
+            launch(ts, 0x9)
+        errors.append(str(ei.value))
+    assert errors[0] == errors[1] and bwd.seq.plans[0].name in errors[0]
+    del gpu.fail["cuLaunchKernel"]
+    gpu.fail["cuCtxGetCurrent"] = 201
+    with pytest.raises(CudaError, match="cuCtxGetCurrent failed with CUDA error 201"):
+        plan.launch.launch(ts[:3] + ts[3:4] + ts[5:6], 0)
+
+
+def test_python_fallback_without_the_library(gpu, monkeypatch):
+    monkeypatch.setattr(_native, "_lib", None)
+    monkeypatch.setattr(_native, "_loaded", True)
+    _interface.clear_caches()
+    q, k, v, dout = qkv(2, 4, 2, 17, 113, 32, 32, seed=5)
+    for _ in range(2):       # first call and steady state
+        out, lse = flashmlir.attention(q, k, v, causal=True, return_lse=True)
+        check_fwd(out, lse, q, k, v, causal=True)
+        check(torch.autograd.grad(out, (q, k, v), dout), q, k, v, dout, causal=True)
+    plan, bwd = _plans(q, k, v, dout, causal=True)
+    assert plan.launch._native is None and bwd.seq._native is None
+
+
+def test_library_lookup(monkeypatch, tmp_path):
+    monkeypatch.setenv("FLASHMLIR_LAUNCHER", "off")
+    assert _native.candidates() == []
+    bogus = tmp_path / _native.LIBRARY_NAME
+    bogus.write_bytes(b"not a library")
+    monkeypatch.setenv("FLASHMLIR_LAUNCHER", str(bogus))
+    assert _native.candidates() == [str(bogus)]
+    monkeypatch.setattr(_native, "_loaded", False)
+    monkeypatch.setattr(_native, "_lib", None)
+    monkeypatch.setattr(_native, "_lib_path", None)
+    assert _native.library() is None and _native.library_path() is None
+    monkeypatch.delenv("FLASHMLIR_LAUNCHER")
+    assert _native.candidates()[0].endswith("flashmlir/" + _native.LIBRARY_NAME)
+
+
+def test_workspace_is_one_allocation(gpu):
+    q, k, v, dout = qkv(2, 4, 2, 40, 70, 32, 32, seed=9)
+    plan, bwd = _plans(q, k, v, dout)
+    names = [w[0] for w in bwd.workspace]
+    assert len(names) >= 2 and all(o % 256 == 0 for o in bwd.ws_offsets)
+    for _ in range(2):
+        gpu.decoded.clear()
+        out = flashmlir.attention(q, k, v)
+        grads = torch.autograd.grad(out, (q, k, v), dout)
+        check(grads, q, k, v, dout)
+        seen = {}
+        for args in gpu.decoded[1:]:
+            for n in names:
+                if n in args:
+                    seen.setdefault(n, set()).add(args[n].data_ptr())
+        assert all(len(p) == 1 for p in seen.values()) and set(seen) == set(names)
+        ptr = {n: next(iter(p)) for n, p in seen.items()}
+        base = ptr[names[0]] - bwd.ws_offsets[0]
+        assert [ptr[n] - base for n in names] == list(bwd.ws_offsets)
+
+
+def test_double_backward_is_refused(gpu):
+    q, k, v, _ = qkv(1, 2, 2, 16, 16, 32, 32)
+    dout = torch.randn(1, 2, 16, 32).to(BF).requires_grad_()
+    out = flashmlir.attention(q, k, v)
+    (dq,) = torch.autograd.grad(out, (q,), dout, create_graph=True)
+    with pytest.raises(RuntimeError, match="once_differentiable"):
+        dq.sum().backward()
+    # without create_graph, the gradients are plain tensors
+    (dq,) = torch.autograd.grad(flashmlir.attention(q, k, v), (q,), dout.detach())
+    assert dq.grad_fn is None and not dq.requires_grad
+
+
+@pytest.mark.parametrize("layout", ["bhsd", "bshd"])
+@pytest.mark.parametrize("view", [False, True])
+@pytest.mark.parametrize("h", [1, 2])
+def test_outputs_and_gradients_are_contiguous(gpu, layout, view, h):
+    """However a plan allocates them (empty_like of an input with the
+    contiguous strides, or new_empty), out, lse and the gradients have the
+    contiguous strides, in the steady state too; also for inputs that are
+    contiguous with other strides on size-1 dimensions (h=1 views)."""
+    q, k, v, dout = qkv(1, h, h, 24, 40, 32, 32, layout, seed=2)
+    if view and h > 1:   # transposed views in the call's layout: new_empty
+        q, k, v = (t.detach().transpose(1, 2).contiguous().transpose(1, 2).requires_grad_()
+                   for t in (q, k, v))
+    elif view:           # contiguous, but stride 1 on the size-1 head dimension
+        hd = 1 if layout == "bhsd" else 2
+
+        def restride(t):
+            st = list(t.stride())
+            st[hd] = 1
+            return t.detach().clone().as_strided(t.shape, st).requires_grad_()
+        q, k, v = (restride(t) for t in (q, k, v))
+        assert q.is_contiguous()
+    if view:
+        assert q.stride() != torch.empty(q.shape).stride()
+    for _ in range(2):
+        out, lse = flashmlir.attention(q, k, v, layout=layout, return_lse=True)
+        grads = torch.autograd.grad(out, (q, k, v), dout)
+        for t in (out, lse, *grads):
+            assert t.stride() == torch.empty(t.shape).stride(), (t.shape, t.stride())
+        check_fwd(out, lse, q, k, v, layout)
+        check(grads, q, k, v, dout, layout)
