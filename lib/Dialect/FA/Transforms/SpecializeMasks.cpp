@@ -1,8 +1,9 @@
 //===- SpecializeMasks.cpp - Masks as loop structure ----------------------===//
 //
-// A query block of rows [r0, r1] sees, through the causal / sliding-window
-// mask, only a band of keys. This pass rewrites the key loop that
-// `fa-tile-attention` emits,
+// A query block of rows [r0, r1] sees, through the step's mask, only some
+// key blocks, and some of them whole: the mask's key-block range
+// (MaskAttrInterface::buildKeyBlockRange). This pass rewrites the key loop
+// that `fa-tile-attention` emits,
 //
 //   scf.for %k = 0 to %Nk step Bc iter_args(state) {
 //     state = fa.online_attention ... masked(%q0, %k, %Nq, %Nk) ...
@@ -10,7 +11,9 @@
 //
 // into
 //
-//   scf.for %k = lo     to fullLo step Bc { masked step }   (left boundary)
+//   scf.for %k = lo     to fullLo step Bc { masked step }   (left boundary;
+//                                                            only if the
+//                                                            rule has one)
 //   scf.for %k = fullLo to fullHi step Bc { unmasked step } (fully visible)
 //   scf.for %k = fullHi to hi     step Bc { masked step }   (right boundary,
 //                                                            sequence tail)
