@@ -13,6 +13,7 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/Matchers.h"
+#include "llvm/Support/MathExtras.h"
 
 #include <gtest/gtest.h>
 
@@ -124,9 +125,15 @@ TEST_F(MaskTest, BlockRangesHoldTheVisibleBlocks) {
                                               idx(nq), idx(nk))
                        : m.buildQueryBlockRange(b, loc, {}, idx(a0), bk, bq,
                                                 idx(nq), idx(nk));
-              int64_t begin = constantOf(r.begin),
-                      fullBegin = constantOf(r.fullBegin),
-                      fullEnd = constantOf(r.fullEnd), end = constantOf(r.end);
+              // Offsets of first elements (end: at most nb) to block
+              // numbers.
+              auto blocks = [&](Value offset) {
+                return llvm::divideCeil(constantOf(offset), bb);
+              };
+              ASSERT_EQ(constantOf(r.begin) % bb, 0);
+              ASSERT_LE(constantOf(r.end), nb);
+              int64_t begin = blocks(r.begin), fullBegin = blocks(r.fullBegin),
+                      fullEnd = blocks(r.fullEnd), end = blocks(r.end);
               ASSERT_LE(begin, fullBegin);
               ASSERT_LE(fullBegin, fullEnd);
               ASSERT_LE(fullEnd, end);

@@ -7,21 +7,17 @@
 // CHECK-LABEL: func.func @causal
 // CHECK-SAME:    %[[Q0:[a-zA-Z0-9]+]]: index, %[[NQ:[a-zA-Z0-9]+]]: index, %[[NK:[a-zA-Z0-9]+]]: index
 // CHECK-DAG:     %[[C32:.*]] = arith.constant 32 : index
-// The key blocks come from the mask (MaskAttrInterface::buildKeyBlockRange):
-// the diagonal's offset and the last real row of the block,
-// max(min(q0 + 64, Nq) - 1, q0).
-// CHECK:         %[[OFF:.*]] = arith.subi %[[NK]], %[[NQ]]
-// CHECK:         %[[END:.*]] = arith.addi %[[Q0]], %{{.*}}
-// CHECK:         %[[LAST:.*]] = arith.maxsi %{{.*}}, %[[Q0]]
-// end: blocks up to the key the last row sees (rounded up).
-// CHECK:         %[[HIB:.*]] = arith.ceildivui
-// fullEnd: blocks the first row sees whole (rounded down), at most end.
-// CHECK:         arith.divui
-// CHECK:         %[[FULLB:.*]] = arith.minsi %{{.*}}, %[[HIB]]
-// Block numbers to key offsets, the last no farther than the loop's bound.
-// CHECK:         %[[FULLHI:.*]] = arith.muli %[[FULLB]], %[[C32]]
+// The key blocks are the mask's (MaskAttrInterface::buildKeyBlockRange), as
+// key offsets. Last real row of the block: max(min(q0 + 64, Nq) - 1, q0).
+// CHECK-DAG:     %[[END:.*]] = arith.addi %[[Q0]], %{{.*}}
+// CHECK-DAG:     %[[OFF:.*]] = arith.subi %[[NK]], %[[NQ]]
+// hi: blocks up to the key the last row sees (rounded up to 32).
+// CHECK:         %[[HIB:.*]] = arith.ceildivui %{{.*}}, %[[C32]]
 // CHECK:         %[[HI0:.*]] = arith.muli %[[HIB]], %[[C32]]
 // CHECK:         %[[HI:.*]] = arith.minsi %[[HI0]], %[[NK]]
+// fullHi: blocks the first row sees whole (rounded down).
+// CHECK:         arith.divui %{{.*}}, %[[C32]]
+// CHECK:         %[[FULLHI:.*]] = arith.minsi %{{.*}}, %[[HI]]
 // CHECK:         %[[FULL:.*]]:3 = scf.for %{{.*}} = %{{.*}} to %[[FULLHI]] step %[[C32]]
 // CHECK:           fa.online_attention %{{.*}} into %{{.*}} scale 1.250000e-01 :
 // CHECK:         %[[DIAG:.*]]:3 = scf.for %[[K0:.*]] = %[[FULLHI]] to %[[HI]] step %[[C32]] iter_args(%{{.*}} = %[[FULL]]#0, %{{.*}} = %[[FULL]]#1, %{{.*}} = %[[FULL]]#2)
@@ -111,14 +107,16 @@ func.func @not_a_key_loop(%q: tensor<64x64xf16>, %k: tensor<32x64xf16>, %v: tens
 // INT64_MAX the verifier used to accept as a window bound.)
 
 // CHECK-LABEL: func.func @largest_window
+// lo: first row - left.
 // CHECK:         %[[W:.*]] = arith.constant 2147483647 : index
+// CHECK:         arith.subi %{{.*}}, %[[W]]
+// hi: last row + right + 1.
 // CHECK:         %[[W1:.*]] = arith.constant 2147483648 : index
-// CHECK-NOT:     arith.constant 214748364{{[78]}}
-// begin: first row's diagonal - left; end: last row's + right + 1.
-// CHECK:         arith.subi %{{.*}}, %[[W]]
 // CHECK:         arith.addi %{{.*}}, %[[W1]]
-// fullBegin and fullEnd reuse both constants.
+// CHECK-NOT:     arith.constant 214748364{{[78]}}
+// fullLo and fullHi reuse both constants.
 // CHECK:         arith.subi %{{.*}}, %[[W]]
+// CHECK-NOT:     arith.constant 214748364{{[78]}}
 // CHECK:         arith.addi %{{.*}}, %[[W1]]
 // CHECK-NOT:     arith.constant 214748364{{[78]}}
 // CHECK:         scf.for

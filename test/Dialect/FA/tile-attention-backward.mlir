@@ -107,7 +107,7 @@ func.func @no_reduction_in_loop(%q: tensor<1x1x64x32xf32>, %k: tensor<1x1x64x32x
 // Causal, Nq = 96 < Nk = 192 (bottom-right aligned, off = Nk - Nq = 96), f32.
 // Key j is seen from row i iff j <= i + off, so the query blocks of key
 // block kb (the mask's query-block range) start at max(kStart - off, 0) / Br
-// and run to the end (3 blocks, folded). The step is masked: it gets the
+// and run to the end. The step is masked: it gets the
 // tile origins and the sequence lengths (q_len = Nq, k_len = Nk) and applies
 // the causal rule itself.
 
@@ -115,10 +115,16 @@ func.func @no_reduction_in_loop(%q: tensor<1x1x64x32xf32>, %k: tensor<1x1x64x32x
 // CHECK:         scf.forall
 // CHECK:           scf.for %[[KBI:.*]] = {{.*}} iter_args
 // CHECK:             %[[KSTART:.*]] = arith.muli %[[KBI]], %c64{{.*}} : index
+// The range is in rows (aligned to the 32-row blocks), then block numbers.
 // CHECK:             %[[FIRST:.*]] = arith.addi %[[KSTART]], %c-96 : index
 // CHECK:             %[[CLAMP:.*]] = arith.maxsi %[[FIRST]], %{{.*}} : index
-// CHECK:             %[[LO:.*]] = arith.divui %[[CLAMP]], %c32{{.*}} : index
-// CHECK:             %[[HI:.*]] = arith.maxsi %[[LO]], %c3{{.*}} : index
+// CHECK:             %[[LOB:.*]] = arith.divui %[[CLAMP]], %c32{{.*}} : index
+// CHECK:             %[[LOROW:.*]] = arith.muli %[[LOB]], %c32{{.*}} : index
+// CHECK:             %[[HI1:.*]] = arith.maxsi %[[LOROW]], %c96{{.*}} : index
+// CHECK:             %[[HIROW:.*]] = arith.minsi %[[HI1]], %c96{{.*}} : index
+// CHECK:             %[[LOROW2:.*]] = arith.minsi %[[LOROW]], %[[HIROW]] : index
+// CHECK:             %[[LO:.*]] = arith.divui %[[LOROW2]], %c32{{.*}} : index
+// CHECK:             %[[HI:.*]] = arith.ceildivui %[[HIROW]], %c32{{.*}} : index
 // CHECK:             scf.for
 // CHECK:               scf.for %[[QB:.*]] = %[[LO]] to %[[HI]] step
 // CHECK:                 %[[QSTART:.*]] = arith.muli %[[QB]], %c32{{.*}} : index
@@ -154,24 +160,32 @@ func.func @causal_bounds(%q: tensor<1x1x96x64xf32>, %k: tensor<1x1x192x64xf32>,
 // CHECK:             %[[KS:.*]] = tensor.extract_slice %{{.*}}[%{{.*}}, %{{.*}}, %[[KSTART]], 0] [1, 1, %[[KLEN]], 32] {{.*}} to tensor<?x32xbf16>
 // CHECK:             tensor.pad %[[KS]] low[0, 0] high[%{{.*}}, 0]
 // CHECK:             } : tensor<?x32xbf16> to tensor<64x32xbf16>
-// The mask's query-block range (off = -30 folded): the last key of the block,
-// max(min(kStart + 64, Nk) - 1, kStart), and the diagonals of its first and
-// last key, kStart + 30 and that + 30.
+// The mask's query-block range in rows (off = -30 folded): the last key of
+// the block, max(min(kStart + 64, Nk) - 1, kStart), and the diagonals of its
+// first and last key, kStart + 30 and that + 30.
 // CHECK:             %[[L0:.*]] = arith.addi %[[KSTART]], %c64{{.*}} : index
 // CHECK:             %[[KEND:.*]] = arith.minsi %[[L0]], %c70 : index
 // CHECK:             %[[LASTK:.*]] = arith.maxsi %{{.*}}, %[[KSTART]] : index
+// Right side of the window: the first query row, aligned down.
 // CHECK:             %[[D0:.*]] = arith.addi %[[KSTART]], %c30 : index
-// CHECK:             %[[D1:.*]] = arith.addi %[[LASTK]], %c30 : index
-// Right side of the window: the first query block.
 // CHECK:             %[[R1:.*]] = arith.subi %[[D0]], %c8 : index
 // CHECK:             %[[R2:.*]] = arith.maxsi %[[R1]], %{{.*}} : index
-// CHECK:             %[[LO:.*]] = arith.divui %[[R2]], %c32{{.*}} : index
-// Left side of the window: the end of the query blocks (+ 32 + 1).
+// CHECK:             %[[LOB:.*]] = arith.divui %[[R2]], %c32{{.*}} : index
+// CHECK:             %[[LOROW:.*]] = arith.muli %[[LOB]], %c32{{.*}} : index
+// Left side of the window: the end of the rows (+ 32 + 1), aligned up,
+// at most Nq.
+// CHECK:             %[[D1:.*]] = arith.addi %[[LASTK]], %c30 : index
 // CHECK:             %[[L2:.*]] = arith.addi %[[D1]], %c33 : index
 // CHECK:             %[[L3:.*]] = arith.minsi %[[L2]], %c100 : index
 // CHECK:             %[[L4:.*]] = arith.maxsi %[[L3]], %{{.*}} : index
-// CHECK:             %[[HI0:.*]] = arith.ceildivui %[[L4]], %c32{{.*}} : index
-// CHECK:             %[[HI:.*]] = arith.maxsi %[[HI0]], %[[LO]] : index
+// CHECK:             %[[UPB:.*]] = arith.ceildivui %[[L4]], %c32{{.*}} : index
+// CHECK:             %[[UP:.*]] = arith.muli %[[UPB]], %c32{{.*}} : index
+// CHECK:             %[[HI1:.*]] = arith.maxsi %[[UP]], %[[LOROW]] : index
+// CHECK:             %[[HIROW:.*]] = arith.minsi %[[HI1]], %c100 : index
+// CHECK:             %[[LOROW2:.*]] = arith.minsi %[[LOROW]], %[[HIROW]] : index
+// As block numbers.
+// CHECK:             %[[LO:.*]] = arith.divui %[[LOROW2]], %c32{{.*}} : index
+// CHECK:             %[[HI:.*]] = arith.ceildivui %[[HIROW]], %c32{{.*}} : index
 // CHECK:             scf.for
 // CHECK:               scf.for %[[QB:.*]] = %[[LO]] to %[[HI]] step
 // CHECK:                 %[[QSTART:.*]] = arith.muli %[[QB]], %c32{{.*}} : index
@@ -268,17 +282,21 @@ func.func @gqa_softcap(%q: tensor<2x8x64x32xf16>, %k: tensor<2x2x64x32xf16>,
 // CHECK:         %[[DQ:.*]] = scf.forall (%{{.*}}, %[[H:.*]], %[[QB:.*]]) in (%{{.*}}, %[[HQ]], %[[NQB]]) shared_outs(%[[DQS:.*]] = %{{.*}}) -> (tensor<?x?x?x64xf16>)
 // CHECK:           %[[KVH:.*]] = arith.divui %[[H]], %[[G]] : index
 // CHECK:           %[[QSTART:.*]] = arith.muli %[[QB]], %c32
-// The mask's key-block range: the end is the block after the key the last
-// row's diagonal reaches, max(min(qStart + 32, Nq) - 1, qStart) + off + 1.
-// CHECK:           %[[OFF:.*]] = arith.subi %[[NK]], %[[NQ]] : index
+// The mask's key-block range (key offsets, then block numbers): the end is
+// the block after the key the last row's diagonal reaches,
+// max(min(qStart + 32, Nq) - 1, qStart) + off + 1, at most Nk.
 // CHECK:           %[[QE0:.*]] = arith.addi %[[QSTART]], %c32
 // CHECK:           %[[QEND:.*]] = arith.minsi %[[QE0]], %[[NQ]] : index
 // CHECK:           %[[QLAST:.*]] = arith.maxsi %{{.*}}, %[[QSTART]] : index
+// CHECK:           %[[OFF:.*]] = arith.subi %[[NK]], %[[NQ]] : index
 // CHECK:           %[[KE0:.*]] = arith.addi %[[QLAST]], %[[OFF]] : index
 // CHECK:           %[[KE1:.*]] = arith.addi %[[KE0]], %c1{{.*}} : index
 // CHECK:           %[[KE2:.*]] = arith.minsi %[[NK]], %[[KE1]] : index
 // CHECK:           %[[KE3:.*]] = arith.maxsi %[[KE2]], %{{.*}} : index
-// CHECK:           %[[KBHI:.*]] = arith.ceildivui %[[KE3]], %c64
+// CHECK:           %[[KEB:.*]] = arith.ceildivui %[[KE3]], %c64
+// CHECK:           %[[KEROW:.*]] = arith.muli %[[KEB]], %c64
+// CHECK:           %[[KEND:.*]] = arith.minsi %[[KEROW]], %[[NK]] : index
+// CHECK:           %[[KBHI:.*]] = arith.ceildivui %[[KEND]], %c64
 // CHECK:           %[[ACC:.*]] = scf.for %{{.*}} = %{{.*}} to %[[KBHI]] step %{{.*}} iter_args(%[[A:.*]] = %{{.*}}) -> (tensor<32x64xf32>)
 // CHECK:             %[[KSTART:.*]] = arith.muli %{{.*}}, %c64
 // CHECK:             tensor.extract_slice %[[K]][%{{.*}}, %[[KVH]], %[[KSTART]], 0]

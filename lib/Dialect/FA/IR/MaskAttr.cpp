@@ -205,11 +205,12 @@ namespace {
 /// Index arithmetic that folds constants (signed: offsets can be negative),
 /// with one constant op per value.
 struct IndexMath {
+  IndexMath(OpBuilder &b, Location loc) : b(b), loc(loc) {}
   OpBuilder &b;
   Location loc;
   /// Keyed by the attribute, not the int64_t: DenseMap reserves two int64_t
   /// keys (INT64_MAX and INT64_MIN) as its empty and tombstone markers.
-  llvm::DenseMap<Attribute, Value> constants = {};
+  llvm::DenseMap<Attribute, Value> constants;
 
   Value cst(int64_t v) {
     Value &c = constants[b.getIndexAttr(v)];
@@ -229,12 +230,16 @@ struct IndexMath {
   Value max(Value x, Value y) {
     return b.createOrFold<arith::MaxSIOp>(loc, x, y);
   }
-  /// floor(max(x, 0) / blk) and ceil(max(x, 0) / blk).
-  Value floorBlocks(Value x, Value blk) {
-    return b.createOrFold<arith::DivUIOp>(loc, max(x, cst(0)), blk);
+  Value mul(Value x, Value y) {
+    return b.createOrFold<arith::MulIOp>(loc, x, y);
   }
-  Value ceilBlocks(Value x, Value blk) {
-    return b.createOrFold<arith::CeilDivUIOp>(loc, max(x, cst(0)), blk);
+  /// The largest multiple of `blk` <= max(x, 0), and the smallest >= it.
+  Value alignDown(Value x, Value blk) {
+    return mul(b.createOrFold<arith::DivUIOp>(loc, max(x, cst(0)), blk), blk);
+  }
+  Value alignUp(Value x, Value blk) {
+    return mul(b.createOrFold<arith::CeilDivUIOp>(loc, max(x, cst(0)), blk),
+               blk);
   }
   Value clamp(Value x, Value lo, Value hi) { return min(max(x, lo), hi); }
   /// A bounded width plus `extra`, as an index value.
@@ -260,43 +265,49 @@ static MaskBlockRange buildBandBlockRange(OpBuilder &b, Location loc,
                                           const MaskWidth &upper) {
   IndexMath m{b, loc};
   Value blk = m.cst(blockB);
-  MaskBlockRange r;
-  if (!lower.isBounded() && !upper.isBounded()) {
-    // Every block is seen; the whole ones fully.
-    r.begin = r.fullBegin = m.cst(0);
-    r.fullEnd = m.floorBlocks(lenB, blk);
-    r.end = m.ceilBlocks(lenB, blk);
-    return r;
+  // The block's first and last real element (a block past the end of A
+  // has none; it is taken as its first, which only widens its range), and
+  // the diagonal's offset. Only for a band.
+  Value first = aStart, last, off;
+  if (lower.isBounded() || upper.isBounded()) {
+    last =
+        m.max(m.sub(m.min(m.add(first, m.cst(blockA)), lenA), m.cst(1)), first);
+    off = m.sub(lenB, lenA);
   }
-  // The diagonals of the block's first and last real elements (a block past
-  // the end of A has none; it is taken as its first, which only widens its
-  // range).
-  Value off = m.sub(lenB, lenA);
-  Value last =
-      m.max(m.sub(m.min(m.add(aStart, m.cst(blockA)), lenA), m.cst(1)), aStart);
-  Value firstDiag = m.add(aStart, off), lastDiag = m.add(last, off);
-  Value lowerWidth, upperEnd; // lower, upper + 1
+  // upper + 1, built once.
+  Value upperEnd;
+  auto upperPlusOne = [&]() -> Value {
+    if (!upperEnd)
+      upperEnd = m.width(upper, 1);
+    return upperEnd;
+  };
+
+  // [lo, hi): blocks holding an element visible from some element of the
+  // block, [first + off - lower, last + off + upper].
+  Value lo = m.cst(0);
   if (lower.isBounded())
-    lowerWidth = m.width(lower);
+    lo = m.alignDown(m.sub(m.add(first, off), m.width(lower)), blk);
+  Value lastVisible = lenB;
   if (upper.isBounded())
-    upperEnd = m.width(upper, 1);
-  // Visible from some element of the block: [firstDiag - lower,
-  // lastDiag + upper].
-  r.begin =
-      lowerWidth ? m.floorBlocks(m.sub(firstDiag, lowerWidth), blk) : m.cst(0);
-  Value visibleEnd = upperEnd ? m.min(lenB, m.add(lastDiag, upperEnd)) : lenB;
-  r.end = m.ceilBlocks(visibleEnd, blk);
-  if (lowerWidth)
-    r.end = m.max(r.end, r.begin);
-  // Visible from every element: [lastDiag - lower, firstDiag + upper], and
-  // whole blocks of B only (not its partial last block).
-  r.fullBegin = lowerWidth
-                    ? m.clamp(m.ceilBlocks(m.sub(lastDiag, lowerWidth), blk),
-                              r.begin, r.end)
-                    : r.begin;
-  Value fullEnd = upperEnd ? m.min(lenB, m.add(firstDiag, upperEnd)) : lenB;
-  r.fullEnd = m.clamp(m.floorBlocks(fullEnd, blk), r.fullBegin, r.end);
-  return r;
+    lastVisible = m.min(lenB, m.add(m.add(last, off), upperPlusOne()));
+  Value hi = m.alignUp(lastVisible, blk);
+  if (lower.isBounded())
+    hi = m.max(hi, lo);
+  hi = m.min(hi, lenB);
+  if (lower.isBounded())
+    lo = m.min(lo, hi);
+
+  // [fullLo, fullHi): whole blocks every element of which is visible from
+  // every element of the block, [last + off - lower, first + off + upper].
+  Value fullLo = lo;
+  if (lower.isBounded())
+    fullLo = m.clamp(m.alignUp(m.sub(m.add(last, off), m.width(lower)), blk),
+                     lo, hi);
+  Value fullEnd = lenB;
+  if (upper.isBounded())
+    fullEnd = m.min(lenB, m.add(m.add(first, off), upperPlusOne()));
+  Value fullHi = m.clamp(m.alignDown(fullEnd, blk), fullLo, hi);
+  return {lo, fullLo, fullHi, hi};
 }
 
 Value MaskAttr::buildVisible(OpBuilder &b, Location loc, ValueRange params,

@@ -111,16 +111,19 @@ void specializeKeyLoop(RewriterBase &rewriter, scf::ForOp loop,
   MaskBlockRange blocks =
       mask.buildKeyBlockRange(rewriter, loc, params, step.getQStart(), br, bc,
                               step.getQLen(), step.getKLen());
-  // Block numbers to key offsets; the last bound no farther than the loop's
-  // (a full block ends at or before Nk, hence before it).
-  Value bcValue = loop.getStep();
-  auto keyOf = [&](Value block) {
-    return rewriter.createOrFold<arith::MulIOp>(loc, block, bcValue);
-  };
-  Value lo = keyOf(blocks.begin), fullLo = keyOf(blocks.fullBegin),
-        fullHi = keyOf(blocks.fullEnd),
-        hi = rewriter.createOrFold<arith::MinSIOp>(loc, keyOf(blocks.end),
-                                                   loop.getUpperBound());
+  // The bounds are key offsets, at most Nk: no farther than the loop's own
+  // bound when that is the step's k_len (fa-tile-attention's), else clamped
+  // to it too.
+  Value lo = blocks.begin, fullLo = blocks.fullBegin, fullHi = blocks.fullEnd,
+        hi = blocks.end;
+  Value ub = loop.getUpperBound();
+  if (ub != step.getKLen()) {
+    auto clip = [&](Value &v) {
+      v = rewriter.createOrFold<arith::MinSIOp>(loc, v, ub);
+    };
+    for (Value *v : {&lo, &fullLo, &fullHi, &hi})
+      clip(*v);
+  }
 
   auto cloneWithBounds = [&](Value from, Value to, ValueRange inits) {
     auto clone = cast<scf::ForOp>(rewriter.clone(*loop));

@@ -307,6 +307,17 @@ static AttentionBackwardStepOp buildStep(OpBuilder &b, const BackwardPlan &p,
 // Visible block ranges
 //===----------------------------------------------------------------------===//
 
+/// The visible blocks [begin, end) of a mask's range (element offsets) as
+/// block numbers: begin is a block's first element, end at most the sequence
+/// length.
+static std::pair<Value, Value> blockNumbers(OpBuilder &b, Location loc,
+                                            const MaskBlockRange &r,
+                                            int64_t block) {
+  Value size = indexConst(b, loc, block);
+  return {b.createOrFold<arith::DivUIOp>(loc, r.begin, size),
+          b.createOrFold<arith::CeilDivUIOp>(loc, r.end, size)};
+}
+
 /// Query blocks [lo, hi) that hold a row seeing a key of [kStart, kStart +
 /// Bc): the mask's query-block range (all blocks without a mask).
 static std::pair<Value, Value>
@@ -315,7 +326,7 @@ visibleQueryBlocks(OpBuilder &b, const BackwardPlan &p, Value kStart) {
     return {indexConst(b, p.loc, 0), p.numQBlocks};
   MaskBlockRange r = p.mask.buildQueryBlockRange(
       b, p.loc, p.maskParams, kStart, p.blockKV, p.blockQ, p.seqQ, p.seqK);
-  return {r.begin, r.end};
+  return blockNumbers(b, p.loc, r, p.blockQ);
 }
 
 /// Key blocks [lo, hi) holding a key visible from some row of [qStart,
@@ -326,7 +337,7 @@ visibleKeyBlocks(OpBuilder &b, const BackwardPlan &p, Value qStart) {
     return {indexConst(b, p.loc, 0), p.numKBlocks};
   MaskBlockRange r = p.mask.buildKeyBlockRange(
       b, p.loc, p.maskParams, qStart, p.blockQ, p.blockKV, p.seqQ, p.seqK);
-  return {r.begin, r.end};
+  return blockNumbers(b, p.loc, r, p.blockKV);
 }
 
 //===----------------------------------------------------------------------===//

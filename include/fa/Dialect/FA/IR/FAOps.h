@@ -39,14 +39,18 @@ struct MaskBand {
   MaskWidth left, right;
 };
 
-/// The blocks one block of the other side must visit, as index values of
-/// block numbers, `begin <= fullBegin <= fullEnd <= end`:
+/// The blocks one block of the other side must visit, as index values: the
+/// offsets of their first elements (multiples of the block size), but `end`,
+/// which is at most the sequence length;
+/// `begin <= fullBegin <= fullEnd <= end`:
 ///   [begin, end)         hold an element visible from some row of the
 ///                        block: blocks outside are seen by nothing;
 ///   [fullBegin, fullEnd) are seen whole by every row (the last, partial
 ///                        block of a sequence never is): no mask needed.
 /// `fullBegin` is `begin` itself (the same value) when the rule leaves no
-/// partially visible block before the full ones.
+/// partially visible block before the full ones. Loops step by the block
+/// size from one bound to the next (fa-specialize-masks), or divide them
+/// by it (fa-tile-attention-backward).
 struct MaskBlockRange {
   Value begin, fullBegin, fullEnd, end;
 };
