@@ -17,7 +17,7 @@
 //
 // The per-tile math is the step op's (fa-decompose-attention-backward-step
 // expands it into linalg; a GPU lowering maps it to MMA fragments). The step
-// is `masked` only when the op has a causal/window mask or the keys may have
+// is `masked` only when the op has a mask hiding keys or the keys may have
 // a tail. The softmax scale is applied once to the f32 dK/dQ accumulators
 // instead of to every tile product: the same sum, fewer multiplies.
 //
@@ -288,7 +288,7 @@ static KeyBlock loadKeyBlock(OpBuilder &b, const BackwardPlan &p, Value batch,
 
 /// The one fa.attention_backward_step of a (query block, key block) pair,
 /// updating the accumulators given (dK/dV, dQ, or all three). It is masked
-/// when the op has a causal/window mask or the keys may have a tail; padded
+/// when the op has a mask hiding keys or the keys may have a tail; padded
 /// query rows need no mask (their LSE is +inf, hence P = 0).
 static AttentionBackwardStepOp buildStep(OpBuilder &b, const BackwardPlan &p,
                                          const QueryBlock &qBlk,
