@@ -113,24 +113,22 @@ TOKEN = re.compile(r'%[\w$.#-]+|@[\w$.-]+|[A-Za-z_][\w.$-]*|-?\d[\w.+-]*'
                    r'|"[^"\n]*"|\S')
 # The optional keywords of the fa ops, in the order their assembly formats
 # print them.
-KEYWORDS = [("masked", r" masked\([^)]*\)"), ("causal", r" causal\b"),
-            ("window", r" window \[[^\]]*\]"),
+KEYWORDS = [("masked", r" masked\([^)]*\)"),
+            ("mask", r" mask(?:<[^>]*>|\s#[^\s(]+)(?:\([^)]*\))?"),
             ("softcap", r" softcap [^\s:]+"), ("scale", r" scale [^\s:]+"),
             ("exp2", r" exp2\b"), ("deterministic", r" deterministic\b")]
 OP_KEYWORDS = {
-    "fa.attention": ["causal", "window", "softcap", "scale"],
-    "fa.attention_backward": ["causal", "window", "softcap", "scale",
-                              "deterministic"],
-    "fa.online_attention": ["masked", "causal", "window", "softcap", "scale",
-                            "exp2"],
+    "fa.attention": ["mask", "softcap", "scale"],
+    "fa.attention_backward": ["mask", "softcap", "scale", "deterministic"],
+    "fa.online_attention": ["masked", "mask", "softcap", "scale", "exp2"],
     "fa.online_attention_finalize": ["exp2"],
-    "fa.attention_backward_step": ["masked", "causal", "window", "softcap",
-                                   "scale"],
+    "fa.attention_backward_step": ["masked", "mask", "softcap", "scale"],
 }
-ATTR_DICTS = ["causal", "deterministic", "exp2", "fa.dq_accumulation",
-              "window = array<i64: 1, 2>", "window = array<i64: 1>",
+ATTR_DICTS = ["mask = #fa.mask<causal>", "deterministic", "exp2",
+              "fa.dq_accumulation", "mask = #fa.mask<window ?, 2>",
+              "mask = array<i64: 1>",
               "scale = 0.5 : f32", "scale = 1.0 : f64", "softcap = 0.0 : f32",
-              "causal = 1 : i64"]
+              "mask = 1 : i64"]
 WRAPPERS = ["module {\n%s}\n", "module @inner {\n%s}\n",
             "module {\nmodule {\n%s}\n}\n", "gpu.module @kernels {\n%s}\n",
             "module attributes {gpu.container_module} {\n%s}\n"]
@@ -215,9 +213,21 @@ def mutate_result_type(rng, text, seeds):
 
 
 def keyword_text(rng, name, text):
-    if name == "window":
-        return " window [%s, %s]" % (rng.choice(EDGE_WINDOW),
-                                     rng.choice(EDGE_WINDOW))
+    if name == "mask":
+        form = rng.choice(["causal", "none", "window", "window", "runtime"])
+        if form in ("causal", "none"):
+            return " mask<%s>" % form
+        sides = EDGE_WINDOW + ["inf", "?"]
+        if form == "window":
+            return " mask<window %s, %s>" % (rng.choice(sides),
+                                             rng.choice(sides))
+        # Run-time sizes: i64 values of the function, or none (an error).
+        names = re.findall(r"(%[\w]+)(?: = arith\.constant -?\d+|): i64",
+                           text) or ["%fz"]
+        right = rng.choice(["?", "0"])
+        n = 1 + (right == "?")
+        return " mask<window ?, %s>(%s)" % (
+            right, ", ".join(rng.choice(names) for _ in range(n)))
     if name in ("softcap", "scale"):
         return " %s %s" % (name, rng.choice(EDGE_FLOATS))
     if name == "masked":

@@ -8,7 +8,7 @@
 func.func @attention(%q: tensor<1x4x?x64xf16>, %k: tensor<1x2x?x64xf16>,
                      %v: tensor<1x2x?x64xf16>)
     -> (tensor<1x4x?x64xf16>, tensor<1x4x?xf32>) {
-  %out, %lse = fa.attention %q, %k, %v causal
+  %out, %lse = fa.attention %q, %k, %v mask<causal>
       : (tensor<1x4x?x64xf16>, tensor<1x2x?x64xf16>, tensor<1x2x?x64xf16>)
       -> (tensor<1x4x?x64xf16>, tensor<1x4x?xf32>)
   return %out, %lse : tensor<1x4x?x64xf16>, tensor<1x4x?xf32>

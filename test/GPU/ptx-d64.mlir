@@ -41,7 +41,7 @@ func.func @bf16_causal_d64(%q: memref<?x?x?x64xbf16, strided<[?, ?, ?, 1], offse
   %qt = bufferization.to_tensor %q restrict : memref<?x?x?x64xbf16, strided<[?, ?, ?, 1], offset: ?>> to tensor<?x?x?x64xbf16>
   %kt = bufferization.to_tensor %k restrict : memref<?x?x?x64xbf16, strided<[?, ?, ?, 1], offset: ?>> to tensor<?x?x?x64xbf16>
   %vt = bufferization.to_tensor %v restrict : memref<?x?x?x64xbf16, strided<[?, ?, ?, 1], offset: ?>> to tensor<?x?x?x64xbf16>
-  %out, %l = fa.attention %qt, %kt, %vt causal : (tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>) -> (tensor<?x?x?x64xbf16>, tensor<?x?x?xf32>)
+  %out, %l = fa.attention %qt, %kt, %vt mask<causal> : (tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>) -> (tensor<?x?x?x64xbf16>, tensor<?x?x?xf32>)
   bufferization.materialize_in_destination %out in restrict writable %o : (tensor<?x?x?x64xbf16>, memref<?x?x?x64xbf16, strided<[?, ?, ?, 1], offset: ?>>) -> ()
   bufferization.materialize_in_destination %l in restrict writable %lse : (tensor<?x?x?xf32>, memref<?x?x?xf32, strided<[?, ?, ?], offset: ?>>) -> ()
   return
@@ -65,7 +65,7 @@ func.func @f16_causal_d64(%q: memref<?x?x?x64xf16, strided<[?, ?, ?, 1], offset:
   %qt = bufferization.to_tensor %q restrict : memref<?x?x?x64xf16, strided<[?, ?, ?, 1], offset: ?>> to tensor<?x?x?x64xf16>
   %kt = bufferization.to_tensor %k restrict : memref<?x?x?x64xf16, strided<[?, ?, ?, 1], offset: ?>> to tensor<?x?x?x64xf16>
   %vt = bufferization.to_tensor %v restrict : memref<?x?x?x64xf16, strided<[?, ?, ?, 1], offset: ?>> to tensor<?x?x?x64xf16>
-  %out, %l = fa.attention %qt, %kt, %vt causal : (tensor<?x?x?x64xf16>, tensor<?x?x?x64xf16>, tensor<?x?x?x64xf16>) -> (tensor<?x?x?x64xf16>, tensor<?x?x?xf32>)
+  %out, %l = fa.attention %qt, %kt, %vt mask<causal> : (tensor<?x?x?x64xf16>, tensor<?x?x?x64xf16>, tensor<?x?x?x64xf16>) -> (tensor<?x?x?x64xf16>, tensor<?x?x?xf32>)
   bufferization.materialize_in_destination %out in restrict writable %o : (tensor<?x?x?x64xf16>, memref<?x?x?x64xf16, strided<[?, ?, ?, 1], offset: ?>>) -> ()
   bufferization.materialize_in_destination %l in restrict writable %lse : (tensor<?x?x?xf32>, memref<?x?x?xf32, strided<[?, ?, ?], offset: ?>>) -> ()
   return

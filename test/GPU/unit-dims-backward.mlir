@@ -36,7 +36,7 @@ func.func @fast(%q: !m, %k: !k, %v: !k, %o: !m, %do: !m, %lse: memref<1x1x64xf32
   %ot = bufferization.to_tensor %o restrict : !m to !t
   %dot = bufferization.to_tensor %do restrict : !m to !t
   %lt = bufferization.to_tensor %lse restrict : memref<1x1x64xf32> to tensor<1x1x64xf32>
-  %gq, %gk, %gv = fa.attention_backward %qt, %kt, %vt, %ot, %lt, %dot causal
+  %gq, %gk, %gv = fa.attention_backward %qt, %kt, %vt, %ot, %lt, %dot mask<causal>
       : (!t, !kt, !kt, !t, tensor<1x1x64xf32>, !t) -> (!t, !kt, !kt)
   bufferization.materialize_in_destination %gq in restrict writable %dq : (!t, !m) -> ()
   bufferization.materialize_in_destination %gk in restrict writable %dk : (!kt, !k) -> ()
@@ -67,7 +67,7 @@ func.func @deterministic(%q: !m, %k: !k, %v: !k, %o: !m, %do: !m, %lse: memref<1
   %ot = bufferization.to_tensor %o restrict : !m to !t
   %dot = bufferization.to_tensor %do restrict : !m to !t
   %lt = bufferization.to_tensor %lse restrict : memref<1x1x64xf32> to tensor<1x1x64xf32>
-  %gq, %gk, %gv = fa.attention_backward %qt, %kt, %vt, %ot, %lt, %dot causal deterministic
+  %gq, %gk, %gv = fa.attention_backward %qt, %kt, %vt, %ot, %lt, %dot mask<causal> deterministic
       : (!t, !kt, !kt, !t, tensor<1x1x64xf32>, !t) -> (!t, !kt, !kt)
   bufferization.materialize_in_destination %gq in restrict writable %dq : (!t, !m) -> ()
   bufferization.materialize_in_destination %gk in restrict writable %dk : (!kt, !k) -> ()

@@ -30,7 +30,7 @@ func.func @batch1(%q: !q1, %k: !q1, %v: !q1, %o: !q1, %lse: !l1) {
   %qt = bufferization.to_tensor %q restrict : !q1 to tensor<1x?x?x64xf16>
   %kt = bufferization.to_tensor %k restrict : !q1 to tensor<1x?x?x64xf16>
   %vt = bufferization.to_tensor %v restrict : !q1 to tensor<1x?x?x64xf16>
-  %out, %l = fa.attention %qt, %kt, %vt causal : (tensor<1x?x?x64xf16>, tensor<1x?x?x64xf16>, tensor<1x?x?x64xf16>) -> (tensor<1x?x?x64xf16>, tensor<1x?x?xf32>)
+  %out, %l = fa.attention %qt, %kt, %vt mask<causal> : (tensor<1x?x?x64xf16>, tensor<1x?x?x64xf16>, tensor<1x?x?x64xf16>) -> (tensor<1x?x?x64xf16>, tensor<1x?x?xf32>)
   bufferization.materialize_in_destination %out in restrict writable %o : (tensor<1x?x?x64xf16>, !q1) -> ()
   bufferization.materialize_in_destination %l in restrict writable %lse : (tensor<1x?x?xf32>, !l1) -> ()
   return
@@ -69,7 +69,7 @@ func.func @one_query_block(%q: !q, %k: !k, %v: !k, %o: !q, %lse: !l) {
   %qt = bufferization.to_tensor %q restrict : !q to tensor<?x?x128x64xf16>
   %kt = bufferization.to_tensor %k restrict : !k to tensor<?x?x?x64xf16>
   %vt = bufferization.to_tensor %v restrict : !k to tensor<?x?x?x64xf16>
-  %out, %l = fa.attention %qt, %kt, %vt causal : (tensor<?x?x128x64xf16>, tensor<?x?x?x64xf16>, tensor<?x?x?x64xf16>) -> (tensor<?x?x128x64xf16>, tensor<?x?x128xf32>)
+  %out, %l = fa.attention %qt, %kt, %vt mask<causal> : (tensor<?x?x128x64xf16>, tensor<?x?x?x64xf16>, tensor<?x?x?x64xf16>) -> (tensor<?x?x128x64xf16>, tensor<?x?x128xf32>)
   bufferization.materialize_in_destination %out in restrict writable %o : (tensor<?x?x128x64xf16>, !q) -> ()
   bufferization.materialize_in_destination %l in restrict writable %lse : (tensor<?x?x128xf32>, !l) -> ()
   return
@@ -87,7 +87,7 @@ func.func @all_unit(%q: !q, %k: !k, %v: !k, %o: !q, %lse: !l) {
   %qt = bufferization.to_tensor %q restrict : !q to tensor<1x1x128x64xf16>
   %kt = bufferization.to_tensor %k restrict : !k to tensor<1x1x?x64xf16>
   %vt = bufferization.to_tensor %v restrict : !k to tensor<1x1x?x64xf16>
-  %out, %l = fa.attention %qt, %kt, %vt causal : (tensor<1x1x128x64xf16>, tensor<1x1x?x64xf16>, tensor<1x1x?x64xf16>) -> (tensor<1x1x128x64xf16>, tensor<1x1x128xf32>)
+  %out, %l = fa.attention %qt, %kt, %vt mask<causal> : (tensor<1x1x128x64xf16>, tensor<1x1x?x64xf16>, tensor<1x1x?x64xf16>) -> (tensor<1x1x128x64xf16>, tensor<1x1x128xf32>)
   bufferization.materialize_in_destination %out in restrict writable %o : (tensor<1x1x128x64xf16>, !q) -> ()
   bufferization.materialize_in_destination %l in restrict writable %lse : (tensor<1x1x128xf32>, !l) -> ()
   return

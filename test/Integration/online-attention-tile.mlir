@@ -317,7 +317,7 @@ func.func @causal_one(%q: !q, %k: !kv, %v: !kv, %qs: index, %ks: index,
                       %ql: index, %kl: index) -> (!q, !row) {
   %a0, %m0, %s0 = call @init() : () -> (!blk, !row, !row)
   %a, %m, %s = fa.online_attention %q, %k, %v into %a0, %m0, %s0
-      masked(%qs, %ks, %ql, %kl) causal scale 0.5 : !q, !kv, !kv -> !blk, !row
+      masked(%qs, %ks, %ql, %kl) mask<causal> scale 0.5 : !q, !kv, !kv -> !blk, !row
   %o, %l = fa.online_attention_finalize %a, %m, %s : !blk, !row -> !q
   return %o, %l : !q, !row
 }
@@ -334,7 +334,7 @@ func.func @causal_two(%q: !q, %k: !kv, %v: !kv, %qs: index, %ks: index,
     %vt = tensor.extract_slice %v[%kb, 0] [4, 8] [1, 1] : !kv to tensor<4x8xf32>
     %kstart = arith.addi %ks, %kb : index
     %r:3 = fa.online_attention %q, %kt, %vt into %acc, %max, %sum
-        masked(%qs, %kstart, %ql, %kl) causal scale 0.5 exp2
+        masked(%qs, %kstart, %ql, %kl) mask<causal> scale 0.5 exp2
         : !q, tensor<4x8xf32>, tensor<4x8xf32> -> !blk, !row
     scf.yield %r#0, %r#1, %r#2 : !blk, !row, !row
   }
@@ -346,7 +346,7 @@ func.func @window_one(%q: !q, %k: !kv, %v: !kv, %qs: index, %ks: index,
                       %ql: index, %kl: index) -> (!q, !row) {
   %a0, %m0, %s0 = call @init() : () -> (!blk, !row, !row)
   %a, %m, %s = fa.online_attention %q, %k, %v into %a0, %m0, %s0
-      masked(%qs, %ks, %ql, %kl) window [1, 0] scale 0.5
+      masked(%qs, %ks, %ql, %kl) mask<window 1, 0> scale 0.5
       : !q, !kv, !kv -> !blk, !row
   %o, %l = fa.online_attention_finalize %a, %m, %s : !blk, !row -> !q
   return %o, %l : !q, !row
@@ -364,7 +364,7 @@ func.func @window_two(%q: !q, %k: !kv, %v: !kv, %qs: index, %ks: index,
     %vt = tensor.extract_slice %v[%kb, 0] [4, 8] [1, 1] : !kv to tensor<4x8xf32>
     %kstart = arith.addi %ks, %kb : index
     %r:3 = fa.online_attention %q, %kt, %vt into %acc, %max, %sum
-        masked(%qs, %kstart, %ql, %kl) window [1, 0] scale 0.5 exp2
+        masked(%qs, %kstart, %ql, %kl) mask<window 1, 0> scale 0.5 exp2
         : !q, tensor<4x8xf32>, tensor<4x8xf32> -> !blk, !row
     scf.yield %r#0, %r#1, %r#2 : !blk, !row, !row
   }
@@ -415,7 +415,7 @@ func.func @f16_two(%q: tensor<4x8xf16>, %k: tensor<8x8xf16>,
         : tensor<8x8xf16> to tensor<4x8xf16>
     %kstart = arith.addi %ks, %kb : index
     %r:3 = fa.online_attention %q, %kt, %vt into %acc, %max, %sum
-        masked(%qs, %kstart, %ql, %kl) causal scale 0.5 exp2
+        masked(%qs, %kstart, %ql, %kl) mask<causal> scale 0.5 exp2
         : tensor<4x8xf16>, tensor<4x8xf16>, tensor<4x8xf16> -> !blk, !row
     scf.yield %r#0, %r#1, %r#2 : !blk, !row, !row
   }

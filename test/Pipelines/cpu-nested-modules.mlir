@@ -35,7 +35,7 @@ module @outer {
 // CHECK-DAG:       llvm.func @backward
 module @mixed {
   func.func @forward(%q: tensor<1x2x16x32xf32>) -> (tensor<1x2x16x32xf32>, tensor<1x2x16xf32>) {
-    %o, %l = fa.attention %q, %q, %q causal : (tensor<1x2x16x32xf32>, tensor<1x2x16x32xf32>, tensor<1x2x16x32xf32>) -> (tensor<1x2x16x32xf32>, tensor<1x2x16xf32>)
+    %o, %l = fa.attention %q, %q, %q mask<causal> : (tensor<1x2x16x32xf32>, tensor<1x2x16x32xf32>, tensor<1x2x16x32xf32>) -> (tensor<1x2x16x32xf32>, tensor<1x2x16xf32>)
     return %o, %l : tensor<1x2x16x32xf32>, tensor<1x2x16xf32>
   }
   module @grad {

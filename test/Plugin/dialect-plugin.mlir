@@ -9,14 +9,14 @@
 // passes over it. Without the plugin the dialect is unknown.
 
 // CHECK-LABEL: func.func @attention
-// CHECK: %{{.*}}, %{{.*}} = fa.attention %{{.*}}, %{{.*}}, %{{.*}} causal scale 1.250000e-01 :
+// CHECK: %{{.*}}, %{{.*}} = fa.attention %{{.*}}, %{{.*}}, %{{.*}} mask<causal> scale 1.250000e-01 :
 // CHECK-SAME: (tensor<2x8x?x64xbf16>, tensor<2x2x?x64xbf16>, tensor<2x2x?x64xbf16>)
 // CHECK-SAME: -> (tensor<2x8x?x64xbf16>, tensor<2x8x?xf32>)
 // NO-PLUGIN: Dialect `fa' not found for custom op 'fa.attention'
 func.func @attention(%q: tensor<2x8x?x64xbf16>, %k: tensor<2x2x?x64xbf16>,
                      %v: tensor<2x2x?x64xbf16>)
     -> (tensor<2x8x?x64xbf16>, tensor<2x8x?xf32>) {
-  %out, %lse = fa.attention %q, %k, %v causal scale 0.125
+  %out, %lse = fa.attention %q, %k, %v mask<causal> scale 0.125
       : (tensor<2x8x?x64xbf16>, tensor<2x2x?x64xbf16>, tensor<2x2x?x64xbf16>)
       -> (tensor<2x8x?x64xbf16>, tensor<2x8x?xf32>)
   return %out, %lse : tensor<2x8x?x64xbf16>, tensor<2x8x?xf32>

@@ -37,7 +37,7 @@ func.func @one_step(%q: tensor<64x64xf16>, %k: tensor<64x64xf16>,
 func.func @attention(%q: tensor<1x2x16x32xf32>, %k: tensor<1x1x16x32xf32>,
                      %v: tensor<1x1x16x32xf32>)
     -> (tensor<1x2x16x32xf32>, tensor<1x2x16xf32>) {
-  %out, %lse = fa.attention %q, %k, %v causal
+  %out, %lse = fa.attention %q, %k, %v mask<causal>
       : (tensor<1x2x16x32xf32>, tensor<1x1x16x32xf32>, tensor<1x1x16x32xf32>)
       -> (tensor<1x2x16x32xf32>, tensor<1x2x16xf32>)
   return %out, %lse : tensor<1x2x16x32xf32>, tensor<1x2x16xf32>

@@ -111,7 +111,7 @@ func.func @fa_fwd(%q: memref<?x?x?x64xf16, strided<[?, ?, ?, 1], offset: ?>>, %k
   %qt = bufferization.to_tensor %q restrict : memref<?x?x?x64xf16, strided<[?, ?, ?, 1], offset: ?>> to tensor<?x?x?x64xf16>
   %kt = bufferization.to_tensor %k restrict : memref<?x?x?x64xf16, strided<[?, ?, ?, 1], offset: ?>> to tensor<?x?x?x64xf16>
   %vt = bufferization.to_tensor %v restrict : memref<?x?x?x64xf16, strided<[?, ?, ?, 1], offset: ?>> to tensor<?x?x?x64xf16>
-  %o, %l = fa.attention %qt, %kt, %vt window [64, 16] softcap 30.0 scale 0.25 : (tensor<?x?x?x64xf16>, tensor<?x?x?x64xf16>, tensor<?x?x?x64xf16>) -> (tensor<?x?x?x64xf16>, tensor<?x?x?xf32>)
+  %o, %l = fa.attention %qt, %kt, %vt mask<window 64, 16> softcap 30.0 scale 0.25 : (tensor<?x?x?x64xf16>, tensor<?x?x?x64xf16>, tensor<?x?x?x64xf16>) -> (tensor<?x?x?x64xf16>, tensor<?x?x?xf32>)
   bufferization.materialize_in_destination %o in restrict writable %out : (tensor<?x?x?x64xf16>, memref<?x?x?x64xf16, strided<[?, ?, ?, 1], offset: ?>>) -> ()
   bufferization.materialize_in_destination %l in restrict writable %lse : (tensor<?x?x?xf32>, memref<?x?x?xf32, strided<[?, ?, ?], offset: ?>>) -> ()
   return

@@ -13,7 +13,7 @@
 // The crash is reduced to the one line with a window, fa-compile's case to
 // its flag.
 // RUN: FileCheck %s --check-prefix=REDUCED < %t/out/crash-8df134f551/reduced.mlir
-// REDUCED: {{^.*}} window [{{[^]]*}}]{{.*$}}
+// REDUCED: {{^.*}} mask<window {{[^>]*}}>{{.*$}}
 // REDUCED-EMPTY:
 // RUN: FileCheck %s --check-prefix=REPRO < %t/out/bad-manifest-74b25cfa40/repro.sh
 // REPRO: fa-compile --causal -o out{{$}}

@@ -213,13 +213,22 @@ FunctionParts functionParts(const KernelConfig &c) {
     return llvm::formatv("tensor<?x?x?x{0}x{1}>", d, c.dtype).str();
   };
   FunctionParts p{memref4(c.d), memref4(c.dv), tensor4(c.d), tensor4(c.dv)};
-  if (c.causal)
-    p.attrs += " causal";
+  // The mask: causal is a right bound of 0; a run-time window takes its
+  // sizes as operands (a causal one only the left).
+  auto side = [](int64_t w) {
+    return w < 0 ? std::string("inf") : std::to_string(w);
+  };
+  bool runtimeWindow = c.hasWindow() && !c.constantWindow;
   if (c.hasWindow() && c.constantWindow)
-    p.attrs +=
-        llvm::formatv(" window [{0}, {1}]", c.windowLeft, c.windowRight).str();
-  else if (c.hasWindow())
-    p.attrs += " window(%window_left, %window_right)";
+    p.attrs += llvm::formatv(" mask<window {0}, {1}>", side(c.windowLeft),
+                             c.causal ? std::string("0") : side(c.windowRight))
+                   .str();
+  else if (runtimeWindow && c.causal)
+    p.attrs += " mask<window ?, 0>(%window_left)";
+  else if (runtimeWindow)
+    p.attrs += " mask<window ?, ?>(%window_left, %window_right)";
+  else if (c.causal)
+    p.attrs += " mask<causal>";
   // The operand types in the op's operand order: softcap, scale, window.
   if (c.softcap) {
     p.attrs += " softcap %softcap";
@@ -229,9 +238,10 @@ FunctionParts functionParts(const KernelConfig &c) {
   p.attrs += " scale %scale";
   p.scalarArgs += ", %scale: f32";
   p.scalarTypes += ", f32";
-  if (c.hasWindow() && !c.constantWindow) {
+  if (runtimeWindow) {
+    // (A causal kernel's function keeps the right size, unused.)
     p.scalarArgs += ", %window_left: i64, %window_right: i64";
-    p.scalarTypes += ", i64, i64";
+    p.scalarTypes += c.causal ? ", i64" : ", i64, i64";
   }
   if (c.backward() && c.deterministic)
     p.attrs += " deterministic";
@@ -296,14 +306,17 @@ KernelConfig configFromOp(OpT op, const KernelConfig &flags) {
   c.dv = op.getValueHeadDim();
   Type elt = op.getQuery().getType().getElementType();
   c.dtype = elt.isBF16() ? "bf16" : elt.isF16() ? "f16" : "f32";
-  c.causal = op.getCausal();
+  // (compileOne accepts `#fa.mask` masks only.)
+  auto mask = dyn_cast_or_null<fa::MaskAttr>(op.getMaskAttr());
+  c.causal = mask && mask.getRight() == 0;
   c.windowLeft = c.windowRight = -1;
-  if (auto w = op.getWindowAttr()) {
-    c.windowLeft = w[0];
-    c.windowRight = w[1];
+  // Causal alone (a right bound of 0) is not a window.
+  c.window = mask && !mask.isFull() && !mask.isCausal();
+  c.constantWindow = c.window && mask.getNumDynamicSides() == 0;
+  if (c.constantWindow) {
+    c.windowLeft = mask.getLeft();
+    c.windowRight = mask.getRight();
   }
-  c.constantWindow = c.windowLeft >= 0 || c.windowRight >= 0;
-  c.window = c.constantWindow || !op.getDynamicWindow().empty();
   c.softcap = op.hasSoftcap();
   c.constantSoftcap.reset();
   if (auto s = op.getSoftcapAttr())
@@ -631,6 +644,26 @@ LogicalResult compileOne(MLIRContext &ctx, const KernelConfig &flags,
   if (config.dtype == "f32")
     return attention->emitError(
         "fa-compile: the GPU kernels take f16 or bf16 inputs, not f32");
+  // The manifest names causal / window kinds: an `#fa.mask` whose run-time
+  // sides are both sizes, or the left one of a causal window.
+  fa::MaskAttrInterface anyMask =
+      isa<fa::AttentionOp>(attention)
+          ? cast<fa::AttentionOp>(attention).getMaskAttr()
+          : cast<fa::AttentionBackwardOp>(attention).getMaskAttr();
+  if (anyMask) {
+    auto mask = dyn_cast<fa::MaskAttr>(anyMask);
+    if (!mask)
+      return attention->emitError("fa-compile: the manifest describes "
+                                  "#fa.mask masks only, got ")
+             << anyMask;
+    if (mask.getNumDynamicSides() == 1 &&
+        !(mask.getLeft() == fa::MaskAttr::kDynamic && mask.getRight() == 0))
+      return attention->emitError(
+                 "fa-compile: a window with one run-time and one constant "
+                 "size (other than a causal window's right bound 0) has no "
+                 "kernel kind, got ")
+             << mask;
+  }
   // The run-time scalars become kernel parameters: they must be arguments of
   // the host function, for the manifest to name them.
   ScalarRoles roles;
@@ -639,10 +672,14 @@ LogicalResult compileOne(MLIRContext &ctx, const KernelConfig &flags,
   auto addScalars = [&](auto op) {
     scalars.push_back({op.getDynamicScale(), "scale"});
     scalars.push_back({op.getDynamicSoftcap(), "softcap"});
-    ValueRange w = op.getDynamicWindow();
-    if (!w.empty()) {
-      scalars.push_back({w[0], "window_left"});
-      scalars.push_back({w[1], "window_right"});
+    // One mask operand per run-time side, left first.
+    ValueRange w = op.getMaskOperands();
+    if (auto mask = dyn_cast_or_null<fa::MaskAttr>(op.getMaskAttr())) {
+      unsigned next = 0;
+      if (mask.getLeft() == fa::MaskAttr::kDynamic)
+        scalars.push_back({w[next++], "window_left"});
+      if (mask.getRight() == fa::MaskAttr::kDynamic)
+        scalars.push_back({w[next++], "window_right"});
     }
   };
   if (auto fwd = dyn_cast<fa::AttentionOp>(attention))

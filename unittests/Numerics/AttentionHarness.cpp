@@ -219,13 +219,21 @@ mlir::fa::numerics::buildAttentionModule(const AttentionProblem &p,
 
   std::string attrs;
   llvm::raw_string_ostream a(attrs);
-  if (p.causal)
-    a << " causal";
+  // The mask: causal is a right bound of 0; run-time sizes are operands (a
+  // causal window takes only the left one).
+  auto side = [](int64_t w) {
+    return w < 0 ? std::string("inf") : std::to_string(w);
+  };
   bool runtimeWindow = p.window && p.runtimeWindow;
-  if (runtimeWindow)
-    a << " window(%window_left, %window_right)";
+  if (runtimeWindow && p.causal)
+    a << " mask<window ?, 0>(%window_left)";
+  else if (runtimeWindow)
+    a << " mask<window ?, ?>(%window_left, %window_right)";
   else if (p.window)
-    a << " window [" << (*p.window)[0] << ", " << (*p.window)[1] << "]";
+    a << " mask<window " << side((*p.window)[0]) << ", "
+      << (p.causal ? std::string("0") : side((*p.window)[1])) << ">";
+  else if (p.causal)
+    a << " mask<causal>";
   // Run-time scalars: f32 arguments after the memrefs, softcap first (the
   // op's operand order).
   std::vector<std::string> scalarTypes;
@@ -285,7 +293,7 @@ mlir::fa::numerics::buildAttentionModule(const AttentionProblem &p,
   for (size_t i = 0; i < scalarTypes.size(); ++i)
     os << ", f32";
   if (runtimeWindow)
-    os << ", i64, i64";
+    os << (p.causal ? ", i64" : ", i64, i64");
   os << ") -> (";
   llvm::interleaveComma(
       outs, os, [&](const auto &arg) { os << "tensor<" << arg.second << ">"; });

@@ -12,7 +12,7 @@
 //    element was written;
 //  - `float64Forward` / `float64Backward`: an independent float64
 //    implementation written straight from the math in FADialect.td (it shares
-//    no code with the passes, not even `AttentionMask`);
+//    no code with the passes, not even the mask attribute);
 //  - comparison helpers for GoogleTest.
 //
 // Typical use:
@@ -74,10 +74,12 @@ struct AttentionProblem {
   /// Explicit `scale`; the op's default (1/sqrt(D)) when absent.
   std::optional<float> scale;
   bool causal = false;
-  /// `window [left, right]`, -1 = unbounded on that side.
+  /// `mask<window left, right>` (with `causal`: right = 0), -1 = unbounded
+  /// (`inf`) on that side.
   std::optional<std::array<int64_t, 2>> window;
-  /// The window's sizes as i64 arguments of the function (`window(%l, %r)`,
-  /// known only at run time) instead of the attribute.
+  /// The window's sizes as i64 arguments of the function
+  /// (`mask<window ?, ?>(%l, %r)`, known only at run time) instead of
+  /// constants.
   bool runtimeWindow = false;
   std::optional<float> softcap;
   ShapeKind shapes = ShapeKind::Static;

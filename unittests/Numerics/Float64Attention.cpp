@@ -2,7 +2,7 @@
 //
 // Forward and backward attention in plain float64 loops, written from the
 // math in FADialect.td and sharing no code with the passes (not even
-// `AttentionMask`), so that a bug in a shared helper cannot hide from it.
+// the mask attribute), so that a bug in a shared helper cannot hide from it.
 // The backward uses the softmax Jacobian directly rather than the
 // `rowsum(dO * O)` shortcut that the lowerings use.
 //

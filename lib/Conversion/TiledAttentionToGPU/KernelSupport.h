@@ -9,6 +9,7 @@
 #ifndef FA_LIB_CONVERSION_TILEDATTENTIONTOGPU_KERNELSUPPORT_H
 #define FA_LIB_CONVERSION_TILEDATTENTIONTOGPU_KERNELSUPPORT_H
 
+#include "fa/Dialect/FA/IR/FAOps.h"
 #include "fa/Dialect/FA/IR/KernelResources.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
@@ -42,8 +43,8 @@ inline int64_t saturatedWindowBound(int64_t bound) {
   return std::min<int64_t>(bound, 2 * kMaxKernelSequenceLength);
 }
 
-/// A run-time window side (AttentionMask::buildLeft/buildRight: a negative
-/// value already unbounded) as an i32 kernel value, saturated as
+/// A run-time window side (a mask parameter: a negative value already
+/// unbounded) as an i32 kernel value, saturated as
 /// saturatedWindowBound by one min; built once at a kernel's start.
 inline Value buildKernelWindowBound(OpBuilder &b, Location loc,
                                     Value indexBound) {
@@ -52,6 +53,59 @@ inline Value buildKernelWindowBound(OpBuilder &b, Location loc,
       arith::ConstantIndexOp::create(b, loc, 2 * kMaxKernelSequenceLength));
   return arith::IndexCastOp::create(b, loc, b.getI32Type(), sat);
 }
+
+/// A mask as text, for diagnostics.
+inline std::string maskText(MaskAttrInterface mask) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << mask;
+  return text;
+}
+
+/// A band mask (MaskAttrInterface::getBand) as the kernels compare it, in
+/// i32: key - query differences against the widths, each a saturated
+/// constant or a run-time value.
+struct KernelMask {
+  MaskBand band; // no side bounded: no mask (a key tail at most)
+  /// The run-time widths (i32, saturated), else null.
+  Value left, right;
+
+  /// Builds the mask's parameters and run-time widths at the builder's
+  /// point: a kernel's start, where their first uses put the run-time sizes
+  /// among the kernel's parameters. A null mask hides nothing.
+  static KernelMask build(OpBuilder &b, Location loc, MaskAttrInterface mask,
+                          ValueRange operands) {
+    KernelMask km;
+    if (!mask)
+      return km;
+    SmallVector<Value> params = mask.buildParameters(b, loc, operands);
+    km.band = *mask.getBand(params);
+    if (km.band.left.value)
+      km.left = buildKernelWindowBound(b, loc, km.band.left.value);
+    if (km.band.right.value)
+      km.right = buildKernelWindowBound(b, loc, km.band.right.value);
+    return km;
+  }
+
+  bool hasLeft() const { return band.left.isBounded(); }
+  bool hasRight() const { return band.right.isBounded(); }
+  /// The i32 width of a bounded side at the builder's point.
+  Value leftWidth(OpBuilder &b, Location loc) const {
+    return width(b, loc, band.left, left);
+  }
+  Value rightWidth(OpBuilder &b, Location loc) const {
+    return width(b, loc, band.right, right);
+  }
+
+private:
+  static Value width(OpBuilder &b, Location loc, const MaskWidth &w,
+                     Value runtime) {
+    if (w.constant)
+      return arith::ConstantIntOp::create(b, loc, b.getI32Type(),
+                                          saturatedWindowBound(*w.constant));
+    return runtime;
+  }
+};
 
 /// A tile in shared memory: its layout (TileLayout, the resource model's
 /// definition) and a flat 1-d memref view of it (element index

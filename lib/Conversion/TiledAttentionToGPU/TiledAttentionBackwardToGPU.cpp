@@ -204,15 +204,16 @@ struct BackwardConfig {
   /// Scale and softcap: attributes, or run-time values that the kernels
   /// take as parameters.
   ScoreScalars scalars;
-  AttentionMask mask;
+  /// The steps' mask (null: none, or a key tail only) and its operands.
+  MaskAttrInterface mask;
+  ValueRange maskOperands;
   bool masked;
   /// In the kernel being emitted (bindScalars, at its start): the scale and
   /// the exponent factors of the scores u, p = exp2(u c - lse2).
   Value scale;
   ScoreFactors factors;
-  /// Run-time window sides (i32; bindScalars), null for a constant or
-  /// unbounded side.
-  Value windowLeft, windowRight;
+  /// The mask's band, its run-time widths built by bindScalars.
+  KernelMask kmask;
   /// Columns of dQ per work unit of the key-block kernel.
   int64_t dqChunk = 64;
   /// sm_90 8-byte f32 reductions (red.global.add.v2.f32) for dQ.
@@ -249,11 +250,8 @@ struct BackwardConfig {
     scale = scalars.buildScale(b, loc);
     factors =
         ScoreFactors::build(b, loc, scale, scalars.buildSoftcap(b, loc), kLog2e);
-    windowLeft = windowRight = Value();
-    if (masked && mask.dynamicLeft)
-      windowLeft = buildKernelWindowBound(b, loc, mask.buildLeft(b, loc));
-    if (masked && mask.dynamicRight)
-      windowRight = buildKernelWindowBound(b, loc, mask.buildRight(b, loc));
+    kmask = KernelMask::build(b, loc, masked ? mask : MaskAttrInterface(),
+                              maskOperands);
   }
 };
 
@@ -275,8 +273,15 @@ FailureOr<BackwardConfig> getConfig(AttentionBackwardStepOp step, int64_t warps,
   cfg.warps = warps;
   cfg.elt = qType.getElementType();
   cfg.scalars = step.getScoreScalars();
-  cfg.mask = step.getMask();
   cfg.masked = step.isMasked();
+  if (step.hasMaskRule()) {
+    cfg.mask = step.getMaskAttr();
+    cfg.maskOperands = step.getMaskOperands();
+    if (!cfg.mask.isBand())
+      return fail(Twine("the kernels compute band masks (causal, sliding "
+                        "window), not ") +
+                  maskText(cfg.mask));
+  }
   if (!cfg.elt.isF16() && !cfg.elt.isBF16())
     return fail("mma.sync needs f16 or bf16 inputs");
   if (cfg.br % 16 || cfg.bc % 16 || cfg.d % 16 || cfg.dv % 16)
@@ -488,20 +493,12 @@ public:
     Value d0 = toI32(sub(key0, query0));
     Value off = toI32(sub(kLen, qLen));
     lim.keyLimit = toI32(sub(kLen, key0));
-    if (cfg.mask.hasRight())
-      lim.rightLimit =
-          sub(arith::AddIOp::create(
-                  b, loc, off,
-                  cfg.mask.right ? i32(saturatedWindowBound(*cfg.mask.right))
-                                 : cfg.windowRight),
-              d0);
-    if (cfg.mask.hasLeft())
-      lim.leftLimit =
-          sub(arith::SubIOp::create(
-                  b, loc, off,
-                  cfg.mask.left ? i32(saturatedWindowBound(*cfg.mask.left))
-                                : cfg.windowLeft),
-              d0);
+    if (cfg.kmask.hasRight())
+      lim.rightLimit = sub(
+          arith::AddIOp::create(b, loc, off, cfg.kmask.rightWidth(b, loc)), d0);
+    if (cfg.kmask.hasLeft())
+      lim.leftLimit = sub(
+          arith::SubIOp::create(b, loc, off, cfg.kmask.leftWidth(b, loc)), d0);
     return lim;
   }
 

@@ -317,8 +317,10 @@ struct KernelConfig {
   /// Scale and softcap: attributes, or run-time values that the kernel
   /// takes as parameters.
   ScoreScalars scalars;
-  /// The mask of the masked steps (none when no step is masked).
-  AttentionMask mask;
+  /// The mask of the masked steps and its operands (null when no step has
+  /// one: no mask, or a key tail only).
+  MaskAttrInterface mask;
+  ValueRange maskOperands;
   /// Warpgroup MMAs (sm_90a) on 128-byte swizzled panels instead of
   /// mma.sync and ldmatrix.
   bool wgmma;
@@ -362,10 +364,15 @@ getKernelConfig(TiledAttention &ta,
   cfg.elt = qType.getElementType();
   cfg.scalars = step.getScoreScalars();
   for (KeyLoop kl : ta.loops)
-    if (kl.step.isMasked()) {
-      cfg.mask = kl.step.getMask();
+    if (kl.step.isMasked() && kl.step.hasMaskRule()) {
+      cfg.mask = kl.step.getMaskAttr();
+      cfg.maskOperands = kl.step.getMaskOperands();
       break;
     }
+  if (cfg.mask && !cfg.mask.isBand())
+    return fail(Twine("the kernels compute band masks (causal, sliding "
+                      "window), not ") +
+                maskText(cfg.mask));
 
   if (!cfg.elt.isF16() && !cfg.elt.isBF16())
     return fail("mma.sync needs f16 or bf16 inputs");
@@ -522,9 +529,9 @@ private:
   /// The exponent factors, computed by the host: kernel parameters (or
   /// constants) that the score FMAs read directly.
   ScoreFactors factors;
-  /// Run-time window sides (i32), computed once at the kernel's start; null
-  /// for a constant or unbounded side.
-  Value windowLeft, windowRight;
+  /// The mask's band, its run-time widths computed once at the kernel's
+  /// start.
+  KernelMask kmask;
 
   // wgmma descriptors: Q rows of this warpgroup; K and V buffer 0; K and V
   // of the current block.
@@ -777,7 +784,6 @@ SmallVector<Value> ForwardKernelEmitter::emitStep(OnlineAttentionOp step,
     // col - row = d0 + (8 nt + e - 16 mt - 8 h) with the lane's
     // d0 = (kStart + 2 tig) - (qStart + warpRow + g): every bound becomes one
     // compare of a constant against a per-step scalar.
-    AttentionMask mask = step.getMask();
     Value qStart = clone(step.getQStart()), qLen = clone(step.getQLen()),
           kLen = clone(step.getKLen());
     Value col0 = add(kStart, mul(tig, idx(2)));
@@ -786,18 +792,14 @@ SmallVector<Value> ForwardKernelEmitter::emitStep(OnlineAttentionOp step,
     Value off = toI32(sub(kLen, qLen));
     Value keyLimit = toI32(sub(kLen, col0)); // 8 nt + e < keyLimit
     Value rightLimit, leftLimit;
-    if (mask.hasRight())
-      rightLimit = sub(arith::AddIOp::create(
-                           b, loc, off,
-                           mask.right ? i32(saturatedWindowBound(*mask.right))
-                                      : windowRight),
-                       d0); // cst <= rightLimit
-    if (mask.hasLeft())
-      leftLimit = sub(
-          arith::SubIOp::create(
-              b, loc, off,
-              mask.left ? i32(saturatedWindowBound(*mask.left)) : windowLeft),
-          d0); // cst >= leftLimit
+    if (kmask.hasRight())
+      rightLimit =
+          sub(arith::AddIOp::create(b, loc, off, kmask.rightWidth(b, loc)),
+              d0); // cst <= rightLimit
+    if (kmask.hasLeft())
+      leftLimit =
+          sub(arith::SubIOp::create(b, loc, off, kmask.leftWidth(b, loc)),
+              d0); // cst >= leftLimit
     auto cmp = [&](arith::CmpIPredicate pred, int64_t lhs, Value rhs) {
       return arith::CmpIOp::create(b, loc, pred, i32(lhs), rhs);
     };
@@ -1039,10 +1041,7 @@ void ForwardKernelEmitter::emit(gpu::LaunchOp launch) {
   // The first uses fix the kernel's parameter order after outlining: the
   // run-time window sizes, then q, k, v, out, lse (the exponent factors
   // wherever the key loop first reads them).
-  if (cfg.mask.dynamicLeft)
-    windowLeft = buildKernelWindowBound(b, loc, cfg.mask.buildLeft(b, loc));
-  if (cfg.mask.dynamicRight)
-    windowRight = buildKernelWindowBound(b, loc, cfg.mask.buildRight(b, loc));
+  kmask = KernelMask::build(b, loc, cfg.mask, cfg.maskOperands);
   nq = memref::DimOp::create(b, loc, ta.q.memref, 2);
   nk = memref::DimOp::create(b, loc, ta.k.memref, 2);
 

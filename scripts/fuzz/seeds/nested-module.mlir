@@ -6,7 +6,7 @@ module {
     func.func @nested(%q: tensor<1x4x128x64xf16>, %k: tensor<1x4x128x64xf16>,
                       %v: tensor<1x4x128x64xf16>)
         -> (tensor<1x4x128x64xf16>, tensor<1x4x128xf32>) {
-      %out, %lse = fa.attention %q, %k, %v causal
+      %out, %lse = fa.attention %q, %k, %v mask<causal>
           : (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>,
              tensor<1x4x128x64xf16>)
           -> (tensor<1x4x128x64xf16>, tensor<1x4x128xf32>)

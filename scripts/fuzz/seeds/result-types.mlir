@@ -6,7 +6,7 @@ func.func @backward_dynamic_results(
     %v: tensor<1x4x128x64xf16>, %o: tensor<1x4x128x64xf16>,
     %lse: tensor<1x4x128xf32>, %do: tensor<1x4x128x64xf16>)
     -> (tensor<?x?x?x64xf16>, tensor<1x4x?x64xf16>, tensor<?x4x128x64xf16>) {
-  %dq, %dk, %dv = fa.attention_backward %q, %k, %v, %o, %lse, %do causal
+  %dq, %dk, %dv = fa.attention_backward %q, %k, %v, %o, %lse, %do mask<causal>
       : (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>,
          tensor<1x4x128x64xf16>, tensor<1x4x128xf32>, tensor<1x4x128x64xf16>)
       -> (tensor<?x?x?x64xf16>, tensor<1x4x?x64xf16>, tensor<?x4x128x64xf16>)

@@ -12,7 +12,7 @@ func.func @window_int64_max(%q: tensor<64x64xf16>, %k: tensor<32x64xf16>,
       iter_args(%a = %acc, %mm = %m, %ll = %l)
       -> (tensor<64x64xf32>, tensor<64xf32>, tensor<64xf32>) {
     %n:3 = fa.online_attention %q, %k, %v into %a, %mm, %ll
-        masked(%q0, %k0, %nq, %nk) window [9223372036854775807, 9223372036854775807]
+        masked(%q0, %k0, %nq, %nk) mask<window 9223372036854775807, 9223372036854775807>
         scale 0.125
         : tensor<64x64xf16>, tensor<32x64xf16>, tensor<32x64xf16>
           -> tensor<64x64xf32>, tensor<64xf32>
@@ -27,7 +27,7 @@ func.func @forward_window_int64_max(%q: tensor<1x4x128x64xf16>,
                                     %k: tensor<1x4x128x64xf16>,
                                     %v: tensor<1x4x128x64xf16>)
     -> (tensor<1x4x128x64xf16>, tensor<1x4x128xf32>) {
-  %out, %lse = fa.attention %q, %k, %v window [9223372036854775807, 0]
+  %out, %lse = fa.attention %q, %k, %v mask<window 9223372036854775807, 0>
       : (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>)
       -> (tensor<1x4x128x64xf16>, tensor<1x4x128xf32>)
   return %out, %lse : tensor<1x4x128x64xf16>, tensor<1x4x128xf32>

@@ -15,7 +15,7 @@ func.func @unit_dims(%q: memref<1x1x64x64xf16>, %k: memref<1x1x?x64xf16>, %v: me
   %qt = bufferization.to_tensor %q restrict : memref<1x1x64x64xf16> to tensor<1x1x64x64xf16>
   %kt = bufferization.to_tensor %k restrict : memref<1x1x?x64xf16> to tensor<1x1x?x64xf16>
   %vt = bufferization.to_tensor %v restrict : memref<1x1x?x64xf16> to tensor<1x1x?x64xf16>
-  %out, %l = fa.attention %qt, %kt, %vt causal : (tensor<1x1x64x64xf16>, tensor<1x1x?x64xf16>, tensor<1x1x?x64xf16>) -> (tensor<1x1x64x64xf16>, tensor<1x1x64xf32>)
+  %out, %l = fa.attention %qt, %kt, %vt mask<causal> : (tensor<1x1x64x64xf16>, tensor<1x1x?x64xf16>, tensor<1x1x?x64xf16>) -> (tensor<1x1x64x64xf16>, tensor<1x1x64xf32>)
   bufferization.materialize_in_destination %out in restrict writable %o : (tensor<1x1x64x64xf16>, memref<1x1x64x64xf16>) -> ()
   bufferization.materialize_in_destination %l in restrict writable %lse : (tensor<1x1x64xf32>, memref<1x1x64xf32>) -> ()
   return
@@ -39,7 +39,7 @@ func.func @backward_unit_dims(%q: memref<1x1x64x64xf16>, %k: memref<1x1x?x64xf16
   %ot = bufferization.to_tensor %o restrict : memref<1x1x64x64xf16> to tensor<1x1x64x64xf16>
   %dot = bufferization.to_tensor %do restrict : memref<1x1x64x64xf16> to tensor<1x1x64x64xf16>
   %lt = bufferization.to_tensor %lse restrict : memref<1x1x64xf32> to tensor<1x1x64xf32>
-  %gq, %gk, %gv = fa.attention_backward %qt, %kt, %vt, %ot, %lt, %dot causal : (tensor<1x1x64x64xf16>, tensor<1x1x?x64xf16>, tensor<1x1x?x64xf16>, tensor<1x1x64x64xf16>, tensor<1x1x64xf32>, tensor<1x1x64x64xf16>) -> (tensor<1x1x64x64xf16>, tensor<1x1x?x64xf16>, tensor<1x1x?x64xf16>)
+  %gq, %gk, %gv = fa.attention_backward %qt, %kt, %vt, %ot, %lt, %dot mask<causal> : (tensor<1x1x64x64xf16>, tensor<1x1x?x64xf16>, tensor<1x1x?x64xf16>, tensor<1x1x64x64xf16>, tensor<1x1x64xf32>, tensor<1x1x64x64xf16>) -> (tensor<1x1x64x64xf16>, tensor<1x1x?x64xf16>, tensor<1x1x?x64xf16>)
   bufferization.materialize_in_destination %gq in restrict writable %dq : (tensor<1x1x64x64xf16>, memref<1x1x64x64xf16>) -> ()
   bufferization.materialize_in_destination %gk in restrict writable %dk : (tensor<1x1x?x64xf16>, memref<1x1x?x64xf16>) -> ()
   bufferization.materialize_in_destination %gv in restrict writable %dv : (tensor<1x1x?x64xf16>, memref<1x1x?x64xf16>) -> ()

@@ -20,7 +20,7 @@ func.func @fast_without_vector_atomics(%q: !q, %k: !q, %v: !q, %out: !q, %dout: 
   %dot = bufferization.to_tensor %dout restrict : !q to !t
   %lt = bufferization.to_tensor %lse restrict : !l to !lt
   // expected-error @below {{fa-convert-tiled-attention-backward-to-gpu: wgmma adds dQ with vector reductions: set vector-atomics}}
-  %gq, %gk, %gv = fa.attention_backward %qt, %kt, %vt, %ot, %lt, %dot causal : (!t, !t, !t, !t, !lt, !t) -> (!t, !t, !t)
+  %gq, %gk, %gv = fa.attention_backward %qt, %kt, %vt, %ot, %lt, %dot mask<causal> : (!t, !t, !t, !t, !lt, !t) -> (!t, !t, !t)
   bufferization.materialize_in_destination %gq in restrict writable %dq : (!t, !q) -> ()
   bufferization.materialize_in_destination %gk in restrict writable %dk : (!t, !q) -> ()
   bufferization.materialize_in_destination %gv in restrict writable %dv : (!t, !q) -> ()
@@ -51,7 +51,7 @@ func.func @deterministic(%q: !q, %k: !q, %v: !q, %out: !q, %dout: !q, %lse: !l, 
   // WARPS: :[[@LINE+3]]:{{[0-9]+}}: error: fa-convert-tiled-attention-backward-to-gpu: wgmma needs whole warpgroups of 16 keys per warp: warps a multiple of 4 and block-kv == 16 * warps
   // BLOCKKV: :[[@LINE+2]]:{{[0-9]+}}: error: fa-convert-tiled-attention-backward-to-gpu: wgmma needs whole warpgroups of 16 keys per warp: warps a multiple of 4 and block-kv == 16 * warps
   // BLOCKQ: :[[@LINE+1]]:{{[0-9]+}}: error: fa-convert-tiled-attention-backward-to-gpu: wgmma reads dS^T in 64-query panels: block-q must be a multiple of 64, at most 256
-  %gq, %gk, %gv = fa.attention_backward %qt, %kt, %vt, %ot, %lt, %dot causal deterministic : (!t, !t, !t, !t, !lt, !t) -> (!t, !t, !t)
+  %gq, %gk, %gv = fa.attention_backward %qt, %kt, %vt, %ot, %lt, %dot mask<causal> deterministic : (!t, !t, !t, !t, !lt, !t) -> (!t, !t, !t)
   bufferization.materialize_in_destination %gq in restrict writable %dq : (!t, !q) -> ()
   bufferization.materialize_in_destination %gk in restrict writable %dk : (!t, !q) -> ()
   bufferization.materialize_in_destination %gv in restrict writable %dv : (!t, !q) -> ()

@@ -129,7 +129,7 @@ func.func @fast_causal_bf16_d128(%q: !q, %k: !q, %v: !q, %out: !q, %dout: !q, %l
   %ot = bufferization.to_tensor %out restrict : !q to !t
   %dot = bufferization.to_tensor %dout restrict : !q to !t
   %lt = bufferization.to_tensor %lse restrict : !l to !lt
-  %gq, %gk, %gv = fa.attention_backward %qt, %kt, %vt, %ot, %lt, %dot causal : (!t, !t, !t, !t, !lt, !t) -> (!t, !t, !t)
+  %gq, %gk, %gv = fa.attention_backward %qt, %kt, %vt, %ot, %lt, %dot mask<causal> : (!t, !t, !t, !t, !lt, !t) -> (!t, !t, !t)
   bufferization.materialize_in_destination %gq in restrict writable %dq : (!t, !q) -> ()
   bufferization.materialize_in_destination %gk in restrict writable %dk : (!t, !q) -> ()
   bufferization.materialize_in_destination %gv in restrict writable %dv : (!t, !q) -> ()

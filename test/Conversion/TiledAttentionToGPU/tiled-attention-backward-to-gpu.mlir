@@ -83,7 +83,7 @@ func.func @fast_causal(%q: !q, %k: !q, %v: !q, %out: !q, %dout: !q, %lse: !l, %d
   %ot = bufferization.to_tensor %out restrict : !q to !t
   %dot = bufferization.to_tensor %dout restrict : !q to !t
   %lt = bufferization.to_tensor %lse restrict : !l to !lt
-  %gq, %gk, %gv = fa.attention_backward %qt, %kt, %vt, %ot, %lt, %dot causal : (!t, !t, !t, !t, !lt, !t) -> (!t, !t, !t)
+  %gq, %gk, %gv = fa.attention_backward %qt, %kt, %vt, %ot, %lt, %dot mask<causal> : (!t, !t, !t, !t, !lt, !t) -> (!t, !t, !t)
   bufferization.materialize_in_destination %gq in restrict writable %dq : (!t, !q) -> ()
   bufferization.materialize_in_destination %gk in restrict writable %dk : (!t, !q) -> ()
   bufferization.materialize_in_destination %gv in restrict writable %dv : (!t, !q) -> ()
@@ -157,7 +157,7 @@ func.func @static_gqa(%q: !q, %k: !k, %v: !k, %out: !q, %dout: !q, %lse: !l, %dq
   %ot = bufferization.to_tensor %out restrict : !q to !tq
   %dot = bufferization.to_tensor %dout restrict : !q to !tq
   %lt = bufferization.to_tensor %lse restrict : !l to !lt
-  %gq, %gk, %gv = fa.attention_backward %qt, %kt, %vt, %ot, %lt, %dot causal : (!tq, !tk, !tk, !tq, !lt, !tq) -> (!tq, !tk, !tk)
+  %gq, %gk, %gv = fa.attention_backward %qt, %kt, %vt, %ot, %lt, %dot mask<causal> : (!tq, !tk, !tk, !tq, !lt, !tq) -> (!tq, !tk, !tk)
   bufferization.materialize_in_destination %gq in restrict writable %dq : (!tq, !q) -> ()
   bufferization.materialize_in_destination %gk in restrict writable %dk : (!tk, !k) -> ()
   bufferization.materialize_in_destination %gv in restrict writable %dv : (!tk, !k) -> ()

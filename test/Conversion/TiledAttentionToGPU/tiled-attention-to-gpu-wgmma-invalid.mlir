@@ -135,7 +135,7 @@ func.func @valid(%q: !m, %k: !m, %v: !m, %o: !m, %lse: !l) {
   %vt = bufferization.to_tensor %v restrict : !m to !t
   // WARPS: :[[@LINE+2]]:{{[0-9]+}}: error: fa-convert-tiled-attention-to-gpu: wgmma needs whole warpgroups: warps must be a multiple of 4
   // BLOCKQ: :[[@LINE+1]]:{{[0-9]+}}: error: fa-convert-tiled-attention-to-gpu: with wgmma each warp owns 16 query rows: block-q must be 16 * warps
-  %out, %l = fa.attention %qt, %kt, %vt causal : (!t, !t, !t) -> (!t, !lt)
+  %out, %l = fa.attention %qt, %kt, %vt mask<causal> : (!t, !t, !t) -> (!t, !lt)
   bufferization.materialize_in_destination %out in restrict writable %o : (!t, !m) -> ()
   bufferization.materialize_in_destination %l in restrict writable %lse : (!lt, !l) -> ()
   return

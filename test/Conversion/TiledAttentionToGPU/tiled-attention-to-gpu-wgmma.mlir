@@ -106,7 +106,7 @@ func.func @causal_bf16_d64(%q: !m, %k: !m, %v: !m, %o: !m, %lse: !l) {
   %qt = bufferization.to_tensor %q restrict : !m to !t
   %kt = bufferization.to_tensor %k restrict : !m to !t
   %vt = bufferization.to_tensor %v restrict : !m to !t
-  %out, %l = fa.attention %qt, %kt, %vt causal : (!t, !t, !t) -> (!t, !lt)
+  %out, %l = fa.attention %qt, %kt, %vt mask<causal> : (!t, !t, !t) -> (!t, !lt)
   bufferization.materialize_in_destination %out in restrict writable %o : (!t, !m) -> ()
   bufferization.materialize_in_destination %l in restrict writable %lse : (!lt, !l) -> ()
   return

@@ -50,39 +50,39 @@ func.func @keep_invalid_constant(%t: tensor<64x64xf16>, %acc: tensor<64x64xf32>,
 
 // -----
 
-// Constant window operands fold into the attribute (a negative bound is -1,
-// unbounded); with causal the right operand is ignored.
+// Constant window operands fold into the mask (a negative size is `inf`,
+// unbounded); a causal window's right side is 0 already.
 // CHECK-LABEL: func.func @fold_constant_window
 // CHECK-NOT:     arith.constant
-// CHECK:         fa.attention %{{.*}}, %{{.*}}, %{{.*}} window [32, -1] scale 1.250000e-01 :
+// CHECK:         fa.attention %{{.*}}, %{{.*}}, %{{.*}} mask<window 32, inf> scale 1.250000e-01 :
 // CHECK-SAME:      (tensor<1x1x?x64xf16>, tensor<1x1x?x64xf16>, tensor<1x1x?x64xf16>) ->
-// CHECK:         fa.attention %{{.*}}, %{{.*}}, %{{.*}} causal window [7, 0] scale 1.250000e-01 :
+// CHECK:         fa.attention %{{.*}}, %{{.*}}, %{{.*}} mask<window 7, 0> scale 1.250000e-01 :
 // CHECK-SAME:      (tensor<1x1x?x64xf16>, tensor<1x1x?x64xf16>, tensor<1x1x?x64xf16>) ->
 func.func @fold_constant_window(%q: tensor<1x1x?x64xf16>, %r: i64)
     -> (tensor<1x1x?x64xf16>, tensor<1x1x?x64xf16>) {
   %l = arith.constant 32 : i64
   %n = arith.constant -5 : i64
-  %o, %lse = fa.attention %q, %q, %q window(%l, %n) scale 0.125
+  %o, %lse = fa.attention %q, %q, %q mask<window ?, ?>(%l, %n) scale 0.125
       : (tensor<1x1x?x64xf16>, tensor<1x1x?x64xf16>, tensor<1x1x?x64xf16>, i64, i64)
       -> (tensor<1x1x?x64xf16>, tensor<1x1x?xf32>)
   %seven = arith.constant 7 : i64
-  %o2, %lse2 = fa.attention %q, %q, %q causal window(%seven, %r) scale 0.125
-      : (tensor<1x1x?x64xf16>, tensor<1x1x?x64xf16>, tensor<1x1x?x64xf16>, i64, i64)
+  %o2, %lse2 = fa.attention %q, %q, %q mask<window ?, 0>(%seven) scale 0.125
+      : (tensor<1x1x?x64xf16>, tensor<1x1x?x64xf16>, tensor<1x1x?x64xf16>, i64)
       -> (tensor<1x1x?x64xf16>, tensor<1x1x?xf32>)
   return %o, %o2 : tensor<1x1x?x64xf16>, tensor<1x1x?x64xf16>
 }
 
 // -----
 
-// A run-time side keeps both operands: the window stays run-time.
+// A constant side folds alone; the run-time side stays an operand.
 // CHECK-LABEL: func.func @keep_runtime_window
 // CHECK-SAME:    %[[R:[^:]*]]: i64
-// CHECK:         %[[L:.*]] = arith.constant 16 : i64
-// CHECK:         fa.attention_backward %{{.*}} window(%[[L]], %[[R]]) scale 1.250000e-01 :
+// CHECK:         fa.attention_backward %{{.*}} mask<window 16, ?>(%[[R]]) scale 1.250000e-01 :
+// CHECK-SAME:      tensor<1x1x?x64xf16>, i64) ->
 func.func @keep_runtime_window(%q: tensor<1x1x?x64xf16>, %lse: tensor<1x1x?xf32>,
                                %r: i64) -> tensor<1x1x?x64xf16> {
   %l = arith.constant 16 : i64
-  %dq, %dk, %dv = fa.attention_backward %q, %q, %q, %q, %lse, %q window(%l, %r) scale 0.125
+  %dq, %dk, %dv = fa.attention_backward %q, %q, %q, %q, %lse, %q mask<window ?, ?>(%l, %r) scale 0.125
       : (tensor<1x1x?x64xf16>, tensor<1x1x?x64xf16>, tensor<1x1x?x64xf16>,
          tensor<1x1x?x64xf16>, tensor<1x1x?xf32>, tensor<1x1x?x64xf16>, i64, i64)
       -> (tensor<1x1x?x64xf16>, tensor<1x1x?x64xf16>, tensor<1x1x?x64xf16>)

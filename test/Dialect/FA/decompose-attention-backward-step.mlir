@@ -80,9 +80,10 @@ func.func @unmasked_all(%q: tensor<16x64xf16>, %k: tensor<32x64xf16>,
 // -----
 
 // A masked causal step with dK/dV only (the deterministic dK/dV nest), f32.
-// off = k_len - q_len is computed once, outside the tile; key j = k_start + c
-// is hidden from query i = q_start + r when j > i + off or j >= k_len. f32
-// tiles: no cast of P or dS. No dQ GEMM.
+// Key j = k_start + c is hidden from query i = q_start + r when j >= k_len
+// or the mask hides it (MaskAttrInterface::buildVisible: causal,
+// j > i + off with off = k_len - q_len). f32 tiles: no cast of P or dS. No
+// dQ GEMM.
 
 // NEG-LABEL:   func.func @masked_causal_dkv(
 // NEG-NOT:       arith.truncf
@@ -91,19 +92,19 @@ func.func @unmasked_all(%q: tensor<16x64xf16>, %k: tensor<32x64xf16>,
 // CHECK-SAME:      %[[Q:[^:]+]]: tensor<16x64xf32>,
 // CHECK-SAME:      %[[QS:[^:]+]]: index, %[[KS:[^:]+]]: index, %[[QL:[^:]+]]: index, %[[KL:[^:]+]]: index)
 // CHECK-DAG:     %[[ZERO:.*]] = arith.constant 0.000000e+00 : f32
-// CHECK:         %[[OFF:.*]] = arith.subi %[[KL]], %[[QL]] : index
 // CHECK:         linalg.matmul
 // CHECK:         %[[P:.*]] = linalg.generic
 // CHECK:           %[[E:.*]] = math.exp2
 // CHECK:           %[[FIN:.*]] = arith.cmpf olt
-// CHECK-NEXT:      %[[ROW:.*]] = linalg.index 0 : index
-// CHECK-NEXT:      %[[I:.*]] = arith.addi %[[QS]], %[[ROW]] : index
 // CHECK-NEXT:      %[[COL:.*]] = linalg.index 1 : index
 // CHECK-NEXT:      %[[J:.*]] = arith.addi %[[KS]], %[[COL]] : index
+// CHECK-NEXT:      %[[INK:.*]] = arith.cmpi slt, %[[J]], %[[KL]] : index
+// CHECK-NEXT:      %[[ROW:.*]] = linalg.index 0 : index
+// CHECK-NEXT:      %[[I:.*]] = arith.addi %[[QS]], %[[ROW]] : index
+// CHECK-NEXT:      %[[OFF:.*]] = arith.subi %[[KL]], %[[QL]] : index
 // CHECK-NEXT:      %[[DIAG:.*]] = arith.addi %[[I]], %[[OFF]] : index
 // CHECK-NEXT:      %[[RIGHT:.*]] = arith.cmpi sle, %[[J]], %[[DIAG]] : index
-// CHECK-NEXT:      %[[INK:.*]] = arith.cmpi slt, %[[J]], %[[KL]] : index
-// CHECK-NEXT:      %[[VIS:.*]] = arith.andi %[[RIGHT]], %[[INK]] : i1
+// CHECK-NEXT:      %[[VIS:.*]] = arith.andi %[[INK]], %[[RIGHT]] : i1
 // CHECK-NEXT:      %[[KEEP:.*]] = arith.andi %[[FIN]], %[[VIS]] : i1
 // CHECK-NEXT:      %[[PV:.*]] = arith.select %[[KEEP]], %[[E]], %[[ZERO]] : f32
 // CHECK-NEXT:      linalg.yield %[[PV]] : f32
@@ -121,7 +122,7 @@ func.func @masked_causal_dkv(%q: tensor<16x64xf32>, %k: tensor<32x64xf32>,
                              %qs: index, %ks: index, %ql: index, %kl: index)
     -> (tensor<32x64xf32>, tensor<32x64xf32>) {
   %dk1, %dv1 = fa.attention_backward_step %q, %k, %v, %do, %lse, %delta
-      dkv(%dk, %dv) masked(%qs, %ks, %ql, %kl) causal scale 0.125
+      dkv(%dk, %dv) masked(%qs, %ks, %ql, %kl) mask<causal> scale 0.125
       : tensor<16x64xf32>, tensor<32x64xf32>, tensor<32x64xf32>,
         tensor<16x64xf32>, tensor<16xf32>
       -> tensor<32x64xf32>, tensor<32x64xf32>
@@ -131,8 +132,7 @@ func.func @masked_causal_dkv(%q: tensor<16x64xf32>, %k: tensor<32x64xf32>,
 // -----
 
 // dQ only (the deterministic dQ nest), bf16, Dv = 32 != D = 64. First a step
-// masked only for the key tail (no causal/window: just j < k_len, no
-// diagonal), then a sliding window [32, 8]: j >= i + off - 32 and
+// masked only for the key tail (no mask: just j < k_len, no diagonal), then a sliding window [32, 8]: j >= i + off - 32 and
 // j <= i + off + 8. Each step has the two score GEMMs and the dQ GEMM only;
 // the second accumulates into the first's result.
 
@@ -142,8 +142,6 @@ func.func @masked_causal_dkv(%q: tensor<16x64xf32>, %k: tensor<32x64xf32>,
 // CHECK-SAME:      %[[K:[^:]+]]: tensor<32x64xbf16>,
 // CHECK-SAME:      %[[DQ:[^:]+]]: tensor<16x64xf32>,
 // CHECK-SAME:      %[[QS:[^:]+]]: index, %[[KS:[^:]+]]: index, %[[QL:[^:]+]]: index, %[[KL:[^:]+]]: index)
-// CHECK-DAG:     %[[C8:.*]] = arith.constant 8 : index
-// CHECK-DAG:     %[[C32:.*]] = arith.constant 32 : index
 // Key tail only.
 // CHECK:         linalg.matmul
 // CHECK:         linalg.generic
@@ -158,22 +156,22 @@ func.func @masked_causal_dkv(%q: tensor<16x64xf32>, %k: tensor<32x64xf32>,
 // CHECK:         %[[DS1:.*]] = linalg.generic
 // CHECK:         %[[DQ1:.*]] = linalg.matmul ins(%[[DS1]], %[[K]] : tensor<16x32xbf16>, tensor<32x64xbf16>) outs(%[[DQ]] : tensor<16x64xf32>)
 // Window [32, 8].
-// CHECK:         %[[OFF:.*]] = arith.subi %[[KL]], %[[QL]] : index
 // CHECK:         linalg.matmul
 // CHECK:         linalg.generic
 // CHECK:           arith.cmpf olt
-// CHECK-NEXT:      %[[ROW:.*]] = linalg.index 0 : index
-// CHECK-NEXT:      %[[I:.*]] = arith.addi %[[QS]], %[[ROW]] : index
 // CHECK-NEXT:      %[[COL2:.*]] = linalg.index 1 : index
 // CHECK-NEXT:      %[[J2:.*]] = arith.addi %[[KS]], %[[COL2]] : index
+// CHECK-NEXT:      %[[INK2:.*]] = arith.cmpi slt, %[[J2]], %[[KL]] : index
+// CHECK-NEXT:      %[[ROW:.*]] = linalg.index 0 : index
+// CHECK-NEXT:      %[[I:.*]] = arith.addi %[[QS]], %[[ROW]] : index
+// CHECK-NEXT:      %[[OFF:.*]] = arith.subi %[[KL]], %[[QL]] : index
 // CHECK-NEXT:      %[[DIAG:.*]] = arith.addi %[[I]], %[[OFF]] : index
-// CHECK-NEXT:      %[[FIRST:.*]] = arith.subi %[[DIAG]], %[[C32]] : index
+// CHECK-NEXT:      %[[FIRST:.*]] = arith.subi %[[DIAG]], %c32 : index
 // CHECK-NEXT:      %[[LEFT:.*]] = arith.cmpi sge, %[[J2]], %[[FIRST]] : index
-// CHECK-NEXT:      %[[LAST:.*]] = arith.addi %[[DIAG]], %[[C8]] : index
+// CHECK-NEXT:      %[[LAST:.*]] = arith.addi %[[DIAG]], %c8 : index
 // CHECK-NEXT:      %[[RIGHT:.*]] = arith.cmpi sle, %[[J2]], %[[LAST]] : index
 // CHECK-NEXT:      %[[BAND:.*]] = arith.andi %[[LEFT]], %[[RIGHT]] : i1
-// CHECK-NEXT:      %[[INK2:.*]] = arith.cmpi slt, %[[J2]], %[[KL]] : index
-// CHECK-NEXT:      arith.andi %[[BAND]], %[[INK2]] : i1
+// CHECK-NEXT:      arith.andi %[[INK2]], %[[BAND]] : i1
 // CHECK:         %[[DS2:.*]] = linalg.generic
 // CHECK:         %[[DQ2:.*]] = linalg.matmul ins(%[[DS2]], %[[K]] : tensor<16x32xbf16>, tensor<32x64xbf16>) outs(%[[DQ1]] : tensor<16x64xf32>)
 // CHECK:         return %[[DQ1]], %[[DQ2]]
@@ -190,7 +188,7 @@ func.func @masked_tail_window_dq(%q: tensor<16x64xbf16>, %k: tensor<32x64xbf16>,
         tensor<16x32xbf16>, tensor<16xf32>
       -> tensor<16x64xf32>
   %dq2 = fa.attention_backward_step %q, %k, %v, %do, %lse, %delta
-      dq(%dq1) masked(%qs, %ks, %ql, %kl) window [32, 8] scale 0.125
+      dq(%dq1) masked(%qs, %ks, %ql, %kl) mask<window 32, 8> scale 0.125
       : tensor<16x64xbf16>, tensor<32x64xbf16>, tensor<32x32xbf16>,
         tensor<16x32xbf16>, tensor<16xf32>
       -> tensor<16x64xf32>

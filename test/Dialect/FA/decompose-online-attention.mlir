@@ -107,34 +107,30 @@ func.func @unmasked_exp2(%q: tensor<16x64xbf16>, %k: tensor<32x64xbf16>,
 
 // -----
 
-// A masked causal step: one generic on S hides key c of row r when
-// k_start + c >= k_len, or when it is right of the diagonal
-// (k_start + c > q_start + r + k_len - q_len, i.e. r - c < -base with
-// base = q_start - k_start + k_len - q_len). The bounds are computed once,
-// outside the tile. f32 tiles: P needs no cast.
+// A masked causal step: one generic on S hides key j = k_start + c of row
+// i = q_start + r when j >= k_len, or when the mask hides it
+// (MaskAttrInterface::buildVisible: causal, j <= i + k_len - q_len). f32
+// tiles: P needs no cast.
 
 // NEG-LABEL:   func.func @masked_causal(
 // NEG-NOT:       arith.truncf
 // CHECK-LABEL: func.func @masked_causal(
 // CHECK-SAME:      %[[QS:[^:]+]]: index, %[[KS:[^:]+]]: index, %[[QL:[^:]+]]: index, %[[KL:[^:]+]]: index)
-// CHECK-DAG:     %[[C0:.*]] = arith.constant 0 : index
 // CHECK-DAG:     %[[NINF:.*]] = arith.constant 0xFF800000 : f32
 // CHECK:         %[[S:.*]] = linalg.matmul
-// CHECK:         %[[KLIM:.*]] = arith.subi %[[KL]], %[[KS]] : index
-// CHECK:         %[[OFF:.*]] = arith.subi %[[KL]], %[[QL]] : index
-// CHECK:         %[[D0:.*]] = arith.subi %[[QS]], %[[KS]] : index
-// CHECK:         %[[BASE:.*]] = arith.addi %[[D0]], %[[OFF]] : index
-// CHECK:         %[[MIND:.*]] = arith.subi %[[C0]], %[[BASE]] : index
 // CHECK:         %[[SM:.*]] = linalg.generic
 // CHECK-SAME:      iterator_types = ["parallel", "parallel"]
 // CHECK-SAME:      outs(%[[S]] : tensor<16x32xf32>)
 // CHECK-NEXT:    ^bb0(%[[SIN:.*]]: f32):
-// CHECK-NEXT:      %[[R:.*]] = linalg.index 0 : index
 // CHECK-NEXT:      %[[COL:.*]] = linalg.index 1 : index
-// CHECK-NEXT:      %[[INK:.*]] = arith.cmpi slt, %[[COL]], %[[KLIM]] : index
-// CHECK-NEXT:      %[[DIFF:.*]] = arith.subi %[[R]], %[[COL]] : index
-// CHECK-NEXT:      %[[LEFT:.*]] = arith.cmpi sge, %[[DIFF]], %[[MIND]] : index
-// CHECK-NEXT:      %[[VIS:.*]] = arith.andi %[[INK]], %[[LEFT]] : i1
+// CHECK-NEXT:      %[[J:.*]] = arith.addi %[[KS]], %[[COL]] : index
+// CHECK-NEXT:      %[[INK:.*]] = arith.cmpi slt, %[[J]], %[[KL]] : index
+// CHECK-NEXT:      %[[R:.*]] = linalg.index 0 : index
+// CHECK-NEXT:      %[[I:.*]] = arith.addi %[[QS]], %[[R]] : index
+// CHECK-NEXT:      %[[OFF:.*]] = arith.subi %[[KL]], %[[QL]] : index
+// CHECK-NEXT:      %[[DIAG:.*]] = arith.addi %[[I]], %[[OFF]] : index
+// CHECK-NEXT:      %[[RIGHT:.*]] = arith.cmpi sle, %[[J]], %[[DIAG]] : index
+// CHECK-NEXT:      %[[VIS:.*]] = arith.andi %[[INK]], %[[RIGHT]] : i1
 // CHECK-NEXT:      %[[SEL:.*]] = arith.select %[[VIS]], %[[SIN]], %[[NINF]] : f32
 // CHECK-NEXT:      linalg.yield %[[SEL]] : f32
 // CHECK:         linalg.generic {{.*}} ins(%[[SM]] : tensor<16x32xf32>)
@@ -145,7 +141,7 @@ func.func @masked_causal(%q: tensor<16x64xf32>, %k: tensor<32x64xf32>,
                          %qs: index, %ks: index, %ql: index, %kl: index)
     -> (tensor<16x64xf32>, tensor<16xf32>, tensor<16xf32>) {
   %r:3 = fa.online_attention %q, %k, %v into %acc, %max, %sum
-      masked(%qs, %ks, %ql, %kl) causal scale 0.125 exp2
+      masked(%qs, %ks, %ql, %kl) mask<causal> scale 0.125 exp2
       : tensor<16x64xf32>, tensor<32x64xf32>, tensor<32x64xf32>
         -> tensor<16x64xf32>, tensor<16xf32>
   return %r#0, %r#1, %r#2 : tensor<16x64xf32>, tensor<16xf32>, tensor<16xf32>
@@ -154,30 +150,33 @@ func.func @masked_causal(%q: tensor<16x64xf32>, %k: tensor<32x64xf32>,
 // -----
 
 // A sliding window [left = 4, right = 2]: both sides of the diagonal bound
-// r - c. Without causal/window, masked only hides keys past k_len.
+// j. Without a mask, masked only hides keys past k_len.
 
 // NEG-LABEL:   func.func @masked_window(
 // CHECK-LABEL: func.func @masked_window(
-// CHECK-DAG:     %[[C4:.*]] = arith.constant 4 : index
-// CHECK-DAG:     %[[CM2:.*]] = arith.constant -2 : index
-// CHECK:         %[[BASE:.*]] = arith.addi
-// CHECK:         %[[MAXD:.*]] = arith.subi %[[C4]], %[[BASE]] : index
-// CHECK:         %[[MIND:.*]] = arith.subi %[[CM2]], %[[BASE]] : index
 // CHECK:         linalg.generic
-// CHECK:           %[[DIFF:.*]] = arith.subi
-// CHECK:           arith.cmpi sle, %[[DIFF]], %[[MAXD]] : index
-// CHECK:           arith.cmpi sge, %[[DIFF]], %[[MIND]] : index
+// CHECK:           %[[J:.*]] = arith.addi
+// CHECK:           %[[INK:.*]] = arith.cmpi slt, %[[J]]
+// CHECK:           %[[I:.*]] = arith.addi
+// CHECK:           %[[OFF:.*]] = arith.subi
+// CHECK:           %[[DIAG:.*]] = arith.addi %[[I]], %[[OFF]] : index
+// CHECK:           %[[LO:.*]] = arith.subi %[[DIAG]], %c4 : index
+// CHECK:           %[[L:.*]] = arith.cmpi sge, %[[J]], %[[LO]] : index
+// CHECK:           %[[HI:.*]] = arith.addi %[[DIAG]], %c2 : index
+// CHECK:           %[[R:.*]] = arith.cmpi sle, %[[J]], %[[HI]] : index
+// CHECK:           %[[LR:.*]] = arith.andi %[[L]], %[[R]] : i1
+// CHECK:           arith.andi %[[INK]], %[[LR]] : i1
 // CHECK:           arith.select
 // NEG-LABEL:   func.func @masked_padding_only(
-//   No causal/window bound on r - c.
+//   No bound from a mask.
 // NEG-NOT:       arith.cmpi {{sle|sge}}
 // CHECK-LABEL: func.func @masked_padding_only(
 // CHECK-SAME:      %[[QS:[^:]+]]: index, %[[KS:[^:]+]]: index, %[[QL:[^:]+]]: index, %[[KL:[^:]+]]: index)
-// CHECK:         %[[KLIM:.*]] = arith.subi %[[KL]], %[[KS]] : index
 // CHECK:         linalg.generic
 // CHECK-NEXT:    ^bb0(%[[SIN:.*]]: f32):
 // CHECK-NEXT:      %[[COL:.*]] = linalg.index 1
-// CHECK-NEXT:      %[[INK:.*]] = arith.cmpi slt, %[[COL]], %[[KLIM]] : index
+// CHECK-NEXT:      %[[J:.*]] = arith.addi %[[KS]], %[[COL]] : index
+// CHECK-NEXT:      %[[INK:.*]] = arith.cmpi slt, %[[J]], %[[KL]] : index
 // CHECK-NEXT:      arith.select %[[INK]], %[[SIN]], %{{.*}} : f32
 func.func @masked_window(%q: tensor<16x64xf16>, %k: tensor<32x64xf16>,
                          %v: tensor<32x64xf16>, %acc: tensor<16x64xf32>,
@@ -185,7 +184,7 @@ func.func @masked_window(%q: tensor<16x64xf16>, %k: tensor<32x64xf16>,
                          %qs: index, %ks: index, %ql: index, %kl: index)
     -> (tensor<16x64xf32>, tensor<16xf32>, tensor<16xf32>) {
   %r:3 = fa.online_attention %q, %k, %v into %acc, %max, %sum
-      masked(%qs, %ks, %ql, %kl) window [4, 2] scale 0.125
+      masked(%qs, %ks, %ql, %kl) mask<window 4, 2> scale 0.125
       : tensor<16x64xf16>, tensor<32x64xf16>, tensor<32x64xf16>
         -> tensor<16x64xf32>, tensor<16xf32>
   return %r#0, %r#1, %r#2 : tensor<16x64xf32>, tensor<16xf32>, tensor<16xf32>
@@ -239,7 +238,7 @@ func.func @softcap_exp2(%q: tensor<16x64xf16>, %k: tensor<32x64xf16>,
                         %qs: index, %ks: index, %ql: index, %kl: index)
     -> (tensor<16x64xf32>, tensor<16xf32>, tensor<16xf32>) {
   %r:3 = fa.online_attention %q, %k, %v into %acc, %max, %sum
-      masked(%qs, %ks, %ql, %kl) causal softcap 30.0 scale 0.125 exp2
+      masked(%qs, %ks, %ql, %kl) mask<causal> softcap 30.0 scale 0.125 exp2
       : tensor<16x64xf16>, tensor<32x64xf16>, tensor<32x64xf16>
         -> tensor<16x64xf32>, tensor<16xf32>
   return %r#0, %r#1, %r#2 : tensor<16x64xf32>, tensor<16xf32>, tensor<16xf32>

@@ -403,9 +403,51 @@ func.func @f(%q: tensor<1x4x128x64xf16>, %k: tensor<1x4x128x64xf16>, %v: tensor<
 
 // -----
 
+// Mask operands without a mask (generic form).
 func.func @f(%q: tensor<1x4x128x64xf16>, %l: i64) {
-  // expected-error @below {{window must be an attribute or operands, not both}}
-  %out:2 = "fa.attention"(%q, %q, %q, %l, %l) <{operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 2>, window = array<i64: 16, 0>}>
+  // expected-error @below {{has 2 mask operands but no mask to take them}}
+  %out:2 = "fa.attention"(%q, %q, %q, %l, %l) <{operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 2>}>
+      : (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, i64, i64)
+      -> (tensor<1x4x128x64xf16>, tensor<1x4x128xf32>)
+  return
+}
+
+// -----
+
+// The mask attribute must implement the mask interface (generic form).
+func.func @f(%q: tensor<1x4x128x64xf16>) {
+  // expected-error @below {{Invalid attribute `mask` in property conversion: array<i64: 16, 0>}}
+  %out:2 = "fa.attention"(%q, %q, %q) <{operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 0>, mask = array<i64: 16, 0>}>
+      : (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>)
+      -> (tensor<1x4x128x64xf16>, tensor<1x4x128xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<1x4x128x64xf16>) {
+  // expected-error @below {{expected a mask attribute (implementing MaskAttrInterface), got #fa.kernel_config}}
+  %out, %lse = fa.attention %q, %q, %q mask(#fa.kernel_config<"sm_80", mma_sync, block_q = 64, block_kv = 64, warps = 4, stages = 2>)
+      : (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>)
+      -> (tensor<1x4x128x64xf16>, tensor<1x4x128xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<1x4x128x64xf16>, %l: i64) {
+  // expected-error @below {{mask #fa.mask<window ?, ?> takes 2 run-time window sizes (one i64 per '?'), got 1 mask operands}}
+  %out, %lse = fa.attention %q, %q, %q mask<window ?, ?>(%l)
+      : (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, i64)
+      -> (tensor<1x4x128x64xf16>, tensor<1x4x128xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<1x4x128x64xf16>, %l: i64) {
+  // expected-error @below {{mask #fa.mask<window ?, 0> takes 1 run-time window sizes (one i64 per '?'), got 2 mask operands}}
+  %out, %lse = fa.attention %q, %q, %q mask<window ?, 0>(%l, %l)
       : (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, i64, i64)
       -> (tensor<1x4x128x64xf16>, tensor<1x4x128xf32>)
   return
@@ -414,8 +456,8 @@ func.func @f(%q: tensor<1x4x128x64xf16>, %l: i64) {
 // -----
 
 func.func @f(%q: tensor<1x4x128x64xf16>, %l: i64) {
-  // expected-error @below {{window operands must be (left, right), got 1 values}}
-  %out, %lse = fa.attention %q, %q, %q window(%l)
+  // expected-error @below {{mask #fa.mask<causal> takes 0 run-time window sizes (one i64 per '?'), got 1 mask operands}}
+  %out, %lse = fa.attention %q, %q, %q mask<causal>(%l)
       : (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, i64)
       -> (tensor<1x4x128x64xf16>, tensor<1x4x128xf32>)
   return
@@ -425,7 +467,7 @@ func.func @f(%q: tensor<1x4x128x64xf16>, %l: i64) {
 
 func.func @f(%q: tensor<1x4x128x64xf16>, %l: i32) {
   // expected-error @below {{operand #3 must be variadic of 64-bit signless integer, but got 'i32'}}
-  %out, %lse = fa.attention %q, %q, %q window(%l, %l)
+  %out, %lse = fa.attention %q, %q, %q mask<window ?, ?>(%l, %l)
       : (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, i32, i32)
       -> (tensor<1x4x128x64xf16>, tensor<1x4x128xf32>)
   return
@@ -434,17 +476,17 @@ func.func @f(%q: tensor<1x4x128x64xf16>, %l: i32) {
 // -----
 
 func.func @f(%t: tensor<64x64xf16>, %acc: tensor<64x64xf32>, %m: tensor<64xf32>, %l: i64) {
-  // expected-error @below {{a causal or window mask needs the masked(q_start, k_start, q_len, k_len) operands}}
-  %a, %mx, %sm = fa.online_attention %t, %t, %t into %acc, %m, %m window(%l, %l) scale 0.125
+  // expected-error @below {{a mask needs the masked(q_start, k_start, q_len, k_len) operands}}
+  %a, %mx, %sm = fa.online_attention %t, %t, %t into %acc, %m, %m mask<window ?, ?>(%l, %l) scale 0.125
       : tensor<64x64xf16>, tensor<64x64xf16>, tensor<64x64xf16> -> tensor<64x64xf32>, tensor<64xf32>
   return
 }
 
 // -----
 
-func.func @f(%q: tensor<1x4x128x64xf16>, %k: tensor<1x4x128x64xf16>, %v: tensor<1x4x128x64xf16>) {
-  // expected-error @below {{window must be [left, right], got 1 values}}
-  %out, %lse = fa.attention %q, %k, %v window [16]
+func.func @f(%q: tensor<1x4x128x64xf16>) {
+  // expected-error @below {{expected 'none', 'causal' or 'window'}}
+  %out, %lse = fa.attention %q, %q, %q mask<triangle>
       : (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>)
       -> (tensor<1x4x128x64xf16>, tensor<1x4x128xf32>)
   return
@@ -452,9 +494,9 @@ func.func @f(%q: tensor<1x4x128x64xf16>, %k: tensor<1x4x128x64xf16>, %v: tensor<
 
 // -----
 
-func.func @f(%q: tensor<1x4x128x64xf16>, %k: tensor<1x4x128x64xf16>, %v: tensor<1x4x128x64xf16>) {
-  // expected-error @below {{window must be [left, right], got 3 values}}
-  %out, %lse = fa.attention %q, %k, %v window [16, 0, 0]
+func.func @f(%q: tensor<1x4x128x64xf16>) {
+  // expected-error @below {{expected ','}}
+  %out, %lse = fa.attention %q, %q, %q mask<window 16>
       : (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>)
       -> (tensor<1x4x128x64xf16>, tensor<1x4x128xf32>)
   return
@@ -462,9 +504,30 @@ func.func @f(%q: tensor<1x4x128x64xf16>, %k: tensor<1x4x128x64xf16>, %v: tensor<
 
 // -----
 
-func.func @f(%q: tensor<1x4x128x64xf16>, %k: tensor<1x4x128x64xf16>, %v: tensor<1x4x128x64xf16>) {
-  // expected-error @below {{window bounds must be >= 0, or -1 for unbounded, got -2}}
-  %out, %lse = fa.attention %q, %k, %v window [-2, 0]
+func.func @f(%q: tensor<1x4x128x64xf16>) {
+  // expected-error @below {{expected '>'}}
+  %out, %lse = fa.attention %q, %q, %q mask<window 16, 0, 0>
+      : (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>)
+      -> (tensor<1x4x128x64xf16>, tensor<1x4x128xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<1x4x128x64xf16>) {
+  // expected-error @below {{window bounds must be >= 0, or 'inf' for unbounded, got -2}}
+  %out, %lse = fa.attention %q, %q, %q mask<window -2, 0>
+      : (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>)
+      -> (tensor<1x4x128x64xf16>, tensor<1x4x128xf32>)
+  return
+}
+
+// -----
+
+// -1 was the old syntax's unbounded side: now `inf`.
+func.func @f(%q: tensor<1x4x128x64xf16>) {
+  // expected-error @below {{window bounds must be >= 0, or 'inf' for unbounded, got -1}}
+  %out, %lse = fa.attention %q, %q, %q mask<window -1, 0>
       : (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>)
       -> (tensor<1x4x128x64xf16>, tensor<1x4x128xf32>)
   return
@@ -474,9 +537,9 @@ func.func @f(%q: tensor<1x4x128x64xf16>, %k: tensor<1x4x128x64xf16>, %v: tensor<
 
 // Window bounds fit in i32 (the GPU kernels compute the mask in i32). The
 // fuzzer's INT64_MAX was also DenseMap's empty key in fa-specialize-masks.
-func.func @f(%q: tensor<1x4x128x64xf16>, %k: tensor<1x4x128x64xf16>, %v: tensor<1x4x128x64xf16>) {
+func.func @f(%q: tensor<1x4x128x64xf16>) {
   // expected-error @below {{window bounds must be at most 2147483647 (the GPU kernels compute the mask in i32), got 9223372036854775807}}
-  %out, %lse = fa.attention %q, %k, %v window [9223372036854775807, 0]
+  %out, %lse = fa.attention %q, %q, %q mask<window 9223372036854775807, 0>
       : (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>)
       -> (tensor<1x4x128x64xf16>, tensor<1x4x128xf32>)
   return
@@ -484,30 +547,9 @@ func.func @f(%q: tensor<1x4x128x64xf16>, %k: tensor<1x4x128x64xf16>, %v: tensor<
 
 // -----
 
-func.func @f(%q: tensor<1x4x128x64xf16>, %k: tensor<1x4x128x64xf16>, %v: tensor<1x4x128x64xf16>) {
+func.func @f(%q: tensor<1x4x128x64xf16>) {
   // expected-error @below {{window bounds must be at most 2147483647 (the GPU kernels compute the mask in i32), got 2147483648}}
-  %out, %lse = fa.attention %q, %k, %v window [-1, 2147483648]
-      : (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>)
-      -> (tensor<1x4x128x64xf16>, tensor<1x4x128xf32>)
-  return
-}
-
-// -----
-
-func.func @f(%q: tensor<1x4x128x64xf16>, %k: tensor<1x4x128x64xf16>, %v: tensor<1x4x128x64xf16>) {
-  // expected-error @below {{causal attention sees no key to the right of the diagonal: window right bound must be 0, got 8}}
-  %out, %lse = fa.attention %q, %k, %v causal window [16, 8]
-      : (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>)
-      -> (tensor<1x4x128x64xf16>, tensor<1x4x128xf32>)
-  return
-}
-
-// -----
-
-// Causal bounds the right side: an unbounded right side contradicts it.
-func.func @f(%q: tensor<1x4x128x64xf16>, %k: tensor<1x4x128x64xf16>, %v: tensor<1x4x128x64xf16>) {
-  // expected-error @below {{causal attention sees no key to the right of the diagonal: window right bound must be 0, got -1}}
-  %out, %lse = fa.attention %q, %k, %v causal window [16, -1]
+  %out, %lse = fa.attention %q, %q, %q mask<window inf, 2147483648>
       : (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>)
       -> (tensor<1x4x128x64xf16>, tensor<1x4x128xf32>)
   return
@@ -519,17 +561,6 @@ func.func @f(%q: tensor<1x4x128x64xf16>, %k: tensor<1x4x128x64xf16>, %v: tensor<
 func.func @f(%q: tensor<1x4x128x64xf16>) {
   // expected-error @below {{attribute 'scale' failed to satisfy constraint: 32-bit float attribute}}
   %out:2 = "fa.attention"(%q, %q, %q) <{operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 0>, scale = 1.250000e-01 : f64}>
-      : (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>)
-      -> (tensor<1x4x128x64xf16>, tensor<1x4x128xf32>)
-  return
-}
-
-// -----
-
-// The window is an array of i64 (generic form).
-func.func @f(%q: tensor<1x4x128x64xf16>) {
-  // expected-error @below {{Invalid attribute `window` in property conversion: array<i32: 16, 0>}}
-  %out:2 = "fa.attention"(%q, %q, %q) <{operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 0>, window = array<i32: 16, 0>}>
       : (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>)
       -> (tensor<1x4x128x64xf16>, tensor<1x4x128xf32>)
   return
@@ -704,8 +735,8 @@ func.func @f(%q: tensor<1x4x128x64xf16>, %k: tensor<1x4x128x64xf16>, %v: tensor<
 
 func.func @f(%q: tensor<1x4x128x64xf16>, %k: tensor<1x4x128x64xf16>, %v: tensor<1x4x128x64xf16>,
              %out: tensor<1x4x128x64xf16>, %lse: tensor<1x4x128xf32>, %dout: tensor<1x4x128x64xf16>) {
-  // expected-error @below {{causal attention sees no key to the right of the diagonal: window right bound must be 0, got 4}}
-  %dq, %dk, %dv = fa.attention_backward %q, %k, %v, %out, %lse, %dout causal window [-1, 4] deterministic
+  // expected-error @below {{mask #fa.mask<window ?, 0> takes 1 run-time window sizes (one i64 per '?'), got 0 mask operands}}
+  %dq, %dk, %dv = fa.attention_backward %q, %k, %v, %out, %lse, %dout mask<window ?, 0> deterministic
       : (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>,
          tensor<1x4x128x64xf16>, tensor<1x4x128xf32>, tensor<1x4x128x64xf16>)
       -> (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>)
@@ -717,7 +748,7 @@ func.func @f(%q: tensor<1x4x128x64xf16>, %k: tensor<1x4x128x64xf16>, %v: tensor<
 func.func @f(%q: tensor<1x4x128x64xf16>, %k: tensor<1x4x128x64xf16>, %v: tensor<1x4x128x64xf16>,
              %out: tensor<1x4x128x64xf16>, %lse: tensor<1x4x128xf32>, %dout: tensor<1x4x128x64xf16>) {
   // expected-error @below {{window bounds must be at most 2147483647 (the GPU kernels compute the mask in i32), got 9223372036854775807}}
-  %dq, %dk, %dv = fa.attention_backward %q, %k, %v, %out, %lse, %dout window [16, 9223372036854775807]
+  %dq, %dk, %dv = fa.attention_backward %q, %k, %v, %out, %lse, %dout mask<window 16, 9223372036854775807>
       : (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>,
          tensor<1x4x128x64xf16>, tensor<1x4x128xf32>, tensor<1x4x128x64xf16>)
       -> (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>)
@@ -847,8 +878,8 @@ func.func @f(%q: tensor<?x64xf16>, %k: tensor<64x64xf16>, %v: tensor<64x64xf16>,
 
 func.func @f(%q: tensor<64x64xf16>, %k: tensor<64x64xf16>, %v: tensor<64x64xf16>, %acc: tensor<64x64xf32>,
              %max: tensor<64xf32>, %sum: tensor<64xf32>, %i: index) {
-  // expected-error @below {{a causal or window mask needs the masked(q_start, k_start, q_len, k_len) operands}}
-  %a, %m, %s = fa.online_attention %q, %k, %v into %acc, %max, %sum causal scale 0.125
+  // expected-error @below {{a mask needs the masked(q_start, k_start, q_len, k_len) operands}}
+  %a, %m, %s = fa.online_attention %q, %k, %v into %acc, %max, %sum mask<causal> scale 0.125
       : tensor<64x64xf16>, tensor<64x64xf16>, tensor<64x64xf16> -> tensor<64x64xf32>, tensor<64xf32>
   return
 }
@@ -857,18 +888,8 @@ func.func @f(%q: tensor<64x64xf16>, %k: tensor<64x64xf16>, %v: tensor<64x64xf16>
 
 func.func @f(%q: tensor<64x64xf16>, %k: tensor<64x64xf16>, %v: tensor<64x64xf16>, %acc: tensor<64x64xf32>,
              %max: tensor<64xf32>, %sum: tensor<64xf32>, %i: index) {
-  // expected-error @below {{a causal or window mask needs the masked(q_start, k_start, q_len, k_len) operands}}
-  %a, %m, %s = fa.online_attention %q, %k, %v into %acc, %max, %sum window [8, 8] scale 0.125
-      : tensor<64x64xf16>, tensor<64x64xf16>, tensor<64x64xf16> -> tensor<64x64xf32>, tensor<64xf32>
-  return
-}
-
-// -----
-
-func.func @f(%q: tensor<64x64xf16>, %k: tensor<64x64xf16>, %v: tensor<64x64xf16>, %acc: tensor<64x64xf32>,
-             %max: tensor<64xf32>, %sum: tensor<64xf32>, %i: index) {
-  // expected-error @below {{causal attention sees no key to the right of the diagonal: window right bound must be 0, got 8}}
-  %a, %m, %s = fa.online_attention %q, %k, %v into %acc, %max, %sum masked(%i, %i, %i, %i) causal window [8, 8] scale 0.125
+  // expected-error @below {{a mask needs the masked(q_start, k_start, q_len, k_len) operands}}
+  %a, %m, %s = fa.online_attention %q, %k, %v into %acc, %max, %sum mask<window 8, 8> scale 0.125
       : tensor<64x64xf16>, tensor<64x64xf16>, tensor<64x64xf16> -> tensor<64x64xf32>, tensor<64xf32>
   return
 }
@@ -879,7 +900,7 @@ func.func @f(%q: tensor<64x64xf16>, %k: tensor<64x64xf16>, %v: tensor<64x64xf16>
 func.func @f(%q: tensor<64x64xf16>, %k: tensor<64x64xf16>, %v: tensor<64x64xf16>, %acc: tensor<64x64xf32>,
              %max: tensor<64xf32>, %sum: tensor<64xf32>, %i: index) {
   // expected-error @below {{window bounds must be at most 2147483647 (the GPU kernels compute the mask in i32), got 9223372036854775807}}
-  %a, %m, %s = fa.online_attention %q, %k, %v into %acc, %max, %sum masked(%i, %i, %i, %i) window [9223372036854775807, 9223372036854775807] scale 0.125
+  %a, %m, %s = fa.online_attention %q, %k, %v into %acc, %max, %sum masked(%i, %i, %i, %i) mask<window 9223372036854775807, 9223372036854775807> scale 0.125
       : tensor<64x64xf16>, tensor<64x64xf16>, tensor<64x64xf16> -> tensor<64x64xf32>, tensor<64xf32>
   return
 }
@@ -1279,9 +1300,9 @@ func.func @f(%q: tensor<64x64xf16>, %k: tensor<32x64xf16>, %v: tensor<32x64xf16>
 func.func @f(%q: tensor<64x64xf16>, %k: tensor<32x64xf16>, %v: tensor<32x64xf16>, %do: tensor<64x64xf16>,
              %lse: tensor<64xf32>, %dk: tensor<32x64xf32>, %dv: tensor<32x64xf32>,
              %dq: tensor<64x64xf32>, %i: index) {
-  // expected-error @below {{a causal or window mask needs the masked(q_start, k_start, q_len, k_len) operands}}
+  // expected-error @below {{a mask needs the masked(q_start, k_start, q_len, k_len) operands}}
   %a, %b, %c = fa.attention_backward_step %q, %k, %v, %do, %lse, %lse
-      dkv(%dk, %dv) dq(%dq) causal scale 0.125
+      dkv(%dk, %dv) dq(%dq) mask<causal> scale 0.125
       : tensor<64x64xf16>, tensor<32x64xf16>, tensor<32x64xf16>, tensor<64x64xf16>, tensor<64xf32>
       -> tensor<32x64xf32>, tensor<32x64xf32>, tensor<64x64xf32>
   return
@@ -1292,9 +1313,9 @@ func.func @f(%q: tensor<64x64xf16>, %k: tensor<32x64xf16>, %v: tensor<32x64xf16>
 func.func @f(%q: tensor<64x64xf16>, %k: tensor<32x64xf16>, %v: tensor<32x64xf16>, %do: tensor<64x64xf16>,
              %lse: tensor<64xf32>, %dk: tensor<32x64xf32>, %dv: tensor<32x64xf32>,
              %dq: tensor<64x64xf32>, %i: index) {
-  // expected-error @below {{a causal or window mask needs the masked(q_start, k_start, q_len, k_len) operands}}
+  // expected-error @below {{a mask needs the masked(q_start, k_start, q_len, k_len) operands}}
   %a, %b, %c = fa.attention_backward_step %q, %k, %v, %do, %lse, %lse
-      dkv(%dk, %dv) dq(%dq) window [8, 8] scale 0.125
+      dkv(%dk, %dv) dq(%dq) mask<window 8, 8> scale 0.125
       : tensor<64x64xf16>, tensor<32x64xf16>, tensor<32x64xf16>, tensor<64x64xf16>, tensor<64xf32>
       -> tensor<32x64xf32>, tensor<32x64xf32>, tensor<64x64xf32>
   return
@@ -1305,9 +1326,9 @@ func.func @f(%q: tensor<64x64xf16>, %k: tensor<32x64xf16>, %v: tensor<32x64xf16>
 func.func @f(%q: tensor<64x64xf16>, %k: tensor<32x64xf16>, %v: tensor<32x64xf16>, %do: tensor<64x64xf16>,
              %lse: tensor<64xf32>, %dk: tensor<32x64xf32>, %dv: tensor<32x64xf32>,
              %dq: tensor<64x64xf32>, %i: index) {
-  // expected-error @below {{window must be [left, right], got 3 values}}
+  // expected-error @+2 {{expected '>'}}
   %a, %b, %c = fa.attention_backward_step %q, %k, %v, %do, %lse, %lse
-      dkv(%dk, %dv) dq(%dq) masked(%i, %i, %i, %i) window [8, 8, 8] scale 0.125
+      dkv(%dk, %dv) dq(%dq) masked(%i, %i, %i, %i) mask<window 8, 8, 8> scale 0.125
       : tensor<64x64xf16>, tensor<32x64xf16>, tensor<32x64xf16>, tensor<64x64xf16>, tensor<64xf32>
       -> tensor<32x64xf32>, tensor<32x64xf32>, tensor<64x64xf32>
   return
@@ -1318,9 +1339,9 @@ func.func @f(%q: tensor<64x64xf16>, %k: tensor<32x64xf16>, %v: tensor<32x64xf16>
 func.func @f(%q: tensor<64x64xf16>, %k: tensor<32x64xf16>, %v: tensor<32x64xf16>, %do: tensor<64x64xf16>,
              %lse: tensor<64xf32>, %dk: tensor<32x64xf32>, %dv: tensor<32x64xf32>,
              %dq: tensor<64x64xf32>, %i: index) {
-  // expected-error @below {{window bounds must be >= 0, or -1 for unbounded, got -2}}
+  // expected-error @+2 {{window bounds must be >= 0, or 'inf' for unbounded, got -2}}
   %a, %b, %c = fa.attention_backward_step %q, %k, %v, %do, %lse, %lse
-      dkv(%dk, %dv) dq(%dq) masked(%i, %i, %i, %i) window [-2, 8] scale 0.125
+      dkv(%dk, %dv) dq(%dq) masked(%i, %i, %i, %i) mask<window -2, 8> scale 0.125
       : tensor<64x64xf16>, tensor<32x64xf16>, tensor<32x64xf16>, tensor<64x64xf16>, tensor<64xf32>
       -> tensor<32x64xf32>, tensor<32x64xf32>, tensor<64x64xf32>
   return
@@ -1331,22 +1352,9 @@ func.func @f(%q: tensor<64x64xf16>, %k: tensor<32x64xf16>, %v: tensor<32x64xf16>
 func.func @f(%q: tensor<64x64xf16>, %k: tensor<32x64xf16>, %v: tensor<32x64xf16>, %do: tensor<64x64xf16>,
              %lse: tensor<64xf32>, %dk: tensor<32x64xf32>, %dv: tensor<32x64xf32>,
              %dq: tensor<64x64xf32>, %i: index) {
-  // expected-error @below {{window bounds must be at most 2147483647 (the GPU kernels compute the mask in i32), got 4294967296}}
+  // expected-error @+2 {{window bounds must be at most 2147483647 (the GPU kernels compute the mask in i32), got 4294967296}}
   %a, %b, %c = fa.attention_backward_step %q, %k, %v, %do, %lse, %lse
-      dkv(%dk, %dv) dq(%dq) masked(%i, %i, %i, %i) window [8, 4294967296] scale 0.125
-      : tensor<64x64xf16>, tensor<32x64xf16>, tensor<32x64xf16>, tensor<64x64xf16>, tensor<64xf32>
-      -> tensor<32x64xf32>, tensor<32x64xf32>, tensor<64x64xf32>
-  return
-}
-
-// -----
-
-func.func @f(%q: tensor<64x64xf16>, %k: tensor<32x64xf16>, %v: tensor<32x64xf16>, %do: tensor<64x64xf16>,
-             %lse: tensor<64xf32>, %dk: tensor<32x64xf32>, %dv: tensor<32x64xf32>,
-             %dq: tensor<64x64xf32>, %i: index) {
-  // expected-error @below {{causal attention sees no key to the right of the diagonal: window right bound must be 0, got 8}}
-  %a, %b, %c = fa.attention_backward_step %q, %k, %v, %do, %lse, %lse
-      dkv(%dk, %dv) dq(%dq) masked(%i, %i, %i, %i) causal window [8, 8] scale 0.125
+      dkv(%dk, %dv) dq(%dq) masked(%i, %i, %i, %i) mask<window 8, 4294967296> scale 0.125
       : tensor<64x64xf16>, tensor<32x64xf16>, tensor<32x64xf16>, tensor<64x64xf16>, tensor<64xf32>
       -> tensor<32x64xf32>, tensor<32x64xf32>, tensor<64x64xf32>
   return
@@ -1488,7 +1496,7 @@ func.func @f(%t: tensor<64x64xf16>, %r: tensor<64xf32>, %acc: tensor<64x64xf32>,
   // expected-error @below {{needs a scale: a constant or an f32 operand (scale %s)}}
   %x = "fa.attention_backward_step"(%t, %t, %t, %t, %r, %r, %acc)
       <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0>,
-        resultSegmentSizes = array<i32: 0, 0, 1>, causal}>
+        resultSegmentSizes = array<i32: 0, 0, 1>, mask = #fa.mask<causal>}>
       : (tensor<64x64xf16>, tensor<64x64xf16>, tensor<64x64xf16>, tensor<64x64xf16>,
          tensor<64xf32>, tensor<64xf32>,
          tensor<64x64xf32>)

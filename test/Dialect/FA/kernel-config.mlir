@@ -4,9 +4,9 @@
 // #fa.kernel_config round-trips on both ops.
 
 // CHECK-LABEL: func.func @forward
-// CHECK: fa.attention %{{.*}}, %{{.*}}, %{{.*}} causal {kernel_config = #fa.kernel_config<"sm_90a", wgmma, block_q = 128, block_kv = 128, warps = 8, stages = 2>}
+// CHECK: fa.attention %{{.*}}, %{{.*}}, %{{.*}} mask<causal> {kernel_config = #fa.kernel_config<"sm_90a", wgmma, block_q = 128, block_kv = 128, warps = 8, stages = 2>}
 func.func @forward(%q: tensor<?x?x?x128xbf16>) -> tensor<?x?x?x128xbf16> {
-  %o, %l = fa.attention %q, %q, %q causal {kernel_config = #fa.kernel_config<"sm_90a", wgmma, block_q = 128, block_kv = 128, warps = 8, stages = 2>} : (tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>) -> (tensor<?x?x?x128xbf16>, tensor<?x?x?xf32>)
+  %o, %l = fa.attention %q, %q, %q mask<causal> {kernel_config = #fa.kernel_config<"sm_90a", wgmma, block_q = 128, block_kv = 128, warps = 8, stages = 2>} : (tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>) -> (tensor<?x?x?x128xbf16>, tensor<?x?x?xf32>)
   return %o : tensor<?x?x?x128xbf16>
 }
 

@@ -134,7 +134,7 @@ func.func @forward_masked_softcap_bf16(
     %q: tensor<1x1x16x64xbf16>, %k: tensor<1x1x32x64xbf16>,
     %v: tensor<1x1x32x64xbf16>)
     -> (tensor<1x1x16x64xbf16>, tensor<1x1x16xf32>) {
-  %o, %l = fa.attention %q, %k, %v causal window [8, 0] softcap 30.0 scale 0.125
+  %o, %l = fa.attention %q, %k, %v mask<window 8, 0> softcap 30.0 scale 0.125
       : (tensor<1x1x16x64xbf16>, tensor<1x1x32x64xbf16>,
          tensor<1x1x32x64xbf16>)
       -> (tensor<1x1x16x64xbf16>, tensor<1x1x16xf32>)
@@ -159,7 +159,7 @@ func.func @forward_right_window(%q: tensor<1x1x24x32xf32>,
                                 %k: tensor<1x1x16x32xf32>,
                                 %v: tensor<1x1x16x32xf32>)
     -> (tensor<1x1x24x32xf32>, tensor<1x1x24xf32>) {
-  %o, %l = fa.attention %q, %k, %v window [-1, 3]
+  %o, %l = fa.attention %q, %k, %v mask<window inf, 3>
       : (tensor<1x1x24x32xf32>, tensor<1x1x16x32xf32>, tensor<1x1x16x32xf32>)
       -> (tensor<1x1x24x32xf32>, tensor<1x1x24xf32>)
   return %o, %l : tensor<1x1x24x32xf32>, tensor<1x1x24xf32>
@@ -198,16 +198,16 @@ func.func @forward_gqa(%q: tensor<2x8x16x64xf16>, %k: tensor<2x2x32x64xf16>,
 // CHECK-SAME:  %[[Q:[^:]*]]: tensor<1x4x?x32xf32>, %[[K:[^:]*]]: tensor<1x2x?x32xf32>
 // CHECK-DAG:   %[[NQ:.*]] = tensor.dim %[[Q]], %c2
 // CHECK-DAG:   %[[NK:.*]] = tensor.dim %[[K]], %c2
-// CHECK-DAG:   %[[OFF:.*]] = arith.subi %[[NK]], %[[NQ]] : index
 // CHECK:       tensor.expand_shape %[[Q]] {{\[}}[0], [1, 2], [3], [4]] output_shape [1, 2, 2, %[[NQ]], 32] : tensor<1x4x?x32xf32> into tensor<1x2x2x?x32xf32>
 // CHECK:       tensor.empty(%[[NQ]], %[[NK]]) : tensor<1x2x2x?x?xf32>
 // CHECK:       %[[I:.*]] = linalg.index 3 : index
+// CHECK:       %[[OFF:.*]] = arith.subi %[[NK]], %[[NQ]] : index
 // CHECK:       arith.addi %[[I]], %[[OFF]] : index
 func.func @forward_dynamic_seq(%q: tensor<1x4x?x32xf32>,
                                %k: tensor<1x2x?x32xf32>,
                                %v: tensor<1x2x?x32xf32>)
     -> (tensor<1x4x?x32xf32>, tensor<1x4x?xf32>) {
-  %o, %l = fa.attention %q, %k, %v causal
+  %o, %l = fa.attention %q, %k, %v mask<causal>
       : (tensor<1x4x?x32xf32>, tensor<1x2x?x32xf32>, tensor<1x2x?x32xf32>)
       -> (tensor<1x4x?x32xf32>, tensor<1x4x?xf32>)
   return %o, %l : tensor<1x4x?x32xf32>, tensor<1x4x?xf32>
@@ -361,7 +361,7 @@ func.func @backward(%q: tensor<1x4x16x64xf16>, %k: tensor<1x2x32x64xf16>,
                     %v: tensor<1x2x32x32xf16>, %o: tensor<1x4x16x32xf16>,
                     %lse: tensor<1x4x16xf32>, %do: tensor<1x4x16x32xf16>)
     -> (tensor<1x4x16x64xf16>, tensor<1x2x32x64xf16>, tensor<1x2x32x32xf16>) {
-  %dq, %dk, %dv = fa.attention_backward %q, %k, %v, %o, %lse, %do causal
+  %dq, %dk, %dv = fa.attention_backward %q, %k, %v, %o, %lse, %do mask<causal>
       softcap 3.0 scale 0.125
       : (tensor<1x4x16x64xf16>, tensor<1x2x32x64xf16>, tensor<1x2x32x32xf16>,
          tensor<1x4x16x32xf16>, tensor<1x4x16xf32>, tensor<1x4x16x32xf16>)

@@ -26,11 +26,11 @@ func.func @attention_plain(%q: tensor<1x4x128x64xf16>, %k: tensor<1x4x128x64xf16
 // Each optional attribute alone.
 
 // CHECK-LABEL: func.func @attention_causal
-// CHECK: fa.attention %{{.*}}, %{{.*}}, %{{.*}} causal :
+// CHECK: fa.attention %{{.*}}, %{{.*}}, %{{.*}} mask<causal> :
 func.func @attention_causal(%q: tensor<1x4x128x64xf16>, %k: tensor<1x4x128x64xf16>,
                             %v: tensor<1x4x128x64xf16>)
     -> (tensor<1x4x128x64xf16>, tensor<1x4x128xf32>) {
-  %out, %lse = fa.attention %q, %k, %v causal
+  %out, %lse = fa.attention %q, %k, %v mask<causal>
       : (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>)
       -> (tensor<1x4x128x64xf16>, tensor<1x4x128xf32>)
   return %out, %lse : tensor<1x4x128x64xf16>, tensor<1x4x128xf32>
@@ -50,50 +50,84 @@ func.func @attention_scale(%q: tensor<1x4x128x64xf16>, %k: tensor<1x4x128x64xf16
 // A sliding window of 32 keys to the left and 16 to the right of the diagonal;
 // -1 leaves a side unbounded.
 // CHECK-LABEL: func.func @attention_window
-// CHECK: fa.attention %{{.*}}, %{{.*}}, %{{.*}} window [32, 16] :
-// CHECK: fa.attention %{{.*}}, %{{.*}}, %{{.*}} window [-1, 8] :
+// CHECK: fa.attention %{{.*}}, %{{.*}}, %{{.*}} mask<window 32, 16> :
+// CHECK: fa.attention %{{.*}}, %{{.*}}, %{{.*}} mask<window inf, 8> :
 func.func @attention_window(%q: tensor<1x4x128x64xf16>, %k: tensor<1x4x128x64xf16>,
                             %v: tensor<1x4x128x64xf16>)
     -> (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>) {
-  %out, %lse = fa.attention %q, %k, %v window [32, 16]
+  %out, %lse = fa.attention %q, %k, %v mask<window 32, 16>
       : (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>)
       -> (tensor<1x4x128x64xf16>, tensor<1x4x128xf32>)
-  %out2, %lse2 = fa.attention %q, %k, %v window [-1, 8]
+  %out2, %lse2 = fa.attention %q, %k, %v mask<window inf, 8>
       : (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>)
       -> (tensor<1x4x128x64xf16>, tensor<1x4x128xf32>)
   return %out, %out2 : tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>
 }
 
-// The window sizes known at run time: two i64 operands (a negative value is
-// unbounded), on every op that carries a window.
+// The window sizes known at run time: one i64 mask operand per `?` (a
+// negative value is unbounded), on every op that carries a mask; a causal
+// window takes the left size only.
 // CHECK-LABEL: func.func @attention_runtime_window
 // CHECK-SAME:    %[[L:[^:]*]]: i64, %[[R:[^:]*]]: i64
-// CHECK: fa.attention %{{.*}}, %{{.*}}, %{{.*}} window(%[[L]], %[[R]]) scale %{{.*}} :
+// CHECK: fa.attention %{{.*}}, %{{.*}}, %{{.*}} mask<window ?, ?>(%[[L]], %[[R]]) scale %{{.*}} :
 // CHECK-SAME: f32, i64, i64) ->
-// CHECK: fa.attention_backward %{{.*}} causal window(%[[L]], %[[R]]) :
-// CHECK: fa.online_attention %{{.*}} masked(%{{.*}}) window(%[[L]], %[[R]]) scale 1.250000e-01 :
-// CHECK: fa.attention_backward_step %{{.*}} masked(%{{.*}}) causal window(%[[L]], %[[R]]) scale 1.250000e-01 :
-// GENERIC: "fa.attention"(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) <{operandSegmentSizes = array<i32: 1, 1, 1, 0, 1, 2>}>
+// CHECK: fa.attention_backward %{{.*}} mask<window ?, 0>(%[[L]]) :
+// CHECK: fa.online_attention %{{.*}} masked(%{{.*}}) mask<window ?, ?>(%[[L]], %[[R]]) scale 1.250000e-01 :
+// CHECK: fa.attention_backward_step %{{.*}} masked(%{{.*}}) mask<window ?, 0>(%[[L]]) scale 1.250000e-01 :
+// GENERIC: "fa.attention"(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) <{mask = #fa.mask<window ?, ?>, operandSegmentSizes = array<i32: 1, 1, 1, 0, 1, 2>}>
 func.func @attention_runtime_window(%q: tensor<1x4x128x64xf16>, %l: i64, %r: i64,
                                     %s: f32, %lse: tensor<1x4x128xf32>,
                                     %t: tensor<64x64xf16>, %acc: tensor<64x64xf32>,
                                     %m: tensor<64xf32>, %i: index) {
-  %out, %lse2 = fa.attention %q, %q, %q window(%l, %r) scale %s
+  %out, %lse2 = fa.attention %q, %q, %q mask<window ?, ?>(%l, %r) scale %s
       : (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>,
          f32, i64, i64)
       -> (tensor<1x4x128x64xf16>, tensor<1x4x128xf32>)
-  %dq, %dk, %dv = fa.attention_backward %q, %q, %q, %q, %lse, %q causal window(%l, %r)
+  %dq, %dk, %dv = fa.attention_backward %q, %q, %q, %q, %lse, %q mask<window ?, 0>(%l)
       : (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>,
-         tensor<1x4x128x64xf16>, tensor<1x4x128xf32>, tensor<1x4x128x64xf16>, i64, i64)
+         tensor<1x4x128x64xf16>, tensor<1x4x128xf32>, tensor<1x4x128x64xf16>, i64)
       -> (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>)
   %a, %mx, %sm = fa.online_attention %t, %t, %t into %acc, %m, %m
-      masked(%i, %i, %i, %i) window(%l, %r) scale 0.125
+      masked(%i, %i, %i, %i) mask<window ?, ?>(%l, %r) scale 0.125
       : tensor<64x64xf16>, tensor<64x64xf16>, tensor<64x64xf16> -> tensor<64x64xf32>, tensor<64xf32>
   %g = fa.attention_backward_step %t, %t, %t, %t, %m, %m dq(%acc)
-      masked(%i, %i, %i, %i) causal window(%l, %r) scale 0.125
+      masked(%i, %i, %i, %i) mask<window ?, 0>(%l) scale 0.125
       : tensor<64x64xf16>, tensor<64x64xf16>, tensor<64x64xf16>,
         tensor<64x64xf16>, tensor<64xf32>
       -> tensor<64x64xf32>
+  return
+}
+
+// The mask attribute: `causal` is `window inf, 0`; `none` sees every key;
+// constant and run-time sides mix; the full form `#fa.mask<...>` (generic
+// syntax, other attributes, `mask(#...)` the form of other masks) is the
+// same attribute.
+// CHECK-LABEL: func.func @mask_forms
+// CHECK-SAME:    %[[R:[^:]*]]: i64
+// CHECK-SAME:    attributes {fa.test_mask = #fa.mask<window ?, inf>}
+// CHECK: fa.attention %{{.*}} mask<causal> :
+// CHECK: fa.attention %{{.*}} mask<none> :
+// CHECK: fa.attention %{{.*}} mask<window 16, ?>(%[[R]]) :
+// CHECK: fa.attention %{{.*}} mask<window 2147483647, 0> :
+// CHECK: fa.attention %{{.*}} mask<window 128, 0> :
+// GENERIC: mask = #fa.mask<window 16, ?>
+func.func @mask_forms(%q: tensor<1x4x128x64xf16>, %r: i64)
+    attributes {fa.test_mask = #fa.mask<window ?, inf>} {
+  %o1, %l1 = fa.attention %q, %q, %q mask<window inf, 0>
+      : (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>)
+      -> (tensor<1x4x128x64xf16>, tensor<1x4x128xf32>)
+  %o2, %l2 = fa.attention %q, %q, %q mask<window inf, inf>
+      : (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>)
+      -> (tensor<1x4x128x64xf16>, tensor<1x4x128xf32>)
+  %o3, %l3 = fa.attention %q, %q, %q mask<window 16, ?>(%r)
+      : (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, i64)
+      -> (tensor<1x4x128x64xf16>, tensor<1x4x128xf32>)
+  %o4, %l4 = fa.attention %q, %q, %q mask<window 2147483647, 0>
+      : (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>)
+      -> (tensor<1x4x128x64xf16>, tensor<1x4x128xf32>)
+  %o5, %l5 = fa.attention %q, %q, %q mask(#fa.mask<window 128, 0>)
+      : (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>)
+      -> (tensor<1x4x128x64xf16>, tensor<1x4x128xf32>)
   return
 }
 
@@ -109,20 +143,20 @@ func.func @attention_softcap(%q: tensor<1x4x128x64xf16>, %k: tensor<1x4x128x64xf
 }
 
 // All attributes together; the keywords print in a fixed order whatever the
-// order of the input (here the unit attribute comes from the attr-dict).
+// order of the input (here the mask comes from the attr-dict).
 // CHECK-LABEL: func.func @attention_all_attributes
-// CHECK: fa.attention %{{.*}}, %{{.*}}, %{{.*}} causal window [256, 0] softcap 5.000000e+01 scale 2.500000e-01 :
+// CHECK: fa.attention %{{.*}}, %{{.*}}, %{{.*}} mask<window 256, 0> softcap 5.000000e+01 scale 2.500000e-01 :
 // GENERIC-LABEL: sym_name = "attention_all_attributes"
-// GENERIC: "fa.attention"(%{{.*}}, %{{.*}}, %{{.*}}) <{causal, operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 0>, scale = 2.500000e-01 : f32, softcap = 5.000000e+01 : f32, window = array<i64: 256, 0>}>
-// CHECK: fa.attention %{{.*}}, %{{.*}}, %{{.*}} causal window [64, 0] scale 5.000000e-01 :
+// GENERIC: "fa.attention"(%{{.*}}, %{{.*}}, %{{.*}}) <{mask = #fa.mask<window 256, 0>, operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 0>, scale = 2.500000e-01 : f32, softcap = 5.000000e+01 : f32}>
+// CHECK: fa.attention %{{.*}}, %{{.*}}, %{{.*}} mask<window 64, 0> scale 5.000000e-01 :
 func.func @attention_all_attributes(%q: tensor<1x4x128x128xbf16>,
                                     %k: tensor<1x4x128x128xbf16>,
                                     %v: tensor<1x4x128x128xbf16>)
     -> (tensor<1x4x128x128xbf16>, tensor<1x4x128x128xbf16>) {
-  %out, %lse = fa.attention %q, %k, %v causal window [256, 0] softcap 50.0 scale 0.25
+  %out, %lse = fa.attention %q, %k, %v mask<window 256, 0> softcap 50.0 scale 0.25
       : (tensor<1x4x128x128xbf16>, tensor<1x4x128x128xbf16>, tensor<1x4x128x128xbf16>)
       -> (tensor<1x4x128x128xbf16>, tensor<1x4x128xf32>)
-  %out2, %lse2 = fa.attention %q, %k, %v window [64, 0] scale 0.5 {causal}
+  %out2, %lse2 = fa.attention %q, %k, %v scale 0.5 {mask = #fa.mask<window 64, 0>}
       : (tensor<1x4x128x128xbf16>, tensor<1x4x128x128xbf16>, tensor<1x4x128x128xbf16>)
       -> (tensor<1x4x128x128xbf16>, tensor<1x4x128xf32>)
   return %out, %out2 : tensor<1x4x128x128xbf16>, tensor<1x4x128x128xbf16>
@@ -131,7 +165,7 @@ func.func @attention_all_attributes(%q: tensor<1x4x128x128xbf16>,
 // Dynamic batch, head counts and sequence lengths (the head dims stay static),
 // Nq != Nk (cross attention / decoding with a KV cache).
 // CHECK-LABEL: func.func @attention_dynamic
-// CHECK: fa.attention %{{.*}}, %{{.*}}, %{{.*}} causal :
+// CHECK: fa.attention %{{.*}}, %{{.*}}, %{{.*}} mask<causal> :
 // CHECK-SAME: (tensor<?x?x?x64xf32>, tensor<?x?x?x64xf32>, tensor<?x?x?x64xf32>)
 // CHECK-SAME: -> (tensor<?x?x?x64xf32>, tensor<?x?x?xf32>)
 // CHECK: fa.attention %{{.*}}, %{{.*}}, %{{.*}} :
@@ -140,7 +174,7 @@ func.func @attention_dynamic(%q: tensor<?x?x?x64xf32>, %k: tensor<?x?x?x64xf32>,
                              %v: tensor<?x?x?x64xf32>, %q1: tensor<2x8x1x64xf32>,
                              %kc: tensor<2x8x?x64xf32>, %vc: tensor<2x8x?x64xf32>)
     -> (tensor<?x?x?x64xf32>, tensor<2x8x1x64xf32>) {
-  %out, %lse = fa.attention %q, %k, %v causal
+  %out, %lse = fa.attention %q, %k, %v mask<causal>
       : (tensor<?x?x?x64xf32>, tensor<?x?x?x64xf32>, tensor<?x?x?x64xf32>)
       -> (tensor<?x?x?x64xf32>, tensor<?x?x?xf32>)
   %out1, %lse1 = fa.attention %q1, %kc, %vc
@@ -152,7 +186,7 @@ func.func @attention_dynamic(%q: tensor<?x?x?x64xf32>, %k: tensor<?x?x?x64xf32>,
 // Grouped-query attention (8 query heads over 2 key/value heads) and
 // multi-query attention (one key/value head), bf16.
 // CHECK-LABEL: func.func @attention_gqa_mqa
-// CHECK: fa.attention %{{.*}}, %{{.*}}, %{{.*}} causal :
+// CHECK: fa.attention %{{.*}}, %{{.*}}, %{{.*}} mask<causal> :
 // CHECK-SAME: (tensor<2x8x?x128xbf16>, tensor<2x2x?x128xbf16>, tensor<2x2x?x128xbf16>)
 // CHECK-SAME: -> (tensor<2x8x?x128xbf16>, tensor<2x8x?xf32>)
 // CHECK: fa.attention %{{.*}}, %{{.*}}, %{{.*}} :
@@ -161,7 +195,7 @@ func.func @attention_gqa_mqa(%q: tensor<2x8x?x128xbf16>, %k: tensor<2x2x?x128xbf
                              %v: tensor<2x2x?x128xbf16>, %k1: tensor<2x1x?x128xbf16>,
                              %v1: tensor<2x1x?x128xbf16>)
     -> (tensor<2x8x?x128xbf16>, tensor<2x8x?x128xbf16>) {
-  %out, %lse = fa.attention %q, %k, %v causal
+  %out, %lse = fa.attention %q, %k, %v mask<causal>
       : (tensor<2x8x?x128xbf16>, tensor<2x2x?x128xbf16>, tensor<2x2x?x128xbf16>)
       -> (tensor<2x8x?x128xbf16>, tensor<2x8x?xf32>)
   %out1, %lse1 = fa.attention %q, %k1, %v1
@@ -232,11 +266,11 @@ func.func @attention_empty(%q: tensor<0x4x16x64xf32>, %k: tensor<0x4x0x64xf32>,
 // CHECK-LABEL: func.func @attention_backward
 // CHECK: %{{.*}}, %{{.*}}, %{{.*}} = fa.attention_backward %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} :
 // CHECK-SAME: -> (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>)
-// CHECK: fa.attention_backward %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} causal deterministic :
+// CHECK: fa.attention_backward %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} mask<causal> deterministic :
 // GENERIC-LABEL: sym_name = "attention_backward"
 // GENERIC: "fa.attention_backward"(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 0, 0>}> :
-// GENERIC: "fa.attention_backward"(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) <{causal, deterministic, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 0, 0>}>
-// CHECK: fa.attention_backward %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} causal window [16, 0] softcap 2.000000e+01 scale 1.250000e-01 deterministic :
+// GENERIC: "fa.attention_backward"(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) <{deterministic, mask = #fa.mask<causal>, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 0, 0>}>
+// CHECK: fa.attention_backward %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} mask<window 16, 0> softcap 2.000000e+01 scale 1.250000e-01 deterministic :
 func.func @attention_backward(%q: tensor<1x4x128x64xf16>, %k: tensor<1x4x128x64xf16>,
                               %v: tensor<1x4x128x64xf16>, %o: tensor<1x4x128x64xf16>,
                               %lse: tensor<1x4x128xf32>, %do: tensor<1x4x128x64xf16>)
@@ -245,12 +279,12 @@ func.func @attention_backward(%q: tensor<1x4x128x64xf16>, %k: tensor<1x4x128x64x
       : (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>,
          tensor<1x4x128x64xf16>, tensor<1x4x128xf32>, tensor<1x4x128x64xf16>)
       -> (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>)
-  %dq1, %dk1, %dv1 = fa.attention_backward %q, %k, %v, %o, %lse, %do causal deterministic
+  %dq1, %dk1, %dv1 = fa.attention_backward %q, %k, %v, %o, %lse, %do mask<causal> deterministic
       : (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>,
          tensor<1x4x128x64xf16>, tensor<1x4x128xf32>, tensor<1x4x128x64xf16>)
       -> (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>)
   %dq2, %dk2, %dv2 = fa.attention_backward %q, %k, %v, %o, %lse, %do
-      causal window [16, 0] softcap 20.0 scale 0.125 deterministic
+      mask<window 16, 0> softcap 20.0 scale 0.125 deterministic
       : (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>,
          tensor<1x4x128x64xf16>, tensor<1x4x128xf32>, tensor<1x4x128x64xf16>)
       -> (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>)
@@ -260,7 +294,7 @@ func.func @attention_backward(%q: tensor<1x4x128x64xf16>, %k: tensor<1x4x128x64x
 // Backward of a GQA bf16 forward with a dynamic sequence length and Dv != D:
 // dk and dv have the key/value head count.
 // CHECK-LABEL: func.func @attention_backward_gqa
-// CHECK: fa.attention_backward %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} window [-1, 32] :
+// CHECK: fa.attention_backward %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} mask<window inf, 32> :
 // CHECK-SAME: (tensor<2x8x?x128xbf16>, tensor<2x2x?x128xbf16>, tensor<2x2x?x64xbf16>,
 // CHECK-SAME:  tensor<2x8x?x64xbf16>, tensor<2x8x?xf32>, tensor<2x8x?x64xbf16>)
 // CHECK-SAME: -> (tensor<2x8x?x128xbf16>, tensor<2x2x?x128xbf16>, tensor<2x2x?x64xbf16>)
@@ -268,7 +302,7 @@ func.func @attention_backward_gqa(%q: tensor<2x8x?x128xbf16>, %k: tensor<2x2x?x1
                                   %v: tensor<2x2x?x64xbf16>, %o: tensor<2x8x?x64xbf16>,
                                   %lse: tensor<2x8x?xf32>, %do: tensor<2x8x?x64xbf16>)
     -> (tensor<2x8x?x128xbf16>, tensor<2x2x?x128xbf16>, tensor<2x2x?x64xbf16>) {
-  %dq, %dk, %dv = fa.attention_backward %q, %k, %v, %o, %lse, %do window [-1, 32]
+  %dq, %dk, %dv = fa.attention_backward %q, %k, %v, %o, %lse, %do mask<window inf, 32>
       : (tensor<2x8x?x128xbf16>, tensor<2x2x?x128xbf16>, tensor<2x2x?x64xbf16>,
          tensor<2x8x?x64xbf16>, tensor<2x8x?xf32>, tensor<2x8x?x64xbf16>)
       -> (tensor<2x8x?x128xbf16>, tensor<2x2x?x128xbf16>, tensor<2x2x?x64xbf16>)
@@ -308,9 +342,9 @@ func.func @online_attention_unmasked(%q: tensor<64x64xf16>, %k: tensor<32x64xf16
 // CHECK: fa.online_attention {{.*}} masked(%[[QS]], %[[KS]], %[[QL]], %[[KL]]) scale 1.250000e-01 :
 // GENERIC-LABEL: sym_name = "online_attention_masked"
 // GENERIC: "fa.online_attention"({{.*}}) <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0>, scale = 1.250000e-01 : f32}>
-// CHECK: fa.online_attention {{.*}} masked(%[[QS]], %[[KS]], %[[QL]], %[[KL]]) causal scale 1.250000e-01 :
-// CHECK: fa.online_attention {{.*}} masked(%[[QS]], %[[KS]], %[[QL]], %[[KL]]) causal window [128, 0] scale 1.250000e-01 :
-// CHECK: fa.online_attention {{.*}} masked(%[[QS]], %[[KS]], %[[QL]], %[[KL]]) window [16, 16] scale 1.250000e-01 :
+// CHECK: fa.online_attention {{.*}} masked(%[[QS]], %[[KS]], %[[QL]], %[[KL]]) mask<causal> scale 1.250000e-01 :
+// CHECK: fa.online_attention {{.*}} masked(%[[QS]], %[[KS]], %[[QL]], %[[KL]]) mask<window 128, 0> scale 1.250000e-01 :
+// CHECK: fa.online_attention {{.*}} masked(%[[QS]], %[[KS]], %[[QL]], %[[KL]]) mask<window 16, 16> scale 1.250000e-01 :
 func.func @online_attention_masked(%q: tensor<64x64xbf16>, %k: tensor<64x64xbf16>,
                                    %v: tensor<64x64xbf16>, %acc: tensor<64x64xf32>,
                                    %max: tensor<64xf32>, %sum: tensor<64xf32>,
@@ -321,15 +355,15 @@ func.func @online_attention_masked(%q: tensor<64x64xbf16>, %k: tensor<64x64xbf16
       : tensor<64x64xbf16>, tensor<64x64xbf16>, tensor<64x64xbf16>
       -> tensor<64x64xf32>, tensor<64xf32>
   %a1, %m1, %s1 = fa.online_attention %q, %k, %v into %a0, %m0, %s0
-      masked(%qs, %ks, %ql, %kl) causal scale 0.125
+      masked(%qs, %ks, %ql, %kl) mask<causal> scale 0.125
       : tensor<64x64xbf16>, tensor<64x64xbf16>, tensor<64x64xbf16>
       -> tensor<64x64xf32>, tensor<64xf32>
   %a2, %m2, %s2 = fa.online_attention %q, %k, %v into %a1, %m1, %s1
-      masked(%qs, %ks, %ql, %kl) causal window [128, 0] scale 0.125
+      masked(%qs, %ks, %ql, %kl) mask<window 128, 0> scale 0.125
       : tensor<64x64xbf16>, tensor<64x64xbf16>, tensor<64x64xbf16>
       -> tensor<64x64xf32>, tensor<64xf32>
   %a3, %m3, %s3 = fa.online_attention %q, %k, %v into %a2, %m2, %s2
-      masked(%qs, %ks, %ql, %kl) window [16, 16] scale 0.125
+      masked(%qs, %ks, %ql, %kl) mask<window 16, 16> scale 0.125
       : tensor<64x64xbf16>, tensor<64x64xbf16>, tensor<64x64xbf16>
       -> tensor<64x64xf32>, tensor<64xf32>
   return %a3 : tensor<64x64xf32>
@@ -340,7 +374,7 @@ func.func @online_attention_masked(%q: tensor<64x64xbf16>, %k: tensor<64x64xbf16
 // CHECK-LABEL: func.func @online_attention_exp2_softcap
 // CHECK: %[[ACC:.*]], %[[MAX:.*]], %[[SUM:.*]] = fa.online_attention {{.*}} softcap 3.000000e+01 scale 0.180336893 exp2 :
 // CHECK-SAME: tensor<?x64xf32>, tensor<?x64xf32>, tensor<?x32xf32> -> tensor<?x32xf32>, tensor<?xf32>
-// CHECK: fa.online_attention {{.*}} masked({{.*}}) causal softcap 3.000000e+01 scale 0.180336893 exp2 :
+// CHECK: fa.online_attention {{.*}} masked({{.*}}) mask<causal> softcap 3.000000e+01 scale 0.180336893 exp2 :
 // CHECK: fa.online_attention_finalize %{{.*}}, %{{.*}}, %{{.*}} exp2 :
 // GENERIC-LABEL: sym_name = "online_attention_exp2_softcap"
 // GENERIC: "fa.online_attention"({{.*}}) <{exp2, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0>, scale = 0.180336893 : f32, softcap = 3.000000e+01 : f32}>
@@ -356,7 +390,7 @@ func.func @online_attention_exp2_softcap(%q: tensor<?x64xf32>, %k: tensor<?x64xf
       : tensor<?x64xf32>, tensor<?x64xf32>, tensor<?x32xf32>
       -> tensor<?x32xf32>, tensor<?xf32>
   %a1, %m1, %s1 = fa.online_attention %q, %k, %v into %a0, %m0, %s0
-      masked(%i, %i, %i, %i) causal softcap 30.0 scale 0.1803369 exp2
+      masked(%i, %i, %i, %i) mask<causal> softcap 30.0 scale 0.1803369 exp2
       : tensor<?x64xf32>, tensor<?x64xf32>, tensor<?x32xf32>
       -> tensor<?x32xf32>, tensor<?xf32>
   %out, %lse = fa.online_attention_finalize %a1, %m1, %s1 exp2
@@ -397,11 +431,11 @@ func.func @attention_backward_step_all(%q: tensor<64x128xf16>, %k: tensor<32x128
 // CHECK-SAME: %[[QS:[a-zA-Z0-9]+]]: index, %[[KS:[a-zA-Z0-9]+]]: index, %[[QL:[a-zA-Z0-9]+]]: index, %[[KL:[a-zA-Z0-9]+]]: index
 // CHECK: %[[DK1:.*]], %[[DV1:.*]] = fa.attention_backward_step {{.*}} dkv(%{{.*}}, %{{.*}}) masked(%[[QS]], %[[KS]], %[[QL]], %[[KL]]) scale 1.250000e-01 :
 // CHECK-SAME: tensor<64x128xbf16>, tensor<64x128xbf16>, tensor<64x64xbf16>, tensor<64x64xbf16>, tensor<64xf32> -> tensor<64x128xf32>, tensor<64x64xf32>
-// CHECK: fa.attention_backward_step {{.*}} dkv(%[[DK1]], %[[DV1]]) masked(%[[QS]], %[[KS]], %[[QL]], %[[KL]]) causal window [128, 0] scale 1.250000e-01 :
-// CHECK: fa.attention_backward_step {{.*}} masked({{.*}}) window [16, 16] softcap 3.000000e+01 scale 1.250000e-01 :
+// CHECK: fa.attention_backward_step {{.*}} dkv(%[[DK1]], %[[DV1]]) masked(%[[QS]], %[[KS]], %[[QL]], %[[KL]]) mask<window 128, 0> scale 1.250000e-01 :
+// CHECK: fa.attention_backward_step {{.*}} masked({{.*}}) mask<window 16, 16> softcap 3.000000e+01 scale 1.250000e-01 :
 // GENERIC-LABEL: sym_name = "attention_backward_step_dkv_masked"
 // GENERIC: "fa.attention_backward_step"({{.*}}) <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1, 1, 1, 0, 0, 0>, resultSegmentSizes = array<i32: 1, 1, 0>, scale = 1.250000e-01 : f32}>
-// GENERIC: "fa.attention_backward_step"({{.*}}) <{causal, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1, 1, 1, 0, 0, 0>, resultSegmentSizes = array<i32: 1, 1, 0>, scale = 1.250000e-01 : f32, window = array<i64: 128, 0>}>
+// GENERIC: "fa.attention_backward_step"({{.*}}) <{mask = #fa.mask<window 128, 0>, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1, 1, 1, 0, 0, 0>, resultSegmentSizes = array<i32: 1, 1, 0>, scale = 1.250000e-01 : f32}>
 func.func @attention_backward_step_dkv_masked(
     %q: tensor<64x128xbf16>, %k: tensor<64x128xbf16>, %v: tensor<64x64xbf16>,
     %do: tensor<64x64xbf16>, %lse: tensor<64xf32>, %delta: tensor<64xf32>,
@@ -414,12 +448,12 @@ func.func @attention_backward_step_dkv_masked(
         tensor<64x64xbf16>, tensor<64xf32>
       -> tensor<64x128xf32>, tensor<64x64xf32>
   %dk2, %dv2 = fa.attention_backward_step %q, %k, %v, %do, %lse, %delta
-      dkv(%dk1, %dv1) masked(%qs, %ks, %ql, %kl) causal window [128, 0] scale 0.125
+      dkv(%dk1, %dv1) masked(%qs, %ks, %ql, %kl) mask<window 128, 0> scale 0.125
       : tensor<64x128xbf16>, tensor<64x128xbf16>, tensor<64x64xbf16>,
         tensor<64x64xbf16>, tensor<64xf32>
       -> tensor<64x128xf32>, tensor<64x64xf32>
   %dk3, %dv3 = fa.attention_backward_step %q, %k, %v, %do, %lse, %delta
-      dkv(%dk2, %dv2) masked(%qs, %ks, %ql, %kl) window [16, 16] softcap 30.0
+      dkv(%dk2, %dv2) masked(%qs, %ks, %ql, %kl) mask<window 16, 16> softcap 30.0
       scale 0.125
       : tensor<64x128xbf16>, tensor<64x128xbf16>, tensor<64x64xbf16>,
         tensor<64x64xbf16>, tensor<64xf32>
@@ -429,17 +463,17 @@ func.func @attention_backward_step_dkv_masked(
 
 // The deterministic dQ nest's step: dq only, f32, dynamic tile sizes.
 // CHECK-LABEL: func.func @attention_backward_step_dq
-// CHECK: %{{.*}} = fa.attention_backward_step {{.*}} dq(%{{.*}}) masked({{.*}}) causal softcap 3.000000e+01 scale 0.180336878 :
+// CHECK: %{{.*}} = fa.attention_backward_step {{.*}} dq(%{{.*}}) masked({{.*}}) mask<causal> softcap 3.000000e+01 scale 0.180336878 :
 // CHECK-SAME: tensor<?x64xf32>, tensor<?x64xf32>, tensor<?x32xf32>, tensor<?x32xf32>, tensor<?xf32> -> tensor<?x64xf32>
 // GENERIC-LABEL: sym_name = "attention_backward_step_dq"
-// GENERIC: "fa.attention_backward_step"({{.*}}) <{causal, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 0, 1, 1, 1, 1, 1, 0, 0, 0>, resultSegmentSizes = array<i32: 0, 0, 1>, scale = 0.180336878 : f32, softcap = 3.000000e+01 : f32}>
+// GENERIC: "fa.attention_backward_step"({{.*}}) <{mask = #fa.mask<causal>, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 0, 1, 1, 1, 1, 1, 0, 0, 0>, resultSegmentSizes = array<i32: 0, 0, 1>, scale = 0.180336878 : f32, softcap = 3.000000e+01 : f32}>
 func.func @attention_backward_step_dq(%q: tensor<?x64xf32>, %k: tensor<?x64xf32>,
                                       %v: tensor<?x32xf32>, %do: tensor<?x32xf32>,
                                       %lse: tensor<?xf32>, %delta: tensor<?xf32>,
                                       %dq: tensor<?x64xf32>, %i: index)
     -> tensor<?x64xf32> {
   %dq1 = fa.attention_backward_step %q, %k, %v, %do, %lse, %delta
-      dq(%dq) masked(%i, %i, %i, %i) causal softcap 30.0 scale 0.180336878
+      dq(%dq) masked(%i, %i, %i, %i) mask<causal> softcap 30.0 scale 0.180336878
       : tensor<?x64xf32>, tensor<?x64xf32>, tensor<?x32xf32>, tensor<?x32xf32>,
         tensor<?xf32>
       -> tensor<?x64xf32>
@@ -454,19 +488,19 @@ func.func @attention_backward_step_dq(%q: tensor<?x64xf32>, %k: tensor<?x64xf32>
 // operands print in place of the constants and appear in the type list.
 // CHECK-LABEL: func.func @attention_runtime_scalars
 // CHECK-SAME: (%{{.*}}: tensor<1x4x?x64xbf16>, %[[S:.*]]: f32, %[[C:.*]]: f32)
-// CHECK: fa.attention %{{.*}}, %{{.*}}, %{{.*}} causal softcap %[[C]] scale %[[S]] :
+// CHECK: fa.attention %{{.*}}, %{{.*}}, %{{.*}} mask<causal> softcap %[[C]] scale %[[S]] :
 // CHECK-SAME: (tensor<1x4x?x64xbf16>, tensor<1x4x?x64xbf16>, tensor<1x4x?x64xbf16>, f32, f32)
-// CHECK: fa.attention_backward {{.*}} window [8, 8] scale %[[S]] deterministic :
+// CHECK: fa.attention_backward {{.*}} mask<window 8, 8> scale %[[S]] deterministic :
 // GENERIC-LABEL: sym_name = "attention_runtime_scalars"
-// GENERIC: "fa.attention"({{.*}}) <{causal, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 0>}>
-// GENERIC: "fa.attention_backward"({{.*}}) <{deterministic, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 1, 0>, window = array<i64: 8, 8>}>
+// GENERIC: "fa.attention"({{.*}}) <{mask = #fa.mask<causal>, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 0>}>
+// GENERIC: "fa.attention_backward"({{.*}}) <{deterministic, mask = #fa.mask<window 8, 8>, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 1, 0>}>
 func.func @attention_runtime_scalars(%q: tensor<1x4x?x64xbf16>, %s: f32, %c: f32)
     -> tensor<1x4x?x64xbf16> {
-  %out, %lse = fa.attention %q, %q, %q causal softcap %c scale %s
+  %out, %lse = fa.attention %q, %q, %q mask<causal> softcap %c scale %s
       : (tensor<1x4x?x64xbf16>, tensor<1x4x?x64xbf16>, tensor<1x4x?x64xbf16>, f32, f32)
       -> (tensor<1x4x?x64xbf16>, tensor<1x4x?xf32>)
   %dq, %dk, %dv = fa.attention_backward %q, %q, %q, %out, %lse, %out
-      window [8, 8] scale %s deterministic
+      mask<window 8, 8> scale %s deterministic
       : (tensor<1x4x?x64xbf16>, tensor<1x4x?x64xbf16>, tensor<1x4x?x64xbf16>,
          tensor<1x4x?x64xbf16>, tensor<1x4x?xf32>, tensor<1x4x?x64xbf16>, f32)
       -> (tensor<1x4x?x64xbf16>, tensor<1x4x?x64xbf16>, tensor<1x4x?x64xbf16>)

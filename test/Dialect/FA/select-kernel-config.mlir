@@ -10,7 +10,7 @@
 // warpgroup).
 
 // SM90A-LABEL: func.func @forward_d128
-// SM90A: fa.attention {{.*}} causal {kernel_config = #fa.kernel_config<"sm_90a", wgmma, block_q = 128, block_kv = 128, warps = 8, stages = 2>}
+// SM90A: fa.attention {{.*}} mask<causal> {kernel_config = #fa.kernel_config<"sm_90a", wgmma, block_q = 128, block_kv = 128, warps = 8, stages = 2>}
 // SM80-LABEL: func.func @forward_d128
 // SM80: {kernel_config = #fa.kernel_config<"sm_80", mma_sync, block_q = 128, block_kv = 32, warps = 4, stages = 2>}
 // SYNC-LABEL: func.func @forward_d128
@@ -18,7 +18,7 @@
 // FIXQ-LABEL: func.func @forward_d128
 // FIXQ: {kernel_config = #fa.kernel_config<"sm_90a", wgmma, block_q = 64, block_kv = 128, warps = 4, stages = 2>}
 func.func @forward_d128(%q: tensor<2x8x?x128xbf16>, %k: tensor<2x2x?x128xbf16>, %v: tensor<2x2x?x128xbf16>) -> tensor<2x8x?x128xbf16> {
-  %o, %l = fa.attention %q, %k, %v causal : (tensor<2x8x?x128xbf16>, tensor<2x2x?x128xbf16>, tensor<2x2x?x128xbf16>) -> (tensor<2x8x?x128xbf16>, tensor<2x8x?xf32>)
+  %o, %l = fa.attention %q, %k, %v mask<causal> : (tensor<2x8x?x128xbf16>, tensor<2x2x?x128xbf16>, tensor<2x2x?x128xbf16>) -> (tensor<2x8x?x128xbf16>, tensor<2x8x?xf32>)
   return %o : tensor<2x8x?x128xbf16>
 }
 
@@ -47,7 +47,7 @@ func.func @forward_d256(%q: tensor<?x?x?x256xf16>, %k: tensor<?x?x?x256xf16>, %v
 // SM80-LABEL: func.func @forward_d96
 // SM80: {kernel_config = #fa.kernel_config<"sm_80", mma_sync, block_q = 128, block_kv = 32, warps = 4, stages = 2>}
 func.func @forward_d96(%q: tensor<?x?x?x96xbf16>, %k: tensor<?x?x?x96xbf16>, %v: tensor<?x?x?x96xbf16>) -> tensor<?x?x?x96xbf16> {
-  %o, %l = fa.attention %q, %k, %v causal : (tensor<?x?x?x96xbf16>, tensor<?x?x?x96xbf16>, tensor<?x?x?x96xbf16>) -> (tensor<?x?x?x96xbf16>, tensor<?x?x?xf32>)
+  %o, %l = fa.attention %q, %k, %v mask<causal> : (tensor<?x?x?x96xbf16>, tensor<?x?x?x96xbf16>, tensor<?x?x?x96xbf16>) -> (tensor<?x?x?x96xbf16>, tensor<?x?x?xf32>)
   return %o : tensor<?x?x?x96xbf16>
 }
 
@@ -70,14 +70,14 @@ func.func @forward_d64(%q: tensor<?x?x?x64xbf16>, %k: tensor<?x?x?x64xbf16>, %v:
 // blocks, 128 at D <= 64 without mask or softcap; sm_80 64 x 64 on 4 warps.
 
 // SM90A-LABEL: func.func @backward
-// SM90A: fa.attention_backward {{.*}} causal {kernel_config = #fa.kernel_config<"sm_90a", wgmma, block_q = 64, block_kv = 128, warps = 8, stages = 2>}
+// SM90A: fa.attention_backward {{.*}} mask<causal> {kernel_config = #fa.kernel_config<"sm_90a", wgmma, block_q = 64, block_kv = 128, warps = 8, stages = 2>}
 // SM90A: fa.attention_backward {{.*}} {kernel_config = #fa.kernel_config<"sm_90a", wgmma, block_q = 128, block_kv = 128, warps = 8, stages = 2>}
 // SM80-LABEL: func.func @backward
 // SM80: {kernel_config = #fa.kernel_config<"sm_80", mma_sync, block_q = 64, block_kv = 64, warps = 4, stages = 2>}
 // SM80: {kernel_config = #fa.kernel_config<"sm_80", mma_sync, block_q = 64, block_kv = 64, warps = 4, stages = 2>}
 func.func @backward(%q: tensor<?x?x?x128xbf16>, %o: tensor<?x?x?x128xbf16>, %lse: tensor<?x?x?xf32>,
                     %q64: tensor<?x?x?x64xbf16>, %o64: tensor<?x?x?x64xbf16>) -> (tensor<?x?x?x128xbf16>, tensor<?x?x?x64xbf16>) {
-  %dq, %dk, %dv = fa.attention_backward %q, %q, %q, %o, %lse, %o causal : (tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>, tensor<?x?x?xf32>, tensor<?x?x?x128xbf16>) -> (tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>)
+  %dq, %dk, %dv = fa.attention_backward %q, %q, %q, %o, %lse, %o mask<causal> : (tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>, tensor<?x?x?xf32>, tensor<?x?x?x128xbf16>) -> (tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>)
   %dq2, %dk2, %dv2 = fa.attention_backward %q64, %q64, %q64, %o64, %lse, %o64 : (tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>, tensor<?x?x?xf32>, tensor<?x?x?x64xbf16>) -> (tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>)
   return %dq, %dq2 : tensor<?x?x?x128xbf16>, tensor<?x?x?x64xbf16>
 }
@@ -88,10 +88,10 @@ func.func @backward(%q: tensor<?x?x?x128xbf16>, %o: tensor<?x?x?x128xbf16>, %lse
 // one: 64-query blocks at D = 64 as well (128 spill there).
 
 // SM90A-LABEL: func.func @backward_runtime_scalars
-// SM90A: window(%{{.*}}, %{{.*}}) scale %{{.*}} {kernel_config = #fa.kernel_config<"sm_90a", wgmma, block_q = 64, block_kv = 128, warps = 8, stages = 2>}
+// SM90A: mask<window ?, ?>(%{{.*}}, %{{.*}}) scale %{{.*}} {kernel_config = #fa.kernel_config<"sm_90a", wgmma, block_q = 64, block_kv = 128, warps = 8, stages = 2>}
 // SM90A: softcap %{{.*}} scale %{{.*}} {kernel_config = #fa.kernel_config<"sm_90a", wgmma, block_q = 64, block_kv = 128, warps = 8, stages = 2>}
 func.func @backward_runtime_scalars(%q: tensor<?x?x?x64xbf16>, %lse: tensor<?x?x?xf32>, %s: f32, %l: i64, %r: i64) -> (tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>) {
-  %dq, %dk, %dv = fa.attention_backward %q, %q, %q, %q, %lse, %q window(%l, %r) scale %s : (tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>, tensor<?x?x?xf32>, tensor<?x?x?x64xbf16>, f32, i64, i64) -> (tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>)
+  %dq, %dk, %dv = fa.attention_backward %q, %q, %q, %q, %lse, %q mask<window ?, ?>(%l, %r) scale %s : (tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>, tensor<?x?x?xf32>, tensor<?x?x?x64xbf16>, f32, i64, i64) -> (tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>)
   %dq2, %dk2, %dv2 = fa.attention_backward %q, %q, %q, %q, %lse, %q softcap %s scale %s : (tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>, tensor<?x?x?xf32>, tensor<?x?x?x64xbf16>, f32, f32) -> (tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>)
   return %dq, %dq2 : tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>
 }

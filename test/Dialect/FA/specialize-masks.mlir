@@ -7,7 +7,8 @@
 // CHECK-LABEL: func.func @causal
 // CHECK-SAME:    %[[Q0:[a-zA-Z0-9]+]]: index, %[[NQ:[a-zA-Z0-9]+]]: index, %[[NK:[a-zA-Z0-9]+]]: index
 // CHECK-DAG:     %[[C32:.*]] = arith.constant 32 : index
-// Last real row of the block: max(min(q0 + 64, Nq) - 1, q0).
+// The key blocks are the mask's (MaskAttrInterface::buildKeyBlockRange), as
+// key offsets. Last real row of the block: max(min(q0 + 64, Nq) - 1, q0).
 // CHECK-DAG:     %[[END:.*]] = arith.addi %[[Q0]], %{{.*}}
 // CHECK-DAG:     %[[OFF:.*]] = arith.subi %[[NK]], %[[NQ]]
 // hi: blocks up to the key the last row sees (rounded up to 32).
@@ -20,13 +21,13 @@
 // CHECK:         %[[FULL:.*]]:3 = scf.for %{{.*}} = %{{.*}} to %[[FULLHI]] step %[[C32]]
 // CHECK:           fa.online_attention %{{.*}} into %{{.*}} scale 1.250000e-01 :
 // CHECK:         %[[DIAG:.*]]:3 = scf.for %[[K0:.*]] = %[[FULLHI]] to %[[HI]] step %[[C32]] iter_args(%{{.*}} = %[[FULL]]#0, %{{.*}} = %[[FULL]]#1, %{{.*}} = %[[FULL]]#2)
-// CHECK:           fa.online_attention {{.*}} masked(%[[Q0]], %[[K0]], %[[NQ]], %[[NK]]) causal scale 1.250000e-01
+// CHECK:           fa.online_attention {{.*}} masked(%[[Q0]], %[[K0]], %[[NQ]], %[[NK]]) mask<causal> scale 1.250000e-01
 // CHECK:         return %[[DIAG]]#0, %[[DIAG]]#1, %[[DIAG]]#2
 func.func @causal(%q: tensor<64x64xf16>, %k: tensor<32x64xf16>, %v: tensor<32x64xf16>, %acc: tensor<64x64xf32>, %m: tensor<64xf32>, %l: tensor<64xf32>, %q0: index, %nq: index, %nk: index) -> (tensor<64x64xf32>, tensor<64xf32>, tensor<64xf32>) {
   %c0 = arith.constant 0 : index
   %c32 = arith.constant 32 : index
   %r:3 = scf.for %k0 = %c0 to %nk step %c32 iter_args(%a = %acc, %mm = %m, %ll = %l) -> (tensor<64x64xf32>, tensor<64xf32>, tensor<64xf32>) {
-    %n:3 = fa.online_attention %q, %k, %v into %a, %mm, %ll masked(%q0, %k0, %nq, %nk) causal scale 0.125 : tensor<64x64xf16>, tensor<32x64xf16>, tensor<32x64xf16> -> tensor<64x64xf32>, tensor<64xf32>
+    %n:3 = fa.online_attention %q, %k, %v into %a, %mm, %ll masked(%q0, %k0, %nq, %nk) mask<causal> scale 0.125 : tensor<64x64xf16>, tensor<32x64xf16>, tensor<32x64xf16> -> tensor<64x64xf32>, tensor<64xf32>
     scf.yield %n#0, %n#1, %n#2 : tensor<64x64xf32>, tensor<64xf32>, tensor<64xf32>
   }
   return %r#0, %r#1, %r#2 : tensor<64x64xf32>, tensor<64xf32>, tensor<64xf32>
@@ -39,17 +40,17 @@ func.func @causal(%q: tensor<64x64xf16>, %k: tensor<32x64xf16>, %v: tensor<32x64
 
 // CHECK-LABEL: func.func @sliding_window
 // CHECK:         %[[A:.*]]:3 = scf.for %{{.*}} = %[[LO:.*]] to %[[FULLLO:.*]] step
-// CHECK:           fa.online_attention {{.*}} masked({{.*}}) causal window [128, 0]
+// CHECK:           fa.online_attention {{.*}} masked({{.*}}) mask<window 128, 0>
 // CHECK:         %[[B:.*]]:3 = scf.for %{{.*}} = %[[FULLLO]] to %[[FULLHI:.*]] step {{.*}} iter_args(%{{.*}} = %[[A]]#0
 // CHECK-NOT:       masked
 // CHECK:           fa.online_attention %{{.*}} softcap 5.000000e+01 scale 1.250000e-01 exp2 :
 // CHECK:         scf.for %{{.*}} = %[[FULLHI]] to {{.*}} iter_args(%{{.*}} = %[[B]]#0
-// CHECK:           fa.online_attention {{.*}} masked({{.*}}) causal window [128, 0] softcap 5.000000e+01 scale 1.250000e-01 exp2
+// CHECK:           fa.online_attention {{.*}} masked({{.*}}) mask<window 128, 0> softcap 5.000000e+01 scale 1.250000e-01 exp2
 func.func @sliding_window(%q: tensor<64x64xf16>, %k: tensor<32x64xf16>, %v: tensor<32x64xf16>, %acc: tensor<64x64xf32>, %m: tensor<64xf32>, %l: tensor<64xf32>, %q0: index, %nq: index, %nk: index) -> (tensor<64x64xf32>, tensor<64xf32>, tensor<64xf32>) {
   %c0 = arith.constant 0 : index
   %c32 = arith.constant 32 : index
   %r:3 = scf.for %k0 = %c0 to %nk step %c32 iter_args(%a = %acc, %mm = %m, %ll = %l) -> (tensor<64x64xf32>, tensor<64xf32>, tensor<64xf32>) {
-    %n:3 = fa.online_attention %q, %k, %v into %a, %mm, %ll masked(%q0, %k0, %nq, %nk) causal window [128, 0] softcap 50.0 scale 0.125 exp2 : tensor<64x64xf16>, tensor<32x64xf16>, tensor<32x64xf16> -> tensor<64x64xf32>, tensor<64xf32>
+    %n:3 = fa.online_attention %q, %k, %v into %a, %mm, %ll masked(%q0, %k0, %nq, %nk) mask<window 128, 0> softcap 50.0 scale 0.125 exp2 : tensor<64x64xf16>, tensor<32x64xf16>, tensor<32x64xf16> -> tensor<64x64xf32>, tensor<64xf32>
     scf.yield %n#0, %n#1, %n#2 : tensor<64x64xf32>, tensor<64xf32>, tensor<64xf32>
   }
   return %r#0, %r#1, %r#2 : tensor<64x64xf32>, tensor<64xf32>, tensor<64xf32>
@@ -91,7 +92,7 @@ func.func @not_a_key_loop(%q: tensor<64x64xf16>, %k: tensor<32x64xf16>, %v: tens
   %c32 = arith.constant 32 : index
   %one = arith.constant 1.0 : f32
   %r:3 = scf.for %k0 = %c0 to %nk step %c32 iter_args(%a = %acc, %mm = %m, %ll = %l) -> (tensor<64x64xf32>, tensor<64xf32>, tensor<64xf32>) {
-    %n:3 = fa.online_attention %q, %k, %v into %a, %mm, %ll masked(%q0, %k0, %nq, %nk) causal scale 0.125 : tensor<64x64xf16>, tensor<32x64xf16>, tensor<32x64xf16> -> tensor<64x64xf32>, tensor<64xf32>
+    %n:3 = fa.online_attention %q, %k, %v into %a, %mm, %ll masked(%q0, %k0, %nq, %nk) mask<causal> scale 0.125 : tensor<64x64xf16>, tensor<32x64xf16>, tensor<32x64xf16> -> tensor<64x64xf32>, tensor<64xf32>
     %f = linalg.fill ins(%one : f32) outs(%n#2 : tensor<64xf32>) -> tensor<64xf32>
     scf.yield %n#0, %n#1, %f : tensor<64x64xf32>, tensor<64xf32>, tensor<64xf32>
   }
@@ -119,17 +120,17 @@ func.func @not_a_key_loop(%q: tensor<64x64xf16>, %k: tensor<32x64xf16>, %v: tens
 // CHECK:         arith.addi %{{.*}}, %[[W1]]
 // CHECK-NOT:     arith.constant 214748364{{[78]}}
 // CHECK:         scf.for
-// CHECK:           fa.online_attention {{.*}} masked({{.*}}) window [2147483647, 2147483647] scale 1.250000e-01
+// CHECK:           fa.online_attention {{.*}} masked({{.*}}) mask<window 2147483647, 2147483647> scale 1.250000e-01
 // CHECK:         scf.for
 // CHECK-NOT:       masked
 // CHECK:           fa.online_attention %{{.*}} scale 1.250000e-01 :
 // CHECK:         scf.for
-// CHECK:           fa.online_attention {{.*}} masked({{.*}}) window [2147483647, 2147483647] scale 1.250000e-01
+// CHECK:           fa.online_attention {{.*}} masked({{.*}}) mask<window 2147483647, 2147483647> scale 1.250000e-01
 func.func @largest_window(%q: tensor<64x64xf16>, %k: tensor<32x64xf16>, %v: tensor<32x64xf16>, %acc: tensor<64x64xf32>, %m: tensor<64xf32>, %l: tensor<64xf32>, %q0: index, %nq: index, %nk: index) -> (tensor<64x64xf32>, tensor<64xf32>, tensor<64xf32>) {
   %c0 = arith.constant 0 : index
   %c32 = arith.constant 32 : index
   %r:3 = scf.for %k0 = %c0 to %nk step %c32 iter_args(%a = %acc, %mm = %m, %ll = %l) -> (tensor<64x64xf32>, tensor<64xf32>, tensor<64xf32>) {
-    %n:3 = fa.online_attention %q, %k, %v into %a, %mm, %ll masked(%q0, %k0, %nq, %nk) window [2147483647, 2147483647] scale 0.125 : tensor<64x64xf16>, tensor<32x64xf16>, tensor<32x64xf16> -> tensor<64x64xf32>, tensor<64xf32>
+    %n:3 = fa.online_attention %q, %k, %v into %a, %mm, %ll masked(%q0, %k0, %nq, %nk) mask<window 2147483647, 2147483647> scale 0.125 : tensor<64x64xf16>, tensor<32x64xf16>, tensor<32x64xf16> -> tensor<64x64xf32>, tensor<64xf32>
     scf.yield %n#0, %n#1, %n#2 : tensor<64x64xf32>, tensor<64xf32>, tensor<64xf32>
   }
   return %r#0, %r#1, %r#2 : tensor<64x64xf32>, tensor<64xf32>, tensor<64xf32>
@@ -138,7 +139,8 @@ func.func @largest_window(%q: tensor<64x64xf16>, %k: tensor<32x64xf16>, %v: tens
 // -----
 
 // A run-time window: the same three loops, their bounds computed from the
-// i64 sizes (a negative one made 2^31 - 1, unbounded) once, before them.
+// i64 sizes (the mask's parameters: a negative one made 2^31 - 1,
+// unbounded) once, before them.
 
 // CHECK-LABEL: func.func @runtime_window
 // CHECK-SAME:    %[[WL:[a-zA-Z0-9]+]]: i64, %[[WR:[a-zA-Z0-9]+]]: i64
@@ -147,20 +149,20 @@ func.func @largest_window(%q: tensor<64x64xf16>, %k: tensor<32x64xf16>, %v: tens
 // CHECK:         %[[SEL:.*]] = arith.select %[[NEG]], %[[MAXW]], %[[WL]] : i64
 // CHECK:         %[[MIN:.*]] = arith.minsi %[[SEL]], %[[MAXW]] : i64
 // CHECK:         %[[LEFT:.*]] = arith.index_cast %[[MIN]] : i64 to index
-// CHECK:         arith.subi %{{.*}}, %[[LEFT]] : index
 // CHECK:         arith.cmpi slt, %[[WR]], %{{.*}} : i64
+// CHECK:         arith.subi %{{.*}}, %[[LEFT]] : index
 // CHECK:         %[[A:.*]]:3 = scf.for %{{.*}} = %[[LO:.*]] to %[[FULLLO:.*]] step
-// CHECK:           fa.online_attention {{.*}} masked({{.*}}) window(%[[WL]], %[[WR]]) scale 1.250000e-01
+// CHECK:           fa.online_attention {{.*}} masked({{.*}}) mask<window ?, ?>(%[[WL]], %[[WR]]) scale 1.250000e-01
 // CHECK:         %[[B:.*]]:3 = scf.for %{{.*}} = %[[FULLLO]] to %[[FULLHI:.*]] step {{.*}} iter_args(%{{.*}} = %[[A]]#0
 // CHECK-NOT:       masked
 // CHECK:           fa.online_attention %{{.*}} scale 1.250000e-01 :
 // CHECK:         scf.for %{{.*}} = %[[FULLHI]] to {{.*}} iter_args(%{{.*}} = %[[B]]#0
-// CHECK:           fa.online_attention {{.*}} masked({{.*}}) window(%[[WL]], %[[WR]]) scale 1.250000e-01
+// CHECK:           fa.online_attention {{.*}} masked({{.*}}) mask<window ?, ?>(%[[WL]], %[[WR]]) scale 1.250000e-01
 func.func @runtime_window(%q: tensor<64x64xf16>, %k: tensor<32x64xf16>, %v: tensor<32x64xf16>, %acc: tensor<64x64xf32>, %m: tensor<64xf32>, %l: tensor<64xf32>, %q0: index, %nq: index, %nk: index, %wl: i64, %wr: i64) -> (tensor<64x64xf32>, tensor<64xf32>, tensor<64xf32>) {
   %c0 = arith.constant 0 : index
   %c32 = arith.constant 32 : index
   %r:3 = scf.for %k0 = %c0 to %nk step %c32 iter_args(%a = %acc, %mm = %m, %ll = %l) -> (tensor<64x64xf32>, tensor<64xf32>, tensor<64xf32>) {
-    %n:3 = fa.online_attention %q, %k, %v into %a, %mm, %ll masked(%q0, %k0, %nq, %nk) window(%wl, %wr) scale 0.125 : tensor<64x64xf16>, tensor<32x64xf16>, tensor<32x64xf16> -> tensor<64x64xf32>, tensor<64xf32>
+    %n:3 = fa.online_attention %q, %k, %v into %a, %mm, %ll masked(%q0, %k0, %nq, %nk) mask<window ?, ?>(%wl, %wr) scale 0.125 : tensor<64x64xf16>, tensor<32x64xf16>, tensor<32x64xf16> -> tensor<64x64xf32>, tensor<64xf32>
     scf.yield %n#0, %n#1, %n#2 : tensor<64x64xf32>, tensor<64xf32>, tensor<64xf32>
   }
   return %r#0, %r#1, %r#2 : tensor<64x64xf32>, tensor<64xf32>, tensor<64xf32>

@@ -29,7 +29,7 @@ func.func @bwd(%q: tensor<1x1x32x64xf16>, %lse: tensor<1x1x32xf32>)
 func.func @deterministic(%q: tensor<1x1x32x64xf16>, %lse: tensor<1x1x32xf32>)
     -> (tensor<1x1x32x64xf16>, tensor<1x1x32x64xf16>, tensor<1x1x32x64xf16>) {
   // expected-error-re @below {{fa-tile-attention-backward: block-{{q|kv}} must be a multiple of 16 in [16, 256], got {{-?[0-9]+}}}}
-  %dq, %dk, %dv = fa.attention_backward %q, %q, %q, %q, %lse, %q causal deterministic
+  %dq, %dk, %dv = fa.attention_backward %q, %q, %q, %q, %lse, %q mask<causal> deterministic
       : (tensor<1x1x32x64xf16>, tensor<1x1x32x64xf16>, tensor<1x1x32x64xf16>,
          tensor<1x1x32x64xf16>, tensor<1x1x32xf32>, tensor<1x1x32x64xf16>)
       -> (tensor<1x1x32x64xf16>, tensor<1x1x32x64xf16>, tensor<1x1x32x64xf16>)

@@ -95,7 +95,7 @@ func.func @no_reduction_in_loop(%q: tensor<1x1x64x32xf32>, %k: tensor<1x1x64x32x
                                 %v: tensor<1x1x64x32xf32>, %o: tensor<1x1x64x32xf32>,
                                 %lse: tensor<1x1x64xf32>, %do: tensor<1x1x64x32xf32>)
     -> (tensor<1x1x64x32xf32>, tensor<1x1x64x32xf32>, tensor<1x1x64x32xf32>) {
-  %dq, %dk, %dv = fa.attention_backward %q, %k, %v, %o, %lse, %do causal
+  %dq, %dk, %dv = fa.attention_backward %q, %k, %v, %o, %lse, %do mask<causal>
       : (tensor<1x1x64x32xf32>, tensor<1x1x64x32xf32>, tensor<1x1x64x32xf32>,
          tensor<1x1x64x32xf32>, tensor<1x1x64xf32>, tensor<1x1x64x32xf32>)
       -> (tensor<1x1x64x32xf32>, tensor<1x1x64x32xf32>, tensor<1x1x64x32xf32>)
@@ -106,28 +106,35 @@ func.func @no_reduction_in_loop(%q: tensor<1x1x64x32xf32>, %k: tensor<1x1x64x32x
 
 // Causal, Nq = 96 < Nk = 192 (bottom-right aligned, off = Nk - Nq = 96), f32.
 // Key j is seen from row i iff j <= i + off, so the query blocks of key
-// block kb start at max(kStart - off, 0) / Br and run to the end. The step is
-// masked: it gets the tile origins and the sequence lengths (q_len = Nq,
-// k_len = Nk) and applies the causal rule itself.
+// block kb (the mask's query-block range) start at max(kStart - off, 0) / Br
+// and run to the end. The step is masked: it gets the
+// tile origins and the sequence lengths (q_len = Nq, k_len = Nk) and applies
+// the causal rule itself.
 
 // CHECK-LABEL: func.func @causal_bounds(
-// CHECK:         %[[OFF:.*]] = arith.subi %c192, %c96 : index
 // CHECK:         scf.forall
 // CHECK:           scf.for %[[KBI:.*]] = {{.*}} iter_args
 // CHECK:             %[[KSTART:.*]] = arith.muli %[[KBI]], %c64{{.*}} : index
-// CHECK:             %[[FIRST:.*]] = arith.subi %[[KSTART]], %[[OFF]] : index
+// The range is in rows (aligned to the 32-row blocks), then block numbers.
+// CHECK:             %[[FIRST:.*]] = arith.addi %[[KSTART]], %c-96 : index
 // CHECK:             %[[CLAMP:.*]] = arith.maxsi %[[FIRST]], %{{.*}} : index
-// CHECK:             %[[LO:.*]] = arith.divsi %[[CLAMP]], %c32{{.*}} : index
+// CHECK:             %[[LOB:.*]] = arith.divui %[[CLAMP]], %c32{{.*}} : index
+// CHECK:             %[[LOROW:.*]] = arith.muli %[[LOB]], %c32{{.*}} : index
+// CHECK:             %[[HI1:.*]] = arith.maxsi %[[LOROW]], %c96{{.*}} : index
+// CHECK:             %[[HIROW:.*]] = arith.minsi %[[HI1]], %c96{{.*}} : index
+// CHECK:             %[[LOROW2:.*]] = arith.minsi %[[LOROW]], %[[HIROW]] : index
+// CHECK:             %[[LO:.*]] = arith.divui %[[LOROW2]], %c32{{.*}} : index
+// CHECK:             %[[HI:.*]] = arith.ceildivui %[[HIROW]], %c32{{.*}} : index
 // CHECK:             scf.for
-// CHECK:               scf.for %[[QB:.*]] = %[[LO]] to %c3{{.*}} step
+// CHECK:               scf.for %[[QB:.*]] = %[[LO]] to %[[HI]] step
 // CHECK:                 %[[QSTART:.*]] = arith.muli %[[QB]], %c32{{.*}} : index
-// CHECK:                 fa.attention_backward_step {{.*}} dkv(%{{.*}}, %{{.*}}) dq(%{{.*}}) masked(%[[QSTART]], %[[KSTART]], %c96, %c192) causal scale 1.250000e-01 :
+// CHECK:                 fa.attention_backward_step {{.*}} dkv(%{{.*}}, %{{.*}}) dq(%{{.*}}) masked(%[[QSTART]], %[[KSTART]], %c96, %c192) mask<causal> scale 1.250000e-01 :
 // CHECK-SAME:                tensor<32x64xf32>, tensor<64x64xf32>, tensor<64x64xf32>, tensor<32x64xf32>, tensor<32xf32> -> tensor<64x64xf32>, tensor<64x64xf32>, tensor<32x64xf32>
 func.func @causal_bounds(%q: tensor<1x1x96x64xf32>, %k: tensor<1x1x192x64xf32>,
                          %v: tensor<1x1x192x64xf32>, %o: tensor<1x1x96x64xf32>,
                          %lse: tensor<1x1x96xf32>, %do: tensor<1x1x96x64xf32>)
     -> (tensor<1x1x96x64xf32>, tensor<1x1x192x64xf32>, tensor<1x1x192x64xf32>) {
-  %dq, %dk, %dv = fa.attention_backward %q, %k, %v, %o, %lse, %do causal
+  %dq, %dk, %dv = fa.attention_backward %q, %k, %v, %o, %lse, %do mask<causal>
       : (tensor<1x1x96x64xf32>, tensor<1x1x192x64xf32>, tensor<1x1x192x64xf32>,
          tensor<1x1x96x64xf32>, tensor<1x1x96xf32>, tensor<1x1x96x64xf32>)
       -> (tensor<1x1x96x64xf32>, tensor<1x1x192x64xf32>, tensor<1x1x192x64xf32>)
@@ -145,7 +152,6 @@ func.func @causal_bounds(%q: tensor<1x1x96x64xf32>, %k: tensor<1x1x192x64xf32>,
 // they are stored.
 
 // CHECK-LABEL: func.func @window_tails(
-// CHECK:         %[[OFF:.*]] = arith.subi %c70, %c100 : index
 // CHECK:         scf.forall
 // CHECK:           scf.for %[[KBI:.*]] = {{.*}} iter_args({{.*}}) -> (tensor<1x128x32xf32>, tensor<70x32xbf16>, tensor<70x32xbf16>)
 // CHECK:             %[[KSTART:.*]] = arith.muli %[[KBI]], %c64{{.*}} : index
@@ -154,18 +160,32 @@ func.func @causal_bounds(%q: tensor<1x1x96x64xf32>, %k: tensor<1x1x192x64xf32>,
 // CHECK:             %[[KS:.*]] = tensor.extract_slice %{{.*}}[%{{.*}}, %{{.*}}, %[[KSTART]], 0] [1, 1, %[[KLEN]], 32] {{.*}} to tensor<?x32xbf16>
 // CHECK:             tensor.pad %[[KS]] low[0, 0] high[%{{.*}}, 0]
 // CHECK:             } : tensor<?x32xbf16> to tensor<64x32xbf16>
-// Right side of the window: the first query block.
-// CHECK:             %[[R0:.*]] = arith.subi %[[KSTART]], %[[OFF]] : index
-// CHECK:             %[[R1:.*]] = arith.subi %[[R0]], %c8 : index
-// CHECK:             %[[R2:.*]] = arith.maxsi %[[R1]], %{{.*}} : index
-// CHECK:             %[[LO:.*]] = arith.divsi %[[R2]], %c32{{.*}} : index
-// Left side of the window: the end of the query blocks.
+// The mask's query-block range in rows (off = -30 folded): the last key of
+// the block, max(min(kStart + 64, Nk) - 1, kStart), and the diagonals of its
+// first and last key, kStart + 30 and that + 30.
 // CHECK:             %[[L0:.*]] = arith.addi %[[KSTART]], %c64{{.*}} : index
 // CHECK:             %[[KEND:.*]] = arith.minsi %[[L0]], %c70 : index
-// CHECK:             %[[L1:.*]] = arith.subi %[[KEND]], %[[OFF]] : index
-// CHECK:             %[[L2:.*]] = arith.addi %[[L1]], %c32{{.*}} : index
+// CHECK:             %[[LASTK:.*]] = arith.maxsi %{{.*}}, %[[KSTART]] : index
+// Right side of the window: the first query row, aligned down.
+// CHECK:             %[[D0:.*]] = arith.addi %[[KSTART]], %c30 : index
+// CHECK:             %[[R1:.*]] = arith.subi %[[D0]], %c8 : index
+// CHECK:             %[[R2:.*]] = arith.maxsi %[[R1]], %{{.*}} : index
+// CHECK:             %[[LOB:.*]] = arith.divui %[[R2]], %c32{{.*}} : index
+// CHECK:             %[[LOROW:.*]] = arith.muli %[[LOB]], %c32{{.*}} : index
+// Left side of the window: the end of the rows (+ 32 + 1), aligned up,
+// at most Nq.
+// CHECK:             %[[D1:.*]] = arith.addi %[[LASTK]], %c30 : index
+// CHECK:             %[[L2:.*]] = arith.addi %[[D1]], %c33 : index
 // CHECK:             %[[L3:.*]] = arith.minsi %[[L2]], %c100 : index
-// CHECK:             %[[HI:.*]] = arith.ceildivsi %[[L3]], %c32{{.*}} : index
+// CHECK:             %[[L4:.*]] = arith.maxsi %[[L3]], %{{.*}} : index
+// CHECK:             %[[UPB:.*]] = arith.ceildivui %[[L4]], %c32{{.*}} : index
+// CHECK:             %[[UP:.*]] = arith.muli %[[UPB]], %c32{{.*}} : index
+// CHECK:             %[[HI1:.*]] = arith.maxsi %[[UP]], %[[LOROW]] : index
+// CHECK:             %[[HIROW:.*]] = arith.minsi %[[HI1]], %c100 : index
+// CHECK:             %[[LOROW2:.*]] = arith.minsi %[[LOROW]], %[[HIROW]] : index
+// As block numbers.
+// CHECK:             %[[LO:.*]] = arith.divui %[[LOROW2]], %c32{{.*}} : index
+// CHECK:             %[[HI:.*]] = arith.ceildivui %[[HIROW]], %c32{{.*}} : index
 // CHECK:             scf.for
 // CHECK:               scf.for %[[QB:.*]] = %[[LO]] to %[[HI]] step
 // CHECK:                 %[[QSTART:.*]] = arith.muli %[[QB]], %c32{{.*}} : index
@@ -178,7 +198,7 @@ func.func @causal_bounds(%q: tensor<1x1x96x64xf32>, %k: tensor<1x1x192x64xf32>,
 // CHECK-NEXT:            ^bb0
 // CHECK-NEXT:              tensor.yield %[[INF]] : f32
 // CHECK-NEXT:            } : tensor<?xf32> to tensor<32xf32>
-// CHECK:                 fa.attention_backward_step %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[LSEP]], %{{.*}} dkv(%{{.*}}, %{{.*}}) dq(%{{.*}}) masked(%[[QSTART]], %[[KSTART]], %c100, %c70) window [32, 8] scale 0.176776692 :
+// CHECK:                 fa.attention_backward_step %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[LSEP]], %{{.*}} dkv(%{{.*}}, %{{.*}}) dq(%{{.*}}) masked(%[[QSTART]], %[[KSTART]], %c100, %c70) mask<window 32, 8> scale 0.176776692 :
 // CHECK-SAME:                tensor<32x32xbf16>, tensor<64x32xbf16>, tensor<64x32xbf16>, tensor<32x32xbf16>, tensor<32xf32> -> tensor<64x32xf32>, tensor<64x32xf32>, tensor<32x32xf32>
 // CHECK:             %[[DKC:.*]] = tensor.extract_slice %{{.*}}[0, 0] [%[[KLEN]], 32] [1, 1] : tensor<64x32xbf16> to tensor<?x32xbf16>
 // CHECK:             tensor.insert_slice %[[DKC]] into %{{.*}}[%[[KSTART]], 0] [%[[KLEN]], 32]
@@ -189,7 +209,7 @@ func.func @window_tails(%q: tensor<1x1x100x32xbf16>, %k: tensor<1x1x70x32xbf16>,
                         %v: tensor<1x1x70x32xbf16>, %o: tensor<1x1x100x32xbf16>,
                         %lse: tensor<1x1x100xf32>, %do: tensor<1x1x100x32xbf16>)
     -> (tensor<1x1x100x32xbf16>, tensor<1x1x70x32xbf16>, tensor<1x1x70x32xbf16>) {
-  %dq, %dk, %dv = fa.attention_backward %q, %k, %v, %o, %lse, %do window [32, 8]
+  %dq, %dk, %dv = fa.attention_backward %q, %k, %v, %o, %lse, %do mask<window 32, 8>
       : (tensor<1x1x100x32xbf16>, tensor<1x1x70x32xbf16>, tensor<1x1x70x32xbf16>,
          tensor<1x1x100x32xbf16>, tensor<1x1x100xf32>, tensor<1x1x100x32xbf16>)
       -> (tensor<1x1x100x32xbf16>, tensor<1x1x70x32xbf16>, tensor<1x1x70x32xbf16>)
@@ -231,7 +251,7 @@ func.func @gqa_softcap(%q: tensor<2x8x64x32xf16>, %k: tensor<2x2x64x32xf16>,
 // over (batch, kv head, key block) with dK/dV as shared outputs and no dQ
 // GEMM: its steps have dK/dV accumulators only. Second nest: forall over
 // (batch, query head, query block); its kv head is h / G; a sequential loop
-// over the visible key blocks, from 0 to ceil(min(qEnd + off, Nk) / Bc),
+// over the visible key blocks, from 0 to ceil(min(qLast + off + 1, Nk) / Bc),
 // recomputes P and dS and accumulates dQ: its steps have a dQ accumulator
 // only. Both are masked (causal, and the dynamic Nk may have a tail).
 
@@ -242,7 +262,6 @@ func.func @gqa_softcap(%q: tensor<2x8x64x32xf16>, %k: tensor<2x2x64x32xf16>,
 // CHECK:         %[[G:.*]] = arith.divui %[[HQ]], %[[HKV]] : index
 // CHECK:         %[[NQ:.*]] = tensor.dim %[[Q]], %c2
 // CHECK:         %[[NK:.*]] = tensor.dim %[[K]], %c2
-// CHECK:         %[[OFF:.*]] = arith.subi %[[NK]], %[[NQ]] : index
 // CHECK:         %[[NQB:.*]] = arith.ceildivsi %[[NQ]], %c32
 // CHECK:         %[[NKB:.*]] = arith.ceildivsi %[[NK]], %c64
 // CHECK:         linalg.generic {{.*}}"reduction"
@@ -251,7 +270,7 @@ func.func @gqa_softcap(%q: tensor<2x8x64x32xf16>, %k: tensor<2x2x64x32xf16>,
 // CHECK:         %[[KV:.*]]:2 = scf.forall (%{{.*}}, %{{.*}}, %{{.*}}) in (%{{.*}}, %[[HKV]], %[[NKB]]) shared_outs(%[[DKS:.*]] = %{{.*}}, %[[DVS:.*]] = %{{.*}}) -> (tensor<?x?x?x64xf16>, tensor<?x?x?x64xf16>)
 // CHECK:           scf.for %{{.*}} = %{{.*}} to %[[G]] step {{.*}} -> (tensor<64x64xf32>, tensor<64x64xf32>)
 // CHECK:             scf.for {{.*}} iter_args(%[[DKA:.*]] = %{{.*}}, %[[DVA:.*]] = %{{.*}}) -> (tensor<64x64xf32>, tensor<64x64xf32>)
-// CHECK:               %[[NDK:.*]], %[[NDV:.*]] = fa.attention_backward_step {{.*}} dkv(%[[DKA]], %[[DVA]]) masked(%{{.*}}, %{{.*}}, %[[NQ]], %[[NK]]) causal scale 1.250000e-01 :
+// CHECK:               %[[NDK:.*]], %[[NDV:.*]] = fa.attention_backward_step {{.*}} dkv(%[[DKA]], %[[DVA]]) masked(%{{.*}}, %{{.*}}, %[[NQ]], %[[NK]]) mask<causal> scale 1.250000e-01 :
 // CHECK-SAME:              -> tensor<64x64xf32>, tensor<64x64xf32>
 // CHECK-NEXT:          scf.yield %[[NDK]], %[[NDV]]
 // CHECK:           scf.forall.in_parallel
@@ -263,15 +282,25 @@ func.func @gqa_softcap(%q: tensor<2x8x64x32xf16>, %k: tensor<2x2x64x32xf16>,
 // CHECK:         %[[DQ:.*]] = scf.forall (%{{.*}}, %[[H:.*]], %[[QB:.*]]) in (%{{.*}}, %[[HQ]], %[[NQB]]) shared_outs(%[[DQS:.*]] = %{{.*}}) -> (tensor<?x?x?x64xf16>)
 // CHECK:           %[[KVH:.*]] = arith.divui %[[H]], %[[G]] : index
 // CHECK:           %[[QSTART:.*]] = arith.muli %[[QB]], %c32
+// The mask's key-block range (key offsets, then block numbers): the end is
+// the block after the key the last row's diagonal reaches,
+// max(min(qStart + 32, Nq) - 1, qStart) + off + 1, at most Nk.
 // CHECK:           %[[QE0:.*]] = arith.addi %[[QSTART]], %c32
 // CHECK:           %[[QEND:.*]] = arith.minsi %[[QE0]], %[[NQ]] : index
-// CHECK:           %[[KE0:.*]] = arith.addi %[[QEND]], %[[OFF]] : index
-// CHECK:           %[[KE1:.*]] = arith.minsi %[[KE0]], %[[NK]] : index
-// CHECK:           %[[KBHI:.*]] = arith.ceildivsi %[[KE1]], %c64
+// CHECK:           %[[QLAST:.*]] = arith.maxsi %{{.*}}, %[[QSTART]] : index
+// CHECK:           %[[OFF:.*]] = arith.subi %[[NK]], %[[NQ]] : index
+// CHECK:           %[[KE0:.*]] = arith.addi %[[QLAST]], %[[OFF]] : index
+// CHECK:           %[[KE1:.*]] = arith.addi %[[KE0]], %c1{{.*}} : index
+// CHECK:           %[[KE2:.*]] = arith.minsi %[[NK]], %[[KE1]] : index
+// CHECK:           %[[KE3:.*]] = arith.maxsi %[[KE2]], %{{.*}} : index
+// CHECK:           %[[KEB:.*]] = arith.ceildivui %[[KE3]], %c64
+// CHECK:           %[[KEROW:.*]] = arith.muli %[[KEB]], %c64
+// CHECK:           %[[KEND:.*]] = arith.minsi %[[KEROW]], %[[NK]] : index
+// CHECK:           %[[KBHI:.*]] = arith.ceildivui %[[KEND]], %c64
 // CHECK:           %[[ACC:.*]] = scf.for %{{.*}} = %{{.*}} to %[[KBHI]] step %{{.*}} iter_args(%[[A:.*]] = %{{.*}}) -> (tensor<32x64xf32>)
 // CHECK:             %[[KSTART:.*]] = arith.muli %{{.*}}, %c64
 // CHECK:             tensor.extract_slice %[[K]][%{{.*}}, %[[KVH]], %[[KSTART]], 0]
-// CHECK:             %[[NEW:.*]] = fa.attention_backward_step {{.*}} dq(%[[A]]) masked(%[[QSTART]], %[[KSTART]], %[[NQ]], %[[NK]]) causal scale 1.250000e-01 :
+// CHECK:             %[[NEW:.*]] = fa.attention_backward_step {{.*}} dq(%[[A]]) masked(%[[QSTART]], %[[KSTART]], %[[NQ]], %[[NK]]) mask<causal> scale 1.250000e-01 :
 // CHECK-SAME:            tensor<32x64xf16>, tensor<64x64xf16>, tensor<64x64xf16>, tensor<32x64xf16>, tensor<32xf32> -> tensor<32x64xf32>
 // CHECK-NEXT:        scf.yield %[[NEW]]
 // CHECK:           linalg.generic {{.*}} ins(%[[ACC]] : tensor<32x64xf32>)
@@ -285,7 +314,7 @@ func.func @deterministic(%q: tensor<?x?x?x64xf16>, %k: tensor<?x?x?x64xf16>,
                          %v: tensor<?x?x?x64xf16>, %o: tensor<?x?x?x64xf16>,
                          %lse: tensor<?x?x?xf32>, %do: tensor<?x?x?x64xf16>)
     -> (tensor<?x?x?x64xf16>, tensor<?x?x?x64xf16>, tensor<?x?x?x64xf16>) {
-  %dq, %dk, %dv = fa.attention_backward %q, %k, %v, %o, %lse, %do causal deterministic
+  %dq, %dk, %dv = fa.attention_backward %q, %k, %v, %o, %lse, %do mask<causal> deterministic
       : (tensor<?x?x?x64xf16>, tensor<?x?x?x64xf16>, tensor<?x?x?x64xf16>,
          tensor<?x?x?x64xf16>, tensor<?x?x?xf32>, tensor<?x?x?x64xf16>)
       -> (tensor<?x?x?x64xf16>, tensor<?x?x?x64xf16>, tensor<?x?x?x64xf16>)

@@ -62,10 +62,10 @@ func.func @static_mha(%q: tensor<2x4x128x64xf16>, %k: tensor<2x4x96x64xf16>, %v:
 // CHECK:           %[[KVH:.*]] = arith.divui %[[H]], %[[G]]
 // CHECK:           scf.for
 // CHECK:             tensor.extract_slice %arg1[%{{.*}}, %[[KVH]], %{{.*}}, 0]
-// CHECK:             fa.online_attention {{.*}} masked({{.*}}) causal window [16, 0] softcap 3.000000e+01 scale 5.000000e-01 : tensor<64x128xbf16>, tensor<32x128xbf16>, tensor<32x32xbf16> -> tensor<64x32xf32>, tensor<64xf32>
+// CHECK:             fa.online_attention {{.*}} masked({{.*}}) mask<window 16, 0> softcap 3.000000e+01 scale 5.000000e-01 : tensor<64x128xbf16>, tensor<32x128xbf16>, tensor<32x32xbf16> -> tensor<64x32xf32>, tensor<64xf32>
 // CHECK:           fa.online_attention_finalize {{.*}} -> tensor<64x32xbf16>
 func.func @dynamic_gqa_causal_softcap(%q: tensor<?x?x?x128xbf16>, %k: tensor<?x?x?x128xbf16>, %v: tensor<?x?x?x32xbf16>) -> (tensor<?x?x?x32xbf16>, tensor<?x?x?xf32>) {
-  %o, %l = fa.attention %q, %k, %v causal window [16, 0] softcap 30.0 scale 0.5 : (tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>, tensor<?x?x?x32xbf16>) -> (tensor<?x?x?x32xbf16>, tensor<?x?x?xf32>)
+  %o, %l = fa.attention %q, %k, %v mask<window 16, 0> softcap 30.0 scale 0.5 : (tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>, tensor<?x?x?x32xbf16>) -> (tensor<?x?x?x32xbf16>, tensor<?x?x?xf32>)
   return %o, %l : tensor<?x?x?x32xbf16>, tensor<?x?x?xf32>
 }
 
@@ -124,7 +124,7 @@ func.func @results_dynamic_elsewhere(%q: tensor<?x4x?x64xf32>, %k: tensor<2x4x?x
 // CANON:         scf.forall (%{{.*}}, %{{.*}}, %{{.*}}) in (1, 1, 1)
 // CANON:         } {mapping = [#gpu.block<z>, #gpu.block<y>, #gpu.block<x>]}
 func.func @unit_dims(%q: tensor<1x1x64x64xf16>, %k: tensor<1x1x?x64xf16>, %v: tensor<1x1x?x64xf16>) -> (tensor<1x1x64x64xf16>, tensor<1x1x64xf32>) {
-  %o, %l = fa.attention %q, %k, %v causal : (tensor<1x1x64x64xf16>, tensor<1x1x?x64xf16>, tensor<1x1x?x64xf16>) -> (tensor<1x1x64x64xf16>, tensor<1x1x64xf32>)
+  %o, %l = fa.attention %q, %k, %v mask<causal> : (tensor<1x1x64x64xf16>, tensor<1x1x?x64xf16>, tensor<1x1x?x64xf16>) -> (tensor<1x1x64x64xf16>, tensor<1x1x64xf32>)
   return %o, %l : tensor<1x1x64x64xf16>, tensor<1x1x64xf32>
 }
 
@@ -150,10 +150,10 @@ func.func @with_kernel_config(%q: tensor<?x?x?x64xf16>) -> tensor<?x?x?x64xf16> 
 // CHECK-LABEL: func.func @runtime_scalars
 // CHECK-SAME:    %[[S:[a-zA-Z0-9]+]]: f32, %[[C:[a-zA-Z0-9]+]]: f32
 // CHECK:         scf.for
-// CHECK:           fa.online_attention {{.*}} masked({{.*}}) causal softcap %[[C]] scale %[[S]] :
+// CHECK:           fa.online_attention {{.*}} masked({{.*}}) mask<causal> softcap %[[C]] scale %[[S]] :
 func.func @runtime_scalars(%q: tensor<1x2x?x64xbf16>, %s: f32, %c: f32)
     -> tensor<1x2x?x64xbf16> {
-  %o, %l = fa.attention %q, %q, %q causal softcap %c scale %s
+  %o, %l = fa.attention %q, %q, %q mask<causal> softcap %c scale %s
       : (tensor<1x2x?x64xbf16>, tensor<1x2x?x64xbf16>, tensor<1x2x?x64xbf16>, f32, f32)
       -> (tensor<1x2x?x64xbf16>, tensor<1x2x?xf32>)
   return %o : tensor<1x2x?x64xbf16>

@@ -56,7 +56,7 @@ func.func @split_loops(%q: tensor<16x64xf32>, %k: tensor<16x64xf32>,
       iter_args(%a = %acc0, %m = %max0, %s = %sum0)
       -> (tensor<16x64xf32>, tensor<16xf32>, tensor<16xf32>) {
     %r:3 = fa.online_attention %q, %k, %v into %a, %m, %s
-        masked(%qs, %i, %ql, %kl) causal scale 0.125
+        masked(%qs, %i, %ql, %kl) mask<causal> scale 0.125
         : tensor<16x64xf32>, tensor<16x64xf32>, tensor<16x64xf32>
           -> tensor<16x64xf32>, tensor<16xf32>
     scf.yield %r#0, %r#1, %r#2 : tensor<16x64xf32>, tensor<16xf32>, tensor<16xf32>
@@ -73,7 +73,7 @@ func.func @split_loops(%q: tensor<16x64xf32>, %k: tensor<16x64xf32>,
       iter_args(%a = %r1#0, %m = %r1#1, %s = %r1#2)
       -> (tensor<16x64xf32>, tensor<16xf32>, tensor<16xf32>) {
     %r:3 = fa.online_attention %q, %k, %v into %a, %m, %s
-        masked(%qs, %i, %ql, %kl) causal scale 0.125
+        masked(%qs, %i, %ql, %kl) mask<causal> scale 0.125
         : tensor<16x64xf32>, tensor<16x64xf32>, tensor<16x64xf32>
           -> tensor<16x64xf32>, tensor<16xf32>
     scf.yield %r#0, %r#1, %r#2 : tensor<16x64xf32>, tensor<16xf32>, tensor<16xf32>

@@ -88,18 +88,11 @@ static LogicalResult verifyScoreScalars(Operation *op,
   return success();
 }
 
-/// Checks scale, softcap and window, shared by every op of the dialect.
+/// Checks scale, softcap and the mask, shared by every op of the dialect.
 static LogicalResult verifyScoreAttributes(Operation *op, FloatAttr scale,
-                                           bool causal,
-                                           DenseI64ArrayAttr window,
-                                           ValueRange dynamicWindow,
+                                           MaskAttrInterface mask,
+                                           ValueRange maskOperands,
                                            FloatAttr softcap) {
-  if (window && !dynamicWindow.empty())
-    return op->emitOpError()
-           << "window must be an attribute or operands, not both";
-  if (!dynamicWindow.empty() && dynamicWindow.size() != 2)
-    return op->emitOpError() << "window operands must be (left, right), got "
-                             << dynamicWindow.size() << " values";
   if (scale) {
     float s = scale.getValueAsDouble();
     if (!(s > 0.0f) || !std::isfinite(s))
@@ -112,31 +105,19 @@ static LogicalResult verifyScoreAttributes(Operation *op, FloatAttr scale,
       return op->emitOpError() << "softcap must be positive and finite, got "
                                << softcap.getValueAsDouble();
   }
-  if (window) {
-    if (window.size() != 2)
-      return op->emitOpError() << "window must be [left, right], got "
-                               << window.size() << " values";
-    for (int64_t w : window.asArrayRef()) {
-      if (w < -1)
-        return op->emitOpError()
-               << "window bounds must be >= 0, or -1 for unbounded, got " << w;
-      if (w > kMaxWindowBound)
-        return op->emitOpError()
-               << "window bounds must be at most " << kMaxWindowBound
-               << " (the GPU kernels compute the mask in i32), got " << w;
-    }
-    if (causal && window[1] != 0)
-      return op->emitOpError()
-             << "causal attention sees no key to the right of the "
-                "diagonal: window right bound must be 0, got "
-             << window[1];
+  if (!mask) {
+    if (!maskOperands.empty())
+      return op->emitOpError() << "has " << maskOperands.size()
+                               << " mask operands but no mask to take them";
+    return success();
   }
-  return success();
+  return mask.verifyOperands([op] { return op->emitOpError(); },
+                             maskOperands.getTypes());
 }
 
 /// The tile-level ops (fa.online_attention, fa.attention_backward_step): the
 /// optional masked(q_start, k_start, q_len, k_len) operands come all or
-/// none, a causal or window mask needs them, then the score attributes.
+/// none, a mask needs them, then the score attributes.
 template <typename TileOp> static LogicalResult verifyMaskedTileOp(TileOp op) {
   if (!op.getScaleAttr() && !op.getDynamicScale())
     return op.emitOpError()
@@ -146,16 +127,14 @@ template <typename TileOp> static LogicalResult verifyMaskedTileOp(TileOp op) {
   if (numMaskOperands != 0 && numMaskOperands != 4)
     return op.emitOpError() << "masked needs all four of q_start, k_start, "
                                "q_len and k_len";
-  if (!op.isMasked() &&
-      (op.getCausal() || op.getWindow() || !op.getDynamicWindow().empty()))
+  if (!op.isMasked() && (op.getMaskAttr() || !op.getMaskOperands().empty()))
     return op.emitOpError()
-           << "a causal or window mask needs the "
+           << "a mask needs the "
               "masked(q_start, k_start, q_len, k_len) operands";
   if (failed(verifyScoreScalars(op, op.getScoreScalars())))
     return failure();
-  return verifyScoreAttributes(op, op.getScaleAttr(), op.getCausal(),
-                               op.getWindowAttr(), op.getDynamicWindow(),
-                               op.getSoftcapAttr());
+  return verifyScoreAttributes(op, op.getScaleAttr(), op.getMaskAttr(),
+                               op.getMaskOperands(), op.getSoftcapAttr());
 }
 
 //===----------------------------------------------------------------------===//
@@ -212,73 +191,47 @@ static void printSoftcap(OpAsmPrinter &printer, Operation *, Value operand,
   printScoreScalar(printer, "softcap", operand, attr);
 }
 
-/// `window [left, right]`, `window(%left, %right)`, or nothing.
+/// `mask<...>(%operands)`, `mask(#dialect.attr)(%operands)`, or nothing:
+/// `#fa.mask` is written without its dialect prefix, any other mask in full
+/// and in parentheses; the operands only when the mask takes some.
 static ParseResult
-parseWindow(OpAsmParser &parser,
-            SmallVectorImpl<OpAsmParser::UnresolvedOperand> &operands,
-            DenseI64ArrayAttr &attr) {
-  if (failed(parser.parseOptionalKeyword("window")))
+parseMask(OpAsmParser &parser,
+          SmallVectorImpl<OpAsmParser::UnresolvedOperand> &operands,
+          MaskAttrInterface &mask) {
+  if (failed(parser.parseOptionalKeyword("mask")))
     return success();
+  SMLoc loc = parser.getCurrentLocation();
+  Attribute attr;
+  // Another mask in parentheses: a dialect attribute would read the op's
+  // `: type` as its own.
+  if (succeeded(parser.parseOptionalLParen())) {
+    if (parser.parseAttribute(attr) || parser.parseRParen())
+      return failure();
+  } else if (!(attr = MaskAttr::parse(parser, Type()))) {
+    return failure();
+  }
+  mask = dyn_cast<MaskAttrInterface>(attr);
+  if (!mask)
+    return parser.emitError(loc)
+           << "expected a mask attribute (implementing MaskAttrInterface), "
+              "got "
+           << attr;
   if (succeeded(parser.parseOptionalLParen()))
     return failure(parser.parseOperandList(operands) || parser.parseRParen());
-  Attribute parsed = DenseI64ArrayAttr::parse(parser, Type());
-  if (!parsed)
-    return failure();
-  attr = cast<DenseI64ArrayAttr>(parsed);
   return success();
 }
 
-static void printWindow(OpAsmPrinter &printer, Operation *,
-                        OperandRange operands, DenseI64ArrayAttr attr) {
+static void printMask(OpAsmPrinter &printer, Operation *, OperandRange operands,
+                      MaskAttrInterface mask) {
+  if (!mask)
+    return;
+  printer << "mask";
+  if (auto m = dyn_cast<MaskAttr>(mask))
+    m.print(printer);
+  else
+    printer << '(' << mask << ')';
   if (!operands.empty())
-    printer << "window(" << operands << ")";
-  else if (attr) {
-    printer << "window ";
-    attr.print(printer);
-  }
-}
-
-AttentionMask AttentionMask::get(bool causal, DenseI64ArrayAttr window,
-                                 ValueRange dynamicWindow) {
-  AttentionMask mask;
-  if (window && window[0] >= 0)
-    mask.left = window[0];
-  if (dynamicWindow.size() == 2)
-    mask.dynamicLeft = dynamicWindow[0];
-  if (causal)
-    mask.right = 0;
-  else if (window && window[1] >= 0)
-    mask.right = window[1];
-  else if (dynamicWindow.size() == 2)
-    mask.dynamicRight = dynamicWindow[1];
-  return mask;
-}
-
-/// A bound as an index value: the constant, or the run-time i64 with a
-/// negative value (unbounded) made kMaxWindowBound, farther than any key of
-/// a sequence the kernels index in i32.
-static Value buildWindowBound(OpBuilder &b, Location loc,
-                              std::optional<int64_t> bound, Value dynamic) {
-  if (bound)
-    return arith::ConstantIndexOp::create(b, loc, *bound);
-  if (!dynamic)
-    return Value();
-  Value zero = arith::ConstantIntOp::create(b, loc, dynamic.getType(), 0);
-  Value unbounded =
-      arith::ConstantIntOp::create(b, loc, dynamic.getType(), kMaxWindowBound);
-  Value negative = b.createOrFold<arith::CmpIOp>(loc, arith::CmpIPredicate::slt,
-                                                 dynamic, zero);
-  Value w = b.createOrFold<arith::MinSIOp>(
-      loc, b.createOrFold<arith::SelectOp>(loc, negative, unbounded, dynamic),
-      unbounded);
-  return b.createOrFold<arith::IndexCastOp>(loc, b.getIndexType(), w);
-}
-
-Value AttentionMask::buildLeft(OpBuilder &b, Location loc) const {
-  return buildWindowBound(b, loc, left, dynamicLeft);
-}
-Value AttentionMask::buildRight(OpBuilder &b, Location loc) const {
-  return buildWindowBound(b, loc, right, dynamicRight);
+    printer << '(' << operands << ')';
 }
 
 /// The value of a score scalar: its operand, or a constant of `attr`.
@@ -311,32 +264,32 @@ ScoreFactors ScoreFactors::build(OpBuilder &b, Location loc, Value scale,
   return f;
 }
 
-/// The window attribute of constant window operands, or null: a negative
-/// bound is -1 (unbounded); a bound past kMaxWindowBound does not fold. With
-/// `causal` the right operand is ignored.
-static DenseI64ArrayAttr constantWindowOf(Builder &b, ValueRange window,
-                                          bool causal) {
-  if (window.size() != 2)
-    return DenseI64ArrayAttr();
-  auto bound = [](Value v) -> std::optional<int64_t> {
-    APInt c;
-    if (!matchPattern(v, m_ConstantInt(&c)))
-      return std::nullopt;
-    int64_t w = c.getSExtValue();
-    if (w > kMaxWindowBound)
-      return std::nullopt;
-    return w < 0 ? -1 : w;
-  };
-  std::optional<int64_t> left = bound(window[0]);
-  std::optional<int64_t> right = causal ? 0 : bound(window[1]);
-  if (!left || !right)
-    return DenseI64ArrayAttr();
-  return b.getDenseI64ArrayAttr({*left, *right});
+/// The mask with its constant operands built in (MaskAttrInterface::
+/// foldOperands), and the operands it keeps; a null mask when none folds.
+static MaskAttrInterface foldMaskOperands(MaskAttrInterface mask,
+                                          ValueRange operands,
+                                          SmallVectorImpl<Value> &kept) {
+  if (!mask || operands.empty())
+    return MaskAttrInterface();
+  SmallVector<Attribute> constants;
+  for (Value v : operands) {
+    Attribute c;
+    constants.push_back(matchPattern(v, m_Constant(&c)) ? c : Attribute());
+  }
+  SmallVector<unsigned> keptIndices;
+  auto folded = dyn_cast_or_null<MaskAttrInterface>(
+      mask.foldOperands(constants, keptIndices));
+  if (!folded)
+    return MaskAttrInterface();
+  for (unsigned i : keptIndices)
+    kept.push_back(operands[i]);
+  return folded;
 }
 
 namespace {
-/// Folds a constant (valid) scale or softcap operand into its attribute, so
-/// that the constant form reaches the lowerings as before.
+/// Folds a constant (valid) scale or softcap operand into its attribute, and
+/// constant mask operands into the mask, so that the constant form reaches
+/// the lowerings as before.
 template <typename OpT>
 struct FoldConstantScoreScalars final : OpRewritePattern<OpT> {
   using OpRewritePattern<OpT>::OpRewritePattern;
@@ -353,14 +306,15 @@ struct FoldConstantScoreScalars final : OpRewritePattern<OpT> {
     FloatAttr scale = constantOf(op.getDynamicScale());
     FloatAttr softcap = constantOf(op.getDynamicSoftcap());
     Builder b(op.getContext());
-    DenseI64ArrayAttr window =
-        constantWindowOf(b, op.getDynamicWindow(), op.getCausal());
-    if (!scale && !softcap && !window)
+    SmallVector<Value> keptMaskOperands;
+    MaskAttrInterface mask = foldMaskOperands(
+        op.getMaskAttr(), op.getMaskOperands(), keptMaskOperands);
+    if (!scale && !softcap && !mask)
       return failure();
     rewriter.modifyOpInPlace(op, [&] {
-      if (window) {
-        op.setWindowAttr(window);
-        op.getDynamicWindowMutable().clear();
+      if (mask) {
+        op.setMaskAttr(mask);
+        op.getMaskOperandsMutable().assign(keptMaskOperands);
       }
       if (scale) {
         op.setScaleAttr(b.getF32FloatAttr(scale.getValueAsDouble()));
@@ -416,9 +370,8 @@ struct AttentionTensors {
 /// Verifies the shapes and element types of a forward or backward attention
 /// op, and its attributes.
 static LogicalResult verifyAttention(Operation *op, const AttentionTensors &t,
-                                     FloatAttr scale, bool causal,
-                                     DenseI64ArrayAttr window,
-                                     ValueRange dynamicWindow,
+                                     FloatAttr scale, MaskAttrInterface mask,
+                                     ValueRange maskOperands,
                                      FloatAttr softcap) {
   Type elt = t.q.getElementType();
   if (t.k.getElementType() != elt || t.v.getElementType() != elt)
@@ -495,8 +448,7 @@ static LogicalResult verifyAttention(Operation *op, const AttentionTensors &t,
       if (failed(checkElementType(op, name, type, elt)))
         return failure();
 
-  return verifyScoreAttributes(op, scale, causal, window, dynamicWindow,
-                               softcap);
+  return verifyScoreAttributes(op, scale, mask, maskOperands, softcap);
 }
 
 static float defaultScale(int64_t headDim) {
@@ -535,10 +487,10 @@ static LogicalResult verifyConfigOf(OpT op, bool backward, bool deterministic) {
 //===----------------------------------------------------------------------===//
 
 void AttentionOp::build(OpBuilder &b, OperationState &state, Value query,
-                        Value key, Value value, FloatAttr scale, bool causal,
-                        DenseI64ArrayAttr window, FloatAttr softcap,
+                        Value key, Value value, FloatAttr scale,
+                        MaskAttrInterface mask, FloatAttr softcap,
                         Value dynamicScale, Value dynamicSoftcap,
-                        ValueRange dynamicWindow) {
+                        ValueRange maskOperands) {
   auto q = cast<RankedTensorType>(query.getType());
   auto v = cast<RankedTensorType>(value.getType());
   auto out = RankedTensorType::get(
@@ -546,7 +498,7 @@ void AttentionOp::build(OpBuilder &b, OperationState &state, Value query,
       q.getElementType());
   auto lse = RankedTensorType::get(q.getShape().take_front(3), b.getF32Type());
   build(b, state, out, lse, query, key, value, dynamicSoftcap, dynamicScale,
-        dynamicWindow, scale, causal, window, softcap, KernelConfigAttr());
+        maskOperands, scale, mask, softcap, KernelConfigAttr());
 }
 
 FloatAttr AttentionOp::getStaticScale() { return staticScaleOf(*this); }
@@ -563,9 +515,8 @@ LogicalResult AttentionOp::verify() {
   t.likeOut.push_back({"out", getOut().getType()});
   t.likeLse.push_back({"lse", getLse().getType()});
   if (failed(verifyScoreScalars(*this, getScoreScalars())) ||
-      failed(verifyAttention(*this, t, getScaleAttr(), getCausal(),
-                             getWindowAttr(), getDynamicWindow(),
-                             getSoftcapAttr())))
+      failed(verifyAttention(*this, t, getScaleAttr(), getMaskAttr(),
+                             getMaskOperands(), getSoftcapAttr())))
     return failure();
   return verifyConfigOf(*this, /*backward=*/false, /*deterministic=*/false);
 }
@@ -577,13 +528,12 @@ LogicalResult AttentionOp::verify() {
 void AttentionBackwardOp::build(OpBuilder &b, OperationState &state,
                                 Value query, Value key, Value value, Value out,
                                 Value lse, Value dout, FloatAttr scale,
-                                bool causal, DenseI64ArrayAttr window,
-                                FloatAttr softcap, bool deterministic,
-                                Value dynamicScale, Value dynamicSoftcap,
-                                ValueRange dynamicWindow) {
+                                MaskAttrInterface mask, FloatAttr softcap,
+                                bool deterministic, Value dynamicScale,
+                                Value dynamicSoftcap, ValueRange maskOperands) {
   build(b, state, query.getType(), key.getType(), value.getType(), query, key,
-        value, out, lse, dout, dynamicSoftcap, dynamicScale, dynamicWindow,
-        scale, causal, window, softcap, deterministic, KernelConfigAttr());
+        value, out, lse, dout, dynamicSoftcap, dynamicScale, maskOperands,
+        scale, mask, softcap, deterministic, KernelConfigAttr());
 }
 
 FloatAttr AttentionBackwardOp::getStaticScale() { return staticScaleOf(*this); }
@@ -604,9 +554,8 @@ LogicalResult AttentionBackwardOp::verify() {
   t.likeOut.push_back({"dout", getDout().getType()});
   t.likeLse.push_back({"lse", getLse().getType()});
   if (failed(verifyScoreScalars(*this, getScoreScalars())) ||
-      failed(verifyAttention(*this, t, getScaleAttr(), getCausal(),
-                             getWindowAttr(), getDynamicWindow(),
-                             getSoftcapAttr())))
+      failed(verifyAttention(*this, t, getScaleAttr(), getMaskAttr(),
+                             getMaskOperands(), getSoftcapAttr())))
     return failure();
   // The gradients have exactly the types of the inputs, not merely agreeing
   // ones: a size that is static in one and dynamic in the other is an error
@@ -718,19 +667,18 @@ static void printGradientTypes(OpAsmPrinter &printer, Operation *, Value dkAcc,
 void AttentionBackwardStepOp::build(
     OpBuilder &b, OperationState &state, Value query, Value key, Value value,
     Value dout, Value lse, Value delta, Value dkAcc, Value dvAcc, Value dqAcc,
-    ValueRange maskOperands, const ScoreScalars &scalars, bool causal,
-    DenseI64ArrayAttr window, ValueRange dynamicWindow) {
-  assert((maskOperands.empty() || maskOperands.size() == 4) &&
-         "expected no mask operand, or q_start, k_start, q_len and k_len");
+    ValueRange tilePosition, const ScoreScalars &scalars,
+    MaskAttrInterface mask, ValueRange maskOperands) {
+  assert((tilePosition.empty() || tilePosition.size() == 4) &&
+         "expected no tile position, or q_start, k_start, q_len and k_len");
   auto typeOf = [](Value v) { return v ? v.getType() : Type(); };
-  auto mask = [&](unsigned i) {
-    return maskOperands.empty() ? Value() : maskOperands[i];
+  auto position = [&](unsigned i) {
+    return tilePosition.empty() ? Value() : tilePosition[i];
   };
   build(b, state, typeOf(dkAcc), typeOf(dvAcc), typeOf(dqAcc), query, key,
-        value, dout, lse, delta, dkAcc, dvAcc, dqAcc, mask(0), mask(1), mask(2),
-        mask(3), scalars.dynamicSoftcap, scalars.dynamicScale, dynamicWindow,
-        scalars.scale, causal ? b.getUnitAttr() : UnitAttr(), window,
-        scalars.softcap);
+        value, dout, lse, delta, dkAcc, dvAcc, dqAcc, position(0), position(1),
+        position(2), position(3), scalars.dynamicSoftcap, scalars.dynamicScale,
+        maskOperands, scalars.scale, mask, scalars.softcap);
 }
 
 LogicalResult AttentionBackwardStepOp::verify() {

@@ -9,6 +9,8 @@
 #ifndef FA_LIB_DIALECT_FA_TRANSFORMS_BUILDERUTILS_H
 #define FA_LIB_DIALECT_FA_TRANSFORMS_BUILDERUTILS_H
 
+#include "fa/Dialect/FA/IR/FAOps.h"
+
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
@@ -65,6 +67,42 @@ inline Value addIndex(OpBuilder &b, Location loc, Value v, int64_t c) {
     return arith::SubIOp::create(b, loc, v, indexConst(b, loc, -c));
   return arith::AddIOp::create(b, loc, v, indexConst(b, loc, c));
 }
+
+/// The visibility of score (r, c) of a `masked` tile op (fa.online_attention,
+/// fa.attention_backward_step): key j = k_start + c is visible from query
+/// i = q_start + r iff it exists (j < k_len) and the op's mask sees it
+/// (MaskAttrInterface::buildVisible). The mask's parameters are built once,
+/// outside the tile.
+struct TileVisibility {
+  Value qStart, kStart, qLen, kLen;
+  MaskAttrInterface mask; // null: only the key tail hides keys
+  SmallVector<Value> params;
+
+  template <typename TileOp>
+  static TileVisibility build(OpBuilder &b, Location loc, TileOp op) {
+    TileVisibility vis{op.getQStart(), op.getKStart(),      op.getQLen(),
+                       op.getKLen(),   MaskAttrInterface(), {}};
+    if (op.hasMaskRule()) {
+      vis.mask = op.getMaskAttr();
+      vis.params = vis.mask.buildParameters(b, loc, op.getMaskOperands());
+    }
+    return vis;
+  }
+
+  /// i1, inside a generic body whose loops 0 and 1 are r and c.
+  Value isVisible(OpBuilder &b, Location loc) const {
+    Value j = arith::AddIOp::create(b, loc, kStart,
+                                    linalg::IndexOp::create(b, loc, 1));
+    Value visible =
+        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, j, kLen);
+    if (!mask)
+      return visible;
+    Value i = arith::AddIOp::create(b, loc, qStart,
+                                    linalg::IndexOp::create(b, loc, 0));
+    return arith::AndIOp::create(
+        b, loc, visible, mask.buildVisible(b, loc, params, i, j, qLen, kLen));
+  }
+};
 
 } // namespace mlir::fa::detail
 

@@ -94,66 +94,6 @@ static Value buildMatmul(OpBuilder &b, Location loc, Value lhs, Value rhs,
 
 namespace {
 
-/// The visibility rule of a `masked` step: key j = k_start + c is visible
-/// from query i = q_start + r iff j < k_len and, with off = k_len - q_len,
-/// i + off - left <= j <= i + off + right for the bounded sides. `off` is
-/// computed once per step, outside the tile.
-struct Visibility {
-  AttentionMask mask;
-  Value qStart, kStart, kLen;
-  Value diagOffset; // k_len - q_len; null for a mask with no bounded side.
-  Value dynamicLeft, dynamicRight; // run-time bounds (index), else null
-
-  static Visibility build(OpBuilder &b, Location loc,
-                          AttentionBackwardStepOp op) {
-    Visibility vis{op.getMask(), op.getQStart(), op.getKStart(), op.getKLen(),
-                   Value(),      Value(),        Value()};
-    if (!vis.mask.isFull())
-      vis.diagOffset =
-          arith::SubIOp::create(b, loc, op.getKLen(), op.getQLen());
-    if (vis.mask.dynamicLeft)
-      vis.dynamicLeft = vis.mask.buildLeft(b, loc);
-    if (vis.mask.dynamicRight)
-      vis.dynamicRight = vis.mask.buildRight(b, loc);
-    return vis;
-  }
-
-  /// True where score (r, c) is visible; built inside a generic body.
-  Value isVisible(OpBuilder &b, Location loc) const {
-    Value keep;
-    auto conjoin = [&](Value c) {
-      keep = keep ? arith::AndIOp::create(b, loc, keep, c).getResult() : c;
-    };
-    Value i;
-    if (diagOffset)
-      i = arith::AddIOp::create(b, loc, qStart,
-                                linalg::IndexOp::create(b, loc, 0));
-    Value j = arith::AddIOp::create(b, loc, kStart,
-                                    linalg::IndexOp::create(b, loc, 1));
-    if (diagOffset) {
-      Value diag = arith::AddIOp::create(b, loc, i, diagOffset);
-      if (mask.hasLeft()) {
-        Value first =
-            mask.left
-                ? addIndex(b, loc, diag, -*mask.left)
-                : arith::SubIOp::create(b, loc, diag, dynamicLeft).getResult();
-        conjoin(
-            arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sge, j, first));
-      }
-      if (mask.hasRight()) {
-        Value last =
-            mask.right
-                ? addIndex(b, loc, diag, *mask.right)
-                : arith::AddIOp::create(b, loc, diag, dynamicRight).getResult();
-        conjoin(
-            arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sle, j, last));
-      }
-    }
-    conjoin(arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, j, kLen));
-    return keep;
-  }
-};
-
 /// P recomputed from the saved LSE, with what the gradient also needs.
 struct Probabilities {
   Value p;       // f32 [Br, Bc], for dS.
@@ -169,7 +109,7 @@ struct StepInfo {
   SmallVector<OpFoldResult> tileSizes; // {Br, Bc}
   bool softcap;
   ScoreFactors factors; // of exp2: log2(e) folded in
-  std::optional<Visibility> visibility; // Only with `masked`.
+  std::optional<fa::detail::TileVisibility> visibility; // Only with `masked`.
 };
 
 } // namespace
@@ -283,7 +223,7 @@ struct DecomposeAttentionBackwardStep final
         ScoreFactors::build(rewriter, loc, op.buildScale(rewriter, loc),
                             op.buildSoftcap(rewriter, loc), kLog2e);
     if (op.isMasked())
-      s.visibility = Visibility::build(rewriter, loc, op);
+      s.visibility = fa::detail::TileVisibility::build(rewriter, loc, op);
 
     // S = Q K^T, P from the LSE, dP = dO V^T, dS = P (dP - Di).
     Value scores =

@@ -24,6 +24,8 @@
 
 #include "fa/Dialect/FA/Transforms/Passes.h"
 
+#include "BuilderUtils.h"
+
 #include "mlir/IR/Matchers.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
@@ -96,67 +98,6 @@ static Value createRowReduction(
 
 namespace {
 
-/// The visibility rule of a `masked` step, as bounds on (r - c) and c for
-/// score (r, c): query q_start + r, key k_start + c. With
-/// off = k_len - q_len, key j is visible from query i iff j < k_len and
-/// i + off - left <= j <= i + off + right, i.e. with
-/// base = q_start - k_start + off:
-///   c < k_len - k_start,  r - c <= left - base,  r - c >= -right - base.
-/// Computed once per step, outside the tile loop.
-struct MaskBounds {
-  Value keyLimit;         // k_len - k_start
-  Value maxDiff, minDiff; // bounds on r - c, when the side is bounded
-
-  static MaskBounds build(OpBuilder &b, Location loc, OnlineAttentionOp op) {
-    auto index = [&](int64_t v) -> Value {
-      return arith::ConstantIndexOp::create(b, loc, v);
-    };
-    MaskBounds bounds;
-    Value kStart = op.getKStart(), kLen = op.getKLen();
-    bounds.keyLimit = arith::SubIOp::create(b, loc, kLen, kStart);
-    AttentionMask mask = op.getMask();
-    if (mask.isFull())
-      return bounds;
-    Value off = arith::SubIOp::create(b, loc, kLen, op.getQLen());
-    Value base = arith::AddIOp::create(
-        b, loc, arith::SubIOp::create(b, loc, op.getQStart(), kStart), off);
-    if (mask.hasLeft())
-      bounds.maxDiff =
-          arith::SubIOp::create(b, loc, mask.buildLeft(b, loc), base);
-    if (mask.hasRight()) {
-      Value negRight =
-          mask.right
-              ? index(-*mask.right)
-              : arith::SubIOp::create(b, loc, index(0), mask.buildRight(b, loc))
-                    .getResult();
-      bounds.minDiff = arith::SubIOp::create(b, loc, negRight, base);
-    }
-    return bounds;
-  }
-
-  /// Whether score (r, c) is visible; built inside a generic body.
-  Value isVisible(OpBuilder &b, Location loc) const {
-    Value r = linalg::IndexOp::create(b, loc, 0);
-    Value c = linalg::IndexOp::create(b, loc, 1);
-    Value visible =
-        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, c, keyLimit);
-    if (!maxDiff && !minDiff)
-      return visible;
-    Value diff = arith::SubIOp::create(b, loc, r, c);
-    if (maxDiff)
-      visible = arith::AndIOp::create(
-          b, loc, visible,
-          arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sle, diff,
-                                maxDiff));
-    if (minDiff)
-      visible = arith::AndIOp::create(
-          b, loc, visible,
-          arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sge, diff,
-                                minDiff));
-    return visible;
-  }
-};
-
 struct DecomposeOnlineAttention final : OpRewritePattern<OnlineAttentionOp> {
   using OpRewritePattern::OpRewritePattern;
 
@@ -191,9 +132,9 @@ struct DecomposeOnlineAttention final : OpRewritePattern<OnlineAttentionOp> {
         ScoreFactors::build(rewriter, loc, op.buildScale(rewriter, loc),
                             op.buildSoftcap(rewriter, loc), log2e);
     Value cValue = factors.expFactor;
-    std::optional<MaskBounds> mask;
+    std::optional<fa::detail::TileVisibility> mask;
     if (op.isMasked())
-      mask = MaskBounds::build(rewriter, loc, op);
+      mask = fa::detail::TileVisibility::build(rewriter, loc, op);
     if (softcap || mask) {
       Value inScale, outScale;
       if (softcap) {

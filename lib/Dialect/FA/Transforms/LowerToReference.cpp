@@ -51,9 +51,10 @@ static int64_t staticOf(OpFoldResult ofr) {
 class ReferenceBuilder {
 public:
   ReferenceBuilder(OpBuilder &b, Location loc, Type elementType, Value scale,
-                   AttentionMask mask, Value softcap)
+                   MaskAttrInterface mask, ValueRange maskOperands,
+                   Value softcap)
       : b(b), loc(loc), elementType(elementType), scale(scale), mask(mask),
-        softcap(softcap) {}
+        maskOperands(maskOperands), softcap(softcap) {}
 
   /// Computes the problem sizes from q, k, v and the tensors shaped like q's
   /// rows (`rowTensors`: out, dout, lse), and casts all of them to types that
@@ -76,7 +77,7 @@ public:
 
   /// isVisible for the current (i, j) = loops (3, 4) of a score generic.
   Value isVisibleHere(OpBuilder &nb, Location nl) {
-    if (mask.isFull())
+    if (!mask)
       return nullptr;
     Value i = linalg::IndexOp::create(nb, nl, 3);
     Value j = linalg::IndexOp::create(nb, nl, 4);
@@ -128,15 +129,17 @@ public:
   Type elementType;
   /// f32 values (constants or run-time operands); softcap null when absent.
   Value scale;
-  AttentionMask mask;
+  /// The op's mask (null when it hides no key) and its operands.
+  MaskAttrInterface mask;
+  ValueRange maskOperands;
   Value softcap;
 
-  // Problem sizes (static where known) and `Nk - Nq`, the mask offset.
+  // Problem sizes (static where known), and Nq, Nk as values for the mask.
   OpFoldResult batch, headsQ, headsKV, group, seqQ, seqK;
   int64_t headDim = 0, valueHeadDim = 0;
-  Value diagOffset;
-  /// Run-time window bounds (index), built once outside the bodies.
-  Value dynamicLeft, dynamicRight;
+  Value seqQValue, seqKValue;
+  /// The mask's parameters, built once outside the bodies.
+  SmallVector<Value> maskParams;
 };
 
 SmallVector<Value> ReferenceBuilder::normalize(Value q, Value k, Value v,
@@ -193,17 +196,11 @@ SmallVector<Value> ReferenceBuilder::normalize(Value q, Value k, Value v,
                 getValueOrCreateConstantIndexOp(b, loc, headsKV))
                 .getResult();
   }
-  if (!ShapedType::isDynamic(nqS) && !ShapedType::isDynamic(nkS)) {
-    diagOffset = arith::ConstantIndexOp::create(b, loc, nkS - nqS);
-  } else {
-    diagOffset = arith::SubIOp::create(
-        b, loc, getValueOrCreateConstantIndexOp(b, loc, seqK),
-        getValueOrCreateConstantIndexOp(b, loc, seqQ));
+  if (mask) {
+    seqQValue = getValueOrCreateConstantIndexOp(b, loc, seqQ);
+    seqKValue = getValueOrCreateConstantIndexOp(b, loc, seqK);
+    maskParams = mask.buildParameters(b, loc, maskOperands);
   }
-  if (mask.dynamicLeft)
-    dynamicLeft = mask.buildLeft(b, loc);
-  if (mask.dynamicRight)
-    dynamicRight = mask.buildRight(b, loc);
   return result;
 }
 
@@ -326,33 +323,9 @@ Value ReferenceBuilder::scoreFromRaw(OpBuilder &nb, Location nl, Value raw) {
 
 Value ReferenceBuilder::isVisible(OpBuilder &nb, Location nl, Value i,
                                   Value j) {
-  if (mask.isFull())
+  if (!mask)
     return nullptr;
-  // Bottom-right aligned: query i's diagonal is key i + Nk - Nq. Signed
-  // compares: the bounds may be negative.
-  Value diag = arith::AddIOp::create(nb, nl, i, diagOffset);
-  Value visible;
-  auto conjoin = [&](Value cond) {
-    visible = visible ? arith::AndIOp::create(nb, nl, visible, cond).getResult()
-                      : cond;
-  };
-  if (mask.hasLeft()) {
-    Value lo = arith::SubIOp::create(
-        nb, nl, diag,
-        mask.left
-            ? arith::ConstantIndexOp::create(nb, nl, *mask.left).getResult()
-            : dynamicLeft);
-    conjoin(arith::CmpIOp::create(nb, nl, arith::CmpIPredicate::sge, j, lo));
-  }
-  if (mask.hasRight()) {
-    Value hi = arith::AddIOp::create(
-        nb, nl, diag,
-        mask.right
-            ? arith::ConstantIndexOp::create(nb, nl, *mask.right).getResult()
-            : dynamicRight);
-    conjoin(arith::CmpIOp::create(nb, nl, arith::CmpIPredicate::sle, j, hi));
-  }
-  return visible;
+  return mask.buildVisible(nb, nl, maskParams, i, j, seqQValue, seqKValue);
 }
 
 //===----------------------------------------------------------------------===//
@@ -365,9 +338,11 @@ struct LowerAttention final : OpRewritePattern<AttentionOp> {
   LogicalResult matchAndRewrite(AttentionOp op,
                                 PatternRewriter &rewriter) const override {
     Type elementType = op.getQuery().getType().getElementType();
-    ReferenceBuilder rb(rewriter, op.getLoc(), elementType,
-                        op.buildScale(rewriter, op.getLoc()), op.getMask(),
-                        op.buildSoftcap(rewriter, op.getLoc()));
+    ReferenceBuilder rb(
+        rewriter, op.getLoc(), elementType,
+        op.buildScale(rewriter, op.getLoc()),
+        op.hasMaskRule() ? op.getMaskAttr() : MaskAttrInterface(),
+        op.getMaskOperands(), op.buildSoftcap(rewriter, op.getLoc()));
     SmallVector<Value> operands =
         rb.normalize(op.getQuery(), op.getKey(), op.getValue(), {});
     Value q = rb.expandHeads(operands[0]), k = operands[1], v = operands[2];
@@ -475,9 +450,11 @@ struct LowerAttentionBackward final : OpRewritePattern<AttentionBackwardOp> {
   LogicalResult matchAndRewrite(AttentionBackwardOp op,
                                 PatternRewriter &rewriter) const override {
     Type elementType = op.getQuery().getType().getElementType();
-    ReferenceBuilder rb(rewriter, op.getLoc(), elementType,
-                        op.buildScale(rewriter, op.getLoc()), op.getMask(),
-                        op.buildSoftcap(rewriter, op.getLoc()));
+    ReferenceBuilder rb(
+        rewriter, op.getLoc(), elementType,
+        op.buildScale(rewriter, op.getLoc()),
+        op.hasMaskRule() ? op.getMaskAttr() : MaskAttrInterface(),
+        op.getMaskOperands(), op.buildSoftcap(rewriter, op.getLoc()));
     SmallVector<Value> operands =
         rb.normalize(op.getQuery(), op.getKey(), op.getValue(),
                      {op.getOut(), op.getLse(), op.getDout()});

@@ -182,7 +182,7 @@ FailureOr<OpTraits> traitsOf(Operation *op) {
     t.dv = attention.getValueHeadDim();
     t.elt = attention.getQuery().getType().getElementType();
     // Constant or run-time: a mask or a softcap is code either way.
-    t.plain = attention.getMask().isFull() && !attention.hasSoftcap();
+    t.plain = !attention.hasMaskRule() && !attention.hasSoftcap();
   };
   if (auto fwd = dyn_cast<AttentionOp>(op)) {
     fill(fwd);

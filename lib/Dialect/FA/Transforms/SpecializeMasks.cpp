@@ -1,8 +1,9 @@
 //===- SpecializeMasks.cpp - Masks as loop structure ----------------------===//
 //
-// A query block of rows [r0, r1] sees, through the causal / sliding-window
-// mask, only a band of keys. This pass rewrites the key loop that
-// `fa-tile-attention` emits,
+// A query block of rows [r0, r1] sees, through the step's mask, only some
+// key blocks, and some of them whole: the mask's key-block range
+// (MaskAttrInterface::buildKeyBlockRange). This pass rewrites the key loop
+// that `fa-tile-attention` emits,
 //
 //   scf.for %k = 0 to %Nk step Bc iter_args(state) {
 //     state = fa.online_attention ... masked(%q0, %k, %Nq, %Nk) ...
@@ -10,7 +11,9 @@
 //
 // into
 //
-//   scf.for %k = lo     to fullLo step Bc { masked step }   (left boundary)
+//   scf.for %k = lo     to fullLo step Bc { masked step }   (left boundary;
+//                                                            only if the
+//                                                            rule has one)
 //   scf.for %k = fullLo to fullHi step Bc { unmasked step } (fully visible)
 //   scf.for %k = fullHi to hi     step Bc { masked step }   (right boundary,
 //                                                            sequence tail)
@@ -74,51 +77,6 @@ OnlineAttentionOp getSpecializableStep(scf::ForOp loop) {
   return step;
 }
 
-/// Index arithmetic helpers (signed: key offsets can be negative).
-struct IndexMath {
-  IndexMath(OpBuilder &b, Location loc) : b(b), loc(loc) {}
-  OpBuilder &b;
-  Location loc;
-  /// One constant op per value. Keyed by the attribute, not the int64_t:
-  /// DenseMap reserves two int64_t keys (INT64_MAX and INT64_MIN) as its
-  /// empty and tombstone markers.
-  llvm::DenseMap<Attribute, Value> constants;
-
-  Value cst(int64_t v) {
-    Value &c = constants[b.getIndexAttr(v)];
-    if (!c)
-      c = arith::ConstantIndexOp::create(b, loc, v);
-    return c;
-  }
-  Value add(Value x, Value y) {
-    return b.createOrFold<arith::AddIOp>(loc, x, y);
-  }
-  Value sub(Value x, Value y) {
-    return b.createOrFold<arith::SubIOp>(loc, x, y);
-  }
-  Value min(Value x, Value y) {
-    return b.createOrFold<arith::MinSIOp>(loc, x, y);
-  }
-  Value max(Value x, Value y) {
-    return b.createOrFold<arith::MaxSIOp>(loc, x, y);
-  }
-  Value mul(Value x, Value y) {
-    return b.createOrFold<arith::MulIOp>(loc, x, y);
-  }
-  /// Largest multiple of `blk` <= max(x, 0).
-  Value alignDown(Value x, Value blk) {
-    Value nonNeg = max(x, cst(0));
-    return mul(arith::DivUIOp::create(b, loc, nonNeg, blk), blk);
-  }
-  /// Smallest multiple of `blk` >= max(x, 0).
-  Value alignUp(Value x, Value blk) {
-    Value nonNeg = max(x, cst(0));
-    return mul(arith::CeilDivUIOp::create(b, loc, nonNeg, blk), blk);
-  }
-  /// clamp(x, lo, hi) with lo <= hi.
-  Value clamp(Value x, Value lo, Value hi) { return min(max(x, lo), hi); }
-};
-
 /// Replaces `step` (masked) with the same step without any mask.
 void dropMask(RewriterBase &rewriter, OnlineAttentionOp step) {
   OpBuilder::InsertionGuard guard(rewriter);
@@ -129,74 +87,43 @@ void dropMask(RewriterBase &rewriter, OnlineAttentionOp step) {
       step.getKey(), step.getValue(), step.getAcc(), step.getMax(),
       step.getSum(), /*q_start=*/Value(), /*k_start=*/Value(),
       /*q_len=*/Value(), /*k_len=*/Value(), step.getDynamicSoftcap(),
-      step.getDynamicScale(), /*dynamic_window=*/ValueRange(),
-      step.getScaleAttr(), /*causal=*/nullptr,
-      /*window=*/nullptr, step.getSoftcapAttr(), step.getExp2Attr());
+      step.getDynamicScale(), /*mask_operands=*/ValueRange(),
+      step.getScaleAttr(), /*mask=*/nullptr, step.getSoftcapAttr(),
+      step.getExp2Attr());
   rewriter.replaceOp(step, unmasked.getResults());
 }
 
 /// Splits `loop` into boundary / full / boundary loops (see file header).
 void specializeKeyLoop(RewriterBase &rewriter, scf::ForOp loop,
                        OnlineAttentionOp step) {
-  AttentionMask mask = step.getMask();
   rewriter.setInsertionPoint(loop);
-  IndexMath m{rewriter, loop.getLoc()};
-
+  Location loc = loop.getLoc();
   int64_t br = cast<RankedTensorType>(step.getQuery().getType()).getDimSize(0);
-  Value bc = loop.getStep();
-  Value qLen = step.getQLen(), kLen = step.getKLen();
-  // First and last real query row of the block (padding rows past Nq are
-  // discarded by the caller, so they need not be exact), and the diagonal's
-  // offset: key j is visible from row i iff i + off - left <= j <= i + off +
-  // right. Only built when the mask has a band.
-  Value rowFirst = step.getQStart(), rowLast, off;
-  // The bounds where first used: constants through the uniqued ones, a
-  // run-time bound built once.
-  Value dynamicLeft, dynamicRightPlusOne;
-  auto left = [&]() -> Value {
-    if (mask.left)
-      return m.cst(*mask.left);
-    if (!dynamicLeft)
-      dynamicLeft = mask.buildLeft(rewriter, loop.getLoc());
-    return dynamicLeft;
-  };
-  auto rightPlusOne = [&]() -> Value {
-    if (mask.right)
-      return m.cst(*mask.right + 1);
-    if (!dynamicRightPlusOne)
-      dynamicRightPlusOne =
-          m.add(mask.buildRight(rewriter, loop.getLoc()), m.cst(1));
-    return dynamicRightPlusOne;
-  };
-  if (!mask.isFull()) {
-    rowLast = m.max(m.sub(m.min(m.add(rowFirst, m.cst(br)), qLen), m.cst(1)),
-                    rowFirst);
-    off = m.sub(kLen, qLen);
-  }
-
-  // [lo, hi): blocks that hold a key visible from some row of the block.
+  int64_t bc = cast<RankedTensorType>(step.getKey().getType()).getDimSize(0);
+  // The mask's key blocks for this query block; a step masked only for the
+  // key tail sees every block of [0, Nk), the last one partially.
+  MaskAttrInterface mask = step.getMaskAttr();
+  if (!mask)
+    mask = MaskAttr::get(rewriter.getContext(), MaskAttr::kUnbounded,
+                         MaskAttr::kUnbounded);
+  SmallVector<Value> params =
+      mask.buildParameters(rewriter, loc, step.getMaskOperands());
+  MaskBlockRange blocks =
+      mask.buildKeyBlockRange(rewriter, loc, params, step.getQStart(), br, bc,
+                              step.getQLen(), step.getKLen());
+  // The bounds are key offsets, at most Nk: no farther than the loop's own
+  // bound when that is the step's k_len (fa-tile-attention's), else clamped
+  // to it too.
+  Value lo = blocks.begin, fullLo = blocks.fullBegin, fullHi = blocks.fullEnd,
+        hi = blocks.end;
   Value ub = loop.getUpperBound();
-  Value lo = m.cst(0);
-  if (mask.hasLeft())
-    lo = m.alignDown(m.sub(m.add(rowFirst, off), left()), bc);
-  Value lastKey = kLen;
-  if (mask.hasRight())
-    lastKey = m.min(kLen, m.add(m.add(rowLast, off), rightPlusOne()));
-  Value hi = m.alignUp(lastKey, bc);
-  if (mask.hasLeft())
-    hi = m.max(hi, lo);
-  hi = m.min(hi, ub);
-  if (mask.hasLeft())
-    lo = m.min(lo, hi);
-
-  // [fullLo, fullHi): blocks whose every key is visible from every row.
-  Value fullLo = lo;
-  if (mask.hasLeft())
-    fullLo = m.clamp(m.alignUp(m.sub(m.add(rowLast, off), left()), bc), lo, hi);
-  Value fullEnd = kLen;
-  if (mask.hasRight())
-    fullEnd = m.min(kLen, m.add(m.add(rowFirst, off), rightPlusOne()));
-  Value fullHi = m.clamp(m.alignDown(fullEnd, bc), fullLo, hi);
+  if (ub != step.getKLen()) {
+    auto clip = [&](Value &v) {
+      v = rewriter.createOrFold<arith::MinSIOp>(loc, v, ub);
+    };
+    for (Value *v : {&lo, &fullLo, &fullHi, &hi})
+      clip(*v);
+  }
 
   auto cloneWithBounds = [&](Value from, Value to, ValueRange inits) {
     auto clone = cast<scf::ForOp>(rewriter.clone(*loop));
@@ -209,9 +136,9 @@ void specializeKeyLoop(RewriterBase &rewriter, scf::ForOp loop,
   };
 
   ValueRange state = loop.getInitArgs();
-  // With no left bound every block from 0 on may be fully visible: no left
-  // boundary loop.
-  if (mask.hasLeft())
+  // A rule that leaves no partial block before the full ones (no left
+  // bound): no left boundary loop.
+  if (blocks.fullBegin != blocks.begin)
     state = cloneWithBounds(lo, fullLo, state).getResults();
   scf::ForOp full = cloneWithBounds(fullLo, fullHi, state);
   dropMask(rewriter, *full.getBody()->getOps<OnlineAttentionOp>().begin());

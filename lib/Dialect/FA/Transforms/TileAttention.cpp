@@ -178,9 +178,8 @@ struct TileAttentionPattern final : OpRewritePattern<AttentionOp> {
               nb, nloc, state[0].getType(), state[1].getType(),
               state[2].getType(), qTile, kTile, vTile, state[0], state[1],
               state[2], qStart, kStart, nq, nk, op.getDynamicSoftcap(),
-              op.getDynamicScale(), op.getDynamicWindow(), op.getStaticScale(),
-              op.getCausalAttr(), op.getWindowAttr(), op.getSoftcapAttr(),
-              /*exp2=*/nullptr);
+              op.getDynamicScale(), op.getMaskOperands(), op.getStaticScale(),
+              op.getMaskAttr(), op.getSoftcapAttr(), /*exp2=*/nullptr);
           scf::YieldOp::create(nb, nloc, step.getResults());
         });
 

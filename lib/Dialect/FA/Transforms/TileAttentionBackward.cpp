@@ -17,7 +17,7 @@
 //
 // The per-tile math is the step op's (fa-decompose-attention-backward-step
 // expands it into linalg; a GPU lowering maps it to MMA fragments). The step
-// is `masked` only when the op has a causal/window mask or the keys may have
+// is `masked` only when the op has a mask hiding keys or the keys may have
 // a tail. The softmax scale is applied once to the f32 dK/dQ accumulators
 // instead of to every tile product: the same sum, fewer multiplies.
 //
@@ -87,19 +87,15 @@ struct BackwardPlan {
   /// scalars as the steps take them.
   Value scale;
   ScoreScalars scalars;
-  bool causal;
-  DenseI64ArrayAttr window;
-  ValueRange dynamicWindow;
-  AttentionMask mask;
-  /// Run-time window bounds as index values (built once, before the nests);
-  /// null for a constant or absent side.
-  Value dynamicLeft, dynamicRight;
+  /// The op's mask (null when it hides no key), its operands, and its
+  /// parameters (built once, before the nests).
+  MaskAttrInterface mask;
+  ValueRange maskOperands;
+  SmallVector<Value> maskParams;
 
   Value query, key, value, dout, lse, delta;
 
   Value batch, numQHeads, numKVHeads, groupSize, seqQ, seqK;
-  /// Nk - Nq: the diagonal of the bottom-right aligned masks.
-  Value diagOffset;
   Value numQBlocks, numKBlocks;
   /// Whether the last query (key) block may be partial. Only then are tiles
   /// clipped and padded, and keys hidden by the step's mask.
@@ -292,90 +288,56 @@ static KeyBlock loadKeyBlock(OpBuilder &b, const BackwardPlan &p, Value batch,
 
 /// The one fa.attention_backward_step of a (query block, key block) pair,
 /// updating the accumulators given (dK/dV, dQ, or all three). It is masked
-/// when the op has a causal/window mask or the keys may have a tail; padded
+/// when the op has a mask hiding keys or the keys may have a tail; padded
 /// query rows need no mask (their LSE is +inf, hence P = 0).
 static AttentionBackwardStepOp buildStep(OpBuilder &b, const BackwardPlan &p,
                                          const QueryBlock &qBlk,
                                          const KeyBlock &kBlk, Value dkAcc,
                                          Value dvAcc, Value dqAcc) {
-  SmallVector<Value> maskOperands;
-  if (!p.mask.isFull() || p.keyTail)
-    maskOperands = {qBlk.start, kBlk.start, p.seqQ, p.seqK};
-  return AttentionBackwardStepOp::create(b, p.loc, qBlk.q, kBlk.k, kBlk.v,
-                                         qBlk.dout, qBlk.lse, qBlk.delta, dkAcc,
-                                         dvAcc, dqAcc, maskOperands, p.scalars,
-                                         p.causal, p.window, p.dynamicWindow);
+  SmallVector<Value> position;
+  if (p.mask || p.keyTail)
+    position = {qBlk.start, kBlk.start, p.seqQ, p.seqK};
+  return AttentionBackwardStepOp::create(
+      b, p.loc, qBlk.q, kBlk.k, kBlk.v, qBlk.dout, qBlk.lse, qBlk.delta, dkAcc,
+      dvAcc, dqAcc, position, p.scalars, p.mask,
+      p.mask ? p.maskOperands : ValueRange());
 }
 
 //===----------------------------------------------------------------------===//
 // Visible block ranges
 //===----------------------------------------------------------------------===//
 
-/// x + sign * bound for a window side: a constant folded in, or the run-time
-/// bound of the plan.
-static Value addBound(OpBuilder &b, Location loc, Value x,
-                      std::optional<int64_t> bound, Value dynamic,
-                      int64_t sign) {
-  if (bound)
-    return addIndex(b, loc, x, sign * *bound);
-  if (sign < 0)
-    return arith::SubIOp::create(b, loc, x, dynamic);
-  return arith::AddIOp::create(b, loc, x, dynamic);
+/// The visible blocks [begin, end) of a mask's range (element offsets) as
+/// block numbers: begin is a block's first element, end at most the sequence
+/// length.
+static std::pair<Value, Value> blockNumbers(OpBuilder &b, Location loc,
+                                            const MaskBlockRange &r,
+                                            int64_t block) {
+  Value size = indexConst(b, loc, block);
+  return {b.createOrFold<arith::DivUIOp>(loc, r.begin, size),
+          b.createOrFold<arith::CeilDivUIOp>(loc, r.end, size)};
 }
 
 /// Query blocks [lo, hi) that hold a row seeing a key of [kStart, kStart +
-/// Bc). Key j is visible from row i iff i + off - left <= j <= i + off +
-/// right, so rows before kStart - off - right see nothing of the block (right
-/// bound) and rows after kEnd - 1 - off + left neither (left bound). An empty
-/// range has hi <= lo.
+/// Bc): the mask's query-block range (all blocks without a mask).
 static std::pair<Value, Value>
 visibleQueryBlocks(OpBuilder &b, const BackwardPlan &p, Value kStart) {
-  Location loc = p.loc;
-  Value lo = indexConst(b, loc, 0), hi = p.numQBlocks;
-  Value blockQ = indexConst(b, loc, p.blockQ);
-  if (p.mask.hasRight()) {
-    Value first =
-        addBound(b, loc, arith::SubIOp::create(b, loc, kStart, p.diagOffset),
-                 p.mask.right, p.dynamicRight, -1);
-    first = arith::MaxSIOp::create(b, loc, first, lo);
-    lo = arith::DivSIOp::create(b, loc, first, blockQ);
-  }
-  if (p.mask.hasLeft()) {
-    Value kEnd = arith::MinSIOp::create(
-        b, loc, addIndex(b, loc, kStart, p.blockKV), p.seqK);
-    Value end =
-        addBound(b, loc, arith::SubIOp::create(b, loc, kEnd, p.diagOffset),
-                 p.mask.left, p.dynamicLeft, 1);
-    end = arith::MinSIOp::create(b, loc, end, p.seqQ);
-    hi = arith::CeilDivSIOp::create(b, loc, end, blockQ);
-  }
-  return {lo, hi};
+  if (!p.mask)
+    return {indexConst(b, p.loc, 0), p.numQBlocks};
+  MaskBlockRange r = p.mask.buildQueryBlockRange(
+      b, p.loc, p.maskParams, kStart, p.blockKV, p.blockQ, p.seqQ, p.seqK);
+  return blockNumbers(b, p.loc, r, p.blockQ);
 }
 
 /// Key blocks [lo, hi) holding a key visible from some row of [qStart,
-/// qStart + Br): the mirror image of visibleQueryBlocks.
+/// qStart + Br): the mask's key-block range.
 static std::pair<Value, Value>
 visibleKeyBlocks(OpBuilder &b, const BackwardPlan &p, Value qStart) {
-  Location loc = p.loc;
-  Value lo = indexConst(b, loc, 0), hi = p.numKBlocks;
-  Value blockKV = indexConst(b, loc, p.blockKV);
-  if (p.mask.hasLeft()) {
-    Value first =
-        addBound(b, loc, arith::AddIOp::create(b, loc, qStart, p.diagOffset),
-                 p.mask.left, p.dynamicLeft, -1);
-    first = arith::MaxSIOp::create(b, loc, first, lo);
-    lo = arith::DivSIOp::create(b, loc, first, blockKV);
-  }
-  if (p.mask.hasRight()) {
-    Value qEnd = arith::MinSIOp::create(
-        b, loc, addIndex(b, loc, qStart, p.blockQ), p.seqQ);
-    Value end =
-        addBound(b, loc, arith::AddIOp::create(b, loc, qEnd, p.diagOffset),
-                 p.mask.right, p.dynamicRight, 1);
-    end = arith::MinSIOp::create(b, loc, end, p.seqK);
-    hi = arith::CeilDivSIOp::create(b, loc, end, blockKV);
-  }
-  return {lo, hi};
+  if (!p.mask)
+    return {indexConst(b, p.loc, 0), p.numKBlocks};
+  MaskBlockRange r = p.mask.buildKeyBlockRange(
+      b, p.loc, p.maskParams, qStart, p.blockQ, p.blockKV, p.seqQ, p.seqK);
+  return blockNumbers(b, p.loc, r, p.blockKV);
 }
 
 //===----------------------------------------------------------------------===//
@@ -678,14 +640,11 @@ static BackwardPlan makePlan(OpBuilder &b, AttentionBackwardOp op,
   p.scale = op.buildScale(b, loc);
   p.scalars = {op.getStaticScale(), op.getDynamicScale(), op.getSoftcapAttr(),
                op.getDynamicSoftcap()};
-  p.causal = op.getCausal();
-  p.window = op.getWindowAttr();
-  p.dynamicWindow = op.getDynamicWindow();
-  p.mask = op.getMask();
-  if (p.mask.dynamicLeft)
-    p.dynamicLeft = p.mask.buildLeft(b, loc);
-  if (p.mask.dynamicRight)
-    p.dynamicRight = p.mask.buildRight(b, loc);
+  if (op.hasMaskRule()) {
+    p.mask = op.getMaskAttr();
+    p.maskOperands = op.getMaskOperands();
+    p.maskParams = p.mask.buildParameters(b, loc, p.maskOperands);
+  }
   p.query = op.getQuery();
   p.key = op.getKey();
   p.value = op.getValue();
@@ -703,7 +662,6 @@ static BackwardPlan makePlan(OpBuilder &b, AttentionBackwardOp op,
                           .getResult();
   p.seqQ = dimValue(b, loc, p.query, 2);
   p.seqK = dimValue(b, loc, p.key, 2);
-  p.diagOffset = arith::SubIOp::create(b, loc, p.seqK, p.seqQ);
   p.numQBlocks = numBlocks(b, loc, p.seqQ, p.blockQ);
   p.numKBlocks = numBlocks(b, loc, p.seqK, p.blockKV);
   p.queryTail = mayHaveTail(p.query, 2, p.blockQ);

@@ -11,13 +11,13 @@ func.func @attention_layer(%q: tensor<2x8x?x128xbf16>,
         tensor<2x2x?x128xbf16>, tensor<2x2x?x128xbf16>) {
   // Forward: out = softmax(q k^T / sqrt(128) + causal mask) v, and the
   // log-sum-exp of each score row for the backward.
-  %out, %lse = fa.attention %q, %k, %v causal
+  %out, %lse = fa.attention %q, %k, %v mask<causal>
       : (tensor<2x8x?x128xbf16>, tensor<2x2x?x128xbf16>,
          tensor<2x2x?x128xbf16>)
       -> (tensor<2x8x?x128xbf16>, tensor<2x8x?xf32>)
   // Backward: recomputes the probabilities from lse; dk and dv sum over the
   // 4 query heads of each group.
-  %dq, %dk, %dv = fa.attention_backward %q, %k, %v, %out, %lse, %dout causal
+  %dq, %dk, %dv = fa.attention_backward %q, %k, %v, %out, %lse, %dout mask<causal>
       : (tensor<2x8x?x128xbf16>, tensor<2x2x?x128xbf16>,
          tensor<2x2x?x128xbf16>, tensor<2x8x?x128xbf16>,
          tensor<2x8x?xf32>, tensor<2x8x?x128xbf16>)

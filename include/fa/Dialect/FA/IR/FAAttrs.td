@@ -1,8 +1,9 @@
 //===- FAAttrs.td - FlashMLIR attributes -------------------*- tablegen -*-===//
 //
-// Attributes that carry decisions from one pass to the next: the kernel
-// configuration chosen by `fa-select-kernel-config` and read by the tiling
-// passes and the GPU conversions.
+// The attention mask (`#fa.mask`), and the attributes that carry decisions
+// from one pass to the next: the kernel configuration chosen by
+// `fa-select-kernel-config` and read by the tiling passes and the GPU
+// conversions.
 //
 //===----------------------------------------------------------------------===//
 
@@ -10,8 +11,54 @@
 #define FA_DIALECT_FA_IR_FAATTRS_TD
 
 include "fa/Dialect/FA/IR/FADialect.td"
+include "fa/Dialect/FA/IR/FAInterfaces.td"
 include "mlir/IR/AttrTypeBase.td"
 include "mlir/IR/EnumAttr.td"
+
+def FA_MaskAttr : AttrDef<FA_Dialect, "Mask",
+    [DeclareAttrInterfaceMethods<FA_MaskAttrInterface>]> {
+  let mnemonic = "mask";
+  let summary = "Causal and sliding-window masks, bottom-right aligned";
+  let description = [{
+    Key `j` is visible from query `i` iff
+    `i + off - left <= j <= i + off + right` with `off = Nk - Nq` (aligned
+    to the bottom-right corner of the score matrix, as FlashAttention 2.1+),
+    for each bounded side. Each side is a constant in [0, 2147483647] (the
+    GPU kernels compute the mask in i32), unbounded (`inf`), or a value
+    known at run time (`?`): an i64 mask operand of the op, one per `?` in
+    order left, right, where a negative value is unbounded (FlashAttention's
+    -1). What changes the code is only which sides are bounded, and by a
+    constant or not.
+
+    Forms: `none` (both unbounded: every key visible), `causal` (`window
+    inf, 0`), `window left, right`.
+
+    Example:
+    ```mlir
+    #fa.mask<causal>
+    #fa.mask<window 128, 0>   // causal, 128 keys to the left
+    #fa.mask<window ?, ?>     // both sizes are operands of the op
+    #fa.mask<window inf, 16>
+    ```
+  }];
+  let parameters = (ins "int64_t":$left, "int64_t":$right);
+  let hasCustomAssemblyFormat = 1;
+  let genVerifyDecl = 1;
+  let extraClassDeclaration = [{
+    /// Parameter values of a side that is not a constant bound.
+    static constexpr int64_t kUnbounded = -1;
+    static constexpr int64_t kDynamic = ::mlir::ShapedType::kDynamic;
+
+    static MaskAttr getCausal(::mlir::MLIRContext *context) {
+      return get(context, kUnbounded, 0);
+    }
+    bool isCausal() const { return getLeft() == kUnbounded && getRight() == 0; }
+    /// The number of `?` sides: the operands the mask takes.
+    unsigned getNumDynamicSides() const {
+      return (getLeft() == kDynamic) + (getRight() == kDynamic);
+    }
+  }];
+}
 
 def FA_MmaKind : I32EnumAttr<"MmaKind", "tensor-core MMA instructions", [
     I32EnumAttrCase<"MmaSync", 0, "mma_sync">,

@@ -33,9 +33,11 @@ def FA_Dialect : Dialect {
     Key j is visible from query i when, with `off = Nk - Nq` (masks are
     aligned to the bottom-right corner of the score matrix, as in
     FlashAttention 2.1+), `i + off - left <= j <= i + off + right`, where
-    `left`/`right` come from `window` (-1 = unbounded) and `causal` means
-    `right = 0`. A row with no visible key produces `out = 0` and
-    `lse = +inf` (FlashAttention's convention: the backward then recomputes
+    `left`/`right` come from the op's `mask` (`#fa.mask<window left, right>`,
+    a side `inf` when unbounded; `#fa.mask<causal>` is `right = 0`). Masks
+    implement `MaskAttrInterface`, through which every lowering builds them.
+    A row with no visible key produces `out = 0` and `lse = +inf`
+    (FlashAttention's convention: the backward then recomputes
     `P = exp(S - LSE) = 0` for that row), so no NaN ever escapes.
   }];
   let cppNamespace = "::mlir::fa";

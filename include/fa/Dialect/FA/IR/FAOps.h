@@ -14,6 +14,50 @@
 #include <limits>
 #include <optional>
 
+namespace mlir::fa {
+
+/// Largest window bound the dialect accepts: the GPU kernels compute the
+/// mask in i32, and the host code adds 1 to a bound.
+constexpr int64_t kMaxWindowBound = std::numeric_limits<int32_t>::max();
+
+/// One width of a band mask (MaskAttrInterface::getBand): a constant, an
+/// index value (a run-time parameter, never negative), or unbounded.
+struct MaskWidth {
+  std::optional<int64_t> constant;
+  Value value;
+
+  bool isBounded() const { return constant || value; }
+  /// The width as an index value at the builder's point (null when
+  /// unbounded).
+  Value build(OpBuilder &b, Location loc) const;
+};
+
+/// A diagonal band: key j is visible from query i iff
+/// `i + off - left <= j <= i + off + right` (off = Nk - Nq) for each bounded
+/// side.
+struct MaskBand {
+  MaskWidth left, right;
+};
+
+/// The blocks one block of the other side must visit, as index values: the
+/// offsets of their first elements (multiples of the block size), but `end`,
+/// which is at most the sequence length;
+/// `begin <= fullBegin <= fullEnd <= end`:
+///   [begin, end)         hold an element visible from some row of the
+///                        block: blocks outside are seen by nothing;
+///   [fullBegin, fullEnd) are seen whole by every row (the last, partial
+///                        block of a sequence never is): no mask needed.
+/// `fullBegin` is `begin` itself (the same value) when the rule leaves no
+/// partially visible block before the full ones. Loops step by the block
+/// size from one bound to the next (fa-specialize-masks), or divide them
+/// by it (fa-tile-attention-backward).
+struct MaskBlockRange {
+  Value begin, fullBegin, fullEnd, end;
+};
+
+} // namespace mlir::fa
+
+#include "fa/Dialect/FA/IR/FAAttrInterfaces.h.inc"
 #include "fa/Dialect/FA/IR/FAEnums.h.inc"
 #define GET_ATTRDEF_CLASSES
 #include "fa/Dialect/FA/IR/FAAttrs.h.inc"
@@ -33,10 +77,6 @@ constexpr llvm::StringLiteral kKernelConfigAttrName = "fa.kernel_config";
 
 /// Largest head dimension the dialect accepts (FlashAttention's limit).
 constexpr int64_t kMaxHeadDim = 256;
-
-/// Largest window bound the dialect accepts: the GPU kernels compute the
-/// mask in i32, and the host code adds 1 to a bound.
-constexpr int64_t kMaxWindowBound = std::numeric_limits<int32_t>::max();
 
 /// The score scalars of an op as the tile-level ops take them: the scale and
 /// the softcap, each a constant attribute or an f32 value known at run time
@@ -73,46 +113,6 @@ struct ScoreFactors {
 
   static ScoreFactors build(OpBuilder &b, Location loc, Value scale,
                             Value softcap, double log2Base);
-};
-
-/// The visibility rule of an attention op, in one place so that every
-/// lowering (reference, tiled, GPU) agrees on it. Key j is visible from query
-/// i iff `i + off - left <= j <= i + off + right` with `off = Nk - Nq`; an
-/// unbounded side is neither a constant nor a value. `causal` is
-/// `right = 0`. A side known at run time is an i64 value (a negative value
-/// is unbounded): what changes the code is only which sides are bounded.
-struct AttentionMask {
-  std::optional<int64_t> left;
-  std::optional<int64_t> right;
-  Value dynamicLeft;
-  Value dynamicRight;
-
-  /// `dynamicWindow` is empty or the (left, right) operands; with `causal`
-  /// the right one is ignored.
-  static AttentionMask get(bool causal, DenseI64ArrayAttr window,
-                           ValueRange dynamicWindow = {});
-
-  bool hasLeft() const { return left || dynamicLeft; }
-  bool hasRight() const { return right || dynamicRight; }
-  /// True when every key is visible from every query.
-  bool isFull() const { return !hasLeft() && !hasRight(); }
-
-  /// The bounds as index values at the builder's point (null when
-  /// unbounded): the constant, or the run-time value with a negative one
-  /// made kMaxWindowBound.
-  Value buildLeft(OpBuilder &b, Location loc) const;
-  Value buildRight(OpBuilder &b, Location loc) const;
-
-  /// Constant masks only.
-  bool isVisible(int64_t i, int64_t j, int64_t nq, int64_t nk) const {
-    assert(!dynamicLeft && !dynamicRight && "a run-time window");
-    int64_t diag = i + nk - nq;
-    if (left && j < diag - *left)
-      return false;
-    if (right && j > diag + *right)
-      return false;
-    return j >= 0 && j < nk;
-  }
 };
 
 } // namespace mlir::fa

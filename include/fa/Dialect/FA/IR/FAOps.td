@@ -31,6 +31,9 @@ defvar scoreScalarsDeclaration = [{
     bool hasSoftcap() { return getSoftcapAttr() || getDynamicSoftcap(); }
     /// The scalars as a tile-level op takes them.
     ::mlir::fa::ScoreScalars getScoreScalars();
+    /// Whether the op's mask hides some key: it has one, and not one that
+    /// sees everything (`#fa.mask<none>`).
+    bool hasMaskRule() { return getMaskAttr() && !getMaskAttr().isFull(); }
 }];
 
 class FA_AttentionOpBase<string mnemonic, list<Trait> traits = []>
@@ -40,11 +43,6 @@ class FA_AttentionOpBase<string mnemonic, list<Trait> traits = []>
     /// the op has neither the attribute nor a `scale` operand; null when the
     /// scale is an operand.
     ::mlir::FloatAttr getStaticScale();
-    /// The mask this op applies; see `::mlir::fa::AttentionMask`.
-    ::mlir::fa::AttentionMask getMask() {
-      return ::mlir::fa::AttentionMask::get(getCausal(), getWindowAttr(),
-                                           getDynamicWindow());
-    }
     /// Head dimensions of q/k and of v.
     int64_t getHeadDim() { return getQuery().getType().getDimSize(3); }
     int64_t getValueHeadDim() { return getValue().getType().getDimSize(3); }
@@ -72,15 +70,15 @@ def FA_AttentionOp : FA_AttentionOpBase<"attention"> {
     - `scale`: softmax scale, > 0 (default `1/sqrt(D)`): a constant
       (`scale 0.125`) or an f32 value known at run time (`scale %s`; the
       caller guarantees it is positive and finite).
-    - `causal`: key j is visible from query i iff `j <= i + Nk - Nq`
-      (bottom-right aligned when Nq != Nk).
-    - `window [left, right]`: sliding window, `-1` = unbounded on that side,
-      bounds at most 2147483647 (the GPU kernels compute the mask in i32).
-      With `causal`, `right` must be 0. Or two i64 values known at run time,
-      `window(%left, %right)`: a negative value is unbounded on that side
-      (as FlashAttention's -1), and with `causal` the right value is
-      ignored. The sizes do not change the code, only whether there is a
-      window.
+    - `mask`: which keys each query sees, an attribute implementing
+      `MaskAttrInterface` (default: every key). `mask<causal>`: key j is
+      visible from query i iff `j <= i + Nk - Nq` (bottom-right aligned when
+      Nq != Nk); `mask<window left, right>`: a sliding window, each side a
+      constant in [0, 2147483647] (the GPU kernels compute the mask in i32),
+      `inf`, or `?`: a value known at run time, an i64 mask operand
+      (`mask<window ?, ?>(%left, %right)`, one per `?`) where a negative
+      value is unbounded (as FlashAttention's -1). See `#fa.mask`. The
+      sizes do not change the code, only which sides are bounded.
     - `softcap`: scores become `softcap * tanh(s / softcap)` (after `scale`,
       before the mask and the softmax); a constant or an f32 value, as
       `scale`. Whether there is a softcap changes the code, its value does
@@ -93,11 +91,11 @@ def FA_AttentionOp : FA_AttentionOpBase<"attention"> {
     Example:
 
     ```mlir
-    %out, %lse = fa.attention %q, %k, %v causal scale 0.125
+    %out, %lse = fa.attention %q, %k, %v mask<causal> scale 0.125
         : (tensor<2x8x?x64xbf16>, tensor<2x2x?x64xbf16>, tensor<2x2x?x64xbf16>)
         -> (tensor<2x8x?x64xbf16>, tensor<2x8x?xf32>)
     // The scale as a run-time value (a kernel argument on the GPU).
-    %out, %lse = fa.attention %q, %k, %v causal scale %s
+    %out, %lse = fa.attention %q, %k, %v mask<causal> scale %s
         : (tensor<2x8x?x64xbf16>, tensor<2x2x?x64xbf16>, tensor<2x2x?x64xbf16>,
            f32) -> (tensor<2x8x?x64xbf16>, tensor<2x8x?xf32>)
     ```
@@ -109,10 +107,9 @@ def FA_AttentionOp : FA_AttentionOpBase<"attention"> {
     FA_Rank4Tensor:$value,
     Optional<F32>:$dynamic_softcap,
     Optional<F32>:$dynamic_scale,
-    Variadic<I64>:$dynamic_window,
+    Variadic<I64>:$mask_operands,
     OptionalAttr<F32Attr>:$scale,
-    UnitAttr:$causal,
-    OptionalAttr<DenseI64ArrayAttr>:$window,
+    OptionalAttr<FA_MaskAttrInterface>:$mask,
     OptionalAttr<F32Attr>:$softcap,
     OptionalAttr<FA_KernelConfigAttr>:$kernel_config
   );
@@ -120,8 +117,7 @@ def FA_AttentionOp : FA_AttentionOpBase<"attention"> {
 
   let assemblyFormat = [{
     $query `,` $key `,` $value
-    (`causal` $causal^)?
-    custom<Window>($dynamic_window, $window)
+    custom<Mask>($mask_operands, $mask)
     custom<Softcap>($dynamic_softcap, $softcap)
     custom<Scale>($dynamic_scale, $scale)
     attr-dict `:` functional-type(operands, results)
@@ -132,12 +128,11 @@ def FA_AttentionOp : FA_AttentionOpBase<"attention"> {
     OpBuilder<(ins "::mlir::Value":$query, "::mlir::Value":$key,
                    "::mlir::Value":$value,
                    CArg<"::mlir::FloatAttr", "{}">:$scale,
-                   CArg<"bool", "false">:$causal,
-                   CArg<"::mlir::DenseI64ArrayAttr", "{}">:$window,
+                   CArg<"::mlir::fa::MaskAttrInterface", "{}">:$mask,
                    CArg<"::mlir::FloatAttr", "{}">:$softcap,
                    CArg<"::mlir::Value", "{}">:$dynamicScale,
                    CArg<"::mlir::Value", "{}">:$dynamicSoftcap,
-                   CArg<"::mlir::ValueRange", "{}">:$dynamicWindow)>
+                   CArg<"::mlir::ValueRange", "{}">:$maskOperands)>
   ];
 
   let hasVerifier = 1;
@@ -162,7 +157,8 @@ def FA_AttentionBackwardOp : FA_AttentionOpBase<"attention_backward"> {
     Example:
 
     ```mlir
-    %dq, %dk, %dv = fa.attention_backward %q, %k, %v, %out, %lse, %dout causal
+    %dq, %dk, %dv = fa.attention_backward %q, %k, %v, %out, %lse, %dout
+        mask<causal>
         : (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>,
            tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>,
            tensor<1x4x128xf32>, tensor<1x4x128x64xf16>)
@@ -180,10 +176,9 @@ def FA_AttentionBackwardOp : FA_AttentionOpBase<"attention_backward"> {
     FA_Rank4Tensor:$dout,
     Optional<F32>:$dynamic_softcap,
     Optional<F32>:$dynamic_scale,
-    Variadic<I64>:$dynamic_window,
+    Variadic<I64>:$mask_operands,
     OptionalAttr<F32Attr>:$scale,
-    UnitAttr:$causal,
-    OptionalAttr<DenseI64ArrayAttr>:$window,
+    OptionalAttr<FA_MaskAttrInterface>:$mask,
     OptionalAttr<F32Attr>:$softcap,
     UnitAttr:$deterministic,
     OptionalAttr<FA_KernelConfigAttr>:$kernel_config
@@ -193,8 +188,7 @@ def FA_AttentionBackwardOp : FA_AttentionOpBase<"attention_backward"> {
 
   let assemblyFormat = [{
     $query `,` $key `,` $value `,` $out `,` $lse `,` $dout
-    (`causal` $causal^)?
-    custom<Window>($dynamic_window, $window)
+    custom<Mask>($mask_operands, $mask)
     custom<Softcap>($dynamic_softcap, $softcap)
     custom<Scale>($dynamic_scale, $scale)
     (`deterministic` $deterministic^)?
@@ -206,13 +200,12 @@ def FA_AttentionBackwardOp : FA_AttentionOpBase<"attention_backward"> {
                    "::mlir::Value":$value, "::mlir::Value":$out,
                    "::mlir::Value":$lse, "::mlir::Value":$dout,
                    CArg<"::mlir::FloatAttr", "{}">:$scale,
-                   CArg<"bool", "false">:$causal,
-                   CArg<"::mlir::DenseI64ArrayAttr", "{}">:$window,
+                   CArg<"::mlir::fa::MaskAttrInterface", "{}">:$mask,
                    CArg<"::mlir::FloatAttr", "{}">:$softcap,
                    CArg<"bool", "false">:$deterministic,
                    CArg<"::mlir::Value", "{}">:$dynamicScale,
                    CArg<"::mlir::Value", "{}">:$dynamicSoftcap,
-                   CArg<"::mlir::ValueRange", "{}">:$dynamicWindow)>
+                   CArg<"::mlir::ValueRange", "{}">:$maskOperands)>
   ];
 
   let hasVerifier = 1;
@@ -286,10 +279,9 @@ def FA_OnlineAttentionOp : FA_Op<"online_attention", [Pure,
     Optional<Index>:$k_len,
     Optional<F32>:$dynamic_softcap,
     Optional<F32>:$dynamic_scale,
-    Variadic<I64>:$dynamic_window,
+    Variadic<I64>:$mask_operands,
     OptionalAttr<F32Attr>:$scale,
-    UnitAttr:$causal,
-    OptionalAttr<DenseI64ArrayAttr>:$window,
+    OptionalAttr<FA_MaskAttrInterface>:$mask,
     OptionalAttr<F32Attr>:$softcap,
     UnitAttr:$exp2
   );
@@ -299,8 +291,7 @@ def FA_OnlineAttentionOp : FA_Op<"online_attention", [Pure,
   let assemblyFormat = [{
     $query `,` $key `,` $value `into` $acc `,` $max `,` $sum
     (`masked` `(` $q_start^ `,` $k_start `,` $q_len `,` $k_len `)`)?
-    (`causal` $causal^)?
-    custom<Window>($dynamic_window, $window)
+    custom<Mask>($mask_operands, $mask)
     custom<Softcap>($dynamic_softcap, $softcap)
     custom<Scale>($dynamic_scale, $scale)
     (`exp2` $exp2^)?
@@ -312,10 +303,6 @@ def FA_OnlineAttentionOp : FA_Op<"online_attention", [Pure,
   let hasCanonicalizer = 1;
   let extraClassDeclaration = scoreScalarsDeclaration # [{
     bool isMasked() { return getQStart() != nullptr; }
-    ::mlir::fa::AttentionMask getMask() {
-      return ::mlir::fa::AttentionMask::get(getCausal(), getWindowAttr(),
-                                           getDynamicWindow());
-    }
   }];
 }
 
@@ -386,7 +373,7 @@ def FA_AttentionBackwardStepOp : FA_Op<"attention_backward_step", [Pure,
     With `masked`, the four index operands place the tile in the sequences
     (`q_start`, `k_start`) and give their lengths (`q_len`, `k_len`): key
     `j = k_start + c` is visible from query `i = q_start + r` by the rule of
-    `fa.attention` (`off = k_len - q_len`, `causal`, `window`) and only when
+    `fa.attention` (`off = k_len - q_len`, the `mask`) and only when
     `j < k_len`. Without `masked` the op applies no mask at all: the tile pair
     is fully visible. Padded query rows need no mask: an `lse` of `+inf`
     gives them `p = 0`, hence no contribution.
@@ -397,7 +384,7 @@ def FA_AttentionBackwardStepOp : FA_Op<"attention_backward_step", [Pure,
     ```mlir
     %dk, %dv, %dq = fa.attention_backward_step %q, %k, %v, %do, %lse, %delta
         dkv(%dk0, %dv0) dq(%dq0) masked(%q_start, %k_start, %nq, %nk)
-        causal scale 0.125
+        mask<causal> scale 0.125
         : tensor<64x128xbf16>, tensor<64x128xbf16>, tensor<64x128xbf16>,
           tensor<64x128xbf16>, tensor<64xf32>
         -> tensor<64x128xf32>, tensor<64x128xf32>, tensor<64x128xf32>
@@ -420,10 +407,9 @@ def FA_AttentionBackwardStepOp : FA_Op<"attention_backward_step", [Pure,
     Optional<Index>:$k_len,
     Optional<F32>:$dynamic_softcap,
     Optional<F32>:$dynamic_scale,
-    Variadic<I64>:$dynamic_window,
+    Variadic<I64>:$mask_operands,
     OptionalAttr<F32Attr>:$scale,
-    UnitAttr:$causal,
-    OptionalAttr<DenseI64ArrayAttr>:$window,
+    OptionalAttr<FA_MaskAttrInterface>:$mask,
     OptionalAttr<F32Attr>:$softcap
   );
   let results = (outs Optional<FA_Rank2F32Tensor>:$new_dk,
@@ -437,8 +423,7 @@ def FA_AttentionBackwardStepOp : FA_Op<"attention_backward_step", [Pure,
     (`dkv` `(` $dk_acc^ `,` $dv_acc `)`)?
     (`dq` `(` $dq_acc^ `)`)?
     (`masked` `(` $q_start^ `,` $k_start `,` $q_len `,` $k_len `)`)?
-    (`causal` $causal^)?
-    custom<Window>($dynamic_window, $window)
+    custom<Mask>($mask_operands, $mask)
     custom<Softcap>($dynamic_softcap, $softcap)
     custom<Scale>($dynamic_scale, $scale)
     attr-dict `:` type($query) `,` type($key) `,` type($value) `,`
@@ -450,27 +435,23 @@ def FA_AttentionBackwardStepOp : FA_Op<"attention_backward_step", [Pure,
 
   let builders = [
     // Infers the result types from the accumulators (null when absent).
-    // `maskOperands` is empty, or q_start, k_start, q_len and k_len;
-    // `scalars` gives the scale and softcap, as attributes or values.
+    // `tilePosition` is empty, or q_start, k_start, q_len and k_len;
+    // `scalars` gives the scale and softcap, as attributes or values;
+    // `maskOperands` are the run-time values of the mask.
     OpBuilder<(ins "::mlir::Value":$query, "::mlir::Value":$key,
                    "::mlir::Value":$value, "::mlir::Value":$dout,
                    "::mlir::Value":$lse, "::mlir::Value":$delta,
                    "::mlir::Value":$dkAcc, "::mlir::Value":$dvAcc,
-                   "::mlir::Value":$dqAcc, "::mlir::ValueRange":$maskOperands,
+                   "::mlir::Value":$dqAcc, "::mlir::ValueRange":$tilePosition,
                    "const ::mlir::fa::ScoreScalars &":$scalars,
-                   CArg<"bool", "false">:$causal,
-                   CArg<"::mlir::DenseI64ArrayAttr", "{}">:$window,
-                   CArg<"::mlir::ValueRange", "{}">:$dynamicWindow)>
+                   CArg<"::mlir::fa::MaskAttrInterface", "{}">:$mask,
+                   CArg<"::mlir::ValueRange", "{}">:$maskOperands)>
   ];
 
   let hasVerifier = 1;
   let hasCanonicalizer = 1;
   let extraClassDeclaration = scoreScalarsDeclaration # [{
     bool isMasked() { return getQStart() != nullptr; }
-    ::mlir::fa::AttentionMask getMask() {
-      return ::mlir::fa::AttentionMask::get(getCausal(), getWindowAttr(),
-                                           getDynamicWindow());
-    }
   }];
 }
 

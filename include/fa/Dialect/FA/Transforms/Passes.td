@@ -16,7 +16,7 @@ def FALowerToReference : Pass<"fa-lower-to-reference"> {
 
     Before:
     ```mlir
-    %o, %lse = fa.attention %q, %k, %v causal : ...
+    %o, %lse = fa.attention %q, %k, %v mask<causal> : ...
     ```
     After: `linalg.generic` ops for `S = scale * Q K^T`, the mask, the row
     max, `exp`, the row sum, `P V`, and `lse = max + log(sum)`.
@@ -46,11 +46,11 @@ def FASelectKernelConfig : Pass<"fa-select-kernel-config"> {
 
     Before:
     ```mlir
-    %o, %l = fa.attention %q, %k, %v causal : (tensor<?x?x?x128xbf16>, ...)
+    %o, %l = fa.attention %q, %k, %v mask<causal> : (tensor<?x?x?x128xbf16>, ...)
     ```
     After (`chip=sm_90a`):
     ```mlir
-    %o, %l = fa.attention %q, %k, %v causal {kernel_config =
+    %o, %l = fa.attention %q, %k, %v mask<causal> {kernel_config =
         #fa.kernel_config<"sm_90a", wgmma, block_q = 128, block_kv = 128,
                           warps = 8, stages = 2>} : ...
     ```
@@ -90,7 +90,7 @@ def FATileAttention : Pass<"fa-tile-attention"> {
     zeros and hidden by the step's mask, so B, H and N may be dynamic.
 
     Every step is `masked` here (it hides keys past Nk and applies the op's
-    causal/window mask); `fa-specialize-masks` then splits the loop so only
+    mask); `fa-specialize-masks` then splits the loop so only
     boundary blocks pay for the mask.
 
     The forall carries `mapping = [#gpu.block<z>, #gpu.block<y>,
@@ -166,7 +166,7 @@ def FATileAttentionBackward : Pass<"fa-tile-attention-backward"> {
     parallel over query blocks, in a fixed order.
 
     The innermost body is one `fa.attention_backward_step` per (query
-    block, key block) pair, `masked` when the op has a causal/window mask or
+    block, key block) pair, `masked` when the op has a mask or
     the keys may have a tail; `fa-decompose-attention-backward-step` expands
     it into linalg. The scale is applied once, by the epilogues, to the
     finished f32 dK and dQ.
@@ -180,14 +180,14 @@ def FATileAttentionBackward : Pass<"fa-tile-attention-backward"> {
 
     Before:
     ```mlir
-    %dq, %dk, %dv = fa.attention_backward %q, %k, %v, %o, %lse, %do causal
+    %dq, %dk, %dv = fa.attention_backward %q, %k, %v, %o, %lse, %do mask<causal>
         : ...
     ```
     After (fast mode, innermost loop body):
     ```mlir
     %dk1, %dv1, %dq1 = fa.attention_backward_step %qt, %kt, %vt, %dot,
         %lset, %dit dkv(%dk, %dv) dq(%dqt)
-        masked(%q_start, %k_start, %nq, %nk) causal scale 0.125 : ...
+        masked(%q_start, %k_start, %nq, %nk) mask<causal> scale 0.125 : ...
     ```
   }];
   let options = [
