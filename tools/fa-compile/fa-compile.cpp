@@ -329,18 +329,25 @@ KernelConfig configFromOp(OpT op, const KernelConfig &flags) {
 
 /// The host function's memref arguments in order, as the launcher names
 /// them (fa-compile's ABI: the functions it builds, and an input file's).
-const SmallVector<fa::HostArgument> kForwardArgs = {
-    {"q", {"B", "Hq", "Nq", "D"}},
-    {"k", {"B", "Hkv", "Nk", "D"}},
-    {"v", {"B", "Hkv", "Nk", "Dv"}},
-    {"out", {"B", "Hq", "Nq", "Dv"}},
-    {"lse", {"B", "Hq", "Nq"}}};
-const SmallVector<fa::HostArgument> kBackwardArgs = {
-    {"q", {"B", "Hq", "Nq", "D"}},     {"k", {"B", "Hkv", "Nk", "D"}},
-    {"v", {"B", "Hkv", "Nk", "Dv"}},   {"out", {"B", "Hq", "Nq", "Dv"}},
-    {"dout", {"B", "Hq", "Nq", "Dv"}}, {"lse", {"B", "Hq", "Nq"}},
-    {"dq", {"B", "Hq", "Nq", "D"}},    {"dk", {"B", "Hkv", "Nk", "D"}},
-    {"dv", {"B", "Hkv", "Nk", "Dv"}}};
+/// Function-local statics: no global constructors.
+ArrayRef<fa::HostArgument> forwardArgs() {
+  static const SmallVector<fa::HostArgument> args = {
+      {"q", {"B", "Hq", "Nq", "D"}},
+      {"k", {"B", "Hkv", "Nk", "D"}},
+      {"v", {"B", "Hkv", "Nk", "Dv"}},
+      {"out", {"B", "Hq", "Nq", "Dv"}},
+      {"lse", {"B", "Hq", "Nq"}}};
+  return args;
+}
+ArrayRef<fa::HostArgument> backwardArgs() {
+  static const SmallVector<fa::HostArgument> args = {
+      {"q", {"B", "Hq", "Nq", "D"}},     {"k", {"B", "Hkv", "Nk", "D"}},
+      {"v", {"B", "Hkv", "Nk", "Dv"}},   {"out", {"B", "Hq", "Nq", "Dv"}},
+      {"dout", {"B", "Hq", "Nq", "Dv"}}, {"lse", {"B", "Hq", "Nq"}},
+      {"dq", {"B", "Hq", "Nq", "D"}},    {"dk", {"B", "Hkv", "Nk", "D"}},
+      {"dv", {"B", "Hkv", "Nk", "Dv"}}};
+  return args;
+}
 
 StringRef dtypeName(Type elt) {
   return elt.isBF16() ? "bf16" : elt.isF16() ? "f16" : "f32";
@@ -781,7 +788,7 @@ LogicalResult compileOne(MLIRContext &ctx, const KernelConfig &flags,
     manifest["dkv_split"] = kernelConfig.getDkvSplit();
   if (!config.backward()) {
     FailureOr<llvm::json::Object> k =
-        describeLaunch(launches[0], host, kForwardArgs, roles);
+        describeLaunch(launches[0], host, forwardArgs(), roles);
     if (failed(k))
       return failure();
     manifest["stages"] = kernelConfig.getStages();
@@ -792,7 +799,7 @@ LogicalResult compileOne(MLIRContext &ctx, const KernelConfig &flags,
     llvm::json::Array kernels, workspace;
     for (gpu::LaunchFuncOp launch : launches) {
       FailureOr<llvm::json::Object> k =
-          describeLaunch(launch, host, kBackwardArgs, roles);
+          describeLaunch(launch, host, backwardArgs(), roles);
       if (failed(k))
         return failure();
       kernels.push_back(std::move(*k));
@@ -803,7 +810,7 @@ LogicalResult compileOne(MLIRContext &ctx, const KernelConfig &flags,
       if (!tag)
         return WalkResult::advance();
       FailureOr<SmallVector<std::string, 4>> sizes =
-          fa::describeAllocation(alloc, host, kBackwardArgs);
+          fa::describeAllocation(alloc, host, backwardArgs());
       if (failed(sizes))
         return WalkResult::interrupt();
       llvm::json::Array dims;
