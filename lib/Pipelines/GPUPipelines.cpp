@@ -58,7 +58,8 @@ static void addKernelToBinaryPasses(OpPassManager &pm, StringRef chip,
   kernel.addPass(memref::createExpandStridedMetadataPass());
   kernel.addPass(createLowerAffinePass());
   kernel.addPass(createConvertGpuOpsToNVVMOps());
-  // NVVM ops built on inline PTX (wgmma.mma_async).
+  // faptx ops and NVVM ops built on inline PTX (wgmma.mma_async).
+  kernel.addPass(createFAConvertFAPTXToLLVM());
   kernel.addPass(createConvertNVVMToLLVMPass());
   kernel.addPass(createCanonicalizerPass());
   kernel.addPass(createCSEPass());
@@ -124,6 +125,13 @@ void mlir::fa::buildGPUBackwardPipeline(
   // matches.
   pm.addPass(createCSEPass());
   pm.addPass(createFAConvertTiledAttentionBackwardToGPU());
+  addKernelToBinaryPasses(pm, options.chip, ptxFeatures(options),
+                          options.toolkit, options.format,
+                          options.shortSharedPointers);
+}
+
+void mlir::fa::buildGPUToBinaryPipeline(
+    OpPassManager &pm, const GPUToBinaryPipelineOptions &options) {
   addKernelToBinaryPasses(pm, options.chip, ptxFeatures(options),
                           options.toolkit, options.format,
                           options.shortSharedPointers);
@@ -215,4 +223,9 @@ void mlir::fa::registerFAGPUPipelines() {
       "fa.attention_backward on memrefs to the FlashAttention backward "
       "kernels (mma.sync or wgmma) and their PTX in one gpu.binary",
       buildGPUBackwardPipeline);
+  registerGPUPipeline<GPUToBinaryPipelineOptions>(
+      "fa-gpu-to-binary",
+      "GPU-level IR (gpu.launch ops or gpu.modules of gpu, nvgpu, nvvm and "
+      "faptx ops) to NVVM and its PTX in a gpu.binary",
+      buildGPUToBinaryPipeline);
 }

@@ -71,7 +71,7 @@ def FAConvertTiledAttentionToGPU : Pass<"fa-convert-tiled-attention-to-gpu"> {
     "::mlir::LLVM::LLVMDialect", "::mlir::math::MathDialect",
     "::mlir::memref::MemRefDialect", "::mlir::nvgpu::NVGPUDialect",
     "::mlir::NVVM::NVVMDialect", "::mlir::scf::SCFDialect",
-    "::mlir::vector::VectorDialect"
+    "::mlir::vector::VectorDialect", "::mlir::faptx::FAPTXDialect"
   ];
 }
 
@@ -126,8 +126,30 @@ def FAConvertTiledAttentionBackwardToGPU
     "::mlir::LLVM::LLVMDialect", "::mlir::math::MathDialect",
     "::mlir::memref::MemRefDialect", "::mlir::nvgpu::NVGPUDialect",
     "::mlir::NVVM::NVVMDialect", "::mlir::scf::SCFDialect",
-    "::mlir::vector::VectorDialect"
+    "::mlir::vector::VectorDialect", "::mlir::faptx::FAPTXDialect"
   ];
+}
+
+def FAConvertFAPTXToLLVM : Pass<"fa-convert-faptx-to-llvm"> {
+  let summary = "Lower the faptx ops to llvm.inline_asm, one pattern per op";
+  let description = [{
+    Rewrites each `faptx` op into the inline PTX it stands for (see the
+    dialect's documentation), leaving every other op alone. The GPU
+    pipelines run it on the kernel modules before `convert-nvvm-to-llvm`;
+    `populateFAPTXToLLVMPatterns` gives the patterns to a larger
+    conversion.
+
+    Before:
+    ```mlir
+    faptx.red_global_add %addr, [%x, %y]
+    ```
+    After:
+    ```mlir
+    llvm.inline_asm has_side_effects "red.global.add.v2.f32 [$0], {$1, $2};",
+        "l,f,f" %addr, %x, %y : (i64, f32, f32) -> ()
+    ```
+  }];
+  let dependentDialects = ["::mlir::LLVM::LLVMDialect"];
 }
 
 #endif // FA_CONVERSION_PASSES_TD

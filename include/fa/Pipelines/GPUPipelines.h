@@ -90,11 +90,23 @@ struct GPUBackwardPipelineOptions
 void buildGPUBackwardPipeline(OpPassManager &pm,
                               const GPUBackwardPipelineOptions &options);
 
+/// Options of the GPU-to-binary pipeline: the target only.
+struct GPUToBinaryPipelineOptions
+    : public GPUTargetPipelineOptions<GPUToBinaryPipelineOptions> {};
+
+/// The back half every GPU pipeline ends with, for GPU-level IR written or
+/// produced elsewhere: gpu.launch ops outlined into gpu.modules, which are
+/// lowered (gpu, nvgpu, nvvm and faptx ops) to NVVM and serialized into a
+/// gpu.binary holding the PTX (format=isa).
+void buildGPUToBinaryPipeline(OpPassManager &pm,
+                              const GPUToBinaryPipelineOptions &options);
+
 /// The CUDA toolkit whose libdevice the PTX links: $CUDA_HOME, $CUDA_PATH,
 /// $CUDA_ROOT or /usr/local/cuda, the first holding nvvm/libdevice; "" if none.
 std::string findCudaToolkit();
 
-/// Registers `fa-gpu-forward` and `fa-gpu-backward` with the global registry.
+/// Registers `fa-gpu-forward`, `fa-gpu-backward` and `fa-gpu-to-binary`
+/// with the global registry.
 void registerFAGPUPipelines();
 
 } // namespace mlir::fa

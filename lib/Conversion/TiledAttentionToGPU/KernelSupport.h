@@ -11,6 +11,7 @@
 
 #include "fa/Dialect/FA/IR/FAOps.h"
 #include "fa/Dialect/FA/IR/KernelResources.h"
+#include "fa/Dialect/FAPTX/IR/FAPTX.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -439,14 +440,7 @@ public:
   /// `desc` as a value LLVM cannot hoist: descriptor offsets derived from it
   /// inside a loop are then computed where they are used instead of living
   /// in (64-bit) registers across the loop.
-  Value opaque(Value desc) {
-    return LLVM::InlineAsmOp::create(b, loc, desc.getType(), ValueRange{desc},
-                                     b.getStringAttr("mov.b64 $0, $1;"),
-                                     b.getStringAttr("=l,l"), b.getUnitAttr(),
-                                     UnitAttr(), LLVM::TailCallKindAttr(),
-                                     LLVM::AsmDialectAttr(), ArrayAttr())
-        .getResult(0);
-  }
+  Value opaque(Value desc) { return faptx::OpaqueOp::create(b, loc, desc); }
   /// `desc` advanced by `bytes` (index, a multiple of 16).
   Value advance(Value desc, Value bytes) {
     Value units = arith::IndexCastOp::create(
@@ -506,39 +500,11 @@ public:
 
   /// D += A * B with A [64, 16] from registers (`a`: 4 x i32 per thread) and
   /// B [16, n] in shared memory, MN-major (descriptor, transposed read).
-  /// MLIR's wgmma ops take A only from shared memory, hence inline PTX.
   SmallVector<Value> mmaRS(ArrayRef<Value> a, Value descB, int64_t n,
                            ArrayRef<Value> acc) {
-    int64_t na = n / 2;
-    std::string regs, constraints;
-    llvm::raw_string_ostream os(regs), cs(constraints);
-    for (int64_t i = 0; i < na; ++i)
-      os << (i ? ", " : "") << "$" << i;
-    for (int64_t i = 0; i < na; ++i)
-      cs << "=f,";
-    for (int64_t i = 0; i < na; ++i)
-      cs << i << ",";
-    cs << "r,r,r,r,l,n";
-    std::string type = elt.isF16() ? "f16" : "bf16";
-    std::string ptx = llvm::formatv(
-        "{{\n.reg .pred p;\nsetp.ne.b32 p, ${0}, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n{1}k16.f32.{2}.{2} "
-        "{{{3}}, {{${4}, ${5}, ${6}, ${7}}, ${8}, p, 1, 1, 1;\n}\n",
-        2 * na + 5, n, type, regs, 2 * na, 2 * na + 1, 2 * na + 2, 2 * na + 3,
-        2 * na + 4);
-    SmallVector<Value> operands(acc);
-    llvm::append_range(operands, a);
-    operands.push_back(descB);
-    operands.push_back(LLVM::ConstantOp::create(b, loc, b.getI32Type(), 1));
-    auto op = LLVM::InlineAsmOp::create(
-        b, loc, accType(n), operands, b.getStringAttr(ptx),
-        b.getStringAttr(constraints), b.getUnitAttr(), UnitAttr(),
-        LLVM::TailCallKindAttr(), LLVM::AsmDialectAttr(), ArrayAttr());
-    SmallVector<Value> res;
-    for (int64_t i = 0; i < na; ++i)
-      res.push_back(LLVM::ExtractValueOp::create(b, loc, op.getResult(0),
-                                                 ArrayRef<int64_t>{i}));
-    return res;
+    auto op = faptx::WgmmaMmaRSOp::create(b, loc, b.getI64IntegerAttr(n),
+                                          TypeAttr::get(elt), a, descB, acc);
+    return SmallVector<Value>(op.getResults());
   }
 
   /// Reads of wgmma results must stay after the wait, and the register
@@ -549,12 +515,7 @@ public:
   SmallVector<Value> fenceOperands(ArrayRef<Value> values) {
     SmallVector<Value> res;
     for (Value v : values)
-      res.push_back(LLVM::InlineAsmOp::create(
-                        b, loc, v.getType(), ValueRange{v}, b.getStringAttr(""),
-                        b.getStringAttr(v.getType().isF32() ? "=f,0" : "=r,0"),
-                        b.getUnitAttr(), UnitAttr(), LLVM::TailCallKindAttr(),
-                        LLVM::AsmDialectAttr(), ArrayAttr())
-                        .getResult(0));
+      res.push_back(faptx::OperandFenceOp::create(b, loc, v));
     return res;
   }
 

@@ -1375,15 +1375,11 @@ void KeyBlockKernel::stageAndReduce(ArrayRef<Value> dq, int64_t chunk,
             add(col0, c4));
     Value addr = arith::IndexCastOp::create(b, loc, b.getI64Type(),
                                             add(ptr, mul(offset, idx(4))));
-    SmallVector<Value> operands = {addr};
+    SmallVector<Value> values;
     for (int64_t e = 0; e < 4; ++e)
-      operands.push_back(
+      values.push_back(
           vector::ExtractOp::create(b, loc, v, ArrayRef<int64_t>{e}));
-    LLVM::InlineAsmOp::create(
-        b, loc, Type(), operands,
-        b.getStringAttr("red.global.add.v4.f32 [$0], {$1, $2, $3, $4};"),
-        b.getStringAttr("l,f,f,f,f"), b.getUnitAttr(), UnitAttr(),
-        LLVM::TailCallKindAttr(), LLVM::AsmDialectAttr(), ArrayAttr());
+    faptx::RedGlobalAddOp::create(b, loc, addr, values);
   }
   // The next unit of this warp overwrites the area.
   NVVM::SyncWarpOp::create(b, loc, all);
@@ -1427,11 +1423,7 @@ void KeyBlockKernel::addToAccumulator(ValueRange at, Value x, Value y) {
   Value base = memref::ExtractAlignedPointerAsIndexOp::create(b, loc, dqAcc);
   Value addr = arith::IndexCastOp::create(b, loc, b.getI64Type(),
                                           add(base, mul(offset, idx(4))));
-  LLVM::InlineAsmOp::create(
-      b, loc, Type(), ValueRange{addr, x, y},
-      b.getStringAttr("red.global.add.v2.f32 [$0], {$1, $2};"),
-      b.getStringAttr("l,f,f"), b.getUnitAttr(), UnitAttr(),
-      LLVM::TailCallKindAttr(), LLVM::AsmDialectAttr(), ArrayAttr());
+  faptx::RedGlobalAddOp::create(b, loc, addr, ValueRange{x, y});
 }
 
 void KeyBlockKernel::epilogue(ValueRange acc) {

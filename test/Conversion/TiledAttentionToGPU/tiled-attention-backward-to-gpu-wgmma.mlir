@@ -56,8 +56,8 @@
 // CHECK:             nvvm.cp.async.wait.group 0
 // CHECK-NEXT:        nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>, space = #nvvm.shared_space<cta>}
 // CHECK-NEXT:        gpu.barrier
-// CHECK:             %[[KAO:.*]] = llvm.inline_asm has_side_effects "mov.b64 $0, $1;", "=l,l" %[[KA]] : (i64) -> i64
-// CHECK-NEXT:        %[[VAO:.*]] = llvm.inline_asm has_side_effects "mov.b64 $0, $1;", "=l,l" %[[VA]] : (i64) -> i64
+// CHECK:             %[[KAO:.*]] = faptx.opaque %[[KA]]
+// CHECK-NEXT:        %[[VAO:.*]] = faptx.opaque %[[VA]]
 // S^T = K Q^T, then dP^T = V dO^T: two K-major chains of D / 16 = 8 k-steps
 // (N = Br = 64 queries), each starting from a zero accumulator, under one
 // commit and wait.
@@ -75,11 +75,11 @@
 // CHECK:             arith.cmpi sle
 // CHECK:             arith.select
 // dV += P^T dO, then dK += dS^T Q: Br / 16 = 4 register-A k-steps each
-// (N = 128: 64 accumulators, the packed P^T / dS^T in $128-$131). Committed
+// (N = 128: 64 accumulators, A from the packed P^T / dS^T registers). Committed
 // but not waited for: the dQ MMAs run behind them.
 // CHECK:             nvvm.wgmma.fence.aligned
-// CHECK-COUNT-8:     wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {$0, {{.*}}, $63}, {$128, $129, $130, $131}, $132, p, 1, 1, 1;
-// CHECK-NOT:         wgmma.mma_async.sync
+// CHECK-COUNT-8:     faptx.wgmma_mma_rs n = 128, bf16,
+// CHECK-NOT:         faptx.wgmma_mma_rs
 // CHECK:             nvvm.wgmma.commit.group.sync.aligned
 // CHECK-NOT:         nvvm.wgmma.wait
 // dS^T to shared memory straight from the packed bf16x2 A registers, then
@@ -90,8 +90,8 @@
 // CHECK-NEXT:        gpu.barrier
 // dQ = dS K in 64-column units (D / 64 = 2): dS^T read MN-major as A (<col>),
 // K read MN-major as B (<row>), Bc / 16 = 4 k-steps.
-// CHECK:             llvm.inline_asm has_side_effects "mov.b64 $0, $1;", "=l,l" %[[DSA]] : (i64) -> i64
-// CHECK:             llvm.inline_asm has_side_effects "mov.b64 $0, $1;", "=l,l" %[[KMN]] : (i64) -> i64
+// CHECK:             faptx.opaque %[[DSA]]
+// CHECK:             faptx.opaque %[[KMN]]
 // CHECK:             nvvm.wgmma.fence.aligned
 // CHECK:             nvvm.wgmma.mma_async {{.*}}, <m = 64, n = 64, k = 16>, D[<f32>, <zero>], A[<bf16>, <one>, <col>], B[<bf16>, <one>, <row>]
 // CHECK-COUNT-3:     nvvm.wgmma.mma_async {{.*}}, <m = 64, n = 64, k = 16>, D[<f32>, <one>], A[<bf16>, <one>, <col>], B[<bf16>, <one>, <row>]
@@ -105,16 +105,16 @@
 // CHECK:             memref.extract_aligned_pointer_as_index %[[ACC]]
 // CHECK:             scf.if
 // CHECK:               vector.load %[[STAGE]][%{{.*}}] : memref<4352xf32, #gpu.address_space<workgroup>>, vector<4xf32>
-// CHECK:               llvm.inline_asm has_side_effects "red.global.add.v4.f32 [$0], {$1, $2, $3, $4};", "l,f,f,f,f"
+// CHECK:               faptx.red_global_add %{{.*}}, [%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}]
 // CHECK:             nvvm.bar.warp.sync
 // The second column unit.
-// CHECK:             llvm.inline_asm has_side_effects "mov.b64 $0, $1;", "=l,l" %[[DSA]] : (i64) -> i64
-// CHECK:             llvm.inline_asm has_side_effects "mov.b64 $0, $1;", "=l,l" %[[KMN]] : (i64) -> i64
+// CHECK:             faptx.opaque %[[DSA]]
+// CHECK:             faptx.opaque %[[KMN]]
 // CHECK:             nvvm.wgmma.mma_async {{.*}} D[<f32>, <zero>], A[<bf16>, <one>, <col>], B[<bf16>, <one>, <row>]
-// CHECK:             red.global.add.v4.f32
+// CHECK:             faptx.red_global_add
 // dK and dV are read only after the last wait.
 // CHECK:             nvvm.wgmma.wait.group.sync.aligned 0
-// CHECK-NEXT:        llvm.inline_asm has_side_effects "", "=f,0"
+// CHECK-NEXT:        faptx.operand_fence %{{.*}} : f32
 // CHECK:             scf.yield
 // CHECK:           vector.store %{{.*}}, %arg7[{{.*}}] : memref<?x?x?x128xbf16, strided<[?, ?, ?, 1], offset: ?>>, vector<2xbf16>
 // CHECK:           vector.store %{{.*}}, %arg8[{{.*}}] : memref<?x?x?x128xbf16, strided<[?, ?, ?, 1], offset: ?>>, vector<2xbf16>
@@ -162,7 +162,7 @@ func.func @fast_causal_bf16_d128(%q: !q, %k: !q, %v: !q, %out: !q, %dout: !q, %l
 // CHECK:             nvvm.wgmma.commit.group.sync.aligned
 // CHECK-NEXT:        nvvm.wgmma.wait.group.sync.aligned 0
 // CHECK:             nvvm.wgmma.fence.aligned
-// CHECK-COUNT-8:     wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {$0, {{.*}}, $31}, {$64, $65, $66, $67}, $68, p, 1, 1, 1;
+// CHECK-COUNT-8:     faptx.wgmma_mma_rs n = 64, f16,
 // CHECK-NOT:         nvvm.wgmma.mma_async
 // CHECK:             nvvm.wgmma.commit.group.sync.aligned
 // CHECK-NEXT:        nvvm.wgmma.wait.group.sync.aligned 0

@@ -68,19 +68,19 @@
 // CHECK-NOT:         nvvm.wgmma.mma_async
 // CHECK:             nvvm.wgmma.commit.group.sync.aligned
 // CHECK-NEXT:        nvvm.wgmma.wait.group.sync.aligned 0
-// The results go through empty asm so that no read moves above the wait.
-// CHECK-NEXT:        llvm.inline_asm has_side_effects "", "=f,0"
+// The results go through operand fences so that no read moves above the wait.
+// CHECK-NEXT:        faptx.operand_fence %{{.*}} : f32
 // No mask on these blocks.
 // CHECK-NOT:         arith.cmpi sle
 // CHECK:             math.exp2
 // P stays in registers: packed bf16x2 words in the A-fragment layout.
 // CHECK:             llvm.bitcast %{{.*}} : vector<2xbf16> to i32
-// O += P V: Bc / 16 = 4 register-A wgmma (inline PTX: MLIR's op takes A only
+// O += P V: Bc / 16 = 4 register-A wgmma (faptx: MLIR's op takes A only
 // from shared memory) of 16 keys each, accumulating into the 32 O registers
-// ($0-$31) with P in $64-$67 and the V descriptor in $68.
+// with P's four packed registers and the V descriptor.
 // CHECK:             nvvm.wgmma.fence.aligned
-// CHECK:             llvm.inline_asm has_side_effects "{\0A.reg .pred p;\0Asetp.ne.b32 p, $69, 0;\0Awgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {$0, {{.*}}, $31}, {$64, $65, $66, $67}, $68, p, 1, 1, 1;\0A}\0A", "{{(=f,)+}}0,{{.*}},31,r,r,r,r,l,n" {{.*}}, %[[VBLK]], %{{.*}} : ({{.*}}, i32, i32, i32, i32, i64, i32) -> !llvm.struct<(f32
-// CHECK-COUNT-3:     wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16
+// CHECK:             faptx.wgmma_mma_rs n = 64, bf16, a[%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}], b %[[VBLK]], acc[
+// CHECK-COUNT-3:     faptx.wgmma_mma_rs n = 64, bf16,
 // CHECK:             nvvm.wgmma.commit.group.sync.aligned
 // CHECK-NEXT:        nvvm.wgmma.wait.group.sync.aligned 0
 // CHECK:             scf.yield
@@ -93,7 +93,7 @@
 // CHECK:             nvvm.wgmma.wait.group.sync.aligned 0
 // CHECK:             arith.cmpi sle
 // CHECK:             math.exp2
-// CHECK:             wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16
+// CHECK:             faptx.wgmma_mma_rs n = 64, bf16,
 // CHECK:             scf.yield
 // The epilogue is the mma.sync one: the O accumulators are laid out as C
 // fragments.
@@ -154,9 +154,9 @@ func.func @causal_bf16_d64(%q: !m, %k: !m, %v: !m, %o: !m, %lse: !l) {
 // CHECK-NOT:         arith.cmpi
 // CHECK:             math.exp2
 // CHECK:             llvm.bitcast %{{.*}} : vector<2xf16> to i32
-// 64 O registers ($0-$63), P in $128-$131, the V descriptor in $132.
+// 64 O registers (n = 128).
 // CHECK:             nvvm.wgmma.fence.aligned
-// CHECK-COUNT-4:     llvm.inline_asm has_side_effects "{\0A.reg .pred p;\0Asetp.ne.b32 p, $133, 0;\0Awgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {$0, {{.*}}, $63}, {$128, $129, $130, $131}, $132, p, 1, 1, 1;\0A}\0A"
+// CHECK-COUNT-4:     faptx.wgmma_mma_rs n = 128, f16,
 // CHECK:             nvvm.wgmma.commit.group.sync.aligned
 // CHECK-NEXT:        nvvm.wgmma.wait.group.sync.aligned 0
 // CHECK:             scf.yield
@@ -168,7 +168,7 @@ func.func @causal_bf16_d64(%q: !m, %k: !m, %v: !m, %o: !m, %lse: !l) {
 // CHECK:             arith.cmpi slt, %{{.*}}, %{{.*}} : i32
 // CHECK-NOT:         arith.cmpi sle
 // CHECK:             math.exp2
-// CHECK:             wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16
+// CHECK:             faptx.wgmma_mma_rs n = 128, f16,
 // CHECK:             scf.yield
 // CHECK:           vector.store %{{.*}}, %arg3[{{.*}}] : memref<?x?x?x128xf16, strided<[?, ?, ?, 1], offset: ?>>, vector<2xf16>
 // CHECK:           gpu.terminator
@@ -206,7 +206,7 @@ func.func @f16_d128(%q: !m, %k: !m, %v: !m, %o: !m, %lse: !l) {
 // CHECK-COUNT-5:     nvvm.wgmma.mma_async {{.*}} <m = 64, n = 64, k = 16>, D[<f32>, <one>]
 // CHECK-NOT:         nvvm.wgmma.mma_async
 // CHECK:             nvvm.wgmma.commit.group.sync.aligned
-// CHECK-COUNT-4:     wgmma.mma_async.sync.aligned.m64n96k16.f32.bf16.bf16 {$0, {{.*}}, $47}, {$96, $97, $98, $99}, $100
+// CHECK-COUNT-4:     faptx.wgmma_mma_rs n = 96, bf16,
 // CHECK:             scf.yield
 // CHECK:           vector.store %{{.*}}, %arg3[{{.*}}] : memref<?x?x?x96xbf16, strided<[?, ?, ?, 1], offset: ?>>, vector<2xbf16>
 func.func @bf16_d96(%q: !m, %k: !m, %v: !m, %o: !m, %lse: !l) {
@@ -264,7 +264,7 @@ func.func @bf16_d96(%q: !m, %k: !m, %v: !m, %o: !m, %lse: !l) {
 // CHECK:           scf.for
 // CHECK-COUNT-12:    nvvm.wgmma.mma_async {{.*}} <m = 64, n = 64, k = 16>
 // CHECK-NOT:         nvvm.wgmma.mma_async
-// CHECK:             wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16
+// CHECK:             faptx.wgmma_mma_rs n = 128, bf16,
 func.func @d192_dv128(%q: !mq, %k: !mq, %v: !mv, %o: !mv, %lse: !l) {
   %qt = bufferization.to_tensor %q restrict : !mq to !tq
   %kt = bufferization.to_tensor %k restrict : !mq to !tq
