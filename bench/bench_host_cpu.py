@@ -12,6 +12,7 @@ costs a few microseconds. torch.empty, autograd and the autograd engine are
 the CPU ones (on CUDA the backward runs on the device's engine thread).
 
     python3 bench/bench_host_cpu.py [--n 64 --d 64 --calls 20000] [--profile]
+        [--tensormaps [--alternate]]
 
 Prints per-call microseconds for the forward (no grad) and the
 forward+backward (torch.autograd.grad), the median and the minimum of
@@ -19,6 +20,12 @@ forward+backward (torch.autograd.grad), the median and the minimum of
 minimum is the steadier figure on a shared machine), and
 for reference PyTorch's SDPA on the same CPU tensors (its math back end:
 not comparable in absolute terms, it computes).
+
+--tensormaps: the forward kernels also take TMA tensor maps of q, k and v
+(fake_gpu's), encoded by a C function that writes its 128 bytes (the real
+driver's encoding costs more: time it on the device); --alternate: the
+calls alternate between two sets of tensors, so that every call encodes
+its maps (with the same tensors, a plan's maps are encoded once).
 """
 
 import argparse
@@ -44,6 +51,15 @@ int fm_ctx_get(void **p) { *p = current_ctx; return 0; }
 int fm_launch(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
               unsigned bz, unsigned smem, void *stream, void **params, void **extra)
 { return 0; }
+int fm_encode(unsigned long long *map, int type, unsigned rank, void *address,
+              const unsigned long long *dim, const unsigned long long *strides,
+              const unsigned *box, const unsigned *estr, int il, int sw, int l2, int oob) {
+  map[0] = (unsigned long long)address;
+  for (unsigned i = 0; i < rank; ++i) map[1 + i] = dim[i] ^ box[i] ^ estr[i];
+  for (unsigned i = 0; i + 1 < rank; ++i) map[6 + i] = strides[i];
+  for (unsigned i = 10; i < 16; ++i) map[i] = type ^ il ^ sw ^ l2 ^ oob;
+  return 0;
+}
 """
 
 
@@ -64,6 +80,10 @@ def main(argv=None) -> int:
     p.add_argument("--calls", type=int, default=20000)
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--profile", action="store_true", help="cProfile one fwd+bwd loop")
+    p.add_argument("--tensormaps", action="store_true",
+                   help="forward kernels that take tensor maps of q, k, v")
+    p.add_argument("--alternate", action="store_true",
+                   help="alternate two sets of tensors (every call encodes its maps)")
     p.add_argument("--only", choices=["fwd", "fwd+bwd"],
                    help="run --calls calls of this step after the warm-up and print nothing: "
                         "for `perf stat -e instructions:u` at two --calls, whose difference "
@@ -81,18 +101,28 @@ def main(argv=None) -> int:
     torch.set_num_threads(1)
     mp = MonkeyPatch()
     tmp = tempfile.mkdtemp(prefix="fm-host-")
-    fake = fake_gpu.install(mp, __import__("pathlib").Path(tmp))
+    fake = fake_gpu.install(mp, __import__("pathlib").Path(tmp), tensormaps=a.tensormaps)
     try:
         shape = (1, 1, a.n, a.d)
         q, k, v, dout = (torch.randn(shape, dtype=torch.bfloat16) for _ in range(4))
         qg, kg, vg = (t.clone().requires_grad_() for t in (q, k, v))
+        # a second set of the same shapes (--alternate)
+        sets = [(q, k, v), tuple(t.clone() for t in (q, k, v))]
+        gsets = [(qg, kg, vg), tuple(t.detach().clone().requires_grad_() for t in (q, k, v))]
+        turn = [0]
+
+        def pick(choices):
+            if a.alternate:
+                turn[0] ^= 1
+            return choices[turn[0]]
 
         def fwd():
             with torch.no_grad():
-                flashmlir.attention(q, k, v)
+                flashmlir.attention(*pick(sets))
 
         def fwd_bwd():
-            torch.autograd.grad(flashmlir.attention(qg, kg, vg), (qg, kg, vg), dout)
+            ts = pick(gsets)
+            torch.autograd.grad(flashmlir.attention(*ts), ts, dout)
 
         def sdpa_fwd():
             with torch.no_grad():
@@ -108,14 +138,15 @@ def main(argv=None) -> int:
         noop = _noop_library(tmp)
         noop.fm_set_ctx(ctypes.c_void_p(_cuda.device_info(0).context))
         drv = _cuda.driver()
-        for name, sym in (("cuLaunchKernel", "fm_launch"), ("cuCtxGetCurrent", "fm_ctx_get")):
+        for name, sym in (("cuLaunchKernel", "fm_launch"), ("cuCtxGetCurrent", "fm_ctx_get"),
+                          ("cuTensorMapEncodeTiled", "fm_encode")):
             fn = getattr(noop, sym)
             fn.restype, fn.argtypes = drv.fns[name].restype, drv.fns[name].argtypes
             drv.fns[name] = fn
         flashmlir.clear_caches()   # plans read the driver's functions when made
         fwd()
         fwd_bwd()
-        n_before = len(fake.ran)
+        n_before, encodes_before = len(fake.ran), len(fake.encodes)
 
         clock = time.thread_time if a.clock == "cpu" else time.perf_counter
 
@@ -138,7 +169,11 @@ def main(argv=None) -> int:
             ts = [timed(step, calls) for _ in range(a.repeats)]
             rows.append((label, statistics.median(ts), min(ts)))
         assert len(fake.ran) == n_before, "a launch reached the computing fake"
-        print(f"CPU proxy, per call ({a.clock} us), B=H=1 N={a.n} D={a.d} bf16, torch {torch.__version__}")
+        assert len(fake.encodes) == encodes_before, "an encode reached the Python fake"
+        maps = (" with tensor maps of q, k, v" + (", encoded on every call" if a.alternate else "")
+                if a.tensormaps else "")
+        print(f"CPU proxy, per call ({a.clock} us), B=H=1 N={a.n} D={a.d} bf16, "
+              f"torch {torch.__version__}{maps}")
         print(f"  {'':<26}{'median':>8}{'min':>8}")
         for label, med, low in rows:
             print(f"  {label:<26}{med:8.1f}{low:8.1f}")

@@ -6,8 +6,8 @@
 #   bash scripts/device-check.sh [--no-sanitize] [--no-sm80]
 #
 # 1. the GPU suites: the launch path and PyTorch integration
-#    (test_gpu_launch, test_gpu_compile, test_gpu_transformers and the fake
-#    drivers), test_gpu_attention, test_gpu_backward and test_gpu_head_dims
+#    (test_gpu_launch, test_gpu_compile, test_gpu_transformers,
+#    test_gpu_tensormap and the fake drivers), test_gpu_attention, test_gpu_backward and test_gpu_head_dims
 #    (every head dim and Dv != D pair) on the device's kernels, then
 #    test_gpu_head_dims again on the sm_80 (mma.sync) kernels;
 # 2. compute-sanitizer memcheck, racecheck, initcheck and synccheck over one
@@ -54,7 +54,8 @@ group() {
 
 T=python/tests
 group launch 150 X=1 -- $T/test_cuda_fake.py $T/test_backward_fake.py $T/test_interface_fake.py \
-  $T/test_gpu_launch.py $T/test_gpu_compile.py $T/test_gpu_transformers.py
+  $T/test_gpu_launch.py $T/test_gpu_compile.py $T/test_gpu_transformers.py \
+  $T/test_gpu_tensormap.py
 # The package set has a kernel for every variant these suites ask for: a
 # missing one (e.g. a manifest the reader refuses) fails instead of skipping.
 R=FLASHMLIR_REQUIRE_KERNELS=1

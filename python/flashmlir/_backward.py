@@ -81,6 +81,8 @@ def prepare(spec: M.KernelSpec, kernels: Sequence[Any], tensors: Mapping[str, An
 
 
 def launch(preps: Sequence[_launch.PreparedLaunch], stream: int) -> None:
-    """Issues the prepared launches in order on one stream."""
-    for p in preps:
-        _launch.launch_prepared(p, stream)
+    """Issues the prepared launches in order on one stream (their tensor
+    maps encoded before the first)."""
+    storages = [_launch.param_storage(p) for p in preps]
+    for p, s in zip(preps, storages):
+        _launch.launch_prepared(p, stream, s)

@@ -95,6 +95,14 @@ _SIGNATURES = [
     # CUDA >= 12.4 drivers; used only to cross-check the manifest when present.
     ("cuFuncGetParamInfo", CUresult,
      [CUfunction, c_size_t, POINTER(c_size_t), POINTER(c_size_t)], False),
+    # CUDA >= 12.0 drivers; needed only by kernels that take TMA tensor maps
+    # (_tensormap): map (64-byte aligned), data type, rank, address,
+    # globalDim, globalStrides, boxDim, elementStrides, interleave, swizzle,
+    # l2Promotion, oobFill.
+    ("cuTensorMapEncodeTiled", CUresult,
+     [c_void_p, c_int, ctypes.c_uint32, c_void_p, POINTER(ctypes.c_uint64),
+      POINTER(ctypes.c_uint64), POINTER(ctypes.c_uint32), POINTER(ctypes.c_uint32),
+      c_int, c_int, c_int, c_int], False),
 ]
 
 

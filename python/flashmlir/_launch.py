@@ -11,9 +11,10 @@ import ctypes
 import os
 import sys
 from dataclasses import dataclass
-from typing import Any, List, Mapping, Sequence, Tuple
+from typing import Any, List, Mapping, Optional, Sequence, Tuple
 
 from . import _manifest as M
+from . import _tensormap as T
 from ._errors import ExpressionError, LaunchError
 
 # torch dtype (as str()) -> manifest element type
@@ -78,10 +79,13 @@ _INT_RANGES = {"i32": (-2 ** 31, 2 ** 31 - 1), "u32": (0, 2 ** 32 - 1),
 @dataclass(frozen=True)
 class PackedParam:
     label: str
-    type: str          # 'ptr', 'i64', 'i32', 'f32', ...
-    value: Any         # the Python value
+    type: str          # 'ptr', 'i64', 'i32', 'f32', ..., 'tensormap'
+    value: Any         # the Python value (a tensor map: a _tensormap.MapArg)
 
     def ctype(self):
+        """The parameter's storage (a tensor map's: zeroed, encoded at launch)."""
+        if self.type == M.TENSORMAP:
+            return T.storage()
         return _CTYPES[self.type](self.value)
 
 
@@ -108,53 +112,77 @@ def pack_params(spec: M.KernelSpec, args: Mapping[str, Any],
     parameters: tensors or Memref; scalar parameters: evaluated from their
     manifest 'value' against `env` plus the non-tensor entries of `args`).
     Checks rank, dtype, dims (against `env`), unit last stride and 16-byte
-    alignment of every memref."""
+    alignment of every memref, and that the driver can map each tensor map
+    parameter's memref (its encoding, `_tensormap.encoding`)."""
     out: List[PackedParam] = []
     scalar_env = dict(env)
     for k, v in args.items():
         if isinstance(v, (int, float)) and not isinstance(v, bool):
             scalar_env[k] = v
+    memrefs = {p.name: _memref(spec, p, args, env) for p in spec.params if p.is_memref}
     for p in spec.params:
-        if not p.is_memref:
+        if p.is_memref:
+            out += _memref_slots(p.name, memrefs[p.name])
+        elif p.is_tensormap:
+            out.append(_map_slot(spec, p, memrefs[p.tensor]))
+        else:
             try:
                 val = p.value.evaluate(scalar_env)
             except ExpressionError as exc:
                 raise LaunchError(f"{spec.name}: scalar parameter {p.name}: {exc}") from None
             out.append(_slot(p.name, p.type, val))
-            continue
-        if p.name not in args:
-            raise LaunchError(f"{spec.name}: no tensor given for parameter {p.name!r} "
-                              f"(given: {', '.join(sorted(args))})")
-        m = memref_from_tensor(args[p.name])
-        where = f"{spec.name}: parameter {p.name}"
-        if len(m.sizes) != p.rank or len(m.strides) != p.rank:
-            raise LaunchError(f"{where} has rank {p.rank} but the tensor has "
-                              f"{len(m.sizes)} dimensions")
-        if m.dtype != p.dtype:
-            raise LaunchError(f"{where} must be {p.dtype}, got {m.dtype}")
-        if p.dims is not None:
-            try:
-                want = tuple(d.evaluate(env) for d in p.dims)
-            except ExpressionError as exc:
-                raise LaunchError(f"{where}: {exc}") from None
-            if want != m.sizes:
-                raise LaunchError(
-                    f"{where}: sizes {list(m.sizes)} differ from the manifest's "
-                    f"[{', '.join(d.text for d in p.dims)}] = {list(want)}")
-        if any(s < 0 for s in m.sizes) or any(s < 0 for s in m.strides):
-            raise LaunchError(f"{where}: negative size or stride {m.sizes} {m.strides}")
-        if p.rank > 0 and m.sizes[-1] > 1 and m.strides[-1] != 1:
-            raise LaunchError(f"{where}: the last dimension must be contiguous "
-                              f"(stride 1), got strides {list(m.strides)}")
-        if m.aligned % POINTER_ALIGNMENT:
-            raise LaunchError(f"{where}: data pointer {m.aligned:#x} is not "
-                              f"{POINTER_ALIGNMENT}-byte aligned")
-        out.append(_slot(f"{p.name}.allocated", "ptr", m.allocated))
-        out.append(_slot(f"{p.name}.aligned", "ptr", m.aligned))
-        out.append(_slot(f"{p.name}.offset", "i64", m.offset))
-        out += [_slot(f"{p.name}.sizes[{i}]", "i64", s) for i, s in enumerate(m.sizes)]
-        out += [_slot(f"{p.name}.strides[{i}]", "i64", s) for i, s in enumerate(m.strides)]
     return out
+
+
+def _map_slot(spec: M.KernelSpec, p: M.ParamSpec, m: Memref) -> PackedParam:
+    """The tensor map `p` of the (checked) memref `m`."""
+    where = f"{spec.name}: tensor map {p.name} of {p.tensor}"
+    if m.aligned % T.ADDRESS_ALIGNMENT:
+        raise LaunchError(f"{where}: data pointer {m.aligned:#x} is not "
+                          f"{T.ADDRESS_ALIGNMENT}-byte aligned")
+    enc = T.encoding(where, p, m.sizes, m.strides, M.ELEMENT_SIZES[m.dtype])
+    return PackedParam(p.name, M.TENSORMAP, T.MapArg(p.tensor, m.aligned, enc))
+
+
+def _memref(spec: M.KernelSpec, p: M.ParamSpec, args: Mapping[str, Any],
+            env: Mapping[str, Any]) -> Memref:
+    """The checked descriptor of memref parameter `p`'s tensor."""
+    if p.name not in args:
+        raise LaunchError(f"{spec.name}: no tensor given for parameter {p.name!r} "
+                          f"(given: {', '.join(sorted(args))})")
+    m = memref_from_tensor(args[p.name])
+    where = f"{spec.name}: parameter {p.name}"
+    if len(m.sizes) != p.rank or len(m.strides) != p.rank:
+        raise LaunchError(f"{where} has rank {p.rank} but the tensor has "
+                          f"{len(m.sizes)} dimensions")
+    if m.dtype != p.dtype:
+        raise LaunchError(f"{where} must be {p.dtype}, got {m.dtype}")
+    if p.dims is not None:
+        try:
+            want = tuple(d.evaluate(env) for d in p.dims)
+        except ExpressionError as exc:
+            raise LaunchError(f"{where}: {exc}") from None
+        if want != m.sizes:
+            raise LaunchError(
+                f"{where}: sizes {list(m.sizes)} differ from the manifest's "
+                f"[{', '.join(d.text for d in p.dims)}] = {list(want)}")
+    if any(s < 0 for s in m.sizes) or any(s < 0 for s in m.strides):
+        raise LaunchError(f"{where}: negative size or stride {m.sizes} {m.strides}")
+    if p.rank > 0 and m.sizes[-1] > 1 and m.strides[-1] != 1:
+        raise LaunchError(f"{where}: the last dimension must be contiguous "
+                          f"(stride 1), got strides {list(m.strides)}")
+    if m.aligned % POINTER_ALIGNMENT:
+        raise LaunchError(f"{where}: data pointer {m.aligned:#x} is not "
+                          f"{POINTER_ALIGNMENT}-byte aligned")
+    return m
+
+
+def _memref_slots(name: str, m: Memref) -> List[PackedParam]:
+    return ([_slot(f"{name}.allocated", "ptr", m.allocated),
+             _slot(f"{name}.aligned", "ptr", m.aligned),
+             _slot(f"{name}.offset", "i64", m.offset)]
+            + [_slot(f"{name}.sizes[{i}]", "i64", s) for i, s in enumerate(m.sizes)]
+            + [_slot(f"{name}.strides[{i}]", "i64", s) for i, s in enumerate(m.strides)])
 
 
 def grid_dims(spec: M.KernelSpec, env: Mapping[str, Any],
@@ -216,9 +244,29 @@ def prepare(kernel, args: Mapping[str, Any], env: Mapping[str, Any]) -> Prepared
     return PreparedLaunch(kernel, tuple(packed), grid, block, spec.dynamic_shared_memory)
 
 
-def launch_prepared(prep: PreparedLaunch, stream: int) -> None:
+def param_storage(prep: PreparedLaunch) -> List[Any]:
+    """The ctypes storage of the parameters of `prep`, its tensor maps
+    encoded (raises CudaError naming a map the driver refuses)."""
+    from . import _cuda
+
+    storage = [p.ctype() for p in prep.packed]
+    maps = [(p, s) for p, s in zip(prep.packed, storage) if p.type == M.TENSORMAP]
+    if maps:
+        drv = _cuda.driver()
+        fn = T.encode_function(drv, prep.name)
+        with drv.context(prep.kernel.device.context):
+            for p, s in maps:
+                arg = p.value
+                T.BoundMap(p.label, arg.tensor, arg.encoding, s,
+                           ctypes.c_uint64(arg.address)).encode(drv, fn, prep.name)
+    return storage
+
+
+def launch_prepared(prep: PreparedLaunch, stream: int,
+                    storage: Optional[Sequence[Any]] = None) -> None:
     """Issues a prepared launch on `stream` (a CUstream handle as an int; 0
-    is the legacy default stream)."""
+    is the legacy default stream), with its `param_storage` (made here
+    when not given)."""
     from . import _cuda
 
     kernel = prep.kernel
@@ -226,7 +274,8 @@ def launch_prepared(prep: PreparedLaunch, stream: int) -> None:
         print(f"flashmlir: launch {prep.name} grid={prep.grid} block={prep.block} "
               f"smem={prep.shared_bytes} stream={int(stream or 0):#x}\n"
               + describe_params(prep.packed), file=sys.stderr)
-    storage = [p.ctype() for p in prep.packed]
+    if storage is None:
+        storage = param_storage(prep)
     drv = _cuda.driver()
     with drv.context(kernel.device.context):
         drv.launch(kernel.function, prep.grid, prep.block, prep.shared_bytes, stream,

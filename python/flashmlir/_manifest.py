@@ -38,6 +38,10 @@ Every memref parameter expands, in PTX order, to: allocated pointer, aligned
 pointer, offset, sizes[rank], strides[rank] (all 64-bit). Scalar parameters
 (an extension, ``{"name": ..., "type": "f32" | "f64" | "i32" | "u32" | "i64"
 | "u64", "value": <number or expression>}``) pass one value of that type.
+A tensor map parameter (``{"name": ..., "type": "tensormap", "tensor": <a
+memref parameter of the same kernel>, "dtype": ..., "box": [...], "swizzle":
+...}``, see `_tensormap`) passes the 128-byte CUtensorMap of that tensor,
+encoded at launch (in the PTX: ``.param .align 64 .b8 name[128]``).
 """
 
 from __future__ import annotations
@@ -51,6 +55,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
 from . import _expr
+from . import _tensormap as T
 from ._errors import ExpressionError, ManifestError
 
 MANIFEST_VERSION = 1
@@ -102,6 +107,7 @@ _CHIP_RE = re.compile(r"^sm_(\d+)(\d)(a?)$")
 _IDENT_RE = re.compile(r"^[A-Za-z_$][A-Za-z0-9_$]*$")
 
 MEMREF_SLOT = 8  # every expanded memref slot (pointer or i64) is 8 bytes
+TENSORMAP = "tensormap"
 
 # The manifest's "softcap" (or "window") of a kernel that takes the value(s)
 # as parameters.
@@ -211,19 +217,35 @@ def same_float(a: float, b: float, rel: float = 1e-6) -> bool:
 @dataclass(frozen=True)
 class ParamSpec:
     name: str
-    type: str                                   # "memref" or a SCALAR_SIZES key
+    type: str                                   # "memref", "tensormap" or a SCALAR_SIZES key
     rank: int = 0
     dtype: Optional[str] = None
     dims: Optional[Tuple[_expr.Expression, ...]] = None
     value: Optional[_expr.Expression] = None    # scalars only
+    # tensor maps only: the memref parameter the map covers, the box (one
+    # extent per dimension, outermost first) and the encoding options
+    # (names of _tensormap's tables)
+    tensor: Optional[str] = None
+    box: Optional[Tuple[int, ...]] = None
+    swizzle: Optional[str] = None
+    oob_fill: Optional[str] = None
+    l2_promotion: Optional[str] = None
 
     @property
     def is_memref(self) -> bool:
         return self.type == "memref"
 
+    @property
+    def is_tensormap(self) -> bool:
+        return self.type == TENSORMAP
+
+    @property
+    def is_scalar(self) -> bool:
+        return self.type in SCALAR_SIZES
+
     def slots(self) -> List[Tuple[str, str]]:
         """(label, slot type) of each kernel parameter this expands to; slot
-        type is 'ptr', 'i64' or a scalar type."""
+        type is 'ptr', 'i64', 'tensormap' or a scalar type."""
         if not self.is_memref:
             return [(self.name, self.type)]
         out = [(f"{self.name}.allocated", "ptr"), (f"{self.name}.aligned", "ptr"),
@@ -234,6 +256,8 @@ class ParamSpec:
 
 
 def slot_size(slot_type: str) -> int:
+    if slot_type == TENSORMAP:
+        return T.MAP_BYTES
     return MEMREF_SLOT if slot_type in ("ptr", "i64") else SCALAR_SIZES[slot_type]
 
 
@@ -457,8 +481,65 @@ def _parse_param(p, i: int, ctx: _Ctx, allowed_names, prefix: str = "") -> Param
                            "(a number or an expression)")
         value = _parse_expr(p["value"], ctx, f"{where} value", None)
         return ParamSpec(name, ptype, value=value)
+    if ptype == TENSORMAP:
+        return _parse_tensormap(p, name, ctx, where)
     raise ctx.fail(f"{where}: unknown parameter type {ptype!r} "
-                   f"(known: memref, {', '.join(SCALAR_SIZES)})")
+                   f"(known: memref, {TENSORMAP}, {', '.join(SCALAR_SIZES)})")
+
+
+def _choice(p: dict, key: str, table, ctx: _Ctx, where: str, default=None) -> str:
+    val = _get(p, key, ctx, str, required=default is None, default=default, where=where)
+    if val not in table:
+        raise ctx.fail(f"{where}: unknown {key} {val!r} (known: {', '.join(table)})")
+    return val
+
+
+def _parse_tensormap(p: dict, name: str, ctx: _Ctx, where: str) -> ParamSpec:
+    """A tensor map parameter; whether its tensor is a memref of the same
+    rank and dtype is checked with the whole parameter list."""
+    tensor = _get(p, "tensor", ctx, str, where=where)
+    dtype = normalize_dtype(_get(p, "dtype", ctx, str, where=where))
+    if dtype not in T.DATA_TYPES:
+        raise ctx.fail(f"{where}: a tensor map's dtype must be one of "
+                       f"{', '.join(T.DATA_TYPES)}, got {dtype!r}")
+    box = p.get("box")
+    if (not isinstance(box, list) or not 1 <= len(box) <= T.MAX_RANK
+            or any(isinstance(b, bool) or not isinstance(b, int) for b in box)):
+        raise ctx.fail(f"{where}: box must be a list of 1 to {T.MAX_RANK} integers "
+                       f"(one per dimension of the tensor, outermost first), got {box!r}")
+    bad = [b for b in box if not 1 <= b <= T.MAX_BOX]
+    if bad:
+        raise ctx.fail(f"{where}: box extents must be in [1, {T.MAX_BOX}], got {box}")
+    swizzle = _choice(p, "swizzle", T.SWIZZLES, ctx, where)
+    _choice(p, "interleave", T.INTERLEAVES, ctx, where, default="none")
+    oob_fill = _choice(p, "oob_fill", T.OOB_FILLS, ctx, where, default=T.DEFAULT_OOB_FILL)
+    l2 = _choice(p, "l2_promotion", T.L2_PROMOTIONS, ctx, where,
+                 default=T.DEFAULT_L2_PROMOTION)
+    why = T.box_error(box, ELEMENT_SIZES[dtype], swizzle)
+    if why:
+        raise ctx.fail(f"{where}: box {box}: {why}")
+    return ParamSpec(name, TENSORMAP, len(box), dtype, tensor=tensor, box=tuple(box),
+                     swizzle=swizzle, oob_fill=oob_fill, l2_promotion=l2)
+
+
+def _check_tensormaps(parsed: Tuple[ParamSpec, ...], ctx: _Ctx, prefix: str) -> None:
+    """Every tensor map covers a memref parameter of the same kernel, of its
+    rank and dtype."""
+    memrefs = {p.name: p for p in parsed if p.is_memref}
+    for i, p in enumerate(parsed):
+        if not p.is_tensormap:
+            continue
+        where = f"{prefix}params[{i}] ({p.name})"
+        m = memrefs.get(p.tensor)
+        if m is None:
+            raise ctx.fail(f"{where}: tensor {p.tensor!r} is not a memref parameter of this "
+                           f"kernel (memrefs: {', '.join(memrefs) or 'none'})")
+        if m.rank != p.rank:
+            raise ctx.fail(f"{where}: box {list(p.box)} has {p.rank} extents but memref "
+                           f"{m.name} has rank {m.rank}")
+        if m.dtype != p.dtype:
+            raise ctx.fail(f"{where}: dtype {p.dtype} differs from memref {m.name}'s "
+                           f"{m.dtype}")
 
 
 def _parse_params(params, ctx: _Ctx, allowed, prefix: str = "") -> Tuple[ParamSpec, ...]:
@@ -469,6 +550,7 @@ def _parse_params(params, ctx: _Ctx, allowed, prefix: str = "") -> Tuple[ParamSp
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:
         raise ctx.fail(f"{prefix}duplicate parameter name(s): {', '.join(dup)}")
+    _check_tensormaps(parsed, ctx, prefix)
     return parsed
 
 
@@ -682,7 +764,7 @@ def parse_manifest(data: Any, json_path: str = "<manifest>",
     named = set()
     for e in entries:
         for p in e.params:
-            if not p.is_memref:
+            if p.is_scalar:
                 named.update(p.value.names)
     if scale is None and not any(c <= named for c in _SCALE_CARRIERS):
         raise ctx.fail("scale is null (a run-time parameter) but no kernel parameter "
@@ -739,6 +821,7 @@ class PtxEntry:
     param_types: Tuple[str, ...]
     maxntid: Optional[Tuple[int, ...]] = None
     reqntid: Optional[Tuple[int, ...]] = None
+    param_aligns: Tuple[Optional[int], ...] = ()    # .align of each parameter (None: none)
 
 
 @dataclass(frozen=True)
@@ -755,7 +838,7 @@ _ENTRY_RE = re.compile(
     r"(?:\.visible\s+|\.weak\s+|\.extern\s+)?\.entry\s+([A-Za-z_$][\w$]*)\s*\((.*?)\)"
     r"(.*?)\{", re.S)
 _PARAM_RE = re.compile(
-    r"^\.param\s+(?:\.align\s+\d+\s+)?\.(\w+)\s+(?:\.ptr\s+)?(?:\.(?:global|shared|const|local)\s+)?"
+    r"^\.param\s+(?:\.align\s+(\d+)\s+)?\.(\w+)\s+(?:\.ptr\s+)?(?:\.(?:global|shared|const|local)\s+)?"
     r"(?:\.align\s+\d+\s+)?([A-Za-z_$][\w$]*)\s*(?:\[(\d+)\])?$")
 _DIRECTIVE_RE = re.compile(r"\.(maxntid|reqntid)\s+(\d+(?:\s*,\s*\d+)*)")
 
@@ -773,7 +856,7 @@ def parse_ptx(text: str) -> PtxInfo:
     entries = {}
     for m in _ENTRY_RE.finditer(text):
         name, plist, directives = m.group(1), m.group(2), m.group(3)
-        sizes, types = [], []
+        sizes, types, aligns = [], [], []
         for raw in plist.split(","):
             raw = " ".join(raw.split())
             if not raw:
@@ -781,17 +864,18 @@ def parse_ptx(text: str) -> PtxInfo:
             pm = _PARAM_RE.match(raw)
             if not pm:
                 raise ManifestError(f"cannot parse PTX parameter {raw!r} of entry {name}")
-            ptype, count = pm.group(1), pm.group(3)
+            align, ptype, count = pm.group(1), pm.group(2), pm.group(4)
             if ptype not in _PTX_TYPE_SIZES:
                 raise ManifestError(f"unknown PTX parameter type .{ptype} in entry {name}")
             size = _PTX_TYPE_SIZES[ptype] * (int(count) if count else 1)
             sizes.append(size)
             types.append(ptype + (f"[{count}]" if count else ""))
+            aligns.append(int(align) if align else None)
         dirs = {}
         for dm in _DIRECTIVE_RE.finditer(directives):
             dirs[dm.group(1)] = tuple(int(x) for x in dm.group(2).split(","))
         entries[name] = PtxEntry(name, tuple(sizes), tuple(types),
-                                 dirs.get("maxntid"), dirs.get("reqntid"))
+                                 dirs.get("maxntid"), dirs.get("reqntid"), tuple(aligns))
     return PtxInfo(version.group(1) if version else None,
                    target.group(1) if target else None, entries)
 
@@ -811,6 +895,22 @@ def check_against_ptx(spec: KernelSpec, ptx_text: str) -> PtxInfo:
     return info
 
 
+# A tensor map parameter in the PTX: CUDA's `const __grid_constant__
+# CUtensorMap`, 128 bytes at a 64-byte aligned offset (nvcc declares .align
+# 128, cuda.h's alignas; LLVM's NVPTX the .align of the byval argument).
+_TENSORMAP_PTX_TYPE = f"b8[{T.MAP_BYTES}]"
+
+
+def _check_tensormap_param(entry: PtxEntry, i: int, label: str, where: str) -> None:
+    align = entry.param_aligns[i] if i < len(entry.param_aligns) else None
+    if entry.param_types[i] != _TENSORMAP_PTX_TYPE or not align or align % T.MAP_ALIGNMENT:
+        got = (f".align {align} " if align else "") + f".{entry.param_types[i]}"
+        raise ManifestError(
+            f"{where}: parameter {i} ({label}) is a tensor map: the PTX must declare it "
+            f".param .align {T.MAP_ALIGNMENT} .{_TENSORMAP_PTX_TYPE} (an .align that is a "
+            f"multiple of {T.MAP_ALIGNMENT}), got .param {got}")
+
+
 def _check_entry(k: EntrySpec, info: PtxInfo, where: str) -> None:
     entry = info.entries.get(k.entry)
     if entry is None:
@@ -823,11 +923,13 @@ def _check_entry(k: EntrySpec, info: PtxInfo, where: str) -> None:
             f"{where}: entry {k.entry} takes {len(entry.param_sizes)} parameters "
             f"but the manifest's params expand to {len(want)} "
             f"({', '.join(l for l, _ in slots)})")
-    for i, ((label, _), w, got) in enumerate(zip(slots, want, entry.param_sizes)):
+    for i, ((label, typ), w, got) in enumerate(zip(slots, want, entry.param_sizes)):
         if w != got:
             raise ManifestError(
                 f"{where}: parameter {i} ({label}) is {w} bytes in the manifest but "
                 f"{got} bytes (.{entry.param_types[i]}) in the PTX")
+        if typ == TENSORMAP:
+            _check_tensormap_param(entry, i, label, where)
     for which in ("maxntid", "reqntid"):
         dims = getattr(entry, which)
         if dims is None:

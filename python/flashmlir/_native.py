@@ -1,9 +1,11 @@
 """The native launcher (lib/Launcher/launcher.c, built by the project's
 CMake into <build>/lib): one ctypes call per plan sequence writes a call's
-tensor addresses into the plans' prepacked parameter slots and issues every
-launch, where the Python path makes a ctypes call per slot value and two per
-launch. It is optional: without it (a wheel, no build) `library()` is None
-and the plans launch through ctypes as before.
+tensor addresses into the plans' prepacked parameter slots, encodes their
+tensor maps (cuTensorMapEncodeTiled, with the arguments `_tensormap`
+computed for the plan) and issues every launch, where the Python path makes
+a ctypes call per slot value, per map and two per launch. It is optional:
+without it (a wheel, no build) `library()` is None and the plans launch
+through ctypes as before.
 
 Found as (first match): $FLASHMLIR_LAUNCHER (a path; "0", "off" or "no"
 disables it), the package folder, $FA_BUILD_DIR/lib, <repo>/build/lib.
@@ -20,16 +22,19 @@ import os
 import threading
 from typing import Any, Optional, Sequence
 
-_ABI = 1
+from . import _tensormap
+
+_ABI = 2
 LIBRARY_NAME = "libflashmlir_launcher.so"
 
 _PKG_DIR = os.path.dirname(os.path.abspath(__file__))
 _REPO_DIR = os.path.dirname(os.path.dirname(_PKG_DIR))
 
 # What failed (launcher.c's enum) -> the driver function to name.
-_MISALIGNED, _CTX_GET, _CTX_PUSH, _LAUNCH, _CTX_POP = 1, 2, 3, 4, 5
+_MISALIGNED, _CTX_GET, _CTX_PUSH, _LAUNCH, _CTX_POP, _ENCODE = 1, 2, 3, 4, 5, 6
 _FAILED_CALL = {_CTX_GET: "cuCtxGetCurrent", _CTX_PUSH: "cuCtxPushCurrent_v2",
-                _LAUNCH: "cuLaunchKernel", _CTX_POP: "cuCtxPopCurrent_v2"}
+                _LAUNCH: "cuLaunchKernel", _CTX_POP: "cuCtxPopCurrent_v2",
+                _ENCODE: "cuTensorMapEncodeTiled"}
 
 
 class _Bind(ctypes.Structure):
@@ -44,12 +49,32 @@ class _Kernel(ctypes.Structure):
                 ("pad", ctypes.c_uint32), ("params", ctypes.c_void_p)]
 
 
+class _TensorMap(ctypes.Structure):
+    _fields_ = [("address", ctypes.c_void_p), ("map", ctypes.c_void_p),
+                ("encoded", ctypes.c_void_p), ("global_dim", ctypes.c_void_p),
+                ("global_strides", ctypes.c_void_p), ("box", ctypes.c_void_p),
+                ("element_strides", ctypes.c_void_p), ("data_type", ctypes.c_uint32),
+                ("rank", ctypes.c_uint32), ("interleave", ctypes.c_uint32),
+                ("swizzle", ctypes.c_uint32), ("l2_promotion", ctypes.c_uint32),
+                ("oob_fill", ctypes.c_uint32)]
+
+
 class _Sequence(ctypes.Structure):
     _fields_ = [("nkernels", ctypes.c_int64), ("nbinds", ctypes.c_int64),
                 ("kernels", ctypes.c_void_p), ("binds", ctypes.c_void_p),
                 ("context", ctypes.c_void_p), ("launch", ctypes.c_void_p),
                 ("ctx_get", ctypes.c_void_p), ("ctx_push", ctypes.c_void_p),
-                ("ctx_pop", ctypes.c_void_p)]
+                ("ctx_pop", ctypes.c_void_p), ("nmaps", ctypes.c_int64),
+                ("maps", ctypes.c_void_p), ("encode", ctypes.c_void_p)]
+
+
+def _tensor_map(m) -> _TensorMap:
+    """The C view of a `_tensormap.BoundMap` (whose arrays it points into)."""
+    e = m.encoding
+    a = ctypes.addressof
+    return _TensorMap(a(m.address), a(m.storage), a(m.encoded), a(m.global_dim),
+                      a(m.global_strides), a(m.box), a(m.element_strides), e.data_type,
+                      e.rank, e.interleave, e.swizzle, e.l2_promotion, e.oob_fill)
 
 
 def candidates() -> list:
@@ -112,7 +137,8 @@ class NativeSequence:
     call of the native launcher."""
 
     __slots__ = ("plans", "names", "_run", "_ptrs", "_offs", "_fail", "_binds", "_kernels",
-                 "_seq", "_seq_addr", "_bind_info", "_lock", "_drv", "_alignment")
+                 "_seq", "_seq_addr", "_bind_info", "_lock", "_drv", "_alignment", "_maps",
+                 "_map_info")
 
     def __init__(self, run, plans: Sequence[Any], alignment: int):
         self.plans = tuple(plans)
@@ -139,13 +165,19 @@ class NativeSequence:
                                    (ctypes.c_uint32 * 3)(*p._block), p._smem, 0,
                                    ctypes.addressof(p._argv)))
         self._kernels = (_Kernel * max(len(kernels), 1))(*kernels)
+        self._map_info = tuple((k, m) for k, p in enumerate(self.plans) for m in p._maps)
+        self._maps = (_TensorMap * max(len(self._map_info), 1))(
+            *[_tensor_map(m) for _, m in self._map_info])
+        encode = next((p._encode_fn for p in self.plans if p._encode_fn is not None), None)
         fns = drv.fns
         self._seq = _Sequence(len(kernels), len(binds), ctypes.addressof(self._kernels),
                               ctypes.addressof(self._binds), self.plans[0]._ctx,
                               _fn_address(fns["cuLaunchKernel"]),
                               _fn_address(fns["cuCtxGetCurrent"]),
                               _fn_address(fns["cuCtxPushCurrent_v2"]),
-                              _fn_address(fns["cuCtxPopCurrent_v2"]))
+                              _fn_address(fns["cuCtxPopCurrent_v2"]),
+                              len(self._map_info), ctypes.addressof(self._maps),
+                              _fn_address(encode) if encode is not None else None)
         self._seq_addr = ctypes.addressof(self._seq)
         self._lock = threading.Lock()
 
@@ -160,10 +192,11 @@ class NativeSequence:
             if rc:
                 what, index = self._fail[0], self._fail[1]
                 ptrs = list(self._ptrs)
+                address = self._map_info[index][1].address.value if what == _ENCODE else 0
         if rc:
-            self._raise(rc, what, index, ptrs, stream)
+            self._raise(rc, what, index, ptrs, address, stream)
 
-    def _raise(self, rc, what, index, ptrs, stream):
+    def _raise(self, rc, what, index, ptrs, address, stream):
         if what == _MISALIGNED:
             k, i, off = self._bind_info[index]
             ptr = ptrs[i] + off
@@ -172,7 +205,11 @@ class NativeSequence:
                              f"call .clone() first ({self.plans[k].name})")
         name = _FAILED_CALL.get(what, "the native launcher")
         detail = ""
-        if what == _LAUNCH:
+        if what == _ENCODE:
+            k, m = self._map_info[index]
+            detail = _tensormap.failure_detail(self.plans[k].name, m.label, m.tensor,
+                                               address, m.encoding)
+        elif what == _LAUNCH:
             p = self.plans[index]
             detail = (f"({p.name} grid={p._grid} block={p._block} dynamic_shared_memory="
                       f"{p._smem} stream={int(stream or 0):#x})")

@@ -19,6 +19,13 @@ Buffers carved out of one allocation (a backward's workspace) are bound as
 `views`: the parameter's pointer is a byte tensor's address plus a fixed
 offset, so a call allocates one buffer and builds no view tensors.
 
+A tensor map parameter's storage is encoded (cuTensorMapEncodeTiled) after
+the binding, from its memref's bound pointer, with the arguments computed
+once per plan (sizes and strides are part of the key); its `BoundMap`
+remembers the address the storage holds a map of, so a call with the tensor
+at the same address encodes nothing. Every map of a sequence is encoded
+before the first launch.
+
 With the native launcher (`_native`), a PlanSequence (and a single plan)
 binds and issues in one ctypes call; without it, or with FLASHMLIR_DEBUG or
 FLASHMLIR_SYNC set, it binds and launches here.
@@ -37,6 +44,7 @@ from typing import Any, List, Mapping, Optional, Sequence, Tuple
 
 from . import _launch, _native
 from . import _manifest as M
+from . import _tensormap
 from ._errors import LaunchError
 
 _c_void_p = ctypes.c_void_p
@@ -54,7 +62,7 @@ class LaunchPlan:
 
     __slots__ = ("name", "kernel", "names", "_storage", "_argv", "_binds", "_grid", "_block",
                  "_smem", "_ctx", "_lock", "_launch_fn", "_ctx_fn", "_ctx_out", "_ctx_ref",
-                 "_drv", "_debug", "_sync", "packed", "_native")
+                 "_drv", "_debug", "_sync", "packed", "_native", "_maps", "_encode_fn")
 
     def __init__(self, prep: _launch.PreparedLaunch, names: Sequence[str],
                  views: Optional[Mapping[str, Tuple[str, int]]] = None):
@@ -84,6 +92,11 @@ class LaunchPlan:
                           self._storage[labels[f"{p.name}.allocated"]],
                           self._storage[labels[f"{p.name}.aligned"]], esize, int(off)))
         self._binds = tuple(binds)
+        self._maps = tuple(
+            _tensormap.BoundMap(p.name, p.tensor, prep.packed[labels[p.name]].value.encoding,
+                                self._storage[labels[p.name]],
+                                self._storage[labels[f"{p.tensor}.aligned"]])
+            for p in self.kernel.spec.params if p.is_tensormap)
         self._grid = prep.grid
         self._block = prep.block
         self._smem = int(prep.shared_bytes)
@@ -91,6 +104,7 @@ class LaunchPlan:
         self._lock = threading.Lock()
         drv = _cuda.driver()
         self._drv = drv
+        self._encode_fn = _tensormap.encode_function(drv, self.name) if self._maps else None
         self._launch_fn = drv.fns["cuLaunchKernel"]
         self._ctx_fn = drv.fns["cuCtxGetCurrent"]
         self._ctx_out = _cuda.CUcontext()
@@ -126,7 +140,14 @@ class LaunchPlan:
         """`launch` through ctypes only (the path without the native launcher)."""
         with self._lock:
             self.bind(tensors)
+            encode_maps((self,))
             self._issue(stream)
+
+    def encode(self) -> None:
+        """Encodes the tensor maps of the bound pointers (raises CudaError
+        naming the parameter)."""
+        for m in self._maps:
+            m.encode(self._drv, self._encode_fn, self.name)
 
     def _issue(self, stream: int) -> None:
         if self._debug:
@@ -151,8 +172,16 @@ class LaunchPlan:
 
     def current_params(self) -> List[_launch.PackedParam]:
         """The parameters as they are now (the last call's addresses)."""
-        return [_launch.PackedParam(p.label, p.type, s.value)
-                for p, s in zip(self.packed, self._storage)]
+        maps = {m.label: m for m in self._maps}
+        out = []
+        for p, s in zip(self.packed, self._storage):
+            if p.type == M.TENSORMAP:
+                m = maps[p.label]
+                value = _tensormap.MapArg(m.tensor, m.address.value, m.encoding)
+            else:
+                value = s.value
+            out.append(_launch.PackedParam(p.label, p.type, value))
+        return out
 
     def _print(self, stream) -> None:
         print(f"flashmlir: launch {self.name} grid={self._grid} block={self._block} "
@@ -183,8 +212,19 @@ class PlanSequence:
         with self._lock:
             for p in self.plans:
                 p.bind(tensors)
+            encode_maps(self.plans)
             for p in self.plans:
                 p._issue(stream)
+
+
+def encode_maps(plans: Sequence[LaunchPlan]) -> None:
+    """Encodes the tensor maps of bound plans (of one driver and context)
+    that do not hold their address's map yet, with that context current."""
+    if all(m.current() for p in plans for m in p._maps):
+        return
+    with plans[0]._drv.context(plans[0]._ctx):
+        for p in plans:
+            p.encode()
 
 
 def native_sequence(plans: Sequence[LaunchPlan]) -> Optional["_native.NativeSequence"]:

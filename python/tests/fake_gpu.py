@@ -15,7 +15,10 @@ launch is logged.
 
 Kernels are made on demand by `GenRegistry` (the registry's compile step
 writes a manifest and a matching PTX stub), with scalar parameters mixed
-into the memrefs in an unusual order, as a future manifest may have them.
+into the memrefs in an unusual order, as a future manifest may have them;
+with `tensormaps`, the forward kernels also take TMA tensor maps of q, k
+and v, which every launch checks against the memrefs it got (the fake
+driver's maps are their encoding arguments, test_cuda_fake.decode_fake_map).
 """
 
 import ctypes
@@ -28,9 +31,10 @@ import torch
 
 from flashmlir import _cuda, _interface, _kernels, _reference
 from flashmlir import _manifest as M
+from flashmlir import _tensormap as T
 
 from helpers import backward_example
-from test_cuda_fake import FakeCuda
+from test_cuda_fake import FakeCuda, decode_fake_map
 
 TORCH_DTYPES = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32,
                 "i64": torch.int64, "i32": torch.int32}
@@ -99,9 +103,13 @@ class EmulatingCuda(FakeCuda):
         spec = self.registry.spec_named(name)
         launch = next(k for k in spec.kernels if k.entry == entry)
         raw = [ctypes.string_at(params[i], size) for i, size in enumerate(self._sizes(fn))]
-        args, i = {}, 0
+        args, maps, i = {}, [], 0
         for p in launch.params:
-            if p.is_memref:
+            if p.is_tensormap:
+                assert params[i] % 64 == 0, (p.name, hex(params[i]))
+                maps.append((p, decode_fake_map(raw[i])))
+                i += 1
+            elif p.is_memref:
                 vals = [int.from_bytes(r, "little", signed=True) for r in raw[i:i + 3 + 2 * p.rank]]
                 alloc, aligned, offset = vals[:3]
                 sizes, strides = vals[3:3 + p.rank], vals[3 + p.rank:]
@@ -118,6 +126,9 @@ class EmulatingCuda(FakeCuda):
                     v = int.from_bytes(r, "little", signed=p.type[0] == "i")
                 args[p.name] = v
                 i += 1
+        for p, rec in maps:
+            check_map(p, rec, args[p.tensor])
+            args[p.name] = rec
         self.decoded.append(args)
         self.launches.append(dict(fn=fn, name=name, entry=entry, grid=(gx, gy, gz),
                                   block=(bx, by, bz), smem=smem, stream=stream, ctx=self.current,
@@ -227,6 +238,22 @@ class EmulatingCuda(FakeCuda):
         return out
 
 
+def check_map(p, rec, t):
+    """The map a launch got for tensor map parameter `p` is the one of
+    tensor `t` (the memref the same launch got), with the manifest's box
+    and options."""
+    es = t.element_size()
+    assert rec["address"] == t.data_ptr(), (p.name, rec, t.data_ptr())
+    assert rec["dims"] == tuple(reversed(t.shape)), (p.name, rec, t.shape)
+    inner = tuple(reversed(t.stride()))[1:]
+    for n, s, st in zip(rec["dims"][1:], rec["strides"], inner):
+        assert s == st * es or n == 1, (p.name, rec, t.stride())
+    assert rec["box"] == tuple(reversed(p.box)) and set(rec["element_strides"]) == {1}
+    assert (rec["data_type"], rec["interleave"], rec["swizzle"], rec["l2_promotion"],
+            rec["oob_fill"]) == (T.DATA_TYPES[p.dtype], 0, T.SWIZZLES[p.swizzle][0],
+                                 T.L2_PROMOTIONS[p.l2_promotion], T.OOB_FILLS[p.oob_fill])
+
+
 # -- kernels made on demand -------------------------------------------------------------
 
 def _ptx(name, chip, launches):
@@ -235,11 +262,14 @@ def _ptx(name, chip, launches):
         types = []
         for p in k["params"]:
             if p["type"] == "memref":
-                types += ["u64"] * (3 + 2 * p["rank"])
+                types += [".u64"] * (3 + 2 * p["rank"])
+            elif p["type"] == "tensormap":
+                types.append(".align 64 .b8")
             else:
-                types.append({"f32": "f32", "i32": "u32", "u32": "u32", "f64": "f64"}.get(
+                types.append("." + {"f32": "f32", "i32": "u32", "u32": "u32", "f64": "f64"}.get(
                     p["type"], "u64"))
-        params = ",\n".join(f"\t.param .{t} {k['entry']}_param_{i}" for i, t in enumerate(types))
+        params = ",\n".join(f"\t.param {t} {k['entry']}_param_{i}"
+                            + ("[128]" if t.endswith(".b8") else "") for i, t in enumerate(types))
         body.append(f"\n.visible .entry {k['entry']}(\n{params}\n)\n.maxntid {k['threads']}, 1, 1\n"
                     "{\n\tret;\n}\n")
     return "".join(body)
@@ -267,7 +297,16 @@ def _runtime_window(manifest, params_lists):
                                  role=_RUNTIME_WINDOW_NAMES[p["name"]])
 
 
-def forward_manifest(request, chip, name):
+def _tensormaps(m, request):
+    """TMA tensor maps of q, k and v (one before the memrefs, two after)."""
+    def tmap(t, d):
+        return {"name": f"{t}_map", "type": "tensormap", "tensor": t, "dtype": request.dtype,
+                "box": [1, 1, 64, min(d, 64)], "swizzle": "128B"}
+    m["params"].insert(0, tmap("q", request.head_dim))
+    m["params"] += [tmap("k", request.head_dim), tmap("v", request.value_head_dim)]
+
+
+def forward_manifest(request, chip, name, tensormaps=False):
     m = _forward_manifest(request, chip, name)
     # As fa-compile's: the scale (and softcap) at run time, as the factors
     # the host computes from them (manifest.score_scalars).
@@ -279,6 +318,8 @@ def forward_manifest(request, chip, name):
     m["params"][1:1] = [{"name": f, "type": "f32", "role": f, "value": f} for f in factors]
     if M.is_windowed(request.mask):
         _runtime_window(m, [m["params"]])
+    if tensormaps:
+        _tensormaps(m, request)
     return m
 
 
@@ -326,14 +367,17 @@ class GenRegistry(_kernels.KernelRegistry):
     """A registry whose "compiler" writes a fake-GPU kernel for any request
     (into its cache folder), so every variant a test asks for exists."""
 
-    def __init__(self, folder):
+    def __init__(self, folder, tensormaps=False):
         super().__init__([], cache=str(folder), compiler="generate")
         self.generated = []
+        self.tensormaps = tensormaps
 
     def _compile_one(self, compiler, request, chip):
         name = "gen_" + hashlib.sha1(request.describe().encode()).hexdigest()[:12] + "_" + chip
-        make = forward_manifest if request.kind == "forward" else backward_manifest
-        m = make(request, chip, name)
+        if request.kind == "forward":
+            m = forward_manifest(request, chip, name, self.tensormaps)
+        else:
+            m = backward_manifest(request, chip, name)
         launches = [m] if request.kind == "forward" else m["kernels"]
         os.makedirs(self.cache, exist_ok=True)
         with open(os.path.join(self.cache, name + ".ptx"), "w") as f:
@@ -350,10 +394,11 @@ class GenRegistry(_kernels.KernelRegistry):
         return next(s for s in self.specs() if s.name == name)
 
 
-def install(monkeypatch, tmp_path):
+def install(monkeypatch, tmp_path, tensormaps=False):
     """Makes CPU tensors run through the launch path on the emulating fake
-    driver; returns it."""
-    reg = GenRegistry(tmp_path / "kernels")
+    driver (forward kernels with tensor maps of q, k, v with `tensormaps`);
+    returns it."""
+    reg = GenRegistry(tmp_path / "kernels", tensormaps)
     fake = EmulatingCuda(reg)
     drv = _cuda.Driver(fake)
     drv.call("cuInit", 0)

@@ -3,6 +3,7 @@ points are real C function pointers (ctypes.CFUNCTYPE), so arguments go
 through the same libffi marshalling as with libcuda.so.1 (CPU only)."""
 
 import ctypes
+import struct
 
 import pytest
 
@@ -23,6 +24,61 @@ def _static(s: bytes) -> int:
     return ctypes.addressof(_BUFS[s])
 
 
+# The fake's CUtensorMap: its arguments, serialized (so that a launch's
+# parameter bytes say which map it got): magic, data type, rank, address,
+# dims[5], strides[4], box[5] (u32), element strides[5], interleave,
+# swizzle, l2 promotion, oob fill (u8), zero padding to 128 bytes.
+_MAP = struct.Struct("<8sIIQ5Q4Q5I5B4B3x")
+_MAP_MAGIC = b"FAKETMAP"
+# CUtensorMapDataType -> element size (the fake knows the types flashmlir uses)
+_MAP_ELEMENT_SIZES = {6: 2, 7: 4, 9: 2}
+_SWIZZLE_SPANS = {0: None, 1: 32, 2: 64, 3: 128}
+
+
+def fake_map_bytes(rec) -> bytes:
+    r = rec["rank"]
+    pad = lambda xs, n: list(xs) + [0] * (n - len(xs))
+    return _MAP.pack(_MAP_MAGIC, rec["data_type"], r, rec["address"], *pad(rec["dims"], 5),
+                     *pad(rec["strides"], 4), *pad(rec["box"], 5),
+                     *pad(rec["element_strides"], 5), rec["interleave"], rec["swizzle"],
+                     rec["l2_promotion"], rec["oob_fill"])
+
+
+def decode_fake_map(raw: bytes) -> dict:
+    """The arguments the fake cuTensorMapEncodeTiled wrote into `raw`."""
+    assert len(raw) == 128 and raw[:8] == _MAP_MAGIC, raw[:16]
+    v = _MAP.unpack(raw)
+    r = v[2]
+    return dict(data_type=v[1], rank=r, address=v[3], dims=v[4:4 + r],
+                strides=v[9:9 + r - 1], box=v[13:13 + r], element_strides=v[18:18 + r],
+                interleave=v[23], swizzle=v[24], l2_promotion=v[25], oob_fill=v[26])
+
+
+def map_rule_error(rec):
+    """Which of cuTensorMapEncodeTiled's rules (cuda.h) `rec` breaks, or None."""
+    r, es = rec["rank"], _MAP_ELEMENT_SIZES.get(rec["data_type"])
+    checks = [
+        (rec["map"] % 64 == 0, "map not 64-byte aligned"),
+        (1 <= r <= 5, "rank"), (es is not None, "data type"),
+        (rec["address"] % 16 == 0, "address not 16-byte aligned"),
+        (all(1 <= d <= 2 ** 32 for d in rec["dims"]), "dims"),
+        (all(s % 16 == 0 and 0 <= s < 2 ** 40 for s in rec["strides"]), "strides"),
+        (all(1 <= b <= 256 for b in rec["box"]), "box"),
+        (es is not None and rec["box"][0] * es % 16 == 0, "inner box not 16-byte multiple"),
+        (all(1 <= e <= 8 for e in rec["element_strides"]), "element strides"),
+        (rec["interleave"] == 0, "interleave"),
+        (rec["swizzle"] in _SWIZZLE_SPANS, "swizzle"),
+        (rec["l2_promotion"] in (0, 1, 2, 3) and rec["oob_fill"] in (0, 1), "l2/oob"),
+    ]
+    for ok, why in checks:
+        if not ok:
+            return why
+    span = _SWIZZLE_SPANS[rec["swizzle"]]
+    if span is not None and rec["box"][0] * es > span:
+        return "inner box exceeds the swizzle span"
+    return None
+
+
 class FakeCuda:
     """Implements the driver entry points _cuda declares."""
 
@@ -41,6 +97,7 @@ class FakeCuda:
         self.param_queries = []         # the parameter indices asked for
         self.functions = {}             # entry name (bytes) -> handle, 0x3000 first
         self.loaded_images = []
+        self.encodes = []               # the arguments of each cuTensorMapEncodeTiled
         self._keep = []
         for name, restype, argtypes, _ in _cuda._SIGNATURES:
             impl = getattr(self, "_" + name)
@@ -149,6 +206,21 @@ class FakeCuda:
 
     def _cuStreamSynchronize(self, stream):
         pass
+
+    def _cuTensorMapEncodeTiled(self, tmap, dtype, rank, address, dims, strides, box, estr,
+                                interleave, swizzle, l2, oob):
+        rec = dict(map=tmap or 0, data_type=dtype, rank=rank, address=address or 0,
+                   dims=tuple(dims[i] for i in range(rank)),
+                   strides=tuple(strides[i] for i in range(rank - 1)),
+                   box=tuple(box[i] for i in range(rank)),
+                   element_strides=tuple(estr[i] for i in range(rank)),
+                   interleave=interleave, swizzle=swizzle, l2_promotion=l2, oob_fill=oob)
+        why = map_rule_error(rec) if 1 <= rank <= 5 else "rank"
+        if why:
+            self.events.append(("encode rejected", why))
+            return 1
+        self.encodes.append(rec)
+        ctypes.memmove(tmap, fake_map_bytes(rec), 128)
 
 
 @pytest.fixture

@@ -521,3 +521,163 @@ def test_fixture_backward_manifests_match_their_ptx(tmp_path):
         n += s.is_backward
     from flashmlir import _variants
     assert n == len(_variants.backward_variants()) + 1
+
+
+# -- tensor map parameters --------------------------------------------------------
+
+def _tmap(**kw):
+    p = {"name": "q_map", "type": "tensormap", "tensor": "q", "dtype": "bf16",
+         "box": [1, 1, 128, 64], "swizzle": "128B"}
+    for k, v in kw.items():
+        if v is DELETE:
+            p.pop(k)
+        else:
+            p[k] = v
+    return p
+
+
+def _with_tmap(**kw):
+    """The example with a tensor map of q first and one of v last."""
+    m = example()
+    m["params"] = [_tmap(**kw)] + m["params"] + [_tmap(name="v_map", tensor="v")]
+    return m
+
+
+def test_tensormap_parses():
+    s = parse(_with_tmap())
+    p = s.params[0]
+    assert p.is_tensormap and not p.is_memref and not p.is_scalar
+    assert (p.name, p.tensor, p.dtype, p.rank, p.box, p.swizzle, p.oob_fill, p.l2_promotion) == (
+        "q_map", "q", "bf16", 4, (1, 1, 128, 64), "128B", "zero", "128B")
+    slots = s.slots()
+    assert slots[0] == ("q_map", "tensormap") and slots[-1] == ("v_map", "tensormap")
+    assert len(slots) == 2 + 4 * 11 + 9 and M.slot_size("tensormap") == 128
+    q = parse(_with_tmap(oob_fill="nan", l2_promotion="256B", swizzle="none",
+                         interleave="none", dtype="bfloat16")).params[0]
+    assert (q.oob_fill, q.l2_promotion, q.swizzle, q.dtype) == ("nan", "256B", "none", "bf16")
+
+
+def test_tensormap_of_f32_and_other_swizzles():
+    for swizzle, inner in (("32B", 8), ("64B", 16), ("128B", 32), ("none", 64)):
+        m = example()
+        m["params"].append(_tmap(name="lse_map", tensor="lse", dtype="f32",
+                                 box=[1, 4, inner], swizzle=swizzle))
+        assert parse(m).params[-1].box == (1, 4, inner)
+
+
+@pytest.mark.parametrize("kw,match", [
+    ({"tensor": "query"}, r"params\[0\] \(q_map\): tensor 'query' is not a memref parameter "
+                          r"of this kernel \(memrefs: q, k, v, out, lse\)"),
+    ({"tensor": DELETE}, r"params\[0\] \(q_map\): missing field 'tensor'"),
+    ({"box": [1, 128, 64]}, r"box \[1, 128, 64\] has 3 extents but memref q has rank 4"),
+    ({"dtype": "f16"}, "dtype f16 differs from memref q's bf16"),
+    ({"dtype": "f64"}, "a tensor map's dtype must be one of f16, f32, bf16, got 'f64'"),
+    ({"dtype": DELETE}, "missing field 'dtype'"),
+    ({"box": []}, "box must be a list of 1 to 5 integers"),
+    ({"box": [1, 1, 1, 1, 1, 8]}, "box must be a list of 1 to 5 integers"),
+    ({"box": [1, 1, 128.0, 64]}, "box must be a list of 1 to 5 integers"),
+    ({"box": [1, True, 128, 64]}, "box must be a list of 1 to 5 integers"),
+    ({"box": "1x1x128x64"}, "box must be a list of 1 to 5 integers"),
+    ({"box": DELETE}, "box must be a list of 1 to 5 integers"),
+    ({"box": [0, 1, 128, 64]}, r"box extents must be in \[1, 256\], got \[0, 1, 128, 64\]"),
+    ({"box": [1, 1, 257, 64]}, r"box extents must be in \[1, 256\]"),
+    ({"box": [1, 1, 128, 4], "swizzle": "none"},
+     r"box \[1, 1, 128, 4\]: the innermost box extent 4 x 2 bytes = 8 bytes is not a multiple "
+     "of 16 bytes"),
+    ({"box": [1, 1, 128, 12], "swizzle": "none"}, "= 24 bytes is not a multiple of 16"),
+    ({"box": [1, 1, 128, 128]}, "with swizzle 128B the innermost box extent may span at most "
+                                "128 bytes, got 128 x 2 = 256"),
+    ({"box": [1, 1, 128, 64], "swizzle": "64B"}, "with swizzle 64B .* at most 64 bytes, "
+                                                 "got 64 x 2 = 128"),
+    ({"box": [1, 1, 128, 32], "swizzle": "32B"}, "with swizzle 32B .* at most 32 bytes"),
+    ({"swizzle": DELETE}, "missing field 'swizzle'"),
+    ({"swizzle": "128"}, "unknown swizzle '128' .known: none, 32B, 64B, 128B."),
+    ({"swizzle": 128}, "field 'swizzle' must be str"),
+    ({"oob_fill": "inf"}, "unknown oob_fill 'inf' .known: zero, nan."),
+    ({"l2_promotion": "512B"}, "unknown l2_promotion '512B' .known: none, 64B, 128B, 256B."),
+    ({"interleave": "32B"}, "unknown interleave '32B' .known: none."),
+    ({"name": "k"}, "duplicate parameter name"),
+])
+def test_tensormap_errors(kw, match):
+    with pytest.raises(ManifestError, match=match):
+        parse(_with_tmap(**kw))
+
+
+def test_tensormap_of_a_scalar_or_another_map():
+    m = _with_tmap(tensor="scale")
+    m["params"].append({"name": "scale", "type": "f32", "value": "scale"})
+    with pytest.raises(ManifestError, match="tensor 'scale' is not a memref parameter"):
+        parse(m)
+    with pytest.raises(ManifestError, match="tensor 'v_map' is not a memref parameter"):
+        parse(_with_tmap(tensor="v_map"))
+
+
+def test_tensormap_is_no_scalar_carrier():
+    """A tensor map has no value: the run-time scalar checks skip it."""
+    m = _with_tmap()
+    m["scale"] = None
+    with pytest.raises(ManifestError, match="scale is null .* but no kernel parameter takes it"):
+        parse(m)
+    m["params"].append({"name": "scale", "type": "f32", "value": "scale"})
+    assert parse(m).scale is None
+
+
+def test_backward_kernel_takes_a_tensormap():
+    m = backward_example()
+    m["kernels"][1]["params"].insert(0, _tmap(name="k_map", tensor="k"))
+    s = parse(m)
+    assert s.kernels[1].params[0].is_tensormap and s.kernels[1].slots()[0] == ("k_map",
+                                                                              "tensormap")
+    m["kernels"][2]["params"].append(_tmap(name="k_map", tensor="k"))
+    with pytest.raises(ManifestError, match=r"kernels\[2\] \(fa_bwd_dq_convert_kernel\): "
+                                            r"params\[2\] \(k_map\): tensor 'k' is not a "
+                                            r"memref parameter of this kernel \(memrefs: "
+                                            r"dq_accum, dq\)"):
+        parse(m)
+
+
+def _tmap_ptx(decl):
+    """PTX of the example with two tensor maps, the first declared `decl`."""
+    sizes = [8] * 53
+    params = [decl] + [f".param .u64 fa_fwd_kernel_param_{i + 1}" for i in range(53)] + [
+        ".param .align 64 .b8 fa_fwd_kernel_param_54[128]"]
+    return (".version 8.4\n.target sm_80\n.address_size 64\n.visible .entry fa_fwd_kernel(\n"
+            + ",\n".join("\t" + p for p in params) + "\n)\n{\n\tret;\n}\n")
+
+
+@pytest.mark.parametrize("decl", [".param .align 64 .b8 fa_fwd_kernel_param_0[128]",
+                                  ".param .align 128 .b8 fa_fwd_kernel_param_0[128]"])
+def test_tensormap_against_ptx(decl):
+    info = M.check_against_ptx(parse(_with_tmap()), _tmap_ptx(decl))
+    e = info.entries["fa_fwd_kernel"]
+    assert e.param_sizes[0] == 128 and e.param_types[0] == "b8[128]"
+    assert e.param_aligns[0] == int(decl.split()[2]) and e.param_aligns[1] is None
+
+
+_MAP_DECL = (r"parameter 0 \(q_map\) is a tensor map: the PTX must declare it \.param "
+             r"\.align 64 \.b8\[128\] \(an \.align that is a multiple of 64\), got ")
+
+
+@pytest.mark.parametrize("decl,match", [
+    (".param .b8 fa_fwd_kernel_param_0[128]", _MAP_DECL + r"\.param \.b8\[128\]$"),
+    (".param .align 8 .b8 fa_fwd_kernel_param_0[128]", _MAP_DECL + r"\.param \.align 8 \.b8"),
+    (".param .align 96 .b8 fa_fwd_kernel_param_0[128]", _MAP_DECL + r"\.param \.align 96 "),
+    (".param .align 64 .b32 fa_fwd_kernel_param_0[32]", _MAP_DECL + r"\.param \.align 64 "
+                                                        r"\.b32\[32\]"),
+    (".param .align 64 .b8 fa_fwd_kernel_param_0[64]",
+     r"parameter 0 \(q_map\) is 128 bytes in the manifest but 64 bytes \(\.b8\[64\]\)"),
+    (".param .u64 fa_fwd_kernel_param_0", r"parameter 0 \(q_map\) is 128 bytes in the manifest "
+                                          r"but 8 bytes \(\.u64\)"),
+])
+def test_tensormap_against_ptx_errors(decl, match):
+    with pytest.raises(ManifestError, match=match):
+        M.check_against_ptx(parse(_with_tmap()), _tmap_ptx(decl))
+
+
+def test_memref_against_a_tensormap_declaration():
+    """A memref's slot facing a map's declaration is caught by its size."""
+    m = example()
+    m["params"] += [_tmap(), _tmap(name="v_map", tensor="v")]
+    with pytest.raises(ManifestError, match=r"parameter 0 \(q.allocated\) is 8 bytes in the "
+                                            r"manifest but 128 bytes"):
+        M.check_against_ptx(parse(m), _tmap_ptx(".param .align 64 .b8 fa_fwd_kernel_param_0[128]"))

@@ -240,3 +240,163 @@ def test_outputs_and_gradients_are_contiguous(gpu, layout, view, h):
             assert t.stride() == torch.empty(t.shape).stride(), (t.shape, t.stride())
         check_fwd(out, lse, q, k, v, layout)
         check(grads, q, k, v, dout, layout)
+
+
+# -- TMA tensor maps (fake_gpu's forward kernels with maps of q, k, v) ------------------
+
+@pytest.fixture
+def gpu_maps(monkeypatch, tmp_path):
+    fake = fake_gpu.install(monkeypatch, tmp_path, tensormaps=True)
+    yield fake
+    fake_gpu.uninstall(fake)
+
+
+def _map_plan(fake, layout="bhsd"):
+    q, k, v, _ = qkv(2, 4, 2, 40, 70, 32, 32, layout, seed=3)
+    flashmlir.attention(q, k, v, layout=layout)
+    plan = _interface._forward_plan(q, k, v, False, None, None, None, layout, False)
+    L = layout
+    out, lse = torch.empty(plan.out_shape, dtype=BF), torch.empty(plan.lse_shape)
+    ts = tuple(_interface._bhsd(t, L) if i < 4 else t for i, t in enumerate((q, k, v, out, lse)))
+    return plan.launch, ts
+
+
+def _fresh(ts):
+    """The same tensors at other addresses."""
+    return tuple(t.detach().clone() for t in ts)
+
+
+def _records(fake):
+    out = [{k: v for k, v in r.items() if k != "map"} for r in fake.encodes]
+    fake.encodes.clear()
+    return out
+
+
+def _paths(plan):
+    return [("native", plan._native.launch), ("python", plan.launch_python)] \
+        if plan._native is not None else [("python", plan.launch_python)]
+
+
+@pytest.mark.parametrize("layout", ["bhsd", "bshd"])
+def test_maps_native_as_python(gpu_maps, layout):
+    """Both paths encode the same maps (the fake's launch checks each against
+    the memrefs it got) and give the driver the same bytes; the storage's
+    cache is shared, so a path encodes nothing that the other left there."""
+    plan, ts = _map_plan(gpu_maps, layout)
+    assert len(plan._maps) == 3 and (plan._native is not None) == (_native.library() is not None)
+    gpu_maps.skip = {FWD}
+    strip = lambda rs: [{k: v for k, v in r.items() if k != "address"} for r in rs]
+    got, last = {}, None
+    for name, launch in _paths(plan):
+        a, b = _fresh(ts), _fresh(ts)
+        _launches(gpu_maps)
+        _records(gpu_maps)
+        launch(a, 0x55)                        # new addresses: every map is encoded
+        recs = _records(gpu_maps)
+        assert [r["address"] for r in recs] == [t.data_ptr() for t in a[:3]]
+        got[name] = (strip(recs), [len(r) for r in _launches(gpu_maps)[0]["raw"]])
+        launch(b, 0x55)
+        launch(a, 0x55)
+        assert len(_records(gpu_maps)) == 6
+        last = a
+    for name, launch in _paths(plan):          # the storage holds last's maps
+        _launches(gpu_maps)
+        launch(last, 0x55)
+        assert _records(gpu_maps) == [] and len(_launches(gpu_maps)) == 1, name
+    assert len({repr(v) for v in got.values()}) == 1
+    q_map = got["python"][0][0]
+    B, H, N, D = ts[0].shape
+    if layout == "bhsd":
+        assert q_map["strides"] == (2 * D, 2 * N * D, 2 * H * N * D)
+    else:                                       # [B, N, H, D] memory
+        assert q_map["strides"] == (2 * H * D, 2 * D, 2 * N * H * D)
+    assert q_map["dims"] == (D, N, H, B) and q_map["box"] == (32, 64, 1, 1)
+    assert not [e for e in gpu_maps.events if e[0] in ("exception", "encode rejected")]
+
+
+def test_maps_reencoded_when_a_tensor_moves(gpu_maps):
+    plan, ts = _map_plan(gpu_maps)
+    gpu_maps.skip = {FWD}
+    _records(gpu_maps)
+    for name, launch in _paths(plan):
+        ts = _fresh(ts)
+        launch(ts, 0)
+        assert len(_records(gpu_maps)) == 3
+        launch(ts, 0)
+        assert _records(gpu_maps) == []
+        moved = (ts[0].clone(),) + ts[1:]       # only q moves: only q_map is encoded
+        launch(moved, 0)
+        (r,) = _records(gpu_maps)
+        assert r["address"] == moved[0].data_ptr(), name
+        # what the launch got: the current maps
+        maps = [fake_gpu.decode_fake_map(raw) for raw in gpu_maps.launches[-1]["raw"]
+                if len(raw) == 128]
+        assert [m["address"] for m in maps] == [t.data_ptr() for t in moved[:3]]
+
+
+def test_failing_encode_launches_nothing(gpu_maps):
+    plan, ts = _map_plan(gpu_maps)
+    gpu_maps.current = 0xC0
+    errors = []
+    for name, launch in _paths(plan):
+        a = _fresh(ts)
+        _launches(gpu_maps)
+        gpu_maps.fail["cuTensorMapEncodeTiled"] = 1
+        with pytest.raises(CudaError, match=r"(?s)cuTensorMapEncodeTiled failed with CUDA error 1 "
+                                            r"\(CUDA_ERROR_INVALID_VALUE\).*: tensor map q_map of q "
+                                            r"at 0x[0-9a-f]+: bf16, dims \[32, 40, 4, 2\], "
+                                            r"byte strides \[64, 2560, 10240\], box \[32, 64, 1, 1\]"
+                                            ) as ei:
+            launch(a, 0)
+        assert _launches(gpu_maps) == []
+        assert f"{a[0].data_ptr():#x}" in str(ei.value) and plan.name in str(ei.value)
+        errors.append(str(ei.value).replace(f"{a[0].data_ptr():#x}", "ADDR"))
+        del gpu_maps.fail["cuTensorMapEncodeTiled"]
+        _records(gpu_maps)
+        launch(a, 0)                           # the failed map is encoded again
+        assert len(_records(gpu_maps)) == 3 and len(_launches(gpu_maps)) == 1
+    assert len(set(errors)) == 1
+
+
+def test_misaligned_tensor_encodes_nothing(gpu_maps):
+    plan, ts = _map_plan(gpu_maps)
+    base = torch.empty(ts[0].numel() * 2 + 16, dtype=torch.uint8)
+    bad = base[2:2 + ts[0].numel() * 2].view(BF).view(ts[0].shape)
+    _records(gpu_maps)
+    for name, launch in _paths(plan):
+        with pytest.raises(ValueError, match="q's data pointer .* is not 16-byte aligned"):
+            launch((bad,) + ts[1:], 0)
+        assert _records(gpu_maps) == []
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_attention_with_maps(gpu_maps, monkeypatch, native):
+    """flashmlir.attention on kernels that take maps, on both launch paths,
+    in both layouts; every launch checks its maps against its memrefs."""
+    if native and _native.library() is None:
+        pytest.skip("the native launcher is not built")
+    if not native:
+        monkeypatch.setattr(_native, "_lib", None)
+        monkeypatch.setattr(_native, "_loaded", True)
+        _interface.clear_caches()
+    for layout in ("bhsd", "bshd"):
+        q, k, v, dout = qkv(2, 4, 2, 17, 113, 32, 32, layout, seed=5)
+        for _ in range(2):
+            out, lse = flashmlir.attention(q, k, v, layout=layout, causal=True, return_lse=True)
+            check_fwd(out, lse, q, k, v, layout, causal=True)
+            check(torch.autograd.grad(out, (q, k, v), dout), q, k, v, dout, layout, causal=True)
+        plan = _interface._forward_plan(q, k, v, True, None, None, None, layout, False)
+        assert (plan.launch._native is not None) == native and len(plan.launch._maps) == 3
+        assert gpu_maps.decoded[-4]["q_map"]["address"] == q.data_ptr()
+    assert not [e for e in gpu_maps.events if e[0] in ("exception", "encode rejected")]
+
+
+def test_debug_print_shows_the_maps(gpu_maps, monkeypatch, capsys):
+    monkeypatch.setenv("FLASHMLIR_DEBUG", "1")
+    _interface.clear_caches()
+    q, k, v, _ = qkv(1, 2, 2, 16, 16, 32, 32)
+    flashmlir.attention(q, k, v)
+    flashmlir.attention(q, k, v)
+    err = capsys.readouterr().err
+    assert err.count(f"q_map                  tensormap map of q at {q.data_ptr():#x}: bf16, "
+                     "dims [32, 16, 2, 1]") == 2, err
