@@ -5,6 +5,10 @@
         python3 bench/profile_attention.py --head-dim 128 --seqlen 4096
     ncu ... --kernel-name fa_bwd_kernel ... \
         python3 bench/profile_attention.py --backward --head-dim 128 --seqlen 4096
+
+--impl cudnn / flash runs SDPA's cuDNN or FlashAttention-2 back end instead,
+for the same profile of the kernel we compare with (see
+scripts/device-ncu.sh).
 """
 import argparse
 
@@ -21,19 +25,32 @@ def main():
     ap.add_argument("--backward", action="store_true",
                     help="run backward passes (one forward before them)")
     ap.add_argument("--launches", type=int, default=4)
+    ap.add_argument("--impl", choices=["flashmlir", "cudnn", "flash"],
+                    default="flashmlir")
     args = ap.parse_args()
+    if args.impl == "flashmlir":
+        attention = flashmlir.attention
+    else:
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+        backend = {"cudnn": SDPBackend.CUDNN_ATTENTION,
+                   "flash": SDPBackend.FLASH_ATTENTION}[args.impl]
+
+        def attention(q, k, v, causal):
+            with sdpa_kernel(backend):
+                return torch.nn.functional.scaled_dot_product_attention(
+                    q, k, v, is_causal=causal)
     b, h = 16384 // args.seqlen, 2048 // args.head_dim
     shape = (b, h, args.seqlen, args.head_dim)
     q, k, v = (torch.randn(shape, device="cuda", dtype=torch.bfloat16,
                            requires_grad=args.backward) for _ in range(3))
     if args.backward:
         dout = torch.randn(shape, device="cuda", dtype=torch.bfloat16)
-        out = flashmlir.attention(q, k, v, causal=args.causal)
+        out = attention(q, k, v, causal=args.causal)
         for _ in range(args.launches):
             torch.autograd.grad(out, (q, k, v), dout, retain_graph=True)
     else:
         for _ in range(args.launches):
-            flashmlir.attention(q, k, v, causal=args.causal)
+            attention(q, k, v, causal=args.causal)
     torch.cuda.synchronize()
 
 

@@ -202,3 +202,46 @@ def test_encode_cost(ptx_dir, capsys):
         print(f"\ncuTensorMapEncodeTiled through ctypes: {best:.2f} us per map "
               f"(best of 5 x {n})")
     assert best < 20
+
+
+def _mlir_probe():
+    """The PTX lit test test/GPU/tma-grid-constant.mlir builds with our
+    pipeline (faptx.tensormap_param + nvgpu TMA/mbarrier ops)."""
+    build = os.environ.get("FA_BUILD_DIR", os.path.join(os.path.dirname(__file__),
+                                                        "..", "..", "build"))
+    path = os.path.join(build, "test", "GPU", "Output", "tma-grid-constant.mlir.tmp-0.ptx")
+    if not os.path.isfile(path):
+        pytest.skip(f"{path} is missing: run lit's test/GPU/tma-grid-constant.mlir")
+    return path
+
+
+@pytest.mark.parametrize("layout,start", [("bhsd", (1, 2, 64, 0)), ("bshd", (0, 1, 160, 0)),
+                                          ("bhsd", (1, 0, 180, 0))])
+def test_mlir_kernel(tmp_path, layout, start):
+    """Our compiler's TMA path end to end: the kernel FlashMLIR's pipeline
+    made from hand-written nvgpu IR reads a runtime-encoded by-value map
+    (`.param .align 64 .b8 [128]`) and copies one 64 x 64 bf16 box (rows
+    past N zero) to `out`."""
+    shutil.copy(_mlir_probe(), tmp_path / "tma_copy.ptx")
+    box = (1, 1, 64, 64)
+    m = {"version": 1, "name": "tma_copy_mlir", "kind": "forward", "chip": CHIP,
+         "entry": "tma_copy", "ptx": "tma_copy.ptx", "dtype": "bf16", "head_dim": 64,
+         "causal": False, "scale": 1.0, "threads": 128, "dynamic_shared_memory": 0,
+         "grid": ["1"],
+         "params": [{"name": "x_map", "type": "tensormap", "tensor": "x", "dtype": "bf16",
+                     "box": list(box), "swizzle": "none"},
+                    {"name": "out", "type": "memref", "rank": 2, "dtype": "bf16"}]
+         + [{"name": c, "type": "i64", "value": c} for c in ("b", "h", "n0", "d0")]
+         + [{"name": "x", "type": "memref", "rank": 4, "dtype": "bf16"}]}
+    path = tmp_path / "tma_copy_mlir.json"
+    path.write_text(json.dumps(m))
+    spec = M.load_manifest(str(path))
+    kernel = _kernels.load_kernel(spec, torch.cuda.current_device())
+    x = _source(layout, (2, 3, 200, 64), "bf16", seed=7)
+    out = torch.full((64, 64), float("nan"), dtype=torch.bfloat16, device="cuda")
+    b, h, n0, d0 = start
+    _launch.launch(kernel, {"x": x, "out": out, "b": b, "h": h, "n0": n0, "d0": d0}, {},
+                   torch.cuda.current_stream().cuda_stream)
+    torch.cuda.synchronize()
+    want = _expected(x, start, box, 0.0).view(64, 64)
+    assert torch.equal(out, want)

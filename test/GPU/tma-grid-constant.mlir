@@ -8,7 +8,8 @@
 // use: an `!llvm.ptr` argument declared by `faptx.tensormap_param` becomes a
 // `.param .align 64 .b8 [128]` whose address the TMA instruction reads.
 // The kernel copies one 64 x 64 bf16 box of a [B, H, N, D] tensor at
-// (b, h, n0, d0) to `out` through shared memory, with the upstream nvgpu
+// (b, h, n0, d0) to `out` through shared memory (`x` is the tensor the map
+// covers, as the runtime's manifests name it), with the upstream nvgpu
 // TMA and mbarrier ops. The H200 test python/tests/test_gpu_tensormap.py
 // runs it with maps encoded by the runtime.
 
@@ -33,7 +34,7 @@ module attributes {gpu.container_module} {
     gpu.func @tma_copy(
         %map_arg: !llvm.ptr,
         %out: memref<64x64xbf16>, %b: index, %h: index, %n0: index,
-        %d0: index)
+        %d0: index, %x: memref<?x?x?x64xbf16, strided<[?, ?, ?, 1], offset: ?>>)
         workgroup(%tile: !tile {llvm.align = 128 : i64}) kernel {
       %c0 = arith.constant 0 : index
       %c1 = arith.constant 1 : index
@@ -61,8 +62,8 @@ module attributes {gpu.container_module} {
       scf.for %i = %tid to %c4096 step %ntid {
         %r = arith.divui %i, %c64 : index
         %c = arith.remui %i, %c64 : index
-        %x = memref.load %tile[%c0, %c0, %r, %c] : !tile
-        memref.store %x, %out[%r, %c] : memref<64x64xbf16>
+        %e = memref.load %tile[%c0, %c0, %r, %c] : !tile
+        memref.store %e, %out[%r, %c] : memref<64x64xbf16>
       }
       gpu.return
     }
