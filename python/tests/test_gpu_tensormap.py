@@ -204,14 +204,14 @@ def test_encode_cost(ptx_dir, capsys):
     assert best < 20
 
 
-def _mlir_probe():
-    """The PTX lit test test/GPU/tma-grid-constant.mlir builds with our
-    pipeline (faptx.tensormap_param + nvgpu TMA/mbarrier ops)."""
+def _mlir_probe(test="tma-grid-constant"):
+    """The PTX that lit test test/GPU/<test>.mlir builds with our pipeline
+    (faptx.tensormap_param + nvgpu TMA/mbarrier ops)."""
     build = os.environ.get("FA_BUILD_DIR", os.path.join(os.path.dirname(__file__),
                                                         "..", "..", "build"))
-    path = os.path.join(build, "test", "GPU", "Output", "tma-grid-constant.mlir.tmp-0.ptx")
+    path = os.path.join(build, "test", "GPU", "Output", f"{test}.mlir.tmp-0.ptx")
     if not os.path.isfile(path):
-        pytest.skip(f"{path} is missing: run lit's test/GPU/tma-grid-constant.mlir")
+        pytest.skip(f"{path} is missing: run lit's test/GPU/{test}.mlir")
     return path
 
 
@@ -245,3 +245,39 @@ def test_mlir_kernel(tmp_path, layout, start):
     torch.cuda.synchronize()
     want = _expected(x, start, box, 0.0).view(64, 64)
     assert torch.equal(out, want)
+
+
+@pytest.mark.parametrize("n", [64, 200, 1000, 4096])
+@pytest.mark.parametrize("layout", ["bhsd", "bshd"])
+def test_mlir_warp_specialized(tmp_path, n, layout):
+    """The warp-specialized TMA pipeline of test/GPU/warp-specialized-
+    pipeline.mlir (a producer warpgroup, a 3-stage ring with full/empty
+    mbarriers, two consumer warpgroups, setmaxnreg, a named barrier): the
+    column sums it computes are exact only if every tile arrives once, in
+    order, and no stage is overwritten while in use; N = 64 (one tile), 200
+    (a partial last tile, zero-filled) and 1000/4096 (the ring wraps many
+    times, both parities)."""
+    shutil.copy(_mlir_probe("warp-specialized-pipeline"), tmp_path / "ws.ptx")
+    m = {"version": 1, "name": "ws_colsum", "kind": "forward", "chip": CHIP,
+         "entry": "ws_colsum", "ptx": "ws.ptx", "dtype": "bf16", "head_dim": 64,
+         "causal": False, "scale": 1.0, "threads": 384, "dynamic_shared_memory": 0,
+         "grid": ["Hq", "B"],
+         "params": [{"name": "x_map", "type": "tensormap", "tensor": "x", "dtype": "bf16",
+                     "box": [1, 1, 64, 64], "swizzle": "none"},
+                    {"name": "out", "type": "memref", "rank": 3, "dtype": "f32"},
+                    {"name": "n", "type": "i64", "value": "n"},
+                    {"name": "x", "type": "memref", "rank": 4, "dtype": "bf16"}]}
+    path = tmp_path / "ws_colsum.json"
+    path.write_text(json.dumps(m))
+    kernel = _kernels.load_kernel(M.load_manifest(str(path)), torch.cuda.current_device())
+    B, H = 2, 3
+    # Small integers: every partial sum is exact in f32, whatever the order.
+    g = torch.Generator(device="cuda").manual_seed(n)
+    mem = (B, H, n, 64) if layout == "bhsd" else (B, n, H, 64)
+    x = torch.randint(-8, 9, mem, generator=g, device="cuda").to(torch.bfloat16)
+    x = x if layout == "bhsd" else x.transpose(1, 2)
+    out = torch.full((B, H, 64), float("nan"), device="cuda")
+    _launch.launch(kernel, {"x": x, "out": out, "n": n}, {"Hq": H, "B": B},
+                   torch.cuda.current_stream().cuda_stream)
+    torch.cuda.synchronize()
+    assert torch.equal(out, x.float().sum(dim=2))
