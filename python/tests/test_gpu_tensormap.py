@@ -249,15 +249,18 @@ def test_mlir_kernel(tmp_path, layout, start):
 
 @pytest.mark.parametrize("n", [64, 200, 1000, 4096])
 @pytest.mark.parametrize("layout", ["bhsd", "bshd"])
-def test_mlir_warp_specialized(tmp_path, n, layout):
-    """The warp-specialized TMA pipeline of test/GPU/warp-specialized-
-    pipeline.mlir (a producer warpgroup, a 3-stage ring with full/empty
-    mbarriers, two consumer warpgroups, setmaxnreg, a named barrier): the
-    column sums it computes are exact only if every tile arrives once, in
-    order, and no stage is overwritten while in use; N = 64 (one tile), 200
-    (a partial last tile, zero-filled) and 1000/4096 (the ring wraps many
-    times, both parities)."""
-    shutil.copy(_mlir_probe("warp-specialized-pipeline"), tmp_path / "ws.ptx")
+@pytest.mark.parametrize("source", ["warp-specialized-pipeline", "channel-pipeline"])
+def test_mlir_warp_specialized(tmp_path, n, layout, source):
+    """The warp-specialized TMA pipeline (a producer warpgroup, a 3-stage
+    ring with full/empty mbarriers, two consumer warpgroups, setmaxnreg, a
+    named barrier) of test/GPU/warp-specialized-pipeline.mlir (written by
+    hand) and of test/GPU/channel-pipeline.mlir (the same kernel from
+    fagpu.warp_specialize and a !fagpu.channel through fa-lower-channels and
+    fa-lower-warp-specialize): the column sums it computes are exact only if
+    every tile arrives once, in order, and no stage is overwritten while in
+    use; N = 64 (one tile), 200 (a partial last tile, zero-filled) and
+    1000/4096 (the ring wraps many times, both parities)."""
+    shutil.copy(_mlir_probe(source), tmp_path / "ws.ptx")
     m = {"version": 1, "name": "ws_colsum", "kind": "forward", "chip": CHIP,
          "entry": "ws_colsum", "ptx": "ws.ptx", "dtype": "bf16", "head_dim": 64,
          "causal": False, "scale": 1.0, "threads": 384, "dynamic_shared_memory": 0,

@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "fa/Dialect/FA/IR/FADialect.h"
+#include "fa/Dialect/FAGPU/IR/FAGPU.h"
 #include "fa/Dialect/FAPTX/IR/FAPTX.h"
 #include "fa/Dialect/FA/IR/FAOps.h"
 #include "fa/Dialect/FA/Transforms/Passes.h"
@@ -988,7 +989,7 @@ int main(int argc, char **argv) {
   registerAllDialects(registry);
   registerAllExtensions(registry);
   registerAllToLLVMIRTranslations(registry);
-  registry.insert<fa::FADialect, faptx::FAPTXDialect>();
+  registry.insert<fa::FADialect, faptx::FAPTXDialect, fagpu::FAGPUDialect>();
   MLIRContext ctx(registry);
   ctx.loadAllAvailableDialects();
 

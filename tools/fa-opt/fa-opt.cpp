@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "fa/Dialect/FA/IR/FADialect.h"
+#include "fa/Dialect/FAGPU/IR/FAGPU.h"
 #include "fa/Dialect/FAPTX/IR/FAPTX.h"
 #include "fa/InitAllPasses.h"
 #include "mlir/IR/DialectRegistry.h"
@@ -24,7 +25,8 @@ int main(int argc, char **argv) {
   mlir::registerAllDialects(registry);
   mlir::registerAllExtensions(registry);
   mlir::registerAllToLLVMIRTranslations(registry);
-  registry.insert<mlir::fa::FADialect, mlir::faptx::FAPTXDialect>();
+  registry.insert<mlir::fa::FADialect, mlir::faptx::FAPTXDialect,
+                  mlir::fagpu::FAGPUDialect>();
 
   return mlir::asMainReturnCode(
       mlir::MlirOptMain(argc, argv, "FlashMLIR optimizer driver\n", registry));

@@ -1,6 +1,7 @@
 //===- FAPlugin.cpp - fa dialect and passes as an mlir-opt plugin ---------===//
 
 #include "fa/Dialect/FA/IR/FADialect.h"
+#include "fa/Dialect/FAGPU/IR/FAGPU.h"
 #include "fa/Dialect/FAPTX/IR/FAPTX.h"
 #include "fa/InitAllPasses.h"
 #include "mlir/Tools/Plugins/DialectPlugin.h"
@@ -15,7 +16,7 @@ extern "C" LLVM_ATTRIBUTE_WEAK DialectPluginLibraryInfo
 mlirGetDialectPluginInfo() {
   return {MLIR_PLUGIN_API_VERSION, "FlashMLIR", LLVM_VERSION_STRING,
           [](DialectRegistry *registry) {
-            registry->insert<fa::FADialect, faptx::FAPTXDialect>();
+            registry->insert<fa::FADialect, faptx::FAPTXDialect, fagpu::FAGPUDialect>();
           }};
 }
 

@@ -3,6 +3,7 @@
 #ifndef FA_CONVERSION_PASSES_H
 #define FA_CONVERSION_PASSES_H
 
+#include "fa/Conversion/FAGPUToNVGPU/FAGPUToNVGPU.h"
 #include "fa/Conversion/FAPTXToLLVM/FAPTXToLLVM.h"
 #include "fa/Conversion/TiledAttentionToGPU/TiledAttentionToGPU.h"
 

@@ -152,4 +152,65 @@ def FAConvertFAPTXToLLVM : Pass<"fa-convert-faptx-to-llvm"> {
   let dependentDialects = ["::mlir::LLVM::LLVMDialect"];
 }
 
+def FALowerChannels : Pass<"fa-lower-channels"> {
+  let summary = "Lower fagpu channels to TMA loads and mbarrier phases";
+  let description = [{
+    Writes the producer / consumer protocol of each `!fagpu.channel`: two
+    groups of `stages` mbarriers ("full": one arrival plus the TMA's
+    transaction bytes; "empty": the channel's `arrivals`), initialized by
+    thread 0 and published with `fence.mbarrier_init` and a block-wide
+    barrier where the channel is created. Item `i` uses buffer `s = i %
+    stages` in round `r = i / stages`:
+
+    - `channel_put_tma`: one thread per warpgroup (thread 0 of it) waits
+      for phase `(r - 1) & 1` of empty[s] (from the second round on),
+      arms full[s] with the box's bytes and issues the TMA load;
+    - `channel_get`: waits for phase `r & 1` of full[s] and returns the
+      buffer;
+    - `channel_release`: arrives at empty[s].
+
+    Before:
+    ```mlir
+    %ch = fagpu.channel_create %ring arrivals 256 : ... -> !fagpu.channel<3 x ...>
+    fagpu.channel_put_tma %ch[%i], %map[%c0, %row, %h, %b] : ...
+    %buf = fagpu.channel_get %ch[%i] : ... -> memref<...>
+    fagpu.channel_release %ch[%i] : ...
+    ```
+    After: `nvgpu.mbarrier.create` / `init` / `arrive.expect_tx` /
+    `try_wait.parity` / `arrive` and `nvgpu.tma.async.load` on
+    `memref.subview`s of the ring.
+  }];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect", "::mlir::gpu::GPUDialect",
+    "::mlir::memref::MemRefDialect", "::mlir::nvgpu::NVGPUDialect",
+    "::mlir::NVVM::NVVMDialect", "::mlir::scf::SCFDialect"
+  ];
+}
+
+def FALowerWarpSpecialize : Pass<"fa-lower-warp-specialize"> {
+  let summary = "Lower fagpu.warp_specialize to a role branch with setmaxnreg";
+  let description = [{
+    Replaces each `fagpu.warp_specialize` by a branch on the warpgroup
+    index (`thread_id.x / 128`): warpgroup 0 lowers its register budget
+    (`setmaxnreg.dec`) and runs the producer region, the others raise
+    theirs (`setmaxnreg.inc`) and run the consumer region.
+
+    Before:
+    ```mlir
+    fagpu.warp_specialize consumer_warpgroups 2 registers(40, 232)
+    producer { A } consumers { B }
+    ```
+    After:
+    ```mlir
+    %wg = arith.divui %tid, %c128 : index
+    scf.if (%wg == 0) { nvvm.setmaxregister decrease 40  A }
+    else { nvvm.setmaxregister increase 232  B }
+    ```
+  }];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect", "::mlir::gpu::GPUDialect",
+    "::mlir::NVVM::NVVMDialect", "::mlir::scf::SCFDialect"
+  ];
+}
+
 #endif // FA_CONVERSION_PASSES_TD

@@ -1,0 +1,176 @@
+//===- FAGPUOps.td - GPU-level schedule ops ----------------*- tablegen -*-===//
+//
+// The `fagpu` dialect: the GPU-level form of FlashMLIR's Hopper kernels, in
+// which the schedule's decisions are ops, types and attributes: producer /
+// consumer warp roles (`fagpu.warp_specialize`) and the multi-stage
+// shared-memory channels between them (`!fagpu.channel`). Each concern has
+// its own lowering pass (fa-lower-channels, fa-lower-warp-specialize) to
+// the nvgpu / nvvm ops; see docs/HOPPER.md.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FA_DIALECT_FAGPU_IR_FAGPUOPS_TD
+#define FA_DIALECT_FAGPU_IR_FAGPUOPS_TD
+
+include "mlir/Dialect/NVGPU/IR/NVGPUTypes.td"
+include "mlir/IR/AttrTypeBase.td"
+include "mlir/IR/BuiltinTypes.td"
+include "mlir/IR/CommonAttrConstraints.td"
+include "mlir/IR/CommonTypeConstraints.td"
+include "mlir/IR/OpBase.td"
+include "mlir/Interfaces/ControlFlowInterfaces.td"
+
+def FAGPU_Dialect : Dialect {
+  let name = "fagpu";
+  let cppNamespace = "::mlir::fagpu";
+  let summary = "GPU-level schedule of FlashMLIR's Hopper kernels";
+  let description = [{
+    Warp roles and the pipelined shared-memory channels between them, as
+    ops that later passes read and lower: a kernel states *that* a producer
+    warpgroup streams tiles to consumer warpgroups through a ring of
+    `stages` buffers, and fa-lower-channels / fa-lower-warp-specialize
+    write the mbarrier protocol (phases, transaction counts, elected
+    threads) and the role split (setmaxnreg) that implement it.
+  }];
+  let useDefaultTypePrinterParser = 1;
+}
+
+class FAGPU_Op<string mnemonic, list<Trait> traits = []>
+    : Op<FAGPU_Dialect, mnemonic, traits>;
+
+def FAGPU_ChannelType : TypeDef<FAGPU_Dialect, "Channel"> {
+  let mnemonic = "channel";
+  let summary = "a ring of shared-memory buffers passed producer to consumer";
+  let description = [{
+    `stages` buffers of type `buffer` (a shared-memory memref) with a
+    "full" and an "empty" mbarrier each. Item `i` of the stream lives in
+    buffer `i % stages`; its producer waits until the consumers released
+    item `i - stages`, its consumers wait until it is complete.
+
+    ```mlir
+    !fagpu.channel<3 x memref<1x1x64x64xbf16, #gpu.address_space<workgroup>>>
+    ```
+  }];
+  let parameters = (ins "int64_t":$stages, "MemRefType":$buffer);
+  let assemblyFormat = "`<` $stages `x` $buffer `>`";
+  let genVerifyDecl = 1;
+  let extraClassDeclaration = [{
+    /// The type of one buffer as a slice of the ring (`channel_get`'s
+    /// result): the buffer's shape and strides at a dynamic offset.
+    ::mlir::MemRefType getStageType() const;
+  }];
+}
+
+def FAGPU_ChannelCreateOp : FAGPU_Op<"channel_create"> {
+  let summary = "a channel over a ring of shared memory";
+  let description = [{
+    Makes a channel whose buffers are the leading-dimension slices of
+    `ring` (`stages` x the buffer's shape). `arrivals` is the number of
+    consumer threads that release each item (every thread of the consumer
+    warpgroups). It must be in the kernel's entry block, before the warp
+    roles split: its lowering initializes the mbarriers (one thread) and
+    synchronizes the whole thread block.
+
+    ```mlir
+    %kv = fagpu.channel_create %ring arrivals 256
+        : memref<3x1x64x64xbf16, #gpu.address_space<workgroup>>
+        -> !fagpu.channel<3 x memref<1x1x64x64xbf16, #gpu.address_space<workgroup>>>
+    ```
+  }];
+  let arguments = (ins AnyMemRef:$ring,
+                       ConfinedAttr<I64Attr, [IntPositive]>:$arrivals);
+  let results = (outs FAGPU_ChannelType:$channel);
+  let assemblyFormat = [{
+    $ring `arrivals` $arrivals attr-dict `:` type($ring) `->` qualified(type($channel))
+  }];
+  let hasVerifier = 1;
+}
+
+def FAGPU_ChannelPutTmaOp : FAGPU_Op<"channel_put_tma"> {
+  let summary = "producer: TMA-load item `index` of the channel";
+  let description = [{
+    Waits until the buffer of item `index` is free (the consumers released
+    item `index - stages`; not for the first `stages` items), then loads
+    one box of `map` at `coordinates` (innermost first, as the tensor map
+    orders them) into it with TMA, completing the item's "full" barrier
+    with the box's byte count. One thread of the executing warpgroup
+    issues it.
+
+    ```mlir
+    fagpu.channel_put_tma %kv[%i], %map[%c0, %row, %h, %b]
+        : !fagpu.channel<...>, !nvgpu.tensormap.descriptor<...>
+    ```
+  }];
+  let arguments = (ins FAGPU_ChannelType:$channel, Index:$index,
+                       NVGPU_TensorMapDescriptor:$map,
+                       Variadic<Index>:$coordinates);
+  let assemblyFormat = [{
+    $channel `[` $index `]` `,` $map `[` $coordinates `]` attr-dict `:`
+    qualified(type($channel)) `,` qualified(type($map))
+  }];
+  let hasVerifier = 1;
+}
+
+def FAGPU_ChannelGetOp : FAGPU_Op<"channel_get"> {
+  let summary = "consumer: wait for item `index`, return its buffer";
+  let arguments = (ins FAGPU_ChannelType:$channel, Index:$index);
+  let results = (outs AnyMemRef:$buffer);
+  let assemblyFormat = [{
+    $channel `[` $index `]` attr-dict `:` qualified(type($channel)) `->` type($buffer)
+  }];
+  let hasVerifier = 1;
+}
+
+def FAGPU_ChannelReleaseOp : FAGPU_Op<"channel_release"> {
+  let summary = "consumer: done with item `index`'s buffer";
+  let description = [{
+    Every consumer thread arrives at the item's "empty" barrier: after the
+    channel's `arrivals` arrivals the producer may overwrite the buffer.
+  }];
+  let arguments = (ins FAGPU_ChannelType:$channel, Index:$index);
+  let assemblyFormat = [{
+    $channel `[` $index `]` attr-dict `:` qualified(type($channel))
+  }];
+}
+
+def FAGPU_WarpSpecializeOp : FAGPU_Op<"warp_specialize", [
+    RecursiveMemoryEffects, NoRegionArguments,
+    SingleBlockImplicitTerminator<"YieldOp">]> {
+  let summary = "producer / consumer warp roles of a thread block";
+  let description = [{
+    Runs `producer` on warpgroup 0 (128 threads) and `consumers` on
+    warpgroups 1 .. `consumer_warpgroups`; the thread block has exactly
+    `128 * (1 + consumer_warpgroups)` threads (the kernel's
+    `known_block_size`). `producer_registers` / `consumer_registers` are
+    the per-thread register budgets each role moves to (setmaxnreg: the
+    producer gives registers back to the consumers). The roles share no
+    values: they talk through channels and shared memory.
+
+    ```mlir
+    fagpu.warp_specialize consumer_warpgroups 2 registers(40, 232)
+    producer {
+      ...
+    } consumers {
+      ...
+    }
+    ```
+  }];
+  let arguments = (ins ConfinedAttr<I64Attr, [IntPositive]>:$consumer_warpgroups,
+                       I64Attr:$producer_registers,
+                       I64Attr:$consumer_registers);
+  let regions = (region SizedRegion<1>:$producer, SizedRegion<1>:$consumers);
+  let assemblyFormat = [{
+    `consumer_warpgroups` $consumer_warpgroups
+    `registers` `(` $producer_registers `,` $consumer_registers `)`
+    attr-dict-with-keyword `producer` $producer `consumers` $consumers
+  }];
+  let hasVerifier = 1;
+}
+
+def FAGPU_YieldOp : FAGPU_Op<"yield", [Pure, Terminator,
+    HasParent<"WarpSpecializeOp">]> {
+  let summary = "ends a warp role's region";
+  let assemblyFormat = "attr-dict";
+}
+
+#endif // FA_DIALECT_FAGPU_IR_FAGPUOPS_TD

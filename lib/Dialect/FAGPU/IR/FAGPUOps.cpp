@@ -1,0 +1,135 @@
+//===- FAGPUOps.cpp - GPU-level schedule ops ------------------------------===//
+
+#include "fa/Dialect/FAGPU/IR/FAGPU.h"
+
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/DialectImplementation.h"
+#include "mlir/IR/OpImplementation.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+using namespace mlir::fagpu;
+
+#include "fa/Dialect/FAGPU/IR/FAGPUOpsDialect.cpp.inc"
+
+#define GET_TYPEDEF_CLASSES
+#include "fa/Dialect/FAGPU/IR/FAGPUOpsTypes.cpp.inc"
+
+void FAGPUDialect::initialize() {
+  addTypes<
+#define GET_TYPEDEF_LIST
+#include "fa/Dialect/FAGPU/IR/FAGPUOpsTypes.cpp.inc"
+      >();
+  addOperations<
+#define GET_OP_LIST
+#include "fa/Dialect/FAGPU/IR/FAGPUOps.cpp.inc"
+      >();
+}
+
+static bool isWorkgroup(MemRefType type) {
+  auto space = dyn_cast_or_null<gpu::AddressSpaceAttr>(type.getMemorySpace());
+  return space && space.getValue() == gpu::AddressSpace::Workgroup;
+}
+
+//===----------------------------------------------------------------------===//
+// ChannelType
+//===----------------------------------------------------------------------===//
+
+LogicalResult ChannelType::verify(function_ref<InFlightDiagnostic()> emitError,
+                                  int64_t stages, MemRefType buffer) {
+  if (stages < 1)
+    return emitError() << "a channel has at least one stage, not " << stages;
+  if (!buffer.hasStaticShape() || !buffer.getLayout().isIdentity())
+    return emitError() << "a channel buffer has a static shape and the "
+                          "identity layout, not "
+                       << buffer;
+  if (!isWorkgroup(buffer))
+    return emitError() << "a channel buffer lives in workgroup (shared) "
+                          "memory, not "
+                       << buffer;
+  return success();
+}
+
+MemRefType ChannelType::getStageType() const {
+  MemRefType buffer = getBuffer();
+  SmallVector<int64_t> strides(buffer.getRank(), 1);
+  for (int64_t i = buffer.getRank() - 2; i >= 0; --i)
+    strides[i] = strides[i + 1] * buffer.getDimSize(i + 1);
+  auto layout = StridedLayoutAttr::get(buffer.getContext(),
+                                       ShapedType::kDynamic, strides);
+  return MemRefType::get(buffer.getShape(), buffer.getElementType(), layout,
+                         buffer.getMemorySpace());
+}
+
+//===----------------------------------------------------------------------===//
+// Ops
+//===----------------------------------------------------------------------===//
+
+LogicalResult ChannelCreateOp::verify() {
+  ChannelType channel = getChannel().getType();
+  MemRefType buffer = channel.getBuffer();
+  auto ring = cast<MemRefType>(getRing().getType());
+  SmallVector<int64_t> want = {channel.getStages()};
+  llvm::append_range(want, buffer.getShape());
+  if (ring.getShape() != ArrayRef<int64_t>(want) ||
+      ring.getElementType() != buffer.getElementType() ||
+      ring.getMemorySpace() != buffer.getMemorySpace() ||
+      !ring.getLayout().isIdentity())
+    return emitOpError("the ring must be ")
+           << channel.getStages() << " contiguous buffers of " << buffer
+           << ", not " << ring;
+  if (!isa_and_nonnull<FunctionOpInterface>((*this)->getParentOp()))
+    return emitOpError("must be in the kernel's entry block (its lowering "
+                       "synchronizes the whole thread block)");
+  return success();
+}
+
+LogicalResult ChannelPutTmaOp::verify() {
+  MemRefType buffer = getChannel().getType().getBuffer();
+  MemRefType box = getMap().getType().getTensor();
+  if (box.getShape() != buffer.getShape() ||
+      box.getElementType() != buffer.getElementType())
+    return emitOpError("the tensor map's box ")
+           << box << " must be the channel's buffer " << buffer;
+  if (int64_t(getCoordinates().size()) != buffer.getRank())
+    return emitOpError("takes one coordinate per box dimension (")
+           << buffer.getRank() << "), not " << getCoordinates().size();
+  return success();
+}
+
+LogicalResult ChannelGetOp::verify() {
+  MemRefType want = getChannel().getType().getStageType();
+  if (getBuffer().getType() != want)
+    return emitOpError("returns the stage buffer type ")
+           << want << ", not " << getBuffer().getType();
+  return success();
+}
+
+LogicalResult WarpSpecializeOp::verify() {
+  for (int64_t regs : {getProducerRegisters(), getConsumerRegisters()})
+    if (regs < 24 || regs > 256 || regs % 8 != 0)
+      return emitOpError("setmaxnreg takes a multiple of 8 from 24 to 256 "
+                         "registers, not ")
+             << regs;
+  int64_t warpgroups = 1 + getConsumerWarpgroups();
+  // 64K registers per multiprocessor: what the roles hold at once.
+  int64_t total = 128 * (getProducerRegisters() +
+                         getConsumerWarpgroups() * getConsumerRegisters());
+  if (total > 65536)
+    return emitOpError("the roles would hold ")
+           << total << " registers, more than the 65536 of a multiprocessor";
+  auto func = (*this)->getParentOfType<gpu::GPUFuncOp>();
+  if (func) {
+    std::optional<ArrayRef<int32_t>> block = func.getKnownBlockSize();
+    if (!block || (*block)[0] != 128 * warpgroups || (*block)[1] != 1 ||
+        (*block)[2] != 1)
+      return emitOpError("needs the kernel's known_block_size to be [")
+             << 128 * warpgroups << ", 1, 1] (one producer and "
+             << getConsumerWarpgroups() << " consumer warpgroups)";
+  }
+  return success();
+}
+
+#define GET_OP_CLASSES
+#include "fa/Dialect/FAGPU/IR/FAGPUOps.cpp.inc"
