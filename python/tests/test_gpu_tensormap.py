@@ -284,3 +284,36 @@ def test_mlir_warp_specialized(tmp_path, n, layout, source):
                    torch.cuda.current_stream().cuda_stream)
     torch.cuda.synchronize()
     assert torch.equal(out, x.float().sum(dim=2))
+
+
+@pytest.mark.parametrize("n", [64, 200, 1000])
+@pytest.mark.parametrize("layout", ["bhsd", "bshd"])
+def test_mlir_channel_panels(tmp_path, n, layout):
+    """test/GPU/channel-pipeline-panels.mlir: D = 128 tiles as two
+    64-column panels of 128-byte swizzle per channel item (two TMA boxes,
+    one transaction count), read through the swizzle by the consumers:
+    exact column sums only if the TMA's swizzle is the layout the wgmma
+    kernels assume and both boxes land before the item completes."""
+    shutil.copy(_mlir_probe("channel-pipeline-panels"), tmp_path / "wsp.ptx")
+    m = {"version": 1, "name": "ws_colsum_panels", "kind": "forward", "chip": CHIP,
+         "entry": "ws_colsum_panels", "ptx": "wsp.ptx", "dtype": "bf16",
+         "head_dim": 128, "causal": False, "scale": 1.0, "threads": 384,
+         "dynamic_shared_memory": 0, "grid": ["Hq", "B"],
+         "params": [{"name": "x_map", "type": "tensormap", "tensor": "x", "dtype": "bf16",
+                     "box": [1, 1, 64, 64], "swizzle": "128B"},
+                    {"name": "out", "type": "memref", "rank": 3, "dtype": "f32"},
+                    {"name": "n", "type": "i64", "value": "n"},
+                    {"name": "x", "type": "memref", "rank": 4, "dtype": "bf16"}]}
+    path = tmp_path / "ws_colsum_panels.json"
+    path.write_text(json.dumps(m))
+    kernel = _kernels.load_kernel(M.load_manifest(str(path)), torch.cuda.current_device())
+    B, H = 2, 3
+    g = torch.Generator(device="cuda").manual_seed(n + 1)
+    mem = (B, H, n, 128) if layout == "bhsd" else (B, n, H, 128)
+    x = torch.randint(-8, 9, mem, generator=g, device="cuda").to(torch.bfloat16)
+    x = x if layout == "bhsd" else x.transpose(1, 2)
+    out = torch.full((B, H, 128), float("nan"), device="cuda")
+    _launch.launch(kernel, {"x": x, "out": out, "n": n}, {"Hq": H, "B": B},
+                   torch.cuda.current_stream().cuda_stream)
+    torch.cuda.synchronize()
+    assert torch.equal(out, x.float().sum(dim=2))

@@ -132,9 +132,40 @@ void lowerPut(ChannelPutTmaOp op, const ChannelParts &parts) {
       buf.getNumElements() * buf.getElementType().getIntOrFloatBitWidth() / 8;
   nvgpu::MBarrierArriveExpectTxOp::create(
       b, loc, parts.full, parts.idx(b, loc, bytes), stage, Value());
-  nvgpu::TmaAsyncLoadOp::create(b, loc, parts.buffer(b, loc, stage), parts.full,
-                                op.getMap(), op.getCoordinates(), stage,
-                                Value(), Value());
+  Value dst = parts.buffer(b, loc, stage);
+  int64_t boxes = op.getNumBoxes();
+  if (boxes == 1) {
+    nvgpu::TmaAsyncLoadOp::create(b, loc, dst, parts.full, op.getMap(),
+                                  op.getCoordinates(), stage, Value(), Value());
+    op.erase();
+    return;
+  }
+  // Box p of the buffer: its leading slice, p box widths further along the
+  // innermost coordinate.
+  MemRefType boxType = op.getMap().getType().getTensor();
+  auto stageType = cast<MemRefType>(dst.getType());
+  auto [strides, offset] = stageType.getStridesAndOffset();
+  auto boxView = MemRefType::get(
+      boxType.getShape(), boxType.getElementType(),
+      StridedLayoutAttr::get(b.getContext(), ShapedType::kDynamic,
+                             ArrayRef<int64_t>(strides).drop_front()),
+      boxType.getMemorySpace());
+  int64_t width = boxType.getShape().back();
+  for (int64_t p = 0; p < boxes; ++p) {
+    SmallVector<OpFoldResult> offsets(stageType.getRank(), b.getIndexAttr(0));
+    offsets[0] = b.getIndexAttr(p);
+    SmallVector<OpFoldResult> sizes = {b.getIndexAttr(1)};
+    for (int64_t d : boxType.getShape())
+      sizes.push_back(b.getIndexAttr(d));
+    SmallVector<OpFoldResult> ones(stageType.getRank(), b.getIndexAttr(1));
+    Value box =
+        memref::SubViewOp::create(b, loc, boxView, dst, offsets, sizes, ones);
+    SmallVector<Value> coords(op.getCoordinates());
+    coords[0] =
+        arith::AddIOp::create(b, loc, coords[0], parts.idx(b, loc, p * width));
+    nvgpu::TmaAsyncLoadOp::create(b, loc, box, parts.full, op.getMap(), coords,
+                                  stage, Value(), Value());
+  }
   op.erase();
 }
 

@@ -83,3 +83,29 @@ func.func @two_channels(%r1: !ringa, %r2: !ringa, %map: !mapa, %i: index) {
   fagpu.channel_put_tma %y[%i], %map[%c0, %i] : !fagpu.channel<2 x !a>, !mapa
   return
 }
+
+// -----
+
+// A buffer of two boxes (two 64-column panels): one transaction count for
+// both (2 x 64 x 64 x 2 = 16384 bytes), one TMA per panel, the second 64
+// columns further along the innermost coordinate.
+!panel = memref<1x64x64xbf16, #gpu.address_space<workgroup>>
+!pbuf = memref<2x1x64x64xbf16, #gpu.address_space<workgroup>>
+!pring = memref<2x2x1x64x64xbf16, #gpu.address_space<workgroup>>
+!pmap = !nvgpu.tensormap.descriptor<tensor = !panel, swizzle = swizzle_128b, l2promo = none, oob = zero, interleave = none>
+// CHECK-LABEL: func.func @panels
+// CHECK-SAME: (%[[RING:.*]]: memref<2x2x1x64x64xbf16, #gpu.address_space<workgroup>>, %[[MAP:.*]]: !nvgpu.tensormap.descriptor{{.*}}, %[[I:.*]]: index, %[[D:.*]]: index)
+// CHECK:      arith.constant 16384 : index
+// CHECK:      nvgpu.mbarrier.arrive.expect_tx
+// CHECK:      %[[STAGE:.*]] = memref.subview %[[RING]][%{{.*}}, 0, 0, 0, 0] [1, 2, 1, 64, 64] [1, 1, 1, 1, 1]
+// CHECK:      %[[P0:.*]] = memref.subview %[[STAGE]][0, 0, 0, 0] [1, 1, 64, 64] [1, 1, 1, 1]
+// CHECK:      %[[C0:.*]] = arith.addi %[[D]], %c0
+// CHECK:      nvgpu.tma.async.load %[[MAP]][%[[C0]], %[[I]], %[[I]]], %{{.*}} to %[[P0]]
+// CHECK:      %[[P1:.*]] = memref.subview %[[STAGE]][1, 0, 0, 0] [1, 1, 64, 64] [1, 1, 1, 1]
+// CHECK:      %[[C64:.*]] = arith.addi %[[D]], %c64
+// CHECK:      nvgpu.tma.async.load %[[MAP]][%[[C64]], %[[I]], %[[I]]], %{{.*}} to %[[P1]]
+func.func @panels(%ring: !pring, %map: !pmap, %i: index, %d: index) {
+  %ch = fagpu.channel_create %ring arrivals 128 : !pring -> !fagpu.channel<2 x !pbuf>
+  fagpu.channel_put_tma %ch[%i], %map[%d, %i, %i] : !fagpu.channel<2 x !pbuf>, !pmap
+  return
+}

@@ -46,7 +46,7 @@ func.func @arrivals(%ring: memref<2x64xbf16, #gpu.address_space<workgroup>>) {
 !box = memref<1x64x64xbf16, #gpu.address_space<workgroup>>
 !map = !nvgpu.tensormap.descriptor<tensor = memref<1x64x32xbf16, #gpu.address_space<workgroup>>, swizzle = none, l2promo = none, oob = zero, interleave = none>
 func.func @put_box(%ch: !fagpu.channel<2 x !box>, %map: !map, %i: index) {
-  // expected-error @+1 {{the tensor map's box 'memref<1x64x32xbf16, #gpu.address_space<workgroup>>' must be the channel's buffer 'memref<1x64x64xbf16, #gpu.address_space<workgroup>>'}}
+  // expected-error @+1 {{the channel's buffer 'memref<1x64x64xbf16, #gpu.address_space<workgroup>>' must be the tensor map's box 'memref<1x64x32xbf16, #gpu.address_space<workgroup>>' or a sequence of them along a leading dimension}}
   fagpu.channel_put_tma %ch[%i], %map[%i, %i, %i] : !fagpu.channel<2 x !box>, !map
   return
 }

@@ -85,16 +85,26 @@ LogicalResult ChannelCreateOp::verify() {
   return success();
 }
 
+int64_t ChannelPutTmaOp::getNumBoxes() {
+  MemRefType buffer = getChannel().getType().getBuffer();
+  MemRefType box = getMap().getType().getTensor();
+  return buffer.getRank() == box.getRank() ? 1 : buffer.getDimSize(0);
+}
+
 LogicalResult ChannelPutTmaOp::verify() {
   MemRefType buffer = getChannel().getType().getBuffer();
   MemRefType box = getMap().getType().getTensor();
-  if (box.getShape() != buffer.getShape() ||
+  ArrayRef<int64_t> shape = buffer.getShape();
+  if (buffer.getRank() == box.getRank() + 1)
+    shape = shape.drop_front();
+  if (box.getShape() != shape ||
       box.getElementType() != buffer.getElementType())
-    return emitOpError("the tensor map's box ")
-           << box << " must be the channel's buffer " << buffer;
-  if (int64_t(getCoordinates().size()) != buffer.getRank())
+    return emitOpError("the channel's buffer ")
+           << buffer << " must be the tensor map's box " << box
+           << " or a sequence of them along a leading dimension";
+  if (int64_t(getCoordinates().size()) != box.getRank())
     return emitOpError("takes one coordinate per box dimension (")
-           << buffer.getRank() << "), not " << getCoordinates().size();
+           << box.getRank() << "), not " << getCoordinates().size();
   return success();
 }
 

@@ -91,10 +91,13 @@ def FAGPU_ChannelPutTmaOp : FAGPU_Op<"channel_put_tma"> {
   let description = [{
     Waits until the buffer of item `index` is free (the consumers released
     item `index - stages`; not for the first `stages` items), then loads
-    one box of `map` at `coordinates` (innermost first, as the tensor map
-    orders them) into it with TMA, completing the item's "full" barrier
-    with the box's byte count. One thread of the executing warpgroup
-    issues it.
+    it with TMA from `map` at `coordinates` (innermost first, as the tensor
+    map orders them), completing the item's "full" barrier with the
+    buffer's byte count. The buffer is one box of the map, or `P` boxes
+    along its leading dimension (`P x box`: e.g. a 128-column tile as two
+    64-column panels of 128-byte swizzle), box `p` taken `p` box widths
+    further along the innermost coordinate. One thread of the executing
+    warpgroup issues it.
 
     ```mlir
     fagpu.channel_put_tma %kv[%i], %map[%c0, %row, %h, %b]
@@ -109,6 +112,10 @@ def FAGPU_ChannelPutTmaOp : FAGPU_Op<"channel_put_tma"> {
     qualified(type($channel)) `,` qualified(type($map))
   }];
   let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// How many boxes of the map fill one buffer (1, or its leading size).
+    int64_t getNumBoxes();
+  }];
 }
 
 def FAGPU_ChannelGetOp : FAGPU_Op<"channel_get"> {
