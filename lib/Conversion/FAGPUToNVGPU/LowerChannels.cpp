@@ -134,15 +134,15 @@ void lowerPut(ChannelPutTmaOp op, const ChannelParts &parts) {
       b, loc, parts.full, parts.idx(b, loc, bytes), stage, Value());
   Value dst = parts.buffer(b, loc, stage);
   int64_t boxes = op.getNumBoxes();
-  if (boxes == 1) {
+  MemRefType boxType = op.getMap().getType().getTensor();
+  if (parts.type.getBuffer().getRank() == boxType.getRank()) {
     nvgpu::TmaAsyncLoadOp::create(b, loc, dst, parts.full, op.getMap(),
                                   op.getCoordinates(), stage, Value(), Value());
     op.erase();
     return;
   }
-  // Box p of the buffer: its leading slice, p box widths further along the
-  // innermost coordinate.
-  MemRefType boxType = op.getMap().getType().getTensor();
+  // A sequence of boxes (possibly of one): box p is the buffer's leading
+  // slice p, p box widths further along the innermost coordinate.
   auto stageType = cast<MemRefType>(dst.getType());
   auto [strides, offset] = stageType.getStridesAndOffset();
   auto boxView = MemRefType::get(

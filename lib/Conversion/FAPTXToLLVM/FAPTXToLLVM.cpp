@@ -156,8 +156,8 @@ struct FAConvertFAPTXToLLVMPass
   void runOnOperation() override {
     // Argument attributes of a gpu.func do not survive convert-gpu-to-nvvm.
     WalkResult early = getOperation()->walk([](TensorMapParamOp op) {
-      if (isa<LLVM::LLVMFuncOp>(
-              cast<BlockArgument>(op.getParam()).getOwner()->getParentOp()))
+      auto arg = dyn_cast<BlockArgument>(op.getParam());
+      if (arg && isa<LLVM::LLVMFuncOp>(arg.getOwner()->getParentOp()))
         return WalkResult::advance();
       op.emitOpError("lowers on the kernel's llvm.func: run "
                      "fa-convert-faptx-to-llvm after convert-gpu-to-nvvm");

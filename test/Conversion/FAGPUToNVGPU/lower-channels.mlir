@@ -109,3 +109,23 @@ func.func @panels(%ring: !pring, %map: !pmap, %i: index, %d: index) {
   fagpu.channel_put_tma %ch[%i], %map[%d, %i, %i] : !fagpu.channel<2 x !pbuf>, !pmap
   return
 }
+
+// -----
+
+// A sequence of one box ([1 x box]: a D = 64 tile, one panel) is loaded
+// through its leading slice, like the longer sequences.
+!one = memref<1x1x64x64xbf16, #gpu.address_space<workgroup>>
+!obuf = memref<1x1x1x64x64xbf16, #gpu.address_space<workgroup>>
+!oring = memref<2x1x1x1x64x64xbf16, #gpu.address_space<workgroup>>
+!omap = !nvgpu.tensormap.descriptor<tensor = !one, swizzle = swizzle_128b, l2promo = none, oob = zero, interleave = none>
+// CHECK-LABEL: func.func @one_panel
+// CHECK:      arith.constant 8192 : index
+// CHECK:      %[[STAGE:.*]] = memref.subview %{{.*}}[%{{.*}}, 0, 0, 0, 0, 0] [1, 1, 1, 1, 64, 64]
+// CHECK:      %[[P0:.*]] = memref.subview %[[STAGE]][0, 0, 0, 0, 0] [1, 1, 1, 64, 64]
+// CHECK:      nvgpu.tma.async.load %{{.*}} to %[[P0]]
+// CHECK-NOT:  nvgpu.tma.async.load
+func.func @one_panel(%ring: !oring, %map: !omap, %i: index) {
+  %ch = fagpu.channel_create %ring arrivals 128 : !oring -> !fagpu.channel<2 x !obuf>
+  fagpu.channel_put_tma %ch[%i], %map[%i, %i, %i, %i] : !fagpu.channel<2 x !obuf>, !omap
+  return
+}
