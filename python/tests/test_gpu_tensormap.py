@@ -247,6 +247,36 @@ def test_mlir_kernel(tmp_path, layout, start):
     assert torch.equal(out, want)
 
 
+def _colsum(tmp_path, source, entry, d, swizzle, n, layout):
+    """Runs the column-sum kernel `entry` of test/GPU/<source>.mlir (a
+    [B, H, N, d] bf16 tensor through a TMA pipeline into out[b, h, :]) and
+    checks it exactly: small integers keep every partial sum exact in f32,
+    whatever the order."""
+    shutil.copy(_mlir_probe(source), tmp_path / f"{entry}.ptx")
+    m = {"version": 1, "name": entry, "kind": "forward", "chip": CHIP,
+         "entry": entry, "ptx": f"{entry}.ptx", "dtype": "bf16", "head_dim": d,
+         "causal": False, "scale": 1.0, "threads": 384, "dynamic_shared_memory": 0,
+         "grid": ["Hq", "B"],
+         "params": [{"name": "x_map", "type": "tensormap", "tensor": "x", "dtype": "bf16",
+                     "box": [1, 1, 64, 64], "swizzle": swizzle},
+                    {"name": "out", "type": "memref", "rank": 3, "dtype": "f32"},
+                    {"name": "n", "type": "i64", "value": "n"},
+                    {"name": "x", "type": "memref", "rank": 4, "dtype": "bf16"}]}
+    path = tmp_path / f"{entry}.json"
+    path.write_text(json.dumps(m))
+    kernel = _kernels.load_kernel(M.load_manifest(str(path)), torch.cuda.current_device())
+    B, H = 2, 3
+    g = torch.Generator(device="cuda").manual_seed(n + d)
+    mem = (B, H, n, d) if layout == "bhsd" else (B, n, H, d)
+    x = torch.randint(-8, 9, mem, generator=g, device="cuda").to(torch.bfloat16)
+    x = x if layout == "bhsd" else x.transpose(1, 2)
+    out = torch.full((B, H, d), float("nan"), device="cuda")
+    _launch.launch(kernel, {"x": x, "out": out, "n": n}, {"Hq": H, "B": B},
+                   torch.cuda.current_stream().cuda_stream)
+    torch.cuda.synchronize()
+    assert torch.equal(out, x.float().sum(dim=2))
+
+
 @pytest.mark.parametrize("n", [64, 200, 1000, 4096])
 @pytest.mark.parametrize("layout", ["bhsd", "bshd"])
 @pytest.mark.parametrize("source", ["warp-specialized-pipeline", "channel-pipeline"])
@@ -256,34 +286,11 @@ def test_mlir_warp_specialized(tmp_path, n, layout, source):
     named barrier) of test/GPU/warp-specialized-pipeline.mlir (written by
     hand) and of test/GPU/channel-pipeline.mlir (the same kernel from
     fagpu.warp_specialize and a !fagpu.channel through fa-lower-channels and
-    fa-lower-warp-specialize): the column sums it computes are exact only if
-    every tile arrives once, in order, and no stage is overwritten while in
-    use; N = 64 (one tile), 200 (a partial last tile, zero-filled) and
-    1000/4096 (the ring wraps many times, both parities)."""
-    shutil.copy(_mlir_probe(source), tmp_path / "ws.ptx")
-    m = {"version": 1, "name": "ws_colsum", "kind": "forward", "chip": CHIP,
-         "entry": "ws_colsum", "ptx": "ws.ptx", "dtype": "bf16", "head_dim": 64,
-         "causal": False, "scale": 1.0, "threads": 384, "dynamic_shared_memory": 0,
-         "grid": ["Hq", "B"],
-         "params": [{"name": "x_map", "type": "tensormap", "tensor": "x", "dtype": "bf16",
-                     "box": [1, 1, 64, 64], "swizzle": "none"},
-                    {"name": "out", "type": "memref", "rank": 3, "dtype": "f32"},
-                    {"name": "n", "type": "i64", "value": "n"},
-                    {"name": "x", "type": "memref", "rank": 4, "dtype": "bf16"}]}
-    path = tmp_path / "ws_colsum.json"
-    path.write_text(json.dumps(m))
-    kernel = _kernels.load_kernel(M.load_manifest(str(path)), torch.cuda.current_device())
-    B, H = 2, 3
-    # Small integers: every partial sum is exact in f32, whatever the order.
-    g = torch.Generator(device="cuda").manual_seed(n)
-    mem = (B, H, n, 64) if layout == "bhsd" else (B, n, H, 64)
-    x = torch.randint(-8, 9, mem, generator=g, device="cuda").to(torch.bfloat16)
-    x = x if layout == "bhsd" else x.transpose(1, 2)
-    out = torch.full((B, H, 64), float("nan"), device="cuda")
-    _launch.launch(kernel, {"x": x, "out": out, "n": n}, {"Hq": H, "B": B},
-                   torch.cuda.current_stream().cuda_stream)
-    torch.cuda.synchronize()
-    assert torch.equal(out, x.float().sum(dim=2))
+    fa-lower-warp-specialize): the column sums are exact only if every tile
+    arrives once, in order, and no stage is overwritten while in use; N = 64
+    (one tile), 200 (a partial last tile, zero-filled) and 1000/4096 (the
+    ring wraps many times, both parities)."""
+    _colsum(tmp_path, source, "ws_colsum", 64, "none", n, layout)
 
 
 @pytest.mark.parametrize("n", [64, 200, 1000])
@@ -294,26 +301,5 @@ def test_mlir_channel_panels(tmp_path, n, layout):
     one transaction count), read through the swizzle by the consumers:
     exact column sums only if the TMA's swizzle is the layout the wgmma
     kernels assume and both boxes land before the item completes."""
-    shutil.copy(_mlir_probe("channel-pipeline-panels"), tmp_path / "wsp.ptx")
-    m = {"version": 1, "name": "ws_colsum_panels", "kind": "forward", "chip": CHIP,
-         "entry": "ws_colsum_panels", "ptx": "wsp.ptx", "dtype": "bf16",
-         "head_dim": 128, "causal": False, "scale": 1.0, "threads": 384,
-         "dynamic_shared_memory": 0, "grid": ["Hq", "B"],
-         "params": [{"name": "x_map", "type": "tensormap", "tensor": "x", "dtype": "bf16",
-                     "box": [1, 1, 64, 64], "swizzle": "128B"},
-                    {"name": "out", "type": "memref", "rank": 3, "dtype": "f32"},
-                    {"name": "n", "type": "i64", "value": "n"},
-                    {"name": "x", "type": "memref", "rank": 4, "dtype": "bf16"}]}
-    path = tmp_path / "ws_colsum_panels.json"
-    path.write_text(json.dumps(m))
-    kernel = _kernels.load_kernel(M.load_manifest(str(path)), torch.cuda.current_device())
-    B, H = 2, 3
-    g = torch.Generator(device="cuda").manual_seed(n + 1)
-    mem = (B, H, n, 128) if layout == "bhsd" else (B, n, H, 128)
-    x = torch.randint(-8, 9, mem, generator=g, device="cuda").to(torch.bfloat16)
-    x = x if layout == "bhsd" else x.transpose(1, 2)
-    out = torch.full((B, H, 128), float("nan"), device="cuda")
-    _launch.launch(kernel, {"x": x, "out": out, "n": n}, {"Hq": H, "B": B},
-                   torch.cuda.current_stream().cuda_stream)
-    torch.cuda.synchronize()
-    assert torch.equal(out, x.float().sum(dim=2))
+    _colsum(tmp_path, "channel-pipeline-panels", "ws_colsum_panels", 128, "128B", n,
+            layout)
