@@ -1555,3 +1555,48 @@ func.func @f(%q: tensor<1x4x128x64xf16>, %s: f16) {
       -> (tensor<1x4x128x64xf16>, tensor<1x4x128xf32>)
   return
 }
+
+//===----------------------------------------------------------------------===//
+// fa.attention_merge
+//===----------------------------------------------------------------------===//
+
+// -----
+
+func.func @merge_none() -> (tensor<1x8x1x128xf32>, tensor<1x8x1xf32>) {
+  // expected-error @+1 {{merges at least one partial result}}
+  %o, %l = "fa.attention_merge"() : () -> (tensor<1x8x1x128xf32>, tensor<1x8x1xf32>)
+  return %o, %l : tensor<1x8x1x128xf32>, tensor<1x8x1xf32>
+}
+
+// -----
+
+func.func @merge_rows(%o0: tensor<1x8x1x128xf32>, %o1: tensor<1x8x2x128xf32>,
+                      %l: tensor<1x8x1xf32>) {
+  // expected-error @+1 {{query count mismatch: out has 1 but outs[1] has 2}}
+  %o, %m = fa.attention_merge out(%o0, %o1) lse(%l, %l) : (tensor<1x8x1x128xf32>, tensor<1x8x2x128xf32>), (tensor<1x8x1xf32>, tensor<1x8x1xf32>) -> tensor<1x8x1x128xf32>, tensor<1x8x1xf32>
+  return
+}
+
+// -----
+
+func.func @merge_dv(%o0: tensor<1x8x1x128xf32>, %l: tensor<1x8x1xf32>) {
+  // expected-error @+1 {{value head dim mismatch: out has 64 but outs[0] has 128}}
+  %o, %m = fa.attention_merge out(%o0) lse(%l) : (tensor<1x8x1x128xf32>), (tensor<1x8x1xf32>) -> tensor<1x8x1x64xf32>, tensor<1x8x1xf32>
+  return
+}
+
+// -----
+
+func.func @merge_heads(%o0: tensor<1x8x1x128xf32>, %l: tensor<1x4x1xf32>) {
+  // expected-error @+1 {{head count mismatch: out has 8 but lses[0] has 4}}
+  %o, %m = fa.attention_merge out(%o0) lse(%l) : (tensor<1x8x1x128xf32>), (tensor<1x4x1xf32>) -> tensor<1x8x1x128xf32>, tensor<1x8x1xf32>
+  return
+}
+
+// -----
+
+func.func @merge_counts(%o0: tensor<1x8x1x128xf32>, %l: tensor<1x8x1xf32>) {
+  // expected-error @+1 {{custom op 'fa.attention_merge' number of operands and types do not match: got 2 operands and 1 types}}
+  %o, %m = fa.attention_merge out(%o0) lse(%l, %l) : (tensor<1x8x1x128xf32>), (tensor<1x8x1xf32>) -> tensor<1x8x1x128xf32>, tensor<1x8x1xf32>
+  return
+}

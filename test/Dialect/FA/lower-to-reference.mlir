@@ -391,3 +391,29 @@ func.func @backward_plain_f32(%q: tensor<1x1x8x32xf32>, %k: tensor<1x1x8x32xf32>
   return %dq, %dk, %dv
       : tensor<1x1x8x32xf32>, tensor<1x1x8x32xf32>, tensor<1x1x8x32xf32>
 }
+
+// -----
+
+// The merge: per row the largest finite lse, weights exp(lse_i - max) (0 for
+// +inf), lse = max + log(sum); out = sum_i w_i out_i / sum, 0 for a row no
+// partial saw.
+// CHECK-LABEL: func.func @merge
+// CHECK:       linalg.generic {{.*}} ins(%{{.*}}, %{{.*}} : tensor<1x8x1xf32>, tensor<1x8x1xf32>) outs(%{{.*}} : tensor<1x8x1xf32>)
+// CHECK:         arith.cmpf one
+// CHECK:         arith.maximumf
+// CHECK:         math.exp
+// CHECK:         math.log
+// CHECK:       linalg.generic {{.*}} ins(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} : tensor<1x8x1x128xf32>, tensor<1x8x1x128xf32>, tensor<1x8x1xf32>, tensor<1x8x1xf32>) outs(%{{.*}} : tensor<1x8x1x128xbf16>)
+// CHECK:         math.fma
+// CHECK:         arith.divf
+// CHECK:         arith.truncf
+// CHECK-NOT:   fa.attention_merge
+func.func @merge(%o0: tensor<1x8x1x128xf32>, %o1: tensor<1x8x1x128xf32>,
+                 %l0: tensor<1x8x1xf32>, %l1: tensor<1x8x1xf32>)
+    -> (tensor<1x8x1x128xbf16>, tensor<1x8x1xf32>) {
+  %o, %l = fa.attention_merge out(%o0, %o1) lse(%l0, %l1)
+      : (tensor<1x8x1x128xf32>, tensor<1x8x1x128xf32>),
+        (tensor<1x8x1xf32>, tensor<1x8x1xf32>)
+      -> tensor<1x8x1x128xbf16>, tensor<1x8x1xf32>
+  return %o, %l : tensor<1x8x1x128xbf16>, tensor<1x8x1xf32>
+}

@@ -528,3 +528,17 @@ func.func @tile_ops_runtime_scalars(%t: tensor<64x64xf16>, %acc: tensor<64x64xf3
       -> tensor<64x64xf32>
   return %a, %dq : tensor<64x64xf32>, tensor<64x64xf32>
 }
+
+// CHECK-LABEL: func.func @merge
+// CHECK: fa.attention_merge out(%{{.*}}, %{{.*}}) lse(%{{.*}}, %{{.*}}) : (tensor<1x8x1x128xf32>, tensor<?x8x1x128xf32>), (tensor<1x8x1xf32>, tensor<1x8x1xf32>) -> tensor<1x8x1x128xbf16>, tensor<1x8x1xf32>
+// GENERIC-LABEL: sym_name = "merge"
+// GENERIC: "fa.attention_merge"(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}})
+func.func @merge(%o0: tensor<1x8x1x128xf32>, %o1: tensor<?x8x1x128xf32>,
+                 %l0: tensor<1x8x1xf32>, %l1: tensor<1x8x1xf32>)
+    -> (tensor<1x8x1x128xbf16>, tensor<1x8x1xf32>) {
+  %o, %l = fa.attention_merge out(%o0, %o1) lse(%l0, %l1)
+      : (tensor<1x8x1x128xf32>, tensor<?x8x1x128xf32>),
+        (tensor<1x8x1xf32>, tensor<1x8x1xf32>)
+      -> tensor<1x8x1x128xbf16>, tensor<1x8x1xf32>
+  return %o, %l : tensor<1x8x1x128xbf16>, tensor<1x8x1xf32>
+}

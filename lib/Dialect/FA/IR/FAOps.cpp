@@ -259,8 +259,8 @@ ScoreFactors ScoreFactors::build(OpBuilder &b, Location loc, Value scale,
   ScoreFactors f;
   if (softcap)
     f.capIn = b.createOrFold<arith::DivFOp>(loc, scale, softcap);
-  f.expFactor = b.createOrFold<arith::MulFOp>(loc, softcap ? softcap : scale,
-                                              base);
+  f.expFactor =
+      b.createOrFold<arith::MulFOp>(loc, softcap ? softcap : scale, base);
   return f;
 }
 
@@ -462,7 +462,8 @@ template <typename OpT> static FloatAttr staticScaleOf(OpT op) {
     return FloatAttr();
   if (FloatAttr s = op.getScaleAttr())
     return s;
-  return Builder(op.getContext()).getF32FloatAttr(defaultScale(op.getHeadDim()));
+  return Builder(op.getContext())
+      .getF32FloatAttr(defaultScale(op.getHeadDim()));
 }
 
 /// Checks an op's `kernel_config` (if any) against its head dims, element
@@ -613,6 +614,40 @@ LogicalResult OnlineAttentionFinalizeOp::verify() {
                        {{"acc", acc, 0}, {"max", max, 0}, {"out", out, 0}})) ||
       failed(checkSameDim(*this, "value head dim",
                           {{"acc", acc, 1}, {"out", out, 1}})))
+    return failure();
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// AttentionMergeOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult AttentionMergeOp::verify() {
+  if (getOuts().empty())
+    return emitOpError("merges at least one partial result");
+  RankedTensorType out = getOut().getType(), lse = getLse().getType();
+  SmallVector<DimRef> batch = {{"out", out, 0}, {"lse", lse, 0}},
+                      heads = {{"out", out, 1}, {"lse", lse, 1}},
+                      rows = {{"out", out, 2}, {"lse", lse, 2}},
+                      dv = {{"out", out, 3}};
+  SmallVector<std::string> names;
+  for (size_t i = 0; i < getOuts().size(); ++i) {
+    names.push_back("outs[" + std::to_string(i) + "]");
+    names.push_back("lses[" + std::to_string(i) + "]");
+  }
+  for (auto [i, o] : llvm::enumerate(getOuts())) {
+    auto t = cast<RankedTensorType>(o.getType());
+    auto l = cast<RankedTensorType>(getLses()[i].getType());
+    StringRef on = names[2 * i], ln = names[2 * i + 1];
+    batch.append({{on, t, 0}, {ln, l, 0}});
+    heads.append({{on, t, 1}, {ln, l, 1}});
+    rows.append({{on, t, 2}, {ln, l, 2}});
+    dv.push_back({on, t, 3});
+  }
+  if (failed(checkSameDim(*this, "batch size", batch)) ||
+      failed(checkSameDim(*this, "head count", heads)) ||
+      failed(checkSameDim(*this, "query count", rows)) ||
+      failed(checkSameDim(*this, "value head dim", dv)))
     return failure();
   return success();
 }

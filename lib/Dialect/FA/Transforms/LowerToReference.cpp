@@ -552,6 +552,121 @@ struct LowerAttentionBackward final : OpRewritePattern<AttentionBackwardOp> {
   }
 };
 
+/// lse = log sum_i exp(lse_i) and out = sum_i exp(lse_i - lse) out_i, with
+/// +inf partial rows (no key seen) weighing 0: two elementwise generics,
+/// the weights recomputed per element of out.
+struct LowerAttentionMerge final : OpRewritePattern<AttentionMergeOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(AttentionMergeOp op,
+                                PatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    const double inf = std::numeric_limits<double>::infinity();
+    int64_t parts = op.getOuts().size();
+    Value first = op.getOuts().front();
+    SmallVector<OpFoldResult> outSizes =
+        tensor::getMixedSizes(rewriter, loc, first);
+    auto outType = op.getOut().getType();
+    // The result's static sizes where a partial's are dynamic.
+    for (int64_t d = 0; d < 4; ++d)
+      if (!outType.isDynamicDim(d))
+        outSizes[d] = rewriter.getIndexAttr(outType.getDimSize(d));
+    ArrayRef<OpFoldResult> rowSizes = ArrayRef(outSizes).take_front(3);
+    auto f32 = rewriter.getF32Type();
+    auto cst = [&](OpBuilder &b, Location l, double v) -> Value {
+      return arith::ConstantOp::create(b, l, b.getF32FloatAttr(v));
+    };
+    // Per row: the largest finite lse (-inf if none), and each partial's
+    // weight exp(lse_i - max) (0 for +inf), from the row's lses.
+    auto weights = [&](OpBuilder &b, Location l, ValueRange lses, Value &max) {
+      Value posInf = cst(b, l, inf), negInf = cst(b, l, -inf);
+      SmallVector<Value> finite;
+      max = negInf;
+      for (Value x : lses) {
+        Value seen =
+            arith::CmpFOp::create(b, l, arith::CmpFPredicate::ONE, x, posInf);
+        finite.push_back(arith::SelectOp::create(b, l, seen, x, negInf));
+        max = arith::MaximumFOp::create(b, l, max, finite.back());
+      }
+      Value none =
+          arith::CmpFOp::create(b, l, arith::CmpFPredicate::OEQ, max, negInf);
+      Value safe = arith::SelectOp::create(b, l, none, cst(b, l, 0.0), max);
+      SmallVector<Value> w;
+      for (Value x : finite)
+        w.push_back(
+            math::ExpOp::create(b, l, arith::SubFOp::create(b, l, x, safe)));
+      max = safe;
+      return std::make_pair(w, none);
+    };
+    auto sumOf = [&](OpBuilder &b, Location l, ArrayRef<Value> w) {
+      Value sum = cst(b, l, 0.0);
+      for (Value x : w)
+        sum = arith::AddFOp::create(b, l, sum, x);
+      return sum;
+    };
+
+    AffineMap id3 = rewriter.getMultiDimIdentityMap(3);
+    SmallVector<AffineMap> lseMaps(parts + 1, id3);
+    SmallVector<utils::IteratorType> par3(3, utils::IteratorType::parallel);
+    Value lseInit = tensor::EmptyOp::create(rewriter, loc, rowSizes, f32);
+    auto lse = linalg::GenericOp::create(
+        rewriter, loc, lseInit.getType(), op.getLses(), lseInit, lseMaps, par3,
+        [&](OpBuilder &b, Location l, ValueRange args) {
+          Value max;
+          auto [w, none] = weights(b, l, args.take_front(parts), max);
+          Value v = arith::AddFOp::create(
+              b, l, max, math::LogOp::create(b, l, sumOf(b, l, w)));
+          linalg::YieldOp::create(
+              b, l,
+              arith::SelectOp::create(b, l, none, cst(b, l, inf), v)
+                  .getResult());
+        });
+
+    AffineMap id4 = rewriter.getMultiDimIdentityMap(4);
+    AffineMap rows4 = AffineMap::get(4, 0,
+                                     {rewriter.getAffineDimExpr(0),
+                                      rewriter.getAffineDimExpr(1),
+                                      rewriter.getAffineDimExpr(2)},
+                                     rewriter.getContext());
+    SmallVector<Value> inputs(op.getOuts());
+    llvm::append_range(inputs, op.getLses());
+    SmallVector<AffineMap> outMaps(parts, id4);
+    outMaps.append(parts, rows4);
+    outMaps.push_back(id4);
+    SmallVector<utils::IteratorType> par4(4, utils::IteratorType::parallel);
+    Type elt = outType.getElementType();
+    Value outInit = tensor::EmptyOp::create(rewriter, loc, outSizes, elt);
+    auto out = linalg::GenericOp::create(
+        rewriter, loc, outInit.getType(), inputs, outInit, outMaps, par4,
+        [&](OpBuilder &b, Location l, ValueRange args) {
+          Value max;
+          auto [w, none] = weights(b, l, args.slice(parts, parts), max);
+          Value acc = cst(b, l, 0.0);
+          for (int64_t i = 0; i < parts; ++i) {
+            Value o = args[i];
+            if (!o.getType().isF32())
+              o = arith::ExtFOp::create(b, l, f32, o);
+            acc = math::FmaOp::create(b, l, w[i], o, acc);
+          }
+          Value sum = sumOf(b, l, w);
+          Value v =
+              arith::SelectOp::create(b, l, none, cst(b, l, 0.0),
+                                      arith::DivFOp::create(b, l, acc, sum));
+          if (!elt.isF32())
+            v = arith::TruncFOp::create(b, l, elt, v);
+          linalg::YieldOp::create(b, l, v);
+        });
+
+    Value outV = out.getResult(0), lseV = lse.getResult(0);
+    if (outV.getType() != op.getOut().getType())
+      outV = tensor::CastOp::create(rewriter, loc, op.getOut().getType(), outV);
+    if (lseV.getType() != op.getLse().getType())
+      lseV = tensor::CastOp::create(rewriter, loc, op.getLse().getType(), lseV);
+    rewriter.replaceOp(op, {outV, lseV});
+    return success();
+  }
+};
+
 //===----------------------------------------------------------------------===//
 // Pass
 //===----------------------------------------------------------------------===//
@@ -571,7 +686,7 @@ struct FALowerToReferencePass final
     // The patterns handle every op the verifier accepts; anything left is a
     // bug, reported rather than passed on to a later pass.
     WalkResult result = getOperation()->walk([](Operation *op) {
-      if (!isa<AttentionOp, AttentionBackwardOp>(op))
+      if (!isa<AttentionOp, AttentionBackwardOp, AttentionMergeOp>(op))
         return WalkResult::advance();
       op->emitOpError("could not be lowered to the reference form");
       return WalkResult::interrupt();
@@ -584,5 +699,6 @@ struct FALowerToReferencePass final
 } // namespace
 
 void mlir::fa::populateLowerToReferencePatterns(RewritePatternSet &patterns) {
-  patterns.add<LowerAttention, LowerAttentionBackward>(patterns.getContext());
+  patterns.add<LowerAttention, LowerAttentionBackward, LowerAttentionMerge>(
+      patterns.getContext());
 }

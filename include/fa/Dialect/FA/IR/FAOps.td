@@ -213,6 +213,42 @@ def FA_AttentionBackwardOp : FA_AttentionOpBase<"attention_backward"> {
   let extraClassDeclaration = attentionClassDeclaration;
 }
 
+def FA_AttentionMergeOp : FA_Op<"attention_merge", [Pure,
+    SameVariadicOperandSize]> {
+  let summary = "Attention over disjoint key sets, combined from their LSEs";
+  let description = [{
+    Given the results `(out_i, lse_i)` of attention of the same queries over
+    disjoint sets of keys (chunks of one sequence for split-KV decoding,
+    other devices' shards for ring attention), returns the attention over
+    their union:
+
+    ```
+    lse = log sum_i exp(lse_i)        out = sum_i exp(lse_i - lse) out_i
+    ```
+
+    A partial row with `lse_i = +inf` (it saw no key: FlashAttention's
+    convention, as `fa.attention` returns it) contributes nothing; a row
+    that no partial saw gives `out = 0`, `lse = +inf`. Partials are
+    `[B, H, N, Dv]` and `[B, H, N]` (any float type; f32 keeps the sum
+    exact); the result `out` may have another element type.
+
+    ```mlir
+    %out, %lse = fa.attention_merge out(%o0, %o1) lse(%l0, %l1)
+        : (tensor<1x8x1x128xf32>, tensor<1x8x1x128xf32>),
+          (tensor<1x8x1xf32>, tensor<1x8x1xf32>)
+        -> tensor<1x8x1x128xbf16>, tensor<1x8x1xf32>
+    ```
+  }];
+  let arguments = (ins Variadic<FA_Rank4Tensor>:$outs,
+                       Variadic<FA_LseTensor>:$lses);
+  let results = (outs FA_Rank4Tensor:$out, FA_LseTensor:$lse);
+  let assemblyFormat = [{
+    `out` `(` $outs `)` `lse` `(` $lses `)` attr-dict `:` `(` type($outs) `)`
+    `,` `(` type($lses) `)` `->` type($out) `,` type($lse)
+  }];
+  let hasVerifier = 1;
+}
+
 //===----------------------------------------------------------------------===//
 // Tile-level ops of the online-softmax form
 //===----------------------------------------------------------------------===//

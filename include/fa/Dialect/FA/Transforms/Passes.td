@@ -10,7 +10,8 @@ def FALowerToReference : Pass<"fa-lower-to-reference"> {
   let description = [{
     Rewrites `fa.attention` and `fa.attention_backward` into plain upstream
     ops (linalg, tensor, arith, math) that materialize the whole score matrix
-    `[B, Hq, Nq, Nk]`, exactly as the dialect documents the semantics. Every
+    `[B, Hq, Nq, Nk]`, exactly as the dialect documents the semantics, and
+    `fa.attention_merge` into two elementwise generics. Every
     optimized lowering is tested against this one. Scores and reductions are
     computed in f32 whatever the input element type.
 
