@@ -53,6 +53,9 @@ static void addKernelToBinaryPasses(OpPassManager &pm, StringRef chip,
   // math.exp2 / log2 / tanh must reach convert-gpu-to-nvvm as math ops so
   // they become libdevice calls (ex2.approx for exp2).
   OpPassManager &kernel = pm.nest<gpu::GPUModuleOp>();
+  // The schedule ops (fagpu) first: they lower to scf, nvgpu and nvvm.
+  kernel.addPass(createFALowerChannels());
+  kernel.addPass(createFALowerWarpSpecialize());
   kernel.addPass(createSCFToControlFlowPass());
   kernel.addPass(createConvertNVGPUToNVVMPass());
   kernel.addPass(memref::createExpandStridedMetadataPass());
@@ -225,7 +228,7 @@ void mlir::fa::registerFAGPUPipelines() {
       buildGPUBackwardPipeline);
   registerGPUPipeline<GPUToBinaryPipelineOptions>(
       "fa-gpu-to-binary",
-      "GPU-level IR (gpu.launch ops or gpu.modules of gpu, nvgpu, nvvm and "
-      "faptx ops) to NVVM and its PTX in a gpu.binary",
+      "GPU-level IR (gpu.launch ops or gpu.modules of fagpu, gpu, nvgpu, nvvm "
+      "and faptx ops) to NVVM and its PTX in a gpu.binary",
       buildGPUToBinaryPipeline);
 }

@@ -1,5 +1,5 @@
 // REQUIRES: ptxas
-// RUN: fa-opt %s --fa-lower-channels --fa-lower-warp-specialize --fa-gpu-to-binary="chip=sm_90a toolkit=%cuda_root" -o %t.mlir
+// RUN: fa-opt %s --fa-gpu-to-binary="chip=sm_90a toolkit=%cuda_root" -o %t.mlir
 // RUN: python3 %S/extract-ptx.py %t.mlir %t --ptxas %ptxas --arch sm_90a | FileCheck %s --check-prefix=PTXAS
 // RUN: FileCheck %s < %t-0.ptx
 

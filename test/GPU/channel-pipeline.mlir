@@ -1,12 +1,12 @@
 // REQUIRES: ptxas
-// RUN: fa-opt %s --fa-lower-channels --fa-lower-warp-specialize --fa-gpu-to-binary="chip=sm_90a toolkit=%cuda_root" -o %t.mlir
+// RUN: fa-opt %s --fa-gpu-to-binary="chip=sm_90a toolkit=%cuda_root" -o %t.mlir
 // RUN: python3 %S/extract-ptx.py %t.mlir %t --ptxas %ptxas --arch sm_90a | FileCheck %s --check-prefix=PTXAS
 // RUN: FileCheck %s < %t-0.ptx
 
 // warp-specialized-pipeline.mlir's column sum written at the fagpu level:
 // the roles are one fagpu.warp_specialize and the ring one !fagpu.channel;
-// fa-lower-channels writes the mbarrier protocol and fa-lower-warp-specialize
-// the role split. python/tests/test_gpu_tensormap.py runs the result on the
+// fa-gpu-to-binary's fa-lower-channels writes the mbarrier protocol and its
+// fa-lower-warp-specialize the role split. python/tests/test_gpu_tensormap.py runs the result on the
 // H200 with the same checks as the hand-written kernel.
 
 // CHECK:       .visible .entry ws_colsum(

@@ -96,8 +96,8 @@ struct GPUToBinaryPipelineOptions
 
 /// The back half every GPU pipeline ends with, for GPU-level IR written or
 /// produced elsewhere: gpu.launch ops outlined into gpu.modules, which are
-/// lowered (gpu, nvgpu, nvvm and faptx ops) to NVVM and serialized into a
-/// gpu.binary holding the PTX (format=isa).
+/// lowered (fagpu, gpu, nvgpu, nvvm and faptx ops) to NVVM and serialized into
+/// a gpu.binary holding the PTX (format=isa).
 void buildGPUToBinaryPipeline(OpPassManager &pm,
                               const GPUToBinaryPipelineOptions &options);
 

@@ -109,7 +109,8 @@ void lowerPut(ChannelPutTmaOp op, const ChannelParts &parts) {
   Location loc = op.getLoc();
   // Thread 0 of the warpgroup running the put issues it.
   Value tid = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
-  Value lane = arith::RemUIOp::create(b, loc, tid, parts.idx(b, loc, 128));
+  Value lane =
+      arith::RemUIOp::create(b, loc, tid, parts.idx(b, loc, kWarpgroupThreads));
   Value elected = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, lane,
                                         parts.idx(b, loc, 0));
   auto ifOp = scf::IfOp::create(b, loc, elected, /*withElseRegion=*/false);

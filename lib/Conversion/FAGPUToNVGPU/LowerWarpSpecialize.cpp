@@ -36,7 +36,7 @@ void lowerWarpSpecialize(WarpSpecializeOp op) {
   Location loc = op.getLoc();
   Value tid = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
   Value wg = arith::DivUIOp::create(
-      b, loc, tid, arith::ConstantIndexOp::create(b, loc, 128));
+      b, loc, tid, arith::ConstantIndexOp::create(b, loc, kWarpgroupThreads));
   Value isProducer =
       arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, wg,
                             arith::ConstantIndexOp::create(b, loc, 0));

@@ -130,10 +130,11 @@ struct TensorMapParamLowering : OpRewritePattern<TensorMapParamOp> {
   using OpRewritePattern::OpRewritePattern;
   LogicalResult matchAndRewrite(TensorMapParamOp op,
                                 PatternRewriter &rewriter) const override {
-    auto arg = cast<BlockArgument>(op.getParam());
-    auto func = dyn_cast<LLVM::LLVMFuncOp>(arg.getOwner()->getParentOp());
+    auto arg = dyn_cast<BlockArgument>(op.getParam());
+    auto func = arg ? dyn_cast<LLVM::LLVMFuncOp>(arg.getOwner()->getParentOp())
+                    : nullptr;
     if (!func)
-      return rewriter.notifyMatchFailure(op, "not in an llvm.func");
+      return rewriter.notifyMatchFailure(op, "not an argument of an llvm.func");
     MLIRContext *ctx = rewriter.getContext();
     unsigned index = arg.getArgNumber();
     rewriter.modifyOpInPlace(func, [&] {

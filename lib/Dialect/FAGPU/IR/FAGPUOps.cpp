@@ -53,9 +53,8 @@ LogicalResult ChannelType::verify(function_ref<InFlightDiagnostic()> emitError,
 
 MemRefType ChannelType::getStageType() const {
   MemRefType buffer = getBuffer();
-  SmallVector<int64_t> strides(buffer.getRank(), 1);
-  for (int64_t i = buffer.getRank() - 2; i >= 0; --i)
-    strides[i] = strides[i + 1] * buffer.getDimSize(i + 1);
+  // The buffer's own (identity) strides, at the offset of its stage.
+  auto [strides, offset] = buffer.getStridesAndOffset();
   auto layout = StridedLayoutAttr::get(buffer.getContext(),
                                        ShapedType::kDynamic, strides);
   return MemRefType::get(buffer.getShape(), buffer.getElementType(), layout,
@@ -124,18 +123,19 @@ LogicalResult WarpSpecializeOp::verify() {
              << regs;
   int64_t warpgroups = 1 + getConsumerWarpgroups();
   // 64K registers per multiprocessor: what the roles hold at once.
-  int64_t total = 128 * (getProducerRegisters() +
-                         getConsumerWarpgroups() * getConsumerRegisters());
+  int64_t total =
+      kWarpgroupThreads * (getProducerRegisters() +
+                           getConsumerWarpgroups() * getConsumerRegisters());
   if (total > 65536)
     return emitOpError("the roles would hold ")
            << total << " registers, more than the 65536 of a multiprocessor";
   auto func = (*this)->getParentOfType<gpu::GPUFuncOp>();
   if (func) {
     std::optional<ArrayRef<int32_t>> block = func.getKnownBlockSize();
-    if (!block || (*block)[0] != 128 * warpgroups || (*block)[1] != 1 ||
-        (*block)[2] != 1)
+    if (!block || (*block)[0] != kWarpgroupThreads * warpgroups ||
+        (*block)[1] != 1 || (*block)[2] != 1)
       return emitOpError("needs the kernel's known_block_size to be [")
-             << 128 * warpgroups << ", 1, 1] (one producer and "
+             << kWarpgroupThreads * warpgroups << ", 1, 1] (one producer and "
              << getConsumerWarpgroups() << " consumer warpgroups)";
   }
   return success();

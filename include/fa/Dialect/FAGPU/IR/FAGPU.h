@@ -13,6 +13,11 @@
 
 #include "fa/Dialect/FAGPU/IR/FAGPUOpsDialect.h.inc"
 
+namespace mlir::fagpu {
+/// Threads of a warpgroup: the unit of the warp roles (and of wgmma).
+constexpr int64_t kWarpgroupThreads = 128;
+} // namespace mlir::fagpu
+
 #define GET_TYPEDEF_CLASSES
 #include "fa/Dialect/FAGPU/IR/FAGPUOpsTypes.h.inc"
 
