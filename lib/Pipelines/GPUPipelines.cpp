@@ -113,7 +113,9 @@ void mlir::fa::buildGPUForwardPipeline(
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
 
-  pm.addPass(createFAConvertTiledAttentionToGPU());
+  FAConvertTiledAttentionToGPUOptions convert;
+  convert.warpSpecialize = options.warpSpecialize;
+  pm.addPass(createFAConvertTiledAttentionToGPU(convert));
   addKernelToBinaryPasses(pm, options.chip, ptxFeatures(options),
                           options.toolkit, options.format,
                           options.shortSharedPointers);

@@ -11,10 +11,10 @@
 //===----------------------------------------------------------------------===//
 
 #include "fa/Dialect/FA/IR/FADialect.h"
-#include "fa/Dialect/FAGPU/IR/FAGPU.h"
-#include "fa/Dialect/FAPTX/IR/FAPTX.h"
 #include "fa/Dialect/FA/IR/FAOps.h"
 #include "fa/Dialect/FA/Transforms/Passes.h"
+#include "fa/Dialect/FAGPU/IR/FAGPU.h"
+#include "fa/Dialect/FAPTX/IR/FAPTX.h"
 #include "fa/InitAllPasses.h"
 #include "fa/Pipelines/GPUPipelines.h"
 #include "fa/Pipelines/LaunchDescription.h"
@@ -134,6 +134,11 @@ static cl::opt<bool> noSpillCheck(
     cl::desc("Take the first configuration that fits without asking ptxas "
              "whether it spills registers"),
     cl::init(false), cl::cat(category));
+static cl::opt<bool> warpSpecialize(
+    "warp-specialize",
+    cl::desc("Forward, wgmma: a TMA producer warpgroup feeding the consumer "
+             "warpgroups (experimental; docs/HOPPER.md)"),
+    cl::init(false), cl::cat(category));
 static cl::opt<bool> emitMLIR("emit-mlir",
                               cl::desc("Also write <name>.mlir (final IR)"),
                               cl::init(false), cl::cat(category));
@@ -162,6 +167,7 @@ struct KernelConfig {
   /// by fa-select-kernel-config).
   int64_t blockQ = 0, blockKV = 0, warps = 0, stages = 0, dkvSplit = 0;
   std::string mma = "auto";
+  bool warpSpecialize = false;
   bool backward() const { return kind == "backward"; }
 
   bool hasWindow() const { return window; }
@@ -396,12 +402,76 @@ std::optional<std::string> scalarRole(Value v, func::FuncOp host,
   return std::nullopt;
 }
 
+/// The manifest entry of a TMA tensor map the runtime encodes: the map of
+/// a memref argument with the box, swizzle, L2 promotion and fill of the
+/// host op's descriptor (python/flashmlir/_tensormap.py reads it).
+FailureOr<llvm::json::Object>
+describeTensorMap(fagpu::HostTensorMapOp map, func::FuncOp host,
+                  ArrayRef<fa::HostArgument> args) {
+  auto arg = dyn_cast<BlockArgument>(map.getSource());
+  if (!arg || arg.getOwner() != &host.getBody().front() ||
+      arg.getArgNumber() >= args.size())
+    return failure();
+  auto descriptor = cast<nvgpu::TensorMapDescriptorType>(map.getDescriptor());
+  MemRefType box = descriptor.getTensor();
+  llvm::json::Array boxDims;
+  for (int64_t d : box.getShape())
+    boxDims.push_back(d);
+  StringRef swizzle;
+  switch (descriptor.getSwizzle()) {
+  case nvgpu::TensorMapSwizzleKind::SWIZZLE_NONE:
+    swizzle = "none";
+    break;
+  case nvgpu::TensorMapSwizzleKind::SWIZZLE_32B:
+    swizzle = "32B";
+    break;
+  case nvgpu::TensorMapSwizzleKind::SWIZZLE_64B:
+    swizzle = "64B";
+    break;
+  case nvgpu::TensorMapSwizzleKind::SWIZZLE_128B:
+    swizzle = "128B";
+    break;
+  }
+  StringRef l2;
+  switch (descriptor.getL2promo()) {
+  case nvgpu::TensorMapL2PromoKind::L2PROMO_NONE:
+    l2 = "none";
+    break;
+  case nvgpu::TensorMapL2PromoKind::L2PROMO_64B:
+    l2 = "64B";
+    break;
+  case nvgpu::TensorMapL2PromoKind::L2PROMO_128B:
+    l2 = "128B";
+    break;
+  case nvgpu::TensorMapL2PromoKind::L2PROMO_256B:
+    l2 = "256B";
+    break;
+  }
+  if (descriptor.getInterleave() !=
+      nvgpu::TensorMapInterleaveKind::INTERLEAVE_NONE)
+    return failure();
+  std::string tensor = args[arg.getArgNumber()].name.str();
+  return llvm::json::Object{
+      {"name", tensor + "_map"},
+      {"type", "tensormap"},
+      {"tensor", tensor},
+      {"dtype", dtypeName(box.getElementType())},
+      {"box", std::move(boxDims)},
+      {"swizzle", swizzle},
+      {"l2_promotion", l2},
+      {"oob_fill", descriptor.getOob() == nvgpu::TensorMapOOBKind::OOB_NAN
+                       ? "nan"
+                       : "zero"}};
+}
+
 /// Describes one kernel parameter of a host-side gpu.launch_func: a function
 /// argument (a memref, or a run-time scalar of `roles`) or a workspace
 /// buffer (a memref.alloc the conversion tagged, its sizes read from it).
 FailureOr<llvm::json::Object> describeParam(Value operand, func::FuncOp host,
                                             ArrayRef<fa::HostArgument> args,
                                             const ScalarRoles &roles) {
+  if (auto map = operand.getDefiningOp<fagpu::HostTensorMapOp>())
+    return describeTensorMap(map, host, args);
   auto memrefType = dyn_cast<MemRefType>(operand.getType());
   if (!memrefType) {
     Type type = operand.getType();
@@ -545,12 +615,14 @@ FailureOr<CompiledCandidate> compileCandidate(MLIRContext &ctx, ModuleOp module,
     return attention->emitError("fa-compile: the op's kernel_config is for ")
            << kernelConfig.getChip() << ", not --chip=" << config.chip;
 
-  std::string pipeline =
-      llvm::formatv("{0}{{chip={1}}",
-                    !pipelineName.empty() ? pipelineName.getValue()
-                    : config.backward()   ? "fa-gpu-backward"
-                                          : "fa-gpu-forward",
-                    config.chip);
+  std::string pipeline = llvm::formatv(
+      "{0}{{chip={1}{2}}",
+      !pipelineName.empty() ? pipelineName.getValue()
+      : config.backward()   ? "fa-gpu-backward"
+                            : "fa-gpu-forward",
+      config.chip,
+      config.warpSpecialize && !config.backward() ? " warp-specialize=true"
+                                                  : "");
   PassManager pm(&ctx);
   if (failed(parsePassPipeline(pipeline, pm, llvm::errs())))
     return module->emitError("fa-compile: cannot build pipeline '")
@@ -818,10 +890,10 @@ LogicalResult compileOne(MLIRContext &ctx, const KernelConfig &flags,
       llvm::json::Array dims;
       for (std::string &d : *sizes)
         dims.push_back(std::move(d));
-      workspace.push_back(
-          llvm::json::Object{{"name", tag.getValue()},
-                             {"dtype", dtypeName(alloc.getType().getElementType())},
-                             {"dims", std::move(dims)}});
+      workspace.push_back(llvm::json::Object{
+          {"name", tag.getValue()},
+          {"dtype", dtypeName(alloc.getType().getElementType())},
+          {"dims", std::move(dims)}});
       return WalkResult::advance();
     });
     if (walk.wasInterrupted())
@@ -953,6 +1025,7 @@ FailureOr<KernelConfig> configFromFlags() {
   c.stages = stages;
   c.dkvSplit = dkvSplit;
   c.mma = mma;
+  c.warpSpecialize = warpSpecialize;
   if (c.mma != "auto" && c.mma != "mma.sync" && c.mma != "mma_sync" &&
       c.mma != "wgmma") {
     llvm::errs() << "fa-compile: --mma must be auto, mma.sync or wgmma, got '"
@@ -997,7 +1070,7 @@ int main(int argc, char **argv) {
   if (failed(flags))
     return 1;
 
-  SmallVector<KernelConfig> configs;
+  std::vector<KernelConfig> configs;
   if (defaultSet) {
     for (StringRef kindName : {"forward", "backward"})
       for (int64_t d : {64, 128})

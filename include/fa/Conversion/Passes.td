@@ -64,14 +64,21 @@ def FAConvertTiledAttentionToGPU : Pass<"fa-convert-tiled-attention-to-gpu"> {
            "Hopper (sm_90a): both GEMMs as warpgroup MMAs (wgmma.mma_async; "
            "Q, K, V read through shared-memory descriptors on 128-byte "
            "swizzled tiles, P from registers) instead of mma.sync; needs "
-           "warps % 4 == 0 and block-q == 16 * warps">
+           "warps % 4 == 0 and block-q == 16 * warps">,
+    Option<"warpSpecialize", "warp-specialize", "bool", /*default=*/"false",
+           "wgmma only (experimental, docs/HOPPER.md): a producer warpgroup "
+           "streams K and V with TMA through fagpu channels (tensor maps "
+           "encoded by the runtime) to the consumer warpgroups, which sync "
+           "on named barriers; lowered by fa-lower-channels and "
+           "fa-lower-warp-specialize">
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect", "::mlir::gpu::GPUDialect",
     "::mlir::LLVM::LLVMDialect", "::mlir::math::MathDialect",
     "::mlir::memref::MemRefDialect", "::mlir::nvgpu::NVGPUDialect",
     "::mlir::NVVM::NVVMDialect", "::mlir::scf::SCFDialect",
-    "::mlir::vector::VectorDialect", "::mlir::faptx::FAPTXDialect"
+    "::mlir::vector::VectorDialect", "::mlir::faptx::FAPTXDialect",
+    "::mlir::fagpu::FAGPUDialect"
   ];
 }
 

@@ -69,7 +69,13 @@ struct GPUKernelPipelineOptions : public GPUTargetPipelineOptions<Derived> {
 
 /// Options of the GPU forward pipeline.
 struct GPUForwardPipelineOptions
-    : public GPUKernelPipelineOptions<GPUForwardPipelineOptions> {};
+    : public GPUKernelPipelineOptions<GPUForwardPipelineOptions> {
+  Option<bool> warpSpecialize{
+      *this, "warp-specialize",
+      llvm::cl::desc("wgmma kernels: a TMA producer warpgroup and consumer "
+                     "warpgroups (experimental, docs/HOPPER.md)"),
+      llvm::cl::init(false)};
+};
 
 /// fa.attention on memrefs (through bufferization.to_tensor /
 /// materialize_in_destination) -> kernel configuration -> tiled,

@@ -32,6 +32,7 @@
 
 #include "BlockMapping.h"
 #include "KernelSupport.h"
+#include "fa/Dialect/FAGPU/IR/FAGPU.h"
 
 #include "fa/Dialect/FA/IR/FAOps.h"
 #include "fa/Dialect/FA/IR/KernelResources.h"
@@ -65,6 +66,9 @@ using namespace mlir::fa;
 using namespace mlir::fa::detail;
 
 namespace {
+
+/// Threads of a warpgroup (the unit of wgmma and of the warp roles).
+constexpr int64_t kWarpgroupThreads = 128;
 
 //===----------------------------------------------------------------------===//
 // Matching the tiled IR
@@ -324,9 +328,16 @@ struct KernelConfig {
   /// Warpgroup MMAs (sm_90a) on 128-byte swizzled panels instead of
   /// mma.sync and ldmatrix.
   bool wgmma;
+  /// A TMA producer warpgroup feeding the `warps / 4` consumer warpgroups
+  /// through fagpu channels (docs/HOPPER.md); K and V stage-major.
+  bool warpSpecialized = false;
   int64_t qBytes, kBytes, vBytes;
 
+  /// The threads that compute (the consumers when warp-specialized).
   int64_t threads() const { return warps * kWarpSize; }
+  int64_t launchThreads() const {
+    return threads() + (warpSpecialized ? kWarpgroupThreads : 0);
+  }
   /// wgmma tiles must start at 1024-byte boundaries (the swizzle pattern is
   /// taken from address bits 7-9): room to align the dynamic base.
   int64_t alignSlack() const { return wgmma ? kWgmmaAlignment : 0; }
@@ -406,6 +417,13 @@ getKernelConfig(TiledAttention &ta,
       return fail("wgmma's N is at most 256: block-kv and the value head dim "
                   "must be at most 256");
   }
+  cfg.warpSpecialized = options.warpSpecialize;
+  if (cfg.warpSpecialized &&
+      (!cfg.wgmma || cfg.d % TileLayout::kPanelCols != 0 ||
+       cfg.dv % TileLayout::kPanelCols != 0 || cfg.bc > 256))
+    return fail("warp-specialize needs wgmma, head dims that are multiples "
+                "of 64 and block-kv <= 256 (one TMA box per 64-column "
+                "panel)");
 
   // Registers per thread for the f32 state (O, S) and the Q fragments:
   // keep Q in registers only while that leaves room for addresses and
@@ -454,9 +472,11 @@ class ForwardKernelEmitter : public NestCloner {
 public:
   /// `factors` are values of the host (see convertForall).
   ForwardKernelEmitter(OpBuilder &b, Location loc, TiledAttention &ta,
-                       const KernelConfig &cfg, ScoreFactors factors)
+                       const KernelConfig &cfg, ScoreFactors factors,
+                       Value kMapHost = {}, Value vMapHost = {})
       : NestCloner(b, loc), ta(ta), cfg(cfg), frags(b, loc, cfg.elt),
-        wg(b, loc, cfg.elt), factors(factors) {}
+        wg(b, loc, cfg.elt), factors(factors), kMapHost(kMapHost),
+        vMapHost(vMapHost) {}
 
   void emit(gpu::LaunchOp launch);
 
@@ -547,6 +567,18 @@ private:
   SmemTile qTile, kTile, vTile;
   CopyPlan kCopy, vCopy;
   SmallVector<Value> qFrags;
+
+  // Warp-specialized: the host's tensor maps of K and V, the channels, and
+  // the channel item of the key block being computed.
+  Value kMapHost, vMapHost;
+  Value kChannel, vChannel, item;
+  /// Builds the K/V channels and the producer role; leaves the builder in
+  /// the consumer role.
+  void emitWarpRoles(Value base, Value pad, Value kBatch, Value kHead,
+                     Value vBatch, Value vHead);
+  /// The consumers' barrier (bar.sync 1, threads()): the producer warpgroup
+  /// does not take part.
+  void consumerBarrier();
 };
 
 Value ForwardKernelEmitter::clone(OpFoldResult ofr) {
@@ -731,6 +763,10 @@ SmallVector<Value> ForwardKernelEmitter::emitStep(OnlineAttentionOp step,
     // One warpgroup MMA chain of D / 16 k-steps: Q rows of this warpgroup
     // against the block's keys, both read through descriptors; a k-step
     // advances 32 bytes inside a 128-byte panel row.
+    if (cfg.warpSpecialized)
+      fagpu::ChannelGetOp::create(
+          b, loc, cast<fagpu::ChannelType>(kChannel.getType()).getStageType(),
+          kChannel, item);
     wg.fence();
     SmallVector<Value> acc;
     for (int64_t ks = 0; ks < cfg.d / 16; ++ks) {
@@ -744,6 +780,8 @@ SmallVector<Value> ForwardKernelEmitter::emitStep(OnlineAttentionOp step,
     wg.commit();
     wg.wait(0);
     acc = wg.fenceOperands(acc);
+    if (cfg.warpSpecialized)
+      fagpu::ChannelReleaseOp::create(b, loc, kChannel, item);
     for (int64_t nt = 0; nt < ns; ++nt)
       s[nt] = frags.fromElements(ArrayRef<Value>(acc).slice(4 * nt, 4));
   }
@@ -891,6 +929,10 @@ SmallVector<Value> ForwardKernelEmitter::emitStep(OnlineAttentionOp step,
     }
     pRegs = wg.fenceOperands(pRegs);
     o = wg.fenceOperands(o);
+    if (cfg.warpSpecialized)
+      fagpu::ChannelGetOp::create(
+          b, loc, cast<fagpu::ChannelType>(vChannel.getType()).getStageType(),
+          vChannel, item);
     wg.fence();
     for (int64_t kk = 0; kk < keys / 16; ++kk)
       o = wg.mmaRS(
@@ -900,6 +942,8 @@ SmallVector<Value> ForwardKernelEmitter::emitStep(OnlineAttentionOp step,
     wg.commit();
     wg.wait(0);
     o = wg.fenceOperands(o);
+    if (cfg.warpSpecialized)
+      fagpu::ChannelReleaseOp::create(b, loc, vChannel, item);
     for (int64_t dn = 0; dn < nd; ++dn)
       acc[dn] = frags.fromElements(ArrayRef<Value>(o).slice(4 * dn, 4));
   }
@@ -929,6 +973,23 @@ void ForwardKernelEmitter::emitKeyLoop(KeyLoop kl, SmallVector<Value> &state) {
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(loop.getBody());
   Value kStart = loop.getInductionVar();
+  if (cfg.warpSpecialized) {
+    // Item i = the block's position in [lo, hi), across loops, in buffer
+    // i % stages of the stage-major K and V rings.
+    item = divu(sub(kStart, lo), cfg.bc);
+    Value stage = remu(item, cfg.stages);
+    auto units = [&](int64_t bytes) {
+      return arith::IndexCastOp::create(b, loc, b.getI64Type(),
+                                        mul(stage, idx(bytes / 16)));
+    };
+    kDescBlock = arith::AddIOp::create(b, loc, kDesc, units(kTile.bytes(2)));
+    vDescBlock = arith::AddIOp::create(b, loc, vDesc, units(vTile.bytes(2)));
+    SmallVector<Value> newState(loop.getRegionIterArgs());
+    newState = emitStep(kl.step, kStart, 0, cfg.bc, newState);
+    scf::YieldOp::create(b, loc, newState);
+    state.assign(loop.getResults().begin(), loop.getResults().end());
+    return;
+  }
   // Buffers alternate with the block's position in [lo, hi), across loops.
   Value buf = cfg.stages == 1 ? idx(0) : remu(divu(sub(kStart, lo), cfg.bc), 2);
   Value kRow0 = mul(buf, idx(cfg.bc));
@@ -1031,6 +1092,80 @@ void ForwardKernelEmitter::emitEpilogue(ValueRange state) {
   }
 }
 
+void ForwardKernelEmitter::consumerBarrier() {
+  NVVM::BarrierOp::create(
+      b, loc, TypeRange{},
+      arith::ConstantIntOp::create(b, loc, b.getI32Type(), 1),
+      arith::ConstantIntOp::create(b, loc, b.getI32Type(), cfg.threads()),
+      NVVM::BarrierReductionAttr(), Value());
+}
+
+void ForwardKernelEmitter::emitWarpRoles(Value base, Value pad, Value kBatch,
+                                         Value kHead, Value vBatch,
+                                         Value vHead) {
+  MLIRContext *ctx = b.getContext();
+  auto smemSpace = gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup);
+  // One buffer: the tile's 64-column panels, each one TMA box [1, 1, Bc, 64]
+  // of 128-byte swizzle (the layout the wgmma descriptors read).
+  auto boxType = MemRefType::get({1, 1, cfg.bc, TileLayout::kPanelCols},
+                                 cfg.elt, AffineMap(), smemSpace);
+  auto descriptor = nvgpu::TensorMapDescriptorType::get(
+      ctx, boxType, nvgpu::TensorMapSwizzleKind::SWIZZLE_128B,
+      nvgpu::TensorMapL2PromoKind::L2PROMO_128B,
+      nvgpu::TensorMapOOBKind::OOB_ZERO,
+      nvgpu::TensorMapInterleaveKind::INTERLEAVE_NONE);
+  auto channel = [&](Value host, int64_t cols, int64_t byteOffset) {
+    int64_t panels = cols / TileLayout::kPanelCols;
+    SmallVector<int64_t> bufferShape = {panels, 1, 1, cfg.bc,
+                                        TileLayout::kPanelCols};
+    auto bufferType =
+        MemRefType::get(bufferShape, cfg.elt, AffineMap(), smemSpace);
+    SmallVector<int64_t> ringShape = {cfg.stages};
+    llvm::append_range(ringShape, bufferShape);
+    auto ringType = MemRefType::get(ringShape, cfg.elt, AffineMap(), smemSpace);
+    Value ring = memref::ViewOp::create(b, loc, ringType, base,
+                                        add(pad, idx(byteOffset)), ValueRange{});
+    Value map = faptx::TensorMapParamOp::create(b, loc, descriptor, host);
+    Value ch = fagpu::ChannelCreateOp::create(
+        b, loc, fagpu::ChannelType::get(ctx, cfg.stages, bufferType), ring,
+        b.getI64IntegerAttr(cfg.threads()));
+    return std::make_pair(ch, map);
+  };
+  auto [kCh, kMap] = channel(kMapHost, cfg.d, cfg.qBytes);
+  auto [vCh, vMap] = channel(vMapHost, cfg.dv, cfg.qBytes + cfg.kBytes);
+  kChannel = kCh;
+  vChannel = vCh;
+  // The producer keeps few registers; the consumers take the rest of the
+  // register file (setmaxnreg: multiples of 8, 64K per multiprocessor).
+  int64_t consumers = cfg.warps / 4;
+  int64_t producerRegs = 24;
+  int64_t consumerRegs =
+      std::min<int64_t>(240, (65536 / kWarpgroupThreads - producerRegs) /
+                                 consumers / 8 * 8);
+  auto roles = fagpu::WarpSpecializeOp::create(b, loc, consumers, producerRegs,
+                                               consumerRegs);
+  for (Region *r : {&roles.getProducer(), &roles.getConsumers()}) {
+    Block *block = b.createBlock(r);
+    b.setInsertionPointToEnd(block);
+    fagpu::YieldOp::create(b, loc);
+  }
+  // Producer: K and V of every visible key block, in order.
+  b.setInsertionPoint(roles.getProducer().front().getTerminator());
+  Value blocks = arith::CeilDivUIOp::create(b, loc, sub(hi, lo), idx(cfg.bc));
+  auto loop = scf::ForOp::create(b, loc, idx(0), blocks, idx(1));
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(loop.getBody());
+    Value i = loop.getInductionVar();
+    Value kStart = add(lo, mul(i, idx(cfg.bc)));
+    fagpu::ChannelPutTmaOp::create(b, loc, kChannel, i, kMap,
+                                   ValueRange{idx(0), kStart, kHead, kBatch});
+    fagpu::ChannelPutTmaOp::create(b, loc, vChannel, i, vMap,
+                                   ValueRange{idx(0), kStart, vHead, vBatch});
+  }
+  b.setInsertionPoint(roles.getConsumers().front().getTerminator());
+}
+
 void ForwardKernelEmitter::emit(gpu::LaunchOp launch) {
   nest = ta.forall;
   gpu::KernelDim3 blockIds = launch.getBlockIds();
@@ -1044,8 +1179,66 @@ void ForwardKernelEmitter::emit(gpu::LaunchOp launch) {
   kmask = KernelMask::build(b, loc, cfg.mask, cfg.maskOperands);
   nq = memref::DimOp::create(b, loc, ta.q.memref, 2);
   nk = memref::DimOp::create(b, loc, ta.k.memref, 2);
+  // Warp-specialized, V is read only through its tensor map, which the
+  // runtime encodes from the kernel's memref parameter of the same tensor
+  // (the manifest's rule): keep V a parameter.
+  if (cfg.warpSpecialized)
+    memref::DimOp::create(b, loc, ta.v.memref, 2);
+
+  // Shared memory: Q | K buffers | V buffers.
+  auto smemSpace =
+      gpu::AddressSpaceAttr::get(b.getContext(), gpu::AddressSpace::Workgroup);
+  Value base, baseAddr, pad;
+  auto sharedMemory = [&] {
+    base = gpu::DynamicSharedMemoryOp::create(
+        b, loc,
+        MemRefType::get({ShapedType::kDynamic}, b.getI8Type(), AffineMap(),
+                        smemSpace));
+    // wgmma: the tiles start at the first 1024-byte boundary of the block's
+    // shared memory.
+    if (cfg.wgmma) {
+      baseAddr = memref::ExtractAlignedPointerAsIndexOp::create(b, loc, base);
+      pad = remu(sub(idx(1024), remu(baseAddr, 1024)), 1024);
+    }
+  };
+  // Indices of the tiled IR, recomputed from the block ids.
+  Value qBatch, qHead, qStart, kBatch, kHead, vBatch, vHead;
+  auto cloneIndices = [&] {
+    qBatch = clone(ta.q.offsets[0]);
+    qHead = clone(ta.q.offsets[1]);
+    qStart = clone(ta.q.offsets[2]);
+    kBatch = clone(ta.k.offsets[0]);
+    kHead = clone(ta.k.offsets[1]);
+    vBatch = clone(ta.v.offsets[0]);
+    vHead = clone(ta.v.offsets[1]);
+    lo = clone(ta.loops.front().loop.getLowerBound());
+    hi = clone(ta.loops.back().loop.getUpperBound());
+    // Clone every other index here too, so that the clones dominate all
+    // uses.
+    for (KeyLoop kl : ta.loops) {
+      clone(kl.loop.getLowerBound());
+      clone(kl.loop.getUpperBound());
+      if (kl.step.isMasked())
+        for (Value v :
+             {kl.step.getQStart(), kl.step.getQLen(), kl.step.getKLen()})
+          clone(v);
+    }
+    for (OpFoldResult ofr : ta.outOffsets)
+      clone(ofr);
+    for (OpFoldResult ofr : ta.lseOffsets)
+      clone(ofr);
+    clone(ta.rows);
+  };
 
   tid = launch.getThreadIds().x;
+  if (cfg.warpSpecialized) {
+    // Both roles need the shared memory and the indices; the rest of the
+    // kernel is the consumers', with thread ids from 0.
+    sharedMemory();
+    cloneIndices();
+    emitWarpRoles(base, pad, kBatch, kHead, vBatch, vHead);
+    tid = sub(launch.getThreadIds().x, idx(kWarpgroupThreads));
+  }
   lane = remu(tid, kWarpSize);
   g = divu(lane, 4);
   tig = remu(lane, 4);
@@ -1057,21 +1250,9 @@ void ForwardKernelEmitter::emit(gpu::LaunchOp launch) {
   bChunkOff = remu(divu(lane, 8), 2);
   aChunkX = arith::XOrIOp::create(b, loc, aChunkOff, laneMod8);
   bChunkX = arith::XOrIOp::create(b, loc, bChunkOff, laneMod8);
+  if (!cfg.warpSpecialized)
+    sharedMemory();
 
-  // Shared memory: Q | K buffers | V buffers.
-  auto smemSpace =
-      gpu::AddressSpaceAttr::get(b.getContext(), gpu::AddressSpace::Workgroup);
-  Value base = gpu::DynamicSharedMemoryOp::create(
-      b, loc,
-      MemRefType::get({ShapedType::kDynamic}, b.getI8Type(), AffineMap(),
-                      smemSpace));
-  // wgmma: the tiles start at the first 1024-byte boundary of the block's
-  // shared memory.
-  Value baseAddr, pad;
-  if (cfg.wgmma) {
-    baseAddr = memref::ExtractAlignedPointerAsIndexOp::create(b, loc, base);
-    pad = remu(sub(idx(1024), remu(baseAddr, 1024)), 1024);
-  }
   auto makeTile = [&](int64_t rows, int64_t cols, int64_t byteOffset) {
     SmemTile t = SmemTile::layout(rows, cols, /*swizzle=*/false, cfg.wgmma);
     auto type =
@@ -1080,9 +1261,12 @@ void ForwardKernelEmitter::emit(gpu::LaunchOp launch) {
     t.view = memref::ViewOp::create(b, loc, type, base, shift, ValueRange{});
     return t;
   };
+  // Warp-specialized: K and V tiles of one stage (the rings are
+  // stage-major); otherwise all stages' rows in each panel.
+  int64_t kvRows = cfg.warpSpecialized ? cfg.bc : cfg.stages * cfg.bc;
   qTile = makeTile(cfg.br, cfg.d, 0);
-  kTile = makeTile(cfg.stages * cfg.bc, cfg.d, cfg.qBytes);
-  vTile = makeTile(cfg.stages * cfg.bc, cfg.dv, cfg.qBytes + cfg.kBytes);
+  kTile = makeTile(kvRows, cfg.d, cfg.qBytes);
+  vTile = makeTile(kvRows, cfg.dv, cfg.qBytes + cfg.kBytes);
   if (cfg.wgmma) {
     // K-major Q and K: 8-row groups 1024 bytes apart (the leading offset is
     // unused with the 128-byte swizzle). MN-major V: 64-column panels
@@ -1097,34 +1281,17 @@ void ForwardKernelEmitter::emit(gpu::LaunchOp launch) {
                           vTile.panelStride() * 2, 1024);
   }
 
-  // Indices of the tiled IR, recomputed from the block ids.
-  Value qBatch = clone(ta.q.offsets[0]), qHead = clone(ta.q.offsets[1]),
-        qStart = clone(ta.q.offsets[2]);
-  Value kBatch = clone(ta.k.offsets[0]), kHead = clone(ta.k.offsets[1]);
-  Value vBatch = clone(ta.v.offsets[0]), vHead = clone(ta.v.offsets[1]);
-  lo = clone(ta.loops.front().loop.getLowerBound());
-  hi = clone(ta.loops.back().loop.getUpperBound());
-  // Clone every other index here too, so that the clones dominate all uses.
-  for (KeyLoop kl : ta.loops) {
-    clone(kl.loop.getLowerBound());
-    clone(kl.loop.getUpperBound());
-    if (kl.step.isMasked())
-      for (Value v :
-           {kl.step.getQStart(), kl.step.getQLen(), kl.step.getKLen()})
-        clone(v);
-  }
-  for (OpFoldResult ofr : ta.outOffsets)
-    clone(ofr);
-  for (OpFoldResult ofr : ta.lseOffsets)
-    clone(ofr);
-  clone(ta.rows);
+  if (!cfg.warpSpecialized)
+    cloneIndices();
 
   // Prologue: Q in one group, the first K/V block (if any) in the next.
   // Loop-invariant address parts, computed once: the copy plans and the
   // lanes' ldmatrix offsets.
   CopyPlan qCopy = planCopy(ta.q.memref, qBatch, qHead, qTile, cfg.br);
-  kCopy = planCopy(ta.k.memref, kBatch, kHead, kTile, cfg.bc);
-  vCopy = planCopy(ta.v.memref, vBatch, vHead, vTile, cfg.bc);
+  if (!cfg.warpSpecialized) {
+    kCopy = planCopy(ta.k.memref, kBatch, kHead, kTile, cfg.bc);
+    vCopy = planCopy(ta.v.memref, vBatch, vHead, vTile, cfg.bc);
+  }
   if (!cfg.wgmma) {
     qLane = ldmatrixLane(qTile, add(warpRow, aRowOff), /*aPattern=*/true);
     kLane = ldmatrixLane(kTile, bRowOff, /*aPattern=*/false);
@@ -1133,8 +1300,14 @@ void ForwardKernelEmitter::emit(gpu::LaunchOp launch) {
 
   copyTile(qCopy, qStart, nq, idx(0));
   commit();
-  auto ifOp = scf::IfOp::create(b, loc, slt(lo, hi), true);
-  {
+  if (cfg.warpSpecialized) {
+    // K and V come through the channels; Q must have landed (and be
+    // visible to the wgmma's async proxy) for every consumer.
+    waitGroups(0);
+    wg.fenceSharedForAsync();
+    consumerBarrier();
+  } else {
+    auto ifOp = scf::IfOp::create(b, loc, slt(lo, hi), true);
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(ifOp.thenBlock());
     copyKV(lo, idx(0));
@@ -1181,7 +1354,8 @@ LogicalResult mlir::fa::convertTiledAttentionToGPU(
   std::array<Value, 3> grid =
       getLaunchGrid(rewriter, loc, forall, ta->blockDims);
   Value one = arith::ConstantIndexOp::create(rewriter, loc, 1);
-  Value threads = arith::ConstantIndexOp::create(rewriter, loc, cfg->threads());
+  Value threads =
+      arith::ConstantIndexOp::create(rewriter, loc, cfg->launchThreads());
   Value smemBytes = arith::ConstantIntOp::create(
       rewriter, loc, rewriter.getI32Type(), cfg->smemBytes());
   // The exponent factors on the host, before the launch: the kernel takes
@@ -1192,14 +1366,35 @@ LogicalResult mlir::fa::convertTiledAttentionToGPU(
   ScoreFactors factors = ScoreFactors::build(
       rewriter, loc, cfg->scalars.buildScale(rewriter, loc),
       cfg->scalars.buildSoftcap(rewriter, loc), kLog2e);
+  // Warp-specialized: the TMA tensor maps of K and V (one 64-column panel
+  // of Bc keys per box, 128-byte swizzle), encoded by the runtime.
+  Value kMap, vMap;
+  if (cfg->warpSpecialized) {
+    MLIRContext *ctx = rewriter.getContext();
+    auto box = MemRefType::get(
+        {1, 1, cfg->bc, TileLayout::kPanelCols}, cfg->elt, AffineMap(),
+        gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup));
+    auto descriptor = nvgpu::TensorMapDescriptorType::get(
+        ctx, box, nvgpu::TensorMapSwizzleKind::SWIZZLE_128B,
+        nvgpu::TensorMapL2PromoKind::L2PROMO_128B,
+        nvgpu::TensorMapOOBKind::OOB_ZERO,
+        nvgpu::TensorMapInterleaveKind::INTERLEAVE_NONE);
+    auto ptr = LLVM::LLVMPointerType::get(ctx);
+    kMap = fagpu::HostTensorMapOp::create(rewriter, loc, ptr, ta->k.memref,
+                                          TypeAttr::get(descriptor));
+    vMap = fagpu::HostTensorMapOp::create(rewriter, loc, ptr, ta->v.memref,
+                                          TypeAttr::get(descriptor));
+  }
   // As the forall's mapping says: query blocks on x (no 65535 limit), heads
   // on y, batches on z.
   auto launch = gpu::LaunchOp::create(rewriter, loc, grid[0], grid[1], grid[2],
                                       threads, one, one, smemBytes);
   rewriter.setInsertionPointToStart(&launch.getBody().front());
-  ForwardKernelEmitter emitter(rewriter, loc, *ta, *cfg, factors);
+  ForwardKernelEmitter emitter(rewriter, loc, *ta, *cfg, factors, kMap, vMap);
   emitter.emit(launch);
   assert(!emitter.failed && "matchTiledAttention checked every index");
+  // (A warp-specialized kernel ends inside its consumer role.)
+  rewriter.setInsertionPointToEnd(&launch.getBody().front());
   gpu::TerminatorOp::create(rewriter, loc);
 
   for (Operation *store : ta->stores)
@@ -1221,7 +1416,8 @@ struct FAConvertTiledAttentionToGPUPass final
       if (!forall.getBody()->getOps<OnlineAttentionFinalizeOp>().empty())
         foralls.push_back(forall);
     });
-    FAConvertTiledAttentionToGPUOptions options{warps, stages, wgmma};
+    FAConvertTiledAttentionToGPUOptions options{warps, stages, wgmma,
+                                                warpSpecialize};
     IRRewriter rewriter(&getContext());
     for (scf::ForallOp forall : foralls)
       if (failed(convertTiledAttentionToGPU(rewriter, forall, options)))

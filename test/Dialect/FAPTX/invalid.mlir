@@ -87,7 +87,7 @@ func.func @fence_type(%x: f16) {
 !map = !nvgpu.tensormap.descriptor<tensor = memref<64x64xbf16, 3>, swizzle = none, l2promo = none, oob = zero, interleave = none>
 func.func @tensormap_not_an_argument(%p: !llvm.ptr) {
   %q = llvm.getelementptr %p[1] : (!llvm.ptr) -> !llvm.ptr, i8
-  // expected-error @+1 {{'faptx.tensormap_param' op takes an argument of the enclosing kernel function}}
+  // expected-error @+1 {{'faptx.tensormap_param' op takes an argument of the enclosing kernel function (or a value its gpu.launch captures)}}
   %0 = faptx.tensormap_param %q : !llvm.ptr -> !map
   return
 }
@@ -98,7 +98,7 @@ func.func @tensormap_not_an_argument(%p: !llvm.ptr) {
 func.func @tensormap_nested_block(%p: !llvm.ptr, %c: i1) {
   cf.cond_br %c, ^bb1(%p : !llvm.ptr), ^bb2
 ^bb1(%arg: !llvm.ptr):
-  // expected-error @+1 {{'faptx.tensormap_param' op takes an argument of the enclosing kernel function}}
+  // expected-error @+1 {{'faptx.tensormap_param' op takes an argument of the enclosing kernel function (or a value its gpu.launch captures)}}
   %0 = faptx.tensormap_param %arg : !llvm.ptr -> !map
   cf.br ^bb2
 ^bb2:

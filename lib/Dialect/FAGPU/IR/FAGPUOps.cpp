@@ -3,9 +3,11 @@
 #include "fa/Dialect/FAGPU/IR/FAGPU.h"
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/LLVMTypes.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectImplementation.h"
 #include "mlir/IR/OpImplementation.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 using namespace mlir;
@@ -78,7 +80,10 @@ LogicalResult ChannelCreateOp::verify() {
     return emitOpError("the ring must be ")
            << channel.getStages() << " contiguous buffers of " << buffer
            << ", not " << ring;
-  if (!isa_and_nonnull<FunctionOpInterface>((*this)->getParentOp()))
+  // The kernel's body: a function's, or a gpu.launch's before outlining.
+  Operation *parent = (*this)->getParentOp();
+  if (!isa_and_nonnull<FunctionOpInterface, gpu::LaunchOp>(parent) ||
+      (*this)->getBlock() != &parent->getRegion(0).front())
     return emitOpError("must be in the kernel's entry block (its lowering "
                        "synchronizes the whole thread block)");
   return success();
@@ -138,6 +143,21 @@ LogicalResult WarpSpecializeOp::verify() {
              << kWarpgroupThreads * warpgroups << ", 1, 1] (one producer and "
              << getConsumerWarpgroups() << " consumer warpgroups)";
   }
+  return success();
+}
+
+LogicalResult HostTensorMapOp::verify() {
+  auto source = cast<MemRefType>(getSource().getType());
+  MemRefType box =
+      cast<nvgpu::TensorMapDescriptorType>(getDescriptor()).getTensor();
+  if (source.getRank() != box.getRank() ||
+      source.getElementType() != box.getElementType())
+    return emitOpError("the box ")
+           << box << " must have the rank and element type of " << source;
+  if (!source.isLastDimUnitStride())
+    return emitOpError("TMA reads rows of contiguous elements: the innermost "
+                       "stride of ")
+           << source << " must be 1";
   return success();
 }
 

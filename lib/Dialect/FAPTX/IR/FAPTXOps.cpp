@@ -2,6 +2,7 @@
 
 #include "fa/Dialect/FAPTX/IR/FAPTX.h"
 
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/DialectImplementation.h"
@@ -68,11 +69,17 @@ LogicalResult RedGlobalAddOp::verify() {
 //===----------------------------------------------------------------------===//
 
 LogicalResult TensorMapParamOp::verify() {
+  // Before outlining, a value a gpu.launch captures (it becomes a kernel
+  // argument).
+  if (auto launch = (*this)->getParentOfType<gpu::LaunchOp>())
+    if (!launch.getBody().isAncestor(getParam().getParentRegion()))
+      return success();
   auto arg = dyn_cast<BlockArgument>(getParam());
   Operation *owner = arg ? arg.getOwner()->getParentOp() : nullptr;
   if (!arg || !isa_and_nonnull<FunctionOpInterface>(owner) ||
       arg.getOwner() != &owner->getRegion(0).front())
-    return emitOpError("takes an argument of the enclosing kernel function");
+    return emitOpError("takes an argument of the enclosing kernel function "
+                       "(or a value its gpu.launch captures)");
   return success();
 }
 

@@ -12,6 +12,7 @@
 #ifndef FA_DIALECT_FAGPU_IR_FAGPUOPS_TD
 #define FA_DIALECT_FAGPU_IR_FAGPUOPS_TD
 
+include "mlir/Dialect/LLVMIR/LLVMOpBase.td"
 include "mlir/Dialect/NVGPU/IR/NVGPUTypes.td"
 include "mlir/IR/AttrTypeBase.td"
 include "mlir/IR/BuiltinTypes.td"
@@ -178,6 +179,29 @@ def FAGPU_YieldOp : FAGPU_Op<"yield", [Pure, Terminator,
     HasParent<"WarpSpecializeOp">]> {
   let summary = "ends a warp role's region";
   let assemblyFormat = "attr-dict";
+}
+
+def FAGPU_HostTensorMapOp : FAGPU_Op<"host_tensor_map", [Pure]> {
+  let summary = "host side: the TMA tensor map of a tensor, encoded per call";
+  let description = [{
+    The CUtensorMap of `source` with the box, swizzle, L2 promotion and
+    out-of-bounds fill of `descriptor`, as a host value that a `gpu.launch`
+    captures (the kernel declares it with `faptx.tensormap_param`). It is
+    not computed by the IR: fa-compile writes it into the kernel manifest
+    as a `"type": "tensormap"` parameter of `source`, and the runtime
+    encodes it (cuTensorMapEncodeTiled) for each call's tensor.
+
+    ```mlir
+    %kmap = fagpu.host_tensor_map %k as !nvgpu.tensormap.descriptor<...>
+        : memref<?x?x?x128xbf16, strided<[?, ?, ?, 1], offset: ?>> -> !llvm.ptr
+    ```
+  }];
+  let arguments = (ins AnyMemRef:$source, TypeAttrOf<NVGPU_TensorMapDescriptor>:$descriptor);
+  let results = (outs LLVM_AnyPointer:$map);
+  let assemblyFormat = [{
+    $source `as` $descriptor attr-dict `:` type($source) `->` type($map)
+  }];
+  let hasVerifier = 1;
 }
 
 #endif // FA_DIALECT_FAGPU_IR_FAGPUOPS_TD

@@ -1,0 +1,42 @@
+// REQUIRES: ptxas
+// fa-compile --warp-specialize (experimental, docs/HOPPER.md): the wgmma
+// forward with a TMA producer warpgroup. The manifest describes the two
+// tensor maps the runtime encodes (read back from the host IR's
+// fagpu.host_tensor_map ops), the block has the producer's 128 threads
+// more, the package's reader accepts it and ptxas assembles it without
+// spills.
+
+// RUN: rm -rf %t && mkdir -p %t
+// RUN: fa-compile --head-dim=128 --dtype=bf16 --chip=sm_90a --warp-specialize -o %t > /dev/null
+// RUN: FileCheck %s < %t/fa_fwd_d128_bf16_sm90a.json
+// RUN: python3 %S/check-manifests.py %t
+// RUN: %ptxas -arch=sm_90a -v %t/fa_fwd_d128_bf16_sm90a.ptx -o /dev/null 2>&1 | FileCheck %s --check-prefix=PTXAS
+// RUN: FileCheck %s --check-prefix=PTX < %t/fa_fwd_d128_bf16_sm90a.ptx
+
+// CHECK:      "block": [
+// CHECK-NEXT:   384,
+// CHECK:        "box": [
+// CHECK-NEXT:     1,
+// CHECK-NEXT:     1,
+// CHECK-NEXT:     128,
+// CHECK-NEXT:     64
+// CHECK-NEXT:   ],
+// CHECK-NEXT:   "dtype": "bf16",
+// CHECK-NEXT:   "l2_promotion": "128B",
+// CHECK-NEXT:   "name": "k_map",
+// CHECK-NEXT:   "oob_fill": "zero",
+// CHECK-NEXT:   "swizzle": "128B",
+// CHECK-NEXT:   "tensor": "k",
+// CHECK-NEXT:   "type": "tensormap"
+// CHECK:        "name": "v_map",
+// CHECK:        "tensor": "v",
+// CHECK-NEXT:   "type": "tensormap"
+
+// PTXAS: 0 bytes spill stores, 0 bytes spill loads
+
+// PTX:      .param .align 64 .b8 fa_fwd_kernel_param_{{[0-9]+}}[128]
+// PTX:      .maxntid 384, 1, 1
+// PTX-DAG:  setmaxnreg.dec.sync.aligned.u32 24
+// PTX-DAG:  setmaxnreg.inc.sync.aligned.u32 240
+// PTX-DAG:  cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes
+// PTX-DAG:  bar.sync 1, 256;
