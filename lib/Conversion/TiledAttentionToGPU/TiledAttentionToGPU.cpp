@@ -67,8 +67,7 @@ using namespace mlir::fa::detail;
 
 namespace {
 
-/// Threads of a warpgroup (the unit of wgmma and of the warp roles).
-constexpr int64_t kWarpgroupThreads = 128;
+using fagpu::kWarpgroupThreads;
 
 //===----------------------------------------------------------------------===//
 // Matching the tiled IR
