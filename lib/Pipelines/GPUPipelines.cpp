@@ -61,6 +61,7 @@ static void addKernelToBinaryPasses(OpPassManager &pm, StringRef chip,
   kernel.addPass(memref::createExpandStridedMetadataPass());
   kernel.addPass(createLowerAffinePass());
   kernel.addPass(createConvertGpuOpsToNVVMOps());
+  kernel.addPass(createFAExternDynamicSharedMemory());
   // faptx ops and NVVM ops built on inline PTX (wgmma.mma_async).
   kernel.addPass(createFAConvertFAPTXToLLVM());
   kernel.addPass(createConvertNVVMToLLVMPass());
@@ -90,7 +91,8 @@ static std::string ptxFeatures(const Options &options) {
 
 /// fa-select-kernel-config with the pipeline's fixed fields.
 template <typename Options>
-static void addSelectKernelConfig(OpPassManager &pm, const Options &options) {
+static void addSelectKernelConfig(OpPassManager &pm, const Options &options,
+                                  StringRef schedule = "auto") {
   FASelectKernelConfigOptions select;
   select.chip = options.chip;
   select.mma = options.mma;
@@ -99,12 +101,13 @@ static void addSelectKernelConfig(OpPassManager &pm, const Options &options) {
   select.warps = options.warps;
   select.stages = options.stages;
   select.dkvSplit = options.dkvSplit;
+  select.schedule = schedule.str();
   pm.addPass(createFASelectKernelConfig(select));
 }
 
 void mlir::fa::buildGPUForwardPipeline(
     OpPassManager &pm, const GPUForwardPipelineOptions &options) {
-  addSelectKernelConfig(pm, options);
+  addSelectKernelConfig(pm, options, options.schedule);
   // The tiled form the conversion consumes; the tiles and everything the
   // conversion needs come from the kernel configuration.
   pm.addPass(createFATileAttention());
@@ -114,7 +117,6 @@ void mlir::fa::buildGPUForwardPipeline(
   pm.addPass(createCSEPass());
 
   FAConvertTiledAttentionToGPUOptions convert;
-  convert.warpSpecialize = options.warpSpecialize;
   pm.addPass(createFAConvertTiledAttentionToGPU(convert));
   addKernelToBinaryPasses(pm, options.chip, ptxFeatures(options),
                           options.toolkit, options.format,

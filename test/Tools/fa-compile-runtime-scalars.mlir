@@ -18,6 +18,7 @@
 // FWD-NEXT:     "value": "log2e_scale"
 // FWD-NOT:      "role"
 // FWD:      "scale": null,
+// FWD-NEXT: "schedule": "cooperative",
 // FWD-NEXT: "softcap": null,
 
 // With a softcap: scale / softcap and softcap * log2(e), both from the host.

@@ -134,11 +134,26 @@ static cl::opt<bool> noSpillCheck(
     cl::desc("Take the first configuration that fits without asking ptxas "
              "whether it spills registers"),
     cl::init(false), cl::cat(category));
-static cl::opt<bool> warpSpecialize(
-    "warp-specialize",
-    cl::desc("Forward, wgmma: a TMA producer warpgroup feeding the consumer "
-             "warpgroups (experimental; docs/HOPPER.md)"),
-    cl::init(false), cl::cat(category));
+static cl::opt<std::string> schedule(
+    "schedule",
+    cl::desc("Forward: auto (the kernel configuration's choice), cooperative "
+             "or warp_specialized (a TMA producer warpgroup feeding the "
+             "consumer warpgroups; wgmma, docs/HOPPER.md)"),
+    cl::init("auto"), cl::cat(category));
+static cl::opt<bool>
+    warpSpecialize("warp-specialize",
+                   cl::desc("Same as --schedule=warp_specialized"),
+                   cl::init(false), cl::cat(category));
+static cl::opt<bool> intraWarpgroupOverlap(
+    "intra-warpgroup-overlap",
+    cl::desc("--warp-specialize: the softmax of key block j runs under the "
+             "P V GEMM of block j - 1 (default on; =false to compare)"),
+    cl::init(true), cl::cat(category));
+static cl::opt<bool> pingPong(
+    "ping-pong",
+    cl::desc("--warp-specialize: consumer warpgroups take turns at issuing "
+             "their GEMMs (default on; =false to compare)"),
+    cl::init(true), cl::cat(category));
 static cl::opt<bool> emitMLIR("emit-mlir",
                               cl::desc("Also write <name>.mlir (final IR)"),
                               cl::init(false), cl::cat(category));
@@ -167,7 +182,8 @@ struct KernelConfig {
   /// by fa-select-kernel-config).
   int64_t blockQ = 0, blockKV = 0, warps = 0, stages = 0, dkvSplit = 0;
   std::string mma = "auto";
-  bool warpSpecialize = false;
+  std::string schedule = "auto";
+  bool intraWarpgroupOverlap = true, pingPong = true;
   bool backward() const { return kind == "backward"; }
 
   bool hasWindow() const { return window; }
@@ -621,8 +637,13 @@ FailureOr<CompiledCandidate> compileCandidate(MLIRContext &ctx, ModuleOp module,
       : config.backward()   ? "fa-gpu-backward"
                             : "fa-gpu-forward",
       config.chip,
-      config.warpSpecialize && !config.backward() ? " warp-specialize=true"
-                                                  : "");
+      config.backward()
+          ? std::string()
+          : llvm::formatv(" schedule={0} intra-warpgroup-overlap={1} "
+                          "ping-pong={2}",
+                          config.schedule, config.intraWarpgroupOverlap,
+                          config.pingPong)
+                .str());
   PassManager pm(&ctx);
   if (failed(parsePassPipeline(pipeline, pm, llvm::errs())))
     return module->emitError("fa-compile: cannot build pipeline '")
@@ -866,6 +887,7 @@ LogicalResult compileOne(MLIRContext &ctx, const KernelConfig &flags,
     if (failed(k))
       return failure();
     manifest["stages"] = kernelConfig.getStages();
+    manifest["schedule"] = stringifyKernelSchedule(kernelConfig.getSchedule());
     for (auto &[key, value] : *k)
       manifest[key] = std::move(value);
   } else {
@@ -1025,7 +1047,19 @@ FailureOr<KernelConfig> configFromFlags() {
   c.stages = stages;
   c.dkvSplit = dkvSplit;
   c.mma = mma;
-  c.warpSpecialize = warpSpecialize;
+  c.schedule =
+      warpSpecialize ? std::string("warp_specialized") : schedule.getValue();
+  if (c.schedule == "warp-specialized")
+    c.schedule = "warp_specialized";
+  if (c.schedule != "auto" && c.schedule != "cooperative" &&
+      c.schedule != "warp_specialized") {
+    llvm::errs() << "fa-compile: --schedule must be auto, cooperative or "
+                    "warp_specialized, got '"
+                 << c.schedule << "'\n";
+    return failure();
+  }
+  c.intraWarpgroupOverlap = intraWarpgroupOverlap;
+  c.pingPong = pingPong;
   if (c.mma != "auto" && c.mma != "mma.sync" && c.mma != "mma_sync" &&
       c.mma != "wgmma") {
     llvm::errs() << "fa-compile: --mma must be auto, mma.sync or wgmma, got '"

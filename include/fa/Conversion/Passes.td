@@ -66,11 +66,21 @@ def FAConvertTiledAttentionToGPU : Pass<"fa-convert-tiled-attention-to-gpu"> {
            "swizzled tiles, P from registers) instead of mma.sync; needs "
            "warps % 4 == 0 and block-q == 16 * warps">,
     Option<"warpSpecialize", "warp-specialize", "bool", /*default=*/"false",
-           "wgmma only (experimental, docs/HOPPER.md): a producer warpgroup "
+           "IR without a kernel configuration (whose schedule decides "
+           "otherwise), wgmma only (docs/HOPPER.md): a producer warpgroup "
            "streams K and V with TMA through fagpu channels (tensor maps "
            "encoded by the runtime) to the consumer warpgroups, which sync "
            "on named barriers; lowered by fa-lower-channels and "
-           "fa-lower-warp-specialize">
+           "fa-lower-warp-specialize">,
+    Option<"intraWarpgroupOverlap", "intra-warpgroup-overlap", "bool",
+           /*default=*/"true",
+           "warp-specialize: issue S(j) = Q K(j)^T and O += P(j-1) V(j-1) "
+           "back to back and run the softmax of S(j) while P V runs "
+           "(FlashAttention-3's intra-warpgroup overlap)">,
+    Option<"pingPong", "ping-pong", "bool", /*default=*/"true",
+           "warp-specialize with overlap and 2 or 3 consumer warpgroups: "
+           "named barriers give the warpgroups turns at issuing their GEMMs, "
+           "so one's softmax runs under another's GEMMs">
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect", "::mlir::gpu::GPUDialect",
@@ -157,6 +167,31 @@ def FAConvertFAPTXToLLVM : Pass<"fa-convert-faptx-to-llvm"> {
     ```
   }];
   let dependentDialects = ["::mlir::LLVM::LLVMDialect"];
+}
+
+def FAExternDynamicSharedMemory : Pass<"fa-extern-dynamic-shared-memory"> {
+  let summary = "Declare the kernels' dynamic shared memory as extern";
+  let description = [{
+    `convert-gpu-to-nvvm` gives `gpu.dynamic_shared_memory` an internal
+    zero-length shared global, which the NVPTX back end demotes to a
+    one-byte *static* variable (`.shared .align 16 .b8 __dynamic_shmem__0;`):
+    the dynamic region then starts wherever ptxas places that byte among the
+    other static shared variables (the warp-specialized kernels' mbarriers),
+    and may overlap them. This pass makes such globals external, which
+    prints the real dynamic declaration (`.extern .shared .align 16 .b8
+    __dynamic_shmem__0[];`), placed after all static shared memory.
+
+    Before:
+    ```mlir
+    llvm.mlir.global internal @__dynamic_shmem__0() {addr_space = 3 : i32,
+        alignment = 16 : i64} : !llvm.array<0 x i8>
+    ```
+    After:
+    ```mlir
+    llvm.mlir.global external @__dynamic_shmem__0() {addr_space = 3 : i32,
+        alignment = 16 : i64} : !llvm.array<0 x i8>
+    ```
+  }];
 }
 
 def FALowerChannels : Pass<"fa-lower-channels"> {

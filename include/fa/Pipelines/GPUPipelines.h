@@ -70,11 +70,22 @@ struct GPUKernelPipelineOptions : public GPUTargetPipelineOptions<Derived> {
 /// Options of the GPU forward pipeline.
 struct GPUForwardPipelineOptions
     : public GPUKernelPipelineOptions<GPUForwardPipelineOptions> {
-  Option<bool> warpSpecialize{
-      *this, "warp-specialize",
-      llvm::cl::desc("wgmma kernels: a TMA producer warpgroup and consumer "
-                     "warpgroups (experimental, docs/HOPPER.md)"),
-      llvm::cl::init(false)};
+  Option<std::string> schedule{
+      *this, "schedule",
+      llvm::cl::desc("auto (fa-select-kernel-config's choice), cooperative "
+                     "or warp_specialized (a TMA producer warpgroup and "
+                     "consumer warpgroups; wgmma, docs/HOPPER.md)"),
+      llvm::cl::init("auto")};
+  Option<bool> intraWarpgroupOverlap{
+      *this, "intra-warpgroup-overlap",
+      llvm::cl::desc("warp-specialize: the softmax of block j under the P V "
+                     "GEMM of block j - 1"),
+      llvm::cl::init(true)};
+  Option<bool> pingPong{
+      *this, "ping-pong",
+      llvm::cl::desc("warp-specialize: consumer warpgroups take turns at "
+                     "issuing their GEMMs"),
+      llvm::cl::init(true)};
 };
 
 /// fa.attention on memrefs (through bufferization.to_tensor /

@@ -111,6 +111,17 @@ struct OperandFenceLowering : OpRewritePattern<OperandFenceOp> {
   }
 };
 
+struct Ex2Lowering : OpRewritePattern<Ex2Op> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(Ex2Op op,
+                                PatternRewriter &rewriter) const override {
+    rewriter.replaceOpWithNewOp<LLVM::CallIntrinsicOp>(
+        op, op.getType(), rewriter.getStringAttr("llvm.nvvm.ex2.approx.ftz"),
+        ValueRange{op.getInput()});
+    return success();
+  }
+};
+
 struct OpaqueLowering : OpRewritePattern<OpaqueOp> {
   using OpRewritePattern::OpRewritePattern;
   LogicalResult matchAndRewrite(OpaqueOp op,
@@ -181,5 +192,6 @@ struct FAConvertFAPTXToLLVMPass
 
 void mlir::fa::populateFAPTXToLLVMPatterns(RewritePatternSet &patterns) {
   patterns.add<WgmmaMmaRSLowering, RedGlobalAddLowering, OperandFenceLowering,
-               OpaqueLowering, TensorMapParamLowering>(patterns.getContext());
+               Ex2Lowering, OpaqueLowering, TensorMapParamLowering>(
+      patterns.getContext());
 }

@@ -68,6 +68,9 @@ using namespace mlir::fa::detail;
 namespace {
 
 using fagpu::kWarpgroupThreads;
+/// The named barriers of the consumers: 1 for all of them (0 is the
+/// block's), kTurnBarrier + w for consumer warpgroup w's turn (ping-pong).
+constexpr int64_t kTurnBarrier = 2;
 
 //===----------------------------------------------------------------------===//
 // Matching the tiled IR
@@ -330,6 +333,10 @@ struct KernelConfig {
   /// A TMA producer warpgroup feeding the `warps / 4` consumer warpgroups
   /// through fagpu channels (docs/HOPPER.md); K and V stage-major.
   bool warpSpecialized = false;
+  /// Warp-specialized schedule (docs/HOPPER.md): S(j) and P(j-1) V(j-1)
+  /// issued together, the softmax of S(j) under the P V GEMM; and the
+  /// consumer warpgroups taking turns at issuing (2 or 3 of them).
+  bool overlap = false, pingPong = false;
   int64_t qBytes, kBytes, vBytes;
 
   /// The threads that compute (the consumers when warp-specialized).
@@ -392,8 +399,8 @@ getKernelConfig(TiledAttention &ta,
   if (cfg.stages != 1 && cfg.stages != 2)
     return fail("stages must be 1 or 2");
   if (cfg.warps < 1 || cfg.warps > kMaxWarpsPerBlock)
-    return fail("warps must be in [1, " + Twine(kMaxWarpsPerBlock) +
-                "], got " + Twine(cfg.warps));
+    return fail("warps must be in [1, " + Twine(kMaxWarpsPerBlock) + "], got " +
+                Twine(cfg.warps));
   if (cfg.br % (16 * cfg.warps) != 0)
     return fail("block-q must be a multiple of 16 * warps");
   if (cfg.bc % 16 != 0 || cfg.d % 16 != 0 || cfg.dv % 16 != 0)
@@ -416,7 +423,12 @@ getKernelConfig(TiledAttention &ta,
       return fail("wgmma's N is at most 256: block-kv and the value head dim "
                   "must be at most 256");
   }
-  cfg.warpSpecialized = options.warpSpecialize;
+  cfg.warpSpecialized =
+      config ? config.getSchedule() == KernelSchedule::WarpSpecialized
+             : options.warpSpecialize;
+  cfg.overlap = cfg.warpSpecialized && options.intraWarpgroupOverlap;
+  cfg.pingPong = cfg.overlap && options.pingPong && cfg.warps / 4 >= 2 &&
+                 cfg.warps / 4 <= 3;
   if (cfg.warpSpecialized &&
       (!cfg.wgmma || cfg.d % TileLayout::kPanelCols != 0 ||
        cfg.dv % TileLayout::kPanelCols != 0 || cfg.bc > 256))
@@ -466,6 +478,20 @@ getKernelConfig(TiledAttention &ta,
 //===----------------------------------------------------------------------===//
 // Kernel emission
 //===----------------------------------------------------------------------===//
+
+/// Reduces `vals` (at least one) with `combine` as a balanced tree.
+static Value treeReduce(SmallVector<Value> vals,
+                        function_ref<Value(Value, Value)> combine) {
+  while (vals.size() > 1) {
+    SmallVector<Value> next;
+    for (size_t i = 0; i + 1 < vals.size(); i += 2)
+      next.push_back(combine(vals[i], vals[i + 1]));
+    if (vals.size() % 2)
+      next.push_back(vals.back());
+    vals = std::move(next);
+  }
+  return vals.front();
+}
 
 class ForwardKernelEmitter : public NestCloner {
 public:
@@ -537,7 +563,37 @@ private:
   /// vBlock). The state is (acc..., max..., sum...).
   SmallVector<Value> emitStep(OnlineAttentionOp step, Value kStart, int64_t k0,
                               int64_t keys, ValueRange state);
+  // The pieces of a step (wgmma), shared by emitStep and the overlapped
+  // schedule.
+  /// S = Q K^T for keys [k0, +keys) of kDescBlock: issued and committed, not
+  /// waited for.
+  SmallVector<Value> issueScores(int64_t k0, int64_t keys);
+  /// wgmma accumulator elements as n8 fragments.
+  SmallVector<Value> scoreFrags(ArrayRef<Value> acc, int64_t keys);
+  struct SoftmaxUpdate {
+    /// exp2 of the scores against the new max (fragment element order).
+    SmallVector<Value> p;
+    SmallVector<Value> newMax, newSum;
+    /// exp2(old max - new max) per row: the factor of O.
+    SmallVector<Value> alphas;
+  };
+  /// Score function, mask and online-softmax update of one step.
+  SoftmaxUpdate emitSoftmax(OnlineAttentionOp step, Value kStart, int64_t keys,
+                            ArrayRef<Value> s, ValueRange maxIn,
+                            ValueRange sumIn);
+  Value pFrag(ArrayRef<Value> p, int64_t keys, int64_t mt, int64_t nt);
+  /// P as the register A operand of wgmma (4 x i32 per 16 keys).
+  SmallVector<Value> packP(ArrayRef<Value> p, int64_t keys);
+  /// O += P V on V rows [k0, +keys) of `vDescOf`: issued and committed.
+  SmallVector<Value> issuePV(ArrayRef<Value> pRegs, ArrayRef<Value> o,
+                             Value vDescOf, int64_t k0, int64_t keys);
+  SmallVector<Value> accElements(ValueRange accFrags);
+  SmallVector<Value> accFragments(ArrayRef<Value> o);
   void emitKeyLoop(KeyLoop kl, SmallVector<Value> &state);
+  /// All key loops with the overlapped schedule (cfg.overlap): a prologue
+  /// computes P of the first block, each iteration issues S of its block
+  /// and P V of the one before, an epilogue adds the last P V.
+  void emitOverlappedLoops(SmallVector<Value> &state);
   void emitEpilogue(ValueRange state);
 
   TiledAttention &ta;
@@ -747,57 +803,36 @@ std::pair<Value, Value> ForwardKernelEmitter::loadVFrags(int64_t row,
       /*transpose=*/true));
 }
 
-SmallVector<Value> ForwardKernelEmitter::emitStep(OnlineAttentionOp step,
-                                                  Value kStart, int64_t k0,
-                                                  int64_t keys,
-                                                  ValueRange state) {
-  const int64_t m = cfg.mTiles, ns = keys / 8, nd = cfg.dv / 8;
-  ValueRange accIn = state.take_front(m * nd);
-  ValueRange maxIn = state.slice(m * nd, 2 * m);
-  ValueRange sumIn = state.take_back(2 * m);
-
-  // S = Q K^T, k-step outermost so each K fragment feeds every row tile.
-  SmallVector<Value> s(m * ns, frags.zeroC());
-  if (cfg.wgmma) {
-    // One warpgroup MMA chain of D / 16 k-steps: Q rows of this warpgroup
-    // against the block's keys, both read through descriptors; a k-step
-    // advances 32 bytes inside a 128-byte panel row.
-    if (cfg.warpSpecialized)
-      fagpu::ChannelGetOp::create(
-          b, loc, cast<fagpu::ChannelType>(kChannel.getType()).getStageType(),
-          kChannel, item);
-    wg.fence();
-    SmallVector<Value> acc;
-    for (int64_t ks = 0; ks < cfg.d / 16; ++ks) {
-      int64_t panel = ks / 4, inPanel = (ks % 4) * 32;
-      acc = wg.mmaSS(
-          wg.advance(qDesc, panel * qTile.panelStride() * 2 + inPanel),
-          wg.advance(kDescBlock, panel * kTile.panelStride() * 2 + inPanel +
-                                     k0 * SmemTile::kPanelRowBytes),
-          keys, acc);
-    }
-    wg.commit();
-    wg.wait(0);
-    acc = wg.fenceOperands(acc);
-    if (cfg.warpSpecialized)
-      fagpu::ChannelReleaseOp::create(b, loc, kChannel, item);
-    for (int64_t nt = 0; nt < ns; ++nt)
-      s[nt] = frags.fromElements(ArrayRef<Value>(acc).slice(4 * nt, 4));
+SmallVector<Value> ForwardKernelEmitter::issueScores(int64_t k0, int64_t keys) {
+  // One warpgroup MMA chain of D / 16 k-steps: Q rows of this warpgroup
+  // against the block's keys, both read through descriptors; a k-step
+  // advances 32 bytes inside a 128-byte panel row.
+  SmallVector<Value> acc;
+  for (int64_t ks = 0; ks < cfg.d / 16; ++ks) {
+    int64_t panel = ks / 4, inPanel = (ks % 4) * 32;
+    acc = wg.mmaSS(wg.advance(qDesc, panel * qTile.panelStride() * 2 + inPanel),
+                   wg.advance(kDescBlock, panel * kTile.panelStride() * 2 +
+                                              inPanel +
+                                              k0 * SmemTile::kPanelRowBytes),
+                   keys, acc);
   }
-  for (int64_t ks = 0; !cfg.wgmma && ks < cfg.d / 16; ++ks) {
-    SmallVector<Value> qa;
-    for (int64_t mt = 0; mt < m; ++mt)
-      qa.push_back(cfg.qInRegs ? qFrags[mt * (cfg.d / 16) + ks]
-                               : loadQ(mt, ks));
-    for (int64_t np = 0; np < keys / 16; ++np) {
-      auto bs = loadKFrags(k0 + 16 * np, ks);
-      for (int64_t mt = 0; mt < m; ++mt) {
-        frags.mma16(qa[mt], bs,
-                    MutableArrayRef<Value>(s).slice(mt * ns + 2 * np, 2));
-      }
-    }
-  }
+  wg.commit();
+  return acc;
+}
 
+SmallVector<Value> ForwardKernelEmitter::scoreFrags(ArrayRef<Value> acc,
+                                                    int64_t keys) {
+  SmallVector<Value> s;
+  for (int64_t nt = 0; nt < keys / 8; ++nt)
+    s.push_back(frags.fromElements(acc.slice(4 * nt, 4)));
+  return s;
+}
+
+ForwardKernelEmitter::SoftmaxUpdate
+ForwardKernelEmitter::emitSoftmax(OnlineAttentionOp step, Value kStart,
+                                  int64_t keys, ArrayRef<Value> s,
+                                  ValueRange maxIn, ValueRange sumIn) {
+  const int64_t m = cfg.mTiles, ns = keys / 8;
   // Scores u (before the exp2 factor c): p = exp2(u * c - m), m in log2
   // units. With softcap, u = tanh(s * scale / softcap), c = softcap * log2e.
   Value cst = factors.expFactor;
@@ -859,15 +894,39 @@ SmallVector<Value> ForwardKernelEmitter::emitStep(OnlineAttentionOp step,
           }
   }
 
+  // 2^x: flushing denormal results (faptx.ex2) saves ptxas's rescaling of
+  // each input.
+  auto exp2 = [&](Value x) -> Value {
+    if (cfg.wgmma)
+      return faptx::Ex2Op::create(b, loc, x);
+    return math::Exp2Op::create(b, loc, x);
+  };
+
   // Online softmax per row (mt, h): the 4 lanes of a quad share a row.
-  SmallVector<Value> newMax, newSum, alphas;
-  SmallVector<Value> p(m * ns * 4);
+  SoftmaxUpdate r;
+  r.p.resize(m * ns * 4);
   for (int64_t mt = 0; mt < m; ++mt)
     for (int64_t h = 0; h < 2; ++h) {
-      Value rowMax = negInf;
+      // wgmma: pairwise trees, since a chain of the 2 * ns (= 64 at 128
+      // keys) dependent max/add ops of a row makes the softmax
+      // latency-bound. mma.sync's steps are short (2 * ns = 8 to 16) and its
+      // registers full: chains there.
+      SmallVector<Value> rowVals;
       for (int64_t nt = 0; nt < ns; ++nt)
         for (int64_t e = 0; e < 2; ++e)
-          rowMax = arith::MaxNumFOp::create(b, loc, rowMax, u(mt, nt, h, e));
+          rowVals.push_back(u(mt, nt, h, e));
+      auto reduce = [&](SmallVector<Value> vals,
+                        function_ref<Value(Value, Value)> combine) {
+        if (cfg.wgmma)
+          return treeReduce(std::move(vals), combine);
+        Value acc = vals.front();
+        for (Value v : ArrayRef<Value>(vals).drop_front())
+          acc = combine(acc, v);
+        return acc;
+      };
+      Value rowMax = reduce(rowVals, [&](Value x, Value y) -> Value {
+        return arith::MaxNumFOp::create(b, loc, x, y);
+      });
       for (int32_t mask : {1, 2})
         rowMax = arith::MaxNumFOp::create(
             b, loc, rowMax,
@@ -882,74 +941,149 @@ SmallVector<Value> ForwardKernelEmitter::emitStep(OnlineAttentionOp step,
       Value isEmpty = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OEQ,
                                             mNew, negInf);
       Value mSafe = arith::SelectOp::create(b, loc, isEmpty, f32(0.0), mNew);
-      Value alpha = math::Exp2Op::create(
-          b, loc, arith::SubFOp::create(b, loc, mOld, mSafe));
+      Value alpha = exp2(arith::SubFOp::create(b, loc, mOld, mSafe));
       Value negM = arith::NegFOp::create(b, loc, mSafe);
-      Value rowSum = arith::MulFOp::create(b, loc, sumIn[mt * 2 + h], alpha);
+      SmallVector<Value> terms = {
+          arith::MulFOp::create(b, loc, sumIn[mt * 2 + h], alpha)};
       for (int64_t nt = 0; nt < ns; ++nt)
         for (int64_t e = 0; e < 2; ++e) {
           Value x = math::FmaOp::create(b, loc, u(mt, nt, h, e), cst, negM);
-          Value pe = math::Exp2Op::create(b, loc, x);
-          p[((mt * ns + nt) * 2 + h) * 2 + e] = pe;
-          rowSum = arith::AddFOp::create(b, loc, rowSum, pe);
+          Value pe = exp2(x);
+          r.p[((mt * ns + nt) * 2 + h) * 2 + e] = pe;
+          terms.push_back(pe);
         }
-      newMax.push_back(mNew);
-      newSum.push_back(rowSum);
-      alphas.push_back(alpha);
+      Value rowSum = reduce(terms, [&](Value x, Value y) -> Value {
+        return arith::AddFOp::create(b, loc, x, y);
+      });
+      r.newMax.push_back(mNew);
+      r.newSum.push_back(rowSum);
+      r.alphas.push_back(alpha);
     }
+  return r;
+}
+
+Value ForwardKernelEmitter::pFrag(ArrayRef<Value> p, int64_t keys, int64_t mt,
+                                  int64_t nt) {
+  SmallVector<Value> elems;
+  for (int64_t i = 0; i < 4; ++i)
+    elems.push_back(p[(mt * (keys / 8) + nt) * 4 + i]);
+  return frags.fromElements(elems);
+}
+
+SmallVector<Value> ForwardKernelEmitter::packP(ArrayRef<Value> p,
+                                               int64_t keys) {
+  // P in the S fragments' layout is the A operand's register layout.
+  SmallVector<Value> pRegs;
+  for (int64_t kk = 0; kk < keys / 16; ++kk) {
+    Value pa =
+        frags.packA(pFrag(p, keys, 0, 2 * kk), pFrag(p, keys, 0, 2 * kk + 1));
+    for (int64_t i = 0; i < 4; ++i)
+      pRegs.push_back(LLVM::BitcastOp::create(
+          b, loc, b.getI32Type(),
+          vector::ExtractOp::create(b, loc, pa, ArrayRef<int64_t>{i})));
+  }
+  return pRegs;
+}
+
+SmallVector<Value> ForwardKernelEmitter::issuePV(ArrayRef<Value> pRegs,
+                                                 ArrayRef<Value> o,
+                                                 Value vDescOf, int64_t k0,
+                                                 int64_t keys) {
+  // O += P V: V through an MN-major descriptor, 16 keys (2 swizzle rows of
+  // 8) per k-step.
+  SmallVector<Value> acc(o);
+  for (int64_t kk = 0; kk < keys / 16; ++kk)
+    acc =
+        wg.mmaRS(pRegs.slice(4 * kk, 4),
+                 wg.advance(vDescOf, (k0 + 16 * kk) * SmemTile::kPanelRowBytes),
+                 cfg.dv, acc);
+  wg.commit();
+  return acc;
+}
+
+SmallVector<Value> ForwardKernelEmitter::accElements(ValueRange accFrags) {
+  SmallVector<Value> o;
+  for (Value f : accFrags)
+    for (int64_t h = 0; h < 2; ++h)
+      for (int64_t e = 0; e < 2; ++e)
+        o.push_back(frags.element(f, h, e));
+  return o;
+}
+
+SmallVector<Value> ForwardKernelEmitter::accFragments(ArrayRef<Value> o) {
+  SmallVector<Value> acc;
+  for (int64_t dn = 0; dn < cfg.dv / 8; ++dn)
+    acc.push_back(frags.fromElements(o.slice(4 * dn, 4)));
+  return acc;
+}
+
+SmallVector<Value> ForwardKernelEmitter::emitStep(OnlineAttentionOp step,
+                                                  Value kStart, int64_t k0,
+                                                  int64_t keys,
+                                                  ValueRange state) {
+  const int64_t m = cfg.mTiles, ns = keys / 8, nd = cfg.dv / 8;
+  ValueRange accIn = state.take_front(m * nd);
+  ValueRange maxIn = state.slice(m * nd, 2 * m);
+  ValueRange sumIn = state.take_back(2 * m);
+
+  // S = Q K^T, k-step outermost so each K fragment feeds every row tile.
+  SmallVector<Value> s(m * ns, frags.zeroC());
+  if (cfg.wgmma) {
+    if (cfg.warpSpecialized)
+      fagpu::ChannelGetOp::create(
+          b, loc, cast<fagpu::ChannelType>(kChannel.getType()).getStageType(),
+          kChannel, item);
+    wg.fence();
+    SmallVector<Value> acc = issueScores(k0, keys);
+    wg.wait(0);
+    acc = wg.fenceOperands(acc);
+    if (cfg.warpSpecialized)
+      fagpu::ChannelReleaseOp::create(b, loc, kChannel, item);
+    s = scoreFrags(acc, keys);
+  }
+  for (int64_t ks = 0; !cfg.wgmma && ks < cfg.d / 16; ++ks) {
+    SmallVector<Value> qa;
+    for (int64_t mt = 0; mt < m; ++mt)
+      qa.push_back(cfg.qInRegs ? qFrags[mt * (cfg.d / 16) + ks]
+                               : loadQ(mt, ks));
+    for (int64_t np = 0; np < keys / 16; ++np) {
+      auto bs = loadKFrags(k0 + 16 * np, ks);
+      for (int64_t mt = 0; mt < m; ++mt) {
+        frags.mma16(qa[mt], bs,
+                    MutableArrayRef<Value>(s).slice(mt * ns + 2 * np, 2));
+      }
+    }
+  }
+
+  SoftmaxUpdate sm = emitSoftmax(step, kStart, keys, s, maxIn, sumIn);
 
   // O = alpha * O + P V, P taken from the score fragments.
   SmallVector<Value> acc;
   for (int64_t mt = 0; mt < m; ++mt)
     for (int64_t dn = 0; dn < nd; ++dn)
-      acc.push_back(frags.scaleRows(accIn[mt * nd + dn], alphas[2 * mt],
-                                    alphas[2 * mt + 1]));
-  auto pFrag = [&](int64_t mt, int64_t nt) {
-    SmallVector<Value> elems;
-    for (int64_t i = 0; i < 4; ++i)
-      elems.push_back(p[(mt * ns + nt) * 4 + i]);
-    return frags.fromElements(elems);
-  };
+      acc.push_back(frags.scaleRows(accIn[mt * nd + dn], sm.alphas[2 * mt],
+                                    sm.alphas[2 * mt + 1]));
   if (cfg.wgmma) {
-    // O += P V: P from registers (the S fragments' A layout), V through an
-    // MN-major descriptor, 16 keys (2 swizzle rows of 8) per k-step.
-    SmallVector<Value> o;
-    for (int64_t dn = 0; dn < nd; ++dn)
-      for (int64_t h = 0; h < 2; ++h)
-        for (int64_t e = 0; e < 2; ++e)
-          o.push_back(frags.element(acc[dn], h, e));
-    SmallVector<Value> pRegs;
-    for (int64_t kk = 0; kk < keys / 16; ++kk) {
-      Value pa = frags.packA(pFrag(0, 2 * kk), pFrag(0, 2 * kk + 1));
-      for (int64_t i = 0; i < 4; ++i)
-        pRegs.push_back(LLVM::BitcastOp::create(
-            b, loc, b.getI32Type(),
-            vector::ExtractOp::create(b, loc, pa, ArrayRef<int64_t>{i})));
-    }
-    pRegs = wg.fenceOperands(pRegs);
+    SmallVector<Value> o = accElements(acc);
+    SmallVector<Value> pRegs = wg.fenceOperands(packP(sm.p, keys));
     o = wg.fenceOperands(o);
     if (cfg.warpSpecialized)
       fagpu::ChannelGetOp::create(
           b, loc, cast<fagpu::ChannelType>(vChannel.getType()).getStageType(),
           vChannel, item);
     wg.fence();
-    for (int64_t kk = 0; kk < keys / 16; ++kk)
-      o = wg.mmaRS(
-          ArrayRef<Value>(pRegs).slice(4 * kk, 4),
-          wg.advance(vDescBlock, (k0 + 16 * kk) * SmemTile::kPanelRowBytes),
-          cfg.dv, o);
-    wg.commit();
+    o = issuePV(pRegs, o, vDescBlock, k0, keys);
     wg.wait(0);
     o = wg.fenceOperands(o);
     if (cfg.warpSpecialized)
       fagpu::ChannelReleaseOp::create(b, loc, vChannel, item);
-    for (int64_t dn = 0; dn < nd; ++dn)
-      acc[dn] = frags.fromElements(ArrayRef<Value>(o).slice(4 * dn, 4));
+    acc = accFragments(o);
   }
   for (int64_t kk = 0; !cfg.wgmma && kk < keys / 16; ++kk) {
     SmallVector<Value> pa;
     for (int64_t mt = 0; mt < m; ++mt)
-      pa.push_back(frags.packA(pFrag(mt, 2 * kk), pFrag(mt, 2 * kk + 1)));
+      pa.push_back(frags.packA(pFrag(sm.p, keys, mt, 2 * kk),
+                               pFrag(sm.p, keys, mt, 2 * kk + 1)));
     for (int64_t dp = 0; dp < cfg.dv / 16; ++dp) {
       auto bs = loadVFrags(k0 + 16 * kk, dp);
       for (int64_t mt = 0; mt < m; ++mt) {
@@ -960,8 +1094,8 @@ SmallVector<Value> ForwardKernelEmitter::emitStep(OnlineAttentionOp step,
   }
 
   SmallVector<Value> result = acc;
-  llvm::append_range(result, newMax);
-  llvm::append_range(result, newSum);
+  llvm::append_range(result, sm.newMax);
+  llvm::append_range(result, sm.newSum);
   return result;
 }
 
@@ -1036,6 +1170,152 @@ void ForwardKernelEmitter::emitKeyLoop(KeyLoop kl, SmallVector<Value> &state) {
   state.assign(loop.getResults().begin(), loop.getResults().end());
 }
 
+void ForwardKernelEmitter::emitOverlappedLoops(SmallVector<Value> &state) {
+  const int64_t nd = cfg.dv / 8, keys = cfg.bc;
+  Type kStageType = cast<fagpu::ChannelType>(kChannel.getType()).getStageType();
+  Type vStageType = cast<fagpu::ChannelType>(vChannel.getType()).getStageType();
+  // The descriptor of item `it`'s buffer in a stage-major ring.
+  auto stageDesc = [&](Value desc, const SmemTile &tile, Value it) {
+    Value units = arith::IndexCastOp::create(
+        b, loc, b.getI64Type(),
+        mul(remu(it, cfg.stages), idx(tile.bytes(2) / 16)));
+    return arith::AddIOp::create(b, loc, desc, units).getResult();
+  };
+
+  // Ping-pong: warpgroup w issues its GEMMs after bar.sync on barrier
+  // kTurnBarrier + w, then hands the turn to the next warpgroup; the first
+  // one starts with the turn.
+  const int64_t consumers = cfg.warps / 4;
+  Value wgIdx = divu(tid, kWarpgroupThreads);
+  auto turnBarrier = [&](Value w) { return toI32(add(w, idx(kTurnBarrier))); };
+  Value turnThreads = i32(2 * kWarpgroupThreads);
+  if (cfg.pingPong) {
+    auto first = scf::IfOp::create(
+        b, loc,
+        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, wgIdx, idx(0)),
+        false);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(first.thenBlock());
+    NVVM::BarrierArriveOp::create(b, loc, turnBarrier(idx(0)), turnThreads);
+  }
+  Value nextWg = remu(add(wgIdx, idx(1)), consumers);
+
+  // Prologue: block lo. A masked step's mask is exact for any block, so the
+  // first masked step (if any) serves whichever loop holds lo.
+  OnlineAttentionOp firstStep = ta.loops.front().step;
+  for (KeyLoop kl : ta.loops)
+    if (kl.step.isMasked()) {
+      firstStep = kl.step;
+      break;
+    }
+  const int64_t pCount = keys / 4;
+  SmallVector<Value> init = state;
+  init.append(pCount, i32(0));
+  auto pro = scf::IfOp::create(b, loc, TypeRange(ValueRange(init)), slt(lo, hi),
+                               /*withElseRegion=*/true);
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(pro.elseBlock());
+    scf::YieldOp::create(b, loc, init);
+    b.setInsertionPointToStart(pro.thenBlock());
+    item = idx(0);
+    kDescBlock = stageDesc(kDesc, kTile, item);
+    fagpu::ChannelGetOp::create(b, loc, kStageType, kChannel, item);
+    wg.fence();
+    SmallVector<Value> acc = issueScores(0, keys);
+    wg.wait(0);
+    acc = wg.fenceOperands(acc);
+    fagpu::ChannelReleaseOp::create(b, loc, kChannel, item);
+    ValueRange st(state);
+    SoftmaxUpdate sm = emitSoftmax(firstStep, lo, keys, scoreFrags(acc, keys),
+                                   st.slice(nd, 2), st.slice(nd + 2, 2));
+    // O is still zero: no rescale.
+    SmallVector<Value> out(st.take_front(nd));
+    llvm::append_range(out, sm.newMax);
+    llvm::append_range(out, sm.newSum);
+    llvm::append_range(out, packP(sm.p, keys));
+    scf::YieldOp::create(b, loc, out);
+  }
+  SmallVector<Value> cur(pro.getResults());
+
+  // Blocks lo + bc, ...: each loop clipped to start there.
+  Value second = add(lo, idx(cfg.bc));
+  for (KeyLoop kl : ta.loops) {
+    Value lb =
+        arith::MaxSIOp::create(b, loc, clone(kl.loop.getLowerBound()), second);
+    Value ub = clone(kl.loop.getUpperBound());
+    auto loop = scf::ForOp::create(b, loc, lb, ub, idx(cfg.bc), cur);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(loop.getBody());
+    Value kStart = loop.getInductionVar();
+    ValueRange st = loop.getRegionIterArgs();
+    Value it = divu(sub(kStart, lo), cfg.bc), prev = sub(it, idx(1));
+    kDescBlock = stageDesc(kDesc, kTile, it);
+    Value vPrev = stageDesc(vDesc, vTile, prev);
+    SmallVector<Value> o = wg.fenceOperands(accElements(st.take_front(nd)));
+    SmallVector<Value> pRegs =
+        wg.fenceOperands(SmallVector<Value>(st.take_back(pCount)));
+    fagpu::ChannelGetOp::create(b, loc, kStageType, kChannel, it);
+    if (cfg.pingPong)
+      NVVM::BarrierOp::create(b, loc, TypeRange{}, turnBarrier(wgIdx),
+                              turnThreads, NVVM::BarrierReductionAttr(),
+                              Value());
+    wg.fence();
+    SmallVector<Value> sAcc = issueScores(0, keys);
+    // wgmma.fence again after the wait (as ptxas would insert it): the
+    // register operands of P V.
+    fagpu::ChannelGetOp::create(b, loc, vStageType, vChannel, prev);
+    wg.fence();
+    o = issuePV(pRegs, o, vPrev, 0, keys);
+    if (cfg.pingPong)
+      NVVM::BarrierArriveOp::create(b, loc, turnBarrier(nextWg), turnThreads);
+    // S is the older group: done once at most the P V group is pending.
+    wg.wait(1);
+    sAcc = wg.fenceOperands(sAcc);
+    fagpu::ChannelReleaseOp::create(b, loc, kChannel, it);
+    SoftmaxUpdate sm =
+        emitSoftmax(kl.step, kStart, keys, scoreFrags(sAcc, keys),
+                    st.slice(nd, 2), st.slice(nd + 2, 2));
+    wg.wait(0);
+    o = wg.fenceOperands(o);
+    fagpu::ChannelReleaseOp::create(b, loc, vChannel, prev);
+    SmallVector<Value> next;
+    for (Value f : accFragments(o))
+      next.push_back(frags.scaleRows(f, sm.alphas[0], sm.alphas[1]));
+    llvm::append_range(next, sm.newMax);
+    llvm::append_range(next, sm.newSum);
+    llvm::append_range(next, packP(sm.p, keys));
+    scf::YieldOp::create(b, loc, next);
+    cur.assign(loop.getResults().begin(), loop.getResults().end());
+  }
+
+  // Epilogue: O += P V of the last block.
+  ValueRange st(cur);
+  SmallVector<Value> accOut(st.take_front(nd));
+  auto epi = scf::IfOp::create(b, loc, TypeRange(ValueRange(accOut)),
+                               slt(lo, hi), /*withElseRegion=*/true);
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(epi.elseBlock());
+    scf::YieldOp::create(b, loc, accOut);
+    b.setInsertionPointToStart(epi.thenBlock());
+    Value last = sub(
+        arith::CeilDivUIOp::create(b, loc, sub(hi, lo), idx(cfg.bc)), idx(1));
+    SmallVector<Value> o = wg.fenceOperands(accElements(accOut));
+    SmallVector<Value> pRegs =
+        wg.fenceOperands(SmallVector<Value>(st.take_back(pCount)));
+    fagpu::ChannelGetOp::create(b, loc, vStageType, vChannel, last);
+    wg.fence();
+    o = issuePV(pRegs, o, stageDesc(vDesc, vTile, last), 0, keys);
+    wg.wait(0);
+    o = wg.fenceOperands(o);
+    fagpu::ChannelReleaseOp::create(b, loc, vChannel, last);
+    scf::YieldOp::create(b, loc, accFragments(o));
+  }
+  state.assign(epi.getResults().begin(), epi.getResults().end());
+  llvm::append_range(state, st.slice(nd, 4));
+}
+
 void ForwardKernelEmitter::emitEpilogue(ValueRange state) {
   const int64_t m = cfg.mTiles, nd = cfg.dv / 8;
   Value rows = clone(ta.rows);
@@ -1103,7 +1383,8 @@ void ForwardKernelEmitter::emitWarpRoles(Value base, Value pad, Value kBatch,
                                          Value kHead, Value vBatch,
                                          Value vHead) {
   MLIRContext *ctx = b.getContext();
-  auto smemSpace = gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup);
+  auto smemSpace =
+      gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup);
   // One buffer: the tile's 64-column panels, each one TMA box [1, 1, Bc, 64]
   // of 128-byte swizzle (the layout the wgmma descriptors read).
   auto boxType = MemRefType::get({1, 1, cfg.bc, TileLayout::kPanelCols},
@@ -1122,8 +1403,8 @@ void ForwardKernelEmitter::emitWarpRoles(Value base, Value pad, Value kBatch,
     SmallVector<int64_t> ringShape = {cfg.stages};
     llvm::append_range(ringShape, bufferShape);
     auto ringType = MemRefType::get(ringShape, cfg.elt, AffineMap(), smemSpace);
-    Value ring = memref::ViewOp::create(b, loc, ringType, base,
-                                        add(pad, idx(byteOffset)), ValueRange{});
+    Value ring = memref::ViewOp::create(
+        b, loc, ringType, base, add(pad, idx(byteOffset)), ValueRange{});
     Value map = faptx::TensorMapParamOp::create(b, loc, descriptor, host);
     Value ch = fagpu::ChannelCreateOp::create(
         b, loc, fagpu::ChannelType::get(ctx, cfg.stages, bufferType), ring,
@@ -1138,9 +1419,8 @@ void ForwardKernelEmitter::emitWarpRoles(Value base, Value pad, Value kBatch,
   // register file (setmaxnreg: multiples of 8, 64K per multiprocessor).
   int64_t consumers = cfg.warps / 4;
   int64_t producerRegs = 24;
-  int64_t consumerRegs =
-      std::min<int64_t>(240, (65536 / kWarpgroupThreads - producerRegs) /
-                                 consumers / 8 * 8);
+  int64_t consumerRegs = std::min<int64_t>(
+      240, (65536 / kWarpgroupThreads - producerRegs) / consumers / 8 * 8);
   auto roles = fagpu::WarpSpecializeOp::create(b, loc, consumers, producerRegs,
                                                consumerRegs);
   for (Region *r : {&roles.getProducer(), &roles.getConsumers()}) {
@@ -1327,8 +1607,12 @@ void ForwardKernelEmitter::emit(gpu::LaunchOp launch) {
   SmallVector<Value> state(cfg.mTiles * cfg.dv / 8, frags.zeroC());
   state.append(2 * cfg.mTiles, f32(-std::numeric_limits<double>::infinity()));
   state.append(2 * cfg.mTiles, f32(0.0));
-  for (KeyLoop kl : ta.loops)
-    emitKeyLoop(kl, state);
+  if (cfg.overlap) {
+    emitOverlappedLoops(state);
+  } else {
+    for (KeyLoop kl : ta.loops)
+      emitKeyLoop(kl, state);
+  }
   // No copy may still be in flight when the block exits (e.g. Q when no key
   // block is visible).
   waitGroups(0);
@@ -1362,9 +1646,9 @@ LogicalResult mlir::fa::convertTiledAttentionToGPU(
   // rather than computing them, so its score FMAs read a parameter (a
   // constant-bank operand in SASS) instead of holding it in a register, as
   // a constant scale's kernel does (218 against 237 registers at D = 128).
-  ScoreFactors factors = ScoreFactors::build(
-      rewriter, loc, cfg->scalars.buildScale(rewriter, loc),
-      cfg->scalars.buildSoftcap(rewriter, loc), kLog2e);
+  ScoreFactors factors =
+      ScoreFactors::build(rewriter, loc, cfg->scalars.buildScale(rewriter, loc),
+                          cfg->scalars.buildSoftcap(rewriter, loc), kLog2e);
   // Warp-specialized: the TMA tensor maps of K and V (one 64-column panel
   // of Bc keys per box, 128-byte swizzle), encoded by the runtime.
   Value kMap, vMap;
@@ -1415,8 +1699,8 @@ struct FAConvertTiledAttentionToGPUPass final
       if (!forall.getBody()->getOps<OnlineAttentionFinalizeOp>().empty())
         foralls.push_back(forall);
     });
-    FAConvertTiledAttentionToGPUOptions options{warps, stages, wgmma,
-                                                warpSpecialize};
+    FAConvertTiledAttentionToGPUOptions options{
+        warps, stages, wgmma, warpSpecialize, intraWarpgroupOverlap, pingPong};
     IRRewriter rewriter(&getContext());
     for (scf::ForallOp forall : foralls)
       if (failed(convertTiledAttentionToGPU(rewriter, forall, options)))

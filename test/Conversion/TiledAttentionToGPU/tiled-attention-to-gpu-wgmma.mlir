@@ -72,7 +72,7 @@
 // CHECK-NEXT:        faptx.operand_fence %{{.*}} : f32
 // No mask on these blocks.
 // CHECK-NOT:         arith.cmpi sle
-// CHECK:             math.exp2
+// CHECK:             faptx.ex2
 // P stays in registers: packed bf16x2 words in the A-fragment layout.
 // CHECK:             llvm.bitcast %{{.*}} : vector<2xbf16> to i32
 // O += P V: Bc / 16 = 4 register-A wgmma (faptx: MLIR's op takes A only
@@ -92,7 +92,7 @@
 // CHECK:             nvvm.wgmma.mma_async {{.*}} D[<f32>, <zero>]
 // CHECK:             nvvm.wgmma.wait.group.sync.aligned 0
 // CHECK:             arith.cmpi sle
-// CHECK:             math.exp2
+// CHECK:             faptx.ex2
 // CHECK:             faptx.wgmma_mma_rs n = 64, bf16,
 // CHECK:             scf.yield
 // The epilogue is the mma.sync one: the O accumulators are laid out as C
@@ -152,7 +152,7 @@ func.func @causal_bf16_d64(%q: !m, %k: !m, %v: !m, %o: !m, %lse: !l) {
 // CHECK:             nvvm.wgmma.commit.group.sync.aligned
 // CHECK-NEXT:        nvvm.wgmma.wait.group.sync.aligned 0
 // CHECK-NOT:         arith.cmpi
-// CHECK:             math.exp2
+// CHECK:             faptx.ex2
 // CHECK:             llvm.bitcast %{{.*}} : vector<2xf16> to i32
 // 64 O registers (n = 128).
 // CHECK:             nvvm.wgmma.fence.aligned
@@ -167,7 +167,7 @@ func.func @causal_bf16_d64(%q: !m, %k: !m, %v: !m, %o: !m, %lse: !l) {
 // CHECK-NOT:         arith.cmpi sle
 // CHECK:             arith.cmpi slt, %{{.*}}, %{{.*}} : i32
 // CHECK-NOT:         arith.cmpi sle
-// CHECK:             math.exp2
+// CHECK:             faptx.ex2
 // CHECK:             faptx.wgmma_mma_rs n = 128, f16,
 // CHECK:             scf.yield
 // CHECK:           vector.store %{{.*}}, %arg3[{{.*}}] : memref<?x?x?x128xf16, strided<[?, ?, ?, 1], offset: ?>>, vector<2xf16>

@@ -199,3 +199,32 @@ func.func @wgmma_backward_block_q(%q: tensor<?x?x?x64xbf16>, %lse: tensor<?x?x?x
   %dq, %dk, %dv = fa.attention_backward %q, %q, %q, %q, %lse, %q {kernel_config = #fa.kernel_config<"sm_90a", wgmma, block_q = 32, block_kv = 128, warps = 8, stages = 2>} : (tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>, tensor<?x?x?xf32>, tensor<?x?x?x64xbf16>) -> (tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>)
   return
 }
+
+// -----
+
+// expected-error @below {{the warp_specialized schedule needs wgmma}}
+#c = #fa.kernel_config<"sm_90a", mma_sync, block_q = 128, block_kv = 64, warps = 4, stages = 2, schedule = warp_specialized>
+func.func private @f() attributes {c = #c}
+
+// -----
+
+// The producer warpgroup's 128 threads come on top of the 32 x 29 consumers.
+// expected-error @below {{warp_specialized: 29 consumer warps and the producer warpgroup are more than 1024 threads}}
+#c = #fa.kernel_config<"sm_90a", wgmma, block_q = 464, block_kv = 64, warps = 29, stages = 2, schedule = warp_specialized>
+func.func private @f() attributes {c = #c}
+
+// -----
+
+func.func @ws_head_dim(%q: tensor<?x?x?x96xbf16>) {
+  // expected-error-re @below {{kernel configuration {{.*}}: the warp_specialized schedule loads K and V as 64-column TMA panels: head dims must be multiples of 64, got 96 and 96}}
+  %o, %l = fa.attention %q, %q, %q {kernel_config = #fa.kernel_config<"sm_90a", wgmma, block_q = 128, block_kv = 64, warps = 8, stages = 2, schedule = warp_specialized>} : (tensor<?x?x?x96xbf16>, tensor<?x?x?x96xbf16>, tensor<?x?x?x96xbf16>) -> (tensor<?x?x?x96xbf16>, tensor<?x?x?xf32>)
+  return
+}
+
+// -----
+
+func.func @ws_backward(%q: tensor<?x?x?x64xbf16>, %lse: tensor<?x?x?xf32>) {
+  // expected-error-re @below {{kernel configuration {{.*}}: the backward kernels have the cooperative schedule only}}
+  %dq, %dk, %dv = fa.attention_backward %q, %q, %q, %q, %lse, %q {kernel_config = #fa.kernel_config<"sm_90a", wgmma, block_q = 64, block_kv = 128, warps = 8, stages = 2, schedule = warp_specialized>} : (tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>, tensor<?x?x?xf32>, tensor<?x?x?x64xbf16>) -> (tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>)
+  return
+}

@@ -4,11 +4,16 @@
 // RUN: not fa-opt %s --split-input-file --fa-select-kernel-config="chip=sm_90a mma=tensor" 2>&1 | FileCheck %s --check-prefix=MMA
 // RUN: not fa-opt %s --split-input-file --fa-select-kernel-config="chip=sm_90a block-q=-64" 2>&1 | FileCheck %s --check-prefix=NEG
 // RUN: not fa-opt %s --split-input-file --fa-select-kernel-config="chip=sm_80 block-q=128 block-kv=128 warps=4 stages=2" 2>&1 | FileCheck %s --check-prefix=FIXED
+// RUN: not fa-opt %s --split-input-file --fa-select-kernel-config="chip=sm_90a schedule=pingpong" 2>&1 | FileCheck %s --check-prefix=SCHED
+// RUN: not fa-opt %s --split-input-file --fa-select-kernel-config="chip=sm_80 schedule=warp_specialized" 2>&1 | FileCheck %s --check-prefix=WSSYNC
 
 // CHIP: error: fa-select-kernel-config: unknown chip 'sm_70' (supported: sm_80, sm_90, sm_90a)
 // WGMMA: error: fa-select-kernel-config: wgmma needs sm_90a, not sm_80
 // MMA: error: fa-select-kernel-config: mma must be auto, mma_sync or wgmma, got 'tensor'
 // NEG: error: fa-select-kernel-config: block-q must be in [0, 1024] (0 = choose), got -64
+// SCHED: error: fa-select-kernel-config: schedule must be auto, cooperative or warp_specialized, got 'pingpong'
+// The warp-specialized schedule is wgmma's: mma.sync has no candidate.
+// WSSYNC: error: fa-select-kernel-config: no kernel configuration works for this op on sm_80 with the fixed fields (the first candidate of each MMA kind: mma_sync: no candidate with the fixed fields)
 // Every field fixed, and the tiles do not fit sm_80's 163 KiB: the reason
 // names the limit and the numbers.
 // FIXED: error: fa-select-kernel-config: no kernel configuration works for this op on sm_80 with the fixed fields (the first candidate of each MMA kind: #fa.kernel_config<"sm_80", mma_sync, block_q = 128, block_kv = 128, warps = 4, stages = 2> fails: the forward kernel needs 174080 bytes of shared memory, more than the 166912 a thread block may have on sm_80; use smaller block_q/block_kv (or stages = 1))

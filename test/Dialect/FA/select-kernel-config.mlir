@@ -2,15 +2,19 @@
 // RUN: fa-opt %s --split-input-file --fa-select-kernel-config="chip=sm_80" | FileCheck %s --check-prefix=SM80
 // RUN: fa-opt %s --split-input-file --fa-select-kernel-config="chip=sm_90a mma=mma_sync" | FileCheck %s --check-prefix=SYNC
 // RUN: fa-opt %s --split-input-file --fa-select-kernel-config="chip=sm_90a block-q=64" | FileCheck %s --check-prefix=FIXQ
+// RUN: fa-opt %s --split-input-file --fa-select-kernel-config="chip=sm_90a schedule=cooperative" | FileCheck %s --check-prefix=COOP
 
 // The table (lib/Dialect/FA/Transforms/SelectKernelConfig.cpp): on sm_90a
-// the forward at D = 128 is two warpgroups of 64 query rows on blocks of 128
-// keys; sm_80 (and mma_sync on sm_90a) takes FlashAttention-2's 128 x 32 on
-// 4 warps. Fixing block-q = 64 on sm_90a ties the warps to it (one
-// warpgroup).
+// the forward at D = 128 is warp-specialized, two consumer warpgroups of 64
+// query rows on blocks of 128 keys (and a producer warpgroup); cooperative,
+// the same tiles; sm_80 (and mma_sync on sm_90a) takes FlashAttention-2's
+// 128 x 32 on 4 warps. Fixing block-q = 64 on sm_90a ties the warps to it
+// (one warpgroup, which the warp-specialized schedule is not chosen for).
 
 // SM90A-LABEL: func.func @forward_d128
-// SM90A: fa.attention {{.*}} mask<causal> {kernel_config = #fa.kernel_config<"sm_90a", wgmma, block_q = 128, block_kv = 128, warps = 8, stages = 2>}
+// SM90A: fa.attention {{.*}} mask<causal> {kernel_config = #fa.kernel_config<"sm_90a", wgmma, block_q = 128, block_kv = 128, warps = 8, stages = 2, schedule = warp_specialized>}
+// COOP-LABEL: func.func @forward_d128
+// COOP: fa.attention {{.*}} mask<causal> {kernel_config = #fa.kernel_config<"sm_90a", wgmma, block_q = 128, block_kv = 128, warps = 8, stages = 2>}
 // SM80-LABEL: func.func @forward_d128
 // SM80: {kernel_config = #fa.kernel_config<"sm_80", mma_sync, block_q = 128, block_kv = 32, warps = 4, stages = 2>}
 // SYNC-LABEL: func.func @forward_d128
@@ -53,10 +57,13 @@ func.func @forward_d96(%q: tensor<?x?x?x96xbf16>, %k: tensor<?x?x?x96xbf16>, %v:
 
 // -----
 
-// D = 64: one warpgroup of 64 rows (three blocks per SM).
+// D = 64: warp-specialized with three consumer warpgroups; cooperative, one
+// warpgroup of 64 rows (three blocks per SM).
 
 // SM90A-LABEL: func.func @forward_d64
-// SM90A: {kernel_config = #fa.kernel_config<"sm_90a", wgmma, block_q = 64, block_kv = 128, warps = 4, stages = 2>}
+// SM90A: {kernel_config = #fa.kernel_config<"sm_90a", wgmma, block_q = 192, block_kv = 128, warps = 12, stages = 2, schedule = warp_specialized>}
+// COOP-LABEL: func.func @forward_d64
+// COOP: {kernel_config = #fa.kernel_config<"sm_90a", wgmma, block_q = 64, block_kv = 128, warps = 4, stages = 2>}
 // SM80-LABEL: func.func @forward_d64
 // SM80: {kernel_config = #fa.kernel_config<"sm_80", mma_sync, block_q = 128, block_kv = 64, warps = 4, stages = 2>}
 func.func @forward_d64(%q: tensor<?x?x?x64xbf16>, %k: tensor<?x?x?x64xbf16>, %v: tensor<?x?x?x64xbf16>) -> tensor<?x?x?x64xbf16> {

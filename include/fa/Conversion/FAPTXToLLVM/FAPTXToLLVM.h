@@ -10,6 +10,7 @@ class RewritePatternSet;
 
 namespace fa {
 #define GEN_PASS_DECL_FACONVERTFAPTXTOLLVM
+#define GEN_PASS_DECL_FAEXTERNDYNAMICSHAREDMEMORY
 #include "fa/Conversion/Passes.h.inc"
 
 /// The lowering of each faptx op to `llvm.inline_asm`.

@@ -180,7 +180,7 @@ LogicalResult
 KernelConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                          StringRef chip, MmaKind mma, int64_t blockQ,
                          int64_t blockKV, int64_t warps, int64_t stages,
-                         int64_t dkvSplit) {
+                         int64_t dkvSplit, KernelSchedule schedule) {
   const ChipInfo *info = lookupChip(chip);
   if (!info)
     return emitError() << "unknown chip '" << chip
@@ -197,6 +197,16 @@ KernelConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError,
     return emitError() << "stages must be 1 or 2, got " << stages;
   if (dkvSplit < 1 || dkvSplit > 4)
     return emitError() << "dkv_split must be in [1, 4], got " << dkvSplit;
+  if (schedule == KernelSchedule::WarpSpecialized) {
+    if (mma != MmaKind::Wgmma)
+      return emitError() << "the warp_specialized schedule needs wgmma";
+    // The producer warpgroup comes on top of the consumers' warps.
+    if (32 * warps + 128 > info->threadsPerBlock)
+      return emitError() << "warp_specialized: " << warps
+                         << " consumer warps and the producer warpgroup are "
+                            "more than "
+                         << info->threadsPerBlock << " threads";
+  }
   return success();
 }
 
@@ -266,12 +276,19 @@ std::string ConfigChecker::check(bool backward, bool deterministic, int64_t d,
               << 16 * warps;
     else if (wgmma && bkv > 256)
       error() << "wgmma's N is at most 256: block_kv must be at most 256";
+    else if (config.getSchedule() == KernelSchedule::WarpSpecialized &&
+             (d % 64 || dv % 64))
+      error() << "the warp_specialized schedule loads K and V as 64-column "
+                 "TMA panels: head dims must be multiples of 64, got "
+              << d << " and " << dv;
     else
       fits("the forward kernel", {KernelKind::Forward, d, dv});
     return why;
   }
 
-  if (config.getStages() != 2)
+  if (config.getSchedule() != KernelSchedule::Cooperative)
+    error() << "the backward kernels have the cooperative schedule only";
+  else if (config.getStages() != 2)
     error() << "the backward double-buffers its query tiles: stages must be 2";
   else if (d % (16 * split) || dv % (16 * split))
     error() << "dkv_split = " << split << " must cut both head dims into "

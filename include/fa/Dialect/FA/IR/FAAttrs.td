@@ -68,6 +68,19 @@ def FA_MmaKind : I32EnumAttr<"MmaKind", "tensor-core MMA instructions", [
   let genSpecializedAttr = 0;
 }
 
+def FA_KernelSchedule : I32EnumAttr<"KernelSchedule",
+    "how the warps of a forward kernel share the work", [
+    I32EnumAttrCase<"Cooperative", 0, "cooperative">,
+    I32EnumAttrCase<"WarpSpecialized", 1, "warp_specialized">
+  ]> {
+  let cppNamespace = "::mlir::fa";
+  let genSpecializedAttr = 0;
+}
+
+def FA_KernelScheduleParameter : EnumParameter<FA_KernelSchedule> {
+  let defaultValue = "::mlir::fa::KernelSchedule::Cooperative";
+}
+
 def FA_KernelConfigAttr : AttrDef<FA_Dialect, "KernelConfig"> {
   let mnemonic = "kernel_config";
   let summary = "How one attention op becomes GPU kernels";
@@ -88,6 +101,12 @@ def FA_KernelConfigAttr : AttrDef<FA_Dialect, "KernelConfig"> {
     - `dkv_split` (backward, default 1): thread blocks per key block, each
       keeping dK and dV (and adding dQ) for 1 / dkv_split of the head-dim
       columns, all recomputing S and dP: large head dims fit the registers.
+    - `schedule` (forward, default `cooperative`): `cooperative`, every warp
+      copies K/V (cp.async) and computes; `warp_specialized` (wgmma, head
+      dims multiples of 64), one more warpgroup streams K and V with TMA
+      through mbarrier rings while the `warps / 4` consumer warpgroups
+      compute, the softmax of one key block under the P V GEMM of the one
+      before, taking turns at the tensor cores (docs/HOPPER.md).
 
     The op verifier checks the configuration against the op (head dims,
     element type) and the chip (shared memory, registers): a configuration
@@ -103,11 +122,12 @@ def FA_KernelConfigAttr : AttrDef<FA_Dialect, "KernelConfig"> {
                         EnumParameter<FA_MmaKind>:$mma,
                         "int64_t":$blockQ, "int64_t":$blockKV,
                         "int64_t":$warps, "int64_t":$stages,
-                        DefaultValuedParameter<"int64_t", "1">:$dkvSplit);
+                        DefaultValuedParameter<"int64_t", "1">:$dkvSplit,
+                        FA_KernelScheduleParameter:$schedule);
   let assemblyFormat = [{
     `<` $chip `,` $mma `,` `block_q` `=` $blockQ `,` `block_kv` `=` $blockKV
     `,` `warps` `=` $warps `,` `stages` `=` $stages
-    (`,` `dkv_split` `=` $dkvSplit^)? `>`
+    ``custom<KernelConfigTail>($dkvSplit, $schedule) `>`
   }];
   let genVerifyDecl = 1;
 }

@@ -29,6 +29,8 @@ struct KernelConfigRequest {
   /// Configurations that work to pass over before taking one (fa-compile's
   /// next choice when ptxas reports register spills).
   int64_t skip = 0;
+  /// Forward: the schedule, or none to choose.
+  std::optional<KernelSchedule> schedule;
 };
 
 /// The kernel configuration fa-select-kernel-config gives `op` (an

@@ -75,7 +75,10 @@ def FASelectKernelConfig : Pass<"fa-select-kernel-config"> {
            "(0 = choose)">,
     Option<"skip", "skip", "int64_t", /*default=*/"0",
            "Pass over this many configurations that work before taking one "
-           "(fa-compile's next choice when ptxas reports register spills)">
+           "(fa-compile's next choice when ptxas reports register spills)">,
+    Option<"schedule", "schedule", "std::string", /*default=*/"\"auto\"",
+           "Forward: auto (warp_specialized for wgmma at head dims 64 and "
+           "128, else cooperative), cooperative or warp_specialized">
   ];
 }
 

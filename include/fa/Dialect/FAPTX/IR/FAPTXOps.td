@@ -109,6 +109,25 @@ def FAPTX_OperandFenceOp : FAPTX_Op<"operand_fence",
   let assemblyFormat = "$input attr-dict `:` type($input)";
 }
 
+def FAPTX_Ex2Op : FAPTX_Op<"ex2", [Pure]> {
+  let summary = "2^x, approximate, denormals flushed (ex2.approx.ftz.f32)";
+  let description = [{
+    The softmax's exponential: one MUFU.EX2. `math.exp2` reaches libdevice's
+    non-flushing `ex2.approx.f32`, which ptxas wraps in a compare and two
+    predicated multiplies per element to keep denormal results; a
+    probability below 2^-126 of the row's maximum does not change the
+    softmax, so the kernels flush it (as FlashAttention's `--use_fast_math`
+    builds do).
+
+    ```mlir
+    %y = faptx.ex2 %x : f32
+    ```
+  }];
+  let arguments = (ins F32:$input);
+  let results = (outs F32:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+}
+
 def FAPTX_OpaqueOp : FAPTX_Op<"opaque"> {
   let summary = "a 64-bit value LLVM cannot see through (mov.b64)";
   let description = [{

@@ -1,0 +1,23 @@
+#!/usr/bin/env python3
+"""One forward launch (bf16, Nq = 77, Nk = 131, GQA 4:2) for a focused
+compute-sanitizer run: sanitize-one.py D [causal]."""
+import os
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+import flashmlir  # noqa: E402
+
+d = int(sys.argv[1])
+causal = len(sys.argv) > 2 and sys.argv[2] == "causal"
+torch.manual_seed(0)
+q = torch.randn(1, 4, 77, d, device="cuda", dtype=torch.bfloat16)
+k = torch.randn(1, 2, 131, d, device="cuda", dtype=torch.bfloat16)
+v = torch.randn(1, 2, 131, d, device="cuda", dtype=torch.bfloat16)
+out = flashmlir.attention(q, k, v, causal=causal)
+torch.cuda.synchronize()
+ref = torch.nn.functional.scaled_dot_product_attention(
+    q.float(), k.float().repeat_interleave(2, 1), v.float().repeat_interleave(2, 1),
+    is_causal=causal)
+print("max err", (out.float() - ref).abs().max().item())
