@@ -69,6 +69,9 @@ void mlir::fa::buildTiledAttentionPipeline(
   pm.addPass(createFAUseExp2());
   pm.addPass(createFADecomposeOnlineAttention());
   pm.addPass(createFADecomposeAttentionBackwardStep());
+  // Merges of partial results: elementwise, their reference form.
+  pm.addPass(
+      createFALowerToReference(FALowerToReferenceOptions{/*mergeOnly=*/true}));
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
 }
@@ -92,7 +95,7 @@ void mlir::fa::registerFAPipelines() {
   PassPipelineRegistration<TiledCPUPipelineOptions>(
       "fa-tiled-attention",
       "The FlashAttention passes: tile, specialize masks, exp2, decompose "
-      "the forward and backward tile ops",
+      "the forward and backward tile ops, merges to elementwise linalg",
       buildTiledAttentionPipeline);
   PassPipelineRegistration<TiledCPUPipelineOptions>(
       "fa-tiled-cpu",

@@ -417,3 +417,38 @@ func.func @merge(%o0: tensor<1x8x1x128xf32>, %o1: tensor<1x8x1x128xf32>,
       -> tensor<1x8x1x128xbf16>, tensor<1x8x1xf32>
   return %o, %l : tensor<1x8x1x128xbf16>, tensor<1x8x1xf32>
 }
+
+// -----
+
+// merge-only (what fa-tiled-attention runs): the merge is rewritten, an
+// attention op is left for the tiling passes, never given N x N scores.
+// RUN: fa-opt %s --split-input-file --fa-lower-to-reference=merge-only | FileCheck %s --check-prefix=MERGE
+// RUN: fa-opt %s --split-input-file --fa-tiled-attention | FileCheck %s --check-prefix=TILED
+// MERGE-LABEL: func.func @merge_and_attention
+// MERGE:       linalg.generic
+// MERGE-NOT:   fa.attention_merge
+// MERGE:       return
+// TILED-LABEL: func.func @merge_and_attention
+// TILED:       linalg.generic
+// TILED-NOT:   fa.attention_merge
+// TILED:       return
+func.func @merge_and_attention(%o0: tensor<1x8x1x128xf32>, %o1: tensor<1x8x1x128xf32>,
+                               %l0: tensor<1x8x1xf32>, %l1: tensor<1x8x1xf32>)
+    -> (tensor<1x8x1x128xbf16>, tensor<1x8x1xf32>) {
+  %o, %l = fa.attention_merge out(%o0, %o1) lse(%l0, %l1)
+      : (tensor<1x8x1x128xf32>, tensor<1x8x1x128xf32>),
+        (tensor<1x8x1xf32>, tensor<1x8x1xf32>)
+      -> tensor<1x8x1x128xbf16>, tensor<1x8x1xf32>
+  return %o, %l : tensor<1x8x1x128xbf16>, tensor<1x8x1xf32>
+}
+
+// -----
+
+// MERGE-LABEL: func.func @attention_left
+// MERGE:       fa.attention %
+// TILED-LABEL: func.func @attention_left
+// TILED:       scf.forall
+func.func @attention_left(%q: tensor<1x2x64x64xf32>) -> tensor<1x2x64x64xf32> {
+  %o, %l = fa.attention %q, %q, %q : (tensor<1x2x64x64xf32>, tensor<1x2x64x64xf32>, tensor<1x2x64x64xf32>) -> (tensor<1x2x64x64xf32>, tensor<1x2x64xf32>)
+  return %o : tensor<1x2x64x64xf32>
+}

@@ -677,7 +677,10 @@ struct FALowerToReferencePass final
 
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
-    populateLowerToReferencePatterns(patterns);
+    if (mergeOnly)
+      patterns.add<LowerAttentionMerge>(&getContext());
+    else
+      populateLowerToReferencePatterns(patterns);
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns)))) {
       getOperation()->emitError(
           "fa-lower-to-reference: rewriting did not converge");
@@ -685,8 +688,10 @@ struct FALowerToReferencePass final
     }
     // The patterns handle every op the verifier accepts; anything left is a
     // bug, reported rather than passed on to a later pass.
-    WalkResult result = getOperation()->walk([](Operation *op) {
-      if (!isa<AttentionOp, AttentionBackwardOp, AttentionMergeOp>(op))
+    WalkResult result = getOperation()->walk([&](Operation *op) {
+      if (mergeOnly
+              ? !isa<AttentionMergeOp>(op)
+              : !isa<AttentionOp, AttentionBackwardOp, AttentionMergeOp>(op))
         return WalkResult::advance();
       op->emitOpError("could not be lowered to the reference form");
       return WalkResult::interrupt();

@@ -21,7 +21,15 @@ def FALowerToReference : Pass<"fa-lower-to-reference"> {
     ```
     After: `linalg.generic` ops for `S = scale * Q K^T`, the mask, the row
     max, `exp`, the row sum, `P V`, and `lse = max + log(sum)`.
+
+    With `merge-only`, only `fa.attention_merge` is rewritten: its reference
+    form (elementwise over the partial outputs) is also its efficient one,
+    so the tiled pipeline uses it.
   }];
+  let options = [
+    Option<"mergeOnly", "merge-only", "bool", /*default=*/"false",
+           "Rewrite only fa.attention_merge (no N x N scores anywhere)">
+  ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect", "::mlir::linalg::LinalgDialect",
     "::mlir::math::MathDialect", "::mlir::tensor::TensorDialect"
