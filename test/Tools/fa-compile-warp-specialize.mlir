@@ -1,6 +1,6 @@
 // REQUIRES: ptxas
-// fa-compile --warp-specialize (experimental, docs/HOPPER.md): the wgmma
-// forward with a TMA producer warpgroup. The manifest describes the two
+// The warp-specialized wgmma forward (docs/HOPPER.md; the sm_90a default at
+// D = 128, also asked for by --warp-specialize). The manifest describes the two
 // tensor maps the runtime encodes (read back from the host IR's
 // fagpu.host_tensor_map ops), the block has the producer's 128 threads
 // more, the package's reader accepts it and ptxas assembles it without
@@ -12,6 +12,11 @@
 // RUN: python3 %S/check-manifests.py %t
 // RUN: %ptxas -arch=sm_90a -v %t/fa_fwd_d128_bf16_sm90a.ptx -o /dev/null 2>&1 | FileCheck %s --check-prefix=PTXAS
 // RUN: FileCheck %s --check-prefix=PTX < %t/fa_fwd_d128_bf16_sm90a.ptx
+// RUN: fa-compile --head-dim=128 --dtype=bf16 --chip=sm_90a -o %t/default > /dev/null
+// RUN: cmp %t/fa_fwd_d128_bf16_sm90a.ptx %t/default/fa_fwd_d128_bf16_sm90a.ptx
+// RUN: fa-compile --head-dim=128 --dtype=bf16 --chip=sm_90a --schedule=cooperative -o %t/coop > /dev/null
+// RUN: FileCheck %s --check-prefix=COOP < %t/coop/fa_fwd_d128_bf16_sm90a.json
+// RUN: not fa-compile --head-dim=128 --dtype=bf16 --chip=sm_90a --schedule=pingpong -o %t/bad 2>&1 | FileCheck %s --check-prefix=BAD
 
 // CHECK:      "block": [
 // CHECK-NEXT:   384,
@@ -31,12 +36,23 @@
 // CHECK:        "name": "v_map",
 // CHECK:        "tensor": "v",
 // CHECK-NEXT:   "type": "tensormap"
+// CHECK:      "schedule": "warp_specialized",
 
 // PTXAS: 0 bytes spill stores, 0 bytes spill loads
 
+// Dynamic shared memory after the static mbarriers (fa-extern-dynamic-shared-memory).
+// PTX:      .extern .shared .align 16 .b8 __dynamic_shmem__0[];
 // PTX:      .param .align 64 .b8 fa_fwd_kernel_param_{{[0-9]+}}[128]
 // PTX:      .maxntid 384, 1, 1
 // PTX-DAG:  setmaxnreg.dec.sync.aligned.u32 24
 // PTX-DAG:  setmaxnreg.inc.sync.aligned.u32 240
 // PTX-DAG:  cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes
 // PTX-DAG:  bar.sync 1, 256;
+
+// --schedule=cooperative: every warp copies and computes, no tensor maps.
+// COOP:      "block": [
+// COOP-NEXT:   256,
+// COOP-NOT:  "tensormap"
+// COOP:      "schedule": "cooperative",
+
+// BAD: fa-select-kernel-config: schedule must be auto, cooperative or warp_specialized, got 'pingpong'

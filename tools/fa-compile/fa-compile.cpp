@@ -609,9 +609,10 @@ FailureOr<CompiledCandidate> compileCandidate(MLIRContext &ctx, ModuleOp module,
   std::string mmaName = config.mma == "mma.sync" ? "mma_sync" : config.mma;
   std::string select = llvm::formatv(
       "fa-select-kernel-config{{chip={0} mma={1} block-q={2} block-kv={3} "
-      "warps={4} stages={5} dkv-split={6} skip={7}}",
+      "warps={4} stages={5} dkv-split={6} skip={7} schedule={8}}",
       config.chip, mmaName, config.blockQ, config.blockKV, config.warps,
-      config.stages, config.dkvSplit, skip);
+      config.stages, config.dkvSplit, skip,
+      config.backward() ? std::string("auto") : config.schedule);
   PassManager selectPm(&ctx);
   if (failed(parsePassPipeline(select, selectPm, llvm::errs())))
     return module->emitError("fa-compile: cannot build pipeline '")
@@ -639,10 +640,8 @@ FailureOr<CompiledCandidate> compileCandidate(MLIRContext &ctx, ModuleOp module,
       config.chip,
       config.backward()
           ? std::string()
-          : llvm::formatv(" schedule={0} intra-warpgroup-overlap={1} "
-                          "ping-pong={2}",
-                          config.schedule, config.intraWarpgroupOverlap,
-                          config.pingPong)
+          : llvm::formatv(" intra-warpgroup-overlap={0} ping-pong={1}",
+                          config.intraWarpgroupOverlap, config.pingPong)
                 .str());
   PassManager pm(&ctx);
   if (failed(parsePassPipeline(pipeline, pm, llvm::errs())))
@@ -1047,17 +1046,9 @@ FailureOr<KernelConfig> configFromFlags() {
   c.stages = stages;
   c.dkvSplit = dkvSplit;
   c.mma = mma;
+  // fa-select-kernel-config checks the name.
   c.schedule =
       warpSpecialize ? std::string("warp_specialized") : schedule.getValue();
-  if (c.schedule == "warp-specialized")
-    c.schedule = "warp_specialized";
-  if (c.schedule != "auto" && c.schedule != "cooperative" &&
-      c.schedule != "warp_specialized") {
-    llvm::errs() << "fa-compile: --schedule must be auto, cooperative or "
-                    "warp_specialized, got '"
-                 << c.schedule << "'\n";
-    return failure();
-  }
   c.intraWarpgroupOverlap = intraWarpgroupOverlap;
   c.pingPong = pingPong;
   if (c.mma != "auto" && c.mma != "mma.sync" && c.mma != "mma_sync" &&

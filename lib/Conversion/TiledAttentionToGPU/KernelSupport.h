@@ -361,6 +361,23 @@ public:
     return c;
   }
 
+  /// wgmma accumulator values (4 per 8 columns, in the C fragments'
+  /// element order) as C fragments, and back.
+  SmallVector<Value> fromAccumulator(ArrayRef<Value> values) {
+    SmallVector<Value> out;
+    for (size_t i = 0; i < values.size(); i += 4)
+      out.push_back(fromElements(values.slice(i, 4)));
+    return out;
+  }
+  SmallVector<Value> toAccumulator(ValueRange fragments) {
+    SmallVector<Value> out;
+    for (Value f : fragments)
+      for (int64_t h = 0; h < 2; ++h)
+        for (int64_t e = 0; e < 2; ++e)
+          out.push_back(element(f, h, e));
+    return out;
+  }
+
   /// Multiplies row half h of `c` by scales[h].
   Value scaleRows(Value c, Value s0, Value s1) {
     auto rowType = VectorType::get({2}, f32);

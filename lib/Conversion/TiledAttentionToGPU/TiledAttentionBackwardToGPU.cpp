@@ -248,8 +248,8 @@ struct BackwardConfig {
   /// kernel's parameters.
   void bindScalars(OpBuilder &b, Location loc) {
     scale = scalars.buildScale(b, loc);
-    factors =
-        ScoreFactors::build(b, loc, scale, scalars.buildSoftcap(b, loc), kLog2e);
+    factors = ScoreFactors::build(b, loc, scale, scalars.buildSoftcap(b, loc),
+                                  kLog2e);
     kmask = KernelMask::build(b, loc, masked ? mask : MaskAttrInterface(),
                               maskOperands);
   }
@@ -287,8 +287,8 @@ FailureOr<BackwardConfig> getConfig(AttentionBackwardStepOp step, int64_t warps,
   if (cfg.br % 16 || cfg.bc % 16 || cfg.d % 16 || cfg.dv % 16)
     return fail("block sizes and head dims must be multiples of 16");
   if (warps < 1 || warps > kMaxWarpsPerBlock)
-    return fail("warps must be in [1, " + Twine(kMaxWarpsPerBlock) +
-                "], got " + Twine(warps));
+    return fail("warps must be in [1, " + Twine(kMaxWarpsPerBlock) + "], got " +
+                Twine(warps));
   // (Warpgroups of a wgSplit pair own the same keys.)
   int64_t rows = keyRows ? cfg.bc * wgSplit : cfg.br;
   if (rows % (16 * warps))
@@ -906,9 +906,6 @@ private:
   /// K-major 64-column panels, 16 per k-step); no commit.
   SmallVector<Value> chainSS(Value descA, const SmemTile &a, Value descB,
                              const SmemTile &bt, int64_t depth, int64_t n);
-  /// wgmma accumulator values (4 per 8 columns) as C fragments, and back.
-  SmallVector<Value> toFrags(ArrayRef<Value> values);
-  SmallVector<Value> flatten(ValueRange frs);
   void epilogue(ValueRange acc);
   /// dqAcc[at] += x, dqAcc[at + 1] += y.
   void addToAccumulator(ValueRange at, Value x, Value y);
@@ -1113,8 +1110,9 @@ SmallVector<Value> KeyBlockKernel::bodyWgmma(Value t, Value buf,
   SmallVector<Value> dpAcc = chainSS(vA, vTile, doB, doTile, cfg.dv, cfg.br);
   wg.commit();
   wg.wait(0);
-  auto [p, ds] = gradients(it, qRow0, toFrags(wg.fenceOperands(sAcc)),
-                           toFrags(wg.fenceOperands(dpAcc)));
+  auto [p, ds] =
+      gradients(it, qRow0, frags.fromAccumulator(wg.fenceOperands(sAcc)),
+                frags.fromAccumulator(wg.fenceOperands(dpAcc)));
 
   // dV += P^T dO, dK += dS^T Q: A from the P^T / dS^T fragments in
   // registers, B = dO / Q MN-major (16 queries per k-step).
@@ -1130,8 +1128,10 @@ SmallVector<Value> KeyBlockKernel::bodyWgmma(Value t, Value buf,
     return wg.fenceOperands(regs);
   };
   SmallVector<Value> pRegs = pack(p), dsRegs = pack(ds);
-  SmallVector<Value> dk = wg.fenceOperands(flatten(acc.take_front(ndk)));
-  SmallVector<Value> dv = wg.fenceOperands(flatten(acc.slice(ndk, ndv)));
+  SmallVector<Value> dk =
+      wg.fenceOperands(frags.toAccumulator(acc.take_front(ndk)));
+  SmallVector<Value> dv =
+      wg.fenceOperands(frags.toAccumulator(acc.slice(ndk, ndv)));
   wg.fence();
   for (int64_t kk = 0; kk < cfg.br / 16; ++kk)
     dv = wg.mmaRS(ArrayRef<Value>(pRegs).slice(4 * kk, 4),
@@ -1148,8 +1148,8 @@ SmallVector<Value> KeyBlockKernel::bodyWgmma(Value t, Value buf,
     addDqWgmma(it);
   }
   wg.wait(0);
-  SmallVector<Value> next = toFrags(wg.fenceOperands(dk));
-  llvm::append_range(next, toFrags(wg.fenceOperands(dv)));
+  SmallVector<Value> next = frags.fromAccumulator(wg.fenceOperands(dk));
+  llvm::append_range(next, frags.fromAccumulator(wg.fenceOperands(dv)));
   return next;
 }
 
@@ -1187,22 +1187,6 @@ SmallVector<Value> KeyBlockKernel::chainSS(Value descA, const SmemTile &a,
   return c;
 }
 
-SmallVector<Value> KeyBlockKernel::toFrags(ArrayRef<Value> values) {
-  SmallVector<Value> out;
-  for (size_t i = 0; i < values.size(); i += 4)
-    out.push_back(frags.fromElements(values.slice(i, 4)));
-  return out;
-}
-
-SmallVector<Value> KeyBlockKernel::flatten(ValueRange frs) {
-  SmallVector<Value> out;
-  for (Value f : frs)
-    for (int64_t h = 0; h < 2; ++h)
-      for (int64_t e = 0; e < 2; ++e)
-        out.push_back(frags.element(f, h, e));
-  return out;
-}
-
 void KeyBlockKernel::addDqWgmma(IRMapping &it) {
   const int64_t k16Bytes = 16 * SmemTile::kPanelRowBytes;
   Value qBatch = clone(n.in.q.offsets[0], it),
@@ -1235,7 +1219,8 @@ void KeyBlockKernel::addDqWgmma(IRMapping &it) {
                       NVVM::MMALayout::col, NVVM::MMALayout::row);
       wg.commit();
       wg.wait(0);
-      reduceDq(toFrags(wg.fenceOperands(dq)), cols, qBatch, qHead, row0, col0);
+      reduceDq(frags.fromAccumulator(wg.fenceOperands(dq)), cols, qBatch, qHead,
+               row0, col0);
     };
     if (lastCols == 64) {
       unit(64);
@@ -1288,8 +1273,9 @@ SmallVector<Value> KeyBlockKernel::bodyWgmmaSplit(Value t, Value buf,
   SmallVector<Value> dpAcc = chainSS(vA, vTile, doB, doTile, cfg.dv, half);
   wg.commit();
   wg.wait(0);
-  auto [p, ds] = gradients(it, qRow0, toFrags(wg.fenceOperands(sAcc)),
-                           toFrags(wg.fenceOperands(dpAcc)), qOff, half);
+  auto [p, ds] =
+      gradients(it, qRow0, frags.fromAccumulator(wg.fenceOperands(sAcc)),
+                frags.fromAccumulator(wg.fenceOperands(dpAcc)), qOff, half);
 
   // P^T and dS^T of both halves to shared memory, for the dV / dK GEMMs of
   // both warpgroups (and dQ).
@@ -1301,8 +1287,10 @@ SmallVector<Value> KeyBlockKernel::bodyWgmmaSplit(Value t, Value buf,
   // dV[:, cols] += P^T dO[:, cols], dK[:, cols] += dS^T Q[:, cols]: A = P^T /
   // dS^T K-major in shared memory (all block-q queries), B = dO / Q
   // MN-major, this warpgroup's columns of this block's slice.
-  SmallVector<Value> dk = wg.fenceOperands(flatten(acc.take_front(ndk)));
-  SmallVector<Value> dv = wg.fenceOperands(flatten(acc.slice(ndk, ndv)));
+  SmallVector<Value> dk =
+      wg.fenceOperands(frags.toAccumulator(acc.take_front(ndk)));
+  SmallVector<Value> dv =
+      wg.fenceOperands(frags.toAccumulator(acc.slice(ndk, ndv)));
   // Both warpgroups run the same instructions (a wgmma in a divergent
   // branch gets serialized): each takes h = ceil(panels / 2) whole panels,
   // the second one the last h, so with an odd panel count (D = 192) the
@@ -1334,8 +1322,8 @@ SmallVector<Value> KeyBlockKernel::bodyWgmmaSplit(Value t, Value buf,
   if (n.withDq)
     addDqWgmma(it);
   wg.wait(0);
-  SmallVector<Value> next = toFrags(wg.fenceOperands(dk));
-  llvm::append_range(next, toFrags(wg.fenceOperands(dv)));
+  SmallVector<Value> next = frags.fromAccumulator(wg.fenceOperands(dk));
+  llvm::append_range(next, frags.fromAccumulator(wg.fenceOperands(dv)));
   return next;
 }
 

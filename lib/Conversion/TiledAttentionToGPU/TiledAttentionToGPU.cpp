@@ -568,8 +568,6 @@ private:
   /// S = Q K^T for keys [k0, +keys) of kDescBlock: issued and committed, not
   /// waited for.
   SmallVector<Value> issueScores(int64_t k0, int64_t keys);
-  /// wgmma accumulator elements as n8 fragments.
-  SmallVector<Value> scoreFrags(ArrayRef<Value> acc, int64_t keys);
   struct SoftmaxUpdate {
     /// exp2 of the scores against the new max (fragment element order).
     SmallVector<Value> p;
@@ -587,8 +585,6 @@ private:
   /// O += P V on V rows [k0, +keys) of `vDescOf`: issued and committed.
   SmallVector<Value> issuePV(ArrayRef<Value> pRegs, ArrayRef<Value> o,
                              Value vDescOf, int64_t k0, int64_t keys);
-  SmallVector<Value> accElements(ValueRange accFrags);
-  SmallVector<Value> accFragments(ArrayRef<Value> o);
   void emitKeyLoop(KeyLoop kl, SmallVector<Value> &state);
   /// All key loops with the overlapped schedule (cfg.overlap): a prologue
   /// computes P of the first block, each iteration issues S of its block
@@ -820,14 +816,6 @@ SmallVector<Value> ForwardKernelEmitter::issueScores(int64_t k0, int64_t keys) {
   return acc;
 }
 
-SmallVector<Value> ForwardKernelEmitter::scoreFrags(ArrayRef<Value> acc,
-                                                    int64_t keys) {
-  SmallVector<Value> s;
-  for (int64_t nt = 0; nt < keys / 8; ++nt)
-    s.push_back(frags.fromElements(acc.slice(4 * nt, 4)));
-  return s;
-}
-
 ForwardKernelEmitter::SoftmaxUpdate
 ForwardKernelEmitter::emitSoftmax(OnlineAttentionOp step, Value kStart,
                                   int64_t keys, ArrayRef<Value> s,
@@ -1001,22 +989,6 @@ SmallVector<Value> ForwardKernelEmitter::issuePV(ArrayRef<Value> pRegs,
   return acc;
 }
 
-SmallVector<Value> ForwardKernelEmitter::accElements(ValueRange accFrags) {
-  SmallVector<Value> o;
-  for (Value f : accFrags)
-    for (int64_t h = 0; h < 2; ++h)
-      for (int64_t e = 0; e < 2; ++e)
-        o.push_back(frags.element(f, h, e));
-  return o;
-}
-
-SmallVector<Value> ForwardKernelEmitter::accFragments(ArrayRef<Value> o) {
-  SmallVector<Value> acc;
-  for (int64_t dn = 0; dn < cfg.dv / 8; ++dn)
-    acc.push_back(frags.fromElements(o.slice(4 * dn, 4)));
-  return acc;
-}
-
 SmallVector<Value> ForwardKernelEmitter::emitStep(OnlineAttentionOp step,
                                                   Value kStart, int64_t k0,
                                                   int64_t keys,
@@ -1039,7 +1011,7 @@ SmallVector<Value> ForwardKernelEmitter::emitStep(OnlineAttentionOp step,
     acc = wg.fenceOperands(acc);
     if (cfg.warpSpecialized)
       fagpu::ChannelReleaseOp::create(b, loc, kChannel, item);
-    s = scoreFrags(acc, keys);
+    s = frags.fromAccumulator(acc);
   }
   for (int64_t ks = 0; !cfg.wgmma && ks < cfg.d / 16; ++ks) {
     SmallVector<Value> qa;
@@ -1064,7 +1036,7 @@ SmallVector<Value> ForwardKernelEmitter::emitStep(OnlineAttentionOp step,
       acc.push_back(frags.scaleRows(accIn[mt * nd + dn], sm.alphas[2 * mt],
                                     sm.alphas[2 * mt + 1]));
   if (cfg.wgmma) {
-    SmallVector<Value> o = accElements(acc);
+    SmallVector<Value> o = frags.toAccumulator(acc);
     SmallVector<Value> pRegs = wg.fenceOperands(packP(sm.p, keys));
     o = wg.fenceOperands(o);
     if (cfg.warpSpecialized)
@@ -1077,7 +1049,7 @@ SmallVector<Value> ForwardKernelEmitter::emitStep(OnlineAttentionOp step,
     o = wg.fenceOperands(o);
     if (cfg.warpSpecialized)
       fagpu::ChannelReleaseOp::create(b, loc, vChannel, item);
-    acc = accFragments(o);
+    acc = frags.fromAccumulator(o);
   }
   for (int64_t kk = 0; !cfg.wgmma && kk < keys / 16; ++kk) {
     SmallVector<Value> pa;
@@ -1227,8 +1199,9 @@ void ForwardKernelEmitter::emitOverlappedLoops(SmallVector<Value> &state) {
     acc = wg.fenceOperands(acc);
     fagpu::ChannelReleaseOp::create(b, loc, kChannel, item);
     ValueRange st(state);
-    SoftmaxUpdate sm = emitSoftmax(firstStep, lo, keys, scoreFrags(acc, keys),
-                                   st.slice(nd, 2), st.slice(nd + 2, 2));
+    SoftmaxUpdate sm =
+        emitSoftmax(firstStep, lo, keys, frags.fromAccumulator(acc),
+                    st.slice(nd, 2), st.slice(nd + 2, 2));
     // O is still zero: no rescale.
     SmallVector<Value> out(st.take_front(nd));
     llvm::append_range(out, sm.newMax);
@@ -1252,7 +1225,8 @@ void ForwardKernelEmitter::emitOverlappedLoops(SmallVector<Value> &state) {
     Value it = divu(sub(kStart, lo), cfg.bc), prev = sub(it, idx(1));
     kDescBlock = stageDesc(kDesc, kTile, it);
     Value vPrev = stageDesc(vDesc, vTile, prev);
-    SmallVector<Value> o = wg.fenceOperands(accElements(st.take_front(nd)));
+    SmallVector<Value> o =
+        wg.fenceOperands(frags.toAccumulator(st.take_front(nd)));
     SmallVector<Value> pRegs =
         wg.fenceOperands(SmallVector<Value>(st.take_back(pCount)));
     fagpu::ChannelGetOp::create(b, loc, kStageType, kChannel, it);
@@ -1274,13 +1248,13 @@ void ForwardKernelEmitter::emitOverlappedLoops(SmallVector<Value> &state) {
     sAcc = wg.fenceOperands(sAcc);
     fagpu::ChannelReleaseOp::create(b, loc, kChannel, it);
     SoftmaxUpdate sm =
-        emitSoftmax(kl.step, kStart, keys, scoreFrags(sAcc, keys),
+        emitSoftmax(kl.step, kStart, keys, frags.fromAccumulator(sAcc),
                     st.slice(nd, 2), st.slice(nd + 2, 2));
     wg.wait(0);
     o = wg.fenceOperands(o);
     fagpu::ChannelReleaseOp::create(b, loc, vChannel, prev);
     SmallVector<Value> next;
-    for (Value f : accFragments(o))
+    for (Value f : frags.fromAccumulator(o))
       next.push_back(frags.scaleRows(f, sm.alphas[0], sm.alphas[1]));
     llvm::append_range(next, sm.newMax);
     llvm::append_range(next, sm.newSum);
@@ -1301,7 +1275,7 @@ void ForwardKernelEmitter::emitOverlappedLoops(SmallVector<Value> &state) {
     b.setInsertionPointToStart(epi.thenBlock());
     Value last = sub(
         arith::CeilDivUIOp::create(b, loc, sub(hi, lo), idx(cfg.bc)), idx(1));
-    SmallVector<Value> o = wg.fenceOperands(accElements(accOut));
+    SmallVector<Value> o = wg.fenceOperands(frags.toAccumulator(accOut));
     SmallVector<Value> pRegs =
         wg.fenceOperands(SmallVector<Value>(st.take_back(pCount)));
     fagpu::ChannelGetOp::create(b, loc, vStageType, vChannel, last);
@@ -1310,7 +1284,7 @@ void ForwardKernelEmitter::emitOverlappedLoops(SmallVector<Value> &state) {
     wg.wait(0);
     o = wg.fenceOperands(o);
     fagpu::ChannelReleaseOp::create(b, loc, vChannel, last);
-    scf::YieldOp::create(b, loc, accFragments(o));
+    scf::YieldOp::create(b, loc, frags.fromAccumulator(o));
   }
   state.assign(epi.getResults().begin(), epi.getResults().end());
   llvm::append_range(state, st.slice(nd, 4));

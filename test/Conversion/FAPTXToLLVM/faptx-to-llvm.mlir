@@ -69,3 +69,15 @@ llvm.func @tensormap_param(%p: !llvm.ptr, %x: i64) attributes {nvvm.kernel} {
   %1 = builtin.unrealized_conversion_cast %0 : !map to !llvm.ptr
   llvm.return
 }
+
+// -----
+
+// The flushing 2^x is the NVVM intrinsic (one MUFU.EX2), not inline PTX: it
+// has no side effects, so LLVM may schedule and CSE it.
+// CHECK-LABEL: func @ex2
+// CHECK: %[[Y:.*]] = llvm.call_intrinsic "llvm.nvvm.ex2.approx.ftz"(%{{.*}}) : (f32) -> f32
+// CHECK: return %[[Y]]
+func.func @ex2(%x: f32) -> f32 {
+  %y = faptx.ex2 %x : f32
+  return %y : f32
+}

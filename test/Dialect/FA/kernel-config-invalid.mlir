@@ -228,3 +228,21 @@ func.func @ws_backward(%q: tensor<?x?x?x64xbf16>, %lse: tensor<?x?x?xf32>) {
   %dq, %dk, %dv = fa.attention_backward %q, %q, %q, %q, %lse, %q {kernel_config = #fa.kernel_config<"sm_90a", wgmma, block_q = 64, block_kv = 128, warps = 8, stages = 2, schedule = warp_specialized>} : (tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>, tensor<?x?x?xf32>, tensor<?x?x?x64xbf16>) -> (tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>)
   return
 }
+
+// -----
+
+// expected-error @below {{'schedule' is given twice}}
+#c = #fa.kernel_config<"sm_90a", wgmma, block_q = 128, block_kv = 128, warps = 8, stages = 2, schedule = warp_specialized, schedule = cooperative>
+func.func private @f() attributes {c = #c}
+
+// -----
+
+// expected-error @below {{schedule must be cooperative or warp_specialized, got 'pingpong'}}
+#c = #fa.kernel_config<"sm_90a", wgmma, block_q = 128, block_kv = 128, warps = 8, stages = 2, schedule = pingpong>
+func.func private @f() attributes {c = #c}
+
+// -----
+
+// expected-error @below {{expected 'dkv_split' or 'schedule', got 'stage'}}
+#c = #fa.kernel_config<"sm_90a", wgmma, block_q = 128, block_kv = 128, warps = 8, stages = 2, stage = 2>
+func.func private @f() attributes {c = #c}

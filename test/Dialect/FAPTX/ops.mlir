@@ -1,5 +1,6 @@
 // RUN: fa-opt %s -split-input-file | FileCheck %s
 // RUN: fa-opt %s -split-input-file -mlir-print-op-generic | fa-opt -split-input-file | FileCheck %s
+// RUN: fa-opt %s -split-input-file -canonicalize -cse | FileCheck %s --check-prefix=CSE
 
 // Round trip of every faptx op.
 
@@ -61,4 +62,19 @@ gpu.module @m {
     %0 = faptx.tensormap_param %p : !llvm.ptr -> !map
     gpu.return
   }
+}
+
+// -----
+
+// ex2 is Pure: unused, it folds away; used twice, CSE keeps one.
+// CHECK-LABEL: func @ex2
+// CHECK-COUNT-3: faptx.ex2 %{{.*}} : f32
+// CSE-LABEL: func @ex2
+// CSE-COUNT-1: faptx.ex2
+// CSE-NOT: faptx.ex2
+func.func @ex2(%x: f32) -> (f32, f32) {
+  %unused = faptx.ex2 %x : f32
+  %a = faptx.ex2 %x : f32
+  %b = faptx.ex2 %x : f32
+  return %a, %b : f32, f32
 }

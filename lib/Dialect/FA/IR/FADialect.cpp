@@ -5,6 +5,7 @@
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectImplementation.h"
+#include "llvm/ADT/SmallSet.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 using namespace mlir;
@@ -20,11 +21,14 @@ static ParseResult parseKernelConfigTail(AsmParser &parser, int64_t &dkvSplit,
                                          KernelSchedule &schedule) {
   dkvSplit = 1;
   schedule = KernelSchedule::Cooperative;
+  llvm::SmallSet<StringRef, 2> seen;
   while (succeeded(parser.parseOptionalComma())) {
     StringRef key;
     SMLoc loc = parser.getCurrentLocation();
     if (parser.parseKeyword(&key) || parser.parseEqual())
       return failure();
+    if (!seen.insert(key).second)
+      return parser.emitError(loc, "'") << key << "' is given twice";
     if (key == "dkv_split") {
       if (parser.parseInteger(dkvSplit))
         return failure();

@@ -11,7 +11,9 @@
 #include "fa/Dialect/FA/Transforms/Passes.h"
 
 #include "llvm/ADT/SetVector.h"
+
 #include "llvm/Support/raw_ostream.h"
+#include <algorithm>
 
 namespace mlir::fa {
 #define GEN_PASS_DEF_FASELECTKERNELCONFIG
@@ -101,9 +103,9 @@ int64_t tableSplit(const OpTraits &op, MmaKind mma, const Tiles &t) {
 /// The warp-specialized forward's tiles: 64 query rows per consumer
 /// warpgroup, 128 keys, two stages; three consumers at D = 64 (their
 /// registers allow it and the producer is shared by more rows), two above.
-/// Measured on the H200 (2026-12-01, fifth session): 1.17-1.40x the
-/// cooperative kernel at D = 128; at D = 64 1.1-1.2x from N = 4k on, and
-/// 0.8-0.9x at N = 1k.
+/// Measured on the H200 (2026-12-01, fifth session, both orders): 1.17-1.40x
+/// the cooperative kernel at D = 128 (N 1k-16k); at D = 64 1.06-1.23x from
+/// N = 4k on, 0.78-0.95x at N = 1k.
 SmallVector<Tiles> warpSpecializedCandidates(const OpTraits &op, MmaKind mma,
                                              const ChipInfo &chip,
                                              const KernelConfigRequest &req) {
@@ -337,12 +339,10 @@ struct FASelectKernelConfigPass final
     req.stages = stages;
     req.dkvSplit = dkvSplit;
     req.skip = skip;
-    if (schedule == "cooperative") {
-      req.schedule = KernelSchedule::Cooperative;
-    } else if (schedule == "warp_specialized" ||
-               schedule == "warp-specialized") {
-      req.schedule = KernelSchedule::WarpSpecialized;
-    } else if (schedule != "auto") {
+    // The attribute's spelling, or with '-' for '_' as pass options are.
+    std::string name = schedule;
+    std::replace(name.begin(), name.end(), '-', '_');
+    if (name != "auto" && !(req.schedule = symbolizeKernelSchedule(name))) {
       getOperation()->emitError("fa-select-kernel-config: schedule must be "
                                 "auto, cooperative or warp_specialized, got '")
           << schedule << "'";
