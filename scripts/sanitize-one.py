@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """One forward launch (bf16, Nq = 77, Nk = 131, GQA 4:2) for a focused
-compute-sanitizer run: sanitize-one.py D [causal]."""
+compute-sanitizer run: sanitize-one.py D [causal]. With FLASHMLIR_SMS=2 a
+persistent kernel's two blocks loop over the four tiles."""
 import os
 import sys
 
@@ -17,7 +18,14 @@ k = torch.randn(1, 2, 131, d, device="cuda", dtype=torch.bfloat16)
 v = torch.randn(1, 2, 131, d, device="cuda", dtype=torch.bfloat16)
 out = flashmlir.attention(q, k, v, causal=causal)
 torch.cuda.synchronize()
+# flashmlir's causal mask is bottom-right aligned (SDPA's is_causal is
+# top-left): query i sees keys j <= i + Nk - Nq.
+mask = None
+if causal:
+    i = torch.arange(77, device="cuda")[:, None]
+    j = torch.arange(131, device="cuda")[None, :]
+    mask = j <= i + (131 - 77)
 ref = torch.nn.functional.scaled_dot_product_attention(
     q.float(), k.float().repeat_interleave(2, 1), v.float().repeat_interleave(2, 1),
-    is_causal=causal)
+    attn_mask=mask)
 print("max err", (out.float() - ref).abs().max().item())

@@ -92,7 +92,8 @@ static std::string ptxFeatures(const Options &options) {
 /// fa-select-kernel-config with the pipeline's fixed fields.
 template <typename Options>
 static void addSelectKernelConfig(OpPassManager &pm, const Options &options,
-                                  StringRef schedule = "auto") {
+                                  StringRef schedule = "auto",
+                                  StringRef tileScheduler = "auto") {
   FASelectKernelConfigOptions select;
   select.chip = options.chip;
   select.mma = options.mma;
@@ -102,12 +103,13 @@ static void addSelectKernelConfig(OpPassManager &pm, const Options &options,
   select.stages = options.stages;
   select.dkvSplit = options.dkvSplit;
   select.schedule = schedule.str();
+  select.tileScheduler = tileScheduler.str();
   pm.addPass(createFASelectKernelConfig(select));
 }
 
 void mlir::fa::buildGPUForwardPipeline(
     OpPassManager &pm, const GPUForwardPipelineOptions &options) {
-  addSelectKernelConfig(pm, options, options.schedule);
+  addSelectKernelConfig(pm, options, options.schedule, options.tileScheduler);
   // The tiled form the conversion consumes; the tiles and everything the
   // conversion needs come from the kernel configuration.
   pm.addPass(createFATileAttention());

@@ -2,6 +2,8 @@
 
 #include "fa/Pipelines/LaunchDescription.h"
 
+#include "fa/Dialect/FAGPU/IR/FAGPU.h"
+
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/IR/Matchers.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -36,6 +38,9 @@ public:
       return fail(v, "is not computed from the arguments' dimensions");
     if (auto dim = dyn_cast<memref::DimOp>(op))
       return describeDim(dim);
+    // Bound by the runtime from the launch's device.
+    if (isa<fagpu::HostMultiprocessorCountOp>(op))
+      return Expr{"SMS"};
     // Casts between index and integer widths keep the value (sizes are
     // non-negative and far below 2^31).
     if (isa<arith::IndexCastOp, arith::IndexCastUIOp, arith::ExtUIOp,

@@ -234,12 +234,30 @@ class PreparedLaunch:
         return self.kernel.spec.name
 
 
+def multiprocessors(count: int) -> int:
+    """The SMS a grid sees: the device's multiprocessor count, or
+    $FLASHMLIR_SMS (a positive integer) so that tests make a persistent
+    kernel's blocks loop over many tiles on small problems."""
+    text = os.environ.get("FLASHMLIR_SMS")
+    if not text:
+        return count
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise LaunchError(f"FLASHMLIR_SMS must be a positive integer, got {text!r}")
+    return value
+
+
 def prepare(kernel, args: Mapping[str, Any], env: Mapping[str, Any]) -> PreparedLaunch:
     """Packs `args` for a `_kernels.LoadedKernel` and evaluates its grid
     (raises LaunchError; launches nothing)."""
     spec = kernel.spec
     packed = pack_params(spec, args, env)
-    grid = grid_dims(spec, env, kernel.device.max_grid)
+    # SMS: a persistent kernel's grid is at most one block per multiprocessor.
+    grid = grid_dims(spec, {**env, "SMS": multiprocessors(kernel.device.sm_count)},
+                     kernel.device.max_grid)
     block = tuple(getattr(spec, "block", None) or (spec.threads, 1, 1))
     return PreparedLaunch(kernel, tuple(packed), grid, block, spec.dynamic_shared_memory)
 

@@ -78,6 +78,9 @@ _DTYPE_ALIASES = {"fp16": "f16", "float16": "f16", "half": "f16",
 # Names a kernel's grid and dims may use (bound at launch time).
 FORWARD_NAMES = ("B", "Hq", "Hkv", "Nq", "Nk", "D", "Dv", "G")
 BACKWARD_NAMES = FORWARD_NAMES
+# Grids may also name the launch device's multiprocessor count (a persistent
+# kernel's grid is at most SMS blocks); the runtime binds it per device.
+GRID_NAMES = FORWARD_NAMES + ("SMS",)
 
 # The tensors a backward kernel may take from the caller, with their rank,
 # element type ("input": the manifest's dtype) and [B, H, N, D] dims. Every
@@ -623,7 +626,7 @@ def _parse_kernel(k, i: int, ctx: _Ctx, manifest_name: str, dtype: str,
     if not _IDENT_RE.match(entry):
         raise ctx.fail(f"{where}: bad entry name {entry!r}")
     where = f"kernels[{i}] ({entry})"
-    grid = _parse_grid(k.get("grid"), ctx, BACKWARD_NAMES, f"{where}: ")
+    grid = _parse_grid(k.get("grid"), ctx, GRID_NAMES, f"{where}: ")
     threads = _parse_threads(k, ctx, where)
     block = k.get("block")
     if block is None:
@@ -756,7 +759,7 @@ def parse_manifest(data: Any, json_path: str = "<manifest>",
                 raise ctx.fail(f"{key!r} is only allowed in a backward manifest")
         threads = _parse_threads(data, ctx, "manifest")
         smem = _parse_smem(data, ctx, "manifest")
-        grid_e = _parse_grid(data.get("grid"), ctx, FORWARD_NAMES)
+        grid_e = _parse_grid(data.get("grid"), ctx, GRID_NAMES)
         parsed = _parse_params(data.get("params"), ctx, FORWARD_NAMES)
         workspace = ()
         entries = (EntrySpec(name, entry, grid_e, threads, (threads, 1, 1), smem, parsed),)

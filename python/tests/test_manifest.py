@@ -99,6 +99,14 @@ def test_field_errors(overrides, match):
         parse(example(**overrides))
 
 
+def test_grid_may_name_the_multiprocessor_count():
+    # A persistent kernel's grid; SMS is a grid name only, not a dim.
+    s = parse(example(grid=["min(ceildiv(Nq, 128) * Hq * B, SMS)", "1", "1"]))
+    assert s.grid[0].evaluate({"Nq": 300, "Hq": 8, "B": 2, "SMS": 132}) == 48
+    with pytest.raises(ManifestError, match=r"unknown name\(s\) SMS"):
+        parse(_with_param(0, dims=["B", "Hq", "SMS", "D"]))
+
+
 def _with_param(i, **kw):
     m = example()
     for k, v in kw.items():

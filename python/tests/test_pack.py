@@ -157,6 +157,10 @@ def test_grid():
         L.grid_dims(s, dict(ENV, Nq=0))
     with pytest.raises(LaunchError, match="unknown name"):
         L.grid_dims(s, {"Nq": 5})
+    # A persistent kernel: at most SMS blocks (the device's multiprocessors).
+    s4 = spec(grid=["min(ceildiv(Nq, 128) * Hq * B, SMS)", "1", "1"])
+    assert L.grid_dims(s4, dict(ENV, SMS=132)) == (min(128, 132), 1, 1)
+    assert L.grid_dims(s4, dict(ENV, SMS=100)) == (100, 1, 1)
     s3 = spec(grid=["Nq * 0.5", "Hq", "B"])
     with pytest.raises(LaunchError, match="not an integer"):
         L.grid_dims(s3, ENV)
@@ -172,3 +176,14 @@ def test_dtype_names():
     assert L.dtype_name("torch.float16") == "f16"
     assert L.dtype_name("torch.float32") == "f32"
     assert L.dtype_name("bfloat16") == "bf16"
+
+
+def test_multiprocessors_override(monkeypatch):
+    monkeypatch.delenv("FLASHMLIR_SMS", raising=False)
+    assert L.multiprocessors(132) == 132
+    monkeypatch.setenv("FLASHMLIR_SMS", "3")
+    assert L.multiprocessors(132) == 3
+    for bad in ("0", "-2", "many"):
+        monkeypatch.setenv("FLASHMLIR_SMS", bad)
+        with pytest.raises(LaunchError, match="FLASHMLIR_SMS must be a positive integer"):
+            L.multiprocessors(132)

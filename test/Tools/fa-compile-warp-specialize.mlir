@@ -17,6 +17,11 @@
 // RUN: fa-compile --head-dim=128 --dtype=bf16 --chip=sm_90a --schedule=cooperative -o %t/coop > /dev/null
 // RUN: FileCheck %s --check-prefix=COOP < %t/coop/fa_fwd_d128_bf16_sm90a.json
 // RUN: not fa-compile --head-dim=128 --dtype=bf16 --chip=sm_90a --schedule=pingpong -o %t/bad 2>&1 | FileCheck %s --check-prefix=BAD
+// RUN: fa-compile --head-dim=128 --dtype=bf16 --chip=sm_90a --causal --tile-scheduler=persistent -o %t/persist > /dev/null
+// RUN: FileCheck %s --check-prefix=PERSIST < %t/persist/fa_fwd_d128_bf16_causal_sm90a.json
+// RUN: python3 %S/check-manifests.py %t/persist
+// RUN: FileCheck %s --check-prefix=PERSIST-PTX < %t/persist/fa_fwd_d128_bf16_causal_sm90a.ptx
+// RUN: not fa-compile --head-dim=96 --dtype=bf16 --chip=sm_90a --tile-scheduler=persistent -o %t/bad 2>&1 | FileCheck %s --check-prefix=PERSIST-D96
 
 // CHECK:      "block": [
 // CHECK-NEXT:   384,
@@ -56,3 +61,17 @@
 // COOP:      "schedule": "cooperative",
 
 // BAD: fa-select-kernel-config: schedule must be auto, cooperative or warp_specialized, got 'pingpong'
+
+// --tile-scheduler=persistent: one block per multiprocessor (SMS, bound by
+// the runtime), at most one per tile; registers split 40 / 232 within the
+// block's launch allocation.
+// PERSIST:      "grid": [
+// PERSIST-NEXT:   "min(ceildiv(Nq, 128) * Hq * B, SMS)",
+// PERSIST-NEXT:   "1",
+// PERSIST-NEXT:   "1"
+// PERSIST:      "schedule": "warp_specialized",
+// PERSIST:      "tile_scheduler": "persistent",
+// PERSIST-PTX-DAG: setmaxnreg.dec.sync.aligned.u32 40
+// PERSIST-PTX-DAG: setmaxnreg.inc.sync.aligned.u32 232
+
+// PERSIST-D96: the warp_specialized schedule loads K and V as 64-column TMA panels: head dims must be multiples of 64, got 96 and 96

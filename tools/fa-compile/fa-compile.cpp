@@ -140,6 +140,12 @@ static cl::opt<std::string> schedule(
              "or warp_specialized (a TMA producer warpgroup feeding the "
              "consumer warpgroups; wgmma, docs/HOPPER.md)"),
     cl::init("auto"), cl::cat(category));
+static cl::opt<std::string> tileScheduler(
+    "tile-scheduler",
+    cl::desc("Forward: auto (the kernel configuration's choice), grid or "
+             "persistent (warp_specialized: one thread block per "
+             "multiprocessor looping over the tiles)"),
+    cl::init("auto"), cl::cat(category));
 static cl::opt<bool>
     warpSpecialize("warp-specialize",
                    cl::desc("Same as --schedule=warp_specialized"),
@@ -183,6 +189,7 @@ struct KernelConfig {
   int64_t blockQ = 0, blockKV = 0, warps = 0, stages = 0, dkvSplit = 0;
   std::string mma = "auto";
   std::string schedule = "auto";
+  std::string tileScheduler = "auto";
   bool intraWarpgroupOverlap = true, pingPong = true;
   bool backward() const { return kind == "backward"; }
 
@@ -609,10 +616,12 @@ FailureOr<CompiledCandidate> compileCandidate(MLIRContext &ctx, ModuleOp module,
   std::string mmaName = config.mma == "mma.sync" ? "mma_sync" : config.mma;
   std::string select = llvm::formatv(
       "fa-select-kernel-config{{chip={0} mma={1} block-q={2} block-kv={3} "
-      "warps={4} stages={5} dkv-split={6} skip={7} schedule={8}}",
+      "warps={4} stages={5} dkv-split={6} skip={7} schedule={8} "
+      "tile-scheduler={9}}",
       config.chip, mmaName, config.blockQ, config.blockKV, config.warps,
       config.stages, config.dkvSplit, skip,
-      config.backward() ? std::string("auto") : config.schedule);
+      config.backward() ? std::string("auto") : config.schedule,
+      config.backward() ? std::string("auto") : config.tileScheduler);
   PassManager selectPm(&ctx);
   if (failed(parsePassPipeline(select, selectPm, llvm::errs())))
     return module->emitError("fa-compile: cannot build pipeline '")
@@ -887,6 +896,8 @@ LogicalResult compileOne(MLIRContext &ctx, const KernelConfig &flags,
       return failure();
     manifest["stages"] = kernelConfig.getStages();
     manifest["schedule"] = stringifyKernelSchedule(kernelConfig.getSchedule());
+    manifest["tile_scheduler"] =
+        stringifyTileScheduler(kernelConfig.getTileScheduler());
     for (auto &[key, value] : *k)
       manifest[key] = std::move(value);
   } else {
@@ -1049,6 +1060,7 @@ FailureOr<KernelConfig> configFromFlags() {
   // fa-select-kernel-config checks the name.
   c.schedule =
       warpSpecialize ? std::string("warp_specialized") : schedule.getValue();
+  c.tileScheduler = tileScheduler;
   c.intraWarpgroupOverlap = intraWarpgroupOverlap;
   c.pingPong = pingPong;
   if (c.mma != "auto" && c.mma != "mma.sync" && c.mma != "mma_sync" &&

@@ -76,6 +76,12 @@ struct GPUForwardPipelineOptions
                      "or warp_specialized (a TMA producer warpgroup and "
                      "consumer warpgroups; wgmma, docs/HOPPER.md)"),
       llvm::cl::init("auto")};
+  Option<std::string> tileScheduler{
+      *this, "tile-scheduler",
+      llvm::cl::desc("auto (fa-select-kernel-config's choice), grid or "
+                     "persistent (warp_specialized: one thread block per "
+                     "multiprocessor looping over the tiles)"),
+      llvm::cl::init("auto")};
   Option<bool> intraWarpgroupOverlap{
       *this, "intra-warpgroup-overlap",
       llvm::cl::desc("warp-specialize: the softmax of block j under the P V "

@@ -8,7 +8,9 @@
 // expressions over the dimensions of the host function's arguments (the
 // manifest's expression language: integers, names, + - * //, ceildiv, min,
 // max), so the grid the conversion built is the grid the launcher computes,
-// with no second transcription of the formula.
+// with no second transcription of the formula. A host
+// `fagpu.host_multiprocessor_count` is the name SMS (a persistent kernel's
+// grid), which the runtime binds from the launch's device.
 //
 //===----------------------------------------------------------------------===//
 

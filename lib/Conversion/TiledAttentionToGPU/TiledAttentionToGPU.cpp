@@ -337,7 +337,11 @@ struct KernelConfig {
   /// issued together, the softmax of S(j) under the P V GEMM; and the
   /// consumer warpgroups taking turns at issuing (2 or 3 of them).
   bool overlap = false, pingPong = false;
-  int64_t qBytes, kBytes, vBytes;
+  /// Warp-specialized: one thread block per multiprocessor, looping over
+  /// the tiles (tile_scheduler = persistent).
+  bool persistent = false;
+  /// The Q region (persistent: two buffers of qTileBytes), K and V stages.
+  int64_t qBytes, kBytes, vBytes, qTileBytes;
 
   /// The threads that compute (the consumers when warp-specialized).
   int64_t threads() const { return warps * kWarpSize; }
@@ -426,9 +430,14 @@ getKernelConfig(TiledAttention &ta,
   cfg.warpSpecialized =
       config ? config.getSchedule() == KernelSchedule::WarpSpecialized
              : options.warpSpecialize;
+  cfg.persistent =
+      config && config.getTileScheduler() == TileScheduler::Persistent;
   cfg.overlap = cfg.warpSpecialized && options.intraWarpgroupOverlap;
   cfg.pingPong = cfg.overlap && options.pingPong && cfg.warps / 4 >= 2 &&
                  cfg.warps / 4 <= 3;
+  if (cfg.persistent && !cfg.overlap)
+    return fail("the persistent tile scheduler needs the overlapped "
+                "warp-specialized schedule (intra-warpgroup-overlap)");
   if (cfg.warpSpecialized &&
       (!cfg.wgmma || cfg.d % TileLayout::kPanelCols != 0 ||
        cfg.dv % TileLayout::kPanelCols != 0 || cfg.bc > 256))
@@ -452,7 +461,8 @@ getKernelConfig(TiledAttention &ta,
   auto tileBytes = [&](int64_t rows, int64_t cols) {
     return TileLayout::get(rows, cols, /*swizzle=*/false, cfg.wgmma).bytes();
   };
-  cfg.qBytes = tileBytes(cfg.br, cfg.d);
+  cfg.qTileBytes = tileBytes(cfg.br, cfg.d);
+  cfg.qBytes = (cfg.persistent ? 2 : 1) * cfg.qTileBytes;
   cfg.kBytes = tileBytes(cfg.stages * cfg.bc, cfg.d);
   cfg.vBytes = tileBytes(cfg.stages * cfg.bc, cfg.dv);
   if (config) {
@@ -480,6 +490,21 @@ getKernelConfig(TiledAttention &ta,
 //===----------------------------------------------------------------------===//
 
 /// Reduces `vals` (at least one) with `combine` as a balanced tree.
+/// The TMA tensor map type of the warp-specialized kernel's tiles: one box
+/// [1, 1, rows, 64] per 64-column panel, 128-byte swizzle (the layout the
+/// wgmma descriptors read), zero fill past the tensor's rows.
+static nvgpu::TensorMapDescriptorType tmaDescriptor(MLIRContext *ctx,
+                                                    int64_t rows, Type elt) {
+  auto box = MemRefType::get(
+      {1, 1, rows, TileLayout::kPanelCols}, elt, AffineMap(),
+      gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup));
+  return nvgpu::TensorMapDescriptorType::get(
+      ctx, box, nvgpu::TensorMapSwizzleKind::SWIZZLE_128B,
+      nvgpu::TensorMapL2PromoKind::L2PROMO_128B,
+      nvgpu::TensorMapOOBKind::OOB_ZERO,
+      nvgpu::TensorMapInterleaveKind::INTERLEAVE_NONE);
+}
+
 static Value treeReduce(SmallVector<Value> vals,
                         function_ref<Value(Value, Value)> combine) {
   while (vals.size() > 1) {
@@ -498,10 +523,11 @@ public:
   /// `factors` are values of the host (see convertForall).
   ForwardKernelEmitter(OpBuilder &b, Location loc, TiledAttention &ta,
                        const KernelConfig &cfg, ScoreFactors factors,
-                       Value kMapHost = {}, Value vMapHost = {})
+                       Value kMapHost = {}, Value vMapHost = {},
+                       Value qMapHost = {})
       : NestCloner(b, loc), ta(ta), cfg(cfg), frags(b, loc, cfg.elt),
         wg(b, loc, cfg.elt), factors(factors), kMapHost(kMapHost),
-        vMapHost(vMapHost) {}
+        vMapHost(vMapHost), qMapHost(qMapHost) {}
 
   void emit(gpu::LaunchOp launch);
 
@@ -623,10 +649,36 @@ private:
   // the channel item of the key block being computed.
   Value kMapHost, vMapHost;
   Value kChannel, vChannel, item;
+  // Persistent: Q comes through a two-stage channel too, one item per tile
+  // (tileIndex: the block's tiles so far).
+  Value qMapHost, qChannel, tileIndex;
+  /// The channel item of the tile's first key block: the blocks of the
+  /// thread block's earlier tiles (persistent), else 0.
+  Value itemBase;
   /// Builds the K/V channels and the producer role; leaves the builder in
   /// the consumer role.
-  void emitWarpRoles(Value base, Value pad, Value kBatch, Value kHead,
-                     Value vBatch, Value vHead);
+  void emitWarpRoles(Value base, Value pad);
+
+  // Persistent tile scheduler: the launch's block id and grid size along x;
+  // the open tile loop's test that its round has a tile for this block.
+  Value blockX, gridX;
+  scf::IfOp tileIf;
+  /// Opens the loop over this thread block's tiles (one per round of gridX
+  /// tiles, in snake order), carrying the channel item base and the tile
+  /// count; maps the nest's induction variables to the tile's coordinates
+  /// (query blocks fastest, last first: with a causal mask the longest
+  /// tiles start first).
+  scf::ForOp beginTileLoop();
+  /// Yields the item base of the next tile (this tile's key blocks on top)
+  /// and leaves the builder after the loop.
+  void endTileLoop(scf::ForOp loop);
+  /// Key blocks of the tile: items it puts into / takes from the channels.
+  Value tileBlocks() {
+    return arith::CeilDivUIOp::create(b, loc, sub(hi, lo), idx(cfg.bc));
+  }
+  /// Ping-pong's first turn is given once per thread block.
+  bool turnsStarted = false;
+  void startTurns();
   /// The consumers' barrier (bar.sync 1, threads()): the producer warpgroup
   /// does not take part.
   void consumerBarrier();
@@ -1081,7 +1133,7 @@ void ForwardKernelEmitter::emitKeyLoop(KeyLoop kl, SmallVector<Value> &state) {
   if (cfg.warpSpecialized) {
     // Item i = the block's position in [lo, hi), across loops, in buffer
     // i % stages of the stage-major K and V rings.
-    item = divu(sub(kStart, lo), cfg.bc);
+    item = add(itemBase, divu(sub(kStart, lo), cfg.bc));
     Value stage = remu(item, cfg.stages);
     auto units = [&](int64_t bytes) {
       return arith::IndexCastOp::create(b, loc, b.getI64Type(),
@@ -1161,15 +1213,7 @@ void ForwardKernelEmitter::emitOverlappedLoops(SmallVector<Value> &state) {
   Value wgIdx = divu(tid, kWarpgroupThreads);
   auto turnBarrier = [&](Value w) { return toI32(add(w, idx(kTurnBarrier))); };
   Value turnThreads = i32(2 * kWarpgroupThreads);
-  if (cfg.pingPong) {
-    auto first = scf::IfOp::create(
-        b, loc,
-        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, wgIdx, idx(0)),
-        false);
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(first.thenBlock());
-    NVVM::BarrierArriveOp::create(b, loc, turnBarrier(idx(0)), turnThreads);
-  }
+  startTurns();
   Value nextWg = remu(add(wgIdx, idx(1)), consumers);
 
   // Prologue: block lo. A masked step's mask is exact for any block, so the
@@ -1190,7 +1234,7 @@ void ForwardKernelEmitter::emitOverlappedLoops(SmallVector<Value> &state) {
     b.setInsertionPointToStart(pro.elseBlock());
     scf::YieldOp::create(b, loc, init);
     b.setInsertionPointToStart(pro.thenBlock());
-    item = idx(0);
+    item = itemBase;
     kDescBlock = stageDesc(kDesc, kTile, item);
     fagpu::ChannelGetOp::create(b, loc, kStageType, kChannel, item);
     wg.fence();
@@ -1222,7 +1266,8 @@ void ForwardKernelEmitter::emitOverlappedLoops(SmallVector<Value> &state) {
     b.setInsertionPointToStart(loop.getBody());
     Value kStart = loop.getInductionVar();
     ValueRange st = loop.getRegionIterArgs();
-    Value it = divu(sub(kStart, lo), cfg.bc), prev = sub(it, idx(1));
+    Value it = add(itemBase, divu(sub(kStart, lo), cfg.bc)),
+          prev = sub(it, idx(1));
     kDescBlock = stageDesc(kDesc, kTile, it);
     Value vPrev = stageDesc(vDesc, vTile, prev);
     SmallVector<Value> o =
@@ -1273,8 +1318,7 @@ void ForwardKernelEmitter::emitOverlappedLoops(SmallVector<Value> &state) {
     b.setInsertionPointToStart(epi.elseBlock());
     scf::YieldOp::create(b, loc, accOut);
     b.setInsertionPointToStart(epi.thenBlock());
-    Value last = sub(
-        arith::CeilDivUIOp::create(b, loc, sub(hi, lo), idx(cfg.bc)), idx(1));
+    Value last = add(itemBase, sub(tileBlocks(), idx(1)));
     SmallVector<Value> o = wg.fenceOperands(frags.toAccumulator(accOut));
     SmallVector<Value> pRegs =
         wg.fenceOperands(SmallVector<Value>(st.take_back(pCount)));
@@ -1353,48 +1397,131 @@ void ForwardKernelEmitter::consumerBarrier() {
       NVVM::BarrierReductionAttr(), Value());
 }
 
-void ForwardKernelEmitter::emitWarpRoles(Value base, Value pad, Value kBatch,
-                                         Value kHead, Value vBatch,
-                                         Value vHead) {
+/// The producer warpgroup's registers (setmaxnreg's minimum).
+constexpr int64_t kMinProducerRegs = 24;
+
+void ForwardKernelEmitter::startTurns() {
+  if (!cfg.pingPong || turnsStarted)
+    return;
+  turnsStarted = true;
+  Value wgIdx = divu(tid, kWarpgroupThreads);
+  auto first = scf::IfOp::create(
+      b, loc,
+      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, wgIdx, idx(0)),
+      false);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(first.thenBlock());
+  NVVM::BarrierArriveOp::create(b, loc, toI32(idx(kTurnBarrier)),
+                                i32(2 * kWarpgroupThreads));
+}
+
+scf::ForOp ForwardKernelEmitter::beginTileLoop() {
+  // Every index of the tile is cloned afresh in the loop's region (the
+  // other role's clones do not dominate it).
+  mapping.clear();
+  // The tile grid, from the nest's bounds (recomputed in the kernel).
+  Value extent[3] = {idx(1), idx(1), idx(1)};
+  for (auto [ub, dim] :
+       llvm::zip_equal(ta.forall.getMixedUpperBound(), ta.blockDims))
+    extent[static_cast<unsigned>(dim)] = clone(ub);
+  Value tiles = mul(mul(extent[0], extent[1]), extent[2]);
+  // Round k takes tiles [k gridX, (k + 1) gridX), block b the b-th of them
+  // in even rounds and the b-th from the end in odd ones: with a causal mask
+  // (tile lengths falling along x) a block's long and short tiles pair up.
+  Value rounds = arith::CeilDivUIOp::create(b, loc, tiles, gridX);
+  auto loop = scf::ForOp::create(b, loc, idx(0), rounds, idx(1),
+                                 ValueRange{idx(0), idx(0)});
+  b.setInsertionPointToStart(loop.getBody());
+  Value round = loop.getInductionVar();
+  Value odd = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
+                                    remu(round, 2), idx(1));
+  Value pos = arith::SelectOp::create(b, loc, odd,
+                                      sub(sub(gridX, idx(1)), blockX), blockX);
+  Value t = add(mul(round, gridX), pos);
+  ValueRange carried = loop.getRegionIterArgs();
+  tileIf = scf::IfOp::create(b, loc, carried.getTypes(), slt(t, tiles),
+                             /*withElseRegion=*/true);
+  b.setInsertionPointToStart(tileIf.elseBlock());
+  scf::YieldOp::create(b, loc, carried);
+  b.setInsertionPointToStart(tileIf.thenBlock());
+  auto rem = [&](Value x, Value y) {
+    return arith::RemUIOp::create(b, loc, x, y).getResult();
+  };
+  auto quo = [&](Value x, Value y) {
+    return arith::DivUIOp::create(b, loc, x, y).getResult();
+  };
+  // Query blocks fastest (the blocks of a round share their heads' K and V
+  // in L2), the last first (the longest with a causal mask).
+  Value coord[3];
+  coord[0] = sub(sub(extent[0], idx(1)), rem(t, extent[0]));
+  Value rest = quo(t, extent[0]);
+  coord[1] = rem(rest, extent[1]);
+  coord[2] = quo(rest, extent[1]);
+  for (auto [iv, dim] :
+       llvm::zip_equal(ta.forall.getInductionVars(), ta.blockDims))
+    mapping.map(iv, coord[static_cast<unsigned>(dim)]);
+  itemBase = carried[0];
+  tileIndex = carried[1];
+  return loop;
+}
+
+void ForwardKernelEmitter::endTileLoop(scf::ForOp loop) {
+  scf::YieldOp::create(
+      b, loc, ValueRange{add(itemBase, tileBlocks()), add(tileIndex, idx(1))});
+  b.setInsertionPointToEnd(loop.getBody());
+  scf::YieldOp::create(b, loc, tileIf.getResults());
+  b.setInsertionPointAfter(loop);
+}
+
+void ForwardKernelEmitter::emitWarpRoles(Value base, Value pad) {
   MLIRContext *ctx = b.getContext();
   auto smemSpace =
       gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup);
   // One buffer: the tile's 64-column panels, each one TMA box [1, 1, Bc, 64]
   // of 128-byte swizzle (the layout the wgmma descriptors read).
-  auto boxType = MemRefType::get({1, 1, cfg.bc, TileLayout::kPanelCols},
-                                 cfg.elt, AffineMap(), smemSpace);
-  auto descriptor = nvgpu::TensorMapDescriptorType::get(
-      ctx, boxType, nvgpu::TensorMapSwizzleKind::SWIZZLE_128B,
-      nvgpu::TensorMapL2PromoKind::L2PROMO_128B,
-      nvgpu::TensorMapOOBKind::OOB_ZERO,
-      nvgpu::TensorMapInterleaveKind::INTERLEAVE_NONE);
-  auto channel = [&](Value host, int64_t cols, int64_t byteOffset) {
+  auto channel = [&](Value host, int64_t cols, int64_t byteOffset, int64_t rows,
+                     int64_t stages) {
+    auto descriptor = tmaDescriptor(ctx, rows, cfg.elt);
     int64_t panels = cols / TileLayout::kPanelCols;
-    SmallVector<int64_t> bufferShape = {panels, 1, 1, cfg.bc,
+    SmallVector<int64_t> bufferShape = {panels, 1, 1, rows,
                                         TileLayout::kPanelCols};
     auto bufferType =
         MemRefType::get(bufferShape, cfg.elt, AffineMap(), smemSpace);
-    SmallVector<int64_t> ringShape = {cfg.stages};
+    SmallVector<int64_t> ringShape = {stages};
     llvm::append_range(ringShape, bufferShape);
     auto ringType = MemRefType::get(ringShape, cfg.elt, AffineMap(), smemSpace);
     Value ring = memref::ViewOp::create(
         b, loc, ringType, base, add(pad, idx(byteOffset)), ValueRange{});
     Value map = faptx::TensorMapParamOp::create(b, loc, descriptor, host);
     Value ch = fagpu::ChannelCreateOp::create(
-        b, loc, fagpu::ChannelType::get(ctx, cfg.stages, bufferType), ring,
+        b, loc, fagpu::ChannelType::get(ctx, stages, bufferType), ring,
         b.getI64IntegerAttr(cfg.threads()));
     return std::make_pair(ch, map);
   };
-  auto [kCh, kMap] = channel(kMapHost, cfg.d, cfg.qBytes);
-  auto [vCh, vMap] = channel(vMapHost, cfg.dv, cfg.qBytes + cfg.kBytes);
+  auto [kCh, kMap] = channel(kMapHost, cfg.d, cfg.qBytes, cfg.bc, cfg.stages);
+  auto [vCh, vMap] =
+      channel(vMapHost, cfg.dv, cfg.qBytes + cfg.kBytes, cfg.bc, cfg.stages);
+  Value qMap;
+  if (cfg.persistent)
+    std::tie(qChannel, qMap) = channel(qMapHost, cfg.d, 0, cfg.br, 2);
   kChannel = kCh;
   vChannel = vCh;
-  // The producer keeps few registers; the consumers take the rest of the
-  // register file (setmaxnreg: multiples of 8, 64K per multiprocessor).
+  // The producer keeps few registers; the consumers take the rest of what
+  // the block was launched with (setmaxnreg: multiples of 8; an increase
+  // past the block's allocation waits forever). The launch gives each
+  // thread 64K / threads registers, rounded down to 8 (168 at 384 threads).
   int64_t consumers = cfg.warps / 4;
-  int64_t producerRegs = 24;
+  int64_t perWarpgroup = 65536 / cfg.launchThreads() / 8 * 8 *
+                         cfg.launchThreads() / kWarpgroupThreads;
+  // Persistent, the producer also walks the tiles: it needs 32 and takes
+  // what the consumers leave (32 with three consumers, 40 with two, whose
+  // 232 registers hold the D = 128 loop without spills).
   int64_t consumerRegs = std::min<int64_t>(
-      240, (65536 / kWarpgroupThreads - producerRegs) / consumers / 8 * 8);
+      240, (perWarpgroup - (cfg.persistent ? 32 : kMinProducerRegs)) /
+               consumers / 8 * 8);
+  int64_t producerRegs = cfg.persistent
+                             ? (perWarpgroup - consumers * consumerRegs) / 8 * 8
+                             : kMinProducerRegs;
   auto roles = fagpu::WarpSpecializeOp::create(b, loc, consumers, producerRegs,
                                                consumerRegs);
   for (Region *r : {&roles.getProducer(), &roles.getConsumers()}) {
@@ -1402,29 +1529,52 @@ void ForwardKernelEmitter::emitWarpRoles(Value base, Value pad, Value kBatch,
     b.setInsertionPointToEnd(block);
     fagpu::YieldOp::create(b, loc);
   }
-  // Producer: K and V of every visible key block, in order.
+  // Producer: K and V of every visible key block, in order (of each of its
+  // tiles, persistent).
   b.setInsertionPoint(roles.getProducer().front().getTerminator());
-  Value blocks = arith::CeilDivUIOp::create(b, loc, sub(hi, lo), idx(cfg.bc));
-  auto loop = scf::ForOp::create(b, loc, idx(0), blocks, idx(1));
+  scf::ForOp tileLoop;
+  if (cfg.persistent) {
+    tileLoop = beginTileLoop();
+    lo = clone(ta.loops.front().loop.getLowerBound());
+    hi = clone(ta.loops.back().loop.getUpperBound());
+  }
+  Value kBatch = clone(ta.k.offsets[0]), kHead = clone(ta.k.offsets[1]);
+  Value vBatch = clone(ta.v.offsets[0]), vHead = clone(ta.v.offsets[1]);
+  if (cfg.persistent)
+    fagpu::ChannelPutTmaOp::create(b, loc, qChannel, tileIndex, qMap,
+                                   ValueRange{idx(0), clone(ta.q.offsets[2]),
+                                              clone(ta.q.offsets[1]),
+                                              clone(ta.q.offsets[0])});
+  auto loop = scf::ForOp::create(b, loc, idx(0), tileBlocks(), idx(1));
   {
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(loop.getBody());
     Value i = loop.getInductionVar();
     Value kStart = add(lo, mul(i, idx(cfg.bc)));
-    fagpu::ChannelPutTmaOp::create(b, loc, kChannel, i, kMap,
+    Value it = cfg.persistent ? add(itemBase, i) : i;
+    fagpu::ChannelPutTmaOp::create(b, loc, kChannel, it, kMap,
                                    ValueRange{idx(0), kStart, kHead, kBatch});
-    fagpu::ChannelPutTmaOp::create(b, loc, vChannel, i, vMap,
+    fagpu::ChannelPutTmaOp::create(b, loc, vChannel, it, vMap,
                                    ValueRange{idx(0), kStart, vHead, vBatch});
   }
+  if (cfg.persistent)
+    endTileLoop(tileLoop);
   b.setInsertionPoint(roles.getConsumers().front().getTerminator());
 }
 
 void ForwardKernelEmitter::emit(gpu::LaunchOp launch) {
   nest = ta.forall;
   gpu::KernelDim3 blockIds = launch.getBlockIds();
-  for (auto [iv, dim] :
-       llvm::zip_equal(ta.forall.getInductionVars(), ta.blockDims))
-    mapping.map(iv, getBlockId(blockIds, dim));
+  itemBase = idx(0);
+  if (cfg.persistent) {
+    // One block per multiprocessor (on x), each looping over tiles.
+    blockX = blockIds.x;
+    gridX = launch.getGridSize().x;
+  } else {
+    for (auto [iv, dim] :
+         llvm::zip_equal(ta.forall.getInductionVars(), ta.blockDims))
+      mapping.map(iv, getBlockId(blockIds, dim));
+  }
 
   // The first uses fix the kernel's parameter order after outlining: the
   // run-time window sizes, then q, k, v, out, lse (the exponent factors
@@ -1488,8 +1638,9 @@ void ForwardKernelEmitter::emit(gpu::LaunchOp launch) {
     // Both roles need the shared memory and the indices; the rest of the
     // kernel is the consumers', with thread ids from 0.
     sharedMemory();
-    cloneIndices();
-    emitWarpRoles(base, pad, kBatch, kHead, vBatch, vHead);
+    if (!cfg.persistent)
+      cloneIndices();
+    emitWarpRoles(base, pad);
     tid = sub(launch.getThreadIds().x, idx(kWarpgroupThreads));
   }
   lane = remu(tid, kWarpSize);
@@ -1536,6 +1687,31 @@ void ForwardKernelEmitter::emit(gpu::LaunchOp launch) {
 
   if (!cfg.warpSpecialized)
     cloneIndices();
+  scf::ForOp tileLoop;
+  Value qDesc0 = qDesc;
+  if (cfg.persistent) {
+    // Q of each tile comes through its channel (the producer loads the
+    // next tile's while this one computes): this tile's buffer.
+    startTurns();
+    tileLoop = beginTileLoop();
+    cloneIndices();
+    fagpu::ChannelGetOp::create(
+        b, loc, cast<fagpu::ChannelType>(qChannel.getType()).getStageType(),
+        qChannel, tileIndex);
+    Value units = arith::IndexCastOp::create(
+        b, loc, b.getI64Type(),
+        mul(remu(tileIndex, 2), idx(cfg.qTileBytes / 16)));
+    qDesc = arith::AddIOp::create(b, loc, qDesc0, units);
+    SmallVector<Value> state(cfg.mTiles * cfg.dv / 8, frags.zeroC());
+    state.append(2 * cfg.mTiles, f32(-std::numeric_limits<double>::infinity()));
+    state.append(2 * cfg.mTiles, f32(0.0));
+    emitOverlappedLoops(state);
+    emitEpilogue(state);
+    // Every consumer's GEMMs on this Q are done (the epilogue waited).
+    fagpu::ChannelReleaseOp::create(b, loc, qChannel, tileIndex);
+    endTileLoop(tileLoop);
+    return;
+  }
 
   // Prologue: Q in one group, the first K/V block (if any) in the next.
   // Loop-invariant address parts, computed once: the copy plans and the
@@ -1611,6 +1787,14 @@ LogicalResult mlir::fa::convertTiledAttentionToGPU(
   std::array<Value, 3> grid =
       getLaunchGrid(rewriter, loc, forall, ta->blockDims);
   Value one = arith::ConstantIndexOp::create(rewriter, loc, 1);
+  if (cfg->persistent) {
+    // At most one thread block per multiprocessor, each looping over tiles.
+    Value tiles = arith::MulIOp::create(
+        rewriter, loc, arith::MulIOp::create(rewriter, loc, grid[0], grid[1]),
+        grid[2]);
+    Value sms = fagpu::HostMultiprocessorCountOp::create(rewriter, loc);
+    grid = {arith::MinUIOp::create(rewriter, loc, tiles, sms), one, one};
+  }
   Value threads =
       arith::ConstantIndexOp::create(rewriter, loc, cfg->launchThreads());
   Value smemBytes = arith::ConstantIntOp::create(
@@ -1625,29 +1809,28 @@ LogicalResult mlir::fa::convertTiledAttentionToGPU(
                           cfg->scalars.buildSoftcap(rewriter, loc), kLog2e);
   // Warp-specialized: the TMA tensor maps of K and V (one 64-column panel
   // of Bc keys per box, 128-byte swizzle), encoded by the runtime.
-  Value kMap, vMap;
+  // Persistent, Q's too (one box of block-q rows per panel).
+  Value kMap, vMap, qMap;
   if (cfg->warpSpecialized) {
     MLIRContext *ctx = rewriter.getContext();
-    auto box = MemRefType::get(
-        {1, 1, cfg->bc, TileLayout::kPanelCols}, cfg->elt, AffineMap(),
-        gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup));
-    auto descriptor = nvgpu::TensorMapDescriptorType::get(
-        ctx, box, nvgpu::TensorMapSwizzleKind::SWIZZLE_128B,
-        nvgpu::TensorMapL2PromoKind::L2PROMO_128B,
-        nvgpu::TensorMapOOBKind::OOB_ZERO,
-        nvgpu::TensorMapInterleaveKind::INTERLEAVE_NONE);
+    auto descriptor = tmaDescriptor(ctx, cfg->bc, cfg->elt);
     auto ptr = LLVM::LLVMPointerType::get(ctx);
     kMap = fagpu::HostTensorMapOp::create(rewriter, loc, ptr, ta->k.memref,
                                           TypeAttr::get(descriptor));
     vMap = fagpu::HostTensorMapOp::create(rewriter, loc, ptr, ta->v.memref,
                                           TypeAttr::get(descriptor));
+    if (cfg->persistent)
+      qMap = fagpu::HostTensorMapOp::create(
+          rewriter, loc, ptr, ta->q.memref,
+          TypeAttr::get(tmaDescriptor(ctx, cfg->br, cfg->elt)));
   }
   // As the forall's mapping says: query blocks on x (no 65535 limit), heads
-  // on y, batches on z.
+  // on y, batches on z; persistent, all tiles from x.
   auto launch = gpu::LaunchOp::create(rewriter, loc, grid[0], grid[1], grid[2],
                                       threads, one, one, smemBytes);
   rewriter.setInsertionPointToStart(&launch.getBody().front());
-  ForwardKernelEmitter emitter(rewriter, loc, *ta, *cfg, factors, kMap, vMap);
+  ForwardKernelEmitter emitter(rewriter, loc, *ta, *cfg, factors, kMap, vMap,
+                               qMap);
   emitter.emit(launch);
   assert(!emitter.failed && "matchTiledAttention checked every index");
   // (A warp-specialized kernel ends inside its consumer role.)

@@ -55,7 +55,7 @@
 // OVL:         } consumers {
 // OVL:           nvvm.barrier id = %{{.*}} number_of_threads = %c256
 // OVL:           scf.if
-// OVL:             nvvm.barrier.arrive id = %{{.*}} number_of_threads = %[[TURN:.*]]
+// OVL:             nvvm.barrier.arrive id = %{{.*}} number_of_threads = %{{.*}}
 // OVL:           scf.if
 // OVL:             fagpu.channel_get %[[KC]][%{{.*}}]
 // OVL:             nvvm.wgmma.mma_async
@@ -66,7 +66,7 @@
 // OVL:             scf.yield
 // OVL:           scf.for
 // OVL:             fagpu.channel_get %[[KC]][%[[IT:[0-9a-z_]+]]]
-// OVL:             nvvm.barrier id = %{{.*}} number_of_threads = %[[TURN]]
+// OVL:             nvvm.barrier id = %{{.*}} number_of_threads = %[[TURN:.*]]
 // OVL:             nvvm.wgmma.mma_async
 // OVL:             fagpu.channel_get %[[VC]][%[[PREV:[0-9a-z_]+]]]
 // OVL:             faptx.wgmma_mma_rs

@@ -243,6 +243,25 @@ func.func private @f() attributes {c = #c}
 
 // -----
 
-// expected-error @below {{expected 'dkv_split' or 'schedule', got 'stage'}}
+// expected-error @below {{expected 'dkv_split', 'schedule' or 'tile_scheduler', got 'stage'}}
 #c = #fa.kernel_config<"sm_90a", wgmma, block_q = 128, block_kv = 128, warps = 8, stages = 2, stage = 2>
+func.func private @f() attributes {c = #c}
+
+// -----
+
+// expected-error @below {{tile_scheduler must be grid or persistent, got 'dynamic'}}
+#c = #fa.kernel_config<"sm_90a", wgmma, block_q = 128, block_kv = 128, warps = 8, stages = 2, schedule = warp_specialized, tile_scheduler = dynamic>
+func.func private @f() attributes {c = #c}
+
+// -----
+
+// expected-error @below {{'tile_scheduler' is given twice}}
+#c = #fa.kernel_config<"sm_90a", wgmma, block_q = 128, block_kv = 128, warps = 8, stages = 2, tile_scheduler = grid, tile_scheduler = persistent>
+func.func private @f() attributes {c = #c}
+
+// -----
+
+// Only the warp-specialized kernel loops over tiles.
+// expected-error @below {{the persistent tile scheduler needs the warp_specialized schedule}}
+#c = #fa.kernel_config<"sm_90a", wgmma, block_q = 128, block_kv = 128, warps = 8, stages = 2, tile_scheduler = persistent>
 func.func private @f() attributes {c = #c}

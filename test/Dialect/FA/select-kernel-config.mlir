@@ -3,6 +3,9 @@
 // RUN: fa-opt %s --split-input-file --fa-select-kernel-config="chip=sm_90a mma=mma_sync" | FileCheck %s --check-prefix=SYNC
 // RUN: fa-opt %s --split-input-file --fa-select-kernel-config="chip=sm_90a block-q=64" | FileCheck %s --check-prefix=FIXQ
 // RUN: fa-opt %s --split-input-file --fa-select-kernel-config="chip=sm_90a schedule=cooperative" | FileCheck %s --check-prefix=COOP
+// A fixed persistent tile scheduler fails where the warp-specialized kernel
+// cannot be had (D = 96, D = 256, the backward): the other cases still print.
+// RUN: not fa-opt %s --split-input-file --fa-select-kernel-config="chip=sm_90a tile-scheduler=persistent" 2>/dev/null | FileCheck %s --check-prefix=PERSIST
 
 // The table (lib/Dialect/FA/Transforms/SelectKernelConfig.cpp): on sm_90a
 // the forward at D = 128 is warp-specialized, two consumer warpgroups of 64
@@ -13,6 +16,9 @@
 
 // SM90A-LABEL: func.func @forward_d128
 // SM90A: fa.attention {{.*}} mask<causal> {kernel_config = #fa.kernel_config<"sm_90a", wgmma, block_q = 128, block_kv = 128, warps = 8, stages = 2, schedule = warp_specialized>}
+// A persistent tile scheduler asks for the warp-specialized kernel.
+// PERSIST-LABEL: func.func @forward_d128
+// PERSIST: {kernel_config = #fa.kernel_config<"sm_90a", wgmma, block_q = 128, block_kv = 128, warps = 8, stages = 2, schedule = warp_specialized, tile_scheduler = persistent>}
 // COOP-LABEL: func.func @forward_d128
 // COOP: fa.attention {{.*}} mask<causal> {kernel_config = #fa.kernel_config<"sm_90a", wgmma, block_q = 128, block_kv = 128, warps = 8, stages = 2>}
 // SM80-LABEL: func.func @forward_d128
@@ -62,6 +68,8 @@ func.func @forward_d96(%q: tensor<?x?x?x96xbf16>, %k: tensor<?x?x?x96xbf16>, %v:
 
 // SM90A-LABEL: func.func @forward_d64
 // SM90A: {kernel_config = #fa.kernel_config<"sm_90a", wgmma, block_q = 192, block_kv = 128, warps = 12, stages = 2, schedule = warp_specialized>}
+// PERSIST-LABEL: func.func @forward_d64
+// PERSIST: {kernel_config = #fa.kernel_config<"sm_90a", wgmma, block_q = 192, block_kv = 128, warps = 12, stages = 2, schedule = warp_specialized, tile_scheduler = persistent>}
 // COOP-LABEL: func.func @forward_d64
 // COOP: {kernel_config = #fa.kernel_config<"sm_90a", wgmma, block_q = 64, block_kv = 128, warps = 4, stages = 2>}
 // SM80-LABEL: func.func @forward_d64

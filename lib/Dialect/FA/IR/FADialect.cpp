@@ -15,13 +15,31 @@ using namespace mlir::fa;
 
 #include "fa/Dialect/FA/IR/FAEnums.cpp.inc"
 
-/// The optional `, dkv_split = N` and `, schedule = S` of
-/// #fa.kernel_config, each printed only when not the default.
+/// The enum case spelled by the next keyword; `what` names the key and its
+/// cases for the error.
+template <typename Enum>
+static ParseResult parseEnumKeyword(AsmParser &parser, SMLoc loc, Enum &value,
+                                    std::optional<Enum> (*symbolize)(StringRef),
+                                    StringRef what) {
+  StringRef name;
+  if (parser.parseKeyword(&name))
+    return failure();
+  std::optional<Enum> parsed = symbolize(name);
+  if (!parsed)
+    return parser.emitError(loc, what) << ", got '" << name << "'";
+  value = *parsed;
+  return success();
+}
+
+/// The optional `, dkv_split = N`, `, schedule = S` and `, tile_scheduler =
+/// T` of #fa.kernel_config, each printed only when not the default.
 static ParseResult parseKernelConfigTail(AsmParser &parser, int64_t &dkvSplit,
-                                         KernelSchedule &schedule) {
+                                         KernelSchedule &schedule,
+                                         TileScheduler &tileScheduler) {
   dkvSplit = 1;
   schedule = KernelSchedule::Cooperative;
-  llvm::SmallSet<StringRef, 2> seen;
+  tileScheduler = TileScheduler::Grid;
+  llvm::SmallSet<StringRef, 3> seen;
   while (succeeded(parser.parseOptionalComma())) {
     StringRef key;
     SMLoc loc = parser.getCurrentLocation();
@@ -29,33 +47,36 @@ static ParseResult parseKernelConfigTail(AsmParser &parser, int64_t &dkvSplit,
       return failure();
     if (!seen.insert(key).second)
       return parser.emitError(loc, "'") << key << "' is given twice";
-    if (key == "dkv_split") {
-      if (parser.parseInteger(dkvSplit))
-        return failure();
-    } else if (key == "schedule") {
-      StringRef name;
-      if (parser.parseKeyword(&name))
-        return failure();
-      std::optional<KernelSchedule> s = symbolizeKernelSchedule(name);
-      if (!s)
-        return parser.emitError(loc, "schedule must be cooperative or "
-                                     "warp_specialized, got '")
-               << name << "'";
-      schedule = *s;
-    } else {
-      return parser.emitError(loc, "expected 'dkv_split' or 'schedule', got '")
+    ParseResult parsed = failure();
+    if (key == "dkv_split")
+      parsed = parser.parseInteger(dkvSplit);
+    else if (key == "schedule")
+      parsed =
+          parseEnumKeyword(parser, loc, schedule, symbolizeKernelSchedule,
+                           "schedule must be cooperative or warp_specialized");
+    else if (key == "tile_scheduler")
+      parsed =
+          parseEnumKeyword(parser, loc, tileScheduler, symbolizeTileScheduler,
+                           "tile_scheduler must be grid or persistent");
+    else
+      return parser.emitError(loc, "expected 'dkv_split', 'schedule' or "
+                                   "'tile_scheduler', got '")
              << key << "'";
-    }
+    if (failed(parsed))
+      return failure();
   }
   return success();
 }
 
 static void printKernelConfigTail(AsmPrinter &printer, int64_t dkvSplit,
-                                  KernelSchedule schedule) {
+                                  KernelSchedule schedule,
+                                  TileScheduler tileScheduler) {
   if (dkvSplit != 1)
     printer << ", dkv_split = " << dkvSplit;
   if (schedule != KernelSchedule::Cooperative)
     printer << ", schedule = " << stringifyKernelSchedule(schedule);
+  if (tileScheduler != TileScheduler::Grid)
+    printer << ", tile_scheduler = " << stringifyTileScheduler(tileScheduler);
 }
 
 #define GET_ATTRDEF_CLASSES

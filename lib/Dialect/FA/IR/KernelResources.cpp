@@ -87,9 +87,12 @@ KernelResources mlir::fa::kernelResources(KernelConfigAttr config,
   };
   switch (problem.kind) {
   case KernelKind::Forward: {
-    // Q | K stages | V stages (TiledAttentionToGPU.cpp).
+    // Q | K stages | V stages (TiledAttentionToGPU.cpp); persistent, two
+    // Q buffers (the producer loads the next tile's Q during this one).
     int64_t stages = config.getStages();
-    r.sharedMemory = tile(bq, d) + tile(stages * bkv, d) +
+    int64_t qBuffers =
+        config.getTileScheduler() == TileScheduler::Persistent ? 2 : 1;
+    r.sharedMemory = qBuffers * tile(bq, d) + tile(stages * bkv, d) +
                      tile(stages * bkv, dv) + (wgmma ? kWgmmaAlignment : 0);
     if (wgmma) {
       // One warpgroup row of 16 per warp: O [16, dv] and S [16, Bc].
@@ -176,11 +179,10 @@ KernelResources mlir::fa::kernelResources(KernelConfigAttr config,
 // Verification
 //===----------------------------------------------------------------------===//
 
-LogicalResult
-KernelConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError,
-                         StringRef chip, MmaKind mma, int64_t blockQ,
-                         int64_t blockKV, int64_t warps, int64_t stages,
-                         int64_t dkvSplit, KernelSchedule schedule) {
+LogicalResult KernelConfigAttr::verify(
+    function_ref<InFlightDiagnostic()> emitError, StringRef chip, MmaKind mma,
+    int64_t blockQ, int64_t blockKV, int64_t warps, int64_t stages,
+    int64_t dkvSplit, KernelSchedule schedule, TileScheduler tileScheduler) {
   const ChipInfo *info = lookupChip(chip);
   if (!info)
     return emitError() << "unknown chip '" << chip
@@ -207,6 +209,11 @@ KernelConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                             "more than "
                          << info->threadsPerBlock << " threads";
   }
+  // Only the warp-specialized kernel loops over tiles.
+  if (tileScheduler == TileScheduler::Persistent &&
+      schedule != KernelSchedule::WarpSpecialized)
+    return emitError() << "the persistent tile scheduler needs the "
+                          "warp_specialized schedule";
   return success();
 }
 

@@ -29,6 +29,7 @@ struct Tiles {
   int64_t blockQ, blockKV, warps, stages;
   int64_t dkvSplit = 1;
   KernelSchedule schedule = KernelSchedule::Cooperative;
+  TileScheduler tileScheduler = TileScheduler::Grid;
 };
 
 /// What the table is indexed by.
@@ -112,14 +113,17 @@ SmallVector<Tiles> warpSpecializedCandidates(const OpTraits &op, MmaKind mma,
   if (op.backward || mma != MmaKind::Wgmma || !chip.wgmma ||
       (req.schedule && *req.schedule != KernelSchedule::WarpSpecialized))
     return {};
-  // Chosen (not forced) where it was measured to win.
+  // Chosen (not forced) where it was measured to win. A persistent tile
+  // scheduler asks for it: only this kernel loops over tiles.
+  bool asked = req.schedule.has_value() ||
+               req.tileScheduler == TileScheduler::Persistent;
   int64_t dmax = std::max(op.d, op.dv);
-  if (!req.schedule && (op.d % 64 || op.dv % 64 || dmax > 128))
+  if (!asked && (op.d % 64 || op.dv % 64 || dmax > 128))
     return {};
   int64_t q = req.blockQ ? req.blockQ : (dmax <= 64 ? 192 : 128);
   int64_t warps = req.warps ? req.warps : q / 16;
   // One consumer warpgroup leaves nothing to overlap: only on request.
-  if (!req.schedule && warps < 8)
+  if (!asked && warps < 8)
     return {};
   return {{q, req.blockKV ? req.blockKV : 128, warps,
            req.stages ? req.stages : 2, 1, KernelSchedule::WarpSpecialized}};
@@ -129,7 +133,8 @@ SmallVector<Tiles> candidates(const OpTraits &op, MmaKind mma,
                               const ChipInfo &chip,
                               const KernelConfigRequest &req) {
   SmallVector<Tiles> ws = warpSpecializedCandidates(op, mma, chip, req);
-  if (req.schedule == KernelSchedule::WarpSpecialized)
+  if (req.schedule == KernelSchedule::WarpSpecialized ||
+      req.tileScheduler == TileScheduler::Persistent)
     return ws;
   Tiles t = tableTiles(op, mma, chip);
   SmallVector<int64_t> splits = {1};
@@ -262,7 +267,10 @@ mlir::fa::selectKernelConfig(Operation *op, const KernelConfigRequest &req) {
     for (const Tiles &t : candidates(*traits, mma, *chip, req)) {
       auto config = KernelConfigAttr::getChecked(
           [] { return InFlightDiagnostic(); }, ctx, chip->name, mma, t.blockQ,
-          t.blockKV, t.warps, t.stages, t.dkvSplit, t.schedule);
+          t.blockKV, t.warps, t.stages, t.dkvSplit, t.schedule,
+          t.schedule == KernelSchedule::WarpSpecialized
+              ? req.tileScheduler.value_or(TileScheduler::Grid)
+              : TileScheduler::Grid);
       if (!config) {
         if (first.empty())
           first = "the fixed fields are out of range";
@@ -291,7 +299,8 @@ mlir::fa::selectKernelConfig(Operation *op, const KernelConfigRequest &req) {
            << skipped << " kernel configurations work for this op, none to "
            << "take after skipping " << req.skip;
   bool fixed = req.blockQ || req.blockKV || req.warps || req.stages ||
-               req.dkvSplit || req.mma || req.schedule.has_value();
+               req.dkvSplit || req.mma || req.schedule.has_value() ||
+               req.tileScheduler.has_value();
   return op->emitError("fa-select-kernel-config: no kernel configuration "
                        "works for this op on ")
          << chip->name << (fixed ? " with the fixed fields" : "")
@@ -346,6 +355,13 @@ struct FASelectKernelConfigPass final
       getOperation()->emitError("fa-select-kernel-config: schedule must be "
                                 "auto, cooperative or warp_specialized, got '")
           << schedule << "'";
+      return signalPassFailure();
+    }
+    if (tileScheduler != "auto" &&
+        !(req.tileScheduler = symbolizeTileScheduler(tileScheduler))) {
+      getOperation()->emitError("fa-select-kernel-config: tile-scheduler "
+                                "must be auto, grid or persistent, got '")
+          << tileScheduler << "'";
       return signalPassFailure();
     }
     auto result = getOperation()->walk([&](Operation *op) {

@@ -81,6 +81,19 @@ def FA_KernelScheduleParameter : EnumParameter<FA_KernelSchedule> {
   let defaultValue = "::mlir::fa::KernelSchedule::Cooperative";
 }
 
+def FA_TileScheduler : I32EnumAttr<"TileScheduler",
+    "how a forward kernel's thread blocks are given their tiles", [
+    I32EnumAttrCase<"Grid", 0, "grid">,
+    I32EnumAttrCase<"Persistent", 1, "persistent">
+  ]> {
+  let cppNamespace = "::mlir::fa";
+  let genSpecializedAttr = 0;
+}
+
+def FA_TileSchedulerParameter : EnumParameter<FA_TileScheduler> {
+  let defaultValue = "::mlir::fa::TileScheduler::Grid";
+}
+
 def FA_KernelConfigAttr : AttrDef<FA_Dialect, "KernelConfig"> {
   let mnemonic = "kernel_config";
   let summary = "How one attention op becomes GPU kernels";
@@ -107,6 +120,12 @@ def FA_KernelConfigAttr : AttrDef<FA_Dialect, "KernelConfig"> {
       through mbarrier rings while the `warps / 4` consumer warpgroups
       compute, the softmax of one key block under the P V GEMM of the one
       before, taking turns at the tensor cores (docs/HOPPER.md).
+    - `tile_scheduler` (forward, default `grid`): `grid`, one thread block
+      per tile (query block of one head); `persistent` (warp_specialized),
+      one thread block per multiprocessor looping over the tiles, longest
+      first, so that the producer loads the next tile's keys while the
+      consumers finish the last one (the launcher supplies the
+      multiprocessor count).
 
     The op verifier checks the configuration against the op (head dims,
     element type) and the chip (shared memory, registers): a configuration
@@ -123,11 +142,12 @@ def FA_KernelConfigAttr : AttrDef<FA_Dialect, "KernelConfig"> {
                         "int64_t":$blockQ, "int64_t":$blockKV,
                         "int64_t":$warps, "int64_t":$stages,
                         DefaultValuedParameter<"int64_t", "1">:$dkvSplit,
-                        FA_KernelScheduleParameter:$schedule);
+                        FA_KernelScheduleParameter:$schedule,
+                        FA_TileSchedulerParameter:$tileScheduler);
   let assemblyFormat = [{
     `<` $chip `,` $mma `,` `block_q` `=` $blockQ `,` `block_kv` `=` $blockKV
     `,` `warps` `=` $warps `,` `stages` `=` $stages
-    ``custom<KernelConfigTail>($dkvSplit, $schedule) `>`
+    ``custom<KernelConfigTail>($dkvSplit, $schedule, $tileScheduler) `>`
   }];
   let genVerifyDecl = 1;
 }

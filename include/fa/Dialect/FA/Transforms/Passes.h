@@ -31,6 +31,8 @@ struct KernelConfigRequest {
   int64_t skip = 0;
   /// Forward: the schedule, or none to choose.
   std::optional<KernelSchedule> schedule;
+  /// Forward: the tile scheduler, or none to choose.
+  std::optional<TileScheduler> tileScheduler;
 };
 
 /// The kernel configuration fa-select-kernel-config gives `op` (an

@@ -86,7 +86,11 @@ def FASelectKernelConfig : Pass<"fa-select-kernel-config"> {
            "(fa-compile's next choice when ptxas reports register spills)">,
     Option<"schedule", "schedule", "std::string", /*default=*/"\"auto\"",
            "Forward: auto (warp_specialized for wgmma at head dims 64 and "
-           "128, else cooperative), cooperative or warp_specialized">
+           "128, else cooperative), cooperative or warp_specialized">,
+    Option<"tileScheduler", "tile-scheduler", "std::string",
+           /*default=*/"\"auto\"",
+           "Forward: auto (grid), grid or persistent (warp_specialized "
+           "only)">
   ];
 }
 

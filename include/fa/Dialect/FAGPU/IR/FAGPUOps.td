@@ -204,4 +204,23 @@ def FAGPU_HostTensorMapOp : FAGPU_Op<"host_tensor_map", [Pure]> {
   let hasVerifier = 1;
 }
 
+def FAGPU_HostMultiprocessorCountOp
+    : FAGPU_Op<"host_multiprocessor_count", [Pure]> {
+  let summary = "host side: the multiprocessor count of the launch's device";
+  let description = [{
+    The number of streaming multiprocessors of the device a launch runs on,
+    as a host index value: a persistent kernel's grid is at most this many
+    thread blocks. Like `fagpu.host_tensor_map` it is not computed by the
+    IR: the launch description names it `SMS` in the kernel manifest's grid
+    and the runtime binds it from the device of each call.
+
+    ```mlir
+    %sms = fagpu.host_multiprocessor_count
+    %grid = arith.minui %tiles, %sms : index
+    ```
+  }];
+  let results = (outs Index:$count);
+  let assemblyFormat = "attr-dict";
+}
+
 #endif // FA_DIALECT_FAGPU_IR_FAGPUOPS_TD
