@@ -63,6 +63,13 @@ def main(argv=None):
     # backward comparison); the names recorded show which one ran.
     regs = {"A": KernelRegistry([args.a], compiler=None),
             "B": KernelRegistry([args.b, args.a], compiler=None)}
+    # B falls back to A's kernels where it has none: an invalid manifest in
+    # B would silently compare A with itself.
+    for side, reg in regs.items():
+        bad = reg.invalid()
+        if bad:
+            raise SystemExit(f"{side}: invalid kernel manifests: "
+                             + "; ".join(str(x) for x in bad))
     cc = torch.cuda.get_device_capability()
     dirs = ["fwd", "bwd"] if args.direction == "both" else [args.direction]
     records = []

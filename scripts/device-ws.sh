@@ -10,6 +10,11 @@
 #   WS=<folder> EXTRA_ACCURACY="<folders>" PAIRS="a:b b:a" bash scripts/device-ws.sh
 source "$(dirname "${BASH_SOURCE[0]}")/device-env.sh"
 WS=${WS:-build/wsop}
+# An invalid manifest is skipped with a warning and the search path's other
+# kernels run instead: refuse folders the package's reader does not accept.
+for dir in $WS ${EXTRA_ACCURACY:-}; do
+  $PY test/Tools/check-manifests.py "$dir" > /dev/null || { echo "invalid manifests in $dir"; exit 1; }
+done
 for dir in $WS ${EXTRA_ACCURACY:-}; do
   FLASHMLIR_KERNEL_DIR=$PWD/$dir timeout 200 $PY -m pytest -q -x -p no:cacheprovider \
     python/tests/test_gpu_attention.py 2>&1 | tail -2
