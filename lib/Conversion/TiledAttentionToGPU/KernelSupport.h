@@ -145,6 +145,8 @@ public:
   Value remu(Value x, int64_t y) {
     return arith::RemUIOp::create(b, loc, x, idx(y));
   }
+  Value divu(Value x, Value y) { return arith::DivUIOp::create(b, loc, x, y); }
+  Value remu(Value x, Value y) { return arith::RemUIOp::create(b, loc, x, y); }
   Value slt(Value x, Value y) {
     return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, x, y);
   }

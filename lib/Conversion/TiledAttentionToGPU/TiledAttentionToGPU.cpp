@@ -489,7 +489,6 @@ getKernelConfig(TiledAttention &ta,
 // Kernel emission
 //===----------------------------------------------------------------------===//
 
-/// Reduces `vals` (at least one) with `combine` as a balanced tree.
 /// The TMA tensor map type of the warp-specialized kernel's tiles: one box
 /// [1, 1, rows, 64] per 64-column panel, 128-byte swizzle (the layout the
 /// wgmma descriptors read), zero fill past the tensor's rows.
@@ -505,6 +504,7 @@ static nvgpu::TensorMapDescriptorType tmaDescriptor(MLIRContext *ctx,
       nvgpu::TensorMapInterleaveKind::INTERLEAVE_NONE);
 }
 
+/// Reduces `vals` (at least one) with `combine` as a balanced tree.
 static Value treeReduce(SmallVector<Value> vals,
                         function_ref<Value(Value, Value)> combine) {
   while (vals.size() > 1) {
@@ -617,6 +617,22 @@ private:
   /// and P V of the one before, an epilogue adds the last P V.
   void emitOverlappedLoops(SmallVector<Value> &state);
   void emitEpilogue(ValueRange state);
+  /// The online-softmax state before the first key block: acc = 0,
+  /// max = -inf, sum = 0.
+  SmallVector<Value> initialState() {
+    SmallVector<Value> state(cfg.mTiles * cfg.dv / 8, frags.zeroC());
+    state.append(2 * cfg.mTiles, f32(-std::numeric_limits<double>::infinity()));
+    state.append(2 * cfg.mTiles, f32(0.0));
+    return state;
+  }
+  /// The wgmma descriptor `desc` of a stage-major ring's buffer 0 moved to
+  /// item `item`'s buffer (stage item % stages, `stageBytes` apart).
+  Value stageDescriptor(Value desc, int64_t stageBytes, int64_t stages,
+                        Value item) {
+    Value units = arith::IndexCastOp::create(
+        b, loc, b.getI64Type(), mul(remu(item, stages), idx(stageBytes / 16)));
+    return arith::AddIOp::create(b, loc, desc, units);
+  }
 
   TiledAttention &ta;
   const KernelConfig &cfg;
@@ -676,8 +692,8 @@ private:
   Value tileBlocks() {
     return arith::CeilDivUIOp::create(b, loc, sub(hi, lo), idx(cfg.bc));
   }
-  /// Ping-pong's first turn is given once per thread block.
-  bool turnsStarted = false;
+  /// Ping-pong's first turn (once per thread block: before the tile loop
+  /// when persistent, else by the key loops).
   void startTurns();
   /// The consumers' barrier (bar.sync 1, threads()): the producer warpgroup
   /// does not take part.
@@ -1134,13 +1150,8 @@ void ForwardKernelEmitter::emitKeyLoop(KeyLoop kl, SmallVector<Value> &state) {
     // Item i = the block's position in [lo, hi), across loops, in buffer
     // i % stages of the stage-major K and V rings.
     item = add(itemBase, divu(sub(kStart, lo), cfg.bc));
-    Value stage = remu(item, cfg.stages);
-    auto units = [&](int64_t bytes) {
-      return arith::IndexCastOp::create(b, loc, b.getI64Type(),
-                                        mul(stage, idx(bytes / 16)));
-    };
-    kDescBlock = arith::AddIOp::create(b, loc, kDesc, units(kTile.bytes(2)));
-    vDescBlock = arith::AddIOp::create(b, loc, vDesc, units(vTile.bytes(2)));
+    kDescBlock = stageDescriptor(kDesc, kTile.bytes(2), cfg.stages, item);
+    vDescBlock = stageDescriptor(vDesc, vTile.bytes(2), cfg.stages, item);
     SmallVector<Value> newState(loop.getRegionIterArgs());
     newState = emitStep(kl.step, kStart, 0, cfg.bc, newState);
     scf::YieldOp::create(b, loc, newState);
@@ -1198,12 +1209,8 @@ void ForwardKernelEmitter::emitOverlappedLoops(SmallVector<Value> &state) {
   const int64_t nd = cfg.dv / 8, keys = cfg.bc;
   Type kStageType = cast<fagpu::ChannelType>(kChannel.getType()).getStageType();
   Type vStageType = cast<fagpu::ChannelType>(vChannel.getType()).getStageType();
-  // The descriptor of item `it`'s buffer in a stage-major ring.
   auto stageDesc = [&](Value desc, const SmemTile &tile, Value it) {
-    Value units = arith::IndexCastOp::create(
-        b, loc, b.getI64Type(),
-        mul(remu(it, cfg.stages), idx(tile.bytes(2) / 16)));
-    return arith::AddIOp::create(b, loc, desc, units).getResult();
+    return stageDescriptor(desc, tile.bytes(2), cfg.stages, it);
   };
 
   // Ping-pong: warpgroup w issues its GEMMs after bar.sync on barrier
@@ -1213,7 +1220,8 @@ void ForwardKernelEmitter::emitOverlappedLoops(SmallVector<Value> &state) {
   Value wgIdx = divu(tid, kWarpgroupThreads);
   auto turnBarrier = [&](Value w) { return toI32(add(w, idx(kTurnBarrier))); };
   Value turnThreads = i32(2 * kWarpgroupThreads);
-  startTurns();
+  if (!cfg.persistent)
+    startTurns();
   Value nextWg = remu(add(wgIdx, idx(1)), consumers);
 
   // Prologue: block lo. A masked step's mask is exact for any block, so the
@@ -1401,9 +1409,8 @@ void ForwardKernelEmitter::consumerBarrier() {
 constexpr int64_t kMinProducerRegs = 24;
 
 void ForwardKernelEmitter::startTurns() {
-  if (!cfg.pingPong || turnsStarted)
+  if (!cfg.pingPong)
     return;
-  turnsStarted = true;
   Value wgIdx = divu(tid, kWarpgroupThreads);
   auto first = scf::IfOp::create(
       b, loc,
@@ -1444,19 +1451,13 @@ scf::ForOp ForwardKernelEmitter::beginTileLoop() {
   b.setInsertionPointToStart(tileIf.elseBlock());
   scf::YieldOp::create(b, loc, carried);
   b.setInsertionPointToStart(tileIf.thenBlock());
-  auto rem = [&](Value x, Value y) {
-    return arith::RemUIOp::create(b, loc, x, y).getResult();
-  };
-  auto quo = [&](Value x, Value y) {
-    return arith::DivUIOp::create(b, loc, x, y).getResult();
-  };
   // Query blocks fastest (the blocks of a round share their heads' K and V
   // in L2), the last first (the longest with a causal mask).
   Value coord[3];
-  coord[0] = sub(sub(extent[0], idx(1)), rem(t, extent[0]));
-  Value rest = quo(t, extent[0]);
-  coord[1] = rem(rest, extent[1]);
-  coord[2] = quo(rest, extent[1]);
+  coord[0] = sub(sub(extent[0], idx(1)), remu(t, extent[0]));
+  Value rest = divu(t, extent[0]);
+  coord[1] = remu(rest, extent[1]);
+  coord[2] = divu(rest, extent[1]);
   for (auto [iv, dim] :
        llvm::zip_equal(ta.forall.getInductionVars(), ta.blockDims))
     mapping.map(iv, coord[static_cast<unsigned>(dim)]);
@@ -1551,7 +1552,7 @@ void ForwardKernelEmitter::emitWarpRoles(Value base, Value pad) {
     b.setInsertionPointToStart(loop.getBody());
     Value i = loop.getInductionVar();
     Value kStart = add(lo, mul(i, idx(cfg.bc)));
-    Value it = cfg.persistent ? add(itemBase, i) : i;
+    Value it = add(itemBase, i);
     fagpu::ChannelPutTmaOp::create(b, loc, kChannel, it, kMap,
                                    ValueRange{idx(0), kStart, kHead, kBatch});
     fagpu::ChannelPutTmaOp::create(b, loc, vChannel, it, vMap,
@@ -1698,13 +1699,8 @@ void ForwardKernelEmitter::emit(gpu::LaunchOp launch) {
     fagpu::ChannelGetOp::create(
         b, loc, cast<fagpu::ChannelType>(qChannel.getType()).getStageType(),
         qChannel, tileIndex);
-    Value units = arith::IndexCastOp::create(
-        b, loc, b.getI64Type(),
-        mul(remu(tileIndex, 2), idx(cfg.qTileBytes / 16)));
-    qDesc = arith::AddIOp::create(b, loc, qDesc0, units);
-    SmallVector<Value> state(cfg.mTiles * cfg.dv / 8, frags.zeroC());
-    state.append(2 * cfg.mTiles, f32(-std::numeric_limits<double>::infinity()));
-    state.append(2 * cfg.mTiles, f32(0.0));
+    qDesc = stageDescriptor(qDesc0, cfg.qTileBytes, 2, tileIndex);
+    SmallVector<Value> state = initialState();
     emitOverlappedLoops(state);
     emitEpilogue(state);
     // Every consumer's GEMMs on this Q are done (the epilogue waited).
@@ -1753,10 +1749,7 @@ void ForwardKernelEmitter::emit(gpu::LaunchOp launch) {
         qFrags.push_back(loadQ(mt, ks));
   }
 
-  // State: acc = 0, max = -inf, sum = 0.
-  SmallVector<Value> state(cfg.mTiles * cfg.dv / 8, frags.zeroC());
-  state.append(2 * cfg.mTiles, f32(-std::numeric_limits<double>::infinity()));
-  state.append(2 * cfg.mTiles, f32(0.0));
+  SmallVector<Value> state = initialState();
   if (cfg.overlap) {
     emitOverlappedLoops(state);
   } else {

@@ -21,8 +21,9 @@
 // CHECK:         %[[VC:.*]] = fagpu.channel_create
 // CHECK:         fagpu.warp_specialize consumer_warpgroups 1 registers(24, 240) producer {
 // CHECK:           scf.for %[[I:.*]] =
-// CHECK:             fagpu.channel_put_tma %[[KC]][%[[I]]], %[[KM]]
-// CHECK:             fagpu.channel_put_tma %[[VC]][%[[I]]], %[[VM]]
+// CHECK:             %[[IT:.*]] = arith.addi %{{.*}}, %[[I]] : index
+// CHECK:             fagpu.channel_put_tma %[[KC]][%[[IT]]], %[[KM]]
+// CHECK:             fagpu.channel_put_tma %[[VC]][%[[IT]]], %[[VM]]
 // CHECK:         } consumers {
 // CHECK:           nvgpu.device_async_copy
 // CHECK:           nvvm.fence.proxy

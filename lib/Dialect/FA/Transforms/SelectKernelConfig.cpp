@@ -29,7 +29,6 @@ struct Tiles {
   int64_t blockQ, blockKV, warps, stages;
   int64_t dkvSplit = 1;
   KernelSchedule schedule = KernelSchedule::Cooperative;
-  TileScheduler tileScheduler = TileScheduler::Grid;
 };
 
 /// What the table is indexed by.
