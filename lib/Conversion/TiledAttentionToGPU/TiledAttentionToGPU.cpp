@@ -69,8 +69,12 @@ namespace {
 
 using fagpu::kWarpgroupThreads;
 /// The named barriers of the consumers: 1 for all of them (0 is the
-/// block's), kTurnBarrier + w for consumer warpgroup w's turn (ping-pong).
+/// block's), kTurnBarrier + w for consumer warpgroup w's turn (ping-pong),
+/// kStoreBarrier + w for warpgroup w's O staging (TMA-store epilogue).
 constexpr int64_t kTurnBarrier = 2;
+constexpr int64_t kStoreBarrier = 8;
+/// Query rows of one consumer warpgroup (wgmma's M).
+constexpr int64_t kWarpgroupRows = 64;
 
 //===----------------------------------------------------------------------===//
 // Matching the tiled IR
@@ -340,8 +344,9 @@ struct KernelConfig {
   /// Warp-specialized: one thread block per multiprocessor, looping over
   /// the tiles (tile_scheduler = persistent).
   bool persistent = false;
-  /// The Q region (persistent: two buffers of qTileBytes), K and V stages.
-  int64_t qBytes, kBytes, vBytes, qTileBytes;
+  /// The Q region (persistent: two buffers of qTileBytes), K and V stages,
+  /// and (persistent) O's staging tile for the TMA store after them.
+  int64_t qBytes, kBytes, vBytes, qTileBytes, oBytes = 0;
 
   /// The threads that compute (the consumers when warp-specialized).
   int64_t threads() const { return warps * kWarpSize; }
@@ -351,7 +356,9 @@ struct KernelConfig {
   /// wgmma tiles must start at 1024-byte boundaries (the swizzle pattern is
   /// taken from address bits 7-9): room to align the dynamic base.
   int64_t alignSlack() const { return wgmma ? kWgmmaAlignment : 0; }
-  int64_t smemBytes() const { return qBytes + kBytes + vBytes + alignSlack(); }
+  int64_t smemBytes() const {
+    return qBytes + kBytes + vBytes + oBytes + alignSlack();
+  }
 };
 
 FailureOr<KernelConfig>
@@ -463,6 +470,8 @@ getKernelConfig(TiledAttention &ta,
   };
   cfg.qTileBytes = tileBytes(cfg.br, cfg.d);
   cfg.qBytes = (cfg.persistent ? 2 : 1) * cfg.qTileBytes;
+  if (cfg.persistent)
+    cfg.oBytes = tileBytes(cfg.br, cfg.dv);
   cfg.kBytes = tileBytes(cfg.stages * cfg.bc, cfg.d);
   cfg.vBytes = tileBytes(cfg.stages * cfg.bc, cfg.dv);
   if (config) {
@@ -524,10 +533,10 @@ public:
   ForwardKernelEmitter(OpBuilder &b, Location loc, TiledAttention &ta,
                        const KernelConfig &cfg, ScoreFactors factors,
                        Value kMapHost = {}, Value vMapHost = {},
-                       Value qMapHost = {})
+                       Value qMapHost = {}, Value oMapHost = {})
       : NestCloner(b, loc), ta(ta), cfg(cfg), frags(b, loc, cfg.elt),
         wg(b, loc, cfg.elt), factors(factors), kMapHost(kMapHost),
-        vMapHost(vMapHost), qMapHost(qMapHost) {}
+        vMapHost(vMapHost), qMapHost(qMapHost), oMapHost(oMapHost) {}
 
   void emit(gpu::LaunchOp launch);
 
@@ -668,6 +677,19 @@ private:
   // Persistent: Q comes through a two-stage channel too, one item per tile
   // (tileIndex: the block's tiles so far).
   Value qMapHost, qChannel, tileIndex;
+  // Persistent: O goes out through shared memory and a TMA store (boxes of
+  // one warpgroup's 64 rows per 64-column panel).
+  Value oMapHost, oMap, oStage, smemBase, smemPad;
+  /// Writes this thread's rows of O into the staging tile and has one
+  /// thread per warpgroup store them; the stores of the last tile must have
+  /// read the tile first.
+  void emitTmaStore(ArrayRef<Value> outFrags, int64_t mt, Value ob, Value oh,
+                    Value oq);
+  /// The warpgroup's first thread (the one that issues its TMA stores).
+  Value isWarpgroupLeader() {
+    return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
+                                 remu(tid, kWarpgroupThreads), idx(0));
+  }
   /// The channel item of the tile's first key block: the blocks of the
   /// thread block's earlier tiles (persistent), else 0.
   Value itemBase;
@@ -1379,6 +1401,21 @@ void ForwardKernelEmitter::emitEpilogue(ValueRange state) {
     for (int64_t dn = 0; dn < nd; ++dn)
       outFrags.push_back(
           frags.scaleRows(state[mt * nd + dn], invs[0], invs[1]));
+    if (cfg.persistent) {
+      emitTmaStore(outFrags, mt, ob, oh, oq);
+      for (int64_t h = 0; h < 2; ++h) {
+        Value r = add(add(warpRow, g), idx(16 * mt + 8 * h));
+        auto lseIf = scf::IfOp::create(
+            b, loc,
+            arith::AndIOp::create(b, loc, slt(r, rows), isLeader).getResult(),
+            false);
+        OpBuilder::InsertionGuard guard(b);
+        b.setInsertionPointToStart(lseIf.thenBlock());
+        memref::StoreOp::create(b, loc, lses[h], ta.lse,
+                                ValueRange{lb, lh, add(lq, r)});
+      }
+      continue;
+    }
     for (int64_t h = 0; h < 2; ++h) {
       Value r = add(add(warpRow, g), idx(16 * mt + 8 * h));
       auto ifOp = scf::IfOp::create(b, loc, slt(r, rows), false);
@@ -1395,6 +1432,65 @@ void ForwardKernelEmitter::emitEpilogue(ValueRange state) {
                               ValueRange{lb, lh, add(lq, r)});
     }
   }
+}
+
+void ForwardKernelEmitter::emitTmaStore(ArrayRef<Value> outFrags, int64_t mt,
+                                        Value ob, Value oh, Value oq) {
+  const int64_t panels = cfg.dv / TileLayout::kPanelCols;
+  Value wgIdx = divu(tid, kWarpgroupThreads);
+  auto storeBarrier = [&] {
+    NVVM::BarrierOp::create(
+        b, loc, TypeRange{}, toI32(add(wgIdx, idx(kStoreBarrier))),
+        i32(kWarpgroupThreads), NVVM::BarrierReductionAttr(), Value());
+  };
+  // The last tile's stores have read the staging rows of this warpgroup.
+  {
+    auto ifOp = scf::IfOp::create(b, loc, isWarpgroupLeader(), false);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(ifOp.thenBlock());
+    NVVM::CpAsyncBulkWaitGroupOp::create(b, loc, b.getI32IntegerAttr(0),
+                                         b.getUnitAttr());
+  }
+  storeBarrier();
+  // Rows warpRow + g (+ 8) of panel dn / 8, chunk dn % 8 swizzled with the
+  // row (128-byte swizzle: chunk ^ row % 8, and row % 8 = g).
+  for (int64_t h = 0; h < 2; ++h) {
+    Value r = add(add(warpRow, g), idx(16 * mt + 8 * h));
+    Value rowBase = add(mul(r, idx(TileLayout::kPanelCols)), mul(tig, idx(2)));
+    for (int64_t dn = 0; dn < cfg.dv / 8; ++dn) {
+      Value chunk = arith::XOrIOp::create(b, loc, idx(dn % 8), g);
+      Value at = add(add(rowBase, mul(chunk, idx(8))),
+                     idx((dn / 8) * cfg.br * TileLayout::kPanelCols));
+      vector::StoreOp::create(b, loc, frags.truncRow(outFrags[dn], h), oStage,
+                              ValueRange{at});
+    }
+  }
+  // Visible to the TMA unit (async proxy), then stored by one thread.
+  wg.fenceSharedForAsync();
+  storeBarrier();
+  auto ifOp = scf::IfOp::create(b, loc, isWarpgroupLeader(), false);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(ifOp.thenBlock());
+  auto smemSpace =
+      gpu::AddressSpaceAttr::get(b.getContext(), gpu::AddressSpace::Workgroup);
+  auto boxType = MemRefType::get({1, 1, kWarpgroupRows, TileLayout::kPanelCols},
+                                 cfg.elt, AffineMap(), smemSpace);
+  Value row0 = mul(wgIdx, idx(kWarpgroupRows));
+  for (int64_t p = 0; p < panels; ++p) {
+    // Bytes from the dynamic base: the staging tile, panel p, the
+    // warpgroup's rows.
+    Value offset =
+        add(smemPad, add(idx(cfg.qBytes + cfg.kBytes + cfg.vBytes +
+                             p * cfg.br * TileLayout::kPanelCols * 2),
+                         mul(row0, idx(TileLayout::kPanelCols * 2))));
+    Value box =
+        memref::ViewOp::create(b, loc, boxType, smemBase, offset, ValueRange{});
+    nvgpu::TmaAsyncStoreOp::create(
+        b, loc, box, oMap,
+        ValueRange{idx(p * TileLayout::kPanelCols), add(oq, row0), oh, ob},
+        Value());
+  }
+  NVVM::CpAsyncBulkCommitGroupOp::create(b, loc);
 }
 
 void ForwardKernelEmitter::consumerBarrier() {
@@ -1588,6 +1684,9 @@ void ForwardKernelEmitter::emit(gpu::LaunchOp launch) {
   // (the manifest's rule): keep V a parameter.
   if (cfg.warpSpecialized)
     memref::DimOp::create(b, loc, ta.v.memref, 2);
+  // Persistent, likewise out (its TMA store's tensor map).
+  if (cfg.persistent)
+    memref::DimOp::create(b, loc, ta.out, 2);
 
   // Shared memory: Q | K buffers | V buffers.
   auto smemSpace =
@@ -1691,6 +1790,17 @@ void ForwardKernelEmitter::emit(gpu::LaunchOp launch) {
   scf::ForOp tileLoop;
   Value qDesc0 = qDesc;
   if (cfg.persistent) {
+    // O's staging tile after the K/V rings; its tensor map.
+    smemBase = base;
+    smemPad = pad;
+    oStage = memref::ViewOp::create(
+        b, loc,
+        MemRefType::get({cfg.br * cfg.dv}, cfg.elt, AffineMap(), smemSpace),
+        base, add(pad, idx(cfg.qBytes + cfg.kBytes + cfg.vBytes)),
+        ValueRange{});
+    oMap = faptx::TensorMapParamOp::create(
+        b, loc, tmaDescriptor(b.getContext(), kWarpgroupRows, cfg.elt),
+        oMapHost);
     // Q of each tile comes through its channel (the producer loads the
     // next tile's while this one computes): this tile's buffer.
     startTurns();
@@ -1706,6 +1816,12 @@ void ForwardKernelEmitter::emit(gpu::LaunchOp launch) {
     // Every consumer's GEMMs on this Q are done (the epilogue waited).
     fagpu::ChannelReleaseOp::create(b, loc, qChannel, tileIndex);
     endTileLoop(tileLoop);
+    // The block's shared memory outlives its last stores' reads.
+    auto last = scf::IfOp::create(b, loc, isWarpgroupLeader(), false);
+    b.setInsertionPointToStart(last.thenBlock());
+    NVVM::CpAsyncBulkWaitGroupOp::create(b, loc, b.getI32IntegerAttr(0),
+                                         b.getUnitAttr());
+    b.setInsertionPointAfter(last);
     return;
   }
 
@@ -1803,7 +1919,7 @@ LogicalResult mlir::fa::convertTiledAttentionToGPU(
   // Warp-specialized: the TMA tensor maps of K and V (one 64-column panel
   // of Bc keys per box, 128-byte swizzle), encoded by the runtime.
   // Persistent, Q's too (one box of block-q rows per panel).
-  Value kMap, vMap, qMap;
+  Value kMap, vMap, qMap, oMap;
   if (cfg->warpSpecialized) {
     MLIRContext *ctx = rewriter.getContext();
     auto descriptor = tmaDescriptor(ctx, cfg->bc, cfg->elt);
@@ -1812,10 +1928,14 @@ LogicalResult mlir::fa::convertTiledAttentionToGPU(
                                           TypeAttr::get(descriptor));
     vMap = fagpu::HostTensorMapOp::create(rewriter, loc, ptr, ta->v.memref,
                                           TypeAttr::get(descriptor));
-    if (cfg->persistent)
+    if (cfg->persistent) {
       qMap = fagpu::HostTensorMapOp::create(
           rewriter, loc, ptr, ta->q.memref,
           TypeAttr::get(tmaDescriptor(ctx, cfg->br, cfg->elt)));
+      oMap = fagpu::HostTensorMapOp::create(
+          rewriter, loc, ptr, ta->out,
+          TypeAttr::get(tmaDescriptor(ctx, kWarpgroupRows, cfg->elt)));
+    }
   }
   // As the forall's mapping says: query blocks on x (no 65535 limit), heads
   // on y, batches on z; persistent, all tiles from x.
@@ -1823,7 +1943,7 @@ LogicalResult mlir::fa::convertTiledAttentionToGPU(
                                       threads, one, one, smemBytes);
   rewriter.setInsertionPointToStart(&launch.getBody().front());
   ForwardKernelEmitter emitter(rewriter, loc, *ta, *cfg, factors, kMap, vMap,
-                               qMap);
+                               qMap, oMap);
   emitter.emit(launch);
   assert(!emitter.failed && "matchTiledAttention checked every index");
   // (A warp-specialized kernel ends inside its consumer role.)

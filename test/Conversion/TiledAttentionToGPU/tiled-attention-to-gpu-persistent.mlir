@@ -15,6 +15,11 @@
 // consumers release Q after their epilogue. The producer gets 40 registers
 // (the consumers 232 of the 504 per warpgroup a 384-thread block is
 // launched with). The first ping-pong turn is given once, before the loop.
+// O leaves through a staging tile after the K/V rings and one TMA store
+// per warpgroup and 64-column panel (boxes of 64 rows): each warpgroup
+// waits for its last store to have read the tile, writes its rows
+// (128-byte swizzle), fences them for the async proxy, and its first thread
+// stores and commits; the block waits for its last stores before it exits.
 
 !m = memref<?x?x?x64xbf16, strided<[?, ?, ?, 1], offset: ?>>
 !l = memref<?x?x?xf32, strided<[?, ?, ?], offset: ?>>
@@ -27,6 +32,7 @@
 // CHECK:       fagpu.host_tensor_map %arg1
 // CHECK:       fagpu.host_tensor_map %arg2
 // CHECK:       fagpu.host_tensor_map %arg0 as !nvgpu.tensormap.descriptor<tensor = memref<1x1x128x64xbf16
+// CHECK:       fagpu.host_tensor_map %arg3 as !nvgpu.tensormap.descriptor<tensor = memref<1x1x64x64xbf16
 // CHECK:       gpu.launch blocks(%[[BX:.*]], %{{.*}}, %{{.*}}) in (%[[GX:.*]] = %[[GRID]], %{{.*}} = %c1{{.*}}, %{{.*}} = %c1{{.*}}) threads({{.*}}) in (%{{.*}} = %c384
 // CHECK:         fagpu.channel_create
 // CHECK:         fagpu.channel_create
@@ -52,8 +58,15 @@
 // CHECK:               fagpu.channel_get %[[QC]][%[[TILE]]]
 // CHECK:               scf.if
 // CHECK:                 fagpu.channel_get %{{.*}}[%[[BASE]]]
-// CHECK:               vector.store
+// CHECK:               nvvm.cp.async.bulk.wait_group 0 {read}
+// CHECK:               nvvm.barrier id
+// CHECK:               vector.store %{{.*}} : memref<8192xbf16, #gpu.address_space<workgroup>>, vector<2xbf16>
+// CHECK:               nvvm.fence.proxy
+// CHECK:               nvvm.barrier id
+// CHECK:               nvgpu.tma.async.store
+// CHECK:               nvvm.cp.async.bulk.commit.group
 // CHECK:               fagpu.channel_release %[[QC]][%[[TILE]]]
+// CHECK:           nvvm.cp.async.bulk.wait_group 0 {read}
 func.func @causal_persistent(%q: !m, %k: !m, %v: !m, %o: !m, %lse: !l) {
   %qt = bufferization.to_tensor %q restrict : !m to !t
   %kt = bufferization.to_tensor %k restrict : !m to !t

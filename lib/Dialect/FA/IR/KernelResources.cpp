@@ -92,8 +92,10 @@ KernelResources mlir::fa::kernelResources(KernelConfigAttr config,
     int64_t stages = config.getStages();
     int64_t qBuffers =
         config.getTileScheduler() == TileScheduler::Persistent ? 2 : 1;
+    // Persistent, O is staged for a TMA store after the K/V rings.
     r.sharedMemory = qBuffers * tile(bq, d) + tile(stages * bkv, d) +
-                     tile(stages * bkv, dv) + (wgmma ? kWgmmaAlignment : 0);
+                     tile(stages * bkv, dv) + (wgmma ? kWgmmaAlignment : 0) +
+                     (qBuffers == 2 ? tile(bq, dv) : 0);
     if (wgmma) {
       // One warpgroup row of 16 per warp: O [16, dv] and S [16, Bc].
       r.accumulatorRegisters = dv / 2 + bkv / 2;
