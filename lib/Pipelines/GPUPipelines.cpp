@@ -114,12 +114,19 @@ void mlir::fa::buildGPUForwardPipeline(
   // conversion needs come from the kernel configuration.
   pm.addPass(createFATileAttention());
   pm.addPass(createFASpecializeMasks());
+  if (options.kvSplits != 0) {
+    FASplitKVOptions split;
+    split.splits = std::max<int64_t>(options.kvSplits, 0);
+    pm.addPass(createFASplitKV(split));
+  }
   pm.addPass(createFAUseExp2());
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
 
   FAConvertTiledAttentionToGPUOptions convert;
   pm.addPass(createFAConvertTiledAttentionToGPU(convert));
+  // fa-split-kv's merges, over the workspace the conversion allocated.
+  pm.addPass(createFAConvertAttentionMergeToGPU());
   addKernelToBinaryPasses(pm, options.chip, ptxFeatures(options),
                           options.toolkit, options.format,
                           options.shortSharedPointers);

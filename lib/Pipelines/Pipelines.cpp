@@ -66,6 +66,11 @@ void mlir::fa::buildTiledAttentionPipeline(
   pm.addPass(createFATileAttentionBackward(
       FATileAttentionBackwardOptions{options.blockQ, options.blockKV}));
   pm.addPass(createFASpecializeMasks());
+  if (options.kvSplits > 0) {
+    FASplitKVOptions split;
+    split.splits = options.kvSplits;
+    pm.addPass(createFASplitKV(split));
+  }
   pm.addPass(createFAUseExp2());
   pm.addPass(createFADecomposeOnlineAttention());
   pm.addPass(createFADecomposeAttentionBackwardStep());

@@ -35,7 +35,7 @@ def cmd_list(args) -> int:
     specs = reg.specs()
     print(f"{len(specs)} kernel(s):")
     for s in specs:
-        if not s.is_backward:
+        if not s.is_multi_launch:
             print(f"  {s.describe():<70} threads={s.threads} smem={s.dynamic_shared_memory} "
                   f"grid={[g.text for g in s.grid]}")
             continue
@@ -54,7 +54,7 @@ def cmd_list(args) -> int:
             try:
                 with open(s.ptx_path, encoding="utf-8", errors="replace") as f:
                     info = _manifest.check_against_ptx(s, f.read())
-                what = f", {len(s.kernels)} entries" if s.is_backward else ""
+                what = f", {len(s.kernels)} entries" if s.is_multi_launch else ""
                 print(f"  ok   {s.name} (PTX {info.version}, {info.target}{what})")
             except _manifest.ManifestError as exc:
                 print(f"  FAIL {exc}")

@@ -59,8 +59,8 @@ def prepare(spec: M.KernelSpec, kernels: Sequence[Any], tensors: Mapping[str, An
     tensors: the op's tensors by name, as [B, H, N, D] views.
     scalars: values the manifest's scalar parameters may name.
     Returns the workspace buffers by name and the prepared launches."""
-    if not spec.is_backward:
-        raise LaunchError(f"{spec.name} is a {spec.kind} manifest, not a backward")
+    if not spec.is_multi_launch:
+        raise LaunchError(f"{spec.name} is a single-launch {spec.kind} manifest")
     if len(kernels) != len(spec.kernels) or any(
             k.spec.entry != e.entry for k, e in zip(kernels, spec.kernels)):
         raise LaunchError(f"{spec.name}: the loaded kernels "

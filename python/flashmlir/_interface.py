@@ -372,12 +372,92 @@ def _dout_key(dout, out, lse, deterministic):
             out.stride(), lse.stride())
 
 
+# Split-KV (decoding): the query rows of one block of the split kernel; a
+# call is a decode when its rows (a GQA group of one query, or Nq) fit one
+# block and its query blocks do not fill the device on their own.
+_SPLIT_ROWS = 64
+SPLIT_KV_ENV = "FLASHMLIR_SPLIT_KV"   # "0": never use the split-KV kernels
+
+
+def _group_view(t: torch.Tensor, hkv: int) -> Optional[torch.Tensor]:
+    """[B, Hq, Nq, ...] as [B, Hkv, G * Nq, ...] (the query heads of one
+    key/value head become the rows of one query block), or None when the
+    strides allow no such view."""
+    b, hq, nq = t.shape[:3]
+    try:
+        return t.view(b, hkv, (hq // hkv) * nq, *t.shape[3:])
+    except RuntimeError:   # heads and rows not one stride apart
+        return None
+
+
+class _SplitForward:
+    """The split-KV kernels of a decode call: their PlanSequence and the
+    workspace (the partials) carved out of one byte buffer per call."""
+
+    __slots__ = ("seq", "ws_bytes", "spec")
+
+    @staticmethod
+    def make(q, k, v, out, lse, c: _Call, ordinal: int) -> Optional["_SplitForward"]:
+        if os.environ.get(SPLIT_KV_ENV, "1") == "0":
+            return None
+        d, (left, right) = c.dims, c.opts.mask
+        info = _cuda.device_info(ordinal)
+        sms = _launch.multiprocessors(info.sm_count)
+        # GQA packing: the group's heads share the key/value tiles, as rows
+        # of one query block, when no mask tells the rows apart (one query
+        # sees every key when causal: the mask is bottom-right aligned).
+        G = d.Hq // d.Hkv
+        packed = (d.Hq > d.Hkv and G * d.Nq <= _SPLIT_ROWS and left == -1
+                  and (right == -1 or (right == 0 and d.Nq == 1)))
+        L = c.layout
+        tensors = {"q": _bhsd(q, L), "k": _bhsd(k, L), "v": _bhsd(v, L), "out": _bhsd(out, L),
+                   "lse": lse}
+        if packed:
+            views = {n: _group_view(tensors[n], d.Hkv) for n in ("q", "out", "lse")}
+            packed = all(t is not None for t in views.values())
+        heads, rows = (d.Hkv, G * d.Nq) if packed else (d.Hq, d.Nq)
+        if rows > _SPLIT_ROWS or d.B * heads >= sms:
+            return None
+        mask = (-1, -1) if packed else c.opts.mask
+        request = _kernels.KernelRequest("forward", _DTYPES[c.dtype], d.D, d.Dv, mask,
+                                         c.opts.softcap, c.opts.scale, split_kv=True)
+        # Shipped or built kernels only: a decode step never waits for a
+        # compile (without one, the plain kernel serves the call).
+        found = _kernels.default_registry().candidates(request, info.cc)
+        if not found:
+            return None
+        spec = found[0]
+        env = {**d.env(), "SMS": sms}
+        if packed:
+            env.update(Hq=d.Hkv, Nq=rows, G=1)
+            tensors.update(views)
+        self = _SplitForward()
+        self.spec = spec
+        kernels = _kernels.load_kernels(spec, ordinal)
+        shapes = _bwd.workspace_shapes(spec, env)
+        workspace = tuple((name, shape, _TORCH_DTYPES[dtype]) for name, shape, dtype in shapes)
+        offsets, self.ws_bytes = _workspace_layout(workspace)
+        buf = torch.empty(self.ws_bytes, dtype=torch.uint8, device=c.device)
+        views = dict(zip((w[0] for w in workspace), _workspace_views(buf, workspace, offsets)))
+        _, preps = _bwd.prepare(spec, kernels, tensors, env, lambda n, s, t: views[n],
+                                c.scalars())
+        names = _FORWARD_TENSORS + (_WORKSPACE,)
+        binds = {w[0]: (_WORKSPACE, off) for w, off in zip(workspace, offsets)}
+        self.seq = _plan.PlanSequence([_plan.LaunchPlan(p, names, binds) for p in preps])
+        return self
+
+    def run(self, q, k, v, out, lse, stream: int) -> None:
+        ws = q.new_empty(self.ws_bytes, dtype=torch.uint8)
+        self.seq.launch((q, k, v, out, lse, ws), stream)
+
+
 class _ForwardPlan:
     """A validated forward call: the output shapes and, unless the problem is
-    empty, the kernel's LaunchPlan; plus the backward plans made from it."""
+    empty, the kernel's LaunchPlan (or, decoding, the split-KV kernels');
+    plus the backward plans made from it."""
 
-    __slots__ = ("call", "mode", "launch", "out_shape", "lse_shape", "dtype", "device",
-                 "ordinal", "bwd", "out_like", "__weakref__")
+    __slots__ = ("call", "mode", "launch", "split", "out_shape", "lse_shape", "dtype",
+                 "device", "ordinal", "bwd", "out_like", "__weakref__")
 
     def __init__(self, q, k, v, c: _Call, out=None, lse=None):
         self.call = c
@@ -388,7 +468,7 @@ class _ForwardPlan:
         d = c.dims
         self.lse_shape = (d.B, d.Hq, d.Nq)
         self.bwd = {}
-        self.launch = None
+        self.launch = self.split = None
         out, lse = _outputs(c, out, lse)
         if d.empty_output:
             self.mode = _EMPTY
@@ -396,6 +476,9 @@ class _ForwardPlan:
             self.mode = _NO_KEYS   # every row sees no key: out = 0, lse = +inf
         else:
             self.mode = _LAUNCH
+            self.split = _SplitForward.make(q, k, v, out, lse, c, self.ordinal)
+            if self.split is not None:
+                return
             kernel = _find_kernel(c, "forward")
             L = c.layout
             args = {"q": _bhsd(q, L), "k": _bhsd(k, L), "v": _bhsd(v, L), "out": _bhsd(out, L),
@@ -410,7 +493,9 @@ class _ForwardPlan:
             out = torch.empty_like(q) if self.out_like else q.new_empty(self.out_shape)
         if lse is None:
             lse = q.new_empty(self.lse_shape, dtype=torch.float32)
-        if self.mode is _LAUNCH:
+        if self.split is not None:
+            self.split.run(q, k, v, out, lse, _current_stream(self.ordinal))
+        elif self.mode is _LAUNCH:
             self.launch.launch((q, k, v, out, lse), _current_stream(self.ordinal))
         elif self.mode is _NO_KEYS:
             out.zero_()

@@ -104,23 +104,29 @@ class KernelRequest:
     softcap: Optional[float]
     scale: float                   # resolved (never None)
     deterministic: bool = False
+    # A split-KV forward (decoding: the keys of a query block in chunks run
+    # in parallel, merged by their LSEs) instead of the plain one.
+    split_kv: bool = False
 
     def __post_init__(self):
         if self.kind not in M.KINDS:
             raise ValueError(f"unknown kernel kind {self.kind!r} (known: {', '.join(M.KINDS)})")
         if self.deterministic and self.kind != "backward":
             raise ValueError("deterministic applies to backward kernels only")
+        if self.split_kv and self.kind != "forward":
+            raise ValueError("split_kv applies to forward kernels only")
 
     @staticmethod
     def make(kind: str, dtype: str, head_dim: int, value_head_dim: Optional[int] = None,
              causal: bool = False, window=None, softcap: Optional[float] = None,
-             scale: Optional[float] = None, deterministic: bool = False) -> "KernelRequest":
+             scale: Optional[float] = None, deterministic: bool = False,
+             split_kv: bool = False) -> "KernelRequest":
         return KernelRequest(kind, M.normalize_dtype(dtype), int(head_dim),
                              int(value_head_dim if value_head_dim is not None else head_dim),
                              M.canonical_mask(causal, window),
                              None if softcap is None else float(softcap),
                              float(scale) if scale is not None else M.default_scale(head_dim),
-                             bool(deterministic))
+                             bool(deterministic), bool(split_kv))
 
     @property
     def causal(self) -> bool:
@@ -131,6 +137,10 @@ class KernelRequest:
                 self.kind, self.dtype, self.head_dim, self.value_head_dim):
             return False
         if self.kind == "backward" and spec.deterministic != self.deterministic:
+            return False
+        # (Only run-time split counts: the count is the IR's choice per call.)
+        if (spec.kv_splits == "auto") != self.split_kv or (
+                spec.kv_splits is not None and spec.kv_splits != "auto"):
             return False
         if not spec.serves_mask(self.mask):
             return False
@@ -149,6 +159,8 @@ class KernelRequest:
         bits.append(f"scale={self.scale:.8g}")
         if self.kind == "backward":
             bits.append(f"deterministic={self.deterministic}")
+        if self.split_kv:
+            bits.append("split_kv=True")
         return " ".join(bits)
 
     def compile_args(self, chip: str, out_dir: str) -> List[str]:
@@ -167,6 +179,8 @@ class KernelRequest:
             args.append("--softcap")
         if self.deterministic:
             args.append("--deterministic")
+        if self.split_kv:
+            args.append("--kv-splits=auto")
         args += [f"--chip={chip}", "-o", out_dir]
         return args
 
@@ -501,7 +515,7 @@ def _load(spec: M.KernelSpec, ordinal: int, key_extra) -> Tuple[LoadedKernel, ..
             if mkey not in _modules:
                 _modules[mkey] = drv.load_module(image, what=spec.ptx_path)
             module, jit_log = _modules[mkey]
-            launches = (spec,) if not spec.is_backward else spec.kernels
+            launches = (spec,) if not spec.is_multi_launch else spec.kernels
             loaded = tuple(_load_function(drv, dev, module, jit_log, spec, ls)
                            for ls in launches)
         _loaded[key] = loaded
@@ -511,8 +525,8 @@ def _load(spec: M.KernelSpec, ordinal: int, key_extra) -> Tuple[LoadedKernel, ..
 def load_kernel(spec: M.KernelSpec, ordinal: int) -> LoadedKernel:
     """Loads the forward kernel `spec` on CUDA device `ordinal` once (cached)
     and checks it against the manifest and the device's limits."""
-    if spec.is_backward:
-        raise LaunchError(f"{spec.name} is a backward manifest with {len(spec.kernels)} "
+    if spec.is_multi_launch:
+        raise LaunchError(f"{spec.name} is a {spec.kind} manifest with {len(spec.kernels)} "
                           "kernels: use load_kernels()")
     return _load(spec, ordinal, spec.entry)[0]
 
@@ -521,7 +535,7 @@ def load_kernels(spec: M.KernelSpec, ordinal: int) -> Tuple[LoadedKernel, ...]:
     """Every launch of `spec`, in manifest order, loaded on device `ordinal`
     (one module per PTX file, one function per entry; cached). A forward
     manifest gives one kernel."""
-    if not spec.is_backward:
+    if not spec.is_multi_launch:
         return (load_kernel(spec, ordinal),)
     return _load(spec, ordinal, "kernels")
 

@@ -345,6 +345,9 @@ class KernelSpec(_Params):
     kernels: Tuple[EntrySpec, ...] = ()
     workspace: Tuple[WorkspaceSpec, ...] = ()
     deterministic: bool = False
+    # Split-KV forward (decoding): None, "auto" (a run-time split count) or
+    # a fixed count; its kernels are the split attention, then the merge.
+    kv_splits: Any = None
     raw: Dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -385,6 +388,12 @@ class KernelSpec(_Params):
     def is_backward(self) -> bool:
         return self.kind == "backward"
 
+    @property
+    def is_multi_launch(self) -> bool:
+        """Whether the manifest lists several launches in 'kernels' with a
+        workspace (a backward, a split-KV forward)."""
+        return self.is_backward or self.kv_splits is not None
+
 
     def describe(self) -> str:
         bits = [self.kind, self.chip, self.dtype, f"D={self.head_dim}"]
@@ -406,6 +415,8 @@ class KernelSpec(_Params):
             bits.append(f"scale={self.scale:g}")
         if self.deterministic:
             bits.append("deterministic")
+        if self.kv_splits is not None:
+            bits.append(f"kv_splits={self.kv_splits}")
         return f"{self.name} [{' '.join(bits)}]"
 
 
@@ -611,7 +622,9 @@ def _parse_workspace(ws, ctx: _Ctx) -> Tuple[WorkspaceSpec, ...]:
         dims = w.get("dims")
         if not isinstance(dims, list) or not 1 <= len(dims) <= 8:
             raise ctx.fail(f"{where}: dims must be a list of 1 to 8 expressions, got {dims!r}")
-        parsed = tuple(_parse_expr(d, ctx, f"{where} dims[{j}]", BACKWARD_NAMES)
+        # (A split-KV forward's partials are as many as its run-time split
+        # count, which depends on SMS.)
+        parsed = tuple(_parse_expr(d, ctx, f"{where} dims[{j}]", GRID_NAMES)
                        for j, d in enumerate(dims))
         out.append(WorkspaceSpec(name, dtype, parsed))
     return tuple(out)
@@ -639,7 +652,7 @@ def _parse_kernel(k, i: int, ctx: _Ctx, manifest_name: str, dtype: str,
         raise ctx.fail(f"{where}: block {list(block)} has {block3[0] * block3[1] * block3[2]} "
                        f"threads but threads is {threads}")
     smem = _parse_smem(k, ctx, where)
-    params = _parse_params(k.get("params"), ctx, BACKWARD_NAMES, f"{where}: ")
+    params = _parse_params(k.get("params"), ctx, GRID_NAMES, f"{where}: ")
     for p in params:
         if not p.is_memref:
             continue
@@ -693,11 +706,21 @@ def parse_manifest(data: Any, json_path: str = "<manifest>",
         parse_chip(chip)
     except ManifestError as exc:
         raise ctx.fail(str(exc)) from None
-    if backward:
+    kv_splits = data.get("kv_splits")
+    if kv_splits is not None:
+        if backward:
+            raise ctx.fail("kv_splits is a forward key (split-KV)")
+        if kv_splits != "auto" and (isinstance(kv_splits, bool) or not isinstance(kv_splits, int)
+                                    or kv_splits < 1):
+            raise ctx.fail(f"kv_splits must be \"auto\" or a positive integer, got {kv_splits!r}")
+    # A backward, and a split-KV forward (the split kernel, then the merge),
+    # list their launches in 'kernels', with their workspace.
+    multi = backward or kv_splits is not None
+    if multi:
         for key in ("entry", "grid", "params"):
             if key in data:
-                raise ctx.fail(f"a backward manifest lists its launches in 'kernels'; "
-                               f"top-level {key!r} is not allowed")
+                raise ctx.fail(f"a {'backward' if backward else 'split-KV'} manifest lists its "
+                               f"launches in 'kernels'; top-level {key!r} is not allowed")
         entry = None
     else:
         entry = _get(data, "entry", ctx, str)
@@ -740,7 +763,7 @@ def parse_manifest(data: Any, json_path: str = "<manifest>",
                        f"1/sqrt({head_dim}) = {default_scale(head_dim)!r}")
     warps = _get(data, "warps", ctx, int, required=False)
     deterministic = _get(data, "deterministic", ctx, bool, required=backward, default=False)
-    if backward:
+    if multi:
         threads, smem, grid_e, parsed = 0, 0, (), ()
         workspace = _parse_workspace(data.get("workspace", None), ctx)
         kernels = data.get("kernels")
@@ -749,14 +772,18 @@ def parse_manifest(data: Any, json_path: str = "<manifest>",
         ws = {w.name: w for w in workspace}
         entries = tuple(_parse_kernel(k, i, ctx, name, dtype, ws) for i, k in enumerate(kernels))
         taken = {p.name for e in entries for p in e.params if p.is_memref}
-        missing = [g for g in GRADIENTS if g not in taken]
+        wanted = GRADIENTS if backward else ("out", "lse")
+        missing = [g for g in wanted if g not in taken]
+        if missing and not backward:
+            raise ctx.fail(f"no kernel takes {', '.join(missing)}: the forward would not "
+                           "compute its results")
         if missing:
             raise ctx.fail(f"no kernel takes {', '.join(missing)}: the backward would not "
                            "compute every gradient")
     else:
         for key in ("kernels", "workspace"):
             if key in data:
-                raise ctx.fail(f"{key!r} is only allowed in a backward manifest")
+                raise ctx.fail(f"{key!r} is only allowed in a backward or split-KV manifest")
         threads = _parse_threads(data, ctx, "manifest")
         smem = _parse_smem(data, ctx, "manifest")
         grid_e = _parse_grid(data.get("grid"), ctx, GRID_NAMES)
@@ -799,7 +826,7 @@ def parse_manifest(data: Any, json_path: str = "<manifest>",
         threads=threads, dynamic_shared_memory=smem, grid=grid_e,
         params=parsed, json_path=os.path.abspath(json_path) if json_path != "<manifest>" else json_path,
         ptx_path=ptx_path, warps=warps, kernels=entries, workspace=workspace,
-        deterministic=deterministic, raw=data, **extras)
+        deterministic=deterministic, kv_splits=kv_splits, raw=data, **extras)
 
 
 def load_manifest(json_path: str, check_files: bool = True) -> KernelSpec:
@@ -894,7 +921,8 @@ def check_against_ptx(spec: KernelSpec, ptx_text: str) -> PtxInfo:
         raise ManifestError(f"{where}: PTX .target is {info.target} but the manifest "
                             f"says chip {spec.chip}")
     for i, k in enumerate(spec.kernels):
-        _check_entry(k, info, f"{where}: kernels[{i}] ({k.entry})" if spec.is_backward else where)
+        _check_entry(k, info, f"{where}: kernels[{i}] ({k.entry})" if spec.is_multi_launch
+                     else where)
     return info
 
 

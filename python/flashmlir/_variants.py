@@ -98,11 +98,23 @@ def head_dim_variants(kinds=KINDS) -> List[Dict]:
     return out
 
 
+# Split-KV forwards (decoding, fa-split-kv with a run-time split count):
+# without a mask (also GQA-packed single queries) and causal (a few queries
+# per sequence).
+SPLIT_KV_OPTIONS = ({}, {"causal": True})
+
+
+def split_kv_variants() -> List[Dict]:
+    return [dict(kind="forward", dtype=dtype, head_dim=d, value_head_dim=d, split_kv=True,
+                 **opts)
+            for dtype in DTYPES for d in HEAD_DIMS for opts in SPLIT_KV_OPTIONS]
+
+
 def variants(kinds=KINDS) -> List[Dict]:
     """The variants of the given kinds, forward first."""
     out = []
     if "forward" in kinds:
-        out += forward_variants()
+        out += forward_variants() + split_kv_variants()
     if "backward" in kinds:
         out += backward_variants()
     return out + head_dim_variants(kinds)

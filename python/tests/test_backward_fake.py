@@ -304,7 +304,7 @@ def test_prepare_checks_the_manifest(fake, tmp_path):
         _backward.prepare(det, ks, user_tensors(), ENV, Alloc())
     from helpers import example
     fwd = M.parse_manifest(example(), check_files=False)
-    with pytest.raises(LaunchError, match="is a forward manifest, not a backward"):
+    with pytest.raises(LaunchError, match="is a single-launch forward manifest"):
         _backward.prepare(fwd, ks, user_tensors(), ENV, Alloc())
 
 

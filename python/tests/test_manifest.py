@@ -149,7 +149,8 @@ def test_dims_optional():
 
 
 def test_forward_rejects_backward_fields():
-    with pytest.raises(ManifestError, match="'kernels' is only allowed in a backward manifest"):
+    with pytest.raises(ManifestError,
+                       match="'kernels' is only allowed in a backward or split-KV manifest"):
         parse(example(kernels=[]))
     with pytest.raises(ManifestError, match="'workspace' is only allowed in a backward"):
         parse(example(workspace=[]))

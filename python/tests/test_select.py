@@ -429,14 +429,17 @@ def test_variants():
     fast = [{k: v for k, v in b.items() if k != "kind"} for b in bwd if not b.get("deterministic")]
     assert fast == [{k: v for k, v in f.items() if k != "kind"} for f in fwd]
     hd = _variants.head_dim_variants()
-    assert _variants.variants() == fwd + bwd + hd
+    split = _variants.split_kv_variants()
+    assert len(split) == 8 and all(v["split_kv"] and v["kind"] == "forward" for v in split)
+    assert _variants.variants() == fwd + split + bwd + hd
     assert _variants.variants(("backward",)) == bwd + _variants.head_dim_variants(("backward",))
     pairs = {(v["head_dim"], v["value_head_dim"]) for v in hd}
     assert pairs == set(_variants.HEAD_DIM_PAIRS) and (192, 128) in pairs
     assert [v for v in hd if v.get("deterministic")] and all(
         v["kind"] == "backward" for v in hd if v.get("deterministic"))
-    for v in bwd + hd:
+    for v in bwd + hd + split:
         K.KernelRequest.make(**v)  # every variant is a valid request
+    assert "--kv-splits=auto" in K.KernelRequest.make(**split[0]).compile_args("sm_90a", "o")
 
 
 def test_cli_variants_and_compile(tmp_path, capsys):
@@ -450,7 +453,7 @@ def test_cli_variants_and_compile(tmp_path, capsys):
     assert all(l.startswith("fa-compile --kind=backward ") for l in lines)
     assert sum("--deterministic" in l for l in lines) == ndet == 14
     assert cli.main(["variants", "--chip", "sm_80"]) == 0
-    assert len(capsys.readouterr().out.splitlines()) == len(_variants.variants()) == 118
+    assert len(capsys.readouterr().out.splitlines()) == len(_variants.variants()) == 126
     compiler, log = make_compiler(tmp_path)
     out = tmp_path / "kernels"
     assert cli.main(["compile", "-o", str(out), "--kind", "backward", "--chip", "sm_90a",

@@ -160,6 +160,13 @@ static cl::opt<bool> pingPong(
     cl::desc("--warp-specialize: consumer warpgroups take turns at issuing "
              "their GEMMs (default on; =false to compare)"),
     cl::init(true), cl::cat(category));
+static cl::opt<std::string> kvSplits(
+    "kv-splits",
+    cl::desc("Forward: split each query block's keys into chunks computed in "
+             "parallel and merged by their LSEs (fa-split-kv, for decoding): "
+             "none (default), auto (a count chosen at run time from the "
+             "problem and the device's SM count) or a number"),
+    cl::init("none"), cl::cat(category));
 static cl::opt<bool> emitMLIR("emit-mlir",
                               cl::desc("Also write <name>.mlir (final IR)"),
                               cl::init(false), cl::cat(category));
@@ -191,6 +198,8 @@ struct KernelConfig {
   std::string schedule = "auto";
   std::string tileScheduler = "auto";
   bool intraWarpgroupOverlap = true, pingPong = true;
+  /// Split-KV: 0 none, -1 a run-time count, N that many chunks.
+  int64_t kvSplits = 0;
   bool backward() const { return kind == "backward"; }
 
   bool hasWindow() const { return window; }
@@ -212,6 +221,10 @@ struct KernelConfig {
                .str();
     if (softcap)
       n += "_softcap";
+    if (kvSplits < 0)
+      n += "_splitkv";
+    else if (kvSplits > 0)
+      n += llvm::formatv("_splitkv{0}", kvSplits).str();
     if (backward() && deterministic)
       n += "_det";
     std::string c = chip;
@@ -490,12 +503,23 @@ describeTensorMap(fagpu::HostTensorMapOp map, func::FuncOp host,
 /// Describes one kernel parameter of a host-side gpu.launch_func: a function
 /// argument (a memref, or a run-time scalar of `roles`) or a workspace
 /// buffer (a memref.alloc the conversion tagged, its sizes read from it).
-FailureOr<llvm::json::Object> describeParam(Value operand, func::FuncOp host,
+FailureOr<llvm::json::Object> describeParam(Value operand, unsigned position,
+                                            func::FuncOp host,
                                             ArrayRef<fa::HostArgument> args,
                                             const ScalarRoles &roles) {
   if (auto map = operand.getDefiningOp<fagpu::HostTensorMapOp>())
     return describeTensorMap(map, host, args);
   auto memrefType = dyn_cast<MemRefType>(operand.getType());
+  if (operand.getType().isIndex()) {
+    // A size the host computes (split-KV: the split count's parts, the
+    // device's SM count), as an expression the launcher evaluates.
+    FailureOr<std::string> value = fa::describeSize(operand, host, args);
+    if (failed(value))
+      return failure();
+    return llvm::json::Object{{"name", "size_" + std::to_string(position)},
+                              {"type", "i64"},
+                              {"value", *value}};
+  }
   if (!memrefType) {
     Type type = operand.getType();
     std::optional<std::string> role = scalarRole(operand, host, roles);
@@ -561,8 +585,9 @@ FailureOr<llvm::json::Object> describeLaunch(gpu::LaunchFuncOp launch,
   for (std::string &g : *gridSizes)
     grid.push_back(std::move(g));
   llvm::json::Array params;
-  for (Value operand : launch.getKernelOperands()) {
-    FailureOr<llvm::json::Object> p = describeParam(operand, host, args, roles);
+  for (auto [position, operand] : llvm::enumerate(launch.getKernelOperands())) {
+    FailureOr<llvm::json::Object> p =
+        describeParam(operand, position, host, args, roles);
     if (failed(p)) {
       launch.emitError("fa-compile: kernel parameter of type ")
           << operand.getType()
@@ -649,8 +674,10 @@ FailureOr<CompiledCandidate> compileCandidate(MLIRContext &ctx, ModuleOp module,
       config.chip,
       config.backward()
           ? std::string()
-          : llvm::formatv(" intra-warpgroup-overlap={0} ping-pong={1}",
-                          config.intraWarpgroupOverlap, config.pingPong)
+          : llvm::formatv(" intra-warpgroup-overlap={0} ping-pong={1} "
+                          "kv-splits={2}",
+                          config.intraWarpgroupOverlap, config.pingPong,
+                          config.kvSplits)
                 .str());
   PassManager pm(&ctx);
   if (failed(parsePassPipeline(pipeline, pm, llvm::errs())))
@@ -663,7 +690,7 @@ FailureOr<CompiledCandidate> compileCandidate(MLIRContext &ctx, ModuleOp module,
   module->walk([&](gpu::LaunchFuncOp op) { launches.push_back(op); });
   SmallVector<gpu::BinaryOp> binaries;
   module->walk([&](gpu::BinaryOp op) { binaries.push_back(op); });
-  size_t expected = config.backward() ? 3 : 1;
+  size_t expected = config.backward() ? 3 : config.kvSplits != 0 ? 2 : 1;
   if (launches.size() != expected || binaries.size() != 1 ||
       binaries[0].getObjects().size() != 1)
     return module->emitError("fa-compile: expected ")
@@ -890,22 +917,31 @@ LogicalResult compileOne(MLIRContext &ctx, const KernelConfig &flags,
   if (config.backward())
     manifest["dkv_split"] = kernelConfig.getDkvSplit();
   if (!config.backward()) {
-    FailureOr<llvm::json::Object> k =
-        describeLaunch(launches[0], host, forwardArgs(), roles);
-    if (failed(k))
-      return failure();
     manifest["stages"] = kernelConfig.getStages();
     manifest["schedule"] = stringifyKernelSchedule(kernelConfig.getSchedule());
     manifest["tile_scheduler"] =
         stringifyTileScheduler(kernelConfig.getTileScheduler());
+    if (config.kvSplits != 0)
+      manifest["kv_splits"] = config.kvSplits < 0
+                                  ? llvm::json::Value("auto")
+                                  : llvm::json::Value(config.kvSplits);
+  }
+  if (!config.backward() && launches.size() == 1) {
+    FailureOr<llvm::json::Object> k =
+        describeLaunch(launches[0], host, forwardArgs(), roles);
+    if (failed(k))
+      return failure();
     for (auto &[key, value] : *k)
       manifest[key] = std::move(value);
   } else {
-    manifest["deterministic"] = config.deterministic;
+    if (config.backward())
+      manifest["deterministic"] = config.deterministic;
+    ArrayRef<fa::HostArgument> hostArgs =
+        config.backward() ? backwardArgs() : forwardArgs();
     llvm::json::Array kernels, workspace;
     for (gpu::LaunchFuncOp launch : launches) {
       FailureOr<llvm::json::Object> k =
-          describeLaunch(launch, host, backwardArgs(), roles);
+          describeLaunch(launch, host, hostArgs, roles);
       if (failed(k))
         return failure();
       kernels.push_back(std::move(*k));
@@ -916,7 +952,7 @@ LogicalResult compileOne(MLIRContext &ctx, const KernelConfig &flags,
       if (!tag)
         return WalkResult::advance();
       FailureOr<SmallVector<std::string, 4>> sizes =
-          fa::describeAllocation(alloc, host, backwardArgs());
+          fa::describeAllocation(alloc, host, hostArgs);
       if (failed(sizes))
         return WalkResult::interrupt();
       llvm::json::Array dims;
@@ -1063,6 +1099,30 @@ FailureOr<KernelConfig> configFromFlags() {
   c.tileScheduler = tileScheduler;
   c.intraWarpgroupOverlap = intraWarpgroupOverlap;
   c.pingPong = pingPong;
+  if (kvSplits == "auto") {
+    c.kvSplits = -1;
+  } else if (kvSplits != "none") {
+    if (!llvm::to_integer(kvSplits.getValue(), c.kvSplits, 10) ||
+        c.kvSplits < 1 || c.kvSplits > 1024) {
+      llvm::errs() << "fa-compile: --kv-splits must be none, auto or a number "
+                      "in [1, 1024], got '"
+                   << kvSplits << "'\n";
+      return failure();
+    }
+  }
+  // Decoding: few query rows per block (one, or a GQA group); 64-row
+  // blocks halve the padded MMA work of the default 128.
+  // 64-key blocks keep two thread blocks per SM (the split heuristic's
+  // assumption) with two stages at D = 128.
+  if (c.kvSplits != 0 && c.blockQ == 0)
+    c.blockQ = 64;
+  if (c.kvSplits != 0 && c.blockKV == 0)
+    c.blockKV = 64;
+  if (c.kvSplits != 0 && c.backward()) {
+    llvm::errs() << "fa-compile: --kv-splits is a forward option (the "
+                    "backward has no split-KV form)\n";
+    return failure();
+  }
   if (c.mma != "auto" && c.mma != "mma.sync" && c.mma != "mma_sync" &&
       c.mma != "wgmma") {
     llvm::errs() << "fa-compile: --mma must be auto, mma.sync or wgmma, got '"

@@ -32,11 +32,13 @@ namespace {
 /// consume it, and out is rounded on the way out. The bounds are
 /// `tiledTolerance` (TiledCase.h), shared with the backward.
 
-PipelineBuilder tiledPipeline(int64_t blockQ, int64_t blockKV) {
+PipelineBuilder tiledPipeline(int64_t blockQ, int64_t blockKV,
+                              int64_t kvSplits = 0) {
   return [=](mlir::OpPassManager &pm) {
     mlir::fa::TiledCPUPipelineOptions options;
     options.blockQ = blockQ;
     options.blockKV = blockKV;
+    options.kvSplits = kvSplits;
     mlir::fa::buildTiledCPUPipeline(pm, options);
   };
 }
@@ -78,10 +80,59 @@ std::vector<TiledCase> forwardCases() {
   return cases;
 }
 
+INSTANTIATE_TEST_SUITE_P(Cases, TiledForwardNumerics,
+                         ::testing::ValuesIn(forwardCases()),
+                         [](const ::testing::TestParamInfo<TiledCase> &info) {
+                           return info.param.name();
+                         });
+
+//===----------------------------------------------------------------------===//
+// Split-KV
+//===----------------------------------------------------------------------===//
+
+/// fa-split-kv with 2, 3 and 7 chunks per query block: more chunks than key
+/// blocks (empty chunks, lse = +inf partials), chunks that split a masked
+/// band, one-query decoding against long and odd key counts. Against
+/// float64 with the tiled bounds: the merge adds one f32 rounding per chunk.
+class TiledForwardSplitKV
+    : public ::testing::TestWithParam<std::tuple<TiledCase, int64_t>> {};
+
+TEST_P(TiledForwardSplitKV, MatchesFloat64) {
+  const auto &[c, splits] = GetParam();
+  const AttentionProblem &p = c.problem;
+  AttentionInputs in = makeRandomInputs(p, seedFor(p));
+  auto tiled = AttentionJit::compile(
+      p, AttentionKind::Forward, tiledPipeline(c.blockQ, c.blockKV, splits));
+  ASSERT_TRUE(!!tiled) << llvm::toString(tiled.takeError());
+  auto got = (*tiled)->forward(in);
+  ASSERT_TRUE(!!got) << llvm::toString(got.takeError());
+  double tol = tiledTolerance(p.elementType);
+  ForwardResult want = float64Forward(p, in.q, in.k, in.v);
+  EXPECT_TRUE(allClose("out", got->out, want.out, tol));
+  EXPECT_TRUE(allClose("lse", got->lse, want.lse, tol));
+}
+
 INSTANTIATE_TEST_SUITE_P(
-    Cases, TiledForwardNumerics, ::testing::ValuesIn(forwardCases()),
-    [](const ::testing::TestParamInfo<TiledCase> &info) {
-      return info.param.name();
+    Cases, TiledForwardSplitKV,
+    ::testing::Combine(::testing::ValuesIn(std::vector<TiledCase>{
+                           C(1, 339, 64).blocks(16, 32),
+                           C(4, 1000, 64).blocks(16, 64).heads(8, 2),
+                           C(1, 17, 32).blocks(16, 16).causal(),
+                           C(16, 339, 64).blocks(16, 32).causal(),
+                           C(7, 200, 64).blocks(16, 32).window(40, 0),
+                           C(113, 339, 64).blocks(32, 64).causal().heads(4, 2),
+                           C(3, 128, 128).blocks(16, 64).softcap(30.0f),
+                           C(5, 0, 32).blocks(16, 16),
+                           C(1, 777, 64)
+                               .blocks(16, 64)
+                               .heads(8, 1)
+                               .shapes(ShapeKind::DynamicAll),
+                           C(2, 300, 64).blocks(16, 32).type(ElementType::BF16),
+                       }),
+                       ::testing::Values<int64_t>(2, 3, 7)),
+    [](const ::testing::TestParamInfo<std::tuple<TiledCase, int64_t>> &info) {
+      return std::get<0>(info.param).name() + "_splits" +
+             std::to_string(std::get<1>(info.param));
     });
 
 //===----------------------------------------------------------------------===//

@@ -92,6 +92,29 @@ def FAConvertTiledAttentionToGPU : Pass<"fa-convert-tiled-attention-to-gpu"> {
   ];
 }
 
+def FAConvertAttentionMergeToGPU
+    : Pass<"fa-convert-attention-merge-to-gpu"> {
+  let summary = "Map fa.attention_merge_splits onto a gpu.launch";
+  let description = [{
+    Rewrites each `fa.attention_merge_splits` whose partials are memrefs
+    (the workspace `fa-convert-tiled-attention-to-gpu` gives fa-split-kv's
+    partials, `[B, H * S, N, Dv]` and `[B, H * S, N]`, read through
+    `bufferization.to_tensor` and expanded to `[B, H, S, ...]`) and whose
+    results are materialized into memrefs, into one `gpu.launch`: a thread
+    block per row `(n, h, b)` (grid `(N, H, B)`), a thread per column of
+    out. Each thread finds the row's largest finite partial lse, then sums
+    `exp(lse_s - max)` and the weighted partial outputs over the `S` splits
+    (`S` read from the workspace's size), and stores `out = acc / sum`; the
+    first thread stores `lse = max + log(sum)`. Rows no split saw get
+    `out = 0`, `lse = +inf`.
+  }];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect", "::mlir::gpu::GPUDialect",
+    "::mlir::math::MathDialect", "::mlir::memref::MemRefDialect",
+    "::mlir::scf::SCFDialect"
+  ];
+}
+
 def FAConvertTiledAttentionBackwardToGPU
     : Pass<"fa-convert-tiled-attention-backward-to-gpu"> {
   let summary = "Map the tiled backward onto gpu.launch ops: FlashAttention-2 "

@@ -92,6 +92,12 @@ struct GPUForwardPipelineOptions
       llvm::cl::desc("warp-specialize: consumer warpgroups take turns at "
                      "issuing their GEMMs"),
       llvm::cl::init(true)};
+  Option<int64_t> kvSplits{
+      *this, "kv-splits",
+      llvm::cl::desc("Split-KV (fa-split-kv): 0 none, -1 a run-time count "
+                     "from the problem and the device's SM count, N > 0 "
+                     "that many chunks per query block"),
+      llvm::cl::init(0)};
 };
 
 /// fa.attention on memrefs (through bufferization.to_tensor /

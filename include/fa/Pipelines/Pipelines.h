@@ -14,9 +14,13 @@ struct TiledCPUPipelineOptions
   PassOptions::Option<int64_t> blockQ{*this, "block-q",
                                       llvm::cl::desc("Query rows per block"),
                                       llvm::cl::init(64)};
-  PassOptions::Option<int64_t> blockKV{*this, "block-kv",
-                                       llvm::cl::desc("Keys per block"),
-                                       llvm::cl::init(64)};
+  PassOptions::Option<int64_t> blockKV{
+      *this, "block-kv", llvm::cl::desc("Keys per block"), llvm::cl::init(64)};
+  PassOptions::Option<int64_t> kvSplits{
+      *this, "kv-splits",
+      llvm::cl::desc("Split each query block's keys into this many chunks "
+                     "merged by their LSEs (fa-split-kv; 0: no split)"),
+      llvm::cl::init(0)};
 };
 
 /// Bufferizes tensor code on the host and lowers it to the LLVM dialect

@@ -11,6 +11,7 @@
 
 #include "fa/Dialect/FA/IR/FAOps.h"
 #include "fa/Dialect/FA/IR/KernelResources.h"
+#include "fa/Dialect/FAGPU/IR/FAGPU.h"
 #include "fa/Dialect/FAPTX/IR/FAPTX.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
@@ -233,6 +234,10 @@ public:
       mapping.map(v, res);
       return res;
     }
+    // The launch device's SM count (fa-split-kv's run-time split count):
+    // a host value, passed in.
+    if (isa<fagpu::HostMultiprocessorCountOp>(def))
+      return v;
     if (def->getNumRegions() != 0 || !isMemoryEffectFree(def))
       return fail(v);
     for (Value operand : def->getOperands())

@@ -344,6 +344,8 @@ struct KernelConfig {
   /// Warp-specialized: one thread block per multiprocessor, looping over
   /// the tiles (tile_scheduler = persistent).
   bool persistent = false;
+  /// out is f32 (split-KV partials, fa-split-kv), not the input type.
+  bool f32Out = false;
   /// The Q region (persistent: two buffers of qTileBytes), K and V stages,
   /// and (persistent) O's staging tile for the TMA store after them.
   int64_t qBytes, kBytes, vBytes, qTileBytes, oBytes = 0;
@@ -404,9 +406,12 @@ getKernelConfig(TiledAttention &ta,
 
   if (!cfg.elt.isF16() && !cfg.elt.isBF16())
     return fail("mma.sync needs f16 or bf16 inputs");
+  Type outElt = cast<MemRefType>(ta.out.getType()).getElementType();
   if (kType.getElementType() != cfg.elt || vType.getElementType() != cfg.elt ||
-      cast<MemRefType>(ta.out.getType()).getElementType() != cfg.elt)
-    return fail("q, k, v and out must share one element type");
+      (outElt != cfg.elt && !outElt.isF32()))
+    return fail("q, k and v must share one element type, out that one or f32 "
+                "(split-KV partials)");
+  cfg.f32Out = outElt.isF32();
   if (cfg.stages != 1 && cfg.stages != 2)
     return fail("stages must be 1 or 2");
   if (cfg.warps < 1 || cfg.warps > kMaxWarpsPerBlock)
@@ -442,6 +447,9 @@ getKernelConfig(TiledAttention &ta,
   cfg.overlap = cfg.warpSpecialized && options.intraWarpgroupOverlap;
   cfg.pingPong = cfg.overlap && options.pingPong && cfg.warps / 4 >= 2 &&
                  cfg.warps / 4 <= 3;
+  if (cfg.persistent && cfg.f32Out)
+    return fail("the persistent kernel's TMA store writes out in the input "
+                "element type, not f32");
   if (cfg.persistent && !cfg.overlap)
     return fail("the persistent tile scheduler needs the overlapped "
                 "warp-specialized schedule (intra-warpgroup-overlap)");
@@ -1424,7 +1432,12 @@ void ForwardKernelEmitter::emitEpilogue(ValueRange state) {
       Value outRow = add(oq, r);
       for (int64_t dn = 0; dn < nd; ++dn)
         vector::StoreOp::create(
-            b, loc, frags.truncRow(outFrags[dn], h), ta.out,
+            b, loc,
+            cfg.f32Out ? vector::ExtractOp::create(b, loc, outFrags[dn],
+                                                   ArrayRef<int64_t>{h})
+                             .getResult()
+                       : frags.truncRow(outFrags[dn], h),
+            ta.out,
             ValueRange{ob, oh, outRow, add(mul(tig, idx(2)), idx(8 * dn))});
       auto lseIf = scf::IfOp::create(b, loc, isLeader, false);
       b.setInsertionPointToStart(lseIf.thenBlock());
@@ -1880,9 +1893,48 @@ void ForwardKernelEmitter::emit(gpu::LaunchOp launch) {
 
 } // namespace
 
+/// Results of `forall` that later host code reads as tensors (fa-split-kv's
+/// partials, read by fa.attention_merge_splits) get a workspace buffer the
+/// kernel writes: a memref.alloc the size of the shared output's
+/// tensor.empty, tagged `fa.workspace` with the name the launcher knows it
+/// by; the readers see it through bufferization.to_tensor.
+static LogicalResult allocateWorkspaceResults(RewriterBase &rewriter,
+                                              scf::ForallOp forall) {
+  static constexpr StringLiteral names[] = {"out_partial", "lse_partial"};
+  for (auto [i, result] : llvm::enumerate(forall.getResults())) {
+    if (result.hasOneUse() && isa<bufferization::MaterializeInDestinationOp>(
+                                  *result.getUsers().begin()))
+      continue;
+    auto empty = forall.getOutputs()[i].getDefiningOp<tensor::EmptyOp>();
+    if (!empty || i >= 2)
+      continue; // The matcher reports it.
+    OpBuilder::InsertionGuard guard(rewriter);
+    rewriter.setInsertionPoint(forall);
+    auto type = cast<RankedTensorType>(result.getType());
+    auto alloc = memref::AllocOp::create(
+        rewriter, forall.getLoc(),
+        MemRefType::get(type.getShape(), type.getElementType()),
+        empty.getDynamicSizes());
+    alloc->setAttr("fa.workspace", rewriter.getStringAttr(names[i]));
+    rewriter.setInsertionPointAfter(forall);
+    auto read = bufferization::ToTensorOp::create(
+        rewriter, forall.getLoc(), type, alloc, /*restrict=*/true,
+        /*writable=*/false);
+    rewriter.replaceAllUsesWith(result, read);
+    rewriter.setInsertionPoint(read);
+    auto store = bufferization::MaterializeInDestinationOp::create(
+        rewriter, forall.getLoc(), result, alloc);
+    store.setWritable(true);
+    store.setRestrict(true);
+  }
+  return success();
+}
+
 LogicalResult mlir::fa::convertTiledAttentionToGPU(
     RewriterBase &rewriter, scf::ForallOp forall,
     const FAConvertTiledAttentionToGPUOptions &options) {
+  if (failed(allocateWorkspaceResults(rewriter, forall)))
+    return failure();
   FailureOr<TiledAttention> ta = matchTiledAttention(forall);
   if (failed(ta))
     return failure();

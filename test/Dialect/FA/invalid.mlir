@@ -1600,3 +1600,47 @@ func.func @merge_counts(%o0: tensor<1x8x1x128xf32>, %l: tensor<1x8x1xf32>) {
   %o, %m = fa.attention_merge out(%o0) lse(%l, %l) : (tensor<1x8x1x128xf32>), (tensor<1x8x1xf32>) -> tensor<1x8x1x128xf32>, tensor<1x8x1xf32>
   return
 }
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// fa.attention_merge_splits
+//===----------------------------------------------------------------------===//
+
+func.func @merge_splits_count(%o: tensor<1x8x3x1x128xf32>, %l: tensor<1x8x2x1xf32>) {
+  // expected-error @+1 {{split count mismatch: outs has 3 but lses has 2}}
+  %out, %lse = fa.attention_merge_splits %o, %l : tensor<1x8x3x1x128xf32>, tensor<1x8x2x1xf32> -> tensor<1x8x1x128xbf16>, tensor<1x8x1xf32>
+  return
+}
+
+// -----
+
+func.func @merge_splits_rows(%o: tensor<1x8x3x2x128xf32>, %l: tensor<1x8x3x2xf32>) {
+  // expected-error @+1 {{query count mismatch: outs has 2 but out has 1}}
+  %out, %lse = fa.attention_merge_splits %o, %l : tensor<1x8x3x2x128xf32>, tensor<1x8x3x2xf32> -> tensor<1x8x1x128xbf16>, tensor<1x8x1xf32>
+  return
+}
+
+// -----
+
+func.func @merge_splits_heads(%o: tensor<1x8x3x1x128xf32>, %l: tensor<1x8x3x1xf32>) {
+  // expected-error @+1 {{head count mismatch: outs has 8 but lse has 4}}
+  %out, %lse = fa.attention_merge_splits %o, %l : tensor<1x8x3x1x128xf32>, tensor<1x8x3x1xf32> -> tensor<1x8x1x128xbf16>, tensor<1x4x1xf32>
+  return
+}
+
+// -----
+
+func.func @merge_splits_dv(%o: tensor<1x8x3x1x128xf32>, %l: tensor<1x8x3x1xf32>) {
+  // expected-error @+1 {{value head dim mismatch: outs has 128 but out has 64}}
+  %out, %lse = fa.attention_merge_splits %o, %l : tensor<1x8x3x1x128xf32>, tensor<1x8x3x1xf32> -> tensor<1x8x1x64xbf16>, tensor<1x8x1xf32>
+  return
+}
+
+// -----
+
+func.func @merge_splits_type(%o: tensor<1x8x3x1x128xbf16>, %l: tensor<1x8x3x1xf32>) {
+  // expected-error @+1 {{operand #0 must be 5D tensor of f32 values}}
+  %out, %lse = fa.attention_merge_splits %o, %l : tensor<1x8x3x1x128xbf16>, tensor<1x8x3x1xf32> -> tensor<1x8x1x128xbf16>, tensor<1x8x1xf32>
+  return
+}

@@ -452,3 +452,27 @@ func.func @attention_left(%q: tensor<1x2x64x64xf32>) -> tensor<1x2x64x64xf32> {
   %o, %l = fa.attention %q, %q, %q : (tensor<1x2x64x64xf32>, tensor<1x2x64x64xf32>, tensor<1x2x64x64xf32>) -> (tensor<1x2x64x64xf32>, tensor<1x2x64xf32>)
   return %o : tensor<1x2x64x64xf32>
 }
+
+// -----
+
+// The stacked merge (fa-split-kv's): reductions over the split dimension:
+// the largest finite lse, the sum of the weights, lse, then
+// out = sum_s exp(lse_s - lse) out_s in f32 and its conversion.
+// CHECK-LABEL: func.func @merge_splits
+// CHECK:       linalg.generic {{.*}}iterator_types = ["parallel", "parallel", "parallel", "reduction"]{{.*}} ins(%{{.*}} : tensor<2x8x?x1xf32>) outs(%{{.*}} : tensor<2x8x1xf32>)
+// CHECK:         arith.maximumf
+// CHECK:       linalg.generic {{.*}}iterator_types = ["parallel", "parallel", "parallel", "reduction"]{{.*}} ins(%{{.*}}, %{{.*}} : tensor<2x8x?x1xf32>, tensor<2x8x1xf32>)
+// CHECK:         math.exp
+// CHECK:       linalg.generic {{.*}} ins(%{{.*}}, %{{.*}} : tensor<2x8x1xf32>, tensor<2x8x1xf32>)
+// CHECK:         math.log
+// CHECK:       linalg.generic {{.*}}iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]{{.*}} ins(%{{.*}}, %{{.*}}, %{{.*}} : tensor<2x8x?x1x64xf32>, tensor<2x8x?x1xf32>, tensor<2x8x1xf32>) outs(%{{.*}} : tensor<2x8x1x64xf32>)
+// CHECK:         math.exp
+// CHECK:       arith.truncf
+// CHECK-NOT:   fa.attention_merge_splits
+func.func @merge_splits(%o: tensor<2x8x?x1x64xf32>, %l: tensor<2x8x?x1xf32>)
+    -> (tensor<2x8x1x64xf16>, tensor<2x8x1xf32>) {
+  %out, %lse = fa.attention_merge_splits %o, %l
+      : tensor<2x8x?x1x64xf32>, tensor<2x8x?x1xf32>
+      -> tensor<2x8x1x64xf16>, tensor<2x8x1xf32>
+  return %out, %lse : tensor<2x8x1x64xf16>, tensor<2x8x1xf32>
+}

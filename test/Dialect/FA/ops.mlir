@@ -542,3 +542,15 @@ func.func @merge(%o0: tensor<1x8x1x128xf32>, %o1: tensor<?x8x1x128xf32>,
       -> tensor<1x8x1x128xbf16>, tensor<1x8x1xf32>
   return %o, %l : tensor<1x8x1x128xbf16>, tensor<1x8x1xf32>
 }
+
+// CHECK-LABEL: func.func @merge_splits
+// CHECK: fa.attention_merge_splits %{{.*}}, %{{.*}} : tensor<8x8x?x4x128xf32>, tensor<8x8x?x4xf32> -> tensor<8x8x4x128xbf16>, tensor<8x8x4xf32>
+// GENERIC-LABEL: sym_name = "merge_splits"
+// GENERIC: "fa.attention_merge_splits"(%{{.*}}, %{{.*}})
+func.func @merge_splits(%o: tensor<8x8x?x4x128xf32>, %l: tensor<8x8x?x4xf32>)
+    -> (tensor<8x8x4x128xbf16>, tensor<8x8x4xf32>) {
+  %out, %lse = fa.attention_merge_splits %o, %l
+      : tensor<8x8x?x4x128xf32>, tensor<8x8x?x4xf32>
+      -> tensor<8x8x4x128xbf16>, tensor<8x8x4xf32>
+  return %out, %lse : tensor<8x8x4x128xbf16>, tensor<8x8x4xf32>
+}

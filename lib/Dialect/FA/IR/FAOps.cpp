@@ -653,6 +653,36 @@ LogicalResult AttentionMergeOp::verify() {
 }
 
 //===----------------------------------------------------------------------===//
+// AttentionMergeSplitsOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult AttentionMergeSplitsOp::verify() {
+  RankedTensorType out = getOut().getType(), lse = getLse().getType();
+  RankedTensorType outs = getOuts().getType(), lses = getLses().getType();
+  if (failed(checkSameDim(*this, "batch size",
+                          {{"outs", outs, 0},
+                           {"lses", lses, 0},
+                           {"out", out, 0},
+                           {"lse", lse, 0}})) ||
+      failed(checkSameDim(*this, "head count",
+                          {{"outs", outs, 1},
+                           {"lses", lses, 1},
+                           {"out", out, 1},
+                           {"lse", lse, 1}})) ||
+      failed(checkSameDim(*this, "split count",
+                          {{"outs", outs, 2}, {"lses", lses, 2}})) ||
+      failed(checkSameDim(*this, "query count",
+                          {{"outs", outs, 3},
+                           {"lses", lses, 3},
+                           {"out", out, 2},
+                           {"lse", lse, 2}})) ||
+      failed(checkSameDim(*this, "value head dim",
+                          {{"outs", outs, 4}, {"out", out, 3}})))
+    return failure();
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
 // AttentionBackwardStepOp
 //===----------------------------------------------------------------------===//
 

@@ -667,6 +667,164 @@ struct LowerAttentionMerge final : OpRewritePattern<AttentionMergeOp> {
   }
 };
 
+/// The stacked form: reductions over the split dimension (2) of the partials.
+/// max of the finite lses -> sum of their weights -> lse, then
+/// out = sum_s exp(lse_s - lse) out_s (0 where lse_s or lse is +inf).
+struct LowerAttentionMergeSplits final
+    : OpRewritePattern<AttentionMergeSplitsOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(AttentionMergeSplitsOp op,
+                                PatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    MLIRContext *ctx = rewriter.getContext();
+    const double inf = std::numeric_limits<double>::infinity();
+    auto f32 = rewriter.getF32Type();
+    auto cst = [&](OpBuilder &b, Location l, double v) -> Value {
+      return arith::ConstantOp::create(b, l, b.getF32FloatAttr(v));
+    };
+    SmallVector<OpFoldResult> partSizes =
+        tensor::getMixedSizes(rewriter, loc, op.getOuts());
+    auto outType = op.getOut().getType();
+    SmallVector<OpFoldResult> outSizes = {partSizes[0], partSizes[1],
+                                          partSizes[3], partSizes[4]};
+    for (int64_t d = 0; d < 4; ++d)
+      if (!outType.isDynamicDim(d))
+        outSizes[d] = rewriter.getIndexAttr(outType.getDimSize(d));
+    ArrayRef<OpFoldResult> rowSizes = ArrayRef(outSizes).take_front(3);
+    auto dims = [&](int64_t n, ArrayRef<unsigned> ids) {
+      SmallVector<AffineExpr> exprs;
+      for (unsigned i : ids)
+        exprs.push_back(getAffineDimExpr(i, ctx));
+      return AffineMap::get(n, 0, exprs, ctx);
+    };
+    using utils::IteratorType;
+    // Row loops (b, h, n, s): s reduced.
+    SmallVector<IteratorType> rowIters = {
+        IteratorType::parallel, IteratorType::parallel, IteratorType::parallel,
+        IteratorType::reduction};
+    AffineMap lseIn = dims(4, {0, 1, 3, 2}), row = dims(4, {0, 1, 2});
+    auto fill = [&](double v) {
+      Value init = tensor::EmptyOp::create(rewriter, loc, rowSizes, f32);
+      return linalg::FillOp::create(rewriter, loc, cst(rewriter, loc, v), init)
+          .getResult(0);
+    };
+    // A partial lse, -inf when it saw no key (+inf).
+    auto finite = [&](OpBuilder &b, Location l, Value x) -> Value {
+      Value seen = arith::CmpFOp::create(b, l, arith::CmpFPredicate::ONE, x,
+                                         cst(b, l, inf));
+      return arith::SelectOp::create(b, l, seen, x, cst(b, l, -inf));
+    };
+    Value max =
+        linalg::GenericOp::create(
+            rewriter, loc, TypeRange{fill(-inf).getType()}, op.getLses(),
+            fill(-inf), ArrayRef<AffineMap>{lseIn, row}, rowIters,
+            [&](OpBuilder &b, Location l, ValueRange args) {
+              linalg::YieldOp::create(b, l,
+                                      arith::MaximumFOp::create(
+                                          b, l, args[1], finite(b, l, args[0]))
+                                          .getResult());
+            })
+            .getResult(0);
+    // Rows no split saw keep max = -inf; their weights use 0 instead.
+    auto safe = [&](OpBuilder &b, Location l, Value m) -> Value {
+      Value none = arith::CmpFOp::create(b, l, arith::CmpFPredicate::OEQ, m,
+                                         cst(b, l, -inf));
+      return arith::SelectOp::create(b, l, none, cst(b, l, 0.0), m);
+    };
+    Value sum =
+        linalg::GenericOp::create(
+            rewriter, loc, TypeRange{max.getType()},
+            ValueRange{op.getLses(), max}, fill(0.0),
+            ArrayRef<AffineMap>{lseIn, row, row}, rowIters,
+            [&](OpBuilder &b, Location l, ValueRange args) {
+              Value w = math::ExpOp::create(
+                  b, l,
+                  arith::SubFOp::create(b, l, finite(b, l, args[0]),
+                                        safe(b, l, args[1])));
+              linalg::YieldOp::create(
+                  b, l, arith::AddFOp::create(b, l, args[2], w).getResult());
+            })
+            .getResult(0);
+    AffineMap id3 = rewriter.getMultiDimIdentityMap(3);
+    SmallVector<IteratorType> par3(3, IteratorType::parallel);
+    Value lse =
+        linalg::GenericOp::create(
+            rewriter, loc, TypeRange{max.getType()}, ValueRange{max, sum},
+            tensor::EmptyOp::create(rewriter, loc, rowSizes, f32).getResult(),
+            ArrayRef<AffineMap>{id3, id3, id3}, par3,
+            [&](OpBuilder &b, Location l, ValueRange args) {
+              Value none = arith::CmpFOp::create(
+                  b, l, arith::CmpFPredicate::OEQ, args[0], cst(b, l, -inf));
+              Value v = arith::AddFOp::create(
+                  b, l, args[0], math::LogOp::create(b, l, args[1]));
+              linalg::YieldOp::create(
+                  b, l,
+                  arith::SelectOp::create(b, l, none, cst(b, l, inf), v)
+                      .getResult());
+            })
+            .getResult(0);
+
+    // Element loops (b, h, n, d, s): s reduced.
+    SmallVector<IteratorType> eltIters(4, IteratorType::parallel);
+    eltIters.push_back(IteratorType::reduction);
+    Value accInit = tensor::EmptyOp::create(rewriter, loc, outSizes, f32);
+    Value acc0 =
+        linalg::FillOp::create(rewriter, loc, cst(rewriter, loc, 0.0), accInit)
+            .getResult(0);
+    AffineMap outIn = dims(5, {0, 1, 4, 2, 3}), lseOf = dims(5, {0, 1, 4, 2}),
+              rowOf = dims(5, {0, 1, 2}), elt5 = dims(5, {0, 1, 2, 3});
+    Value acc =
+        linalg::GenericOp::create(
+            rewriter, loc, TypeRange{acc0.getType()},
+            ValueRange{op.getOuts(), op.getLses(), lse}, acc0,
+            ArrayRef<AffineMap>{outIn, lseOf, rowOf, elt5}, eltIters,
+            [&](OpBuilder &b, Location l, ValueRange args) {
+              Value posInf = cst(b, l, inf);
+              Value use = arith::AndIOp::create(
+                  b, l,
+                  arith::CmpFOp::create(b, l, arith::CmpFPredicate::ONE,
+                                        args[1], posInf),
+                  arith::CmpFOp::create(b, l, arith::CmpFPredicate::ONE,
+                                        args[2], posInf));
+              Value w = math::ExpOp::create(
+                  b, l, arith::SubFOp::create(b, l, args[1], args[2]));
+              Value term = arith::SelectOp::create(
+                  b, l, use, arith::MulFOp::create(b, l, w, args[0]),
+                  cst(b, l, 0.0));
+              linalg::YieldOp::create(
+                  b, l, arith::AddFOp::create(b, l, args[3], term).getResult());
+            })
+            .getResult(0);
+    Type elt = outType.getElementType();
+    Value out = acc;
+    if (!elt.isF32()) {
+      AffineMap id4 = rewriter.getMultiDimIdentityMap(4);
+      SmallVector<IteratorType> par4(4, IteratorType::parallel);
+      out =
+          linalg::GenericOp::create(
+              rewriter, loc,
+              TypeRange{RankedTensorType::get(
+                  cast<RankedTensorType>(acc.getType()).getShape(), elt)},
+              acc,
+              tensor::EmptyOp::create(rewriter, loc, outSizes, elt).getResult(),
+              ArrayRef<AffineMap>{id4, id4}, par4,
+              [&](OpBuilder &b, Location l, ValueRange args) {
+                linalg::YieldOp::create(
+                    b, l,
+                    arith::TruncFOp::create(b, l, elt, args[0]).getResult());
+              })
+              .getResult(0);
+    }
+    if (out.getType() != op.getOut().getType())
+      out = tensor::CastOp::create(rewriter, loc, op.getOut().getType(), out);
+    if (lse.getType() != op.getLse().getType())
+      lse = tensor::CastOp::create(rewriter, loc, op.getLse().getType(), lse);
+    rewriter.replaceOp(op, {out, lse});
+    return success();
+  }
+};
+
 //===----------------------------------------------------------------------===//
 // Pass
 //===----------------------------------------------------------------------===//
@@ -678,7 +836,8 @@ struct FALowerToReferencePass final
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
     if (mergeOnly)
-      patterns.add<LowerAttentionMerge>(&getContext());
+      patterns.add<LowerAttentionMerge, LowerAttentionMergeSplits>(
+          &getContext());
     else
       populateLowerToReferencePatterns(patterns);
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns)))) {
@@ -689,9 +848,9 @@ struct FALowerToReferencePass final
     // The patterns handle every op the verifier accepts; anything left is a
     // bug, reported rather than passed on to a later pass.
     WalkResult result = getOperation()->walk([&](Operation *op) {
-      if (mergeOnly
-              ? !isa<AttentionMergeOp>(op)
-              : !isa<AttentionOp, AttentionBackwardOp, AttentionMergeOp>(op))
+      if (mergeOnly ? !isa<AttentionMergeOp, AttentionMergeSplitsOp>(op)
+                    : !isa<AttentionOp, AttentionBackwardOp, AttentionMergeOp,
+                           AttentionMergeSplitsOp>(op))
         return WalkResult::advance();
       op->emitOpError("could not be lowered to the reference form");
       return WalkResult::interrupt();
@@ -704,6 +863,6 @@ struct FALowerToReferencePass final
 } // namespace
 
 void mlir::fa::populateLowerToReferencePatterns(RewritePatternSet &patterns) {
-  patterns.add<LowerAttention, LowerAttentionBackward, LowerAttentionMerge>(
-      patterns.getContext());
+  patterns.add<LowerAttention, LowerAttentionBackward, LowerAttentionMerge,
+               LowerAttentionMergeSplits>(patterns.getContext());
 }

@@ -249,6 +249,46 @@ def FA_AttentionMergeOp : FA_Op<"attention_merge", [Pure,
   let hasVerifier = 1;
 }
 
+def FA_Rank5F32Tensor : TensorRankOf<[F32], [5]> {
+  let summary = "5D tensor of f32 values";
+}
+def FA_Rank4F32Tensor : TensorRankOf<[F32], [4]> {
+  let summary = "4D tensor of f32 values";
+}
+
+def FA_AttentionMergeSplitsOp : FA_Op<"attention_merge_splits", [Pure]> {
+  let summary = "Split-KV partials stacked along a split dimension, merged";
+  let description = [{
+    `fa.attention_merge` for partials stacked along dimension 2 (the split
+    dimension, whose size may be known only at run time): `outs` is
+    `[B, H, S, N, Dv]` and `lses` is `[B, H, S, N]`, both f32, split `s`
+    holding attention over the `s`-th chunk of the keys. The result is the
+    attention over all chunks,
+
+    ```
+    lse = log sum_s exp(lse_s)        out = sum_s exp(lse_s - lse) out_s
+    ```
+
+    with the same conventions: a partial row with `lse_s = +inf` (its chunk
+    had no visible key) contributes nothing, and a row no split saw gives
+    `out = 0`, `lse = +inf`. `fa-split-kv` produces it; its GPU lowering is
+    `fa-convert-attention-merge-to-gpu`.
+
+    ```mlir
+    %out, %lse = fa.attention_merge_splits %outs, %lses
+        : tensor<8x8x?x4x128xf32>, tensor<8x8x?x4xf32>
+        -> tensor<8x8x4x128xbf16>, tensor<8x8x4xf32>
+    ```
+  }];
+  let arguments = (ins FA_Rank5F32Tensor:$outs, FA_Rank4F32Tensor:$lses);
+  let results = (outs FA_Rank4Tensor:$out, FA_LseTensor:$lse);
+  let assemblyFormat = [{
+    $outs `,` $lses attr-dict `:` type($outs) `,` type($lses) `->` type($out)
+    `,` type($lse)
+  }];
+  let hasVerifier = 1;
+}
+
 //===----------------------------------------------------------------------===//
 // Tile-level ops of the online-softmax form
 //===----------------------------------------------------------------------===//

@@ -4,6 +4,7 @@
 #define FA_DIALECT_FA_TRANSFORMS_PASSES_H
 
 #include "fa/Dialect/FA/IR/FAOps.h"
+#include "fa/Dialect/FAGPU/IR/FAGPU.h"
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"

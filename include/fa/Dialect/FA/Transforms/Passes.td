@@ -142,6 +142,65 @@ def FASpecializeMasks : Pass<"fa-specialize-masks"> {
                            "::mlir::scf::SCFDialect"];
 }
 
+def FASplitKV : Pass<"fa-split-kv"> {
+  let summary = "Split each query block's key loop into chunks run in parallel";
+  let description = [{
+    Split-KV (FlashDecoding): when there are too few query blocks to fill
+    the GPU (decoding: one query block per sequence and head), each query
+    block's visible key range `[lo, hi)` is cut into `S` chunks of whole key
+    blocks, each computed by its own iteration of the parallel loop into a
+    partial `(out, lse)` in f32, and `fa.attention_merge_splits` combines
+    the partials. Runs on the loop nest of `fa-tile-attention` after
+    `fa-specialize-masks`: every key loop of a query block is clamped to the
+    chunk (`[max(lb, kLo), min(ub, kHi))`), so the masked / unmasked loops
+    stay back to back and each chunk runs only the blocks it owns.
+
+    The forall's query-block dimension becomes `query blocks x S` (split
+    fastest); partials are `[B, H * S, Nq, Dv]` and `[B, H * S, Nq]`,
+    expanded to `[B, H, S, ...]` for the merge.
+
+    `S` is `splits`, or with `splits=0` the run-time count
+    `max(1, min(blocks-per-multiprocessor * SMS / tiles, key blocks,
+    max-splits))`: enough thread blocks for one full wave (FlashAttention's
+    heuristic in closed form), where `tiles` is batch x heads x query
+    blocks and `SMS` is `multiprocessors`, or when that is 0 the launch
+    device's count (`fagpu.host_multiprocessor_count`, bound by the
+    runtime).
+
+    Before:
+    ```mlir
+    %r:2 = scf.forall (%b, %h, %qb) in (%B, %H, %QB) shared_outs(...) {
+      scf.for %k = %lo to %hi step %c128 ... { fa.online_attention ... }
+      ... fa.online_attention_finalize ... -> tensor<64x128xbf16>
+    }
+    ```
+    After:
+    ```mlir
+    %r:2 = scf.forall (%b, %h, %x) in (%B, %H, %QBxS) shared_outs(...) {
+      %qb = arith.divui %x, %S
+      %s = arith.remui %x, %S
+      scf.for %k = %kLo to %kHi step %c128 ... { fa.online_attention ... }
+      ... fa.online_attention_finalize ... -> tensor<64x128xf32>
+    }
+    %out, %lse = fa.attention_merge_splits %parts, %lses : ...
+    ```
+  }];
+  let options = [
+    Option<"splits", "splits", "int64_t", /*default=*/"0",
+           "Chunks per query block (0: chosen at run time, see above)">,
+    Option<"multiprocessors", "multiprocessors", "int64_t", /*default=*/"0",
+           "SM count of the heuristic (0: the launch device's)">,
+    Option<"blocksPerMultiprocessor", "blocks-per-multiprocessor", "int64_t",
+           /*default=*/"2", "Thread blocks resident per SM (heuristic)">,
+    Option<"maxSplits", "max-splits", "int64_t", /*default=*/"64",
+           "Largest split count of the heuristic">
+  ];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect", "::mlir::scf::SCFDialect",
+    "::mlir::tensor::TensorDialect", "::mlir::fagpu::FAGPUDialect"
+  ];
+}
+
 def FAUseExp2 : Pass<"fa-use-exp2"> {
   let summary = "Compute the online softmax with exp2, log2(e) folded in";
   let description = [{
