@@ -136,3 +136,30 @@ def test_default_set_matches_fa_compile():
     vs = _variants.default_set()
     assert len(vs) == 16 and len(_variants.DEFAULT_CHIPS) == 2
     assert {v["kind"] for v in vs} == {"forward", "backward"}
+
+
+def test_split_kv_manifest_from_fa_compile(tmp_path):
+    """fa-compile --kv-splits=auto: the package reads the split-KV forward
+    (two launches, the partials as workspace sized by the run-time split
+    count), only split requests match it, and the workspace and grid agree
+    on S for a decode shape."""
+    compiler = _real_compiler()
+    if compiler is None:
+        pytest.skip("no fa-compile in the build folder")
+    proc = _run([compiler, "--kind=forward", "--head-dim=128", "--dtype=bf16",
+                 "--chip=sm_90a", "--kv-splits=auto", "-o", str(tmp_path)])
+    assert proc.returncode == 0, proc.stderr
+    from flashmlir import _kernels as K, _manifest as M
+    spec = M.load_manifest(str(tmp_path / "fa_fwd_d128_bf16_splitkv_sm90a.json"))
+    assert spec.kv_splits == "auto" and spec.is_multi_launch
+    assert [k.entry for k in spec.kernels] == ["fa_fwd_kernel", "fa_fwd_merge_kernel"]
+    split = K.KernelRequest.make("forward", "bf16", 128, split_kv=True)
+    assert split.matches(spec) and not K.KernelRequest.make("forward", "bf16", 128).matches(spec)
+    # Decoding 8 sequences x 8 KV heads (GQA-packed: Hq = Hkv = 8 rows of 4)
+    # on 132 SMs: S = min(2 * 132 // 64, ceil(4096 / 64), 64) = 4.
+    env = {"B": 8, "Hq": 8, "Hkv": 8, "Nq": 4, "Nk": 4096, "D": 128, "Dv": 128, "G": 1,
+           "SMS": 132}
+    ws = {w.name: tuple(d.evaluate(env) for d in w.dims) for w in spec.workspace}
+    assert ws == {"out_partial": (8, 32, 4, 128), "lse_partial": (8, 32, 4)}
+    assert tuple(g.evaluate(env) for g in spec.kernels[0].grid) == (4, 8, 8)
+    assert tuple(g.evaluate(env) for g in spec.kernels[1].grid) == (4, 8, 8)

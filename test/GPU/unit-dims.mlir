@@ -1,5 +1,5 @@
 // REQUIRES: ptxas
-// RUN: fa-opt %s --split-input-file --fa-gpu-forward="chip=sm_90a block-q=128 block-kv=64 toolkit=%cuda_root" -o %t.sm_90a.mlir
+// RUN: fa-opt %s --split-input-file --fa-gpu-forward="chip=sm_90a block-q=128 block-kv=64 tile-scheduler=grid toolkit=%cuda_root" -o %t.sm_90a.mlir
 // RUN: FileCheck %s < %t.sm_90a.mlir
 // RUN: python3 %S/extract-ptx.py %t.sm_90a.mlir %t.sm_90a --ptxas %ptxas --arch sm_90a | FileCheck %s --check-prefix=PTXAS
 // RUN: fa-opt %s --split-input-file --fa-gpu-forward="chip=sm_80 block-q=128 block-kv=64 toolkit=%cuda_root" -o %t.sm_80.mlir

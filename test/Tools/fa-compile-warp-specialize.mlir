@@ -7,13 +7,15 @@
 // spills.
 
 // RUN: rm -rf %t && mkdir -p %t
-// RUN: fa-compile --head-dim=128 --dtype=bf16 --chip=sm_90a --warp-specialize -o %t > /dev/null
+// RUN: fa-compile --head-dim=128 --dtype=bf16 --chip=sm_90a --warp-specialize --tile-scheduler=grid -o %t > /dev/null
 // RUN: FileCheck %s < %t/fa_fwd_d128_bf16_sm90a.json
 // RUN: python3 %S/check-manifests.py %t
 // RUN: %ptxas -arch=sm_90a -v %t/fa_fwd_d128_bf16_sm90a.ptx -o /dev/null 2>&1 | FileCheck %s --check-prefix=PTXAS
 // RUN: FileCheck %s --check-prefix=PTX < %t/fa_fwd_d128_bf16_sm90a.ptx
-// RUN: fa-compile --head-dim=128 --dtype=bf16 --chip=sm_90a -o %t/default > /dev/null
+// RUN: fa-compile --head-dim=128 --dtype=bf16 --chip=sm_90a --tile-scheduler=grid -o %t/default > /dev/null
 // RUN: cmp %t/fa_fwd_d128_bf16_sm90a.ptx %t/default/fa_fwd_d128_bf16_sm90a.ptx
+// RUN: fa-compile --head-dim=128 --dtype=bf16 --chip=sm_90a -o %t/full > /dev/null
+// RUN: FileCheck %s --check-prefix=FULL < %t/full/fa_fwd_d128_bf16_sm90a.json
 // RUN: fa-compile --head-dim=128 --dtype=bf16 --chip=sm_90a --schedule=cooperative -o %t/coop > /dev/null
 // RUN: FileCheck %s --check-prefix=COOP < %t/coop/fa_fwd_d128_bf16_sm90a.json
 // RUN: not fa-compile --head-dim=128 --dtype=bf16 --chip=sm_90a --schedule=pingpong -o %t/bad 2>&1 | FileCheck %s --check-prefix=BAD
@@ -61,6 +63,10 @@
 // COOP:      "schedule": "cooperative",
 
 // BAD: fa-select-kernel-config: schedule must be auto, cooperative or warp_specialized, got 'pingpong'
+
+// Without a mask the default is the persistent tile scheduler.
+// FULL: "schedule": "warp_specialized",
+// FULL: "tile_scheduler": "persistent",
 
 // --tile-scheduler=persistent: one block per multiprocessor (SMS, bound by
 // the runtime), at most one per tile; registers split 40 / 232 within the

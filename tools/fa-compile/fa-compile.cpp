@@ -1118,6 +1118,10 @@ FailureOr<KernelConfig> configFromFlags() {
     c.blockQ = 64;
   if (c.kvSplits != 0 && c.blockKV == 0)
     c.blockKV = 64;
+  // The persistent kernel stores out with TMA in the input type, not the
+  // f32 partials.
+  if (c.kvSplits != 0 && c.tileScheduler == "auto")
+    c.tileScheduler = "grid";
   if (c.kvSplits != 0 && c.backward()) {
     llvm::errs() << "fa-compile: --kv-splits is a forward option (the "
                     "backward has no split-KV form)\n";

@@ -64,10 +64,12 @@ func.func @forward_d96(%q: tensor<?x?x?x96xbf16>, %k: tensor<?x?x?x96xbf16>, %v:
 // -----
 
 // D = 64: warp-specialized with three consumer warpgroups; cooperative, one
-// warpgroup of 64 rows (three blocks per SM).
+// warpgroup of 64 rows (three blocks per SM). Without a mask the
+// warp-specialized kernel takes the persistent tile scheduler (causal ones
+// keep the grid: see @forward_default above).
 
 // SM90A-LABEL: func.func @forward_d64
-// SM90A: {kernel_config = #fa.kernel_config<"sm_90a", wgmma, block_q = 192, block_kv = 128, warps = 12, stages = 2, schedule = warp_specialized>}
+// SM90A: {kernel_config = #fa.kernel_config<"sm_90a", wgmma, block_q = 192, block_kv = 128, warps = 12, stages = 2, schedule = warp_specialized, tile_scheduler = persistent>}
 // PERSIST-LABEL: func.func @forward_d64
 // PERSIST: {kernel_config = #fa.kernel_config<"sm_90a", wgmma, block_q = 192, block_kv = 128, warps = 12, stages = 2, schedule = warp_specialized, tile_scheduler = persistent>}
 // COOP-LABEL: func.func @forward_d64

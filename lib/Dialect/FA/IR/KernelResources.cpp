@@ -17,14 +17,31 @@ using namespace mlir::fa;
 // Capability": 163 KiB of shared memory per block on 8.0, 227 KiB on 9.0.
 // PTX ISA: sm_80 since 7.0, sm_90 since 7.8, sm_90a (wgmma) since 8.0; the
 // vector reductions of the sm_90 backward need 8.1.
+// Per multiprocessor: 164 KiB of shared memory on 8.0, 228 KiB on 9.0, 1 KiB
+// of it reserved per resident block; 64 K registers and 2048 threads.
 static const ChipInfo kChips[] = {
     {"sm_80", 166912, 255, 1024, /*wgmma=*/false, /*vectorReductions=*/false,
-     /*minPtxVersion=*/70},
+     /*minPtxVersion=*/70, 167936, 1024, 65536, 2048},
     {"sm_90", 232448, 255, 1024, /*wgmma=*/false, /*vectorReductions=*/true,
-     /*minPtxVersion=*/81},
+     /*minPtxVersion=*/81, 233472, 1024, 65536, 2048},
     {"sm_90a", 232448, 255, 1024, /*wgmma=*/true, /*vectorReductions=*/true,
-     /*minPtxVersion=*/81},
+     /*minPtxVersion=*/81, 233472, 1024, 65536, 2048},
 };
+
+int64_t mlir::fa::residentBlocks(KernelConfigAttr config,
+                                 const KernelProblem &problem) {
+  const ChipInfo *chip = lookupChip(config.getChip());
+  if (!chip)
+    return 1;
+  KernelResources res = kernelResources(config, problem);
+  int64_t threads = std::max<int64_t>(res.threads, 1);
+  int64_t bySmem = chip->sharedMemoryPerMultiprocessor /
+                   (res.sharedMemory + chip->reservedSharedMemoryPerBlock);
+  int64_t byRegs =
+      chip->registersPerMultiprocessor / (threads * chip->registersPerThread);
+  int64_t byThreads = chip->threadsPerMultiprocessor / threads;
+  return std::max<int64_t>(1, std::min({bySmem, byRegs, byThreads}));
+}
 
 const ChipInfo *mlir::fa::lookupChip(StringRef name) {
   for (const ChipInfo &chip : kChips)

@@ -23,6 +23,7 @@
 
 #include "fa/Dialect/FA/Transforms/Passes.h"
 
+#include "fa/Dialect/FA/IR/KernelResources.h"
 #include "fa/Dialect/FAGPU/IR/FAGPU.h"
 #include "mlir/Dialect/Arith/Utils/Utils.h"
 #include "mlir/IR/PatternMatch.h"
@@ -44,7 +45,7 @@ struct TiledQueryBlock {
   tensor::ParallelInsertSliceOp outInsert, lseInsert;
   /// The K operand of fa.attention (the source of the key tiles).
   Value keys;
-  int64_t blockKV;
+  int64_t blockKV, headDim, valueHeadDim;
 };
 
 /// The key tensor a key tile is a (padded) slice of.
@@ -79,6 +80,9 @@ static FailureOr<TiledQueryBlock> matchQueryBlock(scf::ForallOp forall) {
       return failure();
     qb.keys = keys;
     qb.blockKV = cast<RankedTensorType>(step.getKey().getType()).getDimSize(0);
+    qb.headDim = cast<RankedTensorType>(step.getKey().getType()).getDimSize(1);
+    qb.valueHeadDim =
+        cast<RankedTensorType>(step.getValue().getType()).getDimSize(1);
     if (!qb.loops.empty() &&
         loop.getLowerBound() != qb.loops.back().getUpperBound())
       return failure();
@@ -139,8 +143,17 @@ static LogicalResult splitForall(RewriterBase &rw, scf::ForallOp forall,
         opts.multiprocessors > 0
             ? idx(opts.multiprocessors)
             : fagpu::HostMultiprocessorCountOp::create(rw, loc).getResult();
-    Value slots = rw.createOrFold<arith::MulIOp>(
-        loc, sms, idx(opts.blocksPerMultiprocessor));
+    // Blocks resident per SM: the option, or what the kernel configuration
+    // the forall carries leaves room for (2 without one).
+    int64_t perSM = opts.blocksPerMultiprocessor;
+    if (perSM == 0) {
+      auto config =
+          forall->getAttrOfType<KernelConfigAttr>(kKernelConfigAttrName);
+      perSM = config ? residentBlocks(config, {KernelKind::Forward, qb.headDim,
+                                               qb.valueHeadDim})
+                     : 2;
+    }
+    Value slots = rw.createOrFold<arith::MulIOp>(loc, sms, idx(perSM));
     Value byTiles = rw.createOrFold<arith::DivUIOp>(loc, slots, tiles);
     Value keyBlocks =
         rw.createOrFold<arith::CeilDivUIOp>(loc, nk, idx(qb.blockKV));
@@ -286,7 +299,7 @@ struct FASplitKVPass final : fa::impl::FASplitKVBase<FASplitKVPass> {
     for (auto [name, value, min] :
          {std::tuple<StringRef, int64_t, int64_t>{"splits", splits, 0},
           {"multiprocessors", multiprocessors, 0},
-          {"blocks-per-multiprocessor", blocksPerMultiprocessor, 1},
+          {"blocks-per-multiprocessor", blocksPerMultiprocessor, 0},
           {"max-splits", maxSplits, 1}}) {
       if (value < min) {
         getOperation()->emitError()

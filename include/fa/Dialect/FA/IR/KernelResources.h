@@ -41,6 +41,12 @@ struct ChipInfo {
   /// The oldest PTX ISA (x10: 80 = PTX 8.0) that has this target and what
   /// the kernels use on it.
   int64_t minPtxVersion;
+  /// Shared memory of one multiprocessor, and what each resident block
+  /// takes of it besides its own.
+  int64_t sharedMemoryPerMultiprocessor;
+  int64_t reservedSharedMemoryPerBlock;
+  int64_t registersPerMultiprocessor;
+  int64_t threadsPerMultiprocessor;
 };
 
 /// The chip called `name` ("sm_80", "sm_90", "sm_90a"), or null.
@@ -171,6 +177,11 @@ int64_t backwardDqChunk(int64_t blockQ, int64_t headDim, int64_t warps);
 /// structural checks of `verifyKernelConfig` pass.
 KernelResources kernelResources(KernelConfigAttr config,
                                 const KernelProblem &problem);
+
+/// Thread blocks of `config`'s kernel for `problem` one multiprocessor holds
+/// at once, from its shared memory and threads, with registers counted at
+/// the per-thread maximum (ptxas decides the real count later): at least 1.
+int64_t residentBlocks(KernelConfigAttr config, const KernelProblem &problem);
 
 /// Why `config` does not work for an op of head dims (d, dv) (see
 /// verifyKernelConfig), or "" when it does.

@@ -165,7 +165,8 @@ def FASplitKV : Pass<"fa-split-kv"> {
     heuristic in closed form), where `tiles` is batch x heads x query
     blocks and `SMS` is `multiprocessors`, or when that is 0 the launch
     device's count (`fagpu.host_multiprocessor_count`, bound by the
-    runtime).
+    runtime). The blocks per SM default to what the nest's `kernel_config`
+    leaves room for (shared memory, threads; `fa::residentBlocks`).
 
     Before:
     ```mlir
@@ -191,7 +192,9 @@ def FASplitKV : Pass<"fa-split-kv"> {
     Option<"multiprocessors", "multiprocessors", "int64_t", /*default=*/"0",
            "SM count of the heuristic (0: the launch device's)">,
     Option<"blocksPerMultiprocessor", "blocks-per-multiprocessor", "int64_t",
-           /*default=*/"2", "Thread blocks resident per SM (heuristic)">,
+           /*default=*/"0",
+           "Thread blocks resident per SM (heuristic; 0: what the nest's "
+           "kernel_config leaves room for, 2 without one)">,
     Option<"maxSplits", "max-splits", "int64_t", /*default=*/"64",
            "Largest split count of the heuristic">
   ];
