@@ -413,8 +413,8 @@ class _SplitForward:
         tensors = {"q": _bhsd(q, L), "k": _bhsd(k, L), "v": _bhsd(v, L), "out": _bhsd(out, L),
                    "lse": lse}
         if packed:
-            views = {n: _group_view(tensors[n], d.Hkv) for n in ("q", "out", "lse")}
-            packed = all(t is not None for t in views.values())
+            grouped = {n: _group_view(tensors[n], d.Hkv) for n in ("q", "out", "lse")}
+            packed = all(t is not None for t in grouped.values())
         heads, rows = (d.Hkv, G * d.Nq) if packed else (d.Hq, d.Nq)
         if rows > _SPLIT_ROWS or d.B * heads >= sms:
             return None
@@ -430,7 +430,7 @@ class _SplitForward:
         env = {**d.env(), "SMS": sms}
         if packed:
             env.update(Hq=d.Hkv, Nq=rows, G=1)
-            tensors.update(views)
+            tensors.update(grouped)
         self = _SplitForward()
         self.spec = spec
         kernels = _kernels.load_kernels(spec, ordinal)
@@ -439,8 +439,11 @@ class _SplitForward:
         offsets, self.ws_bytes = _workspace_layout(workspace)
         buf = torch.empty(self.ws_bytes, dtype=torch.uint8, device=c.device)
         views = dict(zip((w[0] for w in workspace), _workspace_views(buf, workspace, offsets)))
+        scalars = c.scalars()
+        if packed:   # the packed rows take the kernel without a mask
+            scalars.update(window_left=-1, window_right=-1, causal=0)
         _, preps = _bwd.prepare(spec, kernels, tensors, env, lambda n, s, t: views[n],
-                                c.scalars())
+                                scalars)
         names = _FORWARD_TENSORS + (_WORKSPACE,)
         binds = {w[0]: (_WORKSPACE, off) for w, off in zip(workspace, offsets)}
         self.seq = _plan.PlanSequence([_plan.LaunchPlan(p, names, binds) for p in preps])

@@ -136,7 +136,10 @@ class EmulatingCuda(FakeCuda):
         self.ran.append((name, entry))
         if entry in self.skip:
             return
-        getattr(self, "_run_" + ("forward" if spec.kind == "forward" else entry))(spec, args)
+        if spec.kv_splits is not None:
+            getattr(self, "_run_split_" + entry)(spec, args)
+        else:
+            getattr(self, "_run_" + ("forward" if spec.kind == "forward" else entry))(spec, args)
 
     # -- the kernels ---------------------------------------------------------------------
     def _scalars(self, spec, args):
@@ -188,6 +191,44 @@ class EmulatingCuda(FakeCuda):
         out, lse = _reference.attention(a["q"], a["k"], a["v"], mask, scale, softcap)
         a["out"].copy_(out)
         a["lse"].copy_(lse)
+
+    def _run_split_fa_fwd_kernel(self, spec, a):
+        """The partials of S chunks of whole 64-key blocks: chunk s of head h
+        at head h * S + s (S read from the workspace's size, as the merge
+        does; the kernels cut the visible range, this the whole, which
+        merges to the same result)."""
+        mask, scale, softcap = self._scalars(spec, a)
+        q, k, v = a["q"], a["k"], a["v"]
+        b, h, nq = q.shape[:3]
+        splits = a["out_partial"].shape[1] // h
+        assert a["size_2"] > 0, a["size_2"]
+        nk, bc = k.shape[2], spec.block_kv
+        per = -(-(-(-nk // bc)) // splits) * bc
+        s, _, _, _ = _reference._scores(q, k, mask, scale, softcap)
+        vf = v.float().repeat_interleave(h // k.shape[1], dim=1)
+        parts = a["out_partial"].unflatten(1, (h, splits))
+        lses = a["lse_partial"].unflatten(1, (h, splits))
+        for c in range(splits):
+            lo = min(c * per, nk)
+            hi = min(lo + per, nk)
+            chunk = s[..., lo:hi]
+            lse = torch.logsumexp(chunk, -1) if hi > lo else torch.full(
+                (b, h, nq), -math.inf)
+            p = torch.exp(chunk - lse[..., None]).nan_to_num(0.0)
+            parts[:, :, c].copy_(torch.matmul(p, vf[:, :, lo:hi]))
+            lses[:, :, c].copy_(torch.where(torch.isfinite(lse), lse, math.inf))
+
+    def _run_split_fa_fwd_merge_kernel(self, spec, a):
+        out, lse = a["out"], a["lse"]
+        h = out.shape[1]
+        assert a["size_1"] == a["out_partial"].shape[1], (a["size_1"], a["out_partial"].shape)
+        parts = a["out_partial"].unflatten(1, (h, -1))
+        lses = a["lse_partial"].unflatten(1, (h, -1))
+        finite = lses.masked_fill(lses == math.inf, -math.inf)
+        total = torch.logsumexp(finite, 2)
+        w = torch.exp(finite - total[:, :, None]).nan_to_num(0.0)
+        out.copy_((w[..., None] * parts).sum(2).to(out.dtype))
+        lse.copy_(torch.where(torch.isfinite(total), total, math.inf))
 
     def _run_fa_bwd_preprocess_kernel(self, spec, a):
         a["delta"].copy_((a["out"].float() * a["dout"].float()).sum(-1))
@@ -343,6 +384,45 @@ def _forward_manifest(request, chip, name):
             "grid": ["ceildiv(Nq, 64)", "Hq", "B"], "params": params}
 
 
+# fa-compile --kv-splits=auto's split count, as its manifests spell it.
+_SPLITS = "max(min(min(SMS * 2 // (B * Hq * ceildiv(Nq, 64)), ceildiv(Nk, 64)), 64), 1)"
+
+
+def split_manifest(request, chip, name):
+    """A split-KV forward as fa-compile --kv-splits=auto writes it: the split
+    kernel into the f32 partials (workspace sized by the run-time split
+    count, which takes the SM count as a parameter), then the merge."""
+    fwd = forward_manifest(request, chip, name)
+    part = {"name": "out_partial", "type": "memref", "rank": 4, "dtype": "f32",
+            "dims": ["B", f"Hq * {_SPLITS}", "Nq", "Dv"]}
+    part_lse = {"name": "lse_partial", "type": "memref", "rank": 3, "dtype": "f32",
+                "dims": ["B", f"Hq * {_SPLITS}", "Nq"]}
+    sms = {"name": "size_2", "type": "i64", "value": "SMS"}
+    split_params = []
+    for p in fwd["params"]:
+        if p.get("name") == "out":
+            split_params += [part, part_lse]
+        elif p.get("name") != "lse":
+            split_params.append(p)
+    split_params.insert(2, sms)
+    out, lse = (next(p for p in fwd["params"] if p.get("name") == n) for n in ("out", "lse"))
+    m = {k: v for k, v in fwd.items()
+         if k not in ("entry", "grid", "params", "threads", "dynamic_shared_memory")}
+    m["kv_splits"] = "auto"
+    m["block_q"], m["block_kv"] = 64, 64
+    m["kernels"] = [
+        {"entry": "fa_fwd_kernel", "grid": [f"ceildiv(Nq, 64) * {_SPLITS}", "Hq", "B"],
+         "threads": 128, "block": [128, 1, 1], "dynamic_shared_memory": 49152,
+         "params": split_params},
+        {"entry": "fa_fwd_merge_kernel", "grid": ["Nq", "Hq", "B"], "threads": 128,
+         "block": [128, 1, 1], "dynamic_shared_memory": 0,
+         "params": [out, {"name": "size_1", "type": "i64", "value": f"Hq * {_SPLITS}"},
+                    part_lse, part, lse]}]
+    m["workspace"] = [{"name": "out_partial", "dtype": "f32", "dims": part["dims"]},
+                      {"name": "lse_partial", "dtype": "f32", "dims": part_lse["dims"]}]
+    return m
+
+
 def backward_manifest(request, chip, name):
     left, right = request.mask
     m = backward_example(request.deterministic, name=name, dtype=request.dtype,
@@ -374,11 +454,13 @@ class GenRegistry(_kernels.KernelRegistry):
 
     def _compile_one(self, compiler, request, chip):
         name = "gen_" + hashlib.sha1(request.describe().encode()).hexdigest()[:12] + "_" + chip
-        if request.kind == "forward":
+        if request.split_kv:
+            m = split_manifest(request, chip, name)
+        elif request.kind == "forward":
             m = forward_manifest(request, chip, name, self.tensormaps)
         else:
             m = backward_manifest(request, chip, name)
-        launches = [m] if request.kind == "forward" else m["kernels"]
+        launches = m["kernels"] if "kernels" in m else [m]
         os.makedirs(self.cache, exist_ok=True)
         with open(os.path.join(self.cache, name + ".ptx"), "w") as f:
             f.write(_ptx(name, chip, launches))
@@ -389,6 +471,11 @@ class GenRegistry(_kernels.KernelRegistry):
         spec = M.load_manifest(os.path.join(self.cache, name + ".json"))
         assert request.matches(spec), (request.describe(), spec.describe())
         return spec
+
+    def generate(self, request, chip="sm_90a"):
+        """Writes the kernel for `request` ahead of the calls (split-KV
+        kernels are never compiled on demand)."""
+        return self._compile_one(None, request, chip)
 
     def spec_named(self, name):
         return next(s for s in self.specs() if s.name == name)

@@ -393,3 +393,55 @@ def test_compile_fullgraph_runs_the_kernels(gpu):
         assert all(torch.equal(a, b) for a, b in zip(grads, want))
     assert not counters["graph_break"]
     assert counters["stats"]["unique_graphs"] <= 1   # one dynamic graph for both shapes
+
+
+# -- split-KV decoding on the fake GPU -------------------------------------------------------
+
+def _split_request(d=32, causal=False):
+    return _kernels.KernelRequest.make("forward", "bf16", d, causal=causal, split_kv=True)
+
+
+@pytest.mark.parametrize("nq,causal,hq,hkv,packed", [
+    (1, True, 8, 2, True),      # one query: causal sees every key, GQA-packed rows
+    (3, False, 8, 2, True),     # no mask: [B, Hq, 3] viewed as [B, Hkv, 12]
+    (3, True, 8, 2, False),     # a few causal queries: unpacked, the causal kernel
+    (5, False, 4, 4, False),    # MHA: nothing to pack
+])
+def test_split_kv_decode(gpu, nq, causal, hq, hkv, packed):
+    spec = gpu.registry.generate(_split_request(causal=causal and not packed))
+    q, k, v, _ = qkv(2, hq, hkv, nq, 300, 32, 32, grad=False)
+    out, lse = flashmlir.attention(q, k, v, causal=causal, return_lse=True)
+    assert gpu.ran == [(spec.name, "fa_fwd_kernel"), (spec.name, "fa_fwd_merge_kernel")]
+    split, merge = gpu.decoded[-2:]
+    rows, heads = (hq // hkv * nq, hkv) if packed else (nq, hq)
+    assert tuple(split["q"].shape) == (2, heads, rows, 32)
+    assert tuple(merge["out"].shape) == (2, heads, rows, 32)
+    # The run-time split count: min(2 * 132 // (B * heads), ceil(300 / 64), 64).
+    assert split["out_partial"].shape[1] == heads * min(264 // (2 * heads), 5, 64)
+    assert split["size_2"] == 132
+    check_fwd(out, lse, q, k, v, causal=causal)
+    # The steady state: the plan's two launches, nothing else.
+    gpu.ran.clear()
+    flashmlir.attention(q, k, v, causal=causal)
+    assert [e for _, e in gpu.ran] == ["fa_fwd_kernel", "fa_fwd_merge_kernel"]
+
+
+def test_split_kv_only_when_it_helps(gpu, monkeypatch):
+    gpu.registry.generate(_split_request())
+    # As many (batch, head) pairs as SMs: the plain kernel.
+    q, k, v, _ = qkv(132, 1, 1, 1, 100, 32, 32, grad=False)
+    flashmlir.attention(q, k, v)
+    assert [e for _, e in gpu.ran] == [FWD] and gpu.ran[0][0].startswith("gen_")
+    assert gpu.registry.spec_named(gpu.ran[0][0]).kv_splits is None
+    gpu.ran.clear()
+    # Rows past one 64-row block: the plain kernel.
+    q, k, v, _ = qkv(1, 2, 2, 65, 100, 32, 32, grad=False)
+    flashmlir.attention(q, k, v)
+    assert gpu.registry.spec_named(gpu.ran[-1][0]).kv_splits is None
+    gpu.ran.clear()
+    # FLASHMLIR_SPLIT_KV=0 turns it off.
+    monkeypatch.setenv(_interface.SPLIT_KV_ENV, "0")
+    _interface.clear_caches()
+    q, k, v, _ = qkv(1, 8, 2, 1, 100, 32, 32, grad=False)
+    flashmlir.attention(q, k, v)
+    assert gpu.registry.spec_named(gpu.ran[-1][0]).kv_splits is None

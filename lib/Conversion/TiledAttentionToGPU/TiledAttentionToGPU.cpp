@@ -1901,13 +1901,21 @@ void ForwardKernelEmitter::emit(gpu::LaunchOp launch) {
 static LogicalResult allocateWorkspaceResults(RewriterBase &rewriter,
                                               scf::ForallOp forall) {
   static constexpr StringLiteral names[] = {"out_partial", "lse_partial"};
+  if (forall.getNumResults() != 2)
+    return success(); // The matcher reports it.
   for (auto [i, result] : llvm::enumerate(forall.getResults())) {
-    if (result.hasOneUse() && isa<bufferization::MaterializeInDestinationOp>(
-                                  *result.getUsers().begin()))
+    // Only partials on their way to a merge; anything else is the
+    // matcher's to report.
+    auto expand =
+        result.hasOneUse()
+            ? dyn_cast<tensor::ExpandShapeOp>(*result.getUsers().begin())
+            : nullptr;
+    if (!expand || !expand->hasOneUse() ||
+        !isa<AttentionMergeSplitsOp>(*expand->getUsers().begin()))
       continue;
     auto empty = forall.getOutputs()[i].getDefiningOp<tensor::EmptyOp>();
-    if (!empty || i >= 2)
-      continue; // The matcher reports it.
+    if (!empty)
+      continue;
     OpBuilder::InsertionGuard guard(rewriter);
     rewriter.setInsertionPoint(forall);
     auto type = cast<RankedTensorType>(result.getType());
