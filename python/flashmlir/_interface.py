@@ -431,13 +431,13 @@ class _SplitForward:
         if packed:
             env.update(Hq=d.Hkv, Nq=rows, G=1)
             tensors.update(grouped)
-        self = _SplitForward()
-        self.spec = spec
+        plan = _SplitForward()
+        plan.spec = spec
         kernels = _kernels.load_kernels(spec, ordinal)
         shapes = _bwd.workspace_shapes(spec, env)
         workspace = tuple((name, shape, _TORCH_DTYPES[dtype]) for name, shape, dtype in shapes)
-        offsets, self.ws_bytes = _workspace_layout(workspace)
-        buf = torch.empty(self.ws_bytes, dtype=torch.uint8, device=c.device)
+        offsets, plan.ws_bytes = _workspace_layout(workspace)
+        buf = torch.empty(plan.ws_bytes, dtype=torch.uint8, device=c.device)
         views = dict(zip((w[0] for w in workspace), _workspace_views(buf, workspace, offsets)))
         scalars = c.scalars()
         if packed:   # the packed rows take the kernel without a mask
@@ -446,8 +446,8 @@ class _SplitForward:
                                 scalars)
         names = _FORWARD_TENSORS + (_WORKSPACE,)
         binds = {w[0]: (_WORKSPACE, off) for w, off in zip(workspace, offsets)}
-        self.seq = _plan.PlanSequence([_plan.LaunchPlan(p, names, binds) for p in preps])
-        return self
+        plan.seq = _plan.PlanSequence([_plan.LaunchPlan(p, names, binds) for p in preps])
+        return plan
 
     def run(self, q, k, v, out, lse, stream: int) -> None:
         ws = q.new_empty(self.ws_bytes, dtype=torch.uint8)

@@ -90,6 +90,14 @@ static FailureOr<TiledQueryBlock> matchQueryBlock(scf::ForallOp forall) {
   }
   if (qb.loops.empty() || !qb.finalize)
     return failure();
+  // The chunk's bounds are computed before the first loop: every loop bound
+  // must be available there.
+  for (scf::ForOp loop : qb.loops)
+    for (Value bound : {loop.getLowerBound(), loop.getUpperBound()})
+      if (Operation *def = bound.getDefiningOp())
+        if (def->getBlock() == forall.getBody() &&
+            qb.loops.front()->isBeforeInBlock(def))
+          return failure();
   for (Operation &op : forall.getTerminator().getYieldingOps()) {
     auto insert = dyn_cast<tensor::ParallelInsertSliceOp>(op);
     if (!insert || insert.getMixedOffsets().size() < 3)
