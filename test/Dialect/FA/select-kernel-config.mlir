@@ -83,6 +83,18 @@ func.func @forward_d64(%q: tensor<?x?x?x64xbf16>, %k: tensor<?x?x?x64xbf16>, %v:
 
 // -----
 
+// Dv != D without a mask: the warp-specialized kernel on the grid (the
+// persistent one is offered only for Dv = D so far).
+
+// SM90A-LABEL: func.func @forward_d128_dv64
+// SM90A: {kernel_config = #fa.kernel_config<"sm_90a", wgmma, block_q = 128, block_kv = 128, warps = 8, stages = 2, schedule = warp_specialized>}
+func.func @forward_d128_dv64(%q: tensor<?x?x?x128xbf16>, %k: tensor<?x?x?x128xbf16>, %v: tensor<?x?x?x64xbf16>) -> tensor<?x?x?x64xbf16> {
+  %o, %l = fa.attention %q, %k, %v : (tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>, tensor<?x?x?x64xbf16>) -> (tensor<?x?x?x64xbf16>, tensor<?x?x?xf32>)
+  return %o : tensor<?x?x?x64xbf16>
+}
+
+// -----
+
 // The backward: 128 keys on two warpgroups (sm_90a) against 64-query
 // blocks, 128 at D <= 64 without mask or softcap; sm_80 64 x 64 on 4 warps.
 

@@ -143,8 +143,9 @@ SmallVector<Tiles> warpSpecializedCandidates(const OpTraits &op, MmaKind mma,
   // and 1.03-1.39x at D = 64 (N 512-16k, H200, 2026-12-02); the grid one
   // next (fa-compile's choice when the persistent kernel spills, as at
   // D = 64). With a causal mask the persistent kernel's static tile order
-  // loses at 16k (0.84x at D = 128): grid only.
-  if (op.masked)
+  // loses at 16k (0.84x at D = 128): grid only. Dv != D: the persistent
+  // kernel has not run on the H200 (the head-dim matrix), grid only.
+  if (op.masked || op.d != op.dv)
     return {t};
   Tiles persistent = t;
   persistent.tileScheduler = TileScheduler::Persistent;
