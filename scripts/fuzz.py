@@ -372,6 +372,8 @@ OPTION_VALUES = {
                                    "sm_100a", "bogus"],
     "format": ["isa", "isa", "bin"],
     "features": ["+ptx80", "+ptx81", "+ptx60", ""],
+    "splits": ["0", "1", "3", "7"], "kv-splits": ["0", "-1", "4"],
+    "multiprocessors": ["0", "1", "132"],
 }
 SKIPPED_OPTIONS = {"toolkit"}
 
@@ -398,6 +400,8 @@ COMPILE_FLAGS = {
     "mma": (["auto", "mma.sync", "wgmma"], ["tensor"]),
     "pipeline": (["fa-gpu-forward", "fa-gpu-backward"],
                  ["fa-tiled-cpu", "canonicalize", "bogus"]),
+    "kv-splits": (["none", "auto", "3"], ["0", "-1", "1025", "x"]),
+    "tile-scheduler": (["auto", "grid", "persistent"], ["dynamic", ""]),
 }
 
 
@@ -438,12 +442,15 @@ CONSUMERS = {
                                "fa-tiled-cpu", "fa-reference-cpu",
                                "fa-gpu-backward"],
     "fa.online_attention ": ["fa-specialize-masks", "fa-use-exp2",
+                             "fa-split-kv",
                              "fa-decompose-online-attention",
                              "fa-convert-tiled-attention-to-gpu"],
     "fa.attention_backward_step ": [
         "fa-specialize-masks", "fa-decompose-attention-backward-step",
         "fa-convert-tiled-attention-backward-to-gpu"],
     "fa.attention_merge ": ["fa-lower-to-reference", "fa-reference-cpu"],
+    "fa.attention_merge_splits ": ["fa-lower-to-reference",
+                                   "fa-convert-attention-merge-to-gpu"],
     "fagpu.channel_create ": ["fa-lower-channels", "fa-gpu-to-binary"],
     "fagpu.warp_specialize ": ["fa-lower-warp-specialize",
                                "fa-gpu-to-binary"],
