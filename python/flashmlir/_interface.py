@@ -282,6 +282,28 @@ def _workspace_views(buf, shapes, offsets):
     return out
 
 
+def _multi_launch_sequence(spec, ordinal, tensors, env, scalars, names, device):
+    """The PlanSequence of a manifest with several launches and a workspace
+    (a backward, a split-KV forward), and that workspace: its buffers
+    ((name, shape, dtype)), their byte offsets and the total bytes. The
+    buffers are views at those offsets of one byte buffer, the call's
+    `_WORKSPACE` tensor (the last of `names`), so each call brings its own."""
+    kernels = _kernels.load_kernels(spec, ordinal)
+    shapes = _bwd.workspace_shapes(spec, env)
+    for name, _, dtype in shapes:
+        if dtype not in _TORCH_DTYPES:
+            raise LaunchError(f"{spec.name}: workspace {name} has element type {dtype}, "
+                              f"which this torch has no dtype for")
+    workspace = tuple((name, shape, _TORCH_DTYPES[dtype]) for name, shape, dtype in shapes)
+    offsets, nbytes = _workspace_layout(workspace)
+    buf = torch.empty(nbytes, dtype=torch.uint8, device=device)
+    views = dict(zip((w[0] for w in workspace), _workspace_views(buf, workspace, offsets)))
+    _, preps = _bwd.prepare(spec, kernels, tensors, env, lambda n, s, t: views[n], scalars)
+    binds = {w[0]: (_WORKSPACE, off) for w, off in zip(workspace, offsets)}
+    seq = _plan.PlanSequence([_plan.LaunchPlan(p, names, binds) for p in preps])
+    return seq, workspace, offsets, nbytes
+
+
 class _BackwardPlan:
     """The backward of one forward plan for one kind of dout: gradients and
     workspace to allocate, and the manifest's launches as a PlanSequence.
@@ -312,27 +334,14 @@ class _BackwardPlan:
             return
         self.mode = _LAUNCH
         spec, ordinal = _find_spec(c, "backward")
-        kernels = _kernels.load_kernels(spec, ordinal)
-        shapes = _bwd.workspace_shapes(spec, d.env())
-        for name, _, dtype in shapes:
-            if dtype not in _TORCH_DTYPES:
-                raise LaunchError(f"{spec.name}: workspace {name} has element type {dtype}, "
-                                  f"which this torch has no dtype for")
-        self.workspace = tuple((name, shape, _TORCH_DTYPES[dtype]) for name, shape, dtype in shapes)
-        self.ws_offsets, self.ws_bytes = _workspace_layout(self.workspace)
         dq, dk, dv = (torch.empty(s, dtype=c.dtype, device=c.device) for s in self.grad_shapes)
         L = c.layout
         tensors = {"q": _bhsd(q, L), "k": _bhsd(k, L), "v": _bhsd(v, L), "out": _bhsd(out, L),
                    "dout": _bhsd(dout, L), "lse": lse,
                    "dq": _bhsd(dq, L), "dk": _bhsd(dk, L), "dv": _bhsd(dv, L)}
-        buf = torch.empty(self.ws_bytes, dtype=torch.uint8, device=c.device)
-        views = dict(zip((w[0] for w in self.workspace),
-                         _workspace_views(buf, self.workspace, self.ws_offsets)))
-        alloc = lambda name, shape, dtype: views[name]
-        _, preps = _bwd.prepare(spec, kernels, tensors, d.env(), alloc, c.scalars())
-        names = _BACKWARD_TENSORS + (_WORKSPACE,)
-        offsets = {w[0]: (_WORKSPACE, off) for w, off in zip(self.workspace, self.ws_offsets)}
-        self.seq = _plan.PlanSequence([_plan.LaunchPlan(p, names, offsets) for p in preps])
+        self.seq, self.workspace, self.ws_offsets, self.ws_bytes = _multi_launch_sequence(
+            spec, ordinal, tensors, d.env(), c.scalars(), _BACKWARD_TENSORS + (_WORKSPACE,),
+            c.device)
 
     def run(self, q, k, v, out, lse, dout, copied=False):
         if self.clone_dout and not copied:
@@ -431,22 +440,13 @@ class _SplitForward:
         if packed:
             env.update(Hq=d.Hkv, Nq=rows, G=1)
             tensors.update(grouped)
-        plan = _SplitForward()
-        plan.spec = spec
-        kernels = _kernels.load_kernels(spec, ordinal)
-        shapes = _bwd.workspace_shapes(spec, env)
-        workspace = tuple((name, shape, _TORCH_DTYPES[dtype]) for name, shape, dtype in shapes)
-        offsets, plan.ws_bytes = _workspace_layout(workspace)
-        buf = torch.empty(plan.ws_bytes, dtype=torch.uint8, device=c.device)
-        views = dict(zip((w[0] for w in workspace), _workspace_views(buf, workspace, offsets)))
         scalars = c.scalars()
         if packed:   # the packed rows take the kernel without a mask
             scalars.update(window_left=-1, window_right=-1, causal=0)
-        _, preps = _bwd.prepare(spec, kernels, tensors, env, lambda n, s, t: views[n],
-                                scalars)
-        names = _FORWARD_TENSORS + (_WORKSPACE,)
-        binds = {w[0]: (_WORKSPACE, off) for w, off in zip(workspace, offsets)}
-        plan.seq = _plan.PlanSequence([_plan.LaunchPlan(p, names, binds) for p in preps])
+        plan = _SplitForward()
+        plan.spec = spec
+        plan.seq, _, _, plan.ws_bytes = _multi_launch_sequence(
+            spec, ordinal, tensors, env, scalars, _FORWARD_TENSORS + (_WORKSPACE,), c.device)
         return plan
 
     def run(self, q, k, v, out, lse, stream: int) -> None:

@@ -138,9 +138,9 @@ class KernelRequest:
             return False
         if self.kind == "backward" and spec.deterministic != self.deterministic:
             return False
-        # (Only run-time split counts: the count is the IR's choice per call.)
-        if (spec.kv_splits == "auto") != self.split_kv or (
-                spec.kv_splits is not None and spec.kv_splits != "auto"):
+        # A split request takes run-time split counts only (the count is the
+        # IR's choice per call), a plain one no split kernel.
+        if spec.kv_splits != ("auto" if self.split_kv else None):
             return False
         if not spec.serves_mask(self.mask):
             return False
