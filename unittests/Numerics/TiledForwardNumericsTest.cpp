@@ -43,22 +43,37 @@ PipelineBuilder tiledPipeline(int64_t blockQ, int64_t blockKV,
   };
 }
 
+/// The tiled forward of case `c` (with `kvSplits` chunks per query block)
+/// on `in`, JIT'd.
+llvm::Expected<ForwardResult>
+runTiled(const TiledCase &c, const AttentionInputs &in, int64_t kvSplits = 0) {
+  auto tiled =
+      AttentionJit::compile(c.problem, AttentionKind::Forward,
+                            tiledPipeline(c.blockQ, c.blockKV, kvSplits));
+  if (!tiled)
+    return tiled.takeError();
+  return (*tiled)->forward(in);
+}
+
+/// `got` against the float64 implementation, with the tiled bounds.
+void expectFloat64(const AttentionProblem &p, const AttentionInputs &in,
+                   const ForwardResult &got) {
+  double tol = tiledTolerance(p.elementType);
+  ForwardResult want = float64Forward(p, in.q, in.k, in.v);
+  EXPECT_TRUE(allClose("out", got.out, want.out, tol));
+  EXPECT_TRUE(allClose("lse", got.lse, want.lse, tol));
+}
+
 class TiledForwardNumerics : public ::testing::TestWithParam<TiledCase> {};
 
 TEST_P(TiledForwardNumerics, MatchesFloat64AndReference) {
   const TiledCase &c = GetParam();
   const AttentionProblem &p = c.problem;
   AttentionInputs in = makeRandomInputs(p, seedFor(p));
-  auto tiled = AttentionJit::compile(p, AttentionKind::Forward,
-                                     tiledPipeline(c.blockQ, c.blockKV));
-  ASSERT_TRUE(!!tiled) << llvm::toString(tiled.takeError());
-  auto got = (*tiled)->forward(in);
+  auto got = runTiled(c, in);
   ASSERT_TRUE(!!got) << llvm::toString(got.takeError());
-
+  expectFloat64(p, in, *got);
   double tol = tiledTolerance(p.elementType);
-  ForwardResult want = float64Forward(p, in.q, in.k, in.v);
-  EXPECT_TRUE(allClose("out", got->out, want.out, tol));
-  EXPECT_TRUE(allClose("lse", got->lse, want.lse, tol));
 
   // The golden path computes the same function.
   auto reference = AttentionJit::compile(p, AttentionKind::Forward,
@@ -99,17 +114,10 @@ class TiledForwardSplitKV
 
 TEST_P(TiledForwardSplitKV, MatchesFloat64) {
   const auto &[c, splits] = GetParam();
-  const AttentionProblem &p = c.problem;
-  AttentionInputs in = makeRandomInputs(p, seedFor(p));
-  auto tiled = AttentionJit::compile(
-      p, AttentionKind::Forward, tiledPipeline(c.blockQ, c.blockKV, splits));
-  ASSERT_TRUE(!!tiled) << llvm::toString(tiled.takeError());
-  auto got = (*tiled)->forward(in);
+  AttentionInputs in = makeRandomInputs(c.problem, seedFor(c.problem));
+  auto got = runTiled(c, in, splits);
   ASSERT_TRUE(!!got) << llvm::toString(got.takeError());
-  double tol = tiledTolerance(p.elementType);
-  ForwardResult want = float64Forward(p, in.q, in.k, in.v);
-  EXPECT_TRUE(allClose("out", got->out, want.out, tol));
-  EXPECT_TRUE(allClose("lse", got->lse, want.lse, tol));
+  expectFloat64(c.problem, in, *got);
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -146,10 +154,7 @@ TEST_P(TiledForwardLargeLogits, NoOverflowAndBoundedError) {
   const AttentionProblem &p = c.problem;
   AttentionInputs in = makeRandomInputs(p, seedFor(p));
   scaleLogits(p, in, 1e4);
-  auto tiled = AttentionJit::compile(p, AttentionKind::Forward,
-                                     tiledPipeline(c.blockQ, c.blockKV));
-  ASSERT_TRUE(!!tiled) << llvm::toString(tiled.takeError());
-  auto got = (*tiled)->forward(in);
+  auto got = runTiled(c, in);
   ASSERT_TRUE(!!got) << llvm::toString(got.takeError());
   ForwardResult want = float64Forward(p, in.q, in.k, in.v);
   // An f32 score of magnitude 1e4 carries an absolute rounding error of

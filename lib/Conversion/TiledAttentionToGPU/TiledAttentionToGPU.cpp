@@ -687,7 +687,8 @@ private:
   Value qMapHost, qChannel, tileIndex;
   // Persistent: O goes out through shared memory and a TMA store (boxes of
   // one warpgroup's 64 rows per 64-column panel).
-  Value oMapHost, oMap, oStage, smemBase, smemPad;
+  /// oStageOffset: the staging tile's byte offset from smemBase.
+  Value oMapHost, oMap, oStage, smemBase, oStageOffset;
   /// Writes this thread's rows of O into the staging tile and has one
   /// thread per warpgroup store them; the stores of the last tile must have
   /// read the tile first.
@@ -1493,9 +1494,8 @@ void ForwardKernelEmitter::emitTmaStore(ArrayRef<Value> outFrags, int64_t mt,
     // Bytes from the dynamic base: the staging tile, panel p, the
     // warpgroup's rows.
     Value offset =
-        add(smemPad, add(idx(cfg.qBytes + cfg.kBytes + cfg.vBytes +
-                             p * cfg.br * TileLayout::kPanelCols * 2),
-                         mul(row0, idx(TileLayout::kPanelCols * 2))));
+        add(oStageOffset, add(idx(p * cfg.br * TileLayout::kPanelCols * 2),
+                              mul(row0, idx(TileLayout::kPanelCols * 2))));
     Value box =
         memref::ViewOp::create(b, loc, boxType, smemBase, offset, ValueRange{});
     nvgpu::TmaAsyncStoreOp::create(
@@ -1805,12 +1805,11 @@ void ForwardKernelEmitter::emit(gpu::LaunchOp launch) {
   if (cfg.persistent) {
     // O's staging tile after the K/V rings; its tensor map.
     smemBase = base;
-    smemPad = pad;
+    oStageOffset = add(pad, idx(cfg.qBytes + cfg.kBytes + cfg.vBytes));
     oStage = memref::ViewOp::create(
         b, loc,
         MemRefType::get({cfg.br * cfg.dv}, cfg.elt, AffineMap(), smemSpace),
-        base, add(pad, idx(cfg.qBytes + cfg.kBytes + cfg.vBytes)),
-        ValueRange{});
+        base, oStageOffset, ValueRange{});
     oMap = faptx::TensorMapParamOp::create(
         b, loc, tmaDescriptor(b.getContext(), kWarpgroupRows, cfg.elt),
         oMapHost);
@@ -1898,11 +1897,11 @@ void ForwardKernelEmitter::emit(gpu::LaunchOp launch) {
 /// kernel writes: a memref.alloc the size of the shared output's
 /// tensor.empty, tagged `fa.workspace` with the name the launcher knows it
 /// by; the readers see it through bufferization.to_tensor.
-static LogicalResult allocateWorkspaceResults(RewriterBase &rewriter,
-                                              scf::ForallOp forall) {
+static void allocateWorkspaceResults(RewriterBase &rewriter,
+                                     scf::ForallOp forall) {
   static constexpr StringLiteral names[] = {"out_partial", "lse_partial"};
   if (forall.getNumResults() != 2)
-    return success(); // The matcher reports it.
+    return; // The matcher reports it.
   for (auto [i, result] : llvm::enumerate(forall.getResults())) {
     // Only partials on their way to a merge; anything else is the
     // matcher's to report.
@@ -1935,14 +1934,12 @@ static LogicalResult allocateWorkspaceResults(RewriterBase &rewriter,
     store.setWritable(true);
     store.setRestrict(true);
   }
-  return success();
 }
 
 LogicalResult mlir::fa::convertTiledAttentionToGPU(
     RewriterBase &rewriter, scf::ForallOp forall,
     const FAConvertTiledAttentionToGPUOptions &options) {
-  if (failed(allocateWorkspaceResults(rewriter, forall)))
-    return failure();
+  allocateWorkspaceResults(rewriter, forall);
   FailureOr<TiledAttention> ta = matchTiledAttention(forall);
   if (failed(ta))
     return failure();
