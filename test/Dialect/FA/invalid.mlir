@@ -1644,3 +1644,165 @@ func.func @merge_splits_type(%o: tensor<1x8x3x1x128xbf16>, %l: tensor<1x8x3x1xf3
   %out, %lse = fa.attention_merge_splits %o, %l : tensor<1x8x3x1x128xbf16>, tensor<1x8x3x1xf32> -> tensor<1x8x1x128xbf16>, tensor<1x8x1xf32>
   return
 }
+
+//===----------------------------------------------------------------------===//
+// fa.attention_varlen
+//===----------------------------------------------------------------------===//
+
+// -----
+
+// The sequence offsets are i32.
+func.func @f(%q: tensor<4x?x64xf16>, %k: tensor<4x?x64xf16>, %v: tensor<4x?x64xf16>, %cq: tensor<?xi64>, %ck: tensor<?xi32>, %m: index) {
+  // expected-error @below {{operand #3 must be 1D tensor of i32 values, but got 'tensor<?xi64>'}}
+  %o, %l = fa.attention_varlen %q, %k, %v seqlens(%cq, %ck) max_seqlen_q(%m)
+      : (tensor<4x?x64xf16>, tensor<4x?x64xf16>, tensor<4x?x64xf16>, tensor<?xi64>, tensor<?xi32>, index)
+      -> (tensor<4x?x64xf16>, tensor<4x?xf32>)
+  return
+}
+
+// -----
+
+// Both offset tensors describe the same B sequences.
+func.func @f(%q: tensor<4x?x64xf16>, %k: tensor<4x?x64xf16>, %v: tensor<4x?x64xf16>, %cq: tensor<3xi32>, %ck: tensor<4xi32>, %m: index) {
+  // expected-error @below {{sequence offset count mismatch: cu_seqlens_q has 3 but cu_seqlens_k has 4}}
+  %o, %l = fa.attention_varlen %q, %k, %v seqlens(%cq, %ck) max_seqlen_q(%m)
+      : (tensor<4x?x64xf16>, tensor<4x?x64xf16>, tensor<4x?x64xf16>, tensor<3xi32>, tensor<4xi32>, index)
+      -> (tensor<4x?x64xf16>, tensor<4x?xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<4x?x64xf16>, %k: tensor<4x?x64xf16>, %v: tensor<4x?x64xf16>, %cq: tensor<0xi32>, %ck: tensor<0xi32>, %m: index) {
+  // expected-error @below {{cu_seqlens_q must have at least 1 element (B + 1 offsets for B sequences), got 0}}
+  %o, %l = fa.attention_varlen %q, %k, %v seqlens(%cq, %ck) max_seqlen_q(%m)
+      : (tensor<4x?x64xf16>, tensor<4x?x64xf16>, tensor<4x?x64xf16>, tensor<0xi32>, tensor<0xi32>, index)
+      -> (tensor<4x?x64xf16>, tensor<4x?xf32>)
+  return
+}
+
+// -----
+
+// lse is [Hq, Tq].
+func.func @f(%q: tensor<4x10x64xf16>, %k: tensor<4x?x64xf16>, %v: tensor<4x?x64xf16>, %cq: tensor<?xi32>, %ck: tensor<?xi32>, %m: index) {
+  // expected-error @below {{query token count mismatch: query has 10 but lse has 12}}
+  %o, %l = fa.attention_varlen %q, %k, %v seqlens(%cq, %ck) max_seqlen_q(%m)
+      : (tensor<4x10x64xf16>, tensor<4x?x64xf16>, tensor<4x?x64xf16>, tensor<?xi32>, tensor<?xi32>, index)
+      -> (tensor<4x10x64xf16>, tensor<4x12xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<6x?x64xf16>, %k: tensor<4x?x64xf16>, %v: tensor<4x?x64xf16>, %cq: tensor<?xi32>, %ck: tensor<?xi32>, %m: index) {
+  // expected-error @below {{query head count (6) must be a multiple of the key/value head count (4)}}
+  %o, %l = fa.attention_varlen %q, %k, %v seqlens(%cq, %ck) max_seqlen_q(%m)
+      : (tensor<6x?x64xf16>, tensor<4x?x64xf16>, tensor<4x?x64xf16>, tensor<?xi32>, tensor<?xi32>, index)
+      -> (tensor<6x?x64xf16>, tensor<6x?xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<4x?x60xf16>, %k: tensor<4x?x60xf16>, %v: tensor<4x?x64xf16>, %cq: tensor<?xi32>, %ck: tensor<?xi32>, %m: index) {
+  // expected-error @below {{unsupported query/key head dim 60: expected a multiple of 8 in [8, 256]}}
+  %o, %l = fa.attention_varlen %q, %k, %v seqlens(%cq, %ck) max_seqlen_q(%m)
+      : (tensor<4x?x60xf16>, tensor<4x?x60xf16>, tensor<4x?x64xf16>, tensor<?xi32>, tensor<?xi32>, index)
+      -> (tensor<4x?x64xf16>, tensor<4x?xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<4x?x64xf16>, %k: tensor<4x?x64xf16>, %v: tensor<4x?x64xf16>, %cq: tensor<?xi32>, %ck: tensor<?xi32>, %m: index) {
+  // expected-error @below {{out must have element type 'f16', got 'bf16'}}
+  %o, %l = fa.attention_varlen %q, %k, %v seqlens(%cq, %ck) max_seqlen_q(%m)
+      : (tensor<4x?x64xf16>, tensor<4x?x64xf16>, tensor<4x?x64xf16>, tensor<?xi32>, tensor<?xi32>, index)
+      -> (tensor<4x?x64xbf16>, tensor<4x?xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<4x?x64xf16>, %k: tensor<4x?x64xf16>, %v: tensor<4x?x64xf16>, %cq: tensor<?xi32>, %ck: tensor<?xi32>, %m: index) {
+  // expected-error @below {{scale must be positive and finite, got -1.000000e+00}}
+  %o, %l = fa.attention_varlen %q, %k, %v seqlens(%cq, %ck) max_seqlen_q(%m) scale -1.0
+      : (tensor<4x?x64xf16>, tensor<4x?x64xf16>, tensor<4x?x64xf16>, tensor<?xi32>, tensor<?xi32>, index)
+      -> (tensor<4x?x64xf16>, tensor<4x?xf32>)
+  return
+}
+
+//===----------------------------------------------------------------------===//
+// fa.attention_paged
+//===----------------------------------------------------------------------===//
+
+// -----
+
+func.func @f(%q: tensor<2x4x1x64xf16>, %kp: tensor<?x4x?x64xf16>, %vp: tensor<?x4x16x64xf16>, %t: tensor<2x?xi32>, %n: tensor<2xi32>) {
+  // expected-error @below {{page size (dimension 2 of key_pages) must be static}}
+  %o, %l = fa.attention_paged %q, %kp, %vp pages(%t) seqlens(%n)
+      : (tensor<2x4x1x64xf16>, tensor<?x4x?x64xf16>, tensor<?x4x16x64xf16>, tensor<2x?xi32>, tensor<2xi32>)
+      -> (tensor<2x4x1x64xf16>, tensor<2x4x1xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<2x4x1x64xf16>, %kp: tensor<?x4x16x64xf16>, %vp: tensor<?x4x32x64xf16>, %t: tensor<2x?xi32>, %n: tensor<2xi32>) {
+  // expected-error @below {{page size mismatch: key_pages has 16 but value_pages has 32}}
+  %o, %l = fa.attention_paged %q, %kp, %vp pages(%t) seqlens(%n)
+      : (tensor<2x4x1x64xf16>, tensor<?x4x16x64xf16>, tensor<?x4x32x64xf16>, tensor<2x?xi32>, tensor<2xi32>)
+      -> (tensor<2x4x1x64xf16>, tensor<2x4x1xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<2x4x1x64xf16>, %kp: tensor<?x4x0x64xf16>, %vp: tensor<?x4x0x64xf16>, %t: tensor<2x?xi32>, %n: tensor<2xi32>) {
+  // expected-error @below {{page size must be positive, got 0}}
+  %o, %l = fa.attention_paged %q, %kp, %vp pages(%t) seqlens(%n)
+      : (tensor<2x4x1x64xf16>, tensor<?x4x0x64xf16>, tensor<?x4x0x64xf16>, tensor<2x?xi32>, tensor<2xi32>)
+      -> (tensor<2x4x1x64xf16>, tensor<2x4x1xf32>)
+  return
+}
+
+// -----
+
+// One page-table row and one key count per batch.
+func.func @f(%q: tensor<2x4x1x64xf16>, %kp: tensor<?x4x16x64xf16>, %vp: tensor<?x4x16x64xf16>, %t: tensor<3x?xi32>, %n: tensor<2xi32>) {
+  // expected-error @below {{batch size mismatch: query has 2 but page_table has 3}}
+  %o, %l = fa.attention_paged %q, %kp, %vp pages(%t) seqlens(%n)
+      : (tensor<2x4x1x64xf16>, tensor<?x4x16x64xf16>, tensor<?x4x16x64xf16>, tensor<3x?xi32>, tensor<2xi32>)
+      -> (tensor<2x4x1x64xf16>, tensor<2x4x1xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<2x4x1x64xf16>, %kp: tensor<?x4x16x64xf16>, %vp: tensor<?x4x16x64xf16>, %t: tensor<2x?xi32>, %n: tensor<5xi32>) {
+  // expected-error @below {{batch size mismatch: query has 2 but cache_seqlens has 5}}
+  %o, %l = fa.attention_paged %q, %kp, %vp pages(%t) seqlens(%n)
+      : (tensor<2x4x1x64xf16>, tensor<?x4x16x64xf16>, tensor<?x4x16x64xf16>, tensor<2x?xi32>, tensor<5xi32>)
+      -> (tensor<2x4x1x64xf16>, tensor<2x4x1xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<2x8x1x64xf16>, %kp: tensor<?x3x16x64xf16>, %vp: tensor<?x3x16x64xf16>, %t: tensor<2x?xi32>, %n: tensor<2xi32>) {
+  // expected-error @below {{query head count (8) must be a multiple of the key/value head count (3)}}
+  %o, %l = fa.attention_paged %q, %kp, %vp pages(%t) seqlens(%n)
+      : (tensor<2x8x1x64xf16>, tensor<?x3x16x64xf16>, tensor<?x3x16x64xf16>, tensor<2x?xi32>, tensor<2xi32>)
+      -> (tensor<2x8x1x64xf16>, tensor<2x8x1xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<2x4x1x64xf16>, %kp: tensor<?x4x16x64xf16>, %vp: tensor<?x4x16x64xf16>, %t: tensor<2x?xi32>, %n: tensor<2xi32>, %l0: i64) {
+  // expected-error @below {{has 1 mask operands but no mask to take them}}
+  %o, %l = "fa.attention_paged"(%q, %kp, %vp, %t, %n, %l0) <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 0, 0, 1>}>
+      : (tensor<2x4x1x64xf16>, tensor<?x4x16x64xf16>, tensor<?x4x16x64xf16>, tensor<2x?xi32>, tensor<2xi32>, i64)
+      -> (tensor<2x4x1x64xf16>, tensor<2x4x1xf32>)
+  return
+}

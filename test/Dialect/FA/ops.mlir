@@ -554,3 +554,62 @@ func.func @merge_splits(%o: tensor<8x8x?x4x128xf32>, %l: tensor<8x8x?x4xf32>)
       -> tensor<8x8x4x128xbf16>, tensor<8x8x4xf32>
   return %out, %lse : tensor<8x8x4x128xbf16>, tensor<8x8x4xf32>
 }
+
+//===----------------------------------------------------------------------===//
+// fa.attention_varlen, fa.attention_paged
+//===----------------------------------------------------------------------===//
+
+// CHECK-LABEL: func.func @attention_varlen
+// CHECK: fa.attention_varlen %{{.*}}, %{{.*}}, %{{.*}} seqlens(%{{.*}}, %{{.*}}) max_seqlen_q(%{{.*}}) mask<causal> softcap 3.000000e+01 scale 1.250000e-01 :
+// CHECK-SAME: (tensor<8x?x128xbf16>, tensor<2x?x128xbf16>, tensor<2x?x64xbf16>, tensor<?xi32>, tensor<?xi32>, index)
+// CHECK-SAME: -> (tensor<8x?x64xbf16>, tensor<8x?xf32>)
+// GENERIC: sym_name = "attention_varlen"
+// GENERIC: "fa.attention_varlen"
+// GENERIC-SAME: operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 0, 0>
+func.func @attention_varlen(%q: tensor<8x?x128xbf16>, %k: tensor<2x?x128xbf16>,
+                            %v: tensor<2x?x64xbf16>, %cu_q: tensor<?xi32>,
+                            %cu_k: tensor<?xi32>, %max_q: index)
+    -> (tensor<8x?x64xbf16>, tensor<8x?xf32>) {
+  %out, %lse = fa.attention_varlen %q, %k, %v seqlens(%cu_q, %cu_k)
+      max_seqlen_q(%max_q) mask<causal> softcap 30.0 scale 0.125
+      : (tensor<8x?x128xbf16>, tensor<2x?x128xbf16>, tensor<2x?x64xbf16>,
+         tensor<?xi32>, tensor<?xi32>, index)
+      -> (tensor<8x?x64xbf16>, tensor<8x?xf32>)
+  return %out, %lse : tensor<8x?x64xbf16>, tensor<8x?xf32>
+}
+
+// Run-time window sizes and scale.
+
+// CHECK-LABEL: func.func @attention_varlen_runtime
+// CHECK: fa.attention_varlen {{.*}} mask<window ?, ?>(%{{.*}}, %{{.*}}) scale %{{.*}} :
+func.func @attention_varlen_runtime(%q: tensor<4x10x64xf16>, %k: tensor<4x12x64xf16>,
+                                    %v: tensor<4x12x64xf16>, %cu_q: tensor<3xi32>,
+                                    %cu_k: tensor<3xi32>, %max_q: index,
+                                    %l: i64, %r: i64, %s: f32)
+    -> (tensor<4x10x64xf16>, tensor<4x10xf32>) {
+  %out, %lse = fa.attention_varlen %q, %k, %v seqlens(%cu_q, %cu_k)
+      max_seqlen_q(%max_q) mask<window ?, ?>(%l, %r) scale %s
+      : (tensor<4x10x64xf16>, tensor<4x12x64xf16>, tensor<4x12x64xf16>,
+         tensor<3xi32>, tensor<3xi32>, index, f32, i64, i64)
+      -> (tensor<4x10x64xf16>, tensor<4x10xf32>)
+  return %out, %lse : tensor<4x10x64xf16>, tensor<4x10xf32>
+}
+
+// CHECK-LABEL: func.func @attention_paged
+// CHECK: fa.attention_paged %{{.*}}, %{{.*}}, %{{.*}} pages(%{{.*}}) seqlens(%{{.*}}) mask<causal> :
+// CHECK-SAME: (tensor<?x32x1x128xbf16>, tensor<?x8x256x128xbf16>, tensor<?x8x256x128xbf16>, tensor<?x?xi32>, tensor<?xi32>)
+// CHECK-SAME: -> (tensor<?x32x1x128xbf16>, tensor<?x32x1xf32>)
+// GENERIC: sym_name = "attention_paged"
+// GENERIC: "fa.attention_paged"
+// GENERIC-SAME: operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 0, 0, 0>
+func.func @attention_paged(%q: tensor<?x32x1x128xbf16>, %kp: tensor<?x8x256x128xbf16>,
+                           %vp: tensor<?x8x256x128xbf16>, %table: tensor<?x?xi32>,
+                           %lens: tensor<?xi32>)
+    -> (tensor<?x32x1x128xbf16>, tensor<?x32x1xf32>) {
+  %out, %lse = fa.attention_paged %q, %kp, %vp pages(%table) seqlens(%lens)
+      mask<causal>
+      : (tensor<?x32x1x128xbf16>, tensor<?x8x256x128xbf16>,
+         tensor<?x8x256x128xbf16>, tensor<?x?xi32>, tensor<?xi32>)
+      -> (tensor<?x32x1x128xbf16>, tensor<?x32x1xf32>)
+  return %out, %lse : tensor<?x32x1x128xbf16>, tensor<?x32x1xf32>
+}

@@ -344,6 +344,8 @@ struct FoldConstantScoreScalars final : OpRewritePattern<OpT> {
   }
 FA_SCORE_SCALAR_METHODS(AttentionOp)
 FA_SCORE_SCALAR_METHODS(AttentionBackwardOp)
+FA_SCORE_SCALAR_METHODS(AttentionVarlenOp)
+FA_SCORE_SCALAR_METHODS(AttentionPagedOp)
 FA_SCORE_SCALAR_METHODS(OnlineAttentionOp)
 FA_SCORE_SCALAR_METHODS(AttentionBackwardStepOp)
 #undef FA_SCORE_SCALAR_METHODS
@@ -367,68 +369,42 @@ struct AttentionTensors {
 };
 } // namespace
 
-/// Verifies the shapes and element types of a forward or backward attention
-/// op, and its attributes.
-static LogicalResult verifyAttention(Operation *op, const AttentionTensors &t,
-                                     FloatAttr scale, MaskAttrInterface mask,
-                                     ValueRange maskOperands,
-                                     FloatAttr softcap) {
-  Type elt = t.q.getElementType();
-  if (t.k.getElementType() != elt || t.v.getElementType() != elt)
+/// Checks that q, k and v share one element type.
+static LogicalResult verifyInputElementTypes(Operation *op, RankedTensorType q,
+                                             RankedTensorType k,
+                                             RankedTensorType v) {
+  Type elt = q.getElementType();
+  if (k.getElementType() != elt || v.getElementType() != elt)
     return op->emitOpError() << "query, key and value must have the same "
                                 "element type, got "
-                             << elt << ", " << t.k.getElementType() << " and "
-                             << t.v.getElementType();
+                             << elt << ", " << k.getElementType() << " and "
+                             << v.getElementType();
+  return success();
+}
 
-  // Every place where one symbolic dimension appears, inputs first.
-  SmallVector<DimRef> batch, hq, hkv, nq, nk, d, dv;
-  // `dims` names, per dimension of a role's tensors, the list it joins.
-  using Dims = ArrayRef<SmallVectorImpl<DimRef> *>;
-  auto add = [](Dims dims, StringRef name, RankedTensorType type) {
-    for (auto [i, refs] : llvm::enumerate(dims))
-      refs->push_back({name, type, static_cast<int64_t>(i)});
-  };
-  SmallVectorImpl<DimRef> *qDims[] = {&batch, &hq, &nq, &d},
-                          *kDims[] = {&batch, &hkv, &nk, &d},
-                          *vDims[] = {&batch, &hkv, &nk, &dv},
-                          *outDims[] = {&batch, &hq, &nq, &dv};
-  add(qDims, "query", t.q);
-  add(kDims, "key", t.k);
-  add(vDims, "value", t.v);
-  for (auto [dims, list] :
-       {std::pair<Dims, ArrayRef<AttentionTensors::Named>>{qDims, t.likeQ},
-        {kDims, t.likeK},
-        {vDims, t.likeV},
-        {outDims, t.likeOut},
-        {Dims(outDims).take_front(3), t.likeLse}})
-    for (auto [name, type] : list)
-      add(dims, name, type);
-  if (failed(checkSameDim(op, "batch size", batch)) ||
-      failed(checkSameDim(op, "query head count", hq)) ||
-      failed(checkSameDim(op, "key/value head count", hkv)) ||
-      failed(checkSameDim(op, "query sequence length", nq)) ||
-      failed(checkSameDim(op, "key/value sequence length", nk)) ||
-      failed(checkSameDim(op, "head dim", d)) ||
-      failed(checkSameDim(op, "value head dim", dv)))
-    return failure();
-
-  // The kernels are specialized for the head dims: the inputs must carry them.
-  for (auto [name, type] : {AttentionTensors::Named{"query", t.q},
-                            AttentionTensors::Named{"key", t.k},
-                            AttentionTensors::Named{"value", t.v}})
-    if (type.isDynamicDim(3))
+/// Checks the head dims (the last dimension of q, k and v): static, what the
+/// kernels are specialized for.
+static LogicalResult verifyHeadDims(Operation *op, RankedTensorType q,
+                                    RankedTensorType k, RankedTensorType v) {
+  using Named = std::pair<StringRef, RankedTensorType>;
+  for (auto [name, type] : {Named{"query", q}, Named{"key", k}, Named{"value", v}})
+    if (type.isDynamicDim(type.getRank() - 1))
       return op->emitOpError() << name << " head dim must be static";
   for (auto [name, size] :
-       {std::pair<StringRef, int64_t>{"query/key", t.q.getDimSize(3)},
-        std::pair<StringRef, int64_t>{"value", t.v.getDimSize(3)}}) {
+       {std::pair<StringRef, int64_t>{"query/key", q.getShape().back()},
+        std::pair<StringRef, int64_t>{"value", v.getShape().back()}}) {
     if (size <= 0 || size % 8 != 0 || size > kMaxHeadDim)
       return op->emitOpError()
              << "unsupported " << name << " head dim " << size
              << ": expected a multiple of 8 in [8, " << kMaxHeadDim << "]";
   }
+  return success();
+}
 
-  // Query head h reads key/value head h / (Hq / Hkv): both counts must be
-  // positive (Hq = 0 would make the group size 0) and Hkv must divide Hq.
+/// Query head h reads key/value head h / (Hq / Hkv): both counts must be
+/// positive (Hq = 0 would make the group size 0) and Hkv must divide Hq.
+static LogicalResult verifyHeadCounts(Operation *op, ArrayRef<DimRef> hq,
+                                      ArrayRef<DimRef> hkv) {
   int64_t numQHeads = staticSize(hq), numKVHeads = staticSize(hkv);
   if (numQHeads == 0)
     return op->emitOpError() << "query head count must be positive";
@@ -440,6 +416,55 @@ static LogicalResult verifyAttention(Operation *op, const AttentionTensors &t,
            << "query head count (" << numQHeads
            << ") must be a multiple of the key/value head count (" << numKVHeads
            << ")";
+  return success();
+}
+
+/// `dims` names, per dimension of a tensor, the list of places of one
+/// symbolic size it joins.
+using DimLists = ArrayRef<SmallVectorImpl<DimRef> *>;
+static void addDims(DimLists dims, StringRef name, RankedTensorType type) {
+  for (auto [i, refs] : llvm::enumerate(dims))
+    refs->push_back({name, type, static_cast<int64_t>(i)});
+}
+
+/// Verifies the shapes and element types of a forward or backward attention
+/// op, and its attributes.
+static LogicalResult verifyAttention(Operation *op, const AttentionTensors &t,
+                                     FloatAttr scale, MaskAttrInterface mask,
+                                     ValueRange maskOperands,
+                                     FloatAttr softcap) {
+  if (failed(verifyInputElementTypes(op, t.q, t.k, t.v)))
+    return failure();
+  Type elt = t.q.getElementType();
+
+  // Every place where one symbolic dimension appears, inputs first.
+  SmallVector<DimRef> batch, hq, hkv, nq, nk, d, dv;
+  SmallVectorImpl<DimRef> *qDims[] = {&batch, &hq, &nq, &d},
+                          *kDims[] = {&batch, &hkv, &nk, &d},
+                          *vDims[] = {&batch, &hkv, &nk, &dv},
+                          *outDims[] = {&batch, &hq, &nq, &dv};
+  addDims(qDims, "query", t.q);
+  addDims(kDims, "key", t.k);
+  addDims(vDims, "value", t.v);
+  for (auto [dims, list] :
+       {std::pair<DimLists, ArrayRef<AttentionTensors::Named>>{qDims, t.likeQ},
+        {kDims, t.likeK},
+        {vDims, t.likeV},
+        {outDims, t.likeOut},
+        {DimLists(outDims).take_front(3), t.likeLse}})
+    for (auto [name, type] : list)
+      addDims(dims, name, type);
+  if (failed(checkSameDim(op, "batch size", batch)) ||
+      failed(checkSameDim(op, "query head count", hq)) ||
+      failed(checkSameDim(op, "key/value head count", hkv)) ||
+      failed(checkSameDim(op, "query sequence length", nq)) ||
+      failed(checkSameDim(op, "key/value sequence length", nk)) ||
+      failed(checkSameDim(op, "head dim", d)) ||
+      failed(checkSameDim(op, "value head dim", dv)))
+    return failure();
+  if (failed(verifyHeadDims(op, t.q, t.k, t.v)) ||
+      failed(verifyHeadCounts(op, hq, hkv)))
+    return failure();
 
   for (ArrayRef<AttentionTensors::Named> group :
        {ArrayRef(t.likeQ), ArrayRef(t.likeK), ArrayRef(t.likeV),
@@ -570,6 +595,126 @@ LogicalResult AttentionBackwardOp::verify() {
       return emitOpError() << gradName << " must have the type of " << inputName
                            << ", " << input << ", got " << grad;
   return verifyConfigOf(*this, /*backward=*/true, getDeterministic());
+}
+
+/// Checks that a static offsets or lengths tensor `name` has at least `min`
+/// elements.
+static LogicalResult checkMinSize(Operation *op, StringRef name,
+                                  RankedTensorType type, int64_t min,
+                                  StringRef why) {
+  if (type.isDynamicDim(0) || type.getDimSize(0) >= min)
+    return success();
+  return op->emitOpError() << name << " must have at least " << min
+                           << " element" << (min == 1 ? "" : "s") << " ("
+                           << why << "), got " << type.getDimSize(0);
+}
+
+//===----------------------------------------------------------------------===//
+// AttentionVarlenOp
+//===----------------------------------------------------------------------===//
+
+FloatAttr AttentionVarlenOp::getStaticScale() { return staticScaleOf(*this); }
+
+Value AttentionVarlenOp::buildScale(OpBuilder &b, Location loc) {
+  return buildScoreScalar(b, loc, getDynamicScale(), getStaticScale());
+}
+
+LogicalResult AttentionVarlenOp::verify() {
+  RankedTensorType q = getQuery().getType(), k = getKey().getType(),
+                   v = getValue().getType(), out = getOut().getType(),
+                   lse = getLse().getType(),
+                   cuQ = getCuSeqlensQ().getType(),
+                   cuK = getCuSeqlensK().getType();
+  if (failed(verifyScoreScalars(*this, getScoreScalars())) ||
+      failed(verifyInputElementTypes(*this, q, k, v)))
+    return failure();
+  // Packed tensors: [H, T, D]; the offsets are [B + 1].
+  SmallVector<DimRef> hq, hkv, tq, tk, d, dv, offsets;
+  SmallVectorImpl<DimRef> *qDims[] = {&hq, &tq, &d}, *kDims[] = {&hkv, &tk, &d},
+                          *vDims[] = {&hkv, &tk, &dv},
+                          *outDims[] = {&hq, &tq, &dv},
+                          *offsetDims[] = {&offsets};
+  addDims(qDims, "query", q);
+  addDims(kDims, "key", k);
+  addDims(vDims, "value", v);
+  addDims(outDims, "out", out);
+  addDims(DimLists(outDims).take_front(2), "lse", lse);
+  addDims(offsetDims, "cu_seqlens_q", cuQ);
+  addDims(offsetDims, "cu_seqlens_k", cuK);
+  if (failed(checkSameDim(*this, "query head count", hq)) ||
+      failed(checkSameDim(*this, "key/value head count", hkv)) ||
+      failed(checkSameDim(*this, "query token count", tq)) ||
+      failed(checkSameDim(*this, "key/value token count", tk)) ||
+      failed(checkSameDim(*this, "head dim", d)) ||
+      failed(checkSameDim(*this, "value head dim", dv)) ||
+      failed(checkSameDim(*this, "sequence offset count", offsets)) ||
+      failed(checkMinSize(*this, "cu_seqlens_q", cuQ, 1,
+                          "B + 1 offsets for B sequences")) ||
+      failed(checkMinSize(*this, "cu_seqlens_k", cuK, 1,
+                          "B + 1 offsets for B sequences")) ||
+      failed(verifyHeadDims(*this, q, k, v)) ||
+      failed(verifyHeadCounts(*this, hq, hkv)) ||
+      failed(checkElementType(*this, "out", out, q.getElementType())) ||
+      failed(verifyScoreAttributes(*this, getScaleAttr(), getMaskAttr(),
+                                   getMaskOperands(), getSoftcapAttr())))
+    return failure();
+  return verifyConfigOf(*this, /*backward=*/false, /*deterministic=*/false);
+}
+
+//===----------------------------------------------------------------------===//
+// AttentionPagedOp
+//===----------------------------------------------------------------------===//
+
+FloatAttr AttentionPagedOp::getStaticScale() { return staticScaleOf(*this); }
+
+Value AttentionPagedOp::buildScale(OpBuilder &b, Location loc) {
+  return buildScoreScalar(b, loc, getDynamicScale(), getStaticScale());
+}
+
+LogicalResult AttentionPagedOp::verify() {
+  RankedTensorType q = getQuery().getType(), k = getKeyPages().getType(),
+                   v = getValuePages().getType(), out = getOut().getType(),
+                   lse = getLse().getType(), table = getPageTable().getType(),
+                   lens = getCacheSeqlens().getType();
+  if (failed(verifyScoreScalars(*this, getScoreScalars())) ||
+      failed(verifyInputElementTypes(*this, q, k, v)))
+    return failure();
+  // q: [B, Hq, Nq, D]; pools: [P, Hkv, S, D]; table: [B, maxPages].
+  SmallVector<DimRef> batch, hq, nq, d, pages, hkv, pageSize, dv;
+  SmallVectorImpl<DimRef> *qDims[] = {&batch, &hq, &nq, &d},
+                          *kDims[] = {&pages, &hkv, &pageSize, &d},
+                          *vDims[] = {&pages, &hkv, &pageSize, &dv},
+                          *outDims[] = {&batch, &hq, &nq, &dv},
+                          *batchDims[] = {&batch};
+  addDims(qDims, "query", q);
+  addDims(kDims, "key_pages", k);
+  addDims(vDims, "value_pages", v);
+  addDims(outDims, "out", out);
+  addDims(DimLists(outDims).take_front(3), "lse", lse);
+  addDims(batchDims, "page_table", table);
+  addDims(batchDims, "cache_seqlens", lens);
+  if (failed(checkSameDim(*this, "batch size", batch)) ||
+      failed(checkSameDim(*this, "query head count", hq)) ||
+      failed(checkSameDim(*this, "key/value head count", hkv)) ||
+      failed(checkSameDim(*this, "query sequence length", nq)) ||
+      failed(checkSameDim(*this, "page count", pages)) ||
+      failed(checkSameDim(*this, "page size", pageSize)) ||
+      failed(checkSameDim(*this, "head dim", d)) ||
+      failed(checkSameDim(*this, "value head dim", dv)))
+    return failure();
+  if (k.isDynamicDim(2))
+    return emitOpError()
+           << "page size (dimension 2 of key_pages) must be static";
+  if (staticSize(pageSize) <= 0)
+    return emitOpError() << "page size must be positive, got "
+                         << staticSize(pageSize);
+  if (failed(verifyHeadDims(*this, q, k, v)) ||
+      failed(verifyHeadCounts(*this, hq, hkv)) ||
+      failed(checkElementType(*this, "out", out, q.getElementType())) ||
+      failed(verifyScoreAttributes(*this, getScaleAttr(), getMaskAttr(),
+                                   getMaskOperands(), getSoftcapAttr())))
+    return failure();
+  return verifyConfigOf(*this, /*backward=*/false, /*deterministic=*/false);
 }
 
 //===----------------------------------------------------------------------===//

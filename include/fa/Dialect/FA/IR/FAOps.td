@@ -213,6 +213,162 @@ def FA_AttentionBackwardOp : FA_AttentionOpBase<"attention_backward"> {
   let extraClassDeclaration = attentionClassDeclaration;
 }
 
+def FA_Rank3Tensor : TensorRankOf<[F16, BF16, F32], [3]> {
+  let summary = "3D tensor of f16, bf16 or f32 values";
+}
+def FA_Rank2F32LseTensor : TensorRankOf<[F32], [2]> {
+  let summary = "2D tensor of f32 values";
+}
+def FA_SeqlensTensor : TensorRankOf<[I32], [1]> {
+  let summary = "1D tensor of i32 values";
+}
+def FA_PageTableTensor : TensorRankOf<[I32], [2]> {
+  let summary = "2D tensor of i32 values";
+}
+
+def FA_AttentionVarlenOp : FA_AttentionOpBase<"attention_varlen"> {
+  let summary = "Attention over a batch of variable-length sequences, packed";
+  let description = [{
+    `fa.attention` for a batch whose sequences have different lengths,
+    stored back to back without padding (FlashAttention's
+    `flash_attn_varlen_func`): `q: [Hq, Tq, D]`, `k: [Hkv, Tk, D]`,
+    `v: [Hkv, Tk, Dv]`, `out: [Hq, Tq, Dv]` with q's element type and
+    `lse: [Hq, Tq]` in f32, where `Tq` and `Tk` are the total token counts.
+    Heads come before tokens, as in `fa.attention` (a `[T, H, D]` tensor is
+    a strided view of this order; the GPU kernels take any strides).
+
+    Sequence `b` of the `B` sequences holds the queries
+    `[cu_seqlens_q[b], cu_seqlens_q[b + 1])` and the keys/values
+    `[cu_seqlens_k[b], cu_seqlens_k[b + 1])`; both offset tensors are i32
+    `[B + 1]`. Each sequence is attention of its own queries over its own
+    keys with `fa.attention`'s semantics, masks aligned to the bottom-right
+    corner of that sequence's score matrix (FlashAttention's varlen
+    convention). `max_seqlen_q` bounds the query count of every sequence
+    (it sizes the loop nests and the GPU grid).
+
+    The caller guarantees, as FlashAttention's callers do: the offsets are
+    non-decreasing, start at 0 or more and end at most at `Tq` (`Tk`); every
+    sequence has at most `max_seqlen_q` queries. Sequences may be empty.
+    Rows of `out` and `lse` that belong to no sequence are unspecified.
+    The other attributes and operands (`scale`, `mask`, `softcap`) are
+    those of `fa.attention`.
+
+    ```mlir
+    %out, %lse = fa.attention_varlen %q, %k, %v
+        seqlens(%cu_q, %cu_k) max_seqlen_q(%max_q) mask<causal>
+        : (tensor<8x?x128xbf16>, tensor<2x?x128xbf16>, tensor<2x?x128xbf16>,
+           tensor<?xi32>, tensor<?xi32>, index)
+        -> (tensor<8x?x128xbf16>, tensor<8x?xf32>)
+    ```
+  }];
+
+  let arguments = (ins
+    FA_Rank3Tensor:$query,
+    FA_Rank3Tensor:$key,
+    FA_Rank3Tensor:$value,
+    FA_SeqlensTensor:$cu_seqlens_q,
+    FA_SeqlensTensor:$cu_seqlens_k,
+    Index:$max_seqlen_q,
+    Optional<F32>:$dynamic_softcap,
+    Optional<F32>:$dynamic_scale,
+    Variadic<I64>:$mask_operands,
+    OptionalAttr<F32Attr>:$scale,
+    OptionalAttr<FA_MaskAttrInterface>:$mask,
+    OptionalAttr<F32Attr>:$softcap,
+    OptionalAttr<FA_KernelConfigAttr>:$kernel_config
+  );
+  let results = (outs FA_Rank3Tensor:$out, FA_Rank2F32LseTensor:$lse);
+
+  let assemblyFormat = [{
+    $query `,` $key `,` $value
+    `seqlens` `(` $cu_seqlens_q `,` $cu_seqlens_k `)`
+    `max_seqlen_q` `(` $max_seqlen_q `)`
+    custom<Mask>($mask_operands, $mask)
+    custom<Softcap>($dynamic_softcap, $softcap)
+    custom<Scale>($dynamic_scale, $scale)
+    attr-dict `:` functional-type(operands, results)
+  }];
+
+  let hasVerifier = 1;
+  let hasCanonicalizer = 1;
+  let extraClassDeclaration = scoreScalarsDeclaration # [{
+    /// See fa.attention.
+    ::mlir::FloatAttr getStaticScale();
+    int64_t getHeadDim() { return getQuery().getType().getDimSize(2); }
+    int64_t getValueHeadDim() { return getValue().getType().getDimSize(2); }
+  }];
+}
+
+def FA_AttentionPagedOp : FA_AttentionOpBase<"attention_paged"> {
+  let summary = "Attention over a paged key/value cache";
+  let description = [{
+    `fa.attention` whose keys and values live in a paged cache, as serving
+    engines keep them (vLLM's PagedAttention, FlashAttention's
+    `flash_attn_with_kvcache` with a `block_table`): `q: [B, Hq, Nq, D]`,
+    the page pools `k_pages: [P, Hkv, S, D]` and `v_pages: [P, Hkv, S, Dv]`
+    (P pages of S keys; heads before keys as everywhere in the dialect, a
+    `[P, S, Hkv, D]` pool is a strided view of it), the i32 page table
+    `[B, maxPages]` and the i32 key counts `cache_seqlens: [B]`; `out` and
+    `lse` as for `fa.attention`.
+
+    Batch `b` attends over its `cache_seqlens[b]` keys; key `j` of it is row
+    `j mod S` of page `page_table[b, j / S]`. The mask is aligned to the
+    bottom-right corner of each batch's `[Nq, cache_seqlens[b]]` score
+    matrix (the queries are the newest tokens). The page size S must be
+    static (the kernels are specialized for it).
+
+    The caller guarantees: `0 <= cache_seqlens[b] <= maxPages * S`, and
+    the first `ceil(cache_seqlens[b] / S)` entries of row `b` of the page
+    table are pages in `[0, P)`; the other entries are never read.
+
+    ```mlir
+    %out, %lse = fa.attention_paged %q, %kp, %vp
+        pages(%page_table) seqlens(%cache_seqlens) mask<causal>
+        : (tensor<?x32x1x128xbf16>, tensor<?x8x256x128xbf16>,
+           tensor<?x8x256x128xbf16>, tensor<?x?xi32>, tensor<?xi32>)
+        -> (tensor<?x32x1x128xbf16>, tensor<?x32x1xf32>)
+    ```
+  }];
+
+  let arguments = (ins
+    FA_Rank4Tensor:$query,
+    FA_Rank4Tensor:$key_pages,
+    FA_Rank4Tensor:$value_pages,
+    FA_PageTableTensor:$page_table,
+    FA_SeqlensTensor:$cache_seqlens,
+    Optional<F32>:$dynamic_softcap,
+    Optional<F32>:$dynamic_scale,
+    Variadic<I64>:$mask_operands,
+    OptionalAttr<F32Attr>:$scale,
+    OptionalAttr<FA_MaskAttrInterface>:$mask,
+    OptionalAttr<F32Attr>:$softcap,
+    OptionalAttr<FA_KernelConfigAttr>:$kernel_config
+  );
+  let results = (outs FA_Rank4Tensor:$out, FA_LseTensor:$lse);
+
+  let assemblyFormat = [{
+    $query `,` $key_pages `,` $value_pages
+    `pages` `(` $page_table `)` `seqlens` `(` $cache_seqlens `)`
+    custom<Mask>($mask_operands, $mask)
+    custom<Softcap>($dynamic_softcap, $softcap)
+    custom<Scale>($dynamic_scale, $scale)
+    attr-dict `:` functional-type(operands, results)
+  }];
+
+  let hasVerifier = 1;
+  let hasCanonicalizer = 1;
+  let extraClassDeclaration = scoreScalarsDeclaration # [{
+    /// See fa.attention.
+    ::mlir::FloatAttr getStaticScale();
+    int64_t getHeadDim() { return getQuery().getType().getDimSize(3); }
+    int64_t getValueHeadDim() {
+      return getValuePages().getType().getDimSize(3);
+    }
+    /// Keys per page (static).
+    int64_t getPageSize() { return getKeyPages().getType().getDimSize(2); }
+  }];
+}
+
 def FA_AttentionMergeOp : FA_Op<"attention_merge", [Pure,
     SameVariadicOperandSize]> {
   let summary = "Attention over disjoint key sets, combined from their LSEs";
