@@ -310,104 +310,115 @@ mlir::fa::numerics::buildAttentionModule(const AttentionProblem &p,
 // Kernel buffers
 //===----------------------------------------------------------------------===//
 
+/// The row-major descriptor of `data` of `shape` (rank N).
+template <typename T, int N>
+static StridedMemRefType<T, N> makeDescriptor(T *data,
+                                              ArrayRef<int64_t> shape) {
+  StridedMemRefType<T, N> d;
+  d.basePtr = d.data = data;
+  d.offset = 0;
+  int64_t stride = 1;
+  for (int i = N - 1; i >= 0; --i) {
+    d.sizes[i] = shape[i];
+    d.strides[i] = stride;
+    stride *= shape[i];
+  }
+  return d;
+}
+
+KernelBuffer::KernelBuffer(std::string name, ElementType type,
+                           std::vector<int64_t> shape)
+    : name(std::move(name)), type(type), shape(std::move(shape)) {
+  int64_t n = 1;
+  for (int64_t d : this->shape)
+    n *= d;
+  numElements = n;
+  bytes.resize(n * elementSize());
+  char *data = reinterpret_cast<char *>(bytes.data());
+  switch (this->shape.size()) {
+  case 1:
+    descriptor = makeDescriptor<char, 1>(data, this->shape);
+    break;
+  case 2:
+    descriptor = makeDescriptor<char, 2>(data, this->shape);
+    break;
+  case 3:
+    descriptor = makeDescriptor<char, 3>(data, this->shape);
+    break;
+  default:
+    assert(this->shape.size() == 4 && "ranks 1 to 4");
+    descriptor = makeDescriptor<char, 4>(data, this->shape);
+  }
+}
+
+void *KernelBuffer::descriptorPtr() {
+  return std::visit([](auto &d) -> void * { return &d; }, descriptor);
+}
+
+void KernelBuffer::write(const HostTensor &t) {
+  assert(t.numElements() == numElements && "size mismatch");
+  for (int64_t n = 0; n < numElements; ++n)
+    store(n, toAPFloat(t.data[n], type));
+}
+
+void KernelBuffer::poison() {
+  for (int64_t n = 0; n < numElements; ++n)
+    store(n, llvm::APFloat::getQNaN(semanticsOf(type)));
+}
+
+llvm::Expected<HostTensor> KernelBuffer::read() const {
+  HostTensor t(shape);
+  for (int64_t n = 0; n < numElements; ++n) {
+    t.data[n] = toDouble(load(n));
+    if (std::isnan(t.data[n]))
+      return makeError(name + "[" + formatIndex(n) +
+                       "] is NaN: never written (the buffer was poisoned "
+                       "with NaN) or computed as NaN");
+  }
+  return t;
+}
+
+size_t KernelBuffer::elementSize() const {
+  return type == ElementType::F32 ? 4 : 2;
+}
+
+void KernelBuffer::store(int64_t n, const llvm::APFloat &f) {
+  uint64_t bits = f.bitcastToAPInt().getZExtValue();
+  std::memcpy(&bytes[n * elementSize()], &bits, elementSize());
+}
+
+I32Buffer::I32Buffer(std::vector<int32_t> values, std::vector<int64_t> shape)
+    : data(std::move(values)), shape(std::move(shape)) {
+  assert(this->shape.size() <= 2 && "ranks 1 and 2");
+  if (this->shape.size() == 1)
+    descriptor = makeDescriptor<int32_t, 1>(data.data(), this->shape);
+  else
+    descriptor = makeDescriptor<int32_t, 2>(data.data(), this->shape);
+}
+
+void *I32Buffer::descriptorPtr() {
+  return std::visit([](auto &d) -> void * { return &d; }, descriptor);
+}
+
+llvm::APFloat KernelBuffer::load(int64_t n) const {
+  uint64_t bits = 0;
+  std::memcpy(&bits, &bytes[n * elementSize()], elementSize());
+  return llvm::APFloat(semanticsOf(type), llvm::APInt(elementSize() * 8, bits));
+}
+
+std::string KernelBuffer::formatIndex(int64_t flat) const {
+  std::vector<int64_t> index(shape.size());
+  for (int i = static_cast<int>(shape.size()) - 1; i >= 0; --i) {
+    index[i] = flat % shape[i];
+    flat /= shape[i];
+  }
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  llvm::interleaveComma(index, os);
+  return s;
+}
+
 namespace {
-/// A buffer in the kernel's element type and the memref descriptor that
-/// points at it (`StridedMemRefType` is the C layout of a ranked memref).
-class KernelBuffer {
-public:
-  KernelBuffer(std::string name, ElementType type, std::vector<int64_t> shape)
-      : name(std::move(name)), type(type), shape(std::move(shape)) {
-    int64_t n = 1;
-    for (int64_t d : this->shape)
-      n *= d;
-    numElements = n;
-    bytes.resize(n * elementSize());
-    if (this->shape.size() == 3)
-      descriptor = makeDescriptor<3>();
-    else
-      descriptor = makeDescriptor<4>();
-  }
-
-  /// The address to pass for this memref argument.
-  void *descriptorPtr() {
-    return std::visit([](auto &d) -> void * { return &d; }, descriptor);
-  }
-
-  /// Copies `t` in, rounding to the element type.
-  void write(const HostTensor &t) {
-    assert(t.numElements() == numElements && "size mismatch");
-    for (int64_t n = 0; n < numElements; ++n)
-      store(n, toAPFloat(t.data[n], type));
-  }
-
-  /// Fills with NaN, so an element the kernel never writes is caught.
-  void poison() {
-    for (int64_t n = 0; n < numElements; ++n)
-      store(n, llvm::APFloat::getQNaN(semanticsOf(type)));
-  }
-
-  /// Reads the buffer back; an error if any element is still NaN.
-  llvm::Expected<HostTensor> read() const {
-    HostTensor t(shape);
-    for (int64_t n = 0; n < numElements; ++n) {
-      t.data[n] = toDouble(load(n));
-      if (std::isnan(t.data[n]))
-        return makeError(name + "[" + formatIndex(n) +
-                         "] is NaN: never written (the buffer was poisoned "
-                         "with NaN) or computed as NaN");
-    }
-    return t;
-  }
-
-private:
-  template <int N> StridedMemRefType<char, N> makeDescriptor() {
-    StridedMemRefType<char, N> d;
-    d.basePtr = d.data = reinterpret_cast<char *>(bytes.data());
-    d.offset = 0;
-    int64_t stride = 1;
-    for (int i = N - 1; i >= 0; --i) {
-      d.sizes[i] = shape[i];
-      d.strides[i] = stride;
-      stride *= shape[i];
-    }
-    return d;
-  }
-
-  size_t elementSize() const { return type == ElementType::F32 ? 4 : 2; }
-
-  void store(int64_t n, const llvm::APFloat &f) {
-    uint64_t bits = f.bitcastToAPInt().getZExtValue();
-    std::memcpy(&bytes[n * elementSize()], &bits, elementSize());
-  }
-
-  llvm::APFloat load(int64_t n) const {
-    uint64_t bits = 0;
-    std::memcpy(&bits, &bytes[n * elementSize()], elementSize());
-    return llvm::APFloat(semanticsOf(type),
-                         llvm::APInt(elementSize() * 8, bits));
-  }
-
-  std::string formatIndex(int64_t flat) const {
-    std::vector<int64_t> index(shape.size());
-    for (int i = static_cast<int>(shape.size()) - 1; i >= 0; --i) {
-      index[i] = flat % shape[i];
-      flat /= shape[i];
-    }
-    std::string s;
-    llvm::raw_string_ostream os(s);
-    llvm::interleaveComma(index, os);
-    return s;
-  }
-
-  std::string name;
-  ElementType type;
-  std::vector<int64_t> shape;
-  int64_t numElements;
-  std::vector<uint8_t> bytes;
-  std::variant<StridedMemRefType<char, 3>, StridedMemRefType<char, 4>>
-      descriptor;
-};
-
 template <size_t N> std::vector<int64_t> vec(const std::array<int64_t, N> &a) {
   return std::vector<int64_t>(a.begin(), a.end());
 }
@@ -454,9 +465,10 @@ AttentionJit::AttentionJit(const AttentionProblem &problem, AttentionKind kind,
 
 AttentionJit::~AttentionJit() = default;
 
-llvm::Expected<std::unique_ptr<AttentionJit>>
-AttentionJit::compile(const AttentionProblem &problem, AttentionKind kind,
-                      const PipelineBuilder &pipeline) {
+llvm::Expected<std::unique_ptr<ExecutionEngine>>
+mlir::fa::numerics::compileModule(const std::string &source,
+                                  const PipelineBuilder &pipeline,
+                                  const std::string &what) {
   static std::once_flag nativeTargetInit;
   std::call_once(nativeTargetInit, [] {
     llvm::InitializeNativeTarget();
@@ -477,7 +489,6 @@ AttentionJit::compile(const AttentionProblem &problem, AttentionKind kind,
     return success();
   });
 
-  std::string source = buildAttentionModule(problem, kind);
   OwningOpRef<ModuleOp> module =
       parseSourceString<ModuleOp>(source, &context, "attention.mlir");
   if (!module)
@@ -487,8 +498,8 @@ AttentionJit::compile(const AttentionProblem &problem, AttentionKind kind,
   PassManager pm(&context);
   pipeline(pm);
   if (failed(pm.run(*module)))
-    return makeError("the pipeline failed on " + problem.name() + ":\n" +
-                     diagnostics + "\ninput:\n" + source);
+    return makeError("the pipeline failed on " + what + ":\n" + diagnostics +
+                     "\ninput:\n" + source);
 
   auto transformer = makeOptimizingTransformer(/*optLevel=*/2,
                                                /*sizeLevel=*/0,
@@ -504,8 +515,18 @@ AttentionJit::compile(const AttentionProblem &problem, AttentionKind kind,
   auto engine = ExecutionEngine::create(*module, options);
   if (!engine)
     return llvm::joinErrors(
-        makeError("cannot JIT-compile " + problem.name() + ":\n" + diagnostics),
+        makeError("cannot JIT-compile " + what + ":\n" + diagnostics),
         engine.takeError());
+  return std::move(*engine);
+}
+
+llvm::Expected<std::unique_ptr<AttentionJit>>
+AttentionJit::compile(const AttentionProblem &problem, AttentionKind kind,
+                      const PipelineBuilder &pipeline) {
+  auto engine = compileModule(buildAttentionModule(problem, kind), pipeline,
+                              problem.name());
+  if (!engine)
+    return engine.takeError();
   return std::unique_ptr<AttentionJit>(
       new AttentionJit(problem, kind, std::move(*engine)));
 }

@@ -30,7 +30,9 @@
 #ifndef FA_UNITTESTS_NUMERICS_ATTENTIONHARNESS_H
 #define FA_UNITTESTS_NUMERICS_ATTENTIONHARNESS_H
 
+#include "mlir/ExecutionEngine/CRunnerUtils.h"
 #include "mlir/Pass/PassManager.h"
+#include "llvm/ADT/APFloat.h"
 #include "llvm/Support/Error.h"
 
 #include <gtest/gtest.h>
@@ -41,6 +43,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <variant>
 #include <vector>
 
 namespace mlir {
@@ -228,6 +231,58 @@ private:
   AttentionProblem problem;
   AttentionKind kind;
   std::unique_ptr<ExecutionEngine> engine;
+};
+
+/// Parses `source`, runs `pipeline` on it and JIT-compiles the result (what
+/// AttentionJit::compile does for its own module); `what` names the module
+/// in errors.
+llvm::Expected<std::unique_ptr<ExecutionEngine>>
+compileModule(const std::string &source, const PipelineBuilder &pipeline,
+              const std::string &what);
+
+/// A buffer in a kernel's float element type (rank 1 to 4, row-major) and
+/// the memref descriptor that points at it (`StridedMemRefType` is the C
+/// layout of a ranked memref).
+class KernelBuffer {
+public:
+  KernelBuffer(std::string name, ElementType type, std::vector<int64_t> shape);
+
+  /// The address to pass for this memref argument.
+  void *descriptorPtr();
+  /// Copies `t` in, rounding to the element type.
+  void write(const HostTensor &t);
+  /// Fills with NaN, so an element the kernel never writes is caught.
+  void poison();
+  /// Reads the buffer back; an error if any element is still NaN.
+  llvm::Expected<HostTensor> read() const;
+
+private:
+  size_t elementSize() const;
+  void store(int64_t n, const llvm::APFloat &f);
+  llvm::APFloat load(int64_t n) const;
+  std::string formatIndex(int64_t flat) const;
+
+  std::string name;
+  ElementType type;
+  std::vector<int64_t> shape;
+  int64_t numElements;
+  std::vector<uint8_t> bytes;
+  std::variant<StridedMemRefType<char, 1>, StridedMemRefType<char, 2>,
+               StridedMemRefType<char, 3>, StridedMemRefType<char, 4>>
+      descriptor;
+};
+
+/// An i32 memref argument (sequence offsets, page tables), rank 1 or 2.
+class I32Buffer {
+public:
+  I32Buffer(std::vector<int32_t> values, std::vector<int64_t> shape);
+  void *descriptorPtr();
+
+private:
+  std::vector<int32_t> data;
+  std::vector<int64_t> shape;
+  std::variant<StridedMemRefType<int32_t, 1>, StridedMemRefType<int32_t, 2>>
+      descriptor;
 };
 
 //===----------------------------------------------------------------------===//

@@ -387,7 +387,8 @@ static LogicalResult verifyInputElementTypes(Operation *op, RankedTensorType q,
 static LogicalResult verifyHeadDims(Operation *op, RankedTensorType q,
                                     RankedTensorType k, RankedTensorType v) {
   using Named = std::pair<StringRef, RankedTensorType>;
-  for (auto [name, type] : {Named{"query", q}, Named{"key", k}, Named{"value", v}})
+  for (auto [name, type] :
+       {Named{"query", q}, Named{"key", k}, Named{"value", v}})
     if (type.isDynamicDim(type.getRank() - 1))
       return op->emitOpError() << name << " head dim must be static";
   for (auto [name, size] :
@@ -605,8 +606,8 @@ static LogicalResult checkMinSize(Operation *op, StringRef name,
   if (type.isDynamicDim(0) || type.getDimSize(0) >= min)
     return success();
   return op->emitOpError() << name << " must have at least " << min
-                           << " element" << (min == 1 ? "" : "s") << " ("
-                           << why << "), got " << type.getDimSize(0);
+                           << " element" << (min == 1 ? "" : "s") << " (" << why
+                           << "), got " << type.getDimSize(0);
 }
 
 //===----------------------------------------------------------------------===//
@@ -622,8 +623,7 @@ Value AttentionVarlenOp::buildScale(OpBuilder &b, Location loc) {
 LogicalResult AttentionVarlenOp::verify() {
   RankedTensorType q = getQuery().getType(), k = getKey().getType(),
                    v = getValue().getType(), out = getOut().getType(),
-                   lse = getLse().getType(),
-                   cuQ = getCuSeqlensQ().getType(),
+                   lse = getLse().getType(), cuQ = getCuSeqlensQ().getType(),
                    cuK = getCuSeqlensK().getType();
   if (failed(verifyScoreScalars(*this, getScoreScalars())) ||
       failed(verifyInputElementTypes(*this, q, k, v)))

@@ -49,6 +49,44 @@ inline Value truncateTo(OpBuilder &b, Location loc, Type elemType, Value v) {
   return arith::TruncFOp::create(b, loc, elemType, v);
 }
 
+/// Element `indices` of an i32 tensor (sequence offsets, lengths, page
+/// numbers), as an index.
+inline Value extractIndex(OpBuilder &b, Location loc, Value t,
+                          ValueRange indices) {
+  Value e = tensor::ExtractOp::create(b, loc, t, indices);
+  return arith::IndexCastOp::create(b, loc, b.getIndexType(), e);
+}
+
+/// `[d0, d1, ...]` -> `[1, d0, d1, ...]`: a packed (varlen) tensor as a
+/// batch of one.
+inline Value addUnitBatch(OpBuilder &b, Location loc, Value t) {
+  auto type = cast<RankedTensorType>(t.getType());
+  SmallVector<int64_t> shape = {1};
+  llvm::append_range(shape, type.getShape());
+  SmallVector<ReassociationIndices> groups = {{0, 1}};
+  SmallVector<OpFoldResult> sizes = {b.getIndexAttr(1)};
+  for (int64_t i = 0; i < type.getRank(); ++i) {
+    if (i > 0)
+      groups.push_back({i + 1});
+    sizes.push_back(
+        type.isDynamicDim(i)
+            ? OpFoldResult(tensor::DimOp::create(b, loc, t, i).getResult())
+            : OpFoldResult(b.getIndexAttr(type.getDimSize(i))));
+  }
+  return tensor::ExpandShapeOp::create(
+      b, loc, RankedTensorType::get(shape, type.getElementType()), t, groups,
+      sizes);
+}
+
+/// The inverse of addUnitBatch.
+inline Value dropUnitBatch(OpBuilder &b, Location loc, Value t) {
+  auto type = cast<RankedTensorType>(t.getType());
+  SmallVector<ReassociationIndices> groups = {{0, 1}};
+  for (int64_t i = 2; i < type.getRank(); ++i)
+    groups.push_back({i});
+  return tensor::CollapseShapeOp::create(b, loc, t, groups);
+}
+
 /// The `mapping` of a tiled scf.forall: its induction variables, in order,
 /// on the thread-block ids `ids` (e.g. batch on z, heads on y, blocks on x).
 /// The GPU conversions read it to assign block ids; canonicalization does

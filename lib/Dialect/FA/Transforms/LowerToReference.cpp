@@ -15,7 +15,10 @@
 
 #include "fa/Dialect/FA/Transforms/Passes.h"
 
+#include "BuilderUtils.h"
+
 #include "mlir/Dialect/Arith/Utils/Utils.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Utils/StaticValueUtils.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
@@ -442,6 +445,174 @@ struct LowerAttention final : OpRewritePattern<AttentionOp> {
   }
 };
 
+/// Casts `v` to `type` when they differ (results more or less static than
+/// the loop's).
+static Value castTo(OpBuilder &b, Location loc, Value v, Type type) {
+  return v.getType() == type ? v : tensor::CastOp::create(b, loc, type, v);
+}
+
+/// `t[offsets...][sizes...]` with unit strides, keeping the rank.
+static Value slice(OpBuilder &b, Location loc, Value t,
+                   ArrayRef<OpFoldResult> offsets,
+                   ArrayRef<OpFoldResult> sizes) {
+  SmallVector<OpFoldResult> strides(offsets.size(), b.getIndexAttr(1));
+  return tensor::ExtractSliceOp::create(b, loc, t, offsets, sizes, strides);
+}
+
+static Value insert(OpBuilder &b, Location loc, Value src, Value dest,
+                    ArrayRef<OpFoldResult> offsets) {
+  SmallVector<OpFoldResult> strides(offsets.size(), b.getIndexAttr(1));
+  return tensor::InsertSliceOp::create(
+      b, loc, src, dest, offsets, tensor::getMixedSizes(b, loc, src), strides);
+}
+
+/// The fa.attention of one sequence, with the attributes of `op`.
+template <typename OpT>
+static AttentionOp attentionLike(OpBuilder &b, Location loc, OpT op, Value q,
+                                 Value k, Value v) {
+  return AttentionOp::create(
+      b, loc, q, k, v, op.getScaleAttr(), op.getMaskAttr(), op.getSoftcapAttr(),
+      op.getDynamicScale(), op.getDynamicSoftcap(), op.getMaskOperands());
+}
+
+/// fa.attention_varlen: a loop over the sequences of fa.attention on their
+/// slices (batches of one), which LowerAttention then rewrites. Rows that
+/// belong to no sequence are left at out = 0, lse = +inf.
+struct LowerAttentionVarlen final : OpRewritePattern<AttentionVarlenOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(AttentionVarlenOp op,
+                                PatternRewriter &rewriter) const override {
+    using fa::detail::addUnitBatch, fa::detail::dropUnitBatch,
+        fa::detail::extractIndex;
+    Location loc = op.getLoc();
+    Value q = addUnitBatch(rewriter, loc, op.getQuery());
+    Value k = addUnitBatch(rewriter, loc, op.getKey());
+    Value v = addUnitBatch(rewriter, loc, op.getValue());
+    SmallVector<OpFoldResult> qSizes = tensor::getMixedSizes(rewriter, loc, q);
+    SmallVector<OpFoldResult> kSizes = tensor::getMixedSizes(rewriter, loc, k);
+    SmallVector<OpFoldResult> vSizes = tensor::getMixedSizes(rewriter, loc, v);
+    SmallVector<OpFoldResult> outSizes = qSizes;
+    outSizes.back() = vSizes.back();
+    ArrayRef<OpFoldResult> lseSizes = ArrayRef(qSizes).take_front(3);
+    Value outInit = fa::detail::zeroTensor(
+        rewriter, loc, outSizes, op.getOut().getType().getElementType());
+    Value lseInit =
+        linalg::FillOp::create(
+            rewriter, loc,
+            ValueRange{fa::detail::f32Const(
+                rewriter, loc, std::numeric_limits<double>::infinity())},
+            ValueRange{tensor::EmptyOp::create(rewriter, loc, lseSizes,
+                                               rewriter.getF32Type())})
+            .getResult(0);
+
+    Value zero = fa::detail::indexConst(rewriter, loc, 0);
+    Value one = fa::detail::indexConst(rewriter, loc, 1);
+    Value numSeqs = arith::SubIOp::create(
+        rewriter, loc,
+        tensor::DimOp::create(rewriter, loc, op.getCuSeqlensQ(), 0), one);
+    OpFoldResult c0 = rewriter.getIndexAttr(0), c1 = rewriter.getIndexAttr(1);
+    auto loop = scf::ForOp::create(
+        rewriter, loc, zero, numSeqs, one, ValueRange{outInit, lseInit},
+        [&](OpBuilder &b, Location l, Value seq, ValueRange state) {
+          Value next = arith::AddIOp::create(b, l, seq, one);
+          auto range = [&](Value offsets) {
+            Value start = extractIndex(b, l, offsets, seq);
+            Value end = extractIndex(b, l, offsets, next);
+            return std::pair<OpFoldResult, OpFoldResult>(
+                start, arith::SubIOp::create(b, l, end, start).getResult());
+          };
+          auto [qStart, qLen] = range(op.getCuSeqlensQ());
+          auto [kStart, kLen] = range(op.getCuSeqlensK());
+          auto rows = [&](Value t, ArrayRef<OpFoldResult> sizes,
+                          OpFoldResult start, OpFoldResult len) {
+            return slice(b, l, t, {c0, c0, start, c0},
+                         {c1, sizes[1], len, sizes[3]});
+          };
+          AttentionOp att = attentionLike(
+              b, l, op, rows(q, qSizes, qStart, qLen),
+              rows(k, kSizes, kStart, kLen), rows(v, vSizes, kStart, kLen));
+          Value out =
+              insert(b, l, att.getOut(), state[0], {c0, c0, qStart, c0});
+          Value lse = insert(b, l, att.getLse(), state[1], {c0, c0, qStart});
+          scf::YieldOp::create(b, l, ValueRange{out, lse});
+        });
+    rewriter.replaceOp(
+        op,
+        {castTo(rewriter, loc, dropUnitBatch(rewriter, loc, loop.getResult(0)),
+                op.getOut().getType()),
+         castTo(rewriter, loc, dropUnitBatch(rewriter, loc, loop.getResult(1)),
+                op.getLse().getType())});
+    return success();
+  }
+};
+
+/// fa.attention_paged: a loop over the batch of fa.attention on the batch's
+/// keys and values gathered from the pages.
+struct LowerAttentionPaged final : OpRewritePattern<AttentionPagedOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(AttentionPagedOp op,
+                                PatternRewriter &rewriter) const override {
+    using fa::detail::extractIndex;
+    Location loc = op.getLoc();
+    Value q = op.getQuery();
+    SmallVector<OpFoldResult> qSizes = tensor::getMixedSizes(rewriter, loc, q);
+    int64_t dv = op.getValueHeadDim();
+    SmallVector<OpFoldResult> outSizes = qSizes;
+    outSizes.back() = rewriter.getIndexAttr(dv);
+    Value outInit = tensor::EmptyOp::create(
+        rewriter, loc, outSizes, op.getOut().getType().getElementType());
+    Value lseInit = tensor::EmptyOp::create(
+        rewriter, loc, ArrayRef(qSizes).take_front(3), rewriter.getF32Type());
+    Value zero = fa::detail::indexConst(rewriter, loc, 0);
+    Value one = fa::detail::indexConst(rewriter, loc, 1);
+    Value pageSize = fa::detail::indexConst(rewriter, loc, op.getPageSize());
+    Value batch = tensor::DimOp::create(rewriter, loc, q, 0);
+    OpFoldResult c0 = rewriter.getIndexAttr(0), c1 = rewriter.getIndexAttr(1);
+    auto loop = scf::ForOp::create(
+        rewriter, loc, zero, batch, one, ValueRange{outInit, lseInit},
+        [&](OpBuilder &b, Location l, Value bi, ValueRange state) {
+          Value kLen = extractIndex(b, l, op.getCacheSeqlens(), bi);
+          // [1, Hkv, kLen, D]: key j is row j mod S of page table[b, j / S].
+          auto gather = [&](Value pool) -> Value {
+            auto poolType = cast<RankedTensorType>(pool.getType());
+            SmallVector<Value> dynamic;
+            if (poolType.isDynamicDim(1))
+              dynamic.push_back(tensor::DimOp::create(b, l, pool, 1));
+            dynamic.push_back(kLen);
+            auto type = RankedTensorType::get({1, poolType.getDimSize(1),
+                                               ShapedType::kDynamic,
+                                               poolType.getDimSize(3)},
+                                              poolType.getElementType());
+            return tensor::GenerateOp::create(
+                b, l, type, dynamic,
+                [&](OpBuilder &nb, Location nl, ValueRange idx) {
+                  Value page = extractIndex(
+                      nb, nl, op.getPageTable(),
+                      {bi, arith::DivUIOp::create(nb, nl, idx[2], pageSize)});
+                  Value row = arith::RemUIOp::create(nb, nl, idx[2], pageSize);
+                  Value x = tensor::ExtractOp::create(
+                      nb, nl, pool, ValueRange{page, idx[1], row, idx[3]});
+                  tensor::YieldOp::create(nb, nl, x);
+                });
+          };
+          Value qb = slice(b, l, q, {bi, c0, c0, c0},
+                           {c1, qSizes[1], qSizes[2], qSizes[3]});
+          AttentionOp att =
+              attentionLike(b, l, op, qb, gather(op.getKeyPages()),
+                            gather(op.getValuePages()));
+          Value out = insert(b, l, att.getOut(), state[0], {bi, c0, c0, c0});
+          Value lse = insert(b, l, att.getLse(), state[1], {bi, c0, c0});
+          scf::YieldOp::create(b, l, ValueRange{out, lse});
+        });
+    rewriter.replaceOp(
+        op, {castTo(rewriter, loc, loop.getResult(0), op.getOut().getType()),
+             castTo(rewriter, loc, loop.getResult(1), op.getLse().getType())});
+    return success();
+  }
+};
+
 /// `deterministic` needs no handling: it only constrains the order of the
 /// dQ accumulation, and the reference's loops run in one fixed order anyway.
 struct LowerAttentionBackward final : OpRewritePattern<AttentionBackwardOp> {
@@ -849,7 +1020,8 @@ struct FALowerToReferencePass final
     // bug, reported rather than passed on to a later pass.
     WalkResult result = getOperation()->walk([&](Operation *op) {
       if (mergeOnly ? !isa<AttentionMergeOp, AttentionMergeSplitsOp>(op)
-                    : !isa<AttentionOp, AttentionBackwardOp, AttentionMergeOp,
+                    : !isa<AttentionOp, AttentionBackwardOp, AttentionVarlenOp,
+                           AttentionPagedOp, AttentionMergeOp,
                            AttentionMergeSplitsOp>(op))
         return WalkResult::advance();
       op->emitOpError("could not be lowered to the reference form");
@@ -863,6 +1035,8 @@ struct FALowerToReferencePass final
 } // namespace
 
 void mlir::fa::populateLowerToReferencePatterns(RewritePatternSet &patterns) {
-  patterns.add<LowerAttention, LowerAttentionBackward, LowerAttentionMerge,
-               LowerAttentionMergeSplits>(patterns.getContext());
+  patterns
+      .add<LowerAttention, LowerAttentionBackward, LowerAttentionVarlen,
+           LowerAttentionPaged, LowerAttentionMerge, LowerAttentionMergeSplits>(
+          patterns.getContext());
 }

@@ -51,20 +51,20 @@ Value createFilledTensor(OpBuilder &b, Location loc, ArrayRef<int64_t> shape,
   return linalg::FillOp::create(b, loc, cst, empty).getResult(0);
 }
 
-/// Extracts rows [start, start + len) of head `head` in batch `batch` of a
-/// [B, H, N, D] tensor as a [len, D] slice and pads it with zeros to
-/// [tileRows, D].
-Value extractPaddedTile(OpBuilder &b, Location loc, Value src, Value batch,
-                        Value head, Value start, Value len, int64_t tileRows) {
+/// Extracts `len` rows of a tensor, from `offsets` (rows on dimension
+/// `rank - 2`, the head dim last and whole, every other size 1), as a
+/// [len, D] slice and pads it with zeros to [tileRows, D].
+Value extractPaddedTile(OpBuilder &b, Location loc, Value src,
+                        ArrayRef<OpFoldResult> offsets, Value len,
+                        int64_t tileRows) {
   auto srcType = cast<RankedTensorType>(src.getType());
-  int64_t d = srcType.getDimSize(3);
+  int64_t rank = srcType.getRank();
+  int64_t d = srcType.getDimSize(rank - 1);
   Type elt = srcType.getElementType();
-  SmallVector<OpFoldResult> offsets =
-      getAsOpFoldResult(ValueRange{batch, head, start});
-  offsets.push_back(b.getIndexAttr(0));
-  SmallVector<OpFoldResult> sizes = {b.getIndexAttr(1), b.getIndexAttr(1),
-                                     getAsOpFoldResult(len), b.getIndexAttr(d)};
-  SmallVector<OpFoldResult> strides(4, b.getIndexAttr(1));
+  SmallVector<OpFoldResult> sizes(rank, b.getIndexAttr(1));
+  sizes[rank - 2] = getAsOpFoldResult(len);
+  sizes[rank - 1] = b.getIndexAttr(d);
+  SmallVector<OpFoldResult> strides(rank, b.getIndexAttr(1));
   auto sliceType = RankedTensorType::get({ShapedType::kDynamic, d}, elt);
   Value slice = tensor::ExtractSliceOp::create(b, loc, sliceType, src, offsets,
                                                sizes, strides);
@@ -96,138 +96,322 @@ Value createResultInit(OpBuilder &b, Location loc, ArrayRef<OpFoldResult> sizes,
   return tensor::EmptyOp::create(b, loc, mixed, declared.getElementType());
 }
 
+/// One sequence of the batch as a query block sees it.
+struct Sequence {
+  /// The sequence's index in the batch.
+  Value index;
+  /// Query and key counts of the sequence.
+  Value nq, nk;
+  /// Where its query and key rows start in packed tensors (varlen only).
+  Value qBase, kBase;
+};
+
+/// What differs between the dense, packed (varlen) and paged forms of the
+/// loop nest: where a sequence's rows live. The rest of the nest (tiles,
+/// state, key loop, finalize) is one.
+struct NestForm {
+  /// Sequences (the forall's first dimension) and query heads.
+  Value numSeqs, heads;
+  /// Upper bound of any sequence's query count (sizes the query-block
+  /// dimension).
+  Value maxNq;
+  /// The sizes of lse (q's without the head dim).
+  SmallVector<OpFoldResult> rowSizes;
+  /// The sequence `b`, computed at the top of a query block.
+  std::function<Sequence(OpBuilder &, Location, Value b)> sequence;
+  /// Offsets of query row `row` of a sequence, head `h`, in q (and out,
+  /// with a 0 head-dim offset appended); lse takes the same without it.
+  std::function<SmallVector<OpFoldResult>(OpBuilder &, Location,
+                                          const Sequence &, Value h, Value row)>
+      rowOffsets;
+  /// Offsets of key row `row` of a sequence, key/value head `kvh`, in k and
+  /// v (the head-dim offset included).
+  std::function<SmallVector<OpFoldResult>(
+      OpBuilder &, Location, const Sequence &, Value kvh, Value row)>
+      keyOffsets;
+};
+
+/// Builds the FlashAttention loop nest of `op` (fa.attention or one of its
+/// varlen / paged forms) for `form`, and replaces the op with it.
+template <typename OpT>
+void buildNest(PatternRewriter &rewriter, OpT op, Value q, Value k, Value v,
+               Value kvHeads, const NestForm &form, int64_t blockQ,
+               int64_t blockKV) {
+  KernelConfigAttr config = op.getKernelConfigAttr();
+  Location loc = op.getLoc();
+  RankedTensorType outType = op.getOut().getType();
+  RankedTensorType lseType = op.getLse().getType();
+  Type elt = outType.getElementType();
+  Type f32 = rewriter.getF32Type();
+  int64_t dv = op.getValueHeadDim();
+  bool dense = isa<AttentionOp>(op.getOperation());
+
+  Value zero = arith::ConstantIndexOp::create(rewriter, loc, 0);
+  Value br = arith::ConstantIndexOp::create(rewriter, loc, blockQ);
+  Value bc = arith::ConstantIndexOp::create(rewriter, loc, blockKV);
+  // Query heads per key/value head (grouped-query attention).
+  Value group = rewriter.createOrFold<arith::DivUIOp>(loc, form.heads, kvHeads);
+  Value numQBlocks =
+      rewriter.createOrFold<arith::CeilDivUIOp>(loc, form.maxNq, br);
+
+  // out and lse have q's sizes but the head dim (Dv is v's, static).
+  SmallVector<OpFoldResult> outSizes = form.rowSizes;
+  outSizes.push_back(rewriter.getIndexAttr(dv));
+  Value outInit = createResultInit(rewriter, loc, outSizes, outType);
+  Value lseInit = createResultInit(rewriter, loc, form.rowSizes, lseType);
+
+  // Batch on z, heads on y, query blocks on x: the launch grid of
+  // fa-convert-tiled-attention-to-gpu (x has no 65535 limit).
+  auto forall = scf::ForallOp::create(
+      rewriter, loc,
+      getAsOpFoldResult(ValueRange{form.numSeqs, form.heads, numQBlocks}),
+      ValueRange{outInit, lseInit},
+      fa::detail::blockMapping(
+          rewriter,
+          {gpu::MappingId::DimZ, gpu::MappingId::DimY, gpu::MappingId::DimX}));
+  if (config)
+    forall->setAttr(kKernelConfigAttrName, config);
+  Block *body = forall.getBody();
+  Value b = body->getArgument(0), h = body->getArgument(1),
+        qBlock = body->getArgument(2);
+  Value outArg = body->getArgument(3), lseArg = body->getArgument(4);
+
+  rewriter.setInsertionPointToStart(body);
+  Sequence seq = form.sequence(rewriter, loc, b);
+  Value qStart = arith::MulIOp::create(rewriter, loc, qBlock, br);
+  Value qLen = tileLength(rewriter, loc, qStart, seq.nq, br);
+  // Sequences shorter than the longest leave blocks without rows: they
+  // store nothing and visit no key.
+  Value keyEnd = seq.nk;
+  if (!dense) {
+    qLen = arith::MaxSIOp::create(rewriter, loc, qLen, zero);
+    Value hasRows = arith::CmpIOp::create(
+        rewriter, loc, arith::CmpIPredicate::sgt, qLen, zero);
+    keyEnd = arith::SelectOp::create(rewriter, loc, hasRows, seq.nk, zero);
+  }
+  Value kvHead = rewriter.createOrFold<arith::DivUIOp>(loc, h, group);
+  SmallVector<OpFoldResult> rowOffsets =
+      form.rowOffsets(rewriter, loc, seq, h, qStart);
+  SmallVector<OpFoldResult> qOffsets = rowOffsets;
+  qOffsets.push_back(rewriter.getIndexAttr(0));
+  Value qTile = extractPaddedTile(rewriter, loc, q, qOffsets, qLen, blockQ);
+
+  // The online-softmax state: unnormalized accumulator, running row max and
+  // running row sum, all f32.
+  Value acc0 = createFilledTensor(rewriter, loc, {blockQ, dv}, f32, 0.0);
+  Value max0 = createFilledTensor(rewriter, loc, {blockQ}, f32,
+                                  -std::numeric_limits<double>::infinity());
+  Value sum0 = createFilledTensor(rewriter, loc, {blockQ}, f32, 0.0);
+
+  auto loop = scf::ForOp::create(
+      rewriter, loc, zero, keyEnd, bc, ValueRange{acc0, max0, sum0},
+      [&](OpBuilder &nb, Location nloc, Value kStart, ValueRange state) {
+        Value kLen = tileLength(nb, nloc, kStart, seq.nk, bc);
+        SmallVector<OpFoldResult> kOffsets =
+            form.keyOffsets(nb, nloc, seq, kvHead, kStart);
+        Value kTile = extractPaddedTile(nb, nloc, k, kOffsets, kLen, blockKV);
+        Value vTile = extractPaddedTile(nb, nloc, v, kOffsets, kLen, blockKV);
+        auto step = OnlineAttentionOp::create(
+            nb, nloc, state[0].getType(), state[1].getType(),
+            state[2].getType(), qTile, kTile, vTile, state[0], state[1],
+            state[2], qStart, kStart, seq.nq, seq.nk, op.getDynamicSoftcap(),
+            op.getDynamicScale(), op.getMaskOperands(), op.getStaticScale(),
+            op.getMaskAttr(), op.getSoftcapAttr(), /*exp2=*/nullptr);
+        scf::YieldOp::create(nb, nloc, step.getResults());
+      });
+
+  auto tileOutType = RankedTensorType::get({blockQ, dv}, elt);
+  auto finalize = OnlineAttentionFinalizeOp::create(
+      rewriter, loc, tileOutType, max0.getType(), loop.getResult(0),
+      loop.getResult(1), loop.getResult(2), /*exp2=*/nullptr);
+
+  // Keep the valid rows of the tile.
+  SmallVector<OpFoldResult> one2(2, rewriter.getIndexAttr(1));
+  Value outRows = tensor::ExtractSliceOp::create(
+      rewriter, loc, RankedTensorType::get({ShapedType::kDynamic, dv}, elt),
+      finalize.getOut(),
+      ArrayRef<OpFoldResult>{rewriter.getIndexAttr(0),
+                             rewriter.getIndexAttr(0)},
+      ArrayRef<OpFoldResult>{getAsOpFoldResult(qLen),
+                             rewriter.getIndexAttr(dv)},
+      one2);
+  Value lseRows = tensor::ExtractSliceOp::create(
+      rewriter, loc, RankedTensorType::get({ShapedType::kDynamic}, f32),
+      finalize.getLse(), ArrayRef<OpFoldResult>{rewriter.getIndexAttr(0)},
+      ArrayRef<OpFoldResult>{getAsOpFoldResult(qLen)},
+      ArrayRef<OpFoldResult>{rewriter.getIndexAttr(1)});
+
+  rewriter.setInsertionPointToStart(forall.getTerminator().getBody());
+  OpFoldResult c1 = rewriter.getIndexAttr(1);
+  SmallVector<OpFoldResult> lseSizes(rowOffsets.size(), c1);
+  lseSizes.back() = getAsOpFoldResult(qLen);
+  SmallVector<OpFoldResult> outSizes2 = lseSizes;
+  outSizes2.push_back(rewriter.getIndexAttr(dv));
+  tensor::ParallelInsertSliceOp::create(
+      rewriter, loc, outRows, outArg, qOffsets, outSizes2,
+      SmallVector<OpFoldResult>(outSizes2.size(), c1));
+  tensor::ParallelInsertSliceOp::create(
+      rewriter, loc, lseRows, lseArg, rowOffsets, lseSizes,
+      SmallVector<OpFoldResult>(lseSizes.size(), c1));
+
+  rewriter.setInsertionPointAfter(forall);
+  SmallVector<Value> results;
+  Type declaredTypes[] = {outType, lseType};
+  for (auto [result, type] :
+       llvm::zip_equal(forall.getResults(), declaredTypes)) {
+    Value declared = result;
+    if (declared.getType() != type)
+      declared = tensor::CastOp::create(rewriter, loc, type, result);
+    results.push_back(declared);
+  }
+  rewriter.replaceOp(op, results);
+}
+
+/// The op's kernel configuration, when it has one, decides the tiles (over
+/// the pass options) and goes on to the loop nest for the GPU conversion.
+template <typename OpT>
+std::pair<int64_t, int64_t> blockSizes(OpT op, int64_t blockQ,
+                                       int64_t blockKV) {
+  if (KernelConfigAttr config = op.getKernelConfigAttr())
+    return {config.getBlockQ(), config.getBlockKV()};
+  return {blockQ, blockKV};
+}
+
+Value dimOf(OpBuilder &b, Location loc, Value t, int64_t i) {
+  return b.createOrFold<tensor::DimOp>(loc, t, i);
+}
+
 struct TileAttentionPattern final : OpRewritePattern<AttentionOp> {
   TileAttentionPattern(MLIRContext *ctx, int64_t blockQ, int64_t blockKV)
       : OpRewritePattern(ctx), blockQ(blockQ), blockKV(blockKV) {}
 
   LogicalResult matchAndRewrite(AttentionOp op,
                                 PatternRewriter &rewriter) const override {
-    // The op's kernel configuration, when it has one, decides the tiles
-    // (over the pass options) and goes on to the loop nest for the GPU
-    // conversion.
-    KernelConfigAttr config = op.getKernelConfigAttr();
-    int64_t blockQ = config ? config.getBlockQ() : this->blockQ;
-    int64_t blockKV = config ? config.getBlockKV() : this->blockKV;
     Location loc = op.getLoc();
-    Value q = op.getQuery(), k = op.getKey(), v = op.getValue();
-    RankedTensorType outType = op.getOut().getType();
-    RankedTensorType lseType = op.getLse().getType();
-    Type elt = outType.getElementType();
-    Type f32 = rewriter.getF32Type();
-    int64_t dv = op.getValueHeadDim();
-
-    auto dim = [&](Value t, int64_t i) -> Value {
-      return rewriter.createOrFold<tensor::DimOp>(loc, t, i);
+    Value q = op.getQuery(), k = op.getKey();
+    Value nq = dimOf(rewriter, loc, q, 2), nk = dimOf(rewriter, loc, k, 2);
+    NestForm form;
+    form.numSeqs = dimOf(rewriter, loc, q, 0);
+    form.heads = dimOf(rewriter, loc, q, 1);
+    form.maxNq = nq;
+    form.rowSizes = getAsOpFoldResult(ValueRange{form.numSeqs, form.heads, nq});
+    form.sequence = [&](OpBuilder &, Location, Value b) {
+      return Sequence{b, nq, nk, Value(), Value()};
     };
-    Value batch = dim(q, 0), heads = dim(q, 1), nq = dim(q, 2);
-    Value kvHeads = dim(k, 1), nk = dim(k, 2);
-    Value zero = arith::ConstantIndexOp::create(rewriter, loc, 0);
-    Value br = arith::ConstantIndexOp::create(rewriter, loc, blockQ);
-    Value bc = arith::ConstantIndexOp::create(rewriter, loc, blockKV);
-    // Query heads per key/value head (grouped-query attention).
-    Value group = rewriter.createOrFold<arith::DivUIOp>(loc, heads, kvHeads);
-    Value numQBlocks = rewriter.createOrFold<arith::CeilDivUIOp>(loc, nq, br);
+    form.rowOffsets = [](OpBuilder &, Location, const Sequence &seq, Value h,
+                         Value row) {
+      return getAsOpFoldResult(ValueRange{seq.index, h, row});
+    };
+    form.keyOffsets = [](OpBuilder &nb, Location, const Sequence &seq,
+                         Value kvh, Value row) {
+      SmallVector<OpFoldResult> offsets =
+          getAsOpFoldResult(ValueRange{seq.index, kvh, row});
+      offsets.push_back(nb.getIndexAttr(0));
+      return offsets;
+    };
+    auto [bq, bkv] = blockSizes(op, blockQ, blockKV);
+    buildNest(rewriter, op, q, k, op.getValue(), dimOf(rewriter, loc, k, 1),
+              form, bq, bkv);
+    return success();
+  }
 
-    // out is [B, Hq, Nq, Dv] and lse [B, Hq, Nq]: B, Hq and Nq are q's sizes,
-    // Dv is v's (static).
-    SmallVector<OpFoldResult> rowSizes =
-        getAsOpFoldResult(ValueRange{batch, heads, nq});
-    SmallVector<OpFoldResult> outSizes = rowSizes;
-    outSizes.push_back(rewriter.getIndexAttr(dv));
-    Value outInit = createResultInit(rewriter, loc, outSizes, outType);
-    Value lseInit = createResultInit(rewriter, loc, rowSizes, lseType);
+  int64_t blockQ, blockKV;
+};
 
-    // Batch on z, heads on y, query blocks on x: the launch grid of
-    // fa-convert-tiled-attention-to-gpu (x has no 65535 limit).
-    auto forall = scf::ForallOp::create(
-        rewriter, loc, getAsOpFoldResult(ValueRange{batch, heads, numQBlocks}),
-        ValueRange{outInit, lseInit},
-        fa::detail::blockMapping(rewriter,
-                                 {gpu::MappingId::DimZ, gpu::MappingId::DimY,
-                                  gpu::MappingId::DimX}));
-    if (config)
-      forall->setAttr(kKernelConfigAttrName, config);
-    Block *body = forall.getBody();
-    Value b = body->getArgument(0), h = body->getArgument(1),
-          qBlock = body->getArgument(2);
-    Value outArg = body->getArgument(3), lseArg = body->getArgument(4);
+/// fa.attention_varlen: sequence b's rows start at cu_seqlens[b] of the
+/// packed [H, T, D] tensors; the forall runs over the sequences and
+/// ceil(max_seqlen_q / Br) query blocks.
+struct TileAttentionVarlenPattern final : OpRewritePattern<AttentionVarlenOp> {
+  TileAttentionVarlenPattern(MLIRContext *ctx, int64_t blockQ, int64_t blockKV)
+      : OpRewritePattern(ctx), blockQ(blockQ), blockKV(blockKV) {}
 
-    rewriter.setInsertionPointToStart(body);
-    Value qStart = arith::MulIOp::create(rewriter, loc, qBlock, br);
-    Value qLen = tileLength(rewriter, loc, qStart, nq, br);
-    Value kvHead = rewriter.createOrFold<arith::DivUIOp>(loc, h, group);
-    Value qTile =
-        extractPaddedTile(rewriter, loc, q, b, h, qStart, qLen, blockQ);
+  LogicalResult matchAndRewrite(AttentionVarlenOp op,
+                                PatternRewriter &rewriter) const override {
+    using fa::detail::extractIndex;
+    Location loc = op.getLoc();
+    Value q = op.getQuery(), k = op.getKey();
+    Value cuQ = op.getCuSeqlensQ(), cuK = op.getCuSeqlensK();
+    Value one = arith::ConstantIndexOp::create(rewriter, loc, 1);
+    NestForm form;
+    form.numSeqs =
+        arith::SubIOp::create(rewriter, loc, dimOf(rewriter, loc, cuQ, 0), one);
+    form.heads = dimOf(rewriter, loc, q, 0);
+    form.maxNq = op.getMaxSeqlenQ();
+    form.rowSizes =
+        getAsOpFoldResult(ValueRange{form.heads, dimOf(rewriter, loc, q, 1)});
+    form.sequence = [=](OpBuilder &nb, Location nl, Value b) {
+      Value next = arith::AddIOp::create(nb, nl, b, one);
+      Value qBase = extractIndex(nb, nl, cuQ, b);
+      Value kBase = extractIndex(nb, nl, cuK, b);
+      Value nq =
+          arith::SubIOp::create(nb, nl, extractIndex(nb, nl, cuQ, next), qBase);
+      Value nk =
+          arith::SubIOp::create(nb, nl, extractIndex(nb, nl, cuK, next), kBase);
+      return Sequence{b, nq, nk, qBase, kBase};
+    };
+    form.rowOffsets = [](OpBuilder &nb, Location nl, const Sequence &seq,
+                         Value h, Value row) {
+      Value r = arith::AddIOp::create(nb, nl, seq.qBase, row);
+      return getAsOpFoldResult(ValueRange{h, r});
+    };
+    form.keyOffsets = [](OpBuilder &nb, Location nl, const Sequence &seq,
+                         Value kvh, Value row) {
+      Value r = arith::AddIOp::create(nb, nl, seq.kBase, row);
+      SmallVector<OpFoldResult> offsets = getAsOpFoldResult(ValueRange{kvh, r});
+      offsets.push_back(nb.getIndexAttr(0));
+      return offsets;
+    };
+    auto [bq, bkv] = blockSizes(op, blockQ, blockKV);
+    buildNest(rewriter, op, q, k, op.getValue(), dimOf(rewriter, loc, k, 0),
+              form, bq, bkv);
+    return success();
+  }
 
-    // The online-softmax state: unnormalized accumulator, running row max and
-    // running row sum, all f32.
-    Value acc0 = createFilledTensor(rewriter, loc, {blockQ, dv}, f32, 0.0);
-    Value max0 = createFilledTensor(rewriter, loc, {blockQ}, f32,
-                                    -std::numeric_limits<double>::infinity());
-    Value sum0 = createFilledTensor(rewriter, loc, {blockQ}, f32, 0.0);
+  int64_t blockQ, blockKV;
+};
 
-    auto loop = scf::ForOp::create(
-        rewriter, loc, zero, nk, bc, ValueRange{acc0, max0, sum0},
-        [&](OpBuilder &nb, Location nloc, Value kStart, ValueRange state) {
-          Value kLen = tileLength(nb, nloc, kStart, nk, bc);
-          Value kTile =
-              extractPaddedTile(nb, nloc, k, b, kvHead, kStart, kLen, blockKV);
-          Value vTile =
-              extractPaddedTile(nb, nloc, v, b, kvHead, kStart, kLen, blockKV);
-          auto step = OnlineAttentionOp::create(
-              nb, nloc, state[0].getType(), state[1].getType(),
-              state[2].getType(), qTile, kTile, vTile, state[0], state[1],
-              state[2], qStart, kStart, nq, nk, op.getDynamicSoftcap(),
-              op.getDynamicScale(), op.getMaskOperands(), op.getStaticScale(),
-              op.getMaskAttr(), op.getSoftcapAttr(), /*exp2=*/nullptr);
-          scf::YieldOp::create(nb, nloc, step.getResults());
-        });
+/// fa.attention_paged: key block [k0, k0 + Bc) of batch b is rows
+/// [k0 mod S, k0 mod S + Bc) of page page_table[b, k0 / S] (S a multiple of
+/// Bc, which the pass checks, so a block never straddles pages).
+struct TileAttentionPagedPattern final : OpRewritePattern<AttentionPagedOp> {
+  TileAttentionPagedPattern(MLIRContext *ctx, int64_t blockQ, int64_t blockKV)
+      : OpRewritePattern(ctx), blockQ(blockQ), blockKV(blockKV) {}
 
-    auto tileOutType = RankedTensorType::get({blockQ, dv}, elt);
-    auto finalize = OnlineAttentionFinalizeOp::create(
-        rewriter, loc, tileOutType, max0.getType(), loop.getResult(0),
-        loop.getResult(1), loop.getResult(2), /*exp2=*/nullptr);
-
-    // Keep the valid rows of the tile.
-    SmallVector<OpFoldResult> one2(2, rewriter.getIndexAttr(1));
-    Value outRows = tensor::ExtractSliceOp::create(
-        rewriter, loc, RankedTensorType::get({ShapedType::kDynamic, dv}, elt),
-        finalize.getOut(),
-        ArrayRef<OpFoldResult>{rewriter.getIndexAttr(0),
-                               rewriter.getIndexAttr(0)},
-        ArrayRef<OpFoldResult>{getAsOpFoldResult(qLen),
-                               rewriter.getIndexAttr(dv)},
-        one2);
-    Value lseRows = tensor::ExtractSliceOp::create(
-        rewriter, loc, RankedTensorType::get({ShapedType::kDynamic}, f32),
-        finalize.getLse(), ArrayRef<OpFoldResult>{rewriter.getIndexAttr(0)},
-        ArrayRef<OpFoldResult>{getAsOpFoldResult(qLen)},
-        ArrayRef<OpFoldResult>{rewriter.getIndexAttr(1)});
-
-    rewriter.setInsertionPointToStart(forall.getTerminator().getBody());
-    OpFoldResult c0 = rewriter.getIndexAttr(0), c1 = rewriter.getIndexAttr(1);
-    OpFoldResult rows = getAsOpFoldResult(qLen);
-    tensor::ParallelInsertSliceOp::create(
-        rewriter, loc, outRows, outArg,
-        ArrayRef<OpFoldResult>{b, h, qStart, c0},
-        ArrayRef<OpFoldResult>{c1, c1, rows, rewriter.getIndexAttr(dv)},
-        ArrayRef<OpFoldResult>{c1, c1, c1, c1});
-    tensor::ParallelInsertSliceOp::create(rewriter, loc, lseRows, lseArg,
-                                          ArrayRef<OpFoldResult>{b, h, qStart},
-                                          ArrayRef<OpFoldResult>{c1, c1, rows},
-                                          ArrayRef<OpFoldResult>{c1, c1, c1});
-
-    rewriter.setInsertionPointAfter(forall);
-    SmallVector<Value> results;
-    Type declaredTypes[] = {outType, lseType};
-    for (auto [result, type] :
-         llvm::zip_equal(forall.getResults(), declaredTypes)) {
-      Value declared = result;
-      if (declared.getType() != type)
-        declared = tensor::CastOp::create(rewriter, loc, type, result);
-      results.push_back(declared);
-    }
-    rewriter.replaceOp(op, results);
+  LogicalResult matchAndRewrite(AttentionPagedOp op,
+                                PatternRewriter &rewriter) const override {
+    using fa::detail::extractIndex;
+    Location loc = op.getLoc();
+    Value q = op.getQuery(), k = op.getKeyPages();
+    Value table = op.getPageTable(), lens = op.getCacheSeqlens();
+    Value pageSize =
+        arith::ConstantIndexOp::create(rewriter, loc, op.getPageSize());
+    Value nq = dimOf(rewriter, loc, q, 2);
+    NestForm form;
+    form.numSeqs = dimOf(rewriter, loc, q, 0);
+    form.heads = dimOf(rewriter, loc, q, 1);
+    form.maxNq = nq;
+    form.rowSizes = getAsOpFoldResult(ValueRange{form.numSeqs, form.heads, nq});
+    form.sequence = [=](OpBuilder &nb, Location nl, Value b) {
+      return Sequence{b, nq, extractIndex(nb, nl, lens, b), Value(), Value()};
+    };
+    form.rowOffsets = [](OpBuilder &, Location, const Sequence &seq, Value h,
+                         Value row) {
+      return getAsOpFoldResult(ValueRange{seq.index, h, row});
+    };
+    form.keyOffsets = [=](OpBuilder &nb, Location nl, const Sequence &seq,
+                          Value kvh, Value row) {
+      Value page = extractIndex(
+          nb, nl, table,
+          {seq.index, arith::DivUIOp::create(nb, nl, row, pageSize)});
+      Value inPage = arith::RemUIOp::create(nb, nl, row, pageSize);
+      SmallVector<OpFoldResult> offsets =
+          getAsOpFoldResult(ValueRange{page, kvh, inPage});
+      offsets.push_back(nb.getIndexAttr(0));
+      return offsets;
+    };
+    auto [bq, bkv] = blockSizes(op, blockQ, blockKV);
+    buildNest(rewriter, op, q, k, op.getValuePages(),
+              dimOf(rewriter, loc, k, 1), form, bq, bkv);
     return success();
   }
 
@@ -251,9 +435,23 @@ struct FATileAttentionPass final
         return signalPassFailure();
       }
     }
+    // A key block must lie within one page.
+    WalkResult pages = root->walk([&](AttentionPagedOp op) {
+      int64_t bkv = blockSizes(op, blockQ, blockKV).second;
+      if (op.getPageSize() % bkv == 0)
+        return WalkResult::advance();
+      op.emitOpError() << "fa-tile-attention: the page size ("
+                       << op.getPageSize()
+                       << ") must be a multiple of the key block (" << bkv
+                       << ")";
+      return WalkResult::interrupt();
+    });
+    if (pages.wasInterrupted())
+      return signalPassFailure();
     RewritePatternSet patterns(&getContext());
-    patterns.add<TileAttentionPattern>(&getContext(), blockQ, blockKV);
-    // One walk, no folding: only fa.attention ops change.
+    patterns.add<TileAttentionPattern, TileAttentionVarlenPattern,
+                 TileAttentionPagedPattern>(&getContext(), blockQ, blockKV);
+    // One walk, no folding: only the attention ops change.
     walkAndApplyPatterns(root, std::move(patterns));
   }
 };

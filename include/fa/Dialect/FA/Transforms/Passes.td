@@ -10,7 +10,9 @@ def FALowerToReference : Pass<"fa-lower-to-reference"> {
   let description = [{
     Rewrites `fa.attention` and `fa.attention_backward` into plain upstream
     ops (linalg, tensor, arith, math) that materialize the whole score matrix
-    `[B, Hq, Nq, Nk]`, exactly as the dialect documents the semantics, and
+    `[B, Hq, Nq, Nk]`, exactly as the dialect documents the semantics
+    (`fa.attention_varlen` and `fa.attention_paged` first become a loop over
+    their sequences of `fa.attention` on slices, resp. gathered pages), and
     `fa.attention_merge` into two elementwise generics. Every
     optimized lowering is tested against this one. Scores and reductions are
     computed in f32 whatever the input element type.
@@ -32,7 +34,8 @@ def FALowerToReference : Pass<"fa-lower-to-reference"> {
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect", "::mlir::linalg::LinalgDialect",
-    "::mlir::math::MathDialect", "::mlir::tensor::TensorDialect"
+    "::mlir::math::MathDialect", "::mlir::scf::SCFDialect",
+    "::mlir::tensor::TensorDialect"
   ];
 }
 

@@ -1,0 +1,516 @@
+//===- SequenceFormsNumericsTest.cpp - Varlen and paged attention, CPU ----===//
+//
+// fa.attention_varlen (packed sequences of different lengths) and
+// fa.attention_paged (keys and values in a paged cache) through the
+// reference and the tiled CPU pipelines, against the float64 implementation
+// applied to each sequence on its own: odd lengths, empty and one-token
+// sequences, partly filled pages in shuffled order, causal and windowed
+// masks aligned per sequence, GQA, softcap, f32 and bf16.
+//
+//===----------------------------------------------------------------------===//
+
+#include "AttentionHarness.h"
+#include "TiledCase.h"
+
+#include "fa/Pipelines/Pipelines.h"
+#include "mlir/ExecutionEngine/ExecutionEngine.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <algorithm>
+#include <numeric>
+#include <random>
+
+using namespace mlir::fa::numerics;
+
+namespace {
+
+/// The attributes every case shares with fa.attention (constants only).
+struct Attributes {
+  bool causal = false;
+  std::optional<std::array<int64_t, 2>> window;
+  std::optional<float> softcap;
+  ElementType type = ElementType::F32;
+  int64_t headsQ = 1, headsKV = 1, headDim = 32, valueHeadDim = 32;
+
+  /// The problem of one sequence of `nq` queries and `nk` keys.
+  AttentionProblem problem(int64_t nq, int64_t nk) const {
+    AttentionProblem p;
+    p.headsQ = headsQ;
+    p.headsKV = headsKV;
+    p.seqQ = nq;
+    p.seqK = nk;
+    p.headDim = headDim;
+    p.valueHeadDim = valueHeadDim;
+    p.elementType = type;
+    p.causal = causal;
+    p.window = window;
+    p.softcap = softcap;
+    return p;
+  }
+
+  /// ` mask<...> softcap ...` in the ops' assembly.
+  std::string text() const {
+    std::string s;
+    llvm::raw_string_ostream os(s);
+    auto side = [](int64_t w) {
+      return w < 0 ? std::string("inf") : std::to_string(w);
+    };
+    if (window)
+      os << " mask<window " << side((*window)[0]) << ", "
+         << (causal ? std::string("0") : side((*window)[1])) << ">";
+    else if (causal)
+      os << " mask<causal>";
+    if (softcap)
+      os << " softcap " << llvm::formatv("{0:e9}", double(*softcap));
+    return s;
+  }
+
+  const char *elt() const {
+    return type == ElementType::F32   ? "f32"
+           : type == ElementType::F16 ? "f16"
+                                      : "bf16";
+  }
+};
+
+/// `n` normal values (never zero) rounded to `type`.
+HostTensor randomTensor(std::vector<int64_t> shape, double stddev,
+                        ElementType type, std::mt19937_64 &rng) {
+  HostTensor t(std::move(shape));
+  std::normal_distribution<double> dist(0.0, stddev);
+  for (double &x : t.data) {
+    do
+      x = roundTo(dist(rng), type);
+    while (x == 0.0);
+  }
+  return t;
+}
+
+/// Rows [start, start + len) of every head of `t` ([H, T, D] or, with
+/// `batch`, [B, H, N, D] at batch `batch`) as a [1, H, len, D] tensor.
+HostTensor rows(const HostTensor &t, int64_t start, int64_t len,
+                std::optional<int64_t> batch = std::nullopt) {
+  size_t r = t.shape.size();
+  int64_t heads = t.shape[r - 3], d = t.shape[r - 1];
+  HostTensor out(std::vector<int64_t>{1, heads, len, d});
+  for (int64_t h = 0; h < heads; ++h)
+    for (int64_t i = 0; i < len; ++i)
+      for (int64_t e = 0; e < d; ++e)
+        out.at({0, h, i, e}) =
+            batch ? t.at({*batch, h, start + i, e}) : t.at({h, start + i, e});
+  return out;
+}
+
+/// Writes a [1, H, len, X] (or [1, H, len]) result into rows [start, ...)
+/// of `dst` ([H, T, X] / [H, T], or [B, H, N, X] / [B, H, N] at `batch`).
+void place(const HostTensor &src, HostTensor &dst, int64_t start,
+           std::optional<int64_t> batch = std::nullopt) {
+  bool hasCols = src.shape.size() == 4;
+  int64_t heads = src.shape[1], len = src.shape[2],
+          cols = hasCols ? src.shape[3] : 1;
+  for (int64_t h = 0; h < heads; ++h)
+    for (int64_t i = 0; i < len; ++i)
+      for (int64_t e = 0; e < cols; ++e) {
+        double x = hasCols ? src.at({0, h, i, e}) : src.at({0, h, i});
+        if (batch && hasCols)
+          dst.at({*batch, h, start + i, e}) = x;
+        else if (batch)
+          dst.at({*batch, h, start + i}) = x;
+        else if (hasCols)
+          dst.at({h, start + i, e}) = x;
+        else
+          dst.at({h, start + i}) = x;
+      }
+}
+
+PipelineBuilder tiledPipeline(int64_t blockQ, int64_t blockKV) {
+  return [=](mlir::OpPassManager &pm) {
+    mlir::fa::TiledCPUPipelineOptions options;
+    options.blockQ = blockQ;
+    options.blockKV = blockKV;
+    mlir::fa::buildTiledCPUPipeline(pm, options);
+  };
+}
+
+/// The pipelines every case runs: the reference, and the tiled one with
+/// the case's blocks.
+std::vector<std::pair<std::string, PipelineBuilder>>
+pipelines(int64_t blockQ, int64_t blockKV) {
+  return {{"reference", mlir::fa::buildReferenceCPUPipeline},
+          {"tiled", tiledPipeline(blockQ, blockKV)}};
+}
+
+void expectClose(const std::string &what, const ForwardResult &got,
+                 const ForwardResult &want, ElementType type) {
+  double tol = tiledTolerance(type);
+  EXPECT_TRUE(allClose(what + " out", got.out, want.out, tol));
+  EXPECT_TRUE(allClose(what + " lse", got.lse, want.lse, tol));
+}
+
+//===----------------------------------------------------------------------===//
+// fa.attention_varlen
+//===----------------------------------------------------------------------===//
+
+struct VarlenCase {
+  Attributes attrs;
+  /// Query and key counts of each sequence.
+  std::vector<int64_t> seqQ, seqK;
+  int64_t blockQ = 16, blockKV = 16;
+  std::string name;
+};
+
+void PrintTo(const VarlenCase &c, std::ostream *os) { *os << c.name; }
+
+std::string varlenModule(const VarlenCase &c, int64_t tq, int64_t tk) {
+  const Attributes &a = c.attrs;
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  // Token counts dynamic, as a serving engine's are.
+  auto t = [&](int64_t heads, int64_t d, const char *elt) {
+    return std::to_string(heads) + "x?x" + std::to_string(d) + "x" + elt;
+  };
+  std::string q = t(a.headsQ, a.headDim, a.elt()),
+              k = t(a.headsKV, a.headDim, a.elt()),
+              v = t(a.headsKV, a.valueHeadDim, a.elt()),
+              o = t(a.headsQ, a.valueHeadDim, a.elt()),
+              l = std::to_string(a.headsQ) + "x?xf32";
+  os << "func.func @attention(%q: memref<" << q << ">, %k: memref<" << k
+     << ">, %v: memref<" << v
+     << ">, %cu_q: memref<?xi32>, %cu_k: memref<?xi32>, %out: memref<" << o
+     << ">, %lse: memref<" << l
+     << ">, %max_q: index) attributes {llvm.emit_c_interface} {\n";
+  for (auto [name, body] : {std::pair<const char *, std::string>{"q", q},
+                            {"k", k},
+                            {"v", v},
+                            {"cu_q", "?xi32"},
+                            {"cu_k", "?xi32"}})
+    os << "  %" << name << "_t = bufferization.to_tensor %" << name
+       << " restrict : memref<" << body << "> to tensor<" << body << ">\n";
+  os << "  %out_t, %lse_t = fa.attention_varlen %q_t, %k_t, %v_t "
+        "seqlens(%cu_q_t, %cu_k_t) max_seqlen_q(%max_q)"
+     << a.text() << " : (tensor<" << q << ">, tensor<" << k << ">, tensor<" << v
+     << ">, tensor<?xi32>, tensor<?xi32>, index) -> (tensor<" << o
+     << ">, tensor<" << l << ">)\n";
+  for (auto [name, body] :
+       {std::pair<const char *, std::string>{"out", o}, {"lse", l}})
+    os << "  bufferization.materialize_in_destination %" << name
+       << "_t in restrict writable %" << name << " : (tensor<" << body
+       << ">, memref<" << body << ">) -> ()\n";
+  os << "  return\n}\n";
+  return s;
+}
+
+class VarlenNumerics : public ::testing::TestWithParam<VarlenCase> {};
+
+TEST_P(VarlenNumerics, EachSequenceMatchesFloat64) {
+  const VarlenCase &c = GetParam();
+  const Attributes &a = c.attrs;
+  ASSERT_EQ(c.seqQ.size(), c.seqK.size());
+  std::vector<int32_t> cuQ = {0}, cuK = {0};
+  for (size_t b = 0; b < c.seqQ.size(); ++b) {
+    cuQ.push_back(cuQ.back() + c.seqQ[b]);
+    cuK.push_back(cuK.back() + c.seqK[b]);
+  }
+  int64_t tq = cuQ.back(), tk = cuK.back();
+  int64_t maxQ = *std::max_element(c.seqQ.begin(), c.seqQ.end());
+  std::mt19937_64 rng(std::hash<std::string>{}(c.name));
+  HostTensor q = randomTensor({a.headsQ, tq, a.headDim}, 1.5, a.type, rng);
+  HostTensor k = randomTensor({a.headsKV, tk, a.headDim}, 1.5, a.type, rng);
+  HostTensor v =
+      randomTensor({a.headsKV, tk, a.valueHeadDim}, 1.0, a.type, rng);
+
+  // Each sequence on its own, in float64.
+  ForwardResult want{
+      HostTensor(std::vector<int64_t>{a.headsQ, tq, a.valueHeadDim}),
+      HostTensor(std::vector<int64_t>{a.headsQ, tq})};
+  for (size_t b = 0; b < c.seqQ.size(); ++b) {
+    AttentionProblem p = a.problem(c.seqQ[b], c.seqK[b]);
+    ForwardResult seq =
+        float64Forward(p, rows(q, cuQ[b], c.seqQ[b]),
+                       rows(k, cuK[b], c.seqK[b]), rows(v, cuK[b], c.seqK[b]));
+    place(seq.out, want.out, cuQ[b]);
+    place(seq.lse, want.lse, cuQ[b]);
+  }
+
+  for (auto &[what, pipeline] : pipelines(c.blockQ, c.blockKV)) {
+    SCOPED_TRACE(what);
+    auto engine = compileModule(varlenModule(c, tq, tk), pipeline, c.name);
+    ASSERT_TRUE(!!engine) << llvm::toString(engine.takeError());
+    KernelBuffer qb("q", a.type, q.shape), kb("k", a.type, k.shape),
+        vb("v", a.type, v.shape),
+        ob("out", a.type, {a.headsQ, tq, a.valueHeadDim}),
+        lb("lse", ElementType::F32, {a.headsQ, tq});
+    qb.write(q);
+    kb.write(k);
+    vb.write(v);
+    ob.poison();
+    lb.poison();
+    I32Buffer cq(cuQ, {int64_t(cuQ.size())}), ck(cuK, {int64_t(cuK.size())});
+    std::vector<void *> descriptors = {qb.descriptorPtr(), kb.descriptorPtr(),
+                                       vb.descriptorPtr(), cq.descriptorPtr(),
+                                       ck.descriptorPtr(), ob.descriptorPtr(),
+                                       lb.descriptorPtr()};
+    std::vector<void *> packed;
+    for (void *&d : descriptors)
+      packed.push_back(&d);
+    packed.push_back(&maxQ);
+    llvm::Error err = (*engine)->invokePacked("_mlir_ciface_attention", packed);
+    ASSERT_FALSE(!!err) << llvm::toString(std::move(err));
+    auto out = ob.read();
+    ASSERT_TRUE(!!out) << llvm::toString(out.takeError());
+    auto lse = lb.read();
+    ASSERT_TRUE(!!lse) << llvm::toString(lse.takeError());
+    expectClose(what, ForwardResult{*out, *lse}, want, a.type);
+  }
+}
+
+/// Attributes, fluently.
+struct A {
+  Attributes a;
+  A(int64_t d) { a.headDim = a.valueHeadDim = d; }
+  A &heads(int64_t hq, int64_t hkv) {
+    a.headsQ = hq;
+    a.headsKV = hkv;
+    return *this;
+  }
+  A &causal() {
+    a.causal = true;
+    return *this;
+  }
+  A &window(int64_t left, int64_t right) {
+    a.window = {{left, right}};
+    return *this;
+  }
+  A &softcap(float cap) {
+    a.softcap = cap;
+    return *this;
+  }
+  A &dv(int64_t dv) {
+    a.valueHeadDim = dv;
+    return *this;
+  }
+  A &type(ElementType t) {
+    a.type = t;
+    return *this;
+  }
+  operator Attributes() const { return a; }
+};
+
+std::vector<VarlenCase> varlenCases() {
+  return {
+      // Odd lengths, a one-token sequence, an empty one, Nq != Nk.
+      {A(32), {17, 1, 0, 40}, {33, 5, 7, 40}, 16, 16, "mixed"},
+      // Causal per sequence, bottom-right aligned (Nq < Nk: decoding-like
+      // rows; Nq > Nk: rows that see nothing), empty key sets.
+      {A(32).causal(), {5, 33, 16, 3}, {37, 20, 16, 0}, 16, 16, "causal"},
+      {A(64).causal().heads(4, 2),
+       {1, 48, 17},
+       {100, 48, 30},
+       32,
+       16,
+       "causal_gqa"},
+      // Sliding windows narrower than a block, both sides, per sequence.
+      {A(32).window(6, 3), {40, 9}, {50, 9}, 16, 32, "window"},
+      {A(32).causal().window(10, 0).heads(3, 1),
+       {33, 20},
+       {33, 64},
+       16,
+       16,
+       "causal_window_mqa"},
+      // Softcap, Dv != D, bf16.
+      {A(64).softcap(4.0f).dv(32), {23, 9}, {31, 70}, 16, 16, "softcap_dv"},
+      {A(64).causal().type(ElementType::BF16).heads(2, 1),
+       {31, 64, 2},
+       {31, 80, 2},
+       32,
+       32,
+       "bf16_causal"},
+      // One sequence: the same as fa.attention.
+      {A(128), {64}, {64}, 64, 64, "single"},
+  };
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, VarlenNumerics,
+                         ::testing::ValuesIn(varlenCases()),
+                         [](const ::testing::TestParamInfo<VarlenCase> &info) {
+                           return info.param.name;
+                         });
+
+//===----------------------------------------------------------------------===//
+// fa.attention_paged
+//===----------------------------------------------------------------------===//
+
+struct PagedCase {
+  Attributes attrs;
+  int64_t seqQ;
+  /// Keys of each batch in the cache.
+  std::vector<int64_t> cacheLens;
+  int64_t pageSize;
+  int64_t blockQ = 16, blockKV = 16;
+  std::string name;
+};
+
+void PrintTo(const PagedCase &c, std::ostream *os) { *os << c.name; }
+
+std::string pagedModule(const PagedCase &c, int64_t batch, int64_t pages,
+                        int64_t maxPages) {
+  const Attributes &a = c.attrs;
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  auto shape = [](std::initializer_list<int64_t> dims, const char *elt) {
+    std::string t;
+    for (int64_t d : dims)
+      t += (d < 0 ? std::string("?") : std::to_string(d)) + "x";
+    return t + elt;
+  };
+  // Batch and page counts dynamic, the page size static (as it must be).
+  std::string q = shape({-1, a.headsQ, c.seqQ, a.headDim}, a.elt()),
+              k = shape({-1, a.headsKV, c.pageSize, a.headDim}, a.elt()),
+              v = shape({-1, a.headsKV, c.pageSize, a.valueHeadDim}, a.elt()),
+              o = shape({-1, a.headsQ, c.seqQ, a.valueHeadDim}, a.elt()),
+              l = shape({-1, a.headsQ, c.seqQ}, "f32"),
+              t = shape({-1, -1}, "i32"), n = shape({-1}, "i32");
+  os << "func.func @attention(%q: memref<" << q << ">, %k: memref<" << k
+     << ">, %v: memref<" << v << ">, %table: memref<" << t
+     << ">, %lens: memref<" << n << ">, %out: memref<" << o
+     << ">, %lse: memref<" << l << ">) attributes {llvm.emit_c_interface} {\n";
+  for (auto [name, body] : {std::pair<const char *, std::string>{"q", q},
+                            {"k", k},
+                            {"v", v},
+                            {"table", t},
+                            {"lens", n}})
+    os << "  %" << name << "_t = bufferization.to_tensor %" << name
+       << " restrict : memref<" << body << "> to tensor<" << body << ">\n";
+  os << "  %out_t, %lse_t = fa.attention_paged %q_t, %k_t, %v_t "
+        "pages(%table_t) seqlens(%lens_t)"
+     << a.text() << " : (tensor<" << q << ">, tensor<" << k << ">, tensor<" << v
+     << ">, tensor<" << t << ">, tensor<" << n << ">) -> (tensor<" << o
+     << ">, tensor<" << l << ">)\n";
+  for (auto [name, body] :
+       {std::pair<const char *, std::string>{"out", o}, {"lse", l}})
+    os << "  bufferization.materialize_in_destination %" << name
+       << "_t in restrict writable %" << name << " : (tensor<" << body
+       << ">, memref<" << body << ">) -> ()\n";
+  os << "  return\n}\n";
+  return s;
+}
+
+class PagedNumerics : public ::testing::TestWithParam<PagedCase> {};
+
+TEST_P(PagedNumerics, EachBatchMatchesFloat64) {
+  const PagedCase &c = GetParam();
+  const Attributes &a = c.attrs;
+  int64_t batch = c.cacheLens.size(), s = c.pageSize;
+  std::mt19937_64 rng(std::hash<std::string>{}(c.name));
+  // Every batch's pages, in shuffled order, plus one page nobody uses.
+  int64_t maxPages = 1, pages = 1;
+  for (int64_t len : c.cacheLens) {
+    maxPages = std::max(maxPages, (len + s - 1) / s + 1);
+    pages += (len + s - 1) / s;
+  }
+  std::vector<int32_t> order(pages);
+  std::iota(order.begin(), order.end(), 0);
+  std::shuffle(order.begin(), order.end(), rng);
+  // Entries past a batch's pages are never read: point them far outside the
+  // pool.
+  std::vector<int32_t> table(batch * maxPages, int32_t(pages + 1000000));
+  size_t next = 0;
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t j = 0; j < (c.cacheLens[b] + s - 1) / s; ++j)
+      table[b * maxPages + j] = order[next++];
+  std::vector<int32_t> lens(c.cacheLens.begin(), c.cacheLens.end());
+
+  HostTensor q =
+      randomTensor({batch, a.headsQ, c.seqQ, a.headDim}, 1.5, a.type, rng);
+  HostTensor kp =
+      randomTensor({pages, a.headsKV, s, a.headDim}, 1.5, a.type, rng);
+  HostTensor vp =
+      randomTensor({pages, a.headsKV, s, a.valueHeadDim}, 1.0, a.type, rng);
+
+  // Each batch on its own keys, gathered from the pages, in float64.
+  ForwardResult want{
+      HostTensor(std::vector<int64_t>{batch, a.headsQ, c.seqQ, a.valueHeadDim}),
+      HostTensor(std::vector<int64_t>{batch, a.headsQ, c.seqQ})};
+  for (int64_t b = 0; b < batch; ++b) {
+    int64_t len = c.cacheLens[b];
+    auto gather = [&](const HostTensor &pool) {
+      int64_t d = pool.shape[3];
+      HostTensor t(std::vector<int64_t>{1, a.headsKV, len, d});
+      for (int64_t h = 0; h < a.headsKV; ++h)
+        for (int64_t j = 0; j < len; ++j)
+          for (int64_t e = 0; e < d; ++e)
+            t.at({0, h, j, e}) =
+                pool.at({table[b * maxPages + j / s], h, j % s, e});
+      return t;
+    };
+    AttentionProblem p = a.problem(c.seqQ, len);
+    ForwardResult r =
+        float64Forward(p, rows(q, 0, c.seqQ, b), gather(kp), gather(vp));
+    place(r.out, want.out, 0, b);
+    place(r.lse, want.lse, 0, b);
+  }
+
+  for (auto &[what, pipeline] : pipelines(c.blockQ, c.blockKV)) {
+    SCOPED_TRACE(what);
+    auto engine =
+        compileModule(pagedModule(c, batch, pages, maxPages), pipeline, c.name);
+    ASSERT_TRUE(!!engine) << llvm::toString(engine.takeError());
+    KernelBuffer qb("q", a.type, q.shape), kb("k", a.type, kp.shape),
+        vb("v", a.type, vp.shape), ob("out", a.type, want.out.shape),
+        lb("lse", ElementType::F32, want.lse.shape);
+    qb.write(q);
+    kb.write(kp);
+    vb.write(vp);
+    ob.poison();
+    lb.poison();
+    I32Buffer tb(table, {batch, maxPages}), nb(lens, {batch});
+    std::vector<void *> descriptors = {qb.descriptorPtr(), kb.descriptorPtr(),
+                                       vb.descriptorPtr(), tb.descriptorPtr(),
+                                       nb.descriptorPtr(), ob.descriptorPtr(),
+                                       lb.descriptorPtr()};
+    std::vector<void *> packed;
+    for (void *&d : descriptors)
+      packed.push_back(&d);
+    llvm::Error err = (*engine)->invokePacked("_mlir_ciface_attention", packed);
+    ASSERT_FALSE(!!err) << llvm::toString(std::move(err));
+    auto out = ob.read();
+    ASSERT_TRUE(!!out) << llvm::toString(out.takeError());
+    auto lse = lb.read();
+    ASSERT_TRUE(!!lse) << llvm::toString(lse.takeError());
+    expectClose(what, ForwardResult{*out, *lse}, want, a.type);
+  }
+}
+
+std::vector<PagedCase> pagedCases() {
+  return {
+      // Decoding: one query, caches of odd lengths, a partly filled last
+      // page, an empty cache, a one-key cache.
+      {A(64).heads(4, 2), 1, {37, 0, 1, 64, 100}, 32, 16, 16, "decode_gqa"},
+      // Several new tokens, causal, bottom-right per batch (the newest
+      // queries see the whole cache).
+      {A(32).causal(), 5, {3, 40, 17}, 16, 16, 16, "causal"},
+      // A window over the cache, pages larger than the key block.
+      {A(32).causal().window(20, 0).heads(2, 1),
+       4,
+       {90, 33},
+       64,
+       16,
+       32,
+       "window_mqa"},
+      // Softcap, Dv != D, bf16.
+      {A(64).softcap(5.0f).dv(32).type(ElementType::BF16),
+       3,
+       {50, 16},
+       16,
+       16,
+       16,
+       "softcap_bf16"},
+  };
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, PagedNumerics,
+                         ::testing::ValuesIn(pagedCases()),
+                         [](const ::testing::TestParamInfo<PagedCase> &info) {
+                           return info.param.name;
+                         });
+
+} // namespace
