@@ -759,11 +759,17 @@ int64_t spillBytes(StringRef ptxas, StringRef ptx, StringRef chip) {
 LogicalResult compileOne(MLIRContext &ctx, const KernelConfig &flags,
                          OwningOpRef<ModuleOp> module) {
   // Find the op and derive the config from it.
-  Operation *attention = nullptr;
+  Operation *attention = nullptr, *unsupported = nullptr;
   module->walk([&](Operation *op) {
     if (!attention && isa<fa::AttentionOp, fa::AttentionBackwardOp>(op))
       attention = op;
+    if (!unsupported && isa<fa::AttentionVarlenOp, fa::AttentionPagedOp>(op))
+      unsupported = op;
   });
+  if (unsupported)
+    return unsupported->emitOpError(
+        "fa-compile: no GPU kernel for this op yet (the CPU pipelines "
+        "fa-reference-cpu and fa-tiled-cpu lower it)");
   if (!attention)
     return module->emitError(
         "fa-compile: no fa.attention or fa.attention_backward op in the "

@@ -476,3 +476,48 @@ func.func @merge_splits(%o: tensor<2x8x?x1x64xf32>, %l: tensor<2x8x?x1xf32>)
       -> tensor<2x8x1x64xf16>, tensor<2x8x1xf32>
   return %out, %lse : tensor<2x8x1x64xf16>, tensor<2x8x1xf32>
 }
+
+// -----
+
+// Packed sequences: a loop over the sequences of fa.attention on each one's
+// rows (a batch of one), itself lowered to the N x N form; rows of no
+// sequence keep out = 0 and lse = +inf.
+
+// CHECK-LABEL: func.func @varlen
+// CHECK-DAG:     %[[INF:.*]] = arith.constant 0x7F800000 : f32
+// CHECK:         tensor.expand_shape %{{.*}} {{\[}}[0, 1], [2], [3]] output_shape [1, 4, %{{.*}}, 64] : tensor<4x?x64xf32> into tensor<1x4x?x64xf32>
+// CHECK:         linalg.fill ins(%[[INF]] : f32)
+// CHECK:         scf.for %[[S:.*]] = %{{.*}} to %{{.*}} step %{{.*}} iter_args
+// CHECK:           tensor.extract %{{.*}}[%[[S]]] : tensor<?xi32>
+// CHECK:           tensor.extract_slice %{{.*}}[0, 0, %{{.*}}, 0] [1, 4, %{{.*}}, 64] [1, 1, 1, 1] : tensor<1x4x?x64xf32> to tensor<1x4x?x64xf32>
+// CHECK:           linalg.generic
+// CHECK:           tensor.insert_slice %{{.*}} into %{{.*}}[0, 0, %{{.*}}, 0] [1, 4, %{{.*}}, 32]
+// CHECK:           scf.yield
+// CHECK:         tensor.collapse_shape %{{.*}} {{\[}}[0, 1], [2], [3]] : tensor<1x4x?x32xf32> into tensor<4x?x32xf32>
+// CHECK-NOT:     fa.attention
+func.func @varlen(%q: tensor<4x?x64xf32>, %k: tensor<2x?x64xf32>, %v: tensor<2x?x32xf32>, %cq: tensor<?xi32>, %ck: tensor<?xi32>, %m: index) -> (tensor<4x?x32xf32>, tensor<4x?xf32>) {
+  %o, %l = fa.attention_varlen %q, %k, %v seqlens(%cq, %ck) max_seqlen_q(%m) mask<causal> : (tensor<4x?x64xf32>, tensor<2x?x64xf32>, tensor<2x?x32xf32>, tensor<?xi32>, tensor<?xi32>, index) -> (tensor<4x?x32xf32>, tensor<4x?xf32>)
+  return %o, %l : tensor<4x?x32xf32>, tensor<4x?xf32>
+}
+
+// -----
+
+// A paged cache: per batch, its keys and values gathered from the pages
+// (key j: row j mod S of page table[b, j / S]), then fa.attention.
+
+// CHECK-LABEL: func.func @paged
+// CHECK-SAME:    %[[KP:[a-zA-Z0-9]+]]: tensor<?x2x64x64xf32>, %{{.*}}: tensor<?x2x64x64xf32>, %[[T:[a-zA-Z0-9]+]]: tensor<?x?xi32>, %[[N:[a-zA-Z0-9]+]]: tensor<?xi32>
+// CHECK:         scf.for %[[B:.*]] = %{{.*}} to %{{.*}} step %{{.*}} iter_args
+// CHECK:           %[[LEN:.*]] = tensor.extract %[[N]][%[[B]]]
+// CHECK:           tensor.generate %{{.*}}
+// CHECK:           ^bb0(%{{.*}}: index, %[[H:.*]]: index, %[[J:.*]]: index, %[[E:.*]]: index):
+// CHECK:             %[[PI:.*]] = arith.divui %[[J]], %c64
+// CHECK:             tensor.extract %[[T]][%[[B]], %[[PI]]]
+// CHECK:             %[[ROW:.*]] = arith.remui %[[J]], %c64
+// CHECK:             tensor.extract %[[KP]][%{{.*}}, %[[H]], %[[ROW]], %[[E]]]
+// CHECK:           } : tensor<1x2x?x64xf32>
+// CHECK-NOT:     fa.attention
+func.func @paged(%q: tensor<?x4x3x64xf32>, %kp: tensor<?x2x64x64xf32>, %vp: tensor<?x2x64x64xf32>, %t: tensor<?x?xi32>, %n: tensor<?xi32>) -> (tensor<?x4x3x64xf32>, tensor<?x4x3xf32>) {
+  %o, %l = fa.attention_paged %q, %kp, %vp pages(%t) seqlens(%n) mask<causal> : (tensor<?x4x3x64xf32>, tensor<?x2x64x64xf32>, tensor<?x2x64x64xf32>, tensor<?x?xi32>, tensor<?xi32>) -> (tensor<?x4x3x64xf32>, tensor<?x4x3xf32>)
+  return %o, %l : tensor<?x4x3x64xf32>, tensor<?x4x3xf32>
+}

@@ -45,3 +45,21 @@ func.func @head_dim_40(%q: tensor<?x?x?x40xf16>) -> tensor<?x?x?x40xf16> {
   %o, %l = fa.attention %q, %q, %q : (tensor<?x?x?x40xf16>, tensor<?x?x?x40xf16>, tensor<?x?x?x40xf16>) -> (tensor<?x?x?x40xf16>, tensor<?x?x?xf32>)
   return %o : tensor<?x?x?x40xf16>
 }
+
+// -----
+
+// The packed and paged forms have no GPU kernel yet: said at the start of
+// every GPU pipeline.
+func.func @f(%q: tensor<4x?x64xf16>, %k: tensor<4x?x64xf16>, %cu: tensor<?xi32>, %m: index) -> (tensor<4x?x64xf16>, tensor<4x?xf32>) {
+  // expected-error @below {{'fa.attention_varlen' op has no GPU kernel yet: fa-select-kernel-config handles fa.attention and fa.attention_backward; the CPU pipelines (fa-reference-cpu, fa-tiled-cpu) lower this op}}
+  %o, %l = fa.attention_varlen %q, %k, %k seqlens(%cu, %cu) max_seqlen_q(%m) : (tensor<4x?x64xf16>, tensor<4x?x64xf16>, tensor<4x?x64xf16>, tensor<?xi32>, tensor<?xi32>, index) -> (tensor<4x?x64xf16>, tensor<4x?xf32>)
+  return %o, %l : tensor<4x?x64xf16>, tensor<4x?xf32>
+}
+
+// -----
+
+func.func @f(%q: tensor<1x1x1x64xf16>, %kp: tensor<?x1x64x64xf16>, %t: tensor<1x?xi32>, %n: tensor<1xi32>) -> (tensor<1x1x1x64xf16>, tensor<1x1x1xf32>) {
+  // expected-error @below {{'fa.attention_paged' op has no GPU kernel yet}}
+  %o, %l = fa.attention_paged %q, %kp, %kp pages(%t) seqlens(%n) : (tensor<1x1x1x64xf16>, tensor<?x1x64x64xf16>, tensor<?x1x64x64xf16>, tensor<1x?xi32>, tensor<1xi32>) -> (tensor<1x1x1x64xf16>, tensor<1x1x1xf32>)
+  return %o, %l : tensor<1x1x1x64xf16>, tensor<1x1x1xf32>
+}

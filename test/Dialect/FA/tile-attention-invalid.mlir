@@ -14,3 +14,4 @@ module {
 
 // ZERO: block-kv must be a multiple of 16 in [16, 256], got 0
 // LARGE: block-q must be a multiple of 16 in [16, 256], got 512
+

@@ -158,3 +158,65 @@ func.func @runtime_scalars(%q: tensor<1x2x?x64xbf16>, %s: f32, %c: f32)
       -> (tensor<1x2x?x64xbf16>, tensor<1x2x?xf32>)
   return %o : tensor<1x2x?x64xbf16>
 }
+
+// -----
+
+// Packed sequences: the forall runs over the B = dim(cu_seqlens) - 1
+// sequences and ceil(max_seqlen_q / Br) query blocks; each block reads its
+// sequence's offsets and lengths, slices rows base + start of the packed
+// [H, T, D] tensors, and a block past its sequence's end visits no key.
+
+// CHECK-LABEL: func.func @varlen_causal
+// CHECK-SAME:    %[[Q:[a-zA-Z0-9]+]]: tensor<4x?x64xf16>, %[[K:[a-zA-Z0-9]+]]: tensor<2x?x64xf16>, %{{.*}}: tensor<2x?x64xf16>, %[[CUQ:[a-zA-Z0-9]+]]: tensor<?xi32>, %[[CUK:[a-zA-Z0-9]+]]: tensor<?xi32>, %[[MAXQ:[a-zA-Z0-9]+]]: index
+// CHECK:         %[[NB:.*]] = arith.subi %{{.*}}, %{{c1(_[0-9]+)?}}
+// CHECK:         %[[QBLOCKS:.*]] = arith.ceildivui %[[MAXQ]], %{{c64(_[0-9]+)?}}
+// CHECK:         scf.forall (%[[B:.*]], %[[H:.*]], %[[QB:.*]]) in (%[[NB]], 4, %[[QBLOCKS]]) shared_outs(%[[O:.*]] = %{{.*}}, %[[L:.*]] = %{{.*}}) -> (tensor<4x?x64xf16>, tensor<4x?xf32>)
+// CHECK:           %[[QB0:.*]] = tensor.extract %[[CUQ]][%[[B]]]
+// CHECK:           %[[QBASE:.*]] = arith.index_cast %[[QB0]]
+// CHECK:           %[[KB0:.*]] = tensor.extract %[[CUK]][%[[B]]]
+// CHECK:           %[[KBASE:.*]] = arith.index_cast %[[KB0]]
+// CHECK:           %[[NQ:.*]] = arith.subi %{{.*}}, %[[QBASE]]
+// CHECK:           %[[NK:.*]] = arith.subi %{{.*}}, %[[KBASE]]
+// CHECK:           %[[Q0:.*]] = arith.muli %[[QB]], %{{c64(_[0-9]+)?}}
+// CHECK:           %[[ROWS:.*]] = arith.maxsi %{{.*}}, %{{c0(_[0-9]+)?}}
+// CHECK:           %[[HAS:.*]] = arith.cmpi sgt, %[[ROWS]], %{{c0(_[0-9]+)?}}
+// CHECK:           %[[KEND:.*]] = arith.select %[[HAS]], %[[NK]], %{{c0(_[0-9]+)?}}
+// CHECK:           %[[QROW:.*]] = arith.addi %[[QBASE]], %[[Q0]]
+// CHECK:           tensor.extract_slice %[[Q]][%[[H]], %[[QROW]], 0] [1, %[[ROWS]], 64] [1, 1, 1] : tensor<4x?x64xf16> to tensor<?x64xf16>
+// CHECK:           scf.for %[[K0:.*]] = %{{c0(_[0-9]+)?}} to %[[KEND]] step %{{c32(_[0-9]+)?}}
+// CHECK:             %[[KROW:.*]] = arith.addi %[[KBASE]], %[[K0]]
+// CHECK:             tensor.extract_slice %[[K]][%{{.*}}, %[[KROW]], 0]
+// Masks are per sequence: its own lengths.
+// CHECK:             fa.online_attention {{.*}} masked(%[[Q0]], %[[K0]], %[[NQ]], %[[NK]]) mask<causal>
+// CHECK:           scf.forall.in_parallel
+// CHECK:             tensor.parallel_insert_slice %{{.*}} into %[[O]][%[[H]], %[[QROW]], 0] [1, %[[ROWS]], 64]
+// CHECK:             tensor.parallel_insert_slice %{{.*}} into %[[L]][%[[H]], %[[QROW]]] [1, %[[ROWS]]]
+func.func @varlen_causal(%q: tensor<4x?x64xf16>, %k: tensor<2x?x64xf16>, %v: tensor<2x?x64xf16>, %cu_q: tensor<?xi32>, %cu_k: tensor<?xi32>, %max_q: index) -> (tensor<4x?x64xf16>, tensor<4x?xf32>) {
+  %o, %l = fa.attention_varlen %q, %k, %v seqlens(%cu_q, %cu_k) max_seqlen_q(%max_q) mask<causal> : (tensor<4x?x64xf16>, tensor<2x?x64xf16>, tensor<2x?x64xf16>, tensor<?xi32>, tensor<?xi32>, index) -> (tensor<4x?x64xf16>, tensor<4x?xf32>)
+  return %o, %l : tensor<4x?x64xf16>, tensor<4x?xf32>
+}
+
+// -----
+
+// A paged cache: key block k0 of batch b is rows k0 mod S of page
+// page_table[b, k0 / S]; the key loop ends at the batch's cache length
+// (none for a query block without rows).
+
+// CHECK-LABEL: func.func @paged
+// CHECK-SAME:    %{{.*}}: tensor<?x8x1x64xbf16>, %[[KP:[a-zA-Z0-9]+]]: tensor<?x2x64x64xbf16>, %[[VP:[a-zA-Z0-9]+]]: tensor<?x2x64x64xbf16>, %[[T:[a-zA-Z0-9]+]]: tensor<?x?xi32>, %[[LENS:[a-zA-Z0-9]+]]: tensor<?xi32>
+// CHECK:         scf.forall (%[[B:.*]], %{{.*}}, %{{.*}}) in (%{{.*}}, 8, 1)
+// CHECK:           %[[N:.*]] = tensor.extract %[[LENS]][%[[B]]]
+// CHECK:           %[[NK:.*]] = arith.index_cast %[[N]]
+// CHECK:           %[[KEND:.*]] = arith.select %{{.*}}, %[[NK]], %{{c0(_[0-9]+)?}}
+// CHECK:           scf.for %[[K0:.*]] = %{{c0(_[0-9]+)?}} to %[[KEND]] step %{{c32(_[0-9]+)?}}
+// CHECK:             %[[PI:.*]] = arith.divui %[[K0]], %{{c64(_[0-9]+)?}}
+// CHECK:             %[[P0:.*]] = tensor.extract %[[T]][%[[B]], %[[PI]]]
+// CHECK:             %[[PAGE:.*]] = arith.index_cast %[[P0]]
+// CHECK:             %[[ROW:.*]] = arith.remui %[[K0]], %{{c64(_[0-9]+)?}}
+// CHECK:             tensor.extract_slice %[[KP]][%[[PAGE]], %{{.*}}, %[[ROW]], 0] [1, 1, %{{.*}}, 64]
+// CHECK:             tensor.extract_slice %[[VP]][%[[PAGE]], %{{.*}}, %[[ROW]], 0] [1, 1, %{{.*}}, 64]
+// CHECK:             fa.online_attention {{.*}} masked(%{{.*}}, %[[K0]], %{{c1(_[0-9]+)?}}, %[[NK]])
+func.func @paged(%q: tensor<?x8x1x64xbf16>, %kp: tensor<?x2x64x64xbf16>, %vp: tensor<?x2x64x64xbf16>, %t: tensor<?x?xi32>, %n: tensor<?xi32>) -> (tensor<?x8x1x64xbf16>, tensor<?x8x1xf32>) {
+  %o, %l = fa.attention_paged %q, %kp, %vp pages(%t) seqlens(%n) : (tensor<?x8x1x64xbf16>, tensor<?x2x64x64xbf16>, tensor<?x2x64x64xbf16>, tensor<?x?xi32>, tensor<?xi32>) -> (tensor<?x8x1x64xbf16>, tensor<?x8x1xf32>)
+  return %o, %l : tensor<?x8x1x64xbf16>, tensor<?x8x1xf32>
+}

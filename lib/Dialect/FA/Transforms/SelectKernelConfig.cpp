@@ -387,6 +387,17 @@ struct FASelectKernelConfigPass final
       return signalPassFailure();
     }
     auto result = getOperation()->walk([&](Operation *op) {
+      // The packed and paged forms have CPU lowerings only so far: say so
+      // here, at the start of every GPU pipeline, rather than fail later on
+      // a loop nest the GPU conversion does not know.
+      if (isa<AttentionVarlenOp, AttentionPagedOp>(op) &&
+          !op->hasAttr("kernel_config")) {
+        op->emitOpError("has no GPU kernel yet: fa-select-kernel-config "
+                        "handles fa.attention and fa.attention_backward; the "
+                        "CPU pipelines (fa-reference-cpu, fa-tiled-cpu) "
+                        "lower this op");
+        return WalkResult::interrupt();
+      }
       if (!isa<AttentionOp, AttentionBackwardOp>(op) ||
           op->hasAttr("kernel_config"))
         return WalkResult::advance();
