@@ -763,7 +763,9 @@ LogicalResult compileOne(MLIRContext &ctx, const KernelConfig &flags,
   module->walk([&](Operation *op) {
     if (!attention && isa<fa::AttentionOp, fa::AttentionBackwardOp>(op))
       attention = op;
-    if (!unsupported && isa<fa::AttentionVarlenOp, fa::AttentionPagedOp>(op))
+    if (!unsupported &&
+        isa<fa::AttentionVarlenOp, fa::AttentionVarlenBackwardOp,
+            fa::AttentionPagedOp>(op))
       unsupported = op;
   });
   if (unsupported)

@@ -380,3 +380,21 @@ func.func @with_kernel_config(%q: tensor<?x?x?x64xbf16>, %lse: tensor<?x?x?xf32>
   %dq, %dk, %dv = fa.attention_backward %q, %q, %q, %q, %lse, %q deterministic {kernel_config = #fa.kernel_config<"sm_90a", wgmma, block_q = 64, block_kv = 128, warps = 8, stages = 2>} : (tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>, tensor<?x?x?xf32>, tensor<?x?x?x64xbf16>) -> (tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>)
   return %dq : tensor<?x?x?x64xbf16>
 }
+
+// -----
+
+// Packed sequences: a loop over the sequences of the dense backward on
+// their rows (batches of one), each then tiled like any other.
+
+// CHECK-LABEL: func.func @varlen
+// CHECK:         scf.for %[[S:.*]] = %{{.*}} to %{{.*}} step %{{.*}} iter_args
+// CHECK:           tensor.extract %{{.*}}[%[[S]]] : tensor<?xi32>
+// CHECK:           scf.forall
+// CHECK:           tensor.insert_slice
+// CHECK:         tensor.collapse_shape
+// CHECK-NOT:     fa.attention_varlen_backward
+// CHECK-NOT:     fa.attention_backward
+func.func @varlen(%q: tensor<4x?x64xf32>, %k: tensor<2x?x64xf32>, %v: tensor<2x?x64xf32>, %o: tensor<4x?x64xf32>, %l: tensor<4x?xf32>, %do: tensor<4x?x64xf32>, %cq: tensor<?xi32>, %ck: tensor<?xi32>, %m: index) -> (tensor<4x?x64xf32>, tensor<2x?x64xf32>, tensor<2x?x64xf32>) {
+  %dq, %dk, %dv = fa.attention_varlen_backward %q, %k, %v, %o, %l, %do seqlens(%cq, %ck) max_seqlen_q(%m) mask<causal> : (tensor<4x?x64xf32>, tensor<2x?x64xf32>, tensor<2x?x64xf32>, tensor<4x?x64xf32>, tensor<4x?xf32>, tensor<4x?x64xf32>, tensor<?xi32>, tensor<?xi32>, index) -> (tensor<4x?x64xf32>, tensor<2x?x64xf32>, tensor<2x?x64xf32>)
+  return %dq, %dk, %dv : tensor<4x?x64xf32>, tensor<2x?x64xf32>, tensor<2x?x64xf32>
+}

@@ -346,6 +346,7 @@ FA_SCORE_SCALAR_METHODS(AttentionOp)
 FA_SCORE_SCALAR_METHODS(AttentionBackwardOp)
 FA_SCORE_SCALAR_METHODS(AttentionVarlenOp)
 FA_SCORE_SCALAR_METHODS(AttentionPagedOp)
+FA_SCORE_SCALAR_METHODS(AttentionVarlenBackwardOp)
 FA_SCORE_SCALAR_METHODS(OnlineAttentionOp)
 FA_SCORE_SCALAR_METHODS(AttentionBackwardStepOp)
 #undef FA_SCORE_SCALAR_METHODS
@@ -620,15 +621,21 @@ Value AttentionVarlenOp::buildScale(OpBuilder &b, Location loc) {
   return buildScoreScalar(b, loc, getDynamicScale(), getStaticScale());
 }
 
-LogicalResult AttentionVarlenOp::verify() {
-  RankedTensorType q = getQuery().getType(), k = getKey().getType(),
-                   v = getValue().getType(), out = getOut().getType(),
-                   lse = getLse().getType(), cuQ = getCuSeqlensQ().getType(),
-                   cuK = getCuSeqlensK().getType();
-  if (failed(verifyScoreScalars(*this, getScoreScalars())) ||
-      failed(verifyInputElementTypes(*this, q, k, v)))
+/// The shapes of the packed forms: q-like [Hq, Tq, D], k [Hkv, Tk, D],
+/// v [Hkv, Tk, Dv], out-like [Hq, Tq, Dv], lse [Hq, Tq]; offsets [B + 1].
+template <typename OpT>
+static LogicalResult
+verifyVarlen(OpT op, ArrayRef<AttentionTensors::Named> likeQ,
+             ArrayRef<AttentionTensors::Named> likeK,
+             ArrayRef<AttentionTensors::Named> likeV,
+             ArrayRef<AttentionTensors::Named> likeOut, RankedTensorType lse) {
+  RankedTensorType q = op.getQuery().getType(), k = op.getKey().getType(),
+                   v = op.getValue().getType(),
+                   cuQ = op.getCuSeqlensQ().getType(),
+                   cuK = op.getCuSeqlensK().getType();
+  if (failed(verifyScoreScalars(op, op.getScoreScalars())) ||
+      failed(verifyInputElementTypes(op, q, k, v)))
     return failure();
-  // Packed tensors: [H, T, D]; the offsets are [B + 1].
   SmallVector<DimRef> hq, hkv, tq, tk, d, dv, offsets;
   SmallVectorImpl<DimRef> *qDims[] = {&hq, &tq, &d}, *kDims[] = {&hkv, &tk, &d},
                           *vDims[] = {&hkv, &tk, &dv},
@@ -637,28 +644,74 @@ LogicalResult AttentionVarlenOp::verify() {
   addDims(qDims, "query", q);
   addDims(kDims, "key", k);
   addDims(vDims, "value", v);
-  addDims(outDims, "out", out);
+  for (auto [dims, list] :
+       {std::pair<DimLists, ArrayRef<AttentionTensors::Named>>{qDims, likeQ},
+        {kDims, likeK},
+        {vDims, likeV},
+        {outDims, likeOut}})
+    for (auto [name, type] : list)
+      addDims(dims, name, type);
   addDims(DimLists(outDims).take_front(2), "lse", lse);
   addDims(offsetDims, "cu_seqlens_q", cuQ);
   addDims(offsetDims, "cu_seqlens_k", cuK);
-  if (failed(checkSameDim(*this, "query head count", hq)) ||
-      failed(checkSameDim(*this, "key/value head count", hkv)) ||
-      failed(checkSameDim(*this, "query token count", tq)) ||
-      failed(checkSameDim(*this, "key/value token count", tk)) ||
-      failed(checkSameDim(*this, "head dim", d)) ||
-      failed(checkSameDim(*this, "value head dim", dv)) ||
-      failed(checkSameDim(*this, "sequence offset count", offsets)) ||
-      failed(checkMinSize(*this, "cu_seqlens_q", cuQ, 1,
+  if (failed(checkSameDim(op, "query head count", hq)) ||
+      failed(checkSameDim(op, "key/value head count", hkv)) ||
+      failed(checkSameDim(op, "query token count", tq)) ||
+      failed(checkSameDim(op, "key/value token count", tk)) ||
+      failed(checkSameDim(op, "head dim", d)) ||
+      failed(checkSameDim(op, "value head dim", dv)) ||
+      failed(checkSameDim(op, "sequence offset count", offsets)) ||
+      failed(checkMinSize(op, "cu_seqlens_q", cuQ, 1,
                           "B + 1 offsets for B sequences")) ||
-      failed(checkMinSize(*this, "cu_seqlens_k", cuK, 1,
+      failed(checkMinSize(op, "cu_seqlens_k", cuK, 1,
                           "B + 1 offsets for B sequences")) ||
-      failed(verifyHeadDims(*this, q, k, v)) ||
-      failed(verifyHeadCounts(*this, hq, hkv)) ||
-      failed(checkElementType(*this, "out", out, q.getElementType())) ||
-      failed(verifyScoreAttributes(*this, getScaleAttr(), getMaskAttr(),
-                                   getMaskOperands(), getSoftcapAttr())))
+      failed(verifyHeadDims(op, q, k, v)) ||
+      failed(verifyHeadCounts(op, hq, hkv)))
+    return failure();
+  for (ArrayRef<AttentionTensors::Named> group : {likeQ, likeK, likeV, likeOut})
+    for (auto [name, type] : group)
+      if (failed(checkElementType(op, name, type, q.getElementType())))
+        return failure();
+  return verifyScoreAttributes(op, op.getScaleAttr(), op.getMaskAttr(),
+                               op.getMaskOperands(), op.getSoftcapAttr());
+}
+
+LogicalResult AttentionVarlenOp::verify() {
+  AttentionTensors::Named out[] = {{"out", getOut().getType()}};
+  if (failed(verifyVarlen(*this, {}, {}, {}, out, getLse().getType())))
     return failure();
   return verifyConfigOf(*this, /*backward=*/false, /*deterministic=*/false);
+}
+
+//===----------------------------------------------------------------------===//
+// AttentionVarlenBackwardOp
+//===----------------------------------------------------------------------===//
+
+FloatAttr AttentionVarlenBackwardOp::getStaticScale() {
+  return staticScaleOf(*this);
+}
+
+Value AttentionVarlenBackwardOp::buildScale(OpBuilder &b, Location loc) {
+  return buildScoreScalar(b, loc, getDynamicScale(), getStaticScale());
+}
+
+LogicalResult AttentionVarlenBackwardOp::verify() {
+  AttentionTensors::Named likeOut[] = {{"out", getOut().getType()},
+                                       {"dout", getDout().getType()}};
+  if (failed(verifyVarlen(
+          *this, {{"dq", getDq().getType()}}, {{"dk", getDk().getType()}},
+          {{"dv", getDv().getType()}}, likeOut, getLse().getType())))
+    return failure();
+  // As fa.attention_backward: the gradients have exactly the inputs' types.
+  for (auto [gradName, grad, inputName, input] :
+       {std::tuple<StringRef, Type, StringRef, Type>{
+            "dq", getDq().getType(), "query", getQuery().getType()},
+        {"dk", getDk().getType(), "key", getKey().getType()},
+        {"dv", getDv().getType(), "value", getValue().getType()}})
+    if (grad != input)
+      return emitOpError() << gradName << " must have the type of " << inputName
+                           << ", " << input << ", got " << grad;
+  return verifyConfigOf(*this, /*backward=*/true, getDeterministic());
 }
 
 //===----------------------------------------------------------------------===//

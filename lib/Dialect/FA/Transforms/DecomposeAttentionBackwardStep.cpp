@@ -219,9 +219,8 @@ struct DecomposeAttentionBackwardStep final
     s.tileSizes = {tensor::getMixedSize(rewriter, loc, op.getQuery(), 0),
                    tensor::getMixedSize(rewriter, loc, op.getKey(), 0)};
     s.softcap = op.hasSoftcap();
-    s.factors =
-        ScoreFactors::build(rewriter, loc, op.buildScale(rewriter, loc),
-                            op.buildSoftcap(rewriter, loc), kLog2e);
+    s.factors = ScoreFactors::build(rewriter, loc, op.buildScale(rewriter, loc),
+                                    op.buildSoftcap(rewriter, loc), kLog2e);
     if (op.isMasked())
       s.visibility = fa::detail::TileVisibility::build(rewriter, loc, op);
 

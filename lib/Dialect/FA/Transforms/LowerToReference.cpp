@@ -475,6 +475,74 @@ static AttentionOp attentionLike(OpBuilder &b, Location loc, OpT op, Value q,
       op.getDynamicScale(), op.getDynamicSoftcap(), op.getMaskOperands());
 }
 
+/// One packed sequence inside the loop of forEachSequence.
+struct PackedSequence {
+  OpBuilder &b;
+  Location loc;
+  /// Where its query and key rows start, and how many there are.
+  OpFoldResult qStart, qLen, kStart, kLen;
+
+  /// Its rows of a packed tensor seen as a batch of one, [1, H, T, X]
+  /// (query rows of `t` when `queries`, else key rows).
+  Value rows(Value t, bool queries) {
+    OpFoldResult c0 = b.getIndexAttr(0), c1 = b.getIndexAttr(1);
+    SmallVector<OpFoldResult> sizes = tensor::getMixedSizes(b, loc, t);
+    OpFoldResult start = queries ? qStart : kStart, len = queries ? qLen : kLen;
+    SmallVector<OpFoldResult> offsets = {c0, c0, start};
+    SmallVector<OpFoldResult> rowSizes = {c1, sizes[1], len};
+    if (sizes.size() == 4) {
+      offsets.push_back(c0);
+      rowSizes.push_back(sizes[3]);
+    }
+    return slice(b, loc, t, offsets, rowSizes);
+  }
+  /// Writes `src` ([1, H, len, ...]) into its rows of `dest`.
+  Value insertRows(Value src, Value dest, bool queries) {
+    OpFoldResult c0 = b.getIndexAttr(0);
+    SmallVector<OpFoldResult> offsets = {c0, c0, queries ? qStart : kStart};
+    if (cast<RankedTensorType>(src.getType()).getRank() == 4)
+      offsets.push_back(c0);
+    return insert(b, loc, src, dest, offsets);
+  }
+};
+
+/// Loops over the sequences of the offsets `cuQ`, `cuK` ([B + 1]), threading
+/// `inits` through `body`, which returns the new values.
+static scf::ForOp forEachSequence(
+    OpBuilder &rewriter, Location loc, Value cuQ, Value cuK, ValueRange inits,
+    function_ref<SmallVector<Value>(PackedSequence &, ValueRange)> body) {
+  using fa::detail::extractIndex;
+  Value zero = fa::detail::indexConst(rewriter, loc, 0);
+  Value one = fa::detail::indexConst(rewriter, loc, 1);
+  Value numSeqs = arith::SubIOp::create(
+      rewriter, loc, tensor::DimOp::create(rewriter, loc, cuQ, 0), one);
+  return scf::ForOp::create(
+      rewriter, loc, zero, numSeqs, one, inits,
+      [&](OpBuilder &b, Location l, Value seq, ValueRange state) {
+        Value next = arith::AddIOp::create(b, l, seq, one);
+        auto range = [&](Value offsets) {
+          Value start = extractIndex(b, l, offsets, seq);
+          Value end = extractIndex(b, l, offsets, next);
+          return std::pair<OpFoldResult, OpFoldResult>(
+              start, arith::SubIOp::create(b, l, end, start).getResult());
+        };
+        auto [qStart, qLen] = range(cuQ);
+        auto [kStart, kLen] = range(cuK);
+        PackedSequence packed{b, l, qStart, qLen, kStart, kLen};
+        scf::YieldOp::create(b, l, body(packed, state));
+      });
+}
+
+/// A tensor of the sizes of `like` (element type `elt`) filled with `value`.
+static Value filledLike(OpBuilder &b, Location loc, Value like, Type elt,
+                        double value) {
+  Value empty =
+      tensor::EmptyOp::create(b, loc, tensor::getMixedSizes(b, loc, like), elt);
+  Value cst =
+      arith::ConstantOp::create(b, loc, elt, b.getFloatAttr(elt, value));
+  return linalg::FillOp::create(b, loc, cst, empty).getResult(0);
+}
+
 /// fa.attention_varlen: a loop over the sequences of fa.attention on their
 /// slices (batches of one), which LowerAttention then rewrites. Rows that
 /// belong to no sequence are left at out = 0, lse = +inf.
@@ -483,59 +551,35 @@ struct LowerAttentionVarlen final : OpRewritePattern<AttentionVarlenOp> {
 
   LogicalResult matchAndRewrite(AttentionVarlenOp op,
                                 PatternRewriter &rewriter) const override {
-    using fa::detail::addUnitBatch, fa::detail::dropUnitBatch,
-        fa::detail::extractIndex;
+    using fa::detail::addUnitBatch, fa::detail::dropUnitBatch;
     Location loc = op.getLoc();
     Value q = addUnitBatch(rewriter, loc, op.getQuery());
     Value k = addUnitBatch(rewriter, loc, op.getKey());
     Value v = addUnitBatch(rewriter, loc, op.getValue());
-    SmallVector<OpFoldResult> qSizes = tensor::getMixedSizes(rewriter, loc, q);
-    SmallVector<OpFoldResult> kSizes = tensor::getMixedSizes(rewriter, loc, k);
-    SmallVector<OpFoldResult> vSizes = tensor::getMixedSizes(rewriter, loc, v);
-    SmallVector<OpFoldResult> outSizes = qSizes;
-    outSizes.back() = vSizes.back();
-    ArrayRef<OpFoldResult> lseSizes = ArrayRef(qSizes).take_front(3);
+    SmallVector<OpFoldResult> outSizes =
+        tensor::getMixedSizes(rewriter, loc, q);
+    outSizes.back() = rewriter.getIndexAttr(op.getValueHeadDim());
     Value outInit = fa::detail::zeroTensor(
         rewriter, loc, outSizes, op.getOut().getType().getElementType());
+    // lse: q's sizes without the head dim.
     Value lseInit =
         linalg::FillOp::create(
             rewriter, loc,
             ValueRange{fa::detail::f32Const(
                 rewriter, loc, std::numeric_limits<double>::infinity())},
-            ValueRange{tensor::EmptyOp::create(rewriter, loc, lseSizes,
+            ValueRange{tensor::EmptyOp::create(rewriter, loc,
+                                               ArrayRef(outSizes).drop_back(),
                                                rewriter.getF32Type())})
             .getResult(0);
-
-    Value zero = fa::detail::indexConst(rewriter, loc, 0);
-    Value one = fa::detail::indexConst(rewriter, loc, 1);
-    Value numSeqs = arith::SubIOp::create(
-        rewriter, loc,
-        tensor::DimOp::create(rewriter, loc, op.getCuSeqlensQ(), 0), one);
-    OpFoldResult c0 = rewriter.getIndexAttr(0), c1 = rewriter.getIndexAttr(1);
-    auto loop = scf::ForOp::create(
-        rewriter, loc, zero, numSeqs, one, ValueRange{outInit, lseInit},
-        [&](OpBuilder &b, Location l, Value seq, ValueRange state) {
-          Value next = arith::AddIOp::create(b, l, seq, one);
-          auto range = [&](Value offsets) {
-            Value start = extractIndex(b, l, offsets, seq);
-            Value end = extractIndex(b, l, offsets, next);
-            return std::pair<OpFoldResult, OpFoldResult>(
-                start, arith::SubIOp::create(b, l, end, start).getResult());
-          };
-          auto [qStart, qLen] = range(op.getCuSeqlensQ());
-          auto [kStart, kLen] = range(op.getCuSeqlensK());
-          auto rows = [&](Value t, ArrayRef<OpFoldResult> sizes,
-                          OpFoldResult start, OpFoldResult len) {
-            return slice(b, l, t, {c0, c0, start, c0},
-                         {c1, sizes[1], len, sizes[3]});
-          };
-          AttentionOp att = attentionLike(
-              b, l, op, rows(q, qSizes, qStart, qLen),
-              rows(k, kSizes, kStart, kLen), rows(v, vSizes, kStart, kLen));
-          Value out =
-              insert(b, l, att.getOut(), state[0], {c0, c0, qStart, c0});
-          Value lse = insert(b, l, att.getLse(), state[1], {c0, c0, qStart});
-          scf::YieldOp::create(b, l, ValueRange{out, lse});
+    scf::ForOp loop = forEachSequence(
+        rewriter, loc, op.getCuSeqlensQ(), op.getCuSeqlensK(),
+        {outInit, lseInit}, [&](PackedSequence &seq, ValueRange state) {
+          AttentionOp att =
+              attentionLike(seq.b, seq.loc, op, seq.rows(q, true),
+                            seq.rows(k, false), seq.rows(v, false));
+          return SmallVector<Value>{
+              seq.insertRows(att.getOut(), state[0], true),
+              seq.insertRows(att.getLse(), state[1], true)};
         });
     rewriter.replaceOp(
         op,
@@ -543,6 +587,18 @@ struct LowerAttentionVarlen final : OpRewritePattern<AttentionVarlenOp> {
                 op.getOut().getType()),
          castTo(rewriter, loc, dropUnitBatch(rewriter, loc, loop.getResult(1)),
                 op.getLse().getType())});
+    return success();
+  }
+};
+
+/// fa.attention_varlen_backward: see decomposeVarlenBackward.
+struct LowerAttentionVarlenBackward final
+    : OpRewritePattern<AttentionVarlenBackwardOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(AttentionVarlenBackwardOp op,
+                                PatternRewriter &rewriter) const override {
+    decomposeVarlenBackward(rewriter, op);
     return success();
   }
 };
@@ -1021,8 +1077,8 @@ struct FALowerToReferencePass final
     WalkResult result = getOperation()->walk([&](Operation *op) {
       if (mergeOnly ? !isa<AttentionMergeOp, AttentionMergeSplitsOp>(op)
                     : !isa<AttentionOp, AttentionBackwardOp, AttentionVarlenOp,
-                           AttentionPagedOp, AttentionMergeOp,
-                           AttentionMergeSplitsOp>(op))
+                           AttentionVarlenBackwardOp, AttentionPagedOp,
+                           AttentionMergeOp, AttentionMergeSplitsOp>(op))
         return WalkResult::advance();
       op->emitOpError("could not be lowered to the reference form");
       return WalkResult::interrupt();
@@ -1035,8 +1091,47 @@ struct FALowerToReferencePass final
 } // namespace
 
 void mlir::fa::populateLowerToReferencePatterns(RewritePatternSet &patterns) {
-  patterns
-      .add<LowerAttention, LowerAttentionBackward, LowerAttentionVarlen,
-           LowerAttentionPaged, LowerAttentionMerge, LowerAttentionMergeSplits>(
-          patterns.getContext());
+  patterns.add<LowerAttention, LowerAttentionBackward, LowerAttentionVarlen,
+               LowerAttentionVarlenBackward, LowerAttentionPaged,
+               LowerAttentionMerge, LowerAttentionMergeSplits>(
+      patterns.getContext());
+}
+
+AttentionBackwardOp
+mlir::fa::decomposeVarlenBackward(RewriterBase &rewriter,
+                                  AttentionVarlenBackwardOp op) {
+  using fa::detail::addUnitBatch, fa::detail::dropUnitBatch;
+  OpBuilder::InsertionGuard guard(rewriter);
+  rewriter.setInsertionPoint(op);
+  Location loc = op.getLoc();
+  auto batchOfOne = [&](Value t) { return addUnitBatch(rewriter, loc, t); };
+  Value q = batchOfOne(op.getQuery()), k = batchOfOne(op.getKey()),
+        v = batchOfOne(op.getValue()), out = batchOfOne(op.getOut()),
+        lse = batchOfOne(op.getLse()), dout = batchOfOne(op.getDout());
+  Type elt = op.getQuery().getType().getElementType();
+  SmallVector<Value> inits = {filledLike(rewriter, loc, q, elt, 0.0),
+                              filledLike(rewriter, loc, k, elt, 0.0),
+                              filledLike(rewriter, loc, v, elt, 0.0)};
+  AttentionBackwardOp step;
+  scf::ForOp loop = forEachSequence(
+      rewriter, loc, op.getCuSeqlensQ(), op.getCuSeqlensK(), inits,
+      [&](PackedSequence &seq, ValueRange state) {
+        step = AttentionBackwardOp::create(
+            seq.b, seq.loc, seq.rows(q, true), seq.rows(k, false),
+            seq.rows(v, false), seq.rows(out, true), seq.rows(lse, true),
+            seq.rows(dout, true), op.getScaleAttr(), op.getMaskAttr(),
+            op.getSoftcapAttr(), op.getDeterministic(), op.getDynamicScale(),
+            op.getDynamicSoftcap(), op.getMaskOperands());
+        return SmallVector<Value>{
+            seq.insertRows(step.getDq(), state[0], true),
+            seq.insertRows(step.getDk(), state[1], false),
+            seq.insertRows(step.getDv(), state[2], false)};
+      });
+  SmallVector<Value> results;
+  for (auto [result, type] :
+       llvm::zip_equal(loop.getResults(), op->getResultTypes()))
+    results.push_back(
+        castTo(rewriter, loc, dropUnitBatch(rewriter, loc, result), type));
+  rewriter.replaceOp(op, results);
+  return step;
 }

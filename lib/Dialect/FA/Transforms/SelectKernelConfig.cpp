@@ -390,7 +390,8 @@ struct FASelectKernelConfigPass final
       // The packed and paged forms have CPU lowerings only so far: say so
       // here, at the start of every GPU pipeline, rather than fail later on
       // a loop nest the GPU conversion does not know.
-      if (isa<AttentionVarlenOp, AttentionPagedOp>(op) &&
+      if (isa<AttentionVarlenOp, AttentionVarlenBackwardOp, AttentionPagedOp>(
+              op) &&
           !op->hasAttr("kernel_config")) {
         op->emitOpError("has no GPU kernel yet: fa-select-kernel-config "
                         "handles fa.attention and fa.attention_backward; the "

@@ -562,8 +562,8 @@ static SmallVector<Value> buildKeyValueGradients(OpBuilder &b,
                                        b.getIndexAttr(0)};
   Value dk = clipRows(b, loc, buildEpilogue(b, loc, g.dK, p.scale, p.elemType),
                       0, g.block.len);
-  Value dv = clipRows(b, loc, buildEpilogue(b, loc, g.dV, Value(), p.elemType), 0,
-                      g.block.len);
+  Value dv = clipRows(b, loc, buildEpilogue(b, loc, g.dV, Value(), p.elemType),
+                      0, g.block.len);
   parallelInsert(b, loc, forall, dk, shared[0], offsets,
                  rowSliceSizes(b, rows, p.headDim));
   parallelInsert(b, loc, forall, dv, shared[1], offsets,
@@ -698,6 +698,13 @@ struct FATileAttentionBackwardPass final
   using Base::Base;
 
   void runOnOperation() override {
+    IRRewriter rewriter(&getContext());
+    // Packed sequences: a loop over them of the dense backward, tiled below.
+    SmallVector<AttentionVarlenBackwardOp> packed;
+    getOperation()->walk(
+        [&](AttentionVarlenBackwardOp op) { packed.push_back(op); });
+    for (AttentionVarlenBackwardOp op : packed)
+      (void)decomposeVarlenBackward(rewriter, op);
     SmallVector<AttentionBackwardOp> ops;
     getOperation()->walk([&](AttentionBackwardOp op) { ops.push_back(op); });
 
@@ -709,7 +716,6 @@ struct FATileAttentionBackwardPass final
     if (!valid)
       return signalPassFailure();
 
-    IRRewriter rewriter(&getContext());
     for (AttentionBackwardOp op : ops) {
       rewriter.setInsertionPoint(op);
       rewriter.replaceOp(op, buildTiledBackward(rewriter, op, blockQ, blockKV));

@@ -299,6 +299,72 @@ def FA_AttentionVarlenOp : FA_AttentionOpBase<"attention_varlen"> {
   }];
 }
 
+def FA_AttentionVarlenBackwardOp
+    : FA_AttentionOpBase<"attention_varlen_backward"> {
+  let summary = "Gradients of `fa.attention_varlen` by recomputation";
+  let description = [{
+    `fa.attention_backward` for packed sequences: given the inputs of
+    `fa.attention_varlen` (`q, k, v`, the offsets, `max_seqlen_q`), its
+    results `out: [Hq, Tq, Dv]` and `lse: [Hq, Tq]`, and the gradient
+    `dout` of `out`, computes `dq, dk, dv` of exactly the types of
+    `q, k, v`. Each sequence's gradients are those of its own attention
+    (for GQA, `dk` and `dv` sum over the query heads of a group); rows that
+    belong to no sequence get zero gradients. The attributes, and the
+    caller's guarantees about the offsets, are those of the forward.
+
+    ```mlir
+    %dq, %dk, %dv = fa.attention_varlen_backward %q, %k, %v, %out, %lse,
+        %dout seqlens(%cu_q, %cu_k) max_seqlen_q(%max_q) mask<causal>
+        : (tensor<8x?x128xbf16>, tensor<2x?x128xbf16>, tensor<2x?x128xbf16>,
+           tensor<8x?x128xbf16>, tensor<8x?xf32>, tensor<8x?x128xbf16>,
+           tensor<?xi32>, tensor<?xi32>, index)
+        -> (tensor<8x?x128xbf16>, tensor<2x?x128xbf16>, tensor<2x?x128xbf16>)
+    ```
+  }];
+
+  let arguments = (ins
+    FA_Rank3Tensor:$query,
+    FA_Rank3Tensor:$key,
+    FA_Rank3Tensor:$value,
+    FA_Rank3Tensor:$out,
+    FA_Rank2F32LseTensor:$lse,
+    FA_Rank3Tensor:$dout,
+    FA_SeqlensTensor:$cu_seqlens_q,
+    FA_SeqlensTensor:$cu_seqlens_k,
+    Index:$max_seqlen_q,
+    Optional<F32>:$dynamic_softcap,
+    Optional<F32>:$dynamic_scale,
+    Variadic<I64>:$mask_operands,
+    OptionalAttr<F32Attr>:$scale,
+    OptionalAttr<FA_MaskAttrInterface>:$mask,
+    OptionalAttr<F32Attr>:$softcap,
+    UnitAttr:$deterministic,
+    OptionalAttr<FA_KernelConfigAttr>:$kernel_config
+  );
+  let results = (outs FA_Rank3Tensor:$dq, FA_Rank3Tensor:$dk,
+                      FA_Rank3Tensor:$dv);
+
+  let assemblyFormat = [{
+    $query `,` $key `,` $value `,` $out `,` $lse `,` $dout
+    `seqlens` `(` $cu_seqlens_q `,` $cu_seqlens_k `)`
+    `max_seqlen_q` `(` $max_seqlen_q `)`
+    custom<Mask>($mask_operands, $mask)
+    custom<Softcap>($dynamic_softcap, $softcap)
+    custom<Scale>($dynamic_scale, $scale)
+    (`deterministic` $deterministic^)?
+    attr-dict `:` functional-type(operands, results)
+  }];
+
+  let hasVerifier = 1;
+  let hasCanonicalizer = 1;
+  let extraClassDeclaration = scoreScalarsDeclaration # [{
+    /// See fa.attention.
+    ::mlir::FloatAttr getStaticScale();
+    int64_t getHeadDim() { return getQuery().getType().getDimSize(2); }
+    int64_t getValueHeadDim() { return getValue().getType().getDimSize(2); }
+  }];
+}
+
 def FA_AttentionPagedOp : FA_AttentionOpBase<"attention_paged"> {
   let summary = "Attention over a paged key/value cache";
   let description = [{

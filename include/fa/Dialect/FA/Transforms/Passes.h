@@ -47,6 +47,13 @@ FailureOr<KernelConfigAttr> selectKernelConfig(Operation *op,
 /// reference linalg form (full N x N scores).
 void populateLowerToReferencePatterns(RewritePatternSet &patterns);
 
+/// Rewrites `op` into a loop over its sequences of fa.attention_backward on
+/// their slices (batches of one) and returns that op: the reference form of
+/// the packed backward, and the tiled CPU pipelines' until a packed backward
+/// nest exists (fa-tile-attention-backward then tiles the loop's op).
+AttentionBackwardOp decomposeVarlenBackward(RewriterBase &rewriter,
+                                            AttentionVarlenBackwardOp op);
+
 /// Patterns that expand fa.online_attention(_finalize) into linalg on tiles.
 void populateDecomposeOnlineAttentionPatterns(RewritePatternSet &patterns);
 
