@@ -409,7 +409,7 @@ COMPILE_FLAGS = {
     "pipeline": (["fa-gpu-forward", "fa-gpu-backward"],
                  ["fa-tiled-cpu", "canonicalize", "bogus"]),
     "kv-splits": (["none", "auto", "3"], ["0", "-1", "1025", "x"]),
-    "tile-scheduler": (["auto", "grid", "persistent"], ["dynamic", ""]),
+    "tile-scheduler": (["auto", "grid", "persistent", "dynamic"], ["atomic", ""]),
 }
 
 

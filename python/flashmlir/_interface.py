@@ -153,11 +153,6 @@ def _find_spec(c: _Call, kind: str = "forward"):
     return _kernels.default_registry().find(c.request(kind), info.cc), ordinal
 
 
-def _find_kernel(c: _Call, kind: str = "forward"):
-    spec, ordinal = _find_spec(c, kind)
-    return _kernels.load_kernel(spec, ordinal)
-
-
 def _check_dout(dout, c: _Call) -> torch.Tensor:
     """dout as the kernels need it: the output's shape, dtype and device;
     copied to a contiguous tensor (in the call's layout) when its last
@@ -399,14 +394,28 @@ def _group_view(t: torch.Tensor, hkv: int) -> Optional[torch.Tensor]:
         return None
 
 
-class _SplitForward:
-    """The split-KV kernels of a decode call: their PlanSequence and the
-    workspace (the partials) carved out of one byte buffer per call."""
+class _WorkspaceForward:
+    """A forward whose manifest lists its launches with a workspace: the
+    split-KV kernels of a decode call (the partials) or a dynamic-scheduler
+    kernel (its tile counter). Their PlanSequence and the workspace, carved
+    out of one byte buffer per call; zero-filled on the call's stream when a
+    buffer must start at zero (stream-ordered, so CUDA-graph capturable, and
+    one buffer per call, so concurrent calls count apart)."""
 
-    __slots__ = ("seq", "ws_bytes", "spec")
+    __slots__ = ("seq", "ws_bytes", "ws_zeroed", "spec")
 
     @staticmethod
-    def make(q, k, v, out, lse, c: _Call, ordinal: int) -> Optional["_SplitForward"]:
+    def build(spec, ordinal, tensors, env, scalars, device) -> "_WorkspaceForward":
+        plan = _WorkspaceForward()
+        plan.spec = spec
+        plan.ws_zeroed = spec.zeroed_workspace
+        plan.seq, _, _, plan.ws_bytes = _multi_launch_sequence(
+            spec, ordinal, tensors, env, scalars, _FORWARD_TENSORS + (_WORKSPACE,), device)
+        return plan
+
+    @staticmethod
+    def split(q, k, v, out, lse, c: _Call, ordinal: int) -> Optional["_WorkspaceForward"]:
+        """The split-KV plan of a decode-shaped call, or None."""
         if os.environ.get(SPLIT_KV_ENV, "1") == "0":
             return None
         d, (left, right) = c.dims, c.opts.mask
@@ -443,14 +452,13 @@ class _SplitForward:
         scalars = c.scalars()
         if packed:   # the packed rows take the kernel without a mask
             scalars.update(window_left=-1, window_right=-1, causal=0)
-        plan = _SplitForward()
-        plan.spec = spec
-        plan.seq, _, _, plan.ws_bytes = _multi_launch_sequence(
-            spec, ordinal, tensors, env, scalars, _FORWARD_TENSORS + (_WORKSPACE,), c.device)
-        return plan
+        return _WorkspaceForward.build(spec, ordinal, tensors, env, scalars, c.device)
 
     def run(self, q, k, v, out, lse, stream: int) -> None:
-        ws = q.new_empty(self.ws_bytes, dtype=torch.uint8)
+        if self.ws_zeroed:
+            ws = q.new_zeros(self.ws_bytes, dtype=torch.uint8)
+        else:
+            ws = q.new_empty(self.ws_bytes, dtype=torch.uint8)
         self.seq.launch((q, k, v, out, lse, ws), stream)
 
 
@@ -459,7 +467,7 @@ class _ForwardPlan:
     empty, the kernel's LaunchPlan (or, decoding, the split-KV kernels');
     plus the backward plans made from it."""
 
-    __slots__ = ("call", "mode", "launch", "split", "out_shape", "lse_shape", "dtype",
+    __slots__ = ("call", "mode", "launch", "split", "multi", "out_shape", "lse_shape", "dtype",
                  "device", "ordinal", "bwd", "out_like", "__weakref__")
 
     def __init__(self, q, k, v, c: _Call, out=None, lse=None):
@@ -471,7 +479,7 @@ class _ForwardPlan:
         d = c.dims
         self.lse_shape = (d.B, d.Hq, d.Nq)
         self.bwd = {}
-        self.launch = self.split = None
+        self.launch = self.split = self.multi = None
         out, lse = _outputs(c, out, lse)
         if d.empty_output:
             self.mode = _EMPTY
@@ -479,15 +487,22 @@ class _ForwardPlan:
             self.mode = _NO_KEYS   # every row sees no key: out = 0, lse = +inf
         else:
             self.mode = _LAUNCH
-            self.split = _SplitForward.make(q, k, v, out, lse, c, self.ordinal)
+            self.split = _WorkspaceForward.split(q, k, v, out, lse, c, self.ordinal)
             if self.split is not None:
                 return
-            kernel = _find_kernel(c, "forward")
+            spec, ordinal = _find_spec(c, "forward")
             L = c.layout
             args = {"q": _bhsd(q, L), "k": _bhsd(k, L), "v": _bhsd(v, L), "out": _bhsd(out, L),
                     "lse": lse}
+            if spec.is_multi_launch:
+                # (The dynamic tile scheduler's counter.)
+                env = {**d.env(), "SMS": _launch.multiprocessors(
+                    _cuda.device_info(ordinal).sm_count)}
+                self.multi = _WorkspaceForward.build(spec, ordinal, args, env, c.scalars(),
+                                                     c.device)
+                return
             args.update(c.scalars())
-            prep = _launch.prepare(kernel, args, d.env())
+            prep = _launch.prepare(_kernels.load_kernel(spec, ordinal), args, d.env())
             self.launch = _plan.LaunchPlan(prep, _FORWARD_TENSORS)
 
     def run(self, q, k, v, out=None, lse=None):
@@ -498,6 +513,8 @@ class _ForwardPlan:
             lse = q.new_empty(self.lse_shape, dtype=torch.float32)
         if self.split is not None:
             self.split.run(q, k, v, out, lse, _current_stream(self.ordinal))
+        elif self.multi is not None:
+            self.multi.run(q, k, v, out, lse, _current_stream(self.ordinal))
         elif self.mode is _LAUNCH:
             self.launch.launch((q, k, v, out, lse), _current_stream(self.ordinal))
         elif self.mode is _NO_KEYS:

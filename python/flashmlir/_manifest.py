@@ -32,7 +32,10 @@ order on one stream, plus the buffers the caller allocates for them::
                   "params": [<out>, <dout>, <delta>, <dq_accum>]}, ...]}
 
 A backward kernel's memref parameters are user tensors (USER_TENSORS, whose
-rank, dtype and dims are fixed by the op) or workspace buffers.
+rank, dtype and dims are fixed by the op) or workspace buffers. A forward
+with a workspace (split-KV decoding; the dynamic tile scheduler, whose
+``tile_counter`` is ``"init": "zero"``: the caller zeroes it before the
+launches) has the same ``kernels`` / ``workspace`` form.
 
 Every memref parameter expands, in PTX order, to: allocated pointer, aligned
 pointer, offset, sizes[rank], strides[rank] (all 64-bit). Scalar parameters
@@ -298,12 +301,15 @@ class EntrySpec(_Params):
 
 @dataclass(frozen=True)
 class WorkspaceSpec:
-    """A buffer the caller allocates (contiguous, uninitialized) for the
-    kernels of a backward manifest."""
+    """A buffer the caller allocates (contiguous; uninitialized unless
+    `zeroed`) for the kernels of a multi-launch manifest."""
 
     name: str
     dtype: str
     dims: Tuple[_expr.Expression, ...]
+    # "init": "zero": the caller zeroes it before the launches (the dynamic
+    # tile scheduler's counter).
+    zeroed: bool = False
 
     @property
     def rank(self) -> int:
@@ -390,9 +396,15 @@ class KernelSpec(_Params):
 
     @property
     def is_multi_launch(self) -> bool:
-        """Whether the manifest lists several launches in 'kernels' with a
-        workspace (a backward, a split-KV forward)."""
-        return self.is_backward or self.kv_splits is not None
+        """Whether the manifest lists its launches in 'kernels' with a
+        workspace (a backward, a split-KV forward, a forward with a
+        workspace such as the dynamic tile scheduler's counter)."""
+        return self.is_backward or self.kv_splits is not None or bool(self.workspace)
+
+    @property
+    def zeroed_workspace(self) -> bool:
+        """Whether some workspace buffer must be zero before the launches."""
+        return any(w.zeroed for w in self.workspace)
 
 
     def describe(self) -> str:
@@ -626,7 +638,10 @@ def _parse_workspace(ws, ctx: _Ctx) -> Tuple[WorkspaceSpec, ...]:
         # count, which depends on SMS.)
         parsed = tuple(_parse_expr(d, ctx, f"{where} dims[{j}]", GRID_NAMES)
                        for j, d in enumerate(dims))
-        out.append(WorkspaceSpec(name, dtype, parsed))
+        init = w.get("init")
+        if init not in (None, "zero"):
+            raise ctx.fail(f"{where}: init must be \"zero\" or absent, got {init!r}")
+        out.append(WorkspaceSpec(name, dtype, parsed, init == "zero"))
     return tuple(out)
 
 
@@ -713,13 +728,16 @@ def parse_manifest(data: Any, json_path: str = "<manifest>",
         if kv_splits != "auto" and (isinstance(kv_splits, bool) or not isinstance(kv_splits, int)
                                     or kv_splits < 1):
             raise ctx.fail(f"kv_splits must be \"auto\" or a positive integer, got {kv_splits!r}")
-    # A backward, and a split-KV forward (the split kernel, then the merge),
-    # list their launches in 'kernels', with their workspace.
-    multi = backward or kv_splits is not None
+    # A backward, a split-KV forward (the split kernel, then the merge) and a
+    # forward with a workspace (the dynamic tile scheduler's counter) list
+    # their launches in 'kernels', with their workspace.
+    multi = backward or kv_splits is not None or "workspace" in data
     if multi:
+        what = ("backward" if backward else "split-KV" if kv_splits is not None
+                else "workspace-taking")
         for key in ("entry", "grid", "params"):
             if key in data:
-                raise ctx.fail(f"a {'backward' if backward else 'split-KV'} manifest lists its "
+                raise ctx.fail(f"a {what} manifest lists its "
                                f"launches in 'kernels'; top-level {key!r} is not allowed")
         entry = None
     else:
@@ -781,9 +799,9 @@ def parse_manifest(data: Any, json_path: str = "<manifest>",
             raise ctx.fail(f"no kernel takes {', '.join(missing)}: the backward would not "
                            "compute every gradient")
     else:
-        for key in ("kernels", "workspace"):
-            if key in data:
-                raise ctx.fail(f"{key!r} is only allowed in a backward or split-KV manifest")
+        if "kernels" in data:
+            raise ctx.fail("'kernels' is only allowed in a backward, split-KV or "
+                           "workspace-taking manifest")
         threads = _parse_threads(data, ctx, "manifest")
         smem = _parse_smem(data, ctx, "manifest")
         grid_e = _parse_grid(data.get("grid"), ctx, GRID_NAMES)

@@ -65,6 +65,7 @@ class EmulatingCuda(FakeCuda):
         self.decoded = []          # {param: value} of each launch
         self.calls = []            # (driver function name) of every call, see count()
         self.skip = set()          # entries whose launches compute nothing
+        self.counters = []         # the tile counter at each dynamic-scheduler launch
 
     def _cuModuleLoadDataEx(self, pmod, image, nopts, opts, vals):
         text = ctypes.string_at(image).decode()
@@ -187,6 +188,12 @@ class EmulatingCuda(FakeCuda):
         return mask, scale, softcap
 
     def _run_forward(self, spec, a):
+        if "tile_counter" in a:
+            # The dynamic tile scheduler's counter: zero at every launch
+            # (the caller's "init": "zero"); the kernel leaves it at the
+            # tiles it handed out, as the real one does.
+            self.counters.append(int(a["tile_counter"][0]))
+            a["tile_counter"] += 1000
         mask, scale, softcap = self._scalars(spec, a)
         out, lse = _reference.attention(a["q"], a["k"], a["v"], mask, scale, softcap)
         a["out"].copy_(out)
@@ -423,6 +430,24 @@ def split_manifest(request, chip, name):
     return m
 
 
+def dynamic_manifest(request, chip, name):
+    """A forward with the dynamic tile scheduler as fa-compile writes it: the
+    one launch in 'kernels' (min(tiles, SMS) blocks), its counter a
+    workspace the caller zeroes."""
+    fwd = forward_manifest(request, chip, name)
+    counter = {"name": "tile_counter", "type": "memref", "rank": 1, "dtype": "i32",
+               "dims": ["1"]}
+    m = {k: v for k, v in fwd.items()
+         if k not in ("entry", "grid", "params", "threads", "dynamic_shared_memory")}
+    m["tile_scheduler"] = "dynamic"
+    m["kernels"] = [
+        {"entry": "fa_fwd_kernel", "grid": ["min(ceildiv(Nq, 64) * Hq * B, SMS)", "1", "1"],
+         "threads": 128, "block": [128, 1, 1], "dynamic_shared_memory": 49152,
+         "params": fwd["params"][:3] + [counter] + fwd["params"][3:]}]
+    m["workspace"] = [{"name": "tile_counter", "dtype": "i32", "dims": ["1"], "init": "zero"}]
+    return m
+
+
 def backward_manifest(request, chip, name):
     left, right = request.mask
     m = backward_example(request.deterministic, name=name, dtype=request.dtype,
@@ -447,15 +472,19 @@ class GenRegistry(_kernels.KernelRegistry):
     """A registry whose "compiler" writes a fake-GPU kernel for any request
     (into its cache folder), so every variant a test asks for exists."""
 
-    def __init__(self, folder, tensormaps=False):
+    def __init__(self, folder, tensormaps=False, dynamic=False):
         super().__init__([], cache=str(folder), compiler="generate")
         self.generated = []
         self.tensormaps = tensormaps
+        # Masked forwards with the dynamic tile scheduler.
+        self.dynamic = dynamic
 
     def _compile_one(self, compiler, request, chip):
         name = "gen_" + hashlib.sha1(request.describe().encode()).hexdigest()[:12] + "_" + chip
         if request.split_kv:
             m = split_manifest(request, chip, name)
+        elif request.kind == "forward" and self.dynamic and request.mask != (-1, -1):
+            m = dynamic_manifest(request, chip, name)
         elif request.kind == "forward":
             m = forward_manifest(request, chip, name, self.tensormaps)
         else:
@@ -481,11 +510,12 @@ class GenRegistry(_kernels.KernelRegistry):
         return next(s for s in self.specs() if s.name == name)
 
 
-def install(monkeypatch, tmp_path, tensormaps=False):
+def install(monkeypatch, tmp_path, tensormaps=False, dynamic=False):
     """Makes CPU tensors run through the launch path on the emulating fake
-    driver (forward kernels with tensor maps of q, k, v with `tensormaps`);
+    driver (forward kernels with tensor maps of q, k, v with `tensormaps`,
+    masked forwards with the dynamic tile scheduler with `dynamic`);
     returns it."""
-    reg = GenRegistry(tmp_path / "kernels", tensormaps)
+    reg = GenRegistry(tmp_path / "kernels", tensormaps, dynamic)
     fake = EmulatingCuda(reg)
     drv = _cuda.Driver(fake)
     drv.call("cuInit", 0)

@@ -445,3 +445,28 @@ def test_split_kv_only_when_it_helps(gpu, monkeypatch):
     q, k, v, _ = qkv(1, 8, 2, 1, 100, 32, 32, grad=False)
     flashmlir.attention(q, k, v)
     assert gpu.registry.spec_named(gpu.ran[-1][0]).kv_splits is None
+
+
+# -- the dynamic tile scheduler on the fake GPU ---------------------------------------------
+
+@pytest.mark.parametrize("causal,window", [(True, None), (False, (64, 16))])
+def test_dynamic_scheduler_counter_is_zeroed(monkeypatch, tmp_path, causal, window):
+    """A masked forward whose kernel takes the dynamic scheduler's counter: one
+    launch per call, the workspace zeroed before each (the fake kernel leaves
+    it non-zero), the grid min(tiles, SMS), the result right."""
+    fake = fake_gpu.install(monkeypatch, tmp_path, dynamic=True)
+    try:
+        q, k, v, _ = qkv(2, 4, 2, 300, 200, 32, 32, grad=False)
+        for _ in range(3):
+            out, lse = flashmlir.attention(q, k, v, causal=causal, window=window,
+                                           return_lse=True)
+            check_fwd(out, lse, q, k, v, causal=causal, window=window)
+        assert fake.counters == [0, 0, 0]
+        assert [e for _, e in fake.ran] == [FWD] * 3
+        spec = fake.registry.spec_named(fake.ran[0][0])
+        assert spec.is_multi_launch and spec.zeroed_workspace
+        # ceildiv(300, 64) * 4 * 2 = 40 tiles, fewer than the 132 SMs.
+        assert fake.launches[-1]["grid"] == (40, 1, 1)
+        assert tuple(fake.decoded[-1]["tile_counter"].shape) == (1,)
+    finally:
+        fake_gpu.uninstall(fake)

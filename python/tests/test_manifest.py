@@ -150,9 +150,12 @@ def test_dims_optional():
 
 def test_forward_rejects_backward_fields():
     with pytest.raises(ManifestError,
-                       match="'kernels' is only allowed in a backward or split-KV manifest"):
+                       match="'kernels' is only allowed in a backward, split-KV or "
+                             "workspace-taking manifest"):
         parse(example(kernels=[]))
-    with pytest.raises(ManifestError, match="'workspace' is only allowed in a backward"):
+    # A workspace makes the launches a 'kernels' list.
+    with pytest.raises(ManifestError,
+                       match="a workspace-taking manifest lists its launches in 'kernels'"):
         parse(example(workspace=[]))
     # deterministic is optional (and meaningless) for a forward
     assert not parse(example()).deterministic

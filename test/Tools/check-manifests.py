@@ -44,7 +44,7 @@ def main():
             fail(str(exc))
         if spec.name != name:
             fail(f"{name}: manifest names itself {spec.name!r}")
-        kernels = spec.kernels if spec.is_backward else [spec]
+        kernels = spec.kernels
         line = f"{name} ok {spec.chip}"
         if args.ptxas:
             out = subprocess.run(

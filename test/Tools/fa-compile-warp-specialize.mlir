@@ -24,6 +24,11 @@
 // RUN: python3 %S/check-manifests.py %t/persist
 // RUN: FileCheck %s --check-prefix=PERSIST-PTX < %t/persist/fa_fwd_d128_bf16_causal_sm90a.ptx
 // RUN: not fa-compile --head-dim=96 --dtype=bf16 --chip=sm_90a --tile-scheduler=persistent -o %t/bad 2>&1 | FileCheck %s --check-prefix=PERSIST-D96
+// RUN: fa-compile --head-dim=128 --dtype=bf16 --chip=sm_90a --causal -o %t/dynamic > /dev/null
+// RUN: FileCheck %s --check-prefix=DYNAMIC < %t/dynamic/fa_fwd_d128_bf16_causal_sm90a.json
+// RUN: python3 %S/check-manifests.py %t/dynamic
+// RUN: %ptxas -arch=sm_90a -v %t/dynamic/fa_fwd_d128_bf16_causal_sm90a.ptx -o /dev/null 2>&1 | FileCheck %s --check-prefix=PTXAS
+// RUN: FileCheck %s --check-prefix=DYNAMIC-PTX < %t/dynamic/fa_fwd_d128_bf16_causal_sm90a.ptx
 
 // CHECK:      "block": [
 // CHECK-NEXT:   384,
@@ -81,3 +86,26 @@
 // PERSIST-PTX-DAG: setmaxnreg.inc.sync.aligned.u32 232
 
 // PERSIST-D96: the warp_specialized schedule loads K and V as 64-column TMA panels: head dims must be multiples of 64, got 96 and 96
+
+// With a mask the default is the dynamic tile scheduler: the one launch is
+// listed in "kernels" with its counter, a workspace word the launcher
+// zeroes ("init": "zero"), which the kernel takes as a memref parameter.
+// DYNAMIC:      "kernels": [
+// DYNAMIC:          "grid": [
+// DYNAMIC-NEXT:       "min(ceildiv(Nq, 128) * Hq * B, SMS)",
+// DYNAMIC:            "name": "tile_counter",
+// DYNAMIC-NEXT:       "rank": 1,
+// DYNAMIC-NEXT:       "type": "memref"
+// DYNAMIC:      "tile_scheduler": "dynamic",
+// DYNAMIC:      "workspace": [
+// DYNAMIC-NEXT:   {
+// DYNAMIC-NEXT:     "dims": [
+// DYNAMIC-NEXT:       "1"
+// DYNAMIC-NEXT:     ],
+// DYNAMIC-NEXT:     "dtype": "i32",
+// DYNAMIC-NEXT:     "init": "zero",
+// DYNAMIC-NEXT:     "name": "tile_counter"
+// The producer's atomic (relaxed, one per tile) and the slot's store and
+// loads around the Q channel's barriers.
+// DYNAMIC-PTX: atom.global
+// DYNAMIC-PTX: mbarrier.arrive.shared

@@ -142,9 +142,11 @@ static cl::opt<std::string> schedule(
     cl::init("auto"), cl::cat(category));
 static cl::opt<std::string> tileScheduler(
     "tile-scheduler",
-    cl::desc("Forward: auto (the kernel configuration's choice), grid or "
+    cl::desc("Forward: auto (the kernel configuration's choice), grid, "
              "persistent (warp_specialized: one thread block per "
-             "multiprocessor looping over the tiles)"),
+             "multiprocessor looping over the tiles) or dynamic "
+             "(persistent, each block's next tile from an atomic counter "
+             "in a workspace the launcher zeroes)"),
     cl::init("auto"), cl::cat(category));
 static cl::opt<bool>
     warpSpecialize("warp-specialize",
@@ -394,6 +396,8 @@ ArrayRef<fa::HostArgument> backwardArgs() {
 }
 
 StringRef dtypeName(Type elt) {
+  if (elt.isInteger(32))
+    return "i32";
   return elt.isBF16() ? "bf16" : elt.isF16() ? "f16" : "f32";
 }
 
@@ -568,6 +572,38 @@ std::optional<int64_t> constantOf(Value v) {
   if (v && matchPattern(v, m_ConstantInt(&value)))
     return value.getSExtValue();
   return std::nullopt;
+}
+
+/// The buffers the host function allocates for the kernels, in order: name,
+/// element type, dims, and `"init": "zero"` for those the launcher must
+/// zero before the launches (`fa.workspace_zeroed`: the dynamic tile
+/// scheduler's counter).
+FailureOr<llvm::json::Array>
+describeWorkspace(func::FuncOp host, ArrayRef<fa::HostArgument> args) {
+  llvm::json::Array workspace;
+  WalkResult walk = host.walk([&](memref::AllocOp alloc) {
+    auto tag = alloc->getAttrOfType<StringAttr>("fa.workspace");
+    if (!tag)
+      return WalkResult::advance();
+    FailureOr<SmallVector<std::string, 4>> sizes =
+        fa::describeAllocation(alloc, host, args);
+    if (failed(sizes))
+      return WalkResult::interrupt();
+    llvm::json::Array dims;
+    for (std::string &d : *sizes)
+      dims.push_back(std::move(d));
+    llvm::json::Object buffer{
+        {"name", tag.getValue()},
+        {"dtype", dtypeName(alloc.getType().getElementType())},
+        {"dims", std::move(dims)}};
+    if (alloc->hasAttr("fa.workspace_zeroed"))
+      buffer["init"] = "zero";
+    workspace.push_back(std::move(buffer));
+    return WalkResult::advance();
+  });
+  if (walk.wasInterrupted())
+    return failure();
+  return workspace;
 }
 
 /// The manifest entry of one launch: entry, grid, block, shared memory and
@@ -934,7 +970,15 @@ LogicalResult compileOne(MLIRContext &ctx, const KernelConfig &flags,
                                   ? llvm::json::Value("auto")
                                   : llvm::json::Value(config.kvSplits);
   }
-  if (!config.backward() && launches.size() == 1) {
+  ArrayRef<fa::HostArgument> hostArgs =
+      config.backward() ? backwardArgs() : forwardArgs();
+  FailureOr<llvm::json::Array> workspace = describeWorkspace(host, hostArgs);
+  if (failed(workspace))
+    return failure();
+  // One launch without a workspace: the flat form. Otherwise (a backward, a
+  // split-KV forward, the dynamic tile scheduler's counter) the launches
+  // are listed with the buffers they share.
+  if (!config.backward() && launches.size() == 1 && workspace->empty()) {
     FailureOr<llvm::json::Object> k =
         describeLaunch(launches[0], host, forwardArgs(), roles);
     if (failed(k))
@@ -944,9 +988,7 @@ LogicalResult compileOne(MLIRContext &ctx, const KernelConfig &flags,
   } else {
     if (config.backward())
       manifest["deterministic"] = config.deterministic;
-    ArrayRef<fa::HostArgument> hostArgs =
-        config.backward() ? backwardArgs() : forwardArgs();
-    llvm::json::Array kernels, workspace;
+    llvm::json::Array kernels;
     for (gpu::LaunchFuncOp launch : launches) {
       FailureOr<llvm::json::Object> k =
           describeLaunch(launch, host, hostArgs, roles);
@@ -954,28 +996,8 @@ LogicalResult compileOne(MLIRContext &ctx, const KernelConfig &flags,
         return failure();
       kernels.push_back(std::move(*k));
     }
-    // The buffers the host function allocates for the kernels, in order.
-    WalkResult walk = host.walk([&](memref::AllocOp alloc) {
-      auto tag = alloc->getAttrOfType<StringAttr>("fa.workspace");
-      if (!tag)
-        return WalkResult::advance();
-      FailureOr<SmallVector<std::string, 4>> sizes =
-          fa::describeAllocation(alloc, host, hostArgs);
-      if (failed(sizes))
-        return WalkResult::interrupt();
-      llvm::json::Array dims;
-      for (std::string &d : *sizes)
-        dims.push_back(std::move(d));
-      workspace.push_back(llvm::json::Object{
-          {"name", tag.getValue()},
-          {"dtype", dtypeName(alloc.getType().getElementType())},
-          {"dims", std::move(dims)}});
-      return WalkResult::advance();
-    });
-    if (walk.wasInterrupted())
-      return failure();
     manifest["kernels"] = std::move(kernels);
-    manifest["workspace"] = std::move(workspace);
+    manifest["workspace"] = std::move(*workspace);
   }
   if (std::error_code ec = llvm::sys::fs::create_directories(outputDir))
     return module->emitError("fa-compile: cannot create ")

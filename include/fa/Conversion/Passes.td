@@ -232,7 +232,10 @@ def FALowerChannels : Pass<"fa-lower-channels"> {
       arms full[s] with the box's bytes and issues the TMA load;
     - `channel_get`: waits for phase `r & 1` of full[s] and returns the
       buffer;
-    - `channel_release`: arrives at empty[s].
+    - `channel_release`: arrives at empty[s];
+    - `channel_acquire`: the put's wait alone (thread 0 of the warpgroup);
+    - `channel_signal`: thread 0 of the warpgroup arrives at full[s]
+      without a transaction count (an item without data).
 
     Before:
     ```mlir

@@ -78,9 +78,10 @@ struct GPUForwardPipelineOptions
       llvm::cl::init("auto")};
   Option<std::string> tileScheduler{
       *this, "tile-scheduler",
-      llvm::cl::desc("auto (fa-select-kernel-config's choice), grid or "
+      llvm::cl::desc("auto (fa-select-kernel-config's choice), grid, "
                      "persistent (warp_specialized: one thread block per "
-                     "multiprocessor looping over the tiles)"),
+                     "multiprocessor looping over the tiles) or dynamic "
+                     "(persistent, tiles from an atomic counter)"),
       llvm::cl::init("auto")};
   Option<bool> intraWarpgroupOverlap{
       *this, "intra-warpgroup-overlap",

@@ -104,10 +104,11 @@ ChannelParts createChannel(ChannelCreateOp op) {
   return parts;
 }
 
-void lowerPut(ChannelPutTmaOp op, const ChannelParts &parts) {
-  OpBuilder b(op);
-  Location loc = op.getLoc();
-  // Thread 0 of the warpgroup running the put issues it.
+/// Opens `if (thread 0 of the warpgroup)` at `op` (the thread that issues a
+/// producer op) and leaves `b` inside it.
+void electProducerThread(OpBuilder &b, Operation *op,
+                         const ChannelParts &parts) {
+  Location loc = op->getLoc();
   Value tid = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
   Value lane =
       arith::RemUIOp::create(b, loc, tid, parts.idx(b, loc, kWarpgroupThreads));
@@ -115,19 +116,48 @@ void lowerPut(ChannelPutTmaOp op, const ChannelParts &parts) {
                                         parts.idx(b, loc, 0));
   auto ifOp = scf::IfOp::create(b, loc, elected, /*withElseRegion=*/false);
   b.setInsertionPointToStart(ifOp.thenBlock());
-  auto [stage, round] = parts.stageAndRound(b, loc, op.getIndex());
-  // From the second round on, the consumers of item i - stages must have
-  // released the buffer (phase round - 1 of its empty barrier).
+}
+
+/// From the second round on, waits until the consumers of item `index -
+/// stages` released the buffer (phase round - 1 of its empty barrier).
+void waitUntilFree(OpBuilder &b, Location loc, const ChannelParts &parts,
+                   Value index, Value stage, Value round) {
   Value reuse =
-      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::uge, op.getIndex(),
+      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::uge, index,
                             parts.idx(b, loc, parts.type.getStages()));
   auto reuseIf = scf::IfOp::create(b, loc, reuse, /*withElseRegion=*/false);
-  {
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(reuseIf.thenBlock());
-    Value prev = arith::SubIOp::create(b, loc, round, parts.idx(b, loc, 1));
-    parts.wait(b, loc, parts.empty, stage, prev);
-  }
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(reuseIf.thenBlock());
+  Value prev = arith::SubIOp::create(b, loc, round, parts.idx(b, loc, 1));
+  parts.wait(b, loc, parts.empty, stage, prev);
+}
+
+void lowerAcquire(ChannelAcquireOp op, const ChannelParts &parts) {
+  OpBuilder b(op);
+  electProducerThread(b, op, parts);
+  auto [stage, round] = parts.stageAndRound(b, op.getLoc(), op.getIndex());
+  waitUntilFree(b, op.getLoc(), parts, op.getIndex(), stage, round);
+  op.erase();
+}
+
+/// A plain arrival completes the phase: the full barrier expects one
+/// arrival and, without expect_tx, no bytes.
+void lowerSignal(ChannelSignalOp op, const ChannelParts &parts) {
+  OpBuilder b(op);
+  Location loc = op.getLoc();
+  electProducerThread(b, op, parts);
+  Value stage = parts.stageAndRound(b, loc, op.getIndex()).first;
+  nvgpu::MBarrierArriveOp::create(
+      b, loc, nvgpu::MBarrierTokenType::get(b.getContext()), parts.full, stage);
+  op.erase();
+}
+
+void lowerPut(ChannelPutTmaOp op, const ChannelParts &parts) {
+  OpBuilder b(op);
+  Location loc = op.getLoc();
+  electProducerThread(b, op, parts);
+  auto [stage, round] = parts.stageAndRound(b, loc, op.getIndex());
+  waitUntilFree(b, loc, parts, op.getIndex(), stage, round);
   MemRefType buf = parts.type.getBuffer();
   int64_t bytes =
       buf.getNumElements() * buf.getElementType().getIntOrFloatBitWidth() / 8;
@@ -204,6 +234,10 @@ struct FALowerChannelsPass
           lowerGet(get, parts);
         else if (auto release = dyn_cast<ChannelReleaseOp>(user))
           lowerRelease(release, parts);
+        else if (auto acquire = dyn_cast<ChannelAcquireOp>(user))
+          lowerAcquire(acquire, parts);
+        else if (auto signal = dyn_cast<ChannelSignalOp>(user))
+          lowerSignal(signal, parts);
         else {
           user->emitOpError("uses a channel; fa-lower-channels lowers only "
                             "fagpu channel ops");

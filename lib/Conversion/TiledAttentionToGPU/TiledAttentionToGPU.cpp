@@ -342,13 +342,19 @@ struct KernelConfig {
   /// consumer warpgroups taking turns at issuing (2 or 3 of them).
   bool overlap = false, pingPong = false;
   /// Warp-specialized: one thread block per multiprocessor, looping over
-  /// the tiles (tile_scheduler = persistent).
+  /// the tiles (tile_scheduler = persistent or dynamic).
   bool persistent = false;
+  /// Persistent, each block's next tile comes from an atomic counter (a
+  /// workspace word the launcher zeroes), passed from the producer to the
+  /// consumers in shared memory with the tile's Q (tile_scheduler =
+  /// dynamic).
+  bool dynamic = false;
   /// out is f32 (split-KV partials, fa-split-kv), not the input type.
   bool f32Out = false;
   /// The Q region (persistent: two buffers of qTileBytes), K and V stages,
-  /// and (persistent) O's staging tile for the TMA store after them.
-  int64_t qBytes, kBytes, vBytes, qTileBytes, oBytes = 0;
+  /// (persistent) O's staging tile for the TMA store after them and
+  /// (dynamic) the tile index of each Q buffer.
+  int64_t qBytes, kBytes, vBytes, qTileBytes, oBytes = 0, slotBytes = 0;
 
   /// The threads that compute (the consumers when warp-specialized).
   int64_t threads() const { return warps * kWarpSize; }
@@ -359,7 +365,7 @@ struct KernelConfig {
   /// taken from address bits 7-9): room to align the dynamic base.
   int64_t alignSlack() const { return wgmma ? kWgmmaAlignment : 0; }
   int64_t smemBytes() const {
-    return qBytes + kBytes + vBytes + oBytes + alignSlack();
+    return qBytes + kBytes + vBytes + oBytes + slotBytes + alignSlack();
   }
 };
 
@@ -442,8 +448,8 @@ getKernelConfig(TiledAttention &ta,
   cfg.warpSpecialized =
       config ? config.getSchedule() == KernelSchedule::WarpSpecialized
              : options.warpSpecialize;
-  cfg.persistent =
-      config && config.getTileScheduler() == TileScheduler::Persistent;
+  cfg.persistent = config && isPersistentScheduler(config.getTileScheduler());
+  cfg.dynamic = config && config.getTileScheduler() == TileScheduler::Dynamic;
   cfg.overlap = cfg.warpSpecialized && options.intraWarpgroupOverlap;
   cfg.pingPong = cfg.overlap && options.pingPong && cfg.warps / 4 >= 2 &&
                  cfg.warps / 4 <= 3;
@@ -480,6 +486,8 @@ getKernelConfig(TiledAttention &ta,
   cfg.qBytes = (cfg.persistent ? 2 : 1) * cfg.qTileBytes;
   if (cfg.persistent)
     cfg.oBytes = tileBytes(cfg.br, cfg.dv);
+  if (cfg.dynamic)
+    cfg.slotBytes = kTileSlotBytes;
   cfg.kBytes = tileBytes(cfg.stages * cfg.bc, cfg.d);
   cfg.vBytes = tileBytes(cfg.stages * cfg.bc, cfg.dv);
   if (config) {
@@ -541,10 +549,12 @@ public:
   ForwardKernelEmitter(OpBuilder &b, Location loc, TiledAttention &ta,
                        const KernelConfig &cfg, ScoreFactors factors,
                        Value kMapHost = {}, Value vMapHost = {},
-                       Value qMapHost = {}, Value oMapHost = {})
+                       Value qMapHost = {}, Value oMapHost = {},
+                       Value counter = {})
       : NestCloner(b, loc), ta(ta), cfg(cfg), frags(b, loc, cfg.elt),
         wg(b, loc, cfg.elt), factors(factors), kMapHost(kMapHost),
-        vMapHost(vMapHost), qMapHost(qMapHost), oMapHost(oMapHost) {}
+        vMapHost(vMapHost), qMapHost(qMapHost), oMapHost(oMapHost),
+        counter(counter) {}
 
   void emit(gpu::LaunchOp launch);
 
@@ -705,16 +715,47 @@ private:
   /// Builds the K/V channels and the producer role; leaves the builder in
   /// the consumer role.
   void emitWarpRoles(Value base, Value pad);
+  /// The producer's puts of the mapped tile: its Q (persistent) and the K
+  /// and V of its visible key blocks. `lo`, `hi` and the item base set.
+  void emitProducerTile(Value qMap, Value kMap, Value vMap);
+  /// The consumers' work on the mapped tile whose Q is in buffer
+  /// `tileIndex` (persistent; qDesc0: buffer 0's descriptor): the nest's
+  /// indices cloned, Q taken (unless dynamic), key loops, epilogue, Q
+  /// released.
+  void emitConsumerTile(Value qDesc0, function_ref<void()> cloneIndices);
+
+  // Dynamic tile scheduler: the counter (a kernel memref parameter, zeroed
+  // by the launcher) and the shared-memory slot of each Q buffer's tile
+  // index.
+  Value counter, tileSlots;
+  /// The producer's loop: its block's first tile is blockX, each later one
+  /// the counter's next value plus gridX; the first index past the tiles
+  /// goes to the consumers as the end marker (a Q item without data). One
+  /// thread runs it: it issues every put anyway, and needs no broadcast of
+  /// the atomic's result.
+  void emitDynamicProducer(Value qMap, Value kMap, Value vMap);
+  /// The consumers' loop: each Q item's tile index, read from its slot,
+  /// until the end marker.
+  void emitDynamicConsumer(Value qDesc0, function_ref<void()> cloneIndices);
 
   // Persistent tile scheduler: the launch's block id and grid size along x;
   // the open tile loop's test that its round has a tile for this block.
   Value blockX, gridX;
   scf::IfOp tileIf;
+  /// The tile grid's extent per dimension (query blocks, heads, batches)
+  /// and its tile count, cloned from the nest's bounds (tileCount).
+  Value tileExtent[3], tiles;
+  /// Computes tileExtent and tiles afresh (the other role's clones do not
+  /// dominate this one's code).
+  void tileCount();
+  /// Maps the nest's induction variables to tile `t`'s coordinates: query
+  /// blocks fastest (the blocks working at once share their heads' K and V
+  /// in L2), the last first (with a causal mask the longest tiles start
+  /// first).
+  void mapTile(Value t);
   /// Opens the loop over this thread block's tiles (one per round of gridX
   /// tiles, in snake order), carrying the channel item base and the tile
-  /// count; maps the nest's induction variables to the tile's coordinates
-  /// (query blocks fastest, last first: with a causal mask the longest
-  /// tiles start first).
+  /// count, and maps the nest to the tile.
   scf::ForOp beginTileLoop();
   /// Yields the item base of the next tile (this tile's key blocks on top)
   /// and leaves the builder after the loop.
@@ -1531,16 +1572,30 @@ void ForwardKernelEmitter::startTurns() {
                                 i32(2 * kWarpgroupThreads));
 }
 
-scf::ForOp ForwardKernelEmitter::beginTileLoop() {
-  // Every index of the tile is cloned afresh in the loop's region (the
-  // other role's clones do not dominate it).
+void ForwardKernelEmitter::tileCount() {
+  // Every index of the tile is cloned afresh in the loop's region.
   mapping.clear();
-  // The tile grid, from the nest's bounds (recomputed in the kernel).
-  Value extent[3] = {idx(1), idx(1), idx(1)};
+  for (Value &e : tileExtent)
+    e = idx(1);
   for (auto [ub, dim] :
        llvm::zip_equal(ta.forall.getMixedUpperBound(), ta.blockDims))
-    extent[static_cast<unsigned>(dim)] = clone(ub);
-  Value tiles = mul(mul(extent[0], extent[1]), extent[2]);
+    tileExtent[static_cast<unsigned>(dim)] = clone(ub);
+  tiles = mul(mul(tileExtent[0], tileExtent[1]), tileExtent[2]);
+}
+
+void ForwardKernelEmitter::mapTile(Value t) {
+  Value coord[3];
+  coord[0] = sub(sub(tileExtent[0], idx(1)), remu(t, tileExtent[0]));
+  Value rest = divu(t, tileExtent[0]);
+  coord[1] = remu(rest, tileExtent[1]);
+  coord[2] = divu(rest, tileExtent[1]);
+  for (auto [iv, dim] :
+       llvm::zip_equal(ta.forall.getInductionVars(), ta.blockDims))
+    mapping.map(iv, coord[static_cast<unsigned>(dim)]);
+}
+
+scf::ForOp ForwardKernelEmitter::beginTileLoop() {
+  tileCount();
   // Round k takes tiles [k gridX, (k + 1) gridX), block b the b-th of them
   // in even rounds and the b-th from the end in odd ones: with a causal mask
   // (tile lengths falling along x) a block's long and short tiles pair up.
@@ -1560,16 +1615,7 @@ scf::ForOp ForwardKernelEmitter::beginTileLoop() {
   b.setInsertionPointToStart(tileIf.elseBlock());
   scf::YieldOp::create(b, loc, carried);
   b.setInsertionPointToStart(tileIf.thenBlock());
-  // Query blocks fastest (the blocks of a round share their heads' K and V
-  // in L2), the last first (the longest with a causal mask).
-  Value coord[3];
-  coord[0] = sub(sub(extent[0], idx(1)), remu(t, extent[0]));
-  Value rest = divu(t, extent[0]);
-  coord[1] = remu(rest, extent[1]);
-  coord[2] = divu(rest, extent[1]);
-  for (auto [iv, dim] :
-       llvm::zip_equal(ta.forall.getInductionVars(), ta.blockDims))
-    mapping.map(iv, coord[static_cast<unsigned>(dim)]);
+  mapTile(t);
   itemBase = carried[0];
   tileIndex = carried[1];
   return loop;
@@ -1614,6 +1660,12 @@ void ForwardKernelEmitter::emitWarpRoles(Value base, Value pad) {
   Value qMap;
   if (cfg.persistent)
     std::tie(qChannel, qMap) = channel(qMapHost, cfg.d, 0, cfg.br, 2);
+  // Dynamic: the tile index of each Q buffer, after O's staging tile.
+  if (cfg.dynamic)
+    tileSlots = memref::ViewOp::create(
+        b, loc, MemRefType::get({2}, b.getI32Type(), AffineMap(), smemSpace),
+        base, add(pad, idx(cfg.qBytes + cfg.kBytes + cfg.vBytes + cfg.oBytes)),
+        ValueRange{});
   kChannel = kCh;
   vChannel = vCh;
   // The producer keeps few registers; the consumers take the rest of what
@@ -1642,9 +1694,21 @@ void ForwardKernelEmitter::emitWarpRoles(Value base, Value pad) {
   // Producer: K and V of every visible key block, in order (of each of its
   // tiles, persistent).
   b.setInsertionPoint(roles.getProducer().front().getTerminator());
-  scf::ForOp tileLoop;
+  if (cfg.dynamic) {
+    emitDynamicProducer(qMap, kMap, vMap);
+  } else if (cfg.persistent) {
+    scf::ForOp tileLoop = beginTileLoop();
+    emitProducerTile(qMap, kMap, vMap);
+    endTileLoop(tileLoop);
+  } else {
+    emitProducerTile(qMap, kMap, vMap);
+  }
+  b.setInsertionPoint(roles.getConsumers().front().getTerminator());
+}
+
+void ForwardKernelEmitter::emitProducerTile(Value qMap, Value kMap,
+                                            Value vMap) {
   if (cfg.persistent) {
-    tileLoop = beginTileLoop();
     lo = clone(ta.loops.front().loop.getLowerBound());
     hi = clone(ta.loops.back().loop.getUpperBound());
   }
@@ -1656,20 +1720,105 @@ void ForwardKernelEmitter::emitWarpRoles(Value base, Value pad) {
                                               clone(ta.q.offsets[1]),
                                               clone(ta.q.offsets[0])});
   auto loop = scf::ForOp::create(b, loc, idx(0), tileBlocks(), idx(1));
-  {
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(loop.getBody());
-    Value i = loop.getInductionVar();
-    Value kStart = add(lo, mul(i, idx(cfg.bc)));
-    Value it = add(itemBase, i);
-    fagpu::ChannelPutTmaOp::create(b, loc, kChannel, it, kMap,
-                                   ValueRange{idx(0), kStart, kHead, kBatch});
-    fagpu::ChannelPutTmaOp::create(b, loc, vChannel, it, vMap,
-                                   ValueRange{idx(0), kStart, vHead, vBatch});
-  }
-  if (cfg.persistent)
-    endTileLoop(tileLoop);
-  b.setInsertionPoint(roles.getConsumers().front().getTerminator());
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(loop.getBody());
+  Value i = loop.getInductionVar();
+  Value kStart = add(lo, mul(i, idx(cfg.bc)));
+  Value it = add(itemBase, i);
+  fagpu::ChannelPutTmaOp::create(b, loc, kChannel, it, kMap,
+                                 ValueRange{idx(0), kStart, kHead, kBatch});
+  fagpu::ChannelPutTmaOp::create(b, loc, vChannel, it, vMap,
+                                 ValueRange{idx(0), kStart, vHead, vBatch});
+}
+
+void ForwardKernelEmitter::emitDynamicProducer(Value qMap, Value kMap,
+                                               Value vMap) {
+  auto leader = scf::IfOp::create(b, loc, isWarpgroupLeader(), false);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(leader.thenBlock());
+  tileCount();
+  Type index = b.getIndexType();
+  SmallVector<Type> types(3, index);
+  SmallVector<Location> locs(3, loc);
+  // (tile, item base, tile count so far)
+  auto loop =
+      scf::WhileOp::create(b, loc, types, ValueRange{blockX, idx(0), idx(0)});
+  Block *before = b.createBlock(&loop.getBefore(), {}, types, locs);
+  scf::ConditionOp::create(b, loc, slt(before->getArgument(0), tiles),
+                           before->getArguments());
+  Block *after = b.createBlock(&loop.getAfter(), {}, types, locs);
+  Value t = after->getArgument(0);
+  itemBase = after->getArgument(1);
+  tileIndex = after->getArgument(2);
+  // Taken first: the atomic's latency passes under this tile's puts.
+  Value taken = memref::AtomicRMWOp::create(
+      b, loc, arith::AtomicRMWKind::addi, i32(1), counter, ValueRange{idx(0)});
+  Value next = add(arith::IndexCastUIOp::create(b, loc, index, taken), gridX);
+  mapTile(t);
+  // The tile index goes into Q's slot once the consumers are done with the
+  // buffer's last tile; Q's put publishes it (the full barrier's arrival
+  // releases the store, the consumers' wait acquires it).
+  fagpu::ChannelAcquireOp::create(b, loc, qChannel, tileIndex);
+  memref::StoreOp::create(b, loc, toI32(t), tileSlots,
+                          ValueRange{remu(tileIndex, 2)});
+  emitProducerTile(qMap, kMap, vMap);
+  scf::YieldOp::create(
+      b, loc,
+      ValueRange{next, add(itemBase, tileBlocks()), add(tileIndex, idx(1))});
+  b.setInsertionPointAfter(loop);
+  // The end marker: the first index past the tiles, as a Q item without
+  // data.
+  Value end = loop.getResult(2);
+  fagpu::ChannelAcquireOp::create(b, loc, qChannel, end);
+  memref::StoreOp::create(b, loc, toI32(loop.getResult(0)), tileSlots,
+                          ValueRange{remu(end, 2)});
+  fagpu::ChannelSignalOp::create(b, loc, qChannel, end);
+}
+
+void ForwardKernelEmitter::emitConsumerTile(Value qDesc0,
+                                            function_ref<void()> cloneIndices) {
+  cloneIndices();
+  // (Dynamic, the tile loop's test took Q to read the tile index.)
+  if (!cfg.dynamic)
+    fagpu::ChannelGetOp::create(
+        b, loc, cast<fagpu::ChannelType>(qChannel.getType()).getStageType(),
+        qChannel, tileIndex);
+  qDesc = stageDescriptor(qDesc0, cfg.qTileBytes, 2, tileIndex);
+  SmallVector<Value> state = initialState();
+  emitOverlappedLoops(state);
+  emitEpilogue(state);
+  // Every consumer's GEMMs on this Q are done (the epilogue waited).
+  fagpu::ChannelReleaseOp::create(b, loc, qChannel, tileIndex);
+}
+
+void ForwardKernelEmitter::emitDynamicConsumer(
+    Value qDesc0, function_ref<void()> cloneIndices) {
+  tileCount();
+  Type index = b.getIndexType();
+  // (item base, tile count so far) -> (those, tile)
+  SmallVector<Type> carried(2, index), forwarded(3, index);
+  auto loop =
+      scf::WhileOp::create(b, loc, forwarded, ValueRange{idx(0), idx(0)});
+  Block *before = b.createBlock(&loop.getBefore(), {}, carried,
+                                SmallVector<Location>(2, loc));
+  Value count = before->getArgument(1);
+  fagpu::ChannelGetOp::create(
+      b, loc, cast<fagpu::ChannelType>(qChannel.getType()).getStageType(),
+      qChannel, count);
+  Value t = arith::IndexCastUIOp::create(
+      b, loc, index,
+      memref::LoadOp::create(b, loc, tileSlots, ValueRange{remu(count, 2)}));
+  scf::ConditionOp::create(b, loc, slt(t, tiles),
+                           ValueRange{before->getArgument(0), count, t});
+  Block *after = b.createBlock(&loop.getAfter(), {}, forwarded,
+                               SmallVector<Location>(3, loc));
+  itemBase = after->getArgument(0);
+  tileIndex = after->getArgument(1);
+  mapTile(after->getArgument(2));
+  emitConsumerTile(qDesc0, cloneIndices);
+  scf::YieldOp::create(
+      b, loc, ValueRange{add(itemBase, tileBlocks()), add(tileIndex, idx(1))});
+  b.setInsertionPointAfter(loop);
 }
 
 void ForwardKernelEmitter::emit(gpu::LaunchOp launch) {
@@ -1814,20 +1963,15 @@ void ForwardKernelEmitter::emit(gpu::LaunchOp launch) {
         b, loc, tmaDescriptor(b.getContext(), kWarpgroupRows, cfg.elt),
         oMapHost);
     // Q of each tile comes through its channel (the producer loads the
-    // next tile's while this one computes): this tile's buffer.
+    // next tile's while this one computes).
     startTurns();
-    tileLoop = beginTileLoop();
-    cloneIndices();
-    fagpu::ChannelGetOp::create(
-        b, loc, cast<fagpu::ChannelType>(qChannel.getType()).getStageType(),
-        qChannel, tileIndex);
-    qDesc = stageDescriptor(qDesc0, cfg.qTileBytes, 2, tileIndex);
-    SmallVector<Value> state = initialState();
-    emitOverlappedLoops(state);
-    emitEpilogue(state);
-    // Every consumer's GEMMs on this Q are done (the epilogue waited).
-    fagpu::ChannelReleaseOp::create(b, loc, qChannel, tileIndex);
-    endTileLoop(tileLoop);
+    if (cfg.dynamic) {
+      emitDynamicConsumer(qDesc0, cloneIndices);
+    } else {
+      tileLoop = beginTileLoop();
+      emitConsumerTile(qDesc0, cloneIndices);
+      endTileLoop(tileLoop);
+    }
     // The block's shared memory outlives its last stores' reads.
     auto last = scf::IfOp::create(b, loc, isWarpgroupLeader(), false);
     b.setInsertionPointToStart(last.thenBlock());
@@ -1936,6 +2080,19 @@ static void allocateWorkspaceResults(RewriterBase &rewriter,
   }
 }
 
+/// The dynamic tile scheduler's counter: a one-word workspace buffer the
+/// launcher zeroes before each launch (`fa.workspace_zeroed`). A buffer of
+/// the call rather than a global of the module, so that launches running at
+/// once (other streams) count apart, and a launch that stops early leaves
+/// none behind for the next.
+static Value allocateTileCounter(OpBuilder &b, Location loc) {
+  auto alloc =
+      memref::AllocOp::create(b, loc, MemRefType::get({1}, b.getI32Type()));
+  alloc->setAttr("fa.workspace", b.getStringAttr("tile_counter"));
+  alloc->setAttr("fa.workspace_zeroed", b.getUnitAttr());
+  return alloc;
+}
+
 LogicalResult mlir::fa::convertTiledAttentionToGPU(
     RewriterBase &rewriter, scf::ForallOp forall,
     const FAConvertTiledAttentionToGPUOptions &options) {
@@ -1976,7 +2133,9 @@ LogicalResult mlir::fa::convertTiledAttentionToGPU(
   // Warp-specialized: the TMA tensor maps of K and V (one 64-column panel
   // of Bc keys per box, 128-byte swizzle), encoded by the runtime.
   // Persistent, Q's too (one box of block-q rows per panel).
-  Value kMap, vMap, qMap, oMap;
+  Value kMap, vMap, qMap, oMap, counter;
+  if (cfg->dynamic)
+    counter = allocateTileCounter(rewriter, loc);
   if (cfg->warpSpecialized) {
     MLIRContext *ctx = rewriter.getContext();
     auto descriptor = tmaDescriptor(ctx, cfg->bc, cfg->elt);
@@ -2000,7 +2159,7 @@ LogicalResult mlir::fa::convertTiledAttentionToGPU(
                                       threads, one, one, smemBytes);
   rewriter.setInsertionPointToStart(&launch.getBody().front());
   ForwardKernelEmitter emitter(rewriter, loc, *ta, *cfg, factors, kMap, vMap,
-                               qMap, oMap);
+                               qMap, oMap, counter);
   emitter.emit(launch);
   assert(!emitter.failed && "matchTiledAttention checked every index");
   // (A warp-specialized kernel ends inside its consumer role.)

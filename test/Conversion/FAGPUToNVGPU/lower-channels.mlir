@@ -129,3 +129,43 @@ func.func @one_panel(%ring: !oring, %map: !omap, %i: index) {
   fagpu.channel_put_tma %ch[%i], %map[%i, %i, %i, %i] : !fagpu.channel<2 x !obuf>, !omap
   return
 }
+
+// -----
+
+// Acquire: the put's wait alone (thread 0 of the warpgroup, from the second
+// round on), so that the producer can write the item's side-band value (a
+// tile index) before publishing it. Signal: thread 0 of the warpgroup
+// completes the item with a plain arrival on its full barrier (no
+// transaction bytes: an item without data).
+!box = memref<1x64x64xbf16, #gpu.address_space<workgroup>>
+!ring = memref<2x1x64x64xbf16, #gpu.address_space<workgroup>>
+// CHECK-LABEL: func.func @acquire_signal
+// CHECK-SAME: (%[[RING:.*]]: memref<2x1x64x64xbf16, #gpu.address_space<workgroup>>, %[[I:.*]]: index, %[[SLOT:.*]]: memref<2xi32, #gpu.address_space<workgroup>>, %[[V:.*]]: i32)
+// CHECK:      %[[FULL:.*]] = nvgpu.mbarrier.create
+// CHECK:      %[[EMPTY:.*]] = nvgpu.mbarrier.create
+// CHECK:      gpu.barrier
+// CHECK:      arith.remui %{{.*}}, %c128
+// CHECK:      scf.if %{{.*}} {
+// CHECK:        %[[S:.*]] = arith.remui %[[I]], %c2
+// CHECK:        %[[REUSE:.*]] = arith.cmpi uge, %[[I]], %c2
+// CHECK:        scf.if %[[REUSE]] {
+// CHECK:          nvgpu.mbarrier.try_wait.parity %[[EMPTY]][%[[S]]]
+// CHECK:        }
+// CHECK-NOT:    nvgpu.mbarrier.arrive
+// CHECK:      }
+// CHECK:      memref.store %[[V]], %[[SLOT]]
+// CHECK:      arith.remui %{{.*}}, %c128
+// CHECK:      scf.if %{{.*}} {
+// CHECK:        %[[SS:.*]] = arith.remui %[[I]], %c2
+// CHECK-NOT:    expect_tx
+// CHECK:        nvgpu.mbarrier.arrive %[[FULL]][%[[SS]]]
+// CHECK-NEXT: }
+// CHECK-NOT:  fagpu.
+func.func @acquire_signal(%ring: !ring, %i: index, %slot: memref<2xi32, #gpu.address_space<workgroup>>, %v: i32) {
+  %c0 = arith.constant 0 : index
+  %ch = fagpu.channel_create %ring arrivals 256 : !ring -> !fagpu.channel<2 x !box>
+  fagpu.channel_acquire %ch[%i] : !fagpu.channel<2 x !box>
+  memref.store %v, %slot[%c0] : memref<2xi32, #gpu.address_space<workgroup>>
+  fagpu.channel_signal %ch[%i] : !fagpu.channel<2 x !box>
+  return
+}

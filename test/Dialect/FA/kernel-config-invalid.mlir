@@ -249,8 +249,8 @@ func.func private @f() attributes {c = #c}
 
 // -----
 
-// expected-error @below {{tile_scheduler must be grid or persistent, got 'dynamic'}}
-#c = #fa.kernel_config<"sm_90a", wgmma, block_q = 128, block_kv = 128, warps = 8, stages = 2, schedule = warp_specialized, tile_scheduler = dynamic>
+// expected-error @below {{tile_scheduler must be grid, persistent or dynamic, got 'atomic'}}
+#c = #fa.kernel_config<"sm_90a", wgmma, block_q = 128, block_kv = 128, warps = 8, stages = 2, schedule = warp_specialized, tile_scheduler = atomic>
 func.func private @f() attributes {c = #c}
 
 // -----
@@ -264,4 +264,10 @@ func.func private @f() attributes {c = #c}
 // Only the warp-specialized kernel loops over tiles.
 // expected-error @below {{the persistent tile scheduler needs the warp_specialized schedule}}
 #c = #fa.kernel_config<"sm_90a", wgmma, block_q = 128, block_kv = 128, warps = 8, stages = 2, tile_scheduler = persistent>
+func.func private @f() attributes {c = #c}
+
+// -----
+
+// expected-error @below {{the dynamic tile scheduler needs the warp_specialized schedule}}
+#c = #fa.kernel_config<"sm_90a", wgmma, block_q = 128, block_kv = 128, warps = 8, stages = 2, schedule = cooperative, tile_scheduler = dynamic>
 func.func private @f() attributes {c = #c}

@@ -18,6 +18,8 @@ func.func @forward(%q: tensor<?x?x?x128xbf16>) -> tensor<?x?x?x128xbf16> {
 // CHECK: {kernel_config = #fa.kernel_config<"sm_90a", wgmma, block_q = 128, block_kv = 128, warps = 8, stages = 2, schedule = warp_specialized>}
 // CHECK-LABEL: func.func @forward_persistent
 // CHECK: {kernel_config = #fa.kernel_config<"sm_90a", wgmma, block_q = 128, block_kv = 128, warps = 8, stages = 2, schedule = warp_specialized, tile_scheduler = persistent>}
+// CHECK-LABEL: func.func @forward_dynamic
+// CHECK: {kernel_config = #fa.kernel_config<"sm_90a", wgmma, block_q = 128, block_kv = 128, warps = 8, stages = 2, schedule = warp_specialized, tile_scheduler = dynamic>}
 // CHECK-LABEL: func.func @forward_coop
 // CHECK: {kernel_config = #fa.kernel_config<"sm_90a", wgmma, block_q = 128, block_kv = 128, warps = 8, stages = 2>}
 func.func @forward_ws(%q: tensor<?x?x?x128xbf16>) -> tensor<?x?x?x128xbf16> {
@@ -26,6 +28,10 @@ func.func @forward_ws(%q: tensor<?x?x?x128xbf16>) -> tensor<?x?x?x128xbf16> {
 }
 func.func @forward_persistent(%q: tensor<?x?x?x128xbf16>) -> tensor<?x?x?x128xbf16> {
   %o, %l = fa.attention %q, %q, %q {kernel_config = #fa.kernel_config<"sm_90a", wgmma, block_q = 128, block_kv = 128, warps = 8, stages = 2, tile_scheduler = persistent, schedule = warp_specialized>} : (tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>) -> (tensor<?x?x?x128xbf16>, tensor<?x?x?xf32>)
+  return %o : tensor<?x?x?x128xbf16>
+}
+func.func @forward_dynamic(%q: tensor<?x?x?x128xbf16>) -> tensor<?x?x?x128xbf16> {
+  %o, %l = fa.attention %q, %q, %q mask<causal> {kernel_config = #fa.kernel_config<"sm_90a", wgmma, block_q = 128, block_kv = 128, warps = 8, stages = 2, schedule = warp_specialized, tile_scheduler = dynamic>} : (tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>) -> (tensor<?x?x?x128xbf16>, tensor<?x?x?xf32>)
   return %o : tensor<?x?x?x128xbf16>
 }
 func.func @forward_coop(%q: tensor<?x?x?x128xbf16>) -> tensor<?x?x?x128xbf16> {

@@ -6,7 +6,7 @@
 // RUN: not fa-opt %s --split-input-file --fa-select-kernel-config="chip=sm_80 block-q=128 block-kv=128 warps=4 stages=2" 2>&1 | FileCheck %s --check-prefix=FIXED
 // RUN: not fa-opt %s --split-input-file --fa-select-kernel-config="chip=sm_90a schedule=pingpong" 2>&1 | FileCheck %s --check-prefix=SCHED
 // RUN: not fa-opt %s --split-input-file --fa-select-kernel-config="chip=sm_80 schedule=warp_specialized" 2>&1 | FileCheck %s --check-prefix=WSSYNC
-// RUN: not fa-opt %s --split-input-file --fa-select-kernel-config="chip=sm_90a tile-scheduler=dynamic" 2>&1 | FileCheck %s --check-prefix=TILES
+// RUN: not fa-opt %s --split-input-file --fa-select-kernel-config="chip=sm_90a tile-scheduler=atomic" 2>&1 | FileCheck %s --check-prefix=TILES
 // RUN: not fa-opt %s --split-input-file --fa-select-kernel-config="chip=sm_90a schedule=cooperative tile-scheduler=persistent" 2>&1 | FileCheck %s --check-prefix=PERCOOP
 
 // CHIP: error: fa-select-kernel-config: unknown chip 'sm_70' (supported: sm_80, sm_90, sm_90a)
@@ -15,7 +15,7 @@
 // NEG: error: fa-select-kernel-config: block-q must be in [0, 1024] (0 = choose), got -64
 // SCHED: error: fa-select-kernel-config: schedule must be auto, cooperative or warp_specialized, got 'pingpong'
 // The warp-specialized schedule is wgmma's: mma.sync has no candidate.
-// TILES: error: fa-select-kernel-config: tile-scheduler must be auto, grid or persistent, got 'dynamic'
+// TILES: error: fa-select-kernel-config: tile-scheduler must be auto, grid, persistent or dynamic, got 'atomic'
 // PERCOOP: error: fa-select-kernel-config: no kernel configuration works for this op on sm_90a with the fixed fields
 // WSSYNC: error: fa-select-kernel-config: no kernel configuration works for this op on sm_80 with the fixed fields (the first candidate of each MMA kind: mma_sync: no candidate with the fixed fields)
 // Every field fixed, and the tiles do not fit sm_80's 163 KiB: the reason

@@ -15,7 +15,8 @@
 // (one warpgroup, which the warp-specialized schedule is not chosen for).
 
 // SM90A-LABEL: func.func @forward_d128
-// SM90A: fa.attention {{.*}} mask<causal> {kernel_config = #fa.kernel_config<"sm_90a", wgmma, block_q = 128, block_kv = 128, warps = 8, stages = 2, schedule = warp_specialized>}
+// With a mask, the dynamic tile scheduler (an atomic tile counter).
+// SM90A: fa.attention {{.*}} mask<causal> {kernel_config = #fa.kernel_config<"sm_90a", wgmma, block_q = 128, block_kv = 128, warps = 8, stages = 2, schedule = warp_specialized, tile_scheduler = dynamic>}
 // A persistent tile scheduler asks for the warp-specialized kernel.
 // PERSIST-LABEL: func.func @forward_d128
 // PERSIST: {kernel_config = #fa.kernel_config<"sm_90a", wgmma, block_q = 128, block_kv = 128, warps = 8, stages = 2, schedule = warp_specialized, tile_scheduler = persistent>}
@@ -65,8 +66,8 @@ func.func @forward_d96(%q: tensor<?x?x?x96xbf16>, %k: tensor<?x?x?x96xbf16>, %v:
 
 // D = 64: warp-specialized with three consumer warpgroups; cooperative, one
 // warpgroup of 64 rows (three blocks per SM). Without a mask the
-// warp-specialized kernel takes the persistent tile scheduler (causal ones
-// keep the grid: see @forward_default above).
+// warp-specialized kernel takes the persistent tile scheduler (masked ones
+// the dynamic one: see @forward_d128 above).
 
 // SM90A-LABEL: func.func @forward_d64
 // SM90A: {kernel_config = #fa.kernel_config<"sm_90a", wgmma, block_q = 192, block_kv = 128, warps = 12, stages = 2, schedule = warp_specialized, tile_scheduler = persistent>}

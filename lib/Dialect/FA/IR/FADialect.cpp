@@ -55,9 +55,9 @@ static ParseResult parseKernelConfigTail(AsmParser &parser, int64_t &dkvSplit,
           parseEnumKeyword(parser, loc, schedule, symbolizeKernelSchedule,
                            "schedule must be cooperative or warp_specialized");
     else if (key == "tile_scheduler")
-      parsed =
-          parseEnumKeyword(parser, loc, tileScheduler, symbolizeTileScheduler,
-                           "tile_scheduler must be grid or persistent");
+      parsed = parseEnumKeyword(
+          parser, loc, tileScheduler, symbolizeTileScheduler,
+          "tile_scheduler must be grid, persistent or dynamic");
     else
       return parser.emitError(loc, "expected 'dkv_split', 'schedule' or "
                                    "'tile_scheduler', got '")

@@ -9,6 +9,10 @@
 using namespace mlir;
 using namespace mlir::fa;
 
+bool mlir::fa::isPersistentScheduler(TileScheduler scheduler) {
+  return scheduler != TileScheduler::Grid;
+}
+
 //===----------------------------------------------------------------------===//
 // Chips
 //===----------------------------------------------------------------------===//
@@ -107,12 +111,16 @@ KernelResources mlir::fa::kernelResources(KernelConfigAttr config,
     // Q | K stages | V stages (TiledAttentionToGPU.cpp); persistent, two
     // Q buffers (the producer loads the next tile's Q during this one).
     int64_t stages = config.getStages();
-    int64_t qBuffers =
-        config.getTileScheduler() == TileScheduler::Persistent ? 2 : 1;
-    // Persistent, O is staged for a TMA store after the K/V rings.
-    r.sharedMemory = qBuffers * tile(bq, d) + tile(stages * bkv, d) +
-                     tile(stages * bkv, dv) + (wgmma ? kWgmmaAlignment : 0) +
-                     (qBuffers == 2 ? tile(bq, dv) : 0);
+    bool persistent = isPersistentScheduler(config.getTileScheduler());
+    int64_t qBuffers = persistent ? 2 : 1;
+    // Persistent, O is staged for a TMA store after the K/V rings; dynamic,
+    // the tile index of each Q buffer follows.
+    r.sharedMemory =
+        qBuffers * tile(bq, d) + tile(stages * bkv, d) +
+        tile(stages * bkv, dv) + (wgmma ? kWgmmaAlignment : 0) +
+        (persistent ? tile(bq, dv) : 0) +
+        (config.getTileScheduler() == TileScheduler::Dynamic ? kTileSlotBytes
+                                                             : 0);
     if (wgmma) {
       // One warpgroup row of 16 per warp: O [16, dv] and S [16, Bc].
       r.accumulatorRegisters = dv / 2 + bkv / 2;
@@ -229,10 +237,11 @@ LogicalResult KernelConfigAttr::verify(
                          << info->threadsPerBlock << " threads";
   }
   // Only the warp-specialized kernel loops over tiles.
-  if (tileScheduler == TileScheduler::Persistent &&
+  if (isPersistentScheduler(tileScheduler) &&
       schedule != KernelSchedule::WarpSpecialized)
-    return emitError() << "the persistent tile scheduler needs the "
-                          "warp_specialized schedule";
+    return emitError() << "the " << stringifyTileScheduler(tileScheduler)
+                       << " tile scheduler needs the warp_specialized "
+                          "schedule";
   return success();
 }
 

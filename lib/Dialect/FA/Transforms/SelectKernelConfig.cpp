@@ -118,7 +118,7 @@ SmallVector<Tiles> warpSpecializedCandidates(const OpTraits &op, MmaKind mma,
   // Chosen (not forced) where it was measured to win. A persistent tile
   // scheduler asks for it: only this kernel loops over tiles.
   bool asked = req.schedule.has_value() ||
-               req.tileScheduler == TileScheduler::Persistent;
+               (req.tileScheduler && isPersistentScheduler(*req.tileScheduler));
   int64_t dmax = std::max(op.d, op.dv);
   if (!asked && (op.d % 64 || op.dv % 64 || dmax > 128))
     return {};
@@ -142,13 +142,15 @@ SmallVector<Tiles> warpSpecializedCandidates(const OpTraits &op, MmaKind mma,
   // measured to win: without a mask, 1.01-1.59x the grid kernels at D = 128
   // and 1.03-1.39x at D = 64 (N 512-16k, H200, 2026-12-02); the grid one
   // next (fa-compile's choice when the persistent kernel spills, as at
-  // D = 64). With a causal mask the persistent kernel's static tile order
-  // loses at 16k (0.84x at D = 128): grid only. Dv != D: the persistent
-  // kernel has not run on the H200 (the head-dim matrix), grid only.
-  if (op.masked || op.d != op.dv)
+  // D = 64). With a mask, the dynamic scheduler: the static order loses at
+  // causal 16k (0.84x at D = 128), the atomic counter balances the uneven
+  // tiles. Dv != D: the persistent kernels have not run on the H200 (the
+  // head-dim matrix), grid only.
+  if (op.d != op.dv)
     return {t};
   Tiles persistent = t;
-  persistent.tileScheduler = TileScheduler::Persistent;
+  persistent.tileScheduler =
+      op.masked ? TileScheduler::Dynamic : TileScheduler::Persistent;
   return {persistent, t};
 }
 
@@ -157,7 +159,7 @@ SmallVector<Tiles> candidates(const OpTraits &op, MmaKind mma,
                               const KernelConfigRequest &req) {
   SmallVector<Tiles> ws = warpSpecializedCandidates(op, mma, chip, req);
   if (req.schedule == KernelSchedule::WarpSpecialized ||
-      req.tileScheduler == TileScheduler::Persistent)
+      (req.tileScheduler && isPersistentScheduler(*req.tileScheduler)))
     return ws;
   Tiles t = tableTiles(op, mma, chip);
   SmallVector<int64_t> splits = {1};
@@ -382,7 +384,8 @@ struct FASelectKernelConfigPass final
     if (tileScheduler != "auto" &&
         !(req.tileScheduler = symbolizeTileScheduler(tileScheduler))) {
       getOperation()->emitError("fa-select-kernel-config: tile-scheduler "
-                                "must be auto, grid or persistent, got '")
+                                "must be auto, grid, persistent or "
+                                "dynamic, got '")
           << tileScheduler << "'";
       return signalPassFailure();
     }

@@ -84,7 +84,8 @@ def FA_KernelScheduleParameter : EnumParameter<FA_KernelSchedule> {
 def FA_TileScheduler : I32EnumAttr<"TileScheduler",
     "how a forward kernel's thread blocks are given their tiles", [
     I32EnumAttrCase<"Grid", 0, "grid">,
-    I32EnumAttrCase<"Persistent", 1, "persistent">
+    I32EnumAttrCase<"Persistent", 1, "persistent">,
+    I32EnumAttrCase<"Dynamic", 2, "dynamic">
   ]> {
   let cppNamespace = "::mlir::fa";
   let genSpecializedAttr = 0;
@@ -125,7 +126,11 @@ def FA_KernelConfigAttr : AttrDef<FA_Dialect, "KernelConfig"> {
       one thread block per multiprocessor looping over the tiles, longest
       first, so that the producer loads the next tile's keys while the
       consumers finish the last one (the launcher supplies the
-      multiprocessor count).
+      multiprocessor count); `dynamic` (warp_specialized), the same
+      persistent kernel whose blocks take their next tile from a global
+      counter (an atomic add by the producer, passed to the consumers with
+      the tile's Q), so that uneven (causal) tiles balance: the kernel takes
+      a one-word workspace that the launcher zeroes before each launch.
 
     The op verifier checks the configuration against the op (head dims,
     element type) and the chip (shared memory, registers): a configuration

@@ -25,6 +25,15 @@
 namespace mlir::fa {
 
 class KernelConfigAttr;
+enum class TileScheduler : uint32_t;
+
+/// Whether the forward kernel of `scheduler` is persistent: one thread block
+/// per multiprocessor looping over tiles (persistent and dynamic).
+bool isPersistentScheduler(TileScheduler scheduler);
+
+/// Shared memory of the dynamic tile scheduler's tile-index slots (one i32
+/// per Q stage, after O's staging tile), padded to 16 bytes.
+constexpr int64_t kTileSlotBytes = 16;
 
 /// What one chip offers a thread block (CUDA's documented limits).
 struct ChipInfo {

@@ -92,8 +92,8 @@ def FASelectKernelConfig : Pass<"fa-select-kernel-config"> {
            "128, else cooperative), cooperative or warp_specialized">,
     Option<"tileScheduler", "tile-scheduler", "std::string",
            /*default=*/"\"auto\"",
-           "Forward: auto (grid), grid or persistent (warp_specialized "
-           "only)">
+           "Forward: auto (the table's choice), grid, persistent or "
+           "dynamic (both warp_specialized only)">
   ];
 }
 

@@ -119,6 +119,37 @@ def FAGPU_ChannelPutTmaOp : FAGPU_Op<"channel_put_tma"> {
   }];
 }
 
+def FAGPU_ChannelAcquireOp : FAGPU_Op<"channel_acquire"> {
+  let summary = "producer: wait until item `index`'s buffer is free";
+  let description = [{
+    The wait `channel_put_tma` starts with (the consumers released item
+    `index - stages`; nothing for the first `stages` items), on its own: the
+    producer may then write values of its own for the item (e.g. a tile
+    index in shared memory), which the item's put or signal publishes to
+    the consumers with the item. The put's own wait then passes at once.
+    One thread of the executing warpgroup waits, as for a put.
+  }];
+  let arguments = (ins FAGPU_ChannelType:$channel, Index:$index);
+  let assemblyFormat = [{
+    $channel `[` $index `]` attr-dict `:` qualified(type($channel))
+  }];
+}
+
+def FAGPU_ChannelSignalOp : FAGPU_Op<"channel_signal"> {
+  let summary = "producer: complete item `index` without loading it";
+  let description = [{
+    Completes the item's "full" barrier with no data (the buffer keeps what
+    it held): the consumers' `channel_get` returns, and what the producer
+    wrote after `channel_acquire` of the item is visible to them (e.g. a
+    persistent kernel's end-of-tiles marker). Must follow the item's
+    `channel_acquire`. One thread of the executing warpgroup arrives.
+  }];
+  let arguments = (ins FAGPU_ChannelType:$channel, Index:$index);
+  let assemblyFormat = [{
+    $channel `[` $index `]` attr-dict `:` qualified(type($channel))
+  }];
+}
+
 def FAGPU_ChannelGetOp : FAGPU_Op<"channel_get"> {
   let summary = "consumer: wait for item `index`, return its buffer";
   let arguments = (ins FAGPU_ChannelType:$channel, Index:$index);
