@@ -32,6 +32,8 @@ void mlir::fa::buildModuleToLLVMPipeline(OpPassManager &pm) {
   pm.addPass(createConvertBufferizationToMemRefPass());
   pm.addPass(createConvertLinalgToLoopsPass());
   pm.addPass(createLowerAffinePass());
+  // (Upstream crashes on some dynamic reshapes: written as casts first.)
+  pm.addPass(createFAExpandReshapesAsCasts());
   pm.addPass(memref::createExpandStridedMetadataPass());
   pm.addPass(createLowerAffinePass());
   pm.addPass(createSCFToControlFlowPass());

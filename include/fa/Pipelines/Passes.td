@@ -30,6 +30,33 @@ def FAHostOnly : Pass<"fa-host-only", "::mlir::ModuleOp"> {
   }];
 }
 
+def FAExpandReshapesAsCasts : Pass<"fa-expand-reshapes-as-casts"> {
+  let summary = "memref.expand_shape with several dynamic sizes in a group "
+                "as a reinterpret_cast";
+  let description = [{
+    MLIR 22's `expand-strided-metadata` crashes on a `memref.expand_shape`
+    that splits one dimension into two or more dynamic ones (fuzz finding N,
+    docs/FUZZING.md): the CPU form of `fa-split-kv`'s partials
+    `[B, H*S, N, Dv] -> [B, H, S, N, Dv]` with H and S both known only at
+    run time. This pass, run just before it, rewrites such reshapes into the
+    `memref.reinterpret_cast` they mean: the source's base and offset, the
+    output sizes, and strides computed from the source's (innermost size of
+    a group gets the source dimension's stride, each outer one the next
+    stride times the next size). Other reshapes are left to upstream.
+
+    Before:
+    ```mlir
+    %e = memref.expand_shape %m [[0], [1, 2], [3]] output_shape [%b, %h, %s, 128]
+        : memref<?x?x128xf32> into memref<?x?x?x128xf32>
+    ```
+    After: `memref.extract_strided_metadata %m` and a
+    `memref.reinterpret_cast` to `memref<?x?x?x128xf32>` with sizes
+    `[%b, %h, %s, 128]` and strides `[st0, %s * st1, st1, 1]`.
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::memref::MemRefDialect"];
+}
+
 def FALowerHostModules : Pass<"fa-lower-host-modules", "::mlir::ModuleOp"> {
   let summary = "Lower every builtin.module holding functions to LLVM for the "
                 "host, innermost first";
