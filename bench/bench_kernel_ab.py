@@ -45,6 +45,8 @@ def main(argv=None):
     p.add_argument("--a", required=True, help="kernel folder A (searched alone)")
     p.add_argument("--b", required=True, help="kernel folder B (searched first, then A)")
     p.add_argument("--headdims", nargs="+", type=int, default=[64, 128])
+    p.add_argument("--value-headdims", nargs="+", type=int, default=None,
+                   help="Dv per --headdims entry (default: Dv = D)")
     p.add_argument("--seqlens", nargs="+", type=int, default=[2048, 8192])
     p.add_argument("--masks", nargs="+", default=["full", "causal"])
     p.add_argument("--direction", choices=["fwd", "bwd", "both"], default="both")
@@ -73,16 +75,19 @@ def main(argv=None):
     cc = torch.cuda.get_device_capability()
     dirs = ["fwd", "bwd"] if args.direction == "both" else [args.direction]
     records = []
-    for d in args.headdims:
+    dvs = args.value_headdims or args.headdims
+    if len(dvs) != len(args.headdims):
+        raise SystemExit("--value-headdims needs one Dv per --headdims entry")
+    for d, dv in zip(args.headdims, dvs):
         for mask in args.masks:
             causal, window = parse_mask(mask)
             for n in args.seqlens:
                 b, h = max(1, args.tokens // n), max(1, args.hidden // d)
                 gen = torch.Generator(device="cuda").manual_seed(n + d)
-                q, k, v = (torch.randn(b, h, n, d, device="cuda", dtype=torch.bfloat16,
-                                       generator=gen) for _ in range(3))
-                dout = torch.randn(b, h, n, d, device="cuda", dtype=torch.bfloat16,
-                                   generator=gen)
+                q, k = (torch.randn(b, h, n, d, device="cuda", dtype=torch.bfloat16,
+                                    generator=gen) for _ in range(2))
+                v, dout = (torch.randn(b, h, n, dv, device="cuda", dtype=torch.bfloat16,
+                                       generator=gen) for _ in range(2))
                 for direction in dirs:
                     best, names = {}, {}
                     for side in ("A", "B", "B", "A"):
@@ -108,17 +113,19 @@ def main(argv=None):
                             continue
                         kind = "backward" if direction == "bwd" else "forward"
                         names[side] = regs[side].find(
-                            KernelRequest.make(kind, "bf16", d, causal=causal, window=window),
+                            KernelRequest.make(kind, "bf16", d, dv, causal=causal,
+                                               window=window),
                             cc, compile=False).name
                         best[side] = min(best.get(side, ms), ms)
-                    rec = dict(direction=direction, head_dim=d, mask=mask, seqlen=n,
+                    rec = dict(direction=direction, head_dim=d, value_head_dim=dv,
+                               mask=mask, seqlen=n,
                                batch=b, heads=h, ms_a=best.get("A"), ms_b=best.get("B"),
                                kernels=names)
                     if "A" in best and "B" in best:
                         rec["b_over_a"] = best["B"] / best["A"]
                     records.append(rec)
                     ratio = rec.get("b_over_a")
-                    print(f"{direction} D={d:<3} {mask:<22} N={n:<5} "
+                    print(f"{direction} D={d:<3} Dv={dv:<3} {mask:<22} N={n:<5} "
                           f"A {best.get('A', float('nan')):8.3f} ms  "
                           f"B {best.get('B', float('nan')):8.3f} ms  "
                           f"B/A {ratio if ratio else float('nan'):.3f}  {names}", flush=True)
