@@ -648,13 +648,18 @@ def out_of_range_dims(text):
     a crash on such input is tagged so the allow list can name it."""
     consts = dict(re.findall(r"(%[\w$.-]+) = arith\.constant (-?\d+) : index",
                              text))
+    # Type aliases (`!o = memref<...>`) stand for their shapes.
+    aliases = dict(re.findall(r"^(![\w$.-]+) = (?:tensor|memref)<([^>]*)>",
+                              text, flags=re.M))
     bad = []
     for m in re.finditer(r"\b(?:tensor|memref)\.dim %[\w$.#-]+, "
-                         r"(%[\w$.-]+) : (?:tensor|memref)<([^>]*)>", text):
+                         r"(%[\w$.-]+) : (?:(?:tensor|memref)<([^>]*)>"
+                         r"|(![\w$.-]+))", text):
         index = consts.get(m.group(1))
-        if index is None:
+        body = m.group(2) if m.group(2) is not None else aliases.get(m.group(3))
+        if index is None or body is None:
             continue
-        shape = m.group(2).split(",")[0]
+        shape = body.split(",")[0]
         rank = shape.count("x")  # `?x?x64xbf16`: one `x` per dim
         if int(index) < 0 or int(index) >= rank:
             bad.append(m.group(0))
