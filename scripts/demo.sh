@@ -125,11 +125,13 @@ leftover=$(grep -oE '(^|= )[a-z_]+\.[a-z_.0-9]+' "$OUT/llvm.mlir" |
 # the JSON manifest a runtime needs to launch it.
 FA_COMPILE=$BUILD_DIR/bin/fa-compile
 PTXAS=${PTXAS:-/usr/local/cuda/bin/ptxas}
-# sm_90a: warpgroup MMAs on swizzled shared-memory tiles; sm_80: mma.sync
-# fed by ldmatrix. Both: cp.async, ex2.approx, quad shuffles.
+# sm_90a: warpgroup MMAs on swizzled shared-memory tiles fed by TMA and
+# mbarriers, the producer's tiles from an atomic counter (the dynamic tile
+# scheduler), register reallocation between the roles; sm_80: mma.sync fed
+# by ldmatrix and cp.async. Both: ex2.approx, quad shuffles.
 for chip in sm_90a sm_80; do
   case $chip in
-    sm_90a) insns="wgmma.mma_async cp.async.cg ex2.approx shfl.sync" ;;
+    sm_90a) insns="wgmma.mma_async cp.async.bulk.tensor mbarrier atom.global setmaxnreg ex2.approx shfl.sync" ;;
     sm_80) insns="mma.sync.aligned.m16n8k16 ldmatrix cp.async.cg ex2.approx shfl.sync" ;;
   esac
   stage "4. fa-compile: causal bf16 D=128 forward -> PTX ($chip) + manifest"
@@ -149,10 +151,17 @@ for chip in sm_90a sm_80; do
   python3 - "$manifest" <<'EOF2'
 import json, sys
 m = json.load(open(sys.argv[1]))
-print(f"      entry {m['entry']} ({m['mma']}, {m['block_q']} x {m['block_kv']} tiles, "
-      f"{m['warps']} warps): grid {m['grid']}, block {m['block']}, "
-      f"{m['dynamic_shared_memory']} B dynamic shared memory, "
-      f"{len(m['params'])} parameters ({', '.join(p['name'] + ('' if p['type'] == 'memref' else ': ' + p['type']) for p in m['params'])})")
+# One launch, or (a workspace, e.g. the dynamic scheduler's tile counter)
+# the 'kernels' form.
+for k in m.get("kernels", [m]):
+    print(f"      entry {k['entry']} ({m['mma']}, {m['block_q']} x {m['block_kv']} tiles, "
+          f"{m['warps']} warps, {m.get('tile_scheduler', 'grid')} tile scheduler): "
+          f"grid {k['grid']}, block {k['block']}, "
+          f"{k['dynamic_shared_memory']} B dynamic shared memory, "
+          f"{len(k['params'])} parameters ({', '.join(p['name'] + ('' if p['type'] == 'memref' else ': ' + p['type']) for p in k['params'])})")
+for w in m.get("workspace", []):
+    print(f"      workspace {w['name']}: {w['dtype']} {w['dims']}"
+          + (" (zeroed by the launcher)" if w.get("init") == "zero" else ""))
 EOF2
   if [ -x "$PTXAS" ]; then
     "$PTXAS" -arch=$chip -v "$ptx" -o /dev/null 2>&1 | grep -E 'registers|spill' |
