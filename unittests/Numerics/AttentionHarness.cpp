@@ -310,6 +310,22 @@ mlir::fa::numerics::buildAttentionModule(const AttentionProblem &p,
 // Kernel buffers
 //===----------------------------------------------------------------------===//
 
+/// `[i, j, ...]`: the multi-index of flat element `flat` of `shape`.
+static std::string formatFlatIndex(const std::vector<int64_t> &shape,
+                                   int64_t flat) {
+  std::vector<int64_t> index(shape.size());
+  for (int i = static_cast<int>(shape.size()) - 1; i >= 0; --i) {
+    index[i] = flat % shape[i];
+    flat /= shape[i];
+  }
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  os << "[";
+  llvm::interleaveComma(index, os);
+  os << "]";
+  return s;
+}
+
 /// The row-major descriptor of `data` of `shape` (rank N).
 template <typename T, int N>
 static StridedMemRefType<T, N> makeDescriptor(T *data,
@@ -371,8 +387,8 @@ llvm::Expected<HostTensor> KernelBuffer::read() const {
   for (int64_t n = 0; n < numElements; ++n) {
     t.data[n] = toDouble(load(n));
     if (std::isnan(t.data[n]))
-      return makeError(name + "[" + formatIndex(n) +
-                       "] is NaN: never written (the buffer was poisoned "
+      return makeError(name + formatFlatIndex(shape, n) +
+                       " is NaN: never written (the buffer was poisoned "
                        "with NaN) or computed as NaN");
   }
   return t;
@@ -404,18 +420,6 @@ llvm::APFloat KernelBuffer::load(int64_t n) const {
   uint64_t bits = 0;
   std::memcpy(&bits, &bytes[n * elementSize()], elementSize());
   return llvm::APFloat(semanticsOf(type), llvm::APInt(elementSize() * 8, bits));
-}
-
-std::string KernelBuffer::formatIndex(int64_t flat) const {
-  std::vector<int64_t> index(shape.size());
-  for (int i = static_cast<int>(shape.size()) - 1; i >= 0; --i) {
-    index[i] = flat % shape[i];
-    flat /= shape[i];
-  }
-  std::string s;
-  llvm::raw_string_ostream os(s);
-  llvm::interleaveComma(index, os);
-  return s;
 }
 
 namespace {
@@ -627,21 +631,6 @@ double mlir::fa::numerics::maxRelativeError(const HostTensor &actual,
       worst = std::max(worst, std::abs(a - e) / denom);
   }
   return worst;
-}
-
-static std::string formatFlatIndex(const std::vector<int64_t> &shape,
-                                   int64_t flat) {
-  std::vector<int64_t> index(shape.size());
-  for (int i = static_cast<int>(shape.size()) - 1; i >= 0; --i) {
-    index[i] = flat % shape[i];
-    flat /= shape[i];
-  }
-  std::string s;
-  llvm::raw_string_ostream os(s);
-  os << "[";
-  llvm::interleaveComma(index, os);
-  os << "]";
-  return s;
 }
 
 ::testing::AssertionResult

@@ -260,7 +260,6 @@ private:
   size_t elementSize() const;
   void store(int64_t n, const llvm::APFloat &f);
   llvm::APFloat load(int64_t n) const;
-  std::string formatIndex(int64_t flat) const;
 
   std::string name;
   ElementType type;

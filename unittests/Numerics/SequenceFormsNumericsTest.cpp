@@ -15,6 +15,7 @@
 
 #include "fa/Pipelines/Pipelines.h"
 #include "mlir/ExecutionEngine/ExecutionEngine.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
@@ -147,6 +148,66 @@ void expectClose(const std::string &what, const ForwardResult &got,
   EXPECT_TRUE(allClose(what + " lse", got.lse, want.lse, tol));
 }
 
+/// A memref argument of the generated function: its name and the body of
+/// its shaped type.
+struct Arg {
+  std::string name, body;
+};
+
+/// `func.func @attention` over the memrefs `ins`, then `outs`, then the
+/// index arguments `indices`: applies `op` (its name, operands and
+/// attributes; the inputs as tensors are `%<in>_t`, the index arguments
+/// themselves) and stores its results into `outs`.
+std::string wrapInFunction(llvm::ArrayRef<Arg> ins, llvm::ArrayRef<Arg> outs,
+                           llvm::ArrayRef<std::string> indices,
+                           const std::string &op) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  os << "func.func @attention(";
+  llvm::ListSeparator args;
+  for (llvm::ArrayRef<Arg> group : {ins, outs})
+    for (const Arg &a : group)
+      os << args << "%" << a.name << ": memref<" << a.body << ">";
+  for (const std::string &i : indices)
+    os << args << "%" << i << ": index";
+  os << ") attributes {llvm.emit_c_interface} {\n";
+  for (const Arg &a : ins)
+    os << "  %" << a.name << "_t = bufferization.to_tensor %" << a.name
+       << " restrict : memref<" << a.body << "> to tensor<" << a.body << ">\n";
+  os << "  ";
+  llvm::interleaveComma(outs, os,
+                        [&](const Arg &a) { os << "%" << a.name << "_t"; });
+  os << " = " << op << " : (";
+  llvm::ListSeparator types;
+  for (const Arg &a : ins)
+    os << types << "tensor<" << a.body << ">";
+  for (size_t i = 0; i < indices.size(); ++i)
+    os << types << "index";
+  os << ") -> (";
+  llvm::interleaveComma(
+      outs, os, [&](const Arg &a) { os << "tensor<" << a.body << ">"; });
+  os << ")\n";
+  for (const Arg &a : outs)
+    os << "  bufferization.materialize_in_destination %" << a.name
+       << "_t in restrict writable %" << a.name << " : (tensor<" << a.body
+       << ">, memref<" << a.body << ">) -> ()\n";
+  os << "  return\n}\n";
+  return s;
+}
+
+/// Calls the generated function with the memref descriptors (in its
+/// argument order) and the index arguments.
+llvm::Error invoke(mlir::ExecutionEngine &engine,
+                   std::vector<void *> descriptors,
+                   std::vector<int64_t> indices = {}) {
+  std::vector<void *> packed;
+  for (void *&d : descriptors)
+    packed.push_back(&d);
+  for (int64_t &i : indices)
+    packed.push_back(&i);
+  return engine.invokePacked("_mlir_ciface_attention", packed);
+}
+
 //===----------------------------------------------------------------------===//
 // fa.attention_varlen
 //===----------------------------------------------------------------------===//
@@ -161,44 +222,49 @@ struct VarlenCase {
 
 void PrintTo(const VarlenCase &c, std::ostream *os) { *os << c.name; }
 
-std::string varlenModule(const VarlenCase &c, int64_t tq, int64_t tk) {
-  const Attributes &a = c.attrs;
-  std::string s;
-  llvm::raw_string_ostream os(s);
-  // Token counts dynamic, as a serving engine's are.
-  auto t = [&](int64_t heads, int64_t d, const char *elt) {
-    return std::to_string(heads) + "x?x" + std::to_string(d) + "x" + elt;
-  };
-  std::string q = t(a.headsQ, a.headDim, a.elt()),
-              k = t(a.headsKV, a.headDim, a.elt()),
-              v = t(a.headsKV, a.valueHeadDim, a.elt()),
-              o = t(a.headsQ, a.valueHeadDim, a.elt()),
-              l = std::to_string(a.headsQ) + "x?xf32";
-  os << "func.func @attention(%q: memref<" << q << ">, %k: memref<" << k
-     << ">, %v: memref<" << v
-     << ">, %cu_q: memref<?xi32>, %cu_k: memref<?xi32>, %out: memref<" << o
-     << ">, %lse: memref<" << l
-     << ">, %max_q: index) attributes {llvm.emit_c_interface} {\n";
-  for (auto [name, body] : {std::pair<const char *, std::string>{"q", q},
-                            {"k", k},
-                            {"v", v},
-                            {"cu_q", "?xi32"},
-                            {"cu_k", "?xi32"}})
-    os << "  %" << name << "_t = bufferization.to_tensor %" << name
-       << " restrict : memref<" << body << "> to tensor<" << body << ">\n";
-  os << "  %out_t, %lse_t = fa.attention_varlen %q_t, %k_t, %v_t "
-        "seqlens(%cu_q_t, %cu_k_t) max_seqlen_q(%max_q)"
-     << a.text() << " : (tensor<" << q << ">, tensor<" << k << ">, tensor<" << v
-     << ">, tensor<?xi32>, tensor<?xi32>, index) -> (tensor<" << o
-     << ">, tensor<" << l << ">)\n";
-  for (auto [name, body] :
-       {std::pair<const char *, std::string>{"out", o}, {"lse", l}})
-    os << "  bufferization.materialize_in_destination %" << name
-       << "_t in restrict writable %" << name << " : (tensor<" << body
-       << ">, memref<" << body << ">) -> ()\n";
-  os << "  return\n}\n";
-  return s;
+/// The shaped-type bodies of a packed case's tensors (token counts dynamic,
+/// as a serving engine's are).
+struct PackedTypes {
+  std::string q, k, v, o, l;
+  explicit PackedTypes(const Attributes &a) {
+    auto t = [&](int64_t heads, int64_t d) {
+      return std::to_string(heads) + "x?x" + std::to_string(d) + "x" + a.elt();
+    };
+    q = t(a.headsQ, a.headDim);
+    k = t(a.headsKV, a.headDim);
+    v = t(a.headsKV, a.valueHeadDim);
+    o = t(a.headsQ, a.valueHeadDim);
+    l = std::to_string(a.headsQ) + "x?xf32";
+  }
+};
+
+std::string varlenModule(const VarlenCase &c) {
+  PackedTypes t(c.attrs);
+  return wrapInFunction({{"q", t.q},
+                         {"k", t.k},
+                         {"v", t.v},
+                         {"cu_q", "?xi32"},
+                         {"cu_k", "?xi32"}},
+                        {{"out", t.o}, {"lse", t.l}}, {"max_q"},
+                        "fa.attention_varlen %q_t, %k_t, %v_t "
+                        "seqlens(%cu_q_t, %cu_k_t) max_seqlen_q(%max_q)" +
+                            c.attrs.text());
 }
+
+/// The offsets of a packed case: [0, len_0, len_0 + len_1, ...].
+struct Offsets {
+  std::vector<int32_t> q = {0}, k = {0};
+  int64_t maxQ = 0;
+  explicit Offsets(const VarlenCase &c) {
+    for (size_t b = 0; b < c.seqQ.size(); ++b) {
+      q.push_back(q.back() + c.seqQ[b]);
+      k.push_back(k.back() + c.seqK[b]);
+      maxQ = std::max(maxQ, c.seqQ[b]);
+    }
+  }
+  int64_t tq() const { return q.back(); }
+  int64_t tk() const { return k.back(); }
+};
 
 class VarlenNumerics : public ::testing::TestWithParam<VarlenCase> {};
 
@@ -206,13 +272,9 @@ TEST_P(VarlenNumerics, EachSequenceMatchesFloat64) {
   const VarlenCase &c = GetParam();
   const Attributes &a = c.attrs;
   ASSERT_EQ(c.seqQ.size(), c.seqK.size());
-  std::vector<int32_t> cuQ = {0}, cuK = {0};
-  for (size_t b = 0; b < c.seqQ.size(); ++b) {
-    cuQ.push_back(cuQ.back() + c.seqQ[b]);
-    cuK.push_back(cuK.back() + c.seqK[b]);
-  }
-  int64_t tq = cuQ.back(), tk = cuK.back();
-  int64_t maxQ = *std::max_element(c.seqQ.begin(), c.seqQ.end());
+  Offsets cu(c);
+  const std::vector<int32_t> &cuQ = cu.q, &cuK = cu.k;
+  int64_t tq = cu.tq(), tk = cu.tk();
   std::mt19937_64 rng(std::hash<std::string>{}(c.name));
   HostTensor q = randomTensor({a.headsQ, tq, a.headDim}, 1.5, a.type, rng);
   HostTensor k = randomTensor({a.headsKV, tk, a.headDim}, 1.5, a.type, rng);
@@ -234,7 +296,7 @@ TEST_P(VarlenNumerics, EachSequenceMatchesFloat64) {
 
   for (auto &[what, pipeline] : pipelines(c.blockQ, c.blockKV)) {
     SCOPED_TRACE(what);
-    auto engine = compileModule(varlenModule(c, tq, tk), pipeline, c.name);
+    auto engine = compileModule(varlenModule(c), pipeline, c.name);
     ASSERT_TRUE(!!engine) << llvm::toString(engine.takeError());
     KernelBuffer qb("q", a.type, q.shape), kb("k", a.type, k.shape),
         vb("v", a.type, v.shape),
@@ -250,11 +312,7 @@ TEST_P(VarlenNumerics, EachSequenceMatchesFloat64) {
                                        vb.descriptorPtr(), cq.descriptorPtr(),
                                        ck.descriptorPtr(), ob.descriptorPtr(),
                                        lb.descriptorPtr()};
-    std::vector<void *> packed;
-    for (void *&d : descriptors)
-      packed.push_back(&d);
-    packed.push_back(&maxQ);
-    llvm::Error err = (*engine)->invokePacked("_mlir_ciface_attention", packed);
+    llvm::Error err = invoke(**engine, descriptors, {cu.maxQ});
     ASSERT_FALSE(!!err) << llvm::toString(std::move(err));
     auto out = ob.read();
     ASSERT_TRUE(!!out) << llvm::toString(out.takeError());
@@ -265,44 +323,20 @@ TEST_P(VarlenNumerics, EachSequenceMatchesFloat64) {
 }
 
 std::string varlenBackwardModule(const VarlenCase &c) {
-  const Attributes &a = c.attrs;
-  std::string s;
-  llvm::raw_string_ostream os(s);
-  auto t = [&](int64_t heads, int64_t d, const char *elt) {
-    return std::to_string(heads) + "x?x" + std::to_string(d) + "x" + elt;
-  };
-  std::string q = t(a.headsQ, a.headDim, a.elt()),
-              k = t(a.headsKV, a.headDim, a.elt()),
-              v = t(a.headsKV, a.valueHeadDim, a.elt()),
-              o = t(a.headsQ, a.valueHeadDim, a.elt()),
-              l = std::to_string(a.headsQ) + "x?xf32";
-  std::vector<std::pair<const char *, std::string>>
-      ins = {{"q", q},   {"k", k},    {"v", v},          {"out", o},
-             {"lse", l}, {"dout", o}, {"cu_q", "?xi32"}, {"cu_k", "?xi32"}},
-      outs = {{"dq", q}, {"dk", k}, {"dv", v}};
-  os << "func.func @attention(";
-  for (auto &[name, body] : ins)
-    os << "%" << name << ": memref<" << body << ">, ";
-  for (auto &[name, body] : outs)
-    os << "%" << name << ": memref<" << body << ">, ";
-  os << "%max_q: index) attributes {llvm.emit_c_interface} {\n";
-  for (auto &[name, body] : ins)
-    os << "  %" << name << "_t = bufferization.to_tensor %" << name
-       << " restrict : memref<" << body << "> to tensor<" << body << ">\n";
-  os << "  %dq_t, %dk_t, %dv_t = fa.attention_varlen_backward %q_t, %k_t, "
-        "%v_t, %out_t, %lse_t, %dout_t seqlens(%cu_q_t, %cu_k_t) "
-        "max_seqlen_q(%max_q)"
-     << a.text() << " : (";
-  for (auto &[name, body] : ins)
-    os << "tensor<" << body << ">, ";
-  os << "index) -> (tensor<" << q << ">, tensor<" << k << ">, tensor<" << v
-     << ">)\n";
-  for (auto &[name, body] : outs)
-    os << "  bufferization.materialize_in_destination %" << name
-       << "_t in restrict writable %" << name << " : (tensor<" << body
-       << ">, memref<" << body << ">) -> ()\n";
-  os << "  return\n}\n";
-  return s;
+  PackedTypes t(c.attrs);
+  return wrapInFunction(
+      {{"q", t.q},
+       {"k", t.k},
+       {"v", t.v},
+       {"out", t.o},
+       {"lse", t.l},
+       {"dout", t.o},
+       {"cu_q", "?xi32"},
+       {"cu_k", "?xi32"}},
+      {{"dq", t.q}, {"dk", t.k}, {"dv", t.v}}, {"max_q"},
+      "fa.attention_varlen_backward %q_t, %k_t, %v_t, %out_t, %lse_t, "
+      "%dout_t seqlens(%cu_q_t, %cu_k_t) max_seqlen_q(%max_q)" +
+          c.attrs.text());
 }
 
 /// The gradients of each sequence on its own, in float64, against both
@@ -311,13 +345,9 @@ std::string varlenBackwardModule(const VarlenCase &c) {
 TEST_P(VarlenNumerics, BackwardOfEachSequenceMatchesFloat64) {
   const VarlenCase &c = GetParam();
   const Attributes &a = c.attrs;
-  std::vector<int32_t> cuQ = {0}, cuK = {0};
-  for (size_t b = 0; b < c.seqQ.size(); ++b) {
-    cuQ.push_back(cuQ.back() + c.seqQ[b]);
-    cuK.push_back(cuK.back() + c.seqK[b]);
-  }
-  int64_t tq = cuQ.back(), tk = cuK.back();
-  int64_t maxQ = *std::max_element(c.seqQ.begin(), c.seqQ.end());
+  Offsets cu(c);
+  const std::vector<int32_t> &cuQ = cu.q, &cuK = cu.k;
+  int64_t tq = cu.tq(), tk = cu.tk();
   std::mt19937_64 rng(std::hash<std::string>{}(c.name + "_backward"));
   HostTensor q = randomTensor({a.headsQ, tq, a.headDim}, 1.5, a.type, rng);
   HostTensor k = randomTensor({a.headsKV, tk, a.headDim}, 1.5, a.type, rng);
@@ -375,11 +405,7 @@ TEST_P(VarlenNumerics, BackwardOfEachSequenceMatchesFloat64) {
     descriptors.push_back(ck.descriptorPtr());
     for (int i = 6; i < 9; ++i)
       descriptors.push_back(buffers[i].descriptorPtr());
-    std::vector<void *> packed;
-    for (void *&d : descriptors)
-      packed.push_back(&d);
-    packed.push_back(&maxQ);
-    llvm::Error err = (*engine)->invokePacked("_mlir_ciface_attention", packed);
+    llvm::Error err = invoke(**engine, descriptors, {cu.maxQ});
     ASSERT_FALSE(!!err) << llvm::toString(std::move(err));
     double tol = tiledTolerance(a.type);
     const HostTensor *expected[] = {&want.dq, &want.dk, &want.dv};
@@ -483,11 +509,8 @@ struct PagedCase {
 
 void PrintTo(const PagedCase &c, std::ostream *os) { *os << c.name; }
 
-std::string pagedModule(const PagedCase &c, int64_t batch, int64_t pages,
-                        int64_t maxPages) {
+std::string pagedModule(const PagedCase &c) {
   const Attributes &a = c.attrs;
-  std::string s;
-  llvm::raw_string_ostream os(s);
   auto shape = [](std::initializer_list<int64_t> dims, const char *elt) {
     std::string t;
     for (int64_t d : dims)
@@ -499,31 +522,16 @@ std::string pagedModule(const PagedCase &c, int64_t batch, int64_t pages,
               k = shape({-1, a.headsKV, c.pageSize, a.headDim}, a.elt()),
               v = shape({-1, a.headsKV, c.pageSize, a.valueHeadDim}, a.elt()),
               o = shape({-1, a.headsQ, c.seqQ, a.valueHeadDim}, a.elt()),
-              l = shape({-1, a.headsQ, c.seqQ}, "f32"),
-              t = shape({-1, -1}, "i32"), n = shape({-1}, "i32");
-  os << "func.func @attention(%q: memref<" << q << ">, %k: memref<" << k
-     << ">, %v: memref<" << v << ">, %table: memref<" << t
-     << ">, %lens: memref<" << n << ">, %out: memref<" << o
-     << ">, %lse: memref<" << l << ">) attributes {llvm.emit_c_interface} {\n";
-  for (auto [name, body] : {std::pair<const char *, std::string>{"q", q},
-                            {"k", k},
-                            {"v", v},
-                            {"table", t},
-                            {"lens", n}})
-    os << "  %" << name << "_t = bufferization.to_tensor %" << name
-       << " restrict : memref<" << body << "> to tensor<" << body << ">\n";
-  os << "  %out_t, %lse_t = fa.attention_paged %q_t, %k_t, %v_t "
-        "pages(%table_t) seqlens(%lens_t)"
-     << a.text() << " : (tensor<" << q << ">, tensor<" << k << ">, tensor<" << v
-     << ">, tensor<" << t << ">, tensor<" << n << ">) -> (tensor<" << o
-     << ">, tensor<" << l << ">)\n";
-  for (auto [name, body] :
-       {std::pair<const char *, std::string>{"out", o}, {"lse", l}})
-    os << "  bufferization.materialize_in_destination %" << name
-       << "_t in restrict writable %" << name << " : (tensor<" << body
-       << ">, memref<" << body << ">) -> ()\n";
-  os << "  return\n}\n";
-  return s;
+              l = shape({-1, a.headsQ, c.seqQ}, "f32");
+  return wrapInFunction({{"q", q},
+                         {"k", k},
+                         {"v", v},
+                         {"table", shape({-1, -1}, "i32")},
+                         {"lens", shape({-1}, "i32")}},
+                        {{"out", o}, {"lse", l}}, {},
+                        "fa.attention_paged %q_t, %k_t, %v_t pages(%table_t) "
+                        "seqlens(%lens_t)" +
+                            a.text());
 }
 
 class PagedNumerics : public ::testing::TestWithParam<PagedCase> {};
@@ -583,8 +591,7 @@ TEST_P(PagedNumerics, EachBatchMatchesFloat64) {
 
   for (auto &[what, pipeline] : pipelines(c.blockQ, c.blockKV)) {
     SCOPED_TRACE(what);
-    auto engine =
-        compileModule(pagedModule(c, batch, pages, maxPages), pipeline, c.name);
+    auto engine = compileModule(pagedModule(c), pipeline, c.name);
     ASSERT_TRUE(!!engine) << llvm::toString(engine.takeError());
     KernelBuffer qb("q", a.type, q.shape), kb("k", a.type, kp.shape),
         vb("v", a.type, vp.shape), ob("out", a.type, want.out.shape),
@@ -599,10 +606,7 @@ TEST_P(PagedNumerics, EachBatchMatchesFloat64) {
                                        vb.descriptorPtr(), tb.descriptorPtr(),
                                        nb.descriptorPtr(), ob.descriptorPtr(),
                                        lb.descriptorPtr()};
-    std::vector<void *> packed;
-    for (void *&d : descriptors)
-      packed.push_back(&d);
-    llvm::Error err = (*engine)->invokePacked("_mlir_ciface_attention", packed);
+    llvm::Error err = invoke(**engine, descriptors);
     ASSERT_FALSE(!!err) << llvm::toString(std::move(err));
     auto out = ob.read();
     ASSERT_TRUE(!!out) << llvm::toString(out.takeError());

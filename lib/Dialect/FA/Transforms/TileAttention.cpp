@@ -110,6 +110,8 @@ struct Sequence {
 /// loop nest: where a sequence's rows live. The rest of the nest (tiles,
 /// state, key loop, finalize) is one.
 struct NestForm {
+  /// The tensors the tiles are sliced from, and the key/value head count.
+  Value q, k, v, kvHeads;
   /// Sequences (the forall's first dimension) and query heads.
   Value numSeqs, heads;
   /// Upper bound of any sequence's query count (sizes the query-block
@@ -134,9 +136,9 @@ struct NestForm {
 /// Builds the FlashAttention loop nest of `op` (fa.attention or one of its
 /// varlen / paged forms) for `form`, and replaces the op with it.
 template <typename OpT>
-void buildNest(PatternRewriter &rewriter, OpT op, Value q, Value k, Value v,
-               Value kvHeads, const NestForm &form, int64_t blockQ,
-               int64_t blockKV) {
+void buildNest(PatternRewriter &rewriter, OpT op, const NestForm &form,
+               int64_t blockQ, int64_t blockKV) {
+  Value q = form.q, k = form.k, v = form.v;
   KernelConfigAttr config = op.getKernelConfigAttr();
   Location loc = op.getLoc();
   RankedTensorType outType = op.getOut().getType();
@@ -150,7 +152,8 @@ void buildNest(PatternRewriter &rewriter, OpT op, Value q, Value k, Value v,
   Value br = arith::ConstantIndexOp::create(rewriter, loc, blockQ);
   Value bc = arith::ConstantIndexOp::create(rewriter, loc, blockKV);
   // Query heads per key/value head (grouped-query attention).
-  Value group = rewriter.createOrFold<arith::DivUIOp>(loc, form.heads, kvHeads);
+  Value group =
+      rewriter.createOrFold<arith::DivUIOp>(loc, form.heads, form.kvHeads);
   Value numQBlocks =
       rewriter.createOrFold<arith::CeilDivUIOp>(loc, form.maxNq, br);
 
@@ -281,137 +284,129 @@ Value dimOf(OpBuilder &b, Location loc, Value t, int64_t i) {
   return b.createOrFold<tensor::DimOp>(loc, t, i);
 }
 
-struct TileAttentionPattern final : OpRewritePattern<AttentionOp> {
-  TileAttentionPattern(MLIRContext *ctx, int64_t blockQ, int64_t blockKV)
-      : OpRewritePattern(ctx), blockQ(blockQ), blockKV(blockKV) {}
+/// Rows of batch b at `row` of head h, in [B, H, N, ...] tensors.
+SmallVector<OpFoldResult> batchRowOffsets(OpBuilder &, Location,
+                                          const Sequence &seq, Value h,
+                                          Value row) {
+  return getAsOpFoldResult(ValueRange{seq.index, h, row});
+}
 
-  LogicalResult matchAndRewrite(AttentionOp op,
-                                PatternRewriter &rewriter) const override {
-    Location loc = op.getLoc();
-    Value q = op.getQuery(), k = op.getKey();
-    Value nq = dimOf(rewriter, loc, q, 2), nk = dimOf(rewriter, loc, k, 2);
-    NestForm form;
-    form.numSeqs = dimOf(rewriter, loc, q, 0);
-    form.heads = dimOf(rewriter, loc, q, 1);
-    form.maxNq = nq;
-    form.rowSizes = getAsOpFoldResult(ValueRange{form.numSeqs, form.heads, nq});
-    form.sequence = [&](OpBuilder &, Location, Value b) {
-      return Sequence{b, nq, nk, Value(), Value()};
-    };
-    form.rowOffsets = [](OpBuilder &, Location, const Sequence &seq, Value h,
-                         Value row) {
-      return getAsOpFoldResult(ValueRange{seq.index, h, row});
-    };
-    form.keyOffsets = [](OpBuilder &nb, Location, const Sequence &seq,
-                         Value kvh, Value row) {
-      SmallVector<OpFoldResult> offsets =
-          getAsOpFoldResult(ValueRange{seq.index, kvh, row});
-      offsets.push_back(nb.getIndexAttr(0));
-      return offsets;
-    };
-    auto [bq, bkv] = blockSizes(op, blockQ, blockKV);
-    buildNest(rewriter, op, q, k, op.getValue(), dimOf(rewriter, loc, k, 1),
-              form, bq, bkv);
-    return success();
-  }
-
-  int64_t blockQ, blockKV;
-};
+/// fa.attention: one sequence per batch, all of the same lengths.
+NestForm nestForm(AttentionOp op, OpBuilder &b) {
+  Location loc = op.getLoc();
+  NestForm form;
+  form.q = op.getQuery();
+  form.k = op.getKey();
+  form.v = op.getValue();
+  form.kvHeads = dimOf(b, loc, form.k, 1);
+  Value nq = dimOf(b, loc, form.q, 2), nk = dimOf(b, loc, form.k, 2);
+  form.numSeqs = dimOf(b, loc, form.q, 0);
+  form.heads = dimOf(b, loc, form.q, 1);
+  form.maxNq = nq;
+  form.rowSizes = getAsOpFoldResult(ValueRange{form.numSeqs, form.heads, nq});
+  form.sequence = [=](OpBuilder &, Location, Value bi) {
+    return Sequence{bi, nq, nk, Value(), Value()};
+  };
+  form.rowOffsets = batchRowOffsets;
+  form.keyOffsets = [](OpBuilder &nb, Location, const Sequence &seq, Value kvh,
+                       Value row) {
+    SmallVector<OpFoldResult> offsets =
+        getAsOpFoldResult(ValueRange{seq.index, kvh, row});
+    offsets.push_back(nb.getIndexAttr(0));
+    return offsets;
+  };
+  return form;
+}
 
 /// fa.attention_varlen: sequence b's rows start at cu_seqlens[b] of the
 /// packed [H, T, D] tensors; the forall runs over the sequences and
 /// ceil(max_seqlen_q / Br) query blocks.
-struct TileAttentionVarlenPattern final : OpRewritePattern<AttentionVarlenOp> {
-  TileAttentionVarlenPattern(MLIRContext *ctx, int64_t blockQ, int64_t blockKV)
-      : OpRewritePattern(ctx), blockQ(blockQ), blockKV(blockKV) {}
-
-  LogicalResult matchAndRewrite(AttentionVarlenOp op,
-                                PatternRewriter &rewriter) const override {
-    using fa::detail::extractIndex;
-    Location loc = op.getLoc();
-    Value q = op.getQuery(), k = op.getKey();
-    Value cuQ = op.getCuSeqlensQ(), cuK = op.getCuSeqlensK();
-    Value one = arith::ConstantIndexOp::create(rewriter, loc, 1);
-    NestForm form;
-    form.numSeqs =
-        arith::SubIOp::create(rewriter, loc, dimOf(rewriter, loc, cuQ, 0), one);
-    form.heads = dimOf(rewriter, loc, q, 0);
-    form.maxNq = op.getMaxSeqlenQ();
-    form.rowSizes =
-        getAsOpFoldResult(ValueRange{form.heads, dimOf(rewriter, loc, q, 1)});
-    form.sequence = [=](OpBuilder &nb, Location nl, Value b) {
-      Value next = arith::AddIOp::create(nb, nl, b, one);
-      Value qBase = extractIndex(nb, nl, cuQ, b);
-      Value kBase = extractIndex(nb, nl, cuK, b);
-      Value nq =
-          arith::SubIOp::create(nb, nl, extractIndex(nb, nl, cuQ, next), qBase);
-      Value nk =
-          arith::SubIOp::create(nb, nl, extractIndex(nb, nl, cuK, next), kBase);
-      return Sequence{b, nq, nk, qBase, kBase};
-    };
-    form.rowOffsets = [](OpBuilder &nb, Location nl, const Sequence &seq,
-                         Value h, Value row) {
-      Value r = arith::AddIOp::create(nb, nl, seq.qBase, row);
-      return getAsOpFoldResult(ValueRange{h, r});
-    };
-    form.keyOffsets = [](OpBuilder &nb, Location nl, const Sequence &seq,
-                         Value kvh, Value row) {
-      Value r = arith::AddIOp::create(nb, nl, seq.kBase, row);
-      SmallVector<OpFoldResult> offsets = getAsOpFoldResult(ValueRange{kvh, r});
-      offsets.push_back(nb.getIndexAttr(0));
-      return offsets;
-    };
-    auto [bq, bkv] = blockSizes(op, blockQ, blockKV);
-    buildNest(rewriter, op, q, k, op.getValue(), dimOf(rewriter, loc, k, 0),
-              form, bq, bkv);
-    return success();
-  }
-
-  int64_t blockQ, blockKV;
-};
+NestForm nestForm(AttentionVarlenOp op, OpBuilder &b) {
+  using fa::detail::extractIndex;
+  Location loc = op.getLoc();
+  NestForm form;
+  form.q = op.getQuery();
+  form.k = op.getKey();
+  form.v = op.getValue();
+  form.kvHeads = dimOf(b, loc, form.k, 0);
+  Value cuQ = op.getCuSeqlensQ(), cuK = op.getCuSeqlensK();
+  Value one = arith::ConstantIndexOp::create(b, loc, 1);
+  form.numSeqs = arith::SubIOp::create(b, loc, dimOf(b, loc, cuQ, 0), one);
+  form.heads = dimOf(b, loc, form.q, 0);
+  form.maxNq = op.getMaxSeqlenQ();
+  form.rowSizes =
+      getAsOpFoldResult(ValueRange{form.heads, dimOf(b, loc, form.q, 1)});
+  form.sequence = [=](OpBuilder &nb, Location nl, Value bi) {
+    Value next = arith::AddIOp::create(nb, nl, bi, one);
+    Value qBase = extractIndex(nb, nl, cuQ, bi);
+    Value kBase = extractIndex(nb, nl, cuK, bi);
+    Value nq =
+        arith::SubIOp::create(nb, nl, extractIndex(nb, nl, cuQ, next), qBase);
+    Value nk =
+        arith::SubIOp::create(nb, nl, extractIndex(nb, nl, cuK, next), kBase);
+    return Sequence{bi, nq, nk, qBase, kBase};
+  };
+  form.rowOffsets = [](OpBuilder &nb, Location nl, const Sequence &seq, Value h,
+                       Value row) {
+    Value r = arith::AddIOp::create(nb, nl, seq.qBase, row);
+    return getAsOpFoldResult(ValueRange{h, r});
+  };
+  form.keyOffsets = [](OpBuilder &nb, Location nl, const Sequence &seq,
+                       Value kvh, Value row) {
+    Value r = arith::AddIOp::create(nb, nl, seq.kBase, row);
+    SmallVector<OpFoldResult> offsets = getAsOpFoldResult(ValueRange{kvh, r});
+    offsets.push_back(nb.getIndexAttr(0));
+    return offsets;
+  };
+  return form;
+}
 
 /// fa.attention_paged: key block [k0, k0 + Bc) of batch b is rows
 /// [k0 mod S, k0 mod S + Bc) of page page_table[b, k0 / S] (S a multiple of
 /// Bc, which the pass checks, so a block never straddles pages).
-struct TileAttentionPagedPattern final : OpRewritePattern<AttentionPagedOp> {
-  TileAttentionPagedPattern(MLIRContext *ctx, int64_t blockQ, int64_t blockKV)
-      : OpRewritePattern(ctx), blockQ(blockQ), blockKV(blockKV) {}
+NestForm nestForm(AttentionPagedOp op, OpBuilder &b) {
+  using fa::detail::extractIndex;
+  Location loc = op.getLoc();
+  NestForm form;
+  form.q = op.getQuery();
+  form.k = op.getKeyPages();
+  form.v = op.getValuePages();
+  form.kvHeads = dimOf(b, loc, form.k, 1);
+  Value table = op.getPageTable(), lens = op.getCacheSeqlens();
+  Value pageSize = arith::ConstantIndexOp::create(b, loc, op.getPageSize());
+  Value nq = dimOf(b, loc, form.q, 2);
+  form.numSeqs = dimOf(b, loc, form.q, 0);
+  form.heads = dimOf(b, loc, form.q, 1);
+  form.maxNq = nq;
+  form.rowSizes = getAsOpFoldResult(ValueRange{form.numSeqs, form.heads, nq});
+  form.sequence = [=](OpBuilder &nb, Location nl, Value bi) {
+    return Sequence{bi, nq, extractIndex(nb, nl, lens, bi), Value(), Value()};
+  };
+  form.rowOffsets = batchRowOffsets;
+  form.keyOffsets = [=](OpBuilder &nb, Location nl, const Sequence &seq,
+                        Value kvh, Value row) {
+    Value page = extractIndex(
+        nb, nl, table,
+        {seq.index, arith::DivUIOp::create(nb, nl, row, pageSize)});
+    Value inPage = arith::RemUIOp::create(nb, nl, row, pageSize);
+    SmallVector<OpFoldResult> offsets =
+        getAsOpFoldResult(ValueRange{page, kvh, inPage});
+    offsets.push_back(nb.getIndexAttr(0));
+    return offsets;
+  };
+  return form;
+}
 
-  LogicalResult matchAndRewrite(AttentionPagedOp op,
+/// Tiles one of the attention ops with its NestForm.
+template <typename OpT>
+struct TileAttentionPattern final : OpRewritePattern<OpT> {
+  TileAttentionPattern(MLIRContext *ctx, int64_t blockQ, int64_t blockKV)
+      : OpRewritePattern<OpT>(ctx), blockQ(blockQ), blockKV(blockKV) {}
+
+  LogicalResult matchAndRewrite(OpT op,
                                 PatternRewriter &rewriter) const override {
-    using fa::detail::extractIndex;
-    Location loc = op.getLoc();
-    Value q = op.getQuery(), k = op.getKeyPages();
-    Value table = op.getPageTable(), lens = op.getCacheSeqlens();
-    Value pageSize =
-        arith::ConstantIndexOp::create(rewriter, loc, op.getPageSize());
-    Value nq = dimOf(rewriter, loc, q, 2);
-    NestForm form;
-    form.numSeqs = dimOf(rewriter, loc, q, 0);
-    form.heads = dimOf(rewriter, loc, q, 1);
-    form.maxNq = nq;
-    form.rowSizes = getAsOpFoldResult(ValueRange{form.numSeqs, form.heads, nq});
-    form.sequence = [=](OpBuilder &nb, Location nl, Value b) {
-      return Sequence{b, nq, extractIndex(nb, nl, lens, b), Value(), Value()};
-    };
-    form.rowOffsets = [](OpBuilder &, Location, const Sequence &seq, Value h,
-                         Value row) {
-      return getAsOpFoldResult(ValueRange{seq.index, h, row});
-    };
-    form.keyOffsets = [=](OpBuilder &nb, Location nl, const Sequence &seq,
-                          Value kvh, Value row) {
-      Value page = extractIndex(
-          nb, nl, table,
-          {seq.index, arith::DivUIOp::create(nb, nl, row, pageSize)});
-      Value inPage = arith::RemUIOp::create(nb, nl, row, pageSize);
-      SmallVector<OpFoldResult> offsets =
-          getAsOpFoldResult(ValueRange{page, kvh, inPage});
-      offsets.push_back(nb.getIndexAttr(0));
-      return offsets;
-    };
     auto [bq, bkv] = blockSizes(op, blockQ, blockKV);
-    buildNest(rewriter, op, q, k, op.getValuePages(),
-              dimOf(rewriter, loc, k, 1), form, bq, bkv);
+    buildNest(rewriter, op, nestForm(op, rewriter), bq, bkv);
     return success();
   }
 
@@ -449,8 +444,10 @@ struct FATileAttentionPass final
     if (pages.wasInterrupted())
       return signalPassFailure();
     RewritePatternSet patterns(&getContext());
-    patterns.add<TileAttentionPattern, TileAttentionVarlenPattern,
-                 TileAttentionPagedPattern>(&getContext(), blockQ, blockKV);
+    patterns.add<TileAttentionPattern<AttentionOp>,
+                 TileAttentionPattern<AttentionVarlenOp>,
+                 TileAttentionPattern<AttentionPagedOp>>(&getContext(), blockQ,
+                                                         blockKV);
     // One walk, no folding: only the attention ops change.
     walkAndApplyPatterns(root, std::move(patterns));
   }
