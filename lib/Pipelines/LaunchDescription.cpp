@@ -34,6 +34,13 @@ public:
     if (matchPattern(v, m_ConstantInt(&cst)))
       return Expr{std::to_string(cst.getSExtValue())};
     Operation *op = v.getDefiningOp();
+    // A named integer argument (a packed batch's max_seqlen_q): its name.
+    if (auto arg = dyn_cast<BlockArgument>(v))
+      if (arg.getOwner() == &host.getBody().front() &&
+          arg.getArgNumber() < args.size() &&
+          args[arg.getArgNumber()].dims.empty() &&
+          isa<IndexType, IntegerType>(arg.getType()))
+        return Expr{args[arg.getArgNumber()].name.str()};
     if (!op)
       return fail(v, "is not computed from the arguments' dimensions");
     if (auto dim = dyn_cast<memref::DimOp>(op))

@@ -169,6 +169,19 @@ static cl::opt<std::string> kvSplits(
              "none (default), auto (a count chosen at run time from the "
              "problem and the device's SM count) or a number"),
     cl::init("none"), cl::cat(category));
+static cl::opt<std::string> form(
+    "form",
+    cl::desc("Forward: dense ([B, H, N, D] tensors, the default), varlen "
+             "(packed sequences: [T, H, D] tensors with cumulative offsets "
+             "cu_seqlens_q / cu_seqlens_k and max_seqlen_q) or paged (q "
+             "[B, H, Nq, D] against key/value pages [P, S, Hkv, D] of a "
+             "page table, cache_seqlens keys per batch)"),
+    cl::init("dense"), cl::cat(category));
+static cl::opt<int64_t>
+    pageSize("page-size",
+             cl::desc("--form=paged: keys per page S (a multiple of 16; the "
+                      "key blocks divide it)"),
+             cl::init(256), cl::cat(category));
 static cl::opt<bool> emitMLIR("emit-mlir",
                               cl::desc("Also write <name>.mlir (final IR)"),
                               cl::init(false), cl::cat(category));
@@ -202,6 +215,10 @@ struct KernelConfig {
   bool intraWarpgroupOverlap = true, pingPong = true;
   /// Split-KV: 0 none, -1 a run-time count, N that many chunks.
   int64_t kvSplits = 0;
+  /// "dense", "varlen" (packed sequences) or "paged" (a paged cache of
+  /// `pageSize` keys per page).
+  std::string form = "dense";
+  int64_t pageSize = 0;
   bool backward() const { return kind == "backward"; }
 
   bool hasWindow() const { return window; }
@@ -209,6 +226,10 @@ struct KernelConfig {
   std::string defaultName() const {
     std::string n =
         llvm::formatv("{0}_d{1}", backward() ? "fa_bwd" : "fa_fwd", d);
+    if (form == "varlen")
+      n = llvm::formatv("fa_fwd_varlen_d{0}", d);
+    else if (form == "paged")
+      n = llvm::formatv("fa_fwd_paged{0}_d{1}", pageSize, d);
     if (dv != d)
       n += llvm::formatv("_dv{0}", dv).str();
     n += "_" + dtype;
@@ -294,8 +315,81 @@ FunctionParts functionParts(const KernelConfig &c) {
   return p;
 }
 
+/// The packed forward's function: fa.attention_varlen between memrefs
+/// ([H, T, D] views of the [T, H, D] tensors; contiguous i32 offsets).
+std::string buildVarlenModule(const KernelConfig &c) {
+  FunctionParts p = functionParts(c);
+  auto memref3 = [&](int64_t d) {
+    return llvm::formatv("memref<?x?x{0}x{1}, strided<[?, ?, 1], offset: ?>>",
+                         d, c.dtype)
+        .str();
+  };
+  auto tensor3 = [&](int64_t d) {
+    return llvm::formatv("tensor<?x?x{0}x{1}>", d, c.dtype).str();
+  };
+  std::string lm = "memref<?x?xf32, strided<[?, ?], offset: ?>>";
+  return llvm::formatv(
+             R"mlir(
+func.func @fa_fwd_varlen(%q: {0}, %k: {0}, %v: {1}, %out: {1}, %lse: {2},
+                         %cu_seqlens_q: memref<?xi32>, %cu_seqlens_k: memref<?xi32>,
+                         %max_seqlen_q: index{7}) {{
+  %qt = bufferization.to_tensor %q restrict : {0} to {3}
+  %kt = bufferization.to_tensor %k restrict : {0} to {3}
+  %vt = bufferization.to_tensor %v restrict : {1} to {4}
+  %cq = bufferization.to_tensor %cu_seqlens_q restrict : memref<?xi32> to tensor<?xi32>
+  %ck = bufferization.to_tensor %cu_seqlens_k restrict : memref<?xi32> to tensor<?xi32>
+  %o, %l = fa.attention_varlen %qt, %kt, %vt seqlens(%cq, %ck) max_seqlen_q(%max_seqlen_q){6} : ({3}, {3}, {4}, tensor<?xi32>, tensor<?xi32>, index{8}) -> ({4}, tensor<?x?xf32>)
+  bufferization.materialize_in_destination %o in restrict writable %out : ({4}, {1}) -> ()
+  bufferization.materialize_in_destination %l in restrict writable %lse : (tensor<?x?xf32>, {2}) -> ()
+  return
+}
+)mlir",
+             memref3(c.d), memref3(c.dv), lm, tensor3(c.d), tensor3(c.dv), "",
+             p.attrs, p.scalarArgs, p.scalarTypes)
+      .str();
+}
+
+/// The paged forward's function: fa.attention_paged between memrefs (the
+/// pools as [P, Hkv, S, D] views of [P, S, Hkv, D] tensors).
+std::string buildPagedModule(const KernelConfig &c) {
+  FunctionParts p = functionParts(c);
+  auto pool = [&](int64_t d) {
+    return llvm::formatv(
+               "memref<?x?x{0}x{1}x{2}, strided<[?, ?, ?, 1], offset: ?>>",
+               c.pageSize, d, c.dtype)
+        .str();
+  };
+  auto poolTensor = [&](int64_t d) {
+    return llvm::formatv("tensor<?x?x{0}x{1}x{2}>", c.pageSize, d, c.dtype)
+        .str();
+  };
+  std::string lm = "memref<?x?x?xf32, strided<[?, ?, ?], offset: ?>>";
+  return llvm::formatv(
+             R"mlir(
+func.func @fa_fwd_paged(%q: {0}, %k_cache: {5}, %v_cache: {6}, %out: {1}, %lse: {2},
+                        %page_table: memref<?x?xi32>, %cache_seqlens: memref<?xi32>{9}) {{
+  %qt = bufferization.to_tensor %q restrict : {0} to {3}
+  %kt = bufferization.to_tensor %k_cache restrict : {5} to {7}
+  %vt = bufferization.to_tensor %v_cache restrict : {6} to {8}
+  %pt = bufferization.to_tensor %page_table restrict : memref<?x?xi32> to tensor<?x?xi32>
+  %nt = bufferization.to_tensor %cache_seqlens restrict : memref<?xi32> to tensor<?xi32>
+  %o, %l = fa.attention_paged %qt, %kt, %vt pages(%pt) seqlens(%nt){10} : ({3}, {7}, {8}, tensor<?x?xi32>, tensor<?xi32>{11}) -> ({4}, tensor<?x?x?xf32>)
+  bufferization.materialize_in_destination %o in restrict writable %out : ({4}, {1}) -> ()
+  bufferization.materialize_in_destination %l in restrict writable %lse : (tensor<?x?x?xf32>, {2}) -> ()
+  return
+}
+)mlir",
+             p.qm, p.vm, lm, p.qt, p.vt, pool(c.d), pool(c.dv), poolTensor(c.d),
+             poolTensor(c.dv), p.scalarArgs, p.attrs, p.scalarTypes)
+      .str();
+}
+
 /// The forward's function: fa.attention between memrefs.
 std::string buildForwardModule(const KernelConfig &c) {
+  if (c.form == "varlen")
+    return buildVarlenModule(c);
+  if (c.form == "paged")
+    return buildPagedModule(c);
   FunctionParts p = functionParts(c);
   std::string lm = "memref<?x?x?xf32, strided<[?, ?, ?], offset: ?>>";
   std::string lt = "tensor<?x?x?xf32>";
@@ -383,6 +477,29 @@ ArrayRef<fa::HostArgument> forwardArgs() {
       {"v", {"B", "Hkv", "Nk", "Dv"}},
       {"out", {"B", "Hq", "Nq", "Dv"}},
       {"lse", {"B", "Hq", "Nq"}}};
+  return args;
+}
+/// Packed sequences: [H, T, D] views; B1 = B + 1 offsets; max_seqlen_q a
+/// scalar (no dims) that grid expressions name.
+ArrayRef<fa::HostArgument> varlenArgs() {
+  static const SmallVector<fa::HostArgument> args = {
+      {"q", {"Hq", "Tq", "D"}},   {"k", {"Hkv", "Tk", "D"}},
+      {"v", {"Hkv", "Tk", "Dv"}}, {"out", {"Hq", "Tq", "Dv"}},
+      {"lse", {"Hq", "Tq"}},      {"cu_seqlens_q", {"B1"}},
+      {"cu_seqlens_k", {"B1"}},   {"max_seqlen_q", {}}};
+  return args;
+}
+/// A paged cache: pools [P, Hkv, S, D] (views of [P, S, Hkv, D]), page table
+/// [B, maxPages].
+ArrayRef<fa::HostArgument> pagedArgs() {
+  static const SmallVector<fa::HostArgument> args = {
+      {"q", {"B", "Hq", "Nq", "D"}},
+      {"k_cache", {"P", "Hkv", "S", "D"}},
+      {"v_cache", {"P", "Hkv", "S", "Dv"}},
+      {"out", {"B", "Hq", "Nq", "Dv"}},
+      {"lse", {"B", "Hq", "Nq"}},
+      {"page_table", {"B", "MaxPages"}},
+      {"cache_seqlens", {"B"}}};
   return args;
 }
 ArrayRef<fa::HostArgument> backwardArgs() {
@@ -671,7 +788,8 @@ FailureOr<CompiledCandidate> compileCandidate(MLIRContext &ctx, ModuleOp module,
                                               bool quiet) {
   Operation *attention = nullptr;
   module->walk([&](Operation *op) {
-    if (!attention && isa<fa::AttentionOp, fa::AttentionBackwardOp>(op))
+    if (!attention && isa<fa::AttentionOp, fa::AttentionBackwardOp,
+                          fa::AttentionVarlenOp, fa::AttentionPagedOp>(op))
       attention = op;
   });
   std::string mmaName = config.mma == "mma.sync" ? "mma_sync" : config.mma;
@@ -797,11 +915,10 @@ LogicalResult compileOne(MLIRContext &ctx, const KernelConfig &flags,
   // Find the op and derive the config from it.
   Operation *attention = nullptr, *unsupported = nullptr;
   module->walk([&](Operation *op) {
-    if (!attention && isa<fa::AttentionOp, fa::AttentionBackwardOp>(op))
+    if (!attention && isa<fa::AttentionOp, fa::AttentionBackwardOp,
+                          fa::AttentionVarlenOp, fa::AttentionPagedOp>(op))
       attention = op;
-    if (!unsupported &&
-        isa<fa::AttentionVarlenOp, fa::AttentionVarlenBackwardOp,
-            fa::AttentionPagedOp>(op))
+    if (!unsupported && isa<fa::AttentionVarlenBackwardOp>(op))
       unsupported = op;
   });
   if (unsupported)
@@ -810,27 +927,39 @@ LogicalResult compileOne(MLIRContext &ctx, const KernelConfig &flags,
         "fa-reference-cpu and fa-tiled-cpu lower it)");
   if (!attention)
     return module->emitError(
-        "fa-compile: no fa.attention or fa.attention_backward op in the "
-        "input");
+        "fa-compile: no fa.attention, fa.attention_backward, "
+        "fa.attention_varlen or fa.attention_paged op in the input");
   KernelConfig config = flags;
-  if (auto fwd = dyn_cast<fa::AttentionOp>(attention)) {
-    config = configFromOp(fwd, flags);
-    config.kind = "forward";
-  } else {
-    auto bwd = cast<fa::AttentionBackwardOp>(attention);
-    config = configFromOp(bwd, flags);
-    config.kind = "backward";
+  // Calls `fn` with the typed op (they share the accessors used here).
+  auto visit = [&](auto fn) {
+    if (auto op = dyn_cast<fa::AttentionOp>(attention))
+      return fn(op);
+    if (auto op = dyn_cast<fa::AttentionBackwardOp>(attention))
+      return fn(op);
+    if (auto op = dyn_cast<fa::AttentionVarlenOp>(attention))
+      return fn(op);
+    return fn(cast<fa::AttentionPagedOp>(attention));
+  };
+  visit([&](auto op) { config = configFromOp(op, flags); });
+  config.kind =
+      isa<fa::AttentionBackwardOp>(attention) ? "backward" : "forward";
+  config.form = "dense";
+  config.pageSize = 0;
+  if (auto bwd = dyn_cast<fa::AttentionBackwardOp>(attention))
     config.deterministic = bwd.getDeterministic();
+  if (isa<fa::AttentionVarlenOp>(attention))
+    config.form = "varlen";
+  if (auto paged = dyn_cast<fa::AttentionPagedOp>(attention)) {
+    config.form = "paged";
+    config.pageSize = paged.getPageSize();
   }
   if (config.dtype == "f32")
     return attention->emitError(
         "fa-compile: the GPU kernels take f16 or bf16 inputs, not f32");
   // The manifest names causal / window kinds: an `#fa.mask` whose run-time
   // sides are both sizes, or the left one of a causal window.
-  fa::MaskAttrInterface anyMask =
-      isa<fa::AttentionOp>(attention)
-          ? cast<fa::AttentionOp>(attention).getMaskAttr()
-          : cast<fa::AttentionBackwardOp>(attention).getMaskAttr();
+  fa::MaskAttrInterface anyMask;
+  visit([&](auto op) { anyMask = op.getMaskAttr(); });
   if (anyMask) {
     auto mask = dyn_cast<fa::MaskAttr>(anyMask);
     if (!mask)
@@ -863,10 +992,7 @@ LogicalResult compileOne(MLIRContext &ctx, const KernelConfig &flags,
         scalars.push_back({w[next++], "window_right"});
     }
   };
-  if (auto fwd = dyn_cast<fa::AttentionOp>(attention))
-    addScalars(fwd);
-  else
-    addScalars(cast<fa::AttentionBackwardOp>(attention));
+  visit(addScalars);
   for (auto [value, role] : scalars) {
     if (!value)
       continue;
@@ -961,6 +1087,11 @@ LogicalResult compileOne(MLIRContext &ctx, const KernelConfig &flags,
   if (config.backward())
     manifest["dkv_split"] = kernelConfig.getDkvSplit();
   if (!config.backward()) {
+    // The tensors' form: dense, varlen (packed) or paged (with its page
+    // size); the parameters' dims name the sizes of each.
+    manifest["form"] = config.form;
+    if (config.form == "paged")
+      manifest["page_size"] = config.pageSize;
     manifest["stages"] = kernelConfig.getStages();
     manifest["schedule"] = stringifyKernelSchedule(kernelConfig.getSchedule());
     manifest["tile_scheduler"] =
@@ -970,8 +1101,11 @@ LogicalResult compileOne(MLIRContext &ctx, const KernelConfig &flags,
                                   ? llvm::json::Value("auto")
                                   : llvm::json::Value(config.kvSplits);
   }
-  ArrayRef<fa::HostArgument> hostArgs =
-      config.backward() ? backwardArgs() : forwardArgs();
+  ArrayRef<fa::HostArgument> hostArgs = config.backward() ? backwardArgs()
+                                        : config.form == "varlen" ? varlenArgs()
+                                        : config.form == "paged"
+                                            ? pagedArgs()
+                                            : forwardArgs();
   FailureOr<llvm::json::Array> workspace = describeWorkspace(host, hostArgs);
   if (failed(workspace))
     return failure();
@@ -980,7 +1114,7 @@ LogicalResult compileOne(MLIRContext &ctx, const KernelConfig &flags,
   // are listed with the buffers they share.
   if (!config.backward() && launches.size() == 1 && workspace->empty()) {
     FailureOr<llvm::json::Object> k =
-        describeLaunch(launches[0], host, forwardArgs(), roles);
+        describeLaunch(launches[0], host, hostArgs, roles);
     if (failed(k))
       return failure();
     for (auto &[key, value] : *k)
@@ -1036,6 +1170,31 @@ FailureOr<KernelConfig> configFromFlags() {
     llvm::errs() << "fa-compile: unsupported --kind '" << c.kind
                  << "' (supported: forward, backward)\n";
     return failure();
+  }
+  c.form = form;
+  if (c.form != "dense" && c.form != "varlen" && c.form != "paged") {
+    llvm::errs() << "fa-compile: --form must be dense, varlen or paged, got '"
+                 << c.form << "'\n";
+    return failure();
+  }
+  if (c.form != "dense" && c.kind != "forward") {
+    llvm::errs() << "fa-compile: --form=" << c.form
+                 << " has a forward kernel only so far (the packed backward "
+                    "has a CPU lowering)\n";
+    return failure();
+  }
+  if (pageSize.getNumOccurrences() && c.form != "paged") {
+    llvm::errs() << "fa-compile: --page-size applies to --form=paged only\n";
+    return failure();
+  }
+  if (c.form == "paged") {
+    c.pageSize = pageSize;
+    if (c.pageSize < 16 || c.pageSize > 4096 || c.pageSize % 16) {
+      llvm::errs() << "fa-compile: --page-size must be a multiple of 16 in "
+                      "[16, 4096], got "
+                   << c.pageSize << "\n";
+      return failure();
+    }
   }
   c.deterministic = deterministic;
   if (c.deterministic && c.kind != "backward") {
@@ -1152,6 +1311,10 @@ FailureOr<KernelConfig> configFromFlags() {
   // f32 partials.
   if (c.kvSplits != 0 && c.tileScheduler == "auto")
     c.tileScheduler = "grid";
+  if (c.kvSplits != 0 && c.form != "dense") {
+    llvm::errs() << "fa-compile: --kv-splits takes dense tensors only so far\n";
+    return failure();
+  }
   if (c.kvSplits != 0 && c.backward()) {
     llvm::errs() << "fa-compile: --kv-splits is a forward option (the "
                     "backward has no split-KV form)\n";

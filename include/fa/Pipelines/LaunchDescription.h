@@ -26,7 +26,9 @@
 namespace mlir::fa {
 
 /// A memref argument of the host function as the launcher names it: the
-/// tensor's name and the name of each dimension (e.g. "q", {B, Hq, Nq, D}).
+/// tensor's name and the name of each dimension (e.g. "q", {B, Hq, Nq, D});
+/// an integer argument without dims is a size named by itself (e.g.
+/// "max_seqlen_q").
 struct HostArgument {
   StringRef name;
   SmallVector<StringRef, 4> dims;

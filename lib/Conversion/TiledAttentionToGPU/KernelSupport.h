@@ -208,7 +208,8 @@ public:
 
   /// The kernel-side value of an index of the nest, with `mapping` holding
   /// the kernel values of the nest's induction variables. Pure index
-  /// arithmetic is cloned; `tensor.dim` of a to_tensor becomes `memref.dim`.
+  /// arithmetic is cloned; `tensor.dim` of a to_tensor becomes `memref.dim`,
+  /// `tensor.extract` of one `memref.load`.
   /// Anything else records the failure (`failed`, `failedValue`) and gives a
   /// placeholder.
   Value clone(OpFoldResult ofr, IRMapping &mapping) {
@@ -231,6 +232,20 @@ public:
         return fail(v);
       Value res = memref::DimOp::create(b, loc, toTensor.getBuffer(),
                                         clone(dim.getIndex(), mapping));
+      mapping.map(v, res);
+      return res;
+    }
+    // An element of a memref-backed tensor (the packed forms' sequence
+    // offsets, a page table): a load of the memref in the kernel.
+    if (auto extract = dyn_cast<tensor::ExtractOp>(def)) {
+      auto toTensor =
+          extract.getTensor().getDefiningOp<bufferization::ToTensorOp>();
+      if (!toTensor)
+        return fail(v);
+      SmallVector<Value> indices;
+      for (Value index : extract.getIndices())
+        indices.push_back(clone(index, mapping));
+      Value res = memref::LoadOp::create(b, loc, toTensor.getBuffer(), indices);
       mapping.map(v, res);
       return res;
     }

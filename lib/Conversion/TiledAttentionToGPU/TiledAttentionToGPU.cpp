@@ -81,10 +81,30 @@ constexpr int64_t kWarpgroupRows = 64;
 //===----------------------------------------------------------------------===//
 
 /// Where a [rows, D] tile of the tiled IR comes from: rows from
-/// `offsets[2]` on of head `offsets[1]` in batch `offsets[0]` of `memref`.
+/// `offsets[2]` on of head `offsets[1]` in batch `offsets[0]` of `memref`
+/// ([B, H, N, D]), or of head `offsets[1]` of a packed [H, T, D] memref
+/// (`offsets[0]` is 0 then).
 struct TileSource {
   Value memref;
   SmallVector<OpFoldResult, 3> offsets;
+  /// Key tiles of packed sequences: rows `rowBase + iv` of the key loop's
+  /// induction variable (the sequence's first row, loop-invariant).
+  OpFoldResult rowBase;
+  /// Key tiles of a paged cache: rows `iv mod pageSize` of page
+  /// `offsets[0]`, computed from the induction variable per key block.
+  int64_t pageSize = 0;
+  /// The induction variable `offsets[0]` is computed from (paged).
+  Value pageIV;
+  /// The slice's rows (the tile's rows past them are zeros).
+  OpFoldResult rows;
+  /// Packed or paged key tiles: the key count L of the slice's rows
+  /// min(L - iv, Bc), past which the copies zero-fill (the sequence's keys
+  /// end there, not at the memref's).
+  Value rowLimit;
+
+  int64_t rank() const { return cast<MemRefType>(memref.getType()).getRank(); }
+  /// The row dimension of `memref`.
+  unsigned rowDim() const { return rank() - 2; }
 };
 
 /// Follows a (zero-padded) slice of a `bufferization.to_tensor` back to the
@@ -98,18 +118,28 @@ FailureOr<TileSource> traceTile(Value tile) {
     tile = pad.getSource();
   }
   auto slice = tile.getDefiningOp<tensor::ExtractSliceOp>();
-  if (!slice || !slice.hasUnitStride() || slice.getSourceType().getRank() != 4)
+  if (!slice || !slice.hasUnitStride())
+    return failure();
+  int64_t rank = slice.getSourceType().getRank();
+  if (rank != 3 && rank != 4)
     return failure();
   auto toTensor = slice.getSource().getDefiningOp<bufferization::ToTensorOp>();
   if (!toTensor || !isa<MemRefType>(toTensor.getBuffer().getType()))
     return failure();
   SmallVector<OpFoldResult> offsets = slice.getMixedOffsets();
   SmallVector<OpFoldResult> sizes = slice.getMixedSizes();
-  if (!isZeroInteger(offsets[3]) || !isOneInteger(sizes[0]) ||
-      !isOneInteger(sizes[1]) ||
-      getConstantIntValue(sizes[3]) != slice.getSourceType().getDimSize(3))
+  if (!isZeroInteger(offsets[rank - 1]) ||
+      !llvm::all_of(ArrayRef(sizes).take_front(rank - 2), isOneInteger) ||
+      getConstantIntValue(sizes[rank - 1]) !=
+          slice.getSourceType().getDimSize(rank - 1))
     return failure();
-  return TileSource{toTensor.getBuffer(), {offsets[0], offsets[1], offsets[2]}};
+  if (rank == 3)
+    offsets.insert(offsets.begin(), OpBuilder(slice).getIndexAttr(0));
+  TileSource src{toTensor.getBuffer(),
+                 {offsets[0], offsets[1], offsets[2]},
+                 OpBuilder(slice).getIndexAttr(0)};
+  src.rows = sizes[rank - 2];
+  return src;
 }
 
 /// One key loop of a query block: `scf.for` threading (acc, max, sum)
@@ -127,6 +157,8 @@ struct TiledAttention {
   TileSource q, k, v;
   SmallVector<KeyLoop> loops;
   Value out, lse;
+  /// out and lse are packed ([H, T, Dv] and [H, T]): no batch index.
+  bool packedOut = false;
   SmallVector<OpFoldResult> outOffsets, lseOffsets;
   /// Valid rows of the query block: min(Br, Nq - qStart).
   OpFoldResult rows;
@@ -134,46 +166,130 @@ struct TiledAttention {
 };
 
 /// True when `v` can be recomputed inside the kernel from the block ids and
-/// values defined above the forall (index arithmetic, dims, constants).
-bool isClonable(Value v, scf::ForallOp forall) {
-  if (llvm::is_contained(forall.getInductionVars(), v))
+/// values defined above the forall (index arithmetic, dims, constants, and
+/// elements of memref-backed tensors: the packed forms' offsets and page
+/// tables), and from `loopIV` when given (a key loop's).
+bool isClonable(Value v, scf::ForallOp forall, Value loopIV = {}) {
+  if (llvm::is_contained(forall.getInductionVars(), v) || v == loopIV)
     return true;
   Operation *def = v.getDefiningOp();
   if (!def)
     return !forall->isAncestor(v.getParentBlock()->getParentOp());
+  auto operandsClonable = [&](ValueRange operands) {
+    return llvm::all_of(operands, [&](Value operand) {
+      return isClonable(operand, forall, loopIV);
+    });
+  };
   if (auto dim = dyn_cast<tensor::DimOp>(def))
     if (dim.getSource().getDefiningOp<bufferization::ToTensorOp>())
-      return isClonable(dim.getIndex(), forall);
+      return isClonable(dim.getIndex(), forall, loopIV);
+  if (auto extract = dyn_cast<tensor::ExtractOp>(def))
+    return extract.getTensor().getDefiningOp<bufferization::ToTensorOp>() &&
+           operandsClonable(extract.getIndices());
   if (def->getNumRegions() != 0 || !isMemoryEffectFree(def))
     return false;
-  return llvm::all_of(def->getOperands(), [&](Value operand) {
-    return isClonable(operand, forall);
-  });
+  return operandsClonable(def->getOperands());
 }
 
-bool isClonable(OpFoldResult ofr, scf::ForallOp forall) {
+bool isClonable(OpFoldResult ofr, scf::ForallOp forall, Value loopIV = {}) {
   auto v = dyn_cast<Value>(ofr);
-  return !v || isClonable(v, forall);
+  return !v || isClonable(v, forall, loopIV);
+}
+
+/// True when `a` (of induction variable `ivA`) and `b` (of `ivB`) compute
+/// the same value of their induction variables: the same ops on the same
+/// values, structurally.
+bool sameExpression(OpFoldResult a, Value ivA, OpFoldResult b, Value ivB,
+                    int depth = 0) {
+  if (a == b)
+    return true;
+  auto va = dyn_cast<Value>(a), vb = dyn_cast<Value>(b);
+  if (!va || !vb || depth > 16)
+    return false;
+  if (va == ivA || vb == ivB)
+    return va == ivA && vb == ivB;
+  Operation *x = va.getDefiningOp(), *y = vb.getDefiningOp();
+  if (!x || !y || x->getName() != y->getName() ||
+      x->getAttrDictionary() != y->getAttrDictionary() ||
+      x->getNumOperands() != y->getNumOperands() || x->getNumRegions() != 0 ||
+      cast<OpResult>(va).getResultNumber() !=
+          cast<OpResult>(vb).getResultNumber())
+    return false;
+  for (auto [p, q] : llvm::zip_equal(x->getOperands(), y->getOperands()))
+    if (!sameExpression(p, ivA, q, ivB, depth + 1))
+      return false;
+  return true;
 }
 
 /// Matches the tile of a key loop's K or V: the same head rows as the other
-/// loops, starting at the loop's induction variable.
-LogicalResult matchKeyTile(Value tile, scf::ForOp loop,
+/// loops, starting at the loop's induction variable (dense), at a
+/// loop-invariant row base plus it (packed), or at it modulo a constant page
+/// size in a page computed from it (paged).
+LogicalResult matchKeyTile(Value tile, scf::ForOp loop, scf::ForallOp forall,
                            std::optional<TileSource> &expected) {
   FailureOr<TileSource> src = traceTile(tile);
-  if (failed(src) || src->offsets[2] != OpFoldResult(loop.getInductionVar()))
+  if (failed(src))
     return failure();
-  for (int i = 0; i < 2; ++i)
-    if (auto v = dyn_cast<Value>(src->offsets[i]))
-      if (!loop.isDefinedOutsideOfLoop(v))
-        return failure();
+  Value iv = loop.getInductionVar();
+  auto invariant = [&](OpFoldResult ofr) {
+    auto v = dyn_cast<Value>(ofr);
+    return !v || loop.isDefinedOutsideOfLoop(v);
+  };
+  OpFoldResult row = src->offsets[2];
+  auto rowValue = dyn_cast<Value>(row);
+  Operation *rowDef = rowValue ? rowValue.getDefiningOp() : nullptr;
+  if (row == OpFoldResult(iv)) {
+    // Dense.
+  } else if (auto add = dyn_cast_or_null<arith::AddIOp>(rowDef)) {
+    Value base = add.getLhs() == iv ? add.getRhs() : add.getLhs();
+    if ((add.getLhs() != iv && add.getRhs() != iv) || !invariant(base))
+      return failure();
+    src->rowBase = base;
+  } else if (auto rem = dyn_cast_or_null<arith::RemUIOp>(rowDef)) {
+    std::optional<int64_t> pageSize = getConstantIntValue(rem.getRhs());
+    if (rem.getLhs() != iv || !pageSize || *pageSize <= 0 || src->rank() != 4 ||
+        !isClonable(src->offsets[0], forall, iv))
+      return failure();
+    src->pageSize = *pageSize;
+    src->pageIV = iv;
+  } else {
+    return failure();
+  }
+  if (!invariant(src->offsets[1]) ||
+      (!src->pageSize && !invariant(src->offsets[0])))
+    return failure();
+  if (src->pageSize || !isZeroInteger(src->rowBase)) {
+    // rows = min(L - iv, Bc), L loop-invariant.
+    auto rows = dyn_cast<Value>(src->rows);
+    auto min = rows ? rows.getDefiningOp<arith::MinSIOp>() : nullptr;
+    int64_t bc = cast<RankedTensorType>(tile.getType()).getDimSize(0);
+    if (!min)
+      return failure();
+    for (auto [x, y] : {std::pair(min.getLhs(), min.getRhs()),
+                        std::pair(min.getRhs(), min.getLhs())}) {
+      auto sub = x.getDefiningOp<arith::SubIOp>();
+      if (sub && sub.getRhs() == iv && getConstantIntValue(y) == bc &&
+          loop.isDefinedOutsideOfLoop(sub.getLhs()))
+        src->rowLimit = sub.getLhs();
+    }
+    if (!src->rowLimit)
+      return failure();
+  }
   if (!expected) {
     expected = *src;
     return success();
   }
-  return success(expected->memref == src->memref &&
-                 expected->offsets[0] == src->offsets[0] &&
-                 expected->offsets[1] == src->offsets[1]);
+  // Each key loop computes its blocks' pages from its own induction
+  // variable: the same expression of it.
+  bool samePage = src->pageSize
+                      ? sameExpression(expected->offsets[0], expected->pageIV,
+                                       src->offsets[0], src->pageIV)
+                      : expected->offsets[0] == src->offsets[0];
+  return success(expected->memref == src->memref && samePage &&
+                 expected->offsets[1] == src->offsets[1] &&
+                 expected->rowBase == src->rowBase &&
+                 expected->rowLimit == src->rowLimit &&
+                 expected->pageSize == src->pageSize);
 }
 
 FailureOr<TiledAttention> matchTiledAttention(scf::ForallOp forall) {
@@ -215,8 +331,8 @@ FailureOr<TiledAttention> matchTiledAttention(scf::ForallOp forall) {
                   "step");
     if (step.isMasked() && step.getKStart() != loop.getInductionVar())
       return fail("the masked step must start at the loop's key offset");
-    if (failed(matchKeyTile(step.getKey(), loop, k)) ||
-        failed(matchKeyTile(step.getValue(), loop, v)))
+    if (failed(matchKeyTile(step.getKey(), loop, forall, k)) ||
+        failed(matchKeyTile(step.getValue(), loop, forall, v)))
       return fail("K/V tiles must be slices of memrefs (through "
                   "bufferization.to_tensor) at the loop's key offset");
     if (!ta.loops.empty()) {
@@ -236,6 +352,10 @@ FailureOr<TiledAttention> matchTiledAttention(scf::ForallOp forall) {
     return fail("expected key loops followed by fa.online_attention_finalize");
   ta.k = *k;
   ta.v = *v;
+  if (ta.k.rowBase != ta.v.rowBase || ta.k.rowLimit != ta.v.rowLimit ||
+      ta.k.pageSize != ta.v.pageSize)
+    return fail("K and V tiles must cover the same rows of the same "
+                "sequences");
 
   FailureOr<TileSource> q = traceTile(ta.loops.front().step.getQuery());
   if (failed(q))
@@ -267,16 +387,24 @@ FailureOr<TiledAttention> matchTiledAttention(scf::ForallOp forall) {
         src = slice.getSource();
     SmallVector<OpFoldResult> offsets = insert.getMixedOffsets();
     SmallVector<OpFoldResult> sizes = insert.getMixedSizes();
-    if (!insert.hasUnitStride() || !isOneInteger(sizes[0]) ||
-        !isOneInteger(sizes[1]) ||
-        (sizes.size() == 4 && !isZeroInteger(offsets[3])))
+    // out [B, H, N, Dv] or packed [H, T, Dv]; lse [B, H, N] or [H, T].
+    bool isOut = src == finalize.getOut();
+    int64_t rank = sizes.size();
+    int64_t rowDim = isOut ? rank - 2 : rank - 1;
+    if (!insert.hasUnitStride() || rowDim < 1 || rowDim > 2 ||
+        !llvm::all_of(ArrayRef(sizes).take_front(rowDim), isOneInteger) ||
+        (isOut && !isZeroInteger(offsets[rank - 1])))
       return fail("unexpected result slice");
+    bool packed = rowDim == 1;
+    if (packed)
+      offsets.insert(offsets.begin(), OpBuilder(insert).getIndexAttr(0));
     offsets.resize(3);
-    if (src == finalize.getOut() && sizes.size() == 4) {
+    if (isOut) {
       ta.out = store.getDest();
       ta.outOffsets = offsets;
-      ta.rows = sizes[2];
-    } else if (src == finalize.getLse() && sizes.size() == 3) {
+      ta.rows = sizes[rowDim];
+      ta.packedOut = packed;
+    } else if (src == finalize.getLse()) {
       ta.lse = store.getDest();
       ta.lseOffsets = offsets;
     } else {
@@ -286,16 +414,27 @@ FailureOr<TiledAttention> matchTiledAttention(scf::ForallOp forall) {
   }
   if (!ta.out || !ta.lse)
     return fail("expected both out and lse to be stored");
+  bool packedQ = ta.q.rank() == 3;
+  if (packedQ != ta.packedOut || (ta.k.rank() == 3) != packedQ ||
+      (ta.v.rank() == 3) != packedQ)
+    return fail("q, k, v, out and lse must all be packed ([H, T, D]) or all "
+                "batched ([B, H, N, D])");
 
   // Everything the kernel indexes with must be recomputable from the block
   // ids.
   SmallVector<OpFoldResult> needed;
   llvm::append_range(needed, ta.q.offsets);
-  llvm::append_range(needed, ArrayRef(ta.k.offsets).take_front(2));
-  llvm::append_range(needed, ArrayRef(ta.v.offsets).take_front(2));
+  for (TileSource *src : {&ta.k, &ta.v}) {
+    // (A page is checked with its loop's induction variable.)
+    if (!src->pageSize)
+      needed.push_back(src->offsets[0]);
+    needed.append({src->offsets[1], src->rowBase});
+    if (src->rowLimit)
+      needed.push_back(src->rowLimit);
+  }
   llvm::append_range(needed, ta.outOffsets);
   llvm::append_range(needed, ta.lseOffsets);
-  needed.push_back(ta.rows);
+  needed.append({ta.rows, ta.q.rows});
   for (KeyLoop &kl : ta.loops) {
     needed.append({kl.loop.getLowerBound(), kl.loop.getUpperBound()});
     if (kl.step.isMasked())
@@ -453,6 +592,11 @@ getKernelConfig(TiledAttention &ta,
   cfg.overlap = cfg.warpSpecialized && options.intraWarpgroupOverlap;
   cfg.pingPong = cfg.overlap && options.pingPong && cfg.warps / 4 >= 2 &&
                  cfg.warps / 4 <= 3;
+  bool sequenceForm = ta.packedOut || ta.k.pageSize;
+  if (cfg.warpSpecialized && sequenceForm)
+    return fail("packed sequences and paged caches have cooperative kernels "
+                "only (the warp-specialized kernel's TMA tiles are a "
+                "dense tensor's)");
   if (cfg.persistent && cfg.f32Out)
     return fail("the persistent kernel's TMA store writes out in the input "
                 "element type, not f32");
@@ -578,16 +722,24 @@ private:
     Value tRow, tChunk;
     /// The thread's first destination element (i32; unswizzled tiles only).
     Value dstLane;
+    /// A paged source: elements between two pages (`src` starts in page 0).
+    Value pageStride;
   };
-  CopyPlan planCopy(Value memref, Value batch, Value head, const SmemTile &tile,
-                    int64_t rows);
-  /// Copies rows [srcRow0, srcRow0 + rows) of the plan's head into rows
-  /// [dstRow0, ...) of its tile, zero-filling rows >= `limit`.
-  void copyTile(const CopyPlan &plan, Value srcRow0, Value limit,
-                Value dstRow0);
+  /// The plan of the tiles of `src` in (batch, head) (a packed source: of
+  /// the head from row `rowBase` on; paged: of the head in page 0).
+  CopyPlan planCopy(const TileSource &src, Value batch, Value head,
+                    Value rowBase, const SmemTile &tile, int64_t rows);
+  /// Copies rows [srcRow0, srcRow0 + rows) of the plan's head (of page
+  /// `page` if paged) into rows [dstRow0, ...) of its tile, zero-filling
+  /// rows >= `limit` (counted from `limitRow0` for srcRow0 if given: a
+  /// page's rows are not the sequence's).
+  void copyTile(const CopyPlan &plan, Value srcRow0, Value limit, Value dstRow0,
+                Value page = {}, Value limitRow0 = {});
   /// Copies key/value block `kStart` into buffer rows [dstRow0, +Bc) and
   /// commits the copies as one group.
   void copyKV(Value kStart, Value dstRow0);
+  /// The page of a paged source's key block `kStart`.
+  Value pageOf(const TileSource &src, Value kStart);
   void commit() { commitCopies(); }
   void waitGroups(int64_t pending) { waitCopies(pending); }
 
@@ -684,6 +836,9 @@ private:
   // buffer 0 (loop-invariant); kBlock, vBlock: those of the current block.
   Value qLane, kLane, vLane, kBlock, vBlock;
   Value nq, nk, lo, hi;
+  /// Keys past which the K/V copies zero-fill: nk, or (packed, paged) the
+  /// sequence's key count.
+  Value kLimit;
   SmemTile qTile, kTile, vTile;
   CopyPlan kCopy, vCopy;
   SmallVector<Value> qFrags;
@@ -777,8 +932,9 @@ Value ForwardKernelEmitter::clone(OpFoldResult ofr) {
 }
 
 ForwardKernelEmitter::CopyPlan
-ForwardKernelEmitter::planCopy(Value memref, Value batch, Value head,
-                               const SmemTile &tile, int64_t rows) {
+ForwardKernelEmitter::planCopy(const TileSource &src, Value batch, Value head,
+                               Value rowBase, const SmemTile &tile,
+                               int64_t rows) {
   // Groups of `perRow` threads copy 128 contiguous bytes of a row per
   // instruction (coalesced); a thread copies chunks tChunk + j * perRow of
   // rows tRow + i * rowsPerRound. All copies of a thread then address off
@@ -797,20 +953,38 @@ ForwardKernelEmitter::planCopy(Value memref, Value batch, Value head,
 
   // A 1-d view of the head's rows from the thread's first element: element
   // (batch, head, tRow + row, 8 tChunk + col) is element
-  // row * stride[2] + col of it. Its size covers the head's rows; rows past
-  // the end are never dereferenced (src-size 0).
-  auto meta = memref::ExtractStridedMetadataOp::create(b, loc, memref);
+  // row * stride[2] + col of it (packed: (head, rowBase + tRow + row, ...);
+  // paged: of page 0, a page `pageStride` elements further). Its size
+  // covers the head's rows (paged: the pool); rows past the end are never
+  // dereferenced (src-size 0).
+  auto meta = memref::ExtractStridedMetadataOp::create(b, loc, src.memref);
   ValueRange strides = meta.getStrides();
-  plan.rowStride = strides[2];
-  Value offset = add(
-      add(meta.getOffset(), add(mul(batch, strides[0]), mul(head, strides[1]))),
-      add(mul(plan.tRow, plan.rowStride), mul(plan.tChunk, idx(kChunk))));
-  Value size = mul(meta.getSizes()[2], plan.rowStride);
+  unsigned r = src.rowDim();
+  plan.rowStride = strides[r];
+  Value offset;
+  if (r == 2 && !src.pageSize && !rowBase) {
+    // (One expression: the dense kernels' PTX as before.)
+    offset =
+        add(add(meta.getOffset(),
+                add(mul(batch, strides[0]), mul(head, strides[1]))),
+            add(mul(plan.tRow, plan.rowStride), mul(plan.tChunk, idx(kChunk))));
+  } else {
+    offset = add(meta.getOffset(), mul(head, strides[r - 1]));
+    if (rowBase)
+      offset = add(offset, mul(rowBase, plan.rowStride));
+    offset = add(offset, add(mul(plan.tRow, plan.rowStride),
+                             mul(plan.tChunk, idx(kChunk))));
+  }
+  Value size = mul(meta.getSizes()[r], plan.rowStride);
+  if (src.pageSize) {
+    plan.pageStride = strides[0];
+    size = mul(meta.getSizes()[0], strides[0]);
+  }
   auto flatType = MemRefType::get(
       {ShapedType::kDynamic}, cfg.elt,
       StridedLayoutAttr::get(b.getContext(), ShapedType::kDynamic, {1}));
   plan.src = memref::ReinterpretCastOp::create(
-      b, loc, flatType, memref, OpFoldResult(offset),
+      b, loc, flatType, src.memref, OpFoldResult(offset),
       ArrayRef<OpFoldResult>{size}, ArrayRef<OpFoldResult>{b.getIndexAttr(1)});
   if (!tile.swizzle)
     plan.dstLane = addNsw(mulNsw(toI32(plan.tRow), i32(tile.storedCols())),
@@ -819,7 +993,8 @@ ForwardKernelEmitter::planCopy(Value memref, Value batch, Value head,
 }
 
 void ForwardKernelEmitter::copyTile(const CopyPlan &plan, Value srcRow0,
-                                    Value limit, Value dstRow0) {
+                                    Value limit, Value dstRow0, Value page,
+                                    Value limitRow0) {
   const SmemTile &tile = *plan.tile;
   int64_t sc = tile.storedCols();
   int64_t chunks = tile.cols / kChunk, perRow = plan.perRow,
@@ -831,12 +1006,15 @@ void ForwardKernelEmitter::copyTile(const CopyPlan &plan, Value srcRow0,
   Value dstRow0Off = mulNsw(toI32(dstRow0), i32(sc));
   Value dstBase = tile.swizzle ? dstRow0Off : addNsw(plan.dstLane, dstRow0Off);
   // Rows tRow + i * rowsPerRound < limit - srcRow0 exist.
-  Value remaining = sub(limit, srcRow0);
+  Value remaining = sub(limit, limitRow0 ? limitRow0 : srcRow0);
+  Value pageBase = page ? mul(page, plan.pageStride) : Value();
   for (int64_t i = 0; i < plan.rounds; ++i) {
     // One multiply per round (not a chain of adds of a hoisted stride: LLVM
     // would keep one 64-bit base pointer per round alive across the loop).
     Value srcRound = mul(i == 0 ? srcRow0 : add(srcRow0, idx(i * rowsPerRound)),
                          plan.rowStride);
+    if (pageBase)
+      srcRound = add(pageBase, srcRound);
     // Rows past the end read nothing (src-size 0) and are zero-filled; the
     // address is not dereferenced then, so it needs no clamping.
     Value n = arith::SelectOp::create(
@@ -885,9 +1063,24 @@ void ForwardKernelEmitter::copyTile(const CopyPlan &plan, Value srcRow0,
 }
 
 void ForwardKernelEmitter::copyKV(Value kStart, Value dstRow0) {
-  copyTile(kCopy, kStart, nk, dstRow0);
-  copyTile(vCopy, kStart, nk, dstRow0);
+  if (!ta.k.pageSize) {
+    copyTile(kCopy, kStart, kLimit, dstRow0);
+    copyTile(vCopy, kStart, kLimit, dstRow0);
+  } else {
+    // Block kStart is rows kStart mod S of its page (the block lies in one
+    // page: S is a multiple of Bc).
+    Value row = remu(kStart, ta.k.pageSize);
+    copyTile(kCopy, row, kLimit, dstRow0, pageOf(ta.k, kStart), kStart);
+    copyTile(vCopy, row, kLimit, dstRow0, pageOf(ta.v, kStart), kStart);
+  }
   commit();
+}
+
+Value ForwardKernelEmitter::pageOf(const TileSource &src, Value kStart) {
+  // The page expression of the tiled IR, of this block's key start.
+  IRMapping blockMapping = mapping;
+  blockMapping.map(src.pageIV, kStart);
+  return NestCloner::clone(src.offsets[0], blockMapping);
 }
 
 Value ForwardKernelEmitter::ldmatrixLane(const SmemTile &tile, Value row,
@@ -1423,6 +1616,17 @@ void ForwardKernelEmitter::emitEpilogue(ValueRange state) {
         lq = clone(ta.lseOffsets[2]);
   Value zero = f32(0.0), one = f32(1.0);
   Value inf = f32(std::numeric_limits<double>::infinity());
+  // Packed out [H, T, Dv] and lse [H, T] have no batch index.
+  auto outIndices = [&](Value row, Value col) -> SmallVector<Value> {
+    if (ta.packedOut)
+      return {oh, row, col};
+    return {ob, oh, row, col};
+  };
+  auto lseIndices = [&](Value row) -> SmallVector<Value> {
+    if (ta.packedOut)
+      return {lh, add(lq, row)};
+    return {lb, lh, add(lq, row)};
+  };
   Value isLeader =
       arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, tig, idx(0));
   for (int64_t mt = 0; mt < m; ++mt) {
@@ -1461,8 +1665,7 @@ void ForwardKernelEmitter::emitEpilogue(ValueRange state) {
             false);
         OpBuilder::InsertionGuard guard(b);
         b.setInsertionPointToStart(lseIf.thenBlock());
-        memref::StoreOp::create(b, loc, lses[h], ta.lse,
-                                ValueRange{lb, lh, add(lq, r)});
+        memref::StoreOp::create(b, loc, lses[h], ta.lse, lseIndices(r));
       }
       continue;
     }
@@ -1479,12 +1682,10 @@ void ForwardKernelEmitter::emitEpilogue(ValueRange state) {
                                                    ArrayRef<int64_t>{h})
                              .getResult()
                        : frags.truncRow(outFrags[dn], h),
-            ta.out,
-            ValueRange{ob, oh, outRow, add(mul(tig, idx(2)), idx(8 * dn))});
+            ta.out, outIndices(outRow, add(mul(tig, idx(2)), idx(8 * dn))));
       auto lseIf = scf::IfOp::create(b, loc, isLeader, false);
       b.setInsertionPointToStart(lseIf.thenBlock());
-      memref::StoreOp::create(b, loc, lses[h], ta.lse,
-                              ValueRange{lb, lh, add(lq, r)});
+      memref::StoreOp::create(b, loc, lses[h], ta.lse, lseIndices(r));
     }
   }
 }
@@ -1839,8 +2040,8 @@ void ForwardKernelEmitter::emit(gpu::LaunchOp launch) {
   // run-time window sizes, then q, k, v, out, lse (the exponent factors
   // wherever the key loop first reads them).
   kmask = KernelMask::build(b, loc, cfg.mask, cfg.maskOperands);
-  nq = memref::DimOp::create(b, loc, ta.q.memref, 2);
-  nk = memref::DimOp::create(b, loc, ta.k.memref, 2);
+  nq = memref::DimOp::create(b, loc, ta.q.memref, ta.q.rowDim());
+  nk = memref::DimOp::create(b, loc, ta.k.memref, ta.k.rowDim());
   // Warp-specialized, V is read only through its tensor map, which the
   // runtime encodes from the kernel's memref parameter of the same tensor
   // (the manifest's rule): keep V a parameter.
@@ -1867,15 +2068,20 @@ void ForwardKernelEmitter::emit(gpu::LaunchOp launch) {
     }
   };
   // Indices of the tiled IR, recomputed from the block ids.
-  Value qBatch, qHead, qStart, kBatch, kHead, vBatch, vHead;
+  Value qBatch, qHead, qStart, kBatch, kHead, vBatch, vHead, kRowBase;
   auto cloneIndices = [&] {
     qBatch = clone(ta.q.offsets[0]);
     qHead = clone(ta.q.offsets[1]);
     qStart = clone(ta.q.offsets[2]);
-    kBatch = clone(ta.k.offsets[0]);
+    // (A paged block's page is computed per block: pageOf.)
+    if (!ta.k.pageSize) {
+      kBatch = clone(ta.k.offsets[0]);
+      vBatch = clone(ta.v.offsets[0]);
+    }
     kHead = clone(ta.k.offsets[1]);
-    vBatch = clone(ta.v.offsets[0]);
     vHead = clone(ta.v.offsets[1]);
+    kRowBase = isZeroInteger(ta.k.rowBase) ? Value() : clone(ta.k.rowBase);
+    kLimit = ta.k.rowLimit ? clone(ta.k.rowLimit) : nk;
     lo = clone(ta.loops.front().loop.getLowerBound());
     hi = clone(ta.loops.back().loop.getUpperBound());
     // Clone every other index here too, so that the clones dominate all
@@ -1984,10 +2190,10 @@ void ForwardKernelEmitter::emit(gpu::LaunchOp launch) {
   // Prologue: Q in one group, the first K/V block (if any) in the next.
   // Loop-invariant address parts, computed once: the copy plans and the
   // lanes' ldmatrix offsets.
-  CopyPlan qCopy = planCopy(ta.q.memref, qBatch, qHead, qTile, cfg.br);
+  CopyPlan qCopy = planCopy(ta.q, qBatch, qHead, Value(), qTile, cfg.br);
   if (!cfg.warpSpecialized) {
-    kCopy = planCopy(ta.k.memref, kBatch, kHead, kTile, cfg.bc);
-    vCopy = planCopy(ta.v.memref, vBatch, vHead, vTile, cfg.bc);
+    kCopy = planCopy(ta.k, kBatch, kHead, kRowBase, kTile, cfg.bc);
+    vCopy = planCopy(ta.v, vBatch, vHead, kRowBase, vTile, cfg.bc);
   }
   if (!cfg.wgmma) {
     qLane = ldmatrixLane(qTile, add(warpRow, aRowOff), /*aPattern=*/true);
@@ -1995,7 +2201,11 @@ void ForwardKernelEmitter::emit(gpu::LaunchOp launch) {
     vLane = ldmatrixLane(vTile, aRowOff, /*aPattern=*/true);
   }
 
-  copyTile(qCopy, qStart, nq, idx(0));
+  if (ta.packedOut)
+    // Rows past the sequence's are zeros (another sequence's in q).
+    copyTile(qCopy, qStart, clone(ta.q.rows), idx(0), Value(), idx(0));
+  else
+    copyTile(qCopy, qStart, nq, idx(0));
   commit();
   if (cfg.warpSpecialized) {
     // K and V come through the channels; Q must have landed (and be

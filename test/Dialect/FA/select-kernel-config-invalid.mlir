@@ -3,6 +3,7 @@
 // RUN: not fa-opt %s --split-input-file --fa-select-kernel-config="chip=sm_80 mma=wgmma" 2>&1 | FileCheck %s --check-prefix=WGMMA
 // RUN: not fa-opt %s --split-input-file --fa-select-kernel-config="chip=sm_90a mma=tensor" 2>&1 | FileCheck %s --check-prefix=MMA
 // RUN: not fa-opt %s --split-input-file --fa-select-kernel-config="chip=sm_90a block-q=-64" 2>&1 | FileCheck %s --check-prefix=NEG
+// RUN: not fa-opt %s --split-input-file --fa-select-kernel-config="chip=sm_90a schedule=warp_specialized" 2>&1 | FileCheck %s --check-prefix=WS
 // RUN: not fa-opt %s --split-input-file --fa-select-kernel-config="chip=sm_80 block-q=128 block-kv=128 warps=4 stages=2" 2>&1 | FileCheck %s --check-prefix=FIXED
 // RUN: not fa-opt %s --split-input-file --fa-select-kernel-config="chip=sm_90a schedule=pingpong" 2>&1 | FileCheck %s --check-prefix=SCHED
 // RUN: not fa-opt %s --split-input-file --fa-select-kernel-config="chip=sm_80 schedule=warp_specialized" 2>&1 | FileCheck %s --check-prefix=WSSYNC
@@ -48,18 +49,29 @@ func.func @head_dim_40(%q: tensor<?x?x?x40xf16>) -> tensor<?x?x?x40xf16> {
 
 // -----
 
-// The packed and paged forms have no GPU kernel yet: said at the start of
-// every GPU pipeline.
-func.func @f(%q: tensor<4x?x64xf16>, %k: tensor<4x?x64xf16>, %cu: tensor<?xi32>, %m: index) -> (tensor<4x?x64xf16>, tensor<4x?xf32>) {
-  // expected-error @below {{'fa.attention_varlen' op has no GPU kernel yet: fa-select-kernel-config handles fa.attention and fa.attention_backward; the CPU pipelines (fa-reference-cpu, fa-tiled-cpu) lower this op}}
-  %o, %l = fa.attention_varlen %q, %k, %k seqlens(%cu, %cu) max_seqlen_q(%m) : (tensor<4x?x64xf16>, tensor<4x?x64xf16>, tensor<4x?x64xf16>, tensor<?xi32>, tensor<?xi32>, index) -> (tensor<4x?x64xf16>, tensor<4x?xf32>)
-  return %o, %l : tensor<4x?x64xf16>, tensor<4x?xf32>
+// The packed backward has no GPU kernel yet: said at the start of every GPU
+// pipeline.
+func.func @f(%q: tensor<4x?x64xf16>, %l: tensor<4x?xf32>, %cu: tensor<?xi32>, %m: index) -> tensor<4x?x64xf16> {
+  // expected-error @below {{'fa.attention_varlen_backward' op has no GPU kernel yet: the CPU pipelines (fa-reference-cpu, fa-tiled-cpu) lower this op}}
+  %dq, %dk, %dv = fa.attention_varlen_backward %q, %q, %q, %q, %l, %q seqlens(%cu, %cu) max_seqlen_q(%m) : (tensor<4x?x64xf16>, tensor<4x?x64xf16>, tensor<4x?x64xf16>, tensor<4x?x64xf16>, tensor<4x?xf32>, tensor<4x?x64xf16>, tensor<?xi32>, tensor<?xi32>, index) -> (tensor<4x?x64xf16>, tensor<4x?x64xf16>, tensor<4x?x64xf16>)
+  return %dq : tensor<4x?x64xf16>
 }
 
 // -----
 
-func.func @f(%q: tensor<1x1x1x64xf16>, %kp: tensor<?x1x64x64xf16>, %t: tensor<1x?xi32>, %n: tensor<1xi32>) -> (tensor<1x1x1x64xf16>, tensor<1x1x1xf32>) {
-  // expected-error @below {{'fa.attention_paged' op has no GPU kernel yet}}
-  %o, %l = fa.attention_paged %q, %kp, %kp pages(%t) seqlens(%n) : (tensor<1x1x1x64xf16>, tensor<?x1x64x64xf16>, tensor<?x1x64x64xf16>, tensor<1x?xi32>, tensor<1xi32>) -> (tensor<1x1x1x64xf16>, tensor<1x1x1xf32>)
+// A paged cache's key blocks must not cross pages: no block of keys (a
+// multiple of 16) divides 24.
+func.func @f(%q: tensor<1x1x1x64xf16>, %kp: tensor<?x1x24x64xf16>, %t: tensor<1x?xi32>, %n: tensor<1xi32>) -> (tensor<1x1x1x64xf16>, tensor<1x1x1xf32>) {
+  // expected-error @below {{block_kv must divide the page size 24}}
+  %o, %l = fa.attention_paged %q, %kp, %kp pages(%t) seqlens(%n) : (tensor<1x1x1x64xf16>, tensor<?x1x24x64xf16>, tensor<?x1x24x64xf16>, tensor<1x?xi32>, tensor<1xi32>) -> (tensor<1x1x1x64xf16>, tensor<1x1x1xf32>)
   return %o, %l : tensor<1x1x1x64xf16>, tensor<1x1x1xf32>
+}
+
+// -----
+
+// Packed sequences and paged caches have cooperative grid kernels only.
+// WS: 'fa.attention_varlen' op has cooperative grid kernels only: the warp-specialized and persistent kernels load dense tensors through TMA
+func.func @f(%q: tensor<4x?x64xf16>, %cu: tensor<?xi32>, %m: index) -> (tensor<4x?x64xf16>, tensor<4x?xf32>) {
+  %o, %l = fa.attention_varlen %q, %q, %q seqlens(%cu, %cu) max_seqlen_q(%m) : (tensor<4x?x64xf16>, tensor<4x?x64xf16>, tensor<4x?x64xf16>, tensor<?xi32>, tensor<?xi32>, index) -> (tensor<4x?x64xf16>, tensor<4x?xf32>)
+  return %o, %l : tensor<4x?x64xf16>, tensor<4x?xf32>
 }

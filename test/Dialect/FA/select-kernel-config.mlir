@@ -148,3 +148,29 @@ func.func @kept(%q: tensor<?x?x?x64xf16>) -> tensor<?x?x?x64xf16> {
   %o, %l = fa.attention %q, %q, %q {kernel_config = #fa.kernel_config<"sm_80", mma_sync, block_q = 64, block_kv = 64, warps = 4, stages = 1>} : (tensor<?x?x?x64xf16>, tensor<?x?x?x64xf16>, tensor<?x?x?x64xf16>) -> (tensor<?x?x?x64xf16>, tensor<?x?x?xf32>)
   return %o : tensor<?x?x?x64xf16>
 }
+
+// -----
+
+// Packed sequences: the cooperative kernel (its loads are per sequence; the
+// warp-specialized kernels' TMA tiles are a dense tensor's).
+// SM90A-LABEL: func.func @varlen
+// SM90A: fa.attention_varlen {{.*}} {kernel_config = #fa.kernel_config<"sm_90a", wgmma, block_q = 128, block_kv = 128, warps = 8, stages = 2>}
+// SM80-LABEL: func.func @varlen
+// SM80: {kernel_config = #fa.kernel_config<"sm_80", mma_sync, block_q = 128, block_kv = 32, warps = 4, stages = 2>}
+func.func @varlen(%q: tensor<8x?x128xbf16>, %k: tensor<2x?x128xbf16>, %cu: tensor<?xi32>, %m: index) -> (tensor<8x?x128xbf16>, tensor<8x?xf32>) {
+  %o, %l = fa.attention_varlen %q, %k, %k seqlens(%cu, %cu) max_seqlen_q(%m) mask<causal> : (tensor<8x?x128xbf16>, tensor<2x?x128xbf16>, tensor<2x?x128xbf16>, tensor<?xi32>, tensor<?xi32>, index) -> (tensor<8x?x128xbf16>, tensor<8x?xf32>)
+  return %o, %l : tensor<8x?x128xbf16>, tensor<8x?xf32>
+}
+
+// -----
+
+// A paged cache: key blocks within pages (64 keys per page: the table's 128
+// keys shrink to 64).
+// SM90A-LABEL: func.func @paged
+// SM90A: fa.attention_paged {{.*}} {kernel_config = #fa.kernel_config<"sm_90a", wgmma, block_q = 64, block_kv = 64, warps = 4, stages = 2>}
+// SM80-LABEL: func.func @paged
+// SM80: {kernel_config = #fa.kernel_config<"sm_80", mma_sync, block_q = 128, block_kv = 64, warps = 4, stages = 2>}
+func.func @paged(%q: tensor<?x8x1x64xbf16>, %kp: tensor<?x2x64x64xbf16>, %t: tensor<?x?xi32>, %n: tensor<?xi32>) -> (tensor<?x8x1x64xbf16>, tensor<?x8x1xf32>) {
+  %o, %l = fa.attention_paged %q, %kp, %kp pages(%t) seqlens(%n) : (tensor<?x8x1x64xbf16>, tensor<?x2x64x64xbf16>, tensor<?x2x64x64xbf16>, tensor<?x?xi32>, tensor<?xi32>) -> (tensor<?x8x1x64xbf16>, tensor<?x8x1xf32>)
+  return %o, %l : tensor<?x8x1x64xbf16>, tensor<?x8x1xf32>
+}

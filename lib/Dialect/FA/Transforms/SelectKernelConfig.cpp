@@ -40,6 +40,11 @@ struct OpTraits {
   bool plain = false;
   /// A mask rule (causal, window): tiles of unequal work.
   bool masked = false;
+  /// Packed sequences or a paged cache: the cooperative kernel only (the
+  /// warp-specialized kernels' TMA tiles are a dense tensor's).
+  bool sequenceForm = false;
+  /// A paged cache's page size (its key blocks must not cross pages).
+  int64_t pageSize = 0;
   Type elt;
 };
 
@@ -112,7 +117,7 @@ int64_t tableSplit(const OpTraits &op, MmaKind mma, const Tiles &t) {
 SmallVector<Tiles> warpSpecializedCandidates(const OpTraits &op, MmaKind mma,
                                              const ChipInfo &chip,
                                              const KernelConfigRequest &req) {
-  if (op.backward || mma != MmaKind::Wgmma || !chip.wgmma ||
+  if (op.backward || op.sequenceForm || mma != MmaKind::Wgmma || !chip.wgmma ||
       (req.schedule && *req.schedule != KernelSchedule::WarpSpecialized))
     return {};
   // Chosen (not forced) where it was measured to win. A persistent tile
@@ -254,6 +259,13 @@ FailureOr<OpTraits> traitsOf(Operation *op) {
     fill(bwd);
     t.backward = true;
     t.deterministic = bwd.getDeterministic();
+  } else if (auto varlen = dyn_cast<AttentionVarlenOp>(op)) {
+    fill(varlen);
+    t.sequenceForm = true;
+  } else if (auto paged = dyn_cast<AttentionPagedOp>(op)) {
+    fill(paged);
+    t.sequenceForm = true;
+    t.pageSize = paged.getPageSize();
   } else {
     return failure();
   }
@@ -271,6 +283,12 @@ mlir::fa::selectKernelConfig(Operation *op, const KernelConfigRequest &req) {
   if (!chip)
     return op->emitError("fa-select-kernel-config: unknown chip '")
            << req.chip << "' (supported: " << supportedChipNames() << ")";
+  if (traits->sequenceForm &&
+      (req.schedule == KernelSchedule::WarpSpecialized ||
+       (req.tileScheduler && *req.tileScheduler != TileScheduler::Grid)))
+    return op->emitOpError("has cooperative grid kernels only: the "
+                           "warp-specialized and persistent kernels load "
+                           "dense tensors through TMA");
   if (!traits->elt.isF16() && !traits->elt.isBF16())
     return op->emitError("fa-select-kernel-config: the GPU kernels take f16 "
                          "or bf16 inputs, not ")
@@ -305,6 +323,9 @@ mlir::fa::selectKernelConfig(Operation *op, const KernelConfigRequest &req) {
       std::string why =
           whyKernelConfigFails(config, traits->backward, traits->deterministic,
                                traits->d, traits->dv);
+      if (why.empty() && traits->pageSize % t.blockKV != 0)
+        why = "block_kv must divide the page size " +
+              std::to_string(traits->pageSize);
       if (why.empty()) {
         if (skipped++ == req.skip)
           return config;
@@ -392,19 +413,16 @@ struct FASelectKernelConfigPass final
       return signalPassFailure();
     }
     auto result = getOperation()->walk([&](Operation *op) {
-      // The packed and paged forms have CPU lowerings only so far: say so
-      // here, at the start of every GPU pipeline, rather than fail later on
-      // a loop nest the GPU conversion does not know.
-      if (isa<AttentionVarlenOp, AttentionVarlenBackwardOp, AttentionPagedOp>(
-              op) &&
-          !op->hasAttr("kernel_config")) {
-        op->emitOpError("has no GPU kernel yet: fa-select-kernel-config "
-                        "handles fa.attention and fa.attention_backward; the "
-                        "CPU pipelines (fa-reference-cpu, fa-tiled-cpu) "
-                        "lower this op");
+      // The packed backward has a CPU lowering only so far: say so here, at
+      // the start of every GPU pipeline, rather than fail later on a loop
+      // nest the GPU conversion does not know.
+      if (isa<AttentionVarlenBackwardOp>(op) && !op->hasAttr("kernel_config")) {
+        op->emitOpError("has no GPU kernel yet: the CPU pipelines "
+                        "(fa-reference-cpu, fa-tiled-cpu) lower this op");
         return WalkResult::interrupt();
       }
-      if (!isa<AttentionOp, AttentionBackwardOp>(op) ||
+      if (!isa<AttentionOp, AttentionBackwardOp, AttentionVarlenOp,
+               AttentionPagedOp>(op) ||
           op->hasAttr("kernel_config"))
         return WalkResult::advance();
       FailureOr<KernelConfigAttr> config = selectKernelConfig(op, req);
