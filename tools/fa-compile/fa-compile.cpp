@@ -1311,8 +1311,9 @@ FailureOr<KernelConfig> configFromFlags() {
   // f32 partials.
   if (c.kvSplits != 0 && c.tileScheduler == "auto")
     c.tileScheduler = "grid";
-  if (c.kvSplits != 0 && c.form != "dense") {
-    llvm::errs() << "fa-compile: --kv-splits takes dense tensors only so far\n";
+  if (c.kvSplits != 0 && c.form == "varlen") {
+    llvm::errs() << "fa-compile: --kv-splits takes dense tensors or a paged "
+                    "cache, not packed sequences\n";
     return failure();
   }
   if (c.kvSplits != 0 && c.backward()) {

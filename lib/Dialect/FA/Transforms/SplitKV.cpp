@@ -45,6 +45,10 @@ struct TiledQueryBlock {
   tensor::ParallelInsertSliceOp outInsert, lseInsert;
   /// The K operand of fa.attention (the source of the key tiles).
   Value keys;
+  /// A paged cache's page table and page size: the key count is bounded by
+  /// its pages, not by K's rows (one page).
+  Value pageTable;
+  int64_t pageSize = 0;
   int64_t blockKV, headDim, valueHeadDim;
 };
 
@@ -56,6 +60,28 @@ static Value keySource(Value tile) {
   if (!slice || slice.getSourceType().getRank() != 4)
     return nullptr;
   return slice.getSource();
+}
+
+/// The page table of a paged key tile (rows iv mod S of the page
+/// table[b, iv / S]), and S; null if the tile is not paged.
+static std::pair<Value, int64_t> pageTableOf(Value tile) {
+  if (auto pad = tile.getDefiningOp<tensor::PadOp>())
+    tile = pad.getSource();
+  auto slice = tile.getDefiningOp<tensor::ExtractSliceOp>();
+  if (!slice)
+    return {};
+  SmallVector<OpFoldResult> offsets = slice.getMixedOffsets();
+  auto row = dyn_cast<Value>(offsets[2]);
+  auto rem = row ? row.getDefiningOp<arith::RemUIOp>() : nullptr;
+  std::optional<int64_t> size = rem ? getConstantIntValue(rem.getRhs())
+                                    : std::nullopt;
+  auto page = dyn_cast<Value>(offsets[0]);
+  if (auto cast = page ? page.getDefiningOp<arith::IndexCastOp>() : nullptr)
+    page = cast.getIn();
+  auto extract = page ? page.getDefiningOp<tensor::ExtractOp>() : nullptr;
+  if (!size || !extract || extract.getTensor().getType().getRank() != 2)
+    return {};
+  return {extract.getTensor(), *size};
 }
 
 static FailureOr<TiledQueryBlock> matchQueryBlock(scf::ForallOp forall) {
@@ -79,6 +105,7 @@ static FailureOr<TiledQueryBlock> matchQueryBlock(scf::ForallOp forall) {
     if (!keys || (qb.keys && keys != qb.keys))
       return failure();
     qb.keys = keys;
+    std::tie(qb.pageTable, qb.pageSize) = pageTableOf(step.getKey());
     qb.blockKV = cast<RankedTensorType>(step.getKey().getType()).getDimSize(0);
     qb.headDim = cast<RankedTensorType>(step.getKey().getType()).getDimSize(1);
     qb.valueHeadDim =
@@ -136,7 +163,13 @@ static LogicalResult splitForall(RewriterBase &rw, scf::ForallOp forall,
     return arith::ConstantIndexOp::create(rw, loc, v);
   };
   SmallVector<OpFoldResult> ubs = forall.getMixedUpperBound();
-  Value nk = rw.createOrFold<tensor::DimOp>(loc, qb.keys, 2);
+  // The most keys a query block can see (the split count's bound).
+  Value nk = qb.pageTable
+                 ? rw.createOrFold<arith::MulIOp>(
+                       loc,
+                       rw.createOrFold<tensor::DimOp>(loc, qb.pageTable, 1),
+                       idx(qb.pageSize))
+                 : rw.createOrFold<tensor::DimOp>(loc, qb.keys, 2);
 
   // The split count.
   Value splits;
