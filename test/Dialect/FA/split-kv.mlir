@@ -130,3 +130,73 @@ func.func @decode(%q: tensor<2x4x1x64xf16>, %k: tensor<2x4x?x64xf16>, %v: tensor
   } {mapping = [#gpu.block<z>, #gpu.block<y>, #gpu.block<x>]}
   return %r#0, %r#1 : tensor<2x4x1x64xf16>, tensor<2x4x1xf32>
 }
+
+// -----
+
+// A paged cache (key block k0 is rows k0 mod 64 of page t[b, k0 / 64]): a
+// query block sees at most dim(t, 1) * 64 keys, which bounds the split
+// count (not K's 64 rows, one page).
+// AUTO-LABEL: func.func @paged_decode
+// AUTO-SAME:    %[[T:[a-zA-Z0-9]+]]: tensor<2x?xi32>
+// AUTO:         %[[PAGES:.*]] = tensor.dim %[[T]], %c1
+// AUTO:         %[[NK:.*]] = arith.muli %[[PAGES]], %c64
+// AUTO:         %[[KB:.*]] = arith.ceildivui %[[NK]], %c32
+// AUTO:         arith.minui %{{.*}}, %[[KB]]
+func.func @paged_decode(%q: tensor<2x4x1x64xf16>, %kp: tensor<?x4x64x64xf16>, %vp: tensor<?x4x64x64xf16>, %t: tensor<2x?xi32>, %lens: tensor<2xi32>) -> (tensor<2x4x1x64xf16>, tensor<2x4x1xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c16 = arith.constant 16 : index
+  %c32 = arith.constant 32 : index
+  %c64 = arith.constant 64 : index
+  %zero = arith.constant 0.000000e+00 : f32
+  %ninf = arith.constant 0xFF800000 : f32
+  %o0 = tensor.empty() : tensor<2x4x1x64xf16>
+  %l0 = tensor.empty() : tensor<2x4x1xf32>
+  %r:2 = scf.forall (%b, %h, %qb) in (2, 4, 1) shared_outs(%o = %o0, %l = %l0) -> (tensor<2x4x1x64xf16>, tensor<2x4x1xf32>) {
+    %n32 = tensor.extract %lens[%b] : tensor<2xi32>
+    %nk = arith.index_cast %n32 : i32 to index
+    %q0 = arith.muli %qb, %c16 : index
+    %qs = tensor.extract_slice %q[%b, %h, %q0, 0] [1, 1, 1, 64] [1, 1, 1, 1] : tensor<2x4x1x64xf16> to tensor<1x64xf16>
+    %qt = tensor.pad %qs low[0, 0] high[15, 0] {
+    ^bb0(%i: index, %j: index):
+      %p = arith.constant 0.000000e+00 : f16
+      tensor.yield %p : f16
+    } : tensor<1x64xf16> to tensor<16x64xf16>
+    %e = tensor.empty() : tensor<16x64xf32>
+    %acc0 = linalg.fill ins(%zero : f32) outs(%e : tensor<16x64xf32>) -> tensor<16x64xf32>
+    %e1 = tensor.empty() : tensor<16xf32>
+    %m0 = linalg.fill ins(%ninf : f32) outs(%e1 : tensor<16xf32>) -> tensor<16xf32>
+    %s0 = linalg.fill ins(%zero : f32) outs(%e1 : tensor<16xf32>) -> tensor<16xf32>
+    %st:3 = scf.for %k0 = %c0 to %nk step %c32 iter_args(%acc = %acc0, %m = %m0, %s = %s0) -> (tensor<16x64xf32>, tensor<16xf32>, tensor<16xf32>) {
+      %rest = arith.subi %nk, %k0 : index
+      %len = arith.minsi %rest, %c32 : index
+      %hp = arith.subi %c32, %len : index
+      %pi = arith.divui %k0, %c64 : index
+      %p32 = tensor.extract %t[%b, %pi] : tensor<2x?xi32>
+      %page = arith.index_cast %p32 : i32 to index
+      %row = arith.remui %k0, %c64 : index
+      %ks = tensor.extract_slice %kp[%page, %h, %row, 0] [1, 1, %len, 64] [1, 1, 1, 1] : tensor<?x4x64x64xf16> to tensor<?x64xf16>
+      %vs = tensor.extract_slice %vp[%page, %h, %row, 0] [1, 1, %len, 64] [1, 1, 1, 1] : tensor<?x4x64x64xf16> to tensor<?x64xf16>
+      %kt = tensor.pad %ks low[0, 0] high[%hp, 0] {
+      ^bb0(%i: index, %j: index):
+        %p = arith.constant 0.000000e+00 : f16
+        tensor.yield %p : f16
+      } : tensor<?x64xf16> to tensor<32x64xf16>
+      %vt = tensor.pad %vs low[0, 0] high[%hp, 0] {
+      ^bb0(%i: index, %j: index):
+        %p = arith.constant 0.000000e+00 : f16
+        tensor.yield %p : f16
+      } : tensor<?x64xf16> to tensor<32x64xf16>
+      %na, %nm, %ns = fa.online_attention %qt, %kt, %vt into %acc, %m, %s masked(%q0, %k0, %c1, %nk) scale 1.250000e-01 : tensor<16x64xf16>, tensor<32x64xf16>, tensor<32x64xf16> -> tensor<16x64xf32>, tensor<16xf32>
+      scf.yield %na, %nm, %ns : tensor<16x64xf32>, tensor<16xf32>, tensor<16xf32>
+    }
+    %out, %lse = fa.online_attention_finalize %st#0, %st#1, %st#2 : tensor<16x64xf32>, tensor<16xf32> -> tensor<16x64xf16>
+    %orow = tensor.extract_slice %out[0, 0] [1, 64] [1, 1] : tensor<16x64xf16> to tensor<1x64xf16>
+    %lrow = tensor.extract_slice %lse[0] [1] [1] : tensor<16xf32> to tensor<1xf32>
+    scf.forall.in_parallel {
+      tensor.parallel_insert_slice %orow into %o[%b, %h, %q0, 0] [1, 1, 1, 64] [1, 1, 1, 1] : tensor<1x64xf16> into tensor<2x4x1x64xf16>
+      tensor.parallel_insert_slice %lrow into %l[%b, %h, %q0] [1, 1, 1] [1, 1, 1] : tensor<1xf32> into tensor<2x4x1xf32>
+    }
+  } {mapping = [#gpu.block<z>, #gpu.block<y>, #gpu.block<x>]}
+  return %r#0, %r#1 : tensor<2x4x1x64xf16>, tensor<2x4x1xf32>
+}

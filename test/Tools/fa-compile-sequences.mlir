@@ -1,0 +1,72 @@
+// Packed sequences and paged caches: fa-compile builds their forward
+// kernels (cooperative grid kernels; ptxas runs on each, 0 spills) and
+// describes their launches in the tensors' own terms.
+
+// RUN: rm -rf %t && fa-compile --form=varlen --causal --head-dim=128 --chip=sm_90a -o %t > /dev/null
+// RUN: FileCheck %s --check-prefix=VARLEN < %t/fa_fwd_varlen_d128_bf16_causal_sm90a.json
+// VARLEN:      "form": "varlen"
+// VARLEN:      "grid": [
+// VARLEN-NEXT:   "ceildiv(max_seqlen_q, 128)",
+// VARLEN-NEXT:   "Hq",
+// VARLEN-NEXT:   "B1 - 1"
+// VARLEN:      "name": "q"
+// VARLEN:      "dtype": "i32",
+// VARLEN-NEXT: "name": "cu_seqlens_q",
+// VARLEN:      "schedule": "cooperative"
+
+// RUN: fa-compile --form=varlen --head-dim=64 --dtype=f16 --chip=sm_80 -o %t > /dev/null
+// RUN: FileCheck %s --check-prefix=VARLEN80 < %t/fa_fwd_varlen_d64_f16_sm80.json
+// VARLEN80: "mma": "mma.sync"
+
+// The page size is static: key blocks within a page (64 keys: 64-key blocks).
+// RUN: fa-compile --form=paged --page-size=64 --head-dim=128 --chip=sm_90a -o %t > /dev/null
+// RUN: FileCheck %s --check-prefix=PAGED < %t/fa_fwd_paged64_d128_bf16_sm90a.json
+// PAGED:      "block_kv": 64
+// PAGED:      "form": "paged"
+// PAGED:      "page_size": 64
+// PAGED:        "P",
+// PAGED-NEXT:   "Hkv",
+// PAGED-NEXT:   "S",
+// PAGED-NEXT:   "D"
+// PAGED-NEXT: ],
+// PAGED-NEXT: "dtype": "bf16",
+// PAGED-NEXT: "name": "k_cache",
+// PAGED:      "name": "page_table",
+
+// Split-KV decoding from a paged cache: the split count is bounded by the
+// page table's keys.
+// RUN: fa-compile --form=paged --page-size=256 --kv-splits=auto --head-dim=128 --chip=sm_90a -o %t > /dev/null
+// RUN: FileCheck %s --check-prefix=SPLIT < %t/fa_fwd_paged256_d128_bf16_splitkv_sm90a.json
+// SPLIT: "ceildiv(Nq, 64) * max(min(min(SMS * 2 // (B * Hq * ceildiv(Nq, 64)), ceildiv(MaxPages * 256, 64)), 64), 1)"
+// SPLIT: "entry": "fa_fwd_paged_merge_kernel"
+
+// An IR file's op: the same ABI.
+// RUN: fa-compile %s --chip=sm_90a --name=user_varlen -o %t > /dev/null
+// RUN: FileCheck %s --check-prefix=USER < %t/user_varlen.json
+// USER: "form": "varlen"
+// USER: "softcap": "runtime"
+
+// RUN: not fa-compile --form=ragged -o %t.bad 2>&1 | FileCheck %s --check-prefix=FORM
+// FORM: fa-compile: --form must be dense, varlen or paged, got 'ragged'
+// RUN: not fa-compile --form=varlen --kind=backward -o %t.bad 2>&1 | FileCheck %s --check-prefix=BWD
+// BWD: fa-compile: --form=varlen has a forward kernel only so far
+// RUN: not fa-compile --page-size=64 -o %t.bad 2>&1 | FileCheck %s --check-prefix=PAGEFLAG
+// PAGEFLAG: fa-compile: --page-size applies to --form=paged only
+// RUN: not fa-compile --form=paged --page-size=24 -o %t.bad 2>&1 | FileCheck %s --check-prefix=PAGESIZE
+// PAGESIZE: fa-compile: --page-size must be a multiple of 16 in [16, 4096], got 24
+// RUN: not fa-compile --form=varlen --kv-splits=auto -o %t.bad 2>&1 | FileCheck %s --check-prefix=SPLITVARLEN
+// SPLITVARLEN: fa-compile: --kv-splits takes dense tensors or a paged cache, not packed sequences
+// RUN: not fa-compile --form=varlen --schedule=warp_specialized --chip=sm_90a -o %t.bad 2>&1 | FileCheck %s --check-prefix=WS
+// WS: has cooperative grid kernels only
+
+func.func @fa_fwd_varlen(%q: memref<?x?x64xbf16, strided<[?, ?, 1], offset: ?>>, %k: memref<?x?x64xbf16, strided<[?, ?, 1], offset: ?>>, %v: memref<?x?x64xbf16, strided<[?, ?, 1], offset: ?>>, %out: memref<?x?x64xbf16, strided<[?, ?, 1], offset: ?>>, %lse: memref<?x?xf32, strided<[?, ?], offset: ?>>, %cu_q: memref<?xi32>, %cu_k: memref<?xi32>, %max_q: index, %softcap: f32, %scale: f32) {
+  %qt = bufferization.to_tensor %q restrict : memref<?x?x64xbf16, strided<[?, ?, 1], offset: ?>> to tensor<?x?x64xbf16>
+  %kt = bufferization.to_tensor %k restrict : memref<?x?x64xbf16, strided<[?, ?, 1], offset: ?>> to tensor<?x?x64xbf16>
+  %vt = bufferization.to_tensor %v restrict : memref<?x?x64xbf16, strided<[?, ?, 1], offset: ?>> to tensor<?x?x64xbf16>
+  %cq = bufferization.to_tensor %cu_q restrict : memref<?xi32> to tensor<?xi32>
+  %ck = bufferization.to_tensor %cu_k restrict : memref<?xi32> to tensor<?xi32>
+  %o, %l = fa.attention_varlen %qt, %kt, %vt seqlens(%cq, %ck) max_seqlen_q(%max_q) mask<causal> softcap %softcap scale %scale : (tensor<?x?x64xbf16>, tensor<?x?x64xbf16>, tensor<?x?x64xbf16>, tensor<?xi32>, tensor<?xi32>, index, f32, f32) -> (tensor<?x?x64xbf16>, tensor<?x?xf32>)
+  bufferization.materialize_in_destination %o in restrict writable %out : (tensor<?x?x64xbf16>, memref<?x?x64xbf16, strided<[?, ?, 1], offset: ?>>) -> ()
+  bufferization.materialize_in_destination %l in restrict writable %lse : (tensor<?x?xf32>, memref<?x?xf32, strided<[?, ?], offset: ?>>) -> ()
+  return
+}
