@@ -40,6 +40,11 @@
 // SPLIT: "ceildiv(Nq, 64) * max(min(min(SMS * 2 // (B * Hq * ceildiv(Nq, 64)), ceildiv(MaxPages * 256, 64)), 64), 1)"
 // SPLIT: "entry": "fa_fwd_paged_merge_kernel"
 
+// Page size 16: the split kernel's key blocks shrink to one page.
+// RUN: fa-compile --form=paged --page-size=16 --kv-splits=auto --head-dim=64 --chip=sm_80 -o %t > /dev/null
+// RUN: FileCheck %s --check-prefix=PAGE16 < %t/fa_fwd_paged16_d64_bf16_splitkv_sm80.json
+// PAGE16: "block_kv": 16
+
 // An IR file's op: the same ABI.
 // RUN: fa-compile %s --chip=sm_90a --name=user_varlen -o %t > /dev/null
 // RUN: FileCheck %s --check-prefix=USER < %t/user_varlen.json
