@@ -592,11 +592,14 @@ getKernelConfig(TiledAttention &ta,
   cfg.overlap = cfg.warpSpecialized && options.intraWarpgroupOverlap;
   cfg.pingPong = cfg.overlap && options.pingPong && cfg.warps / 4 >= 2 &&
                  cfg.warps / 4 <= 3;
-  bool sequenceForm = ta.packedOut || ta.k.pageSize;
-  if (cfg.warpSpecialized && sequenceForm)
-    return fail("packed sequences and paged caches have cooperative kernels "
-                "only (the warp-specialized kernel's TMA tiles are a "
-                "dense tensor's)");
+  // Packed sequences: TMA boxes from a sequence's first row (rows of the
+  // next sequence in a box are masked); the persistent kernel's TMA store
+  // would write them.
+  if (cfg.warpSpecialized &&
+      (ta.k.pageSize || (ta.packedOut && cfg.persistent)))
+    return fail("paged caches have cooperative kernels only, packed "
+                "sequences cooperative or warp-specialized grid kernels (the "
+                "persistent kernel's TMA store writes whole boxes)");
   if (cfg.persistent && cfg.f32Out)
     return fail("the persistent kernel's TMA store writes out in the input "
                 "element type, not f32");
@@ -659,12 +662,15 @@ getKernelConfig(TiledAttention &ta,
 //===----------------------------------------------------------------------===//
 
 /// The TMA tensor map type of the warp-specialized kernel's tiles: one box
-/// [1, 1, rows, 64] per 64-column panel, 128-byte swizzle (the layout the
-/// wgmma descriptors read), zero fill past the tensor's rows.
-static nvgpu::TensorMapDescriptorType tmaDescriptor(MLIRContext *ctx,
-                                                    int64_t rows, Type elt) {
+/// [1, 1, rows, 64] per 64-column panel ([1, rows, 64] of a packed [H, T, D]
+/// tensor: rank 3), 128-byte swizzle (the layout the wgmma descriptors
+/// read), zero fill past the tensor's rows.
+static nvgpu::TensorMapDescriptorType
+tmaDescriptor(MLIRContext *ctx, int64_t rows, Type elt, int64_t rank = 4) {
+  SmallVector<int64_t> shape(rank - 2, 1);
+  shape.append({rows, TileLayout::kPanelCols});
   auto box = MemRefType::get(
-      {1, 1, rows, TileLayout::kPanelCols}, elt, AffineMap(),
+      shape, elt, AffineMap(),
       gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup));
   return nvgpu::TensorMapDescriptorType::get(
       ctx, box, nvgpu::TensorMapSwizzleKind::SWIZZLE_128B,
@@ -1835,13 +1841,15 @@ void ForwardKernelEmitter::emitWarpRoles(Value base, Value pad) {
   auto smemSpace =
       gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup);
   // One buffer: the tile's 64-column panels, each one TMA box [1, 1, Bc, 64]
-  // of 128-byte swizzle (the layout the wgmma descriptors read).
+  // ([1, Bc, 64] packed) of 128-byte swizzle (the layout the wgmma
+  // descriptors read).
+  int64_t rank = ta.k.rank();
   auto channel = [&](Value host, int64_t cols, int64_t byteOffset, int64_t rows,
                      int64_t stages) {
-    auto descriptor = tmaDescriptor(ctx, rows, cfg.elt);
+    auto descriptor = tmaDescriptor(ctx, rows, cfg.elt, rank);
     int64_t panels = cols / TileLayout::kPanelCols;
-    SmallVector<int64_t> bufferShape = {panels, 1, 1, rows,
-                                        TileLayout::kPanelCols};
+    SmallVector<int64_t> bufferShape = {panels};
+    llvm::append_range(bufferShape, descriptor.getTensor().getShape());
     auto bufferType =
         MemRefType::get(bufferShape, cfg.elt, AffineMap(), smemSpace);
     SmallVector<int64_t> ringShape = {stages};
@@ -1926,6 +1934,15 @@ void ForwardKernelEmitter::emitProducerTile(Value qMap, Value kMap,
   Value i = loop.getInductionVar();
   Value kStart = add(lo, mul(i, idx(cfg.bc)));
   Value it = add(itemBase, i);
+  if (ta.packedOut) {
+    // Packed [H, T, D]: the sequence's rows from its first key row.
+    Value row = add(clone(ta.k.rowBase), kStart);
+    fagpu::ChannelPutTmaOp::create(b, loc, kChannel, it, kMap,
+                                   ValueRange{idx(0), row, kHead});
+    fagpu::ChannelPutTmaOp::create(b, loc, vChannel, it, vMap,
+                                   ValueRange{idx(0), row, vHead});
+    return;
+  }
   fagpu::ChannelPutTmaOp::create(b, loc, kChannel, it, kMap,
                                  ValueRange{idx(0), kStart, kHead, kBatch});
   fagpu::ChannelPutTmaOp::create(b, loc, vChannel, it, vMap,
@@ -2046,7 +2063,7 @@ void ForwardKernelEmitter::emit(gpu::LaunchOp launch) {
   // runtime encodes from the kernel's memref parameter of the same tensor
   // (the manifest's rule): keep V a parameter.
   if (cfg.warpSpecialized)
-    memref::DimOp::create(b, loc, ta.v.memref, 2);
+    memref::DimOp::create(b, loc, ta.v.memref, ta.v.rowDim());
   // Persistent, likewise out (its TMA store's tensor map).
   if (cfg.persistent)
     memref::DimOp::create(b, loc, ta.out, 2);
@@ -2348,7 +2365,7 @@ LogicalResult mlir::fa::convertTiledAttentionToGPU(
     counter = allocateTileCounter(rewriter, loc);
   if (cfg->warpSpecialized) {
     MLIRContext *ctx = rewriter.getContext();
-    auto descriptor = tmaDescriptor(ctx, cfg->bc, cfg->elt);
+    auto descriptor = tmaDescriptor(ctx, cfg->bc, cfg->elt, ta->k.rank());
     auto ptr = LLVM::LLVMPointerType::get(ctx);
     kMap = fagpu::HostTensorMapOp::create(rewriter, loc, ptr, ta->k.memref,
                                           TypeAttr::get(descriptor));

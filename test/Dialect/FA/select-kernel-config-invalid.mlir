@@ -4,6 +4,7 @@
 // RUN: not fa-opt %s --split-input-file --fa-select-kernel-config="chip=sm_90a mma=tensor" 2>&1 | FileCheck %s --check-prefix=MMA
 // RUN: not fa-opt %s --split-input-file --fa-select-kernel-config="chip=sm_90a block-q=-64" 2>&1 | FileCheck %s --check-prefix=NEG
 // RUN: not fa-opt %s --split-input-file --fa-select-kernel-config="chip=sm_90a schedule=warp_specialized" 2>&1 | FileCheck %s --check-prefix=WS
+// RUN: not fa-opt %s --split-input-file --fa-select-kernel-config="chip=sm_90a tile-scheduler=persistent" 2>&1 | FileCheck %s --check-prefix=PERSIST
 // RUN: not fa-opt %s --split-input-file --fa-select-kernel-config="chip=sm_80 block-q=128 block-kv=128 warps=4 stages=2" 2>&1 | FileCheck %s --check-prefix=FIXED
 // RUN: not fa-opt %s --split-input-file --fa-select-kernel-config="chip=sm_90a schedule=pingpong" 2>&1 | FileCheck %s --check-prefix=SCHED
 // RUN: not fa-opt %s --split-input-file --fa-select-kernel-config="chip=sm_80 schedule=warp_specialized" 2>&1 | FileCheck %s --check-prefix=WSSYNC
@@ -69,8 +70,19 @@ func.func @f(%q: tensor<1x1x1x64xf16>, %kp: tensor<?x1x24x64xf16>, %t: tensor<1x
 
 // -----
 
-// Packed sequences and paged caches have cooperative grid kernels only.
-// WS: 'fa.attention_varlen' op has cooperative grid kernels only: the warp-specialized and persistent kernels load dense tensors through TMA
+// Paged caches have cooperative kernels only (TMA boxes are a dense
+// tensor's tiles, not pages).
+// WS: 'fa.attention_paged' op has cooperative kernels only: the warp-specialized kernels' TMA boxes are a dense tensor's, not pages
+func.func @f(%q: tensor<1x1x1x64xf16>, %kp: tensor<?x1x64x64xf16>, %t: tensor<1x?xi32>, %n: tensor<1xi32>) -> (tensor<1x1x1x64xf16>, tensor<1x1x1xf32>) {
+  %o, %l = fa.attention_paged %q, %kp, %kp pages(%t) seqlens(%n) : (tensor<1x1x1x64xf16>, tensor<?x1x64x64xf16>, tensor<?x1x64x64xf16>, tensor<1x?xi32>, tensor<1xi32>) -> (tensor<1x1x1x64xf16>, tensor<1x1x1xf32>)
+  return %o, %l : tensor<1x1x1x64xf16>, tensor<1x1x1xf32>
+}
+
+// -----
+
+// Packed sequences have grid kernels only: the persistent kernels' TMA
+// store writes whole boxes, past a sequence's rows.
+// PERSIST: 'fa.attention_varlen' op has grid kernels only: the persistent kernels' TMA store writes whole boxes, past a sequence's rows
 func.func @f(%q: tensor<4x?x64xf16>, %cu: tensor<?xi32>, %m: index) -> (tensor<4x?x64xf16>, tensor<4x?xf32>) {
   %o, %l = fa.attention_varlen %q, %q, %q seqlens(%cu, %cu) max_seqlen_q(%m) : (tensor<4x?x64xf16>, tensor<4x?x64xf16>, tensor<4x?x64xf16>, tensor<?xi32>, tensor<?xi32>, index) -> (tensor<4x?x64xf16>, tensor<4x?xf32>)
   return %o, %l : tensor<4x?x64xf16>, tensor<4x?xf32>

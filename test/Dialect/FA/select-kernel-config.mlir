@@ -151,10 +151,13 @@ func.func @kept(%q: tensor<?x?x?x64xf16>) -> tensor<?x?x?x64xf16> {
 
 // -----
 
-// Packed sequences: the cooperative kernel (its loads are per sequence; the
-// warp-specialized kernels' TMA tiles are a dense tensor's).
+// Packed sequences: the warp-specialized grid kernel (TMA boxes from each
+// sequence's first row; the persistent kernels' TMA store would write past
+// a sequence's rows). A paged cache: the cooperative kernel.
 // SM90A-LABEL: func.func @varlen
-// SM90A: fa.attention_varlen {{.*}} {kernel_config = #fa.kernel_config<"sm_90a", wgmma, block_q = 128, block_kv = 128, warps = 8, stages = 2>}
+// SM90A: fa.attention_varlen {{.*}} {kernel_config = #fa.kernel_config<"sm_90a", wgmma, block_q = 128, block_kv = 128, warps = 8, stages = 2, schedule = warp_specialized>}
+// COOP-LABEL: func.func @varlen
+// COOP: fa.attention_varlen {{.*}} {kernel_config = #fa.kernel_config<"sm_90a", wgmma, block_q = 128, block_kv = 128, warps = 8, stages = 2>}
 // SM80-LABEL: func.func @varlen
 // SM80: {kernel_config = #fa.kernel_config<"sm_80", mma_sync, block_q = 128, block_kv = 32, warps = 4, stages = 2>}
 func.func @varlen(%q: tensor<8x?x128xbf16>, %k: tensor<2x?x128xbf16>, %cu: tensor<?xi32>, %m: index) -> (tensor<8x?x128xbf16>, tensor<8x?xf32>) {

@@ -40,8 +40,9 @@ struct OpTraits {
   bool plain = false;
   /// A mask rule (causal, window): tiles of unequal work.
   bool masked = false;
-  /// Packed sequences or a paged cache: the cooperative kernel only (the
-  /// warp-specialized kernels' TMA tiles are a dense tensor's).
+  /// Packed sequences or a paged cache: grid kernels only (the persistent
+  /// kernel's TMA store writes whole boxes, past a sequence's rows); a paged
+  /// cache the cooperative kernel only (its TMA boxes are a dense tensor's).
   bool sequenceForm = false;
   /// A paged cache's page size (its key blocks must not cross pages).
   int64_t pageSize = 0;
@@ -117,7 +118,7 @@ int64_t tableSplit(const OpTraits &op, MmaKind mma, const Tiles &t) {
 SmallVector<Tiles> warpSpecializedCandidates(const OpTraits &op, MmaKind mma,
                                              const ChipInfo &chip,
                                              const KernelConfigRequest &req) {
-  if (op.backward || op.sequenceForm || mma != MmaKind::Wgmma || !chip.wgmma ||
+  if (op.backward || op.pageSize || mma != MmaKind::Wgmma || !chip.wgmma ||
       (req.schedule && *req.schedule != KernelSchedule::WarpSpecialized))
     return {};
   // Chosen (not forced) where it was measured to win. A persistent tile
@@ -143,6 +144,10 @@ SmallVector<Tiles> warpSpecializedCandidates(const OpTraits &op, MmaKind mma,
     t.tileScheduler = *req.tileScheduler;
     return {t};
   }
+  // Packed sequences: the grid kernel (TMA loads from each sequence's first
+  // row); its cooperative one next.
+  if (op.sequenceForm)
+    return {t};
   // The persistent scheduler (with its TMA-store epilogue) where it was
   // measured to win: without a mask, 1.01-1.59x the grid kernels at D = 128
   // and 1.03-1.39x at D = 64 (N 512-16k, H200, 2026-12-02); the grid one
@@ -283,12 +288,15 @@ mlir::fa::selectKernelConfig(Operation *op, const KernelConfigRequest &req) {
   if (!chip)
     return op->emitError("fa-select-kernel-config: unknown chip '")
            << req.chip << "' (supported: " << supportedChipNames() << ")";
-  if (traits->sequenceForm &&
-      (req.schedule == KernelSchedule::WarpSpecialized ||
-       (req.tileScheduler && *req.tileScheduler != TileScheduler::Grid)))
-    return op->emitOpError("has cooperative grid kernels only: the "
-                           "warp-specialized and persistent kernels load "
-                           "dense tensors through TMA");
+  if (traits->sequenceForm && req.tileScheduler &&
+      *req.tileScheduler != TileScheduler::Grid)
+    return op->emitOpError("has grid kernels only: the persistent kernels' "
+                           "TMA store writes whole boxes, past a sequence's "
+                           "rows");
+  if (traits->pageSize && req.schedule == KernelSchedule::WarpSpecialized)
+    return op->emitOpError("has cooperative kernels only: the "
+                           "warp-specialized kernels' TMA boxes are a dense "
+                           "tensor's, not pages");
   if (!traits->elt.isF16() && !traits->elt.isBF16())
     return op->emitError("fa-select-kernel-config: the GPU kernels take f16 "
                          "or bf16 inputs, not ")

@@ -73,8 +73,8 @@ static std::pair<Value, int64_t> pageTableOf(Value tile) {
   SmallVector<OpFoldResult> offsets = slice.getMixedOffsets();
   auto row = dyn_cast<Value>(offsets[2]);
   auto rem = row ? row.getDefiningOp<arith::RemUIOp>() : nullptr;
-  std::optional<int64_t> size = rem ? getConstantIntValue(rem.getRhs())
-                                    : std::nullopt;
+  std::optional<int64_t> size =
+      rem ? getConstantIntValue(rem.getRhs()) : std::nullopt;
   auto page = dyn_cast<Value>(offsets[0]);
   if (auto cast = page ? page.getDefiningOp<arith::IndexCastOp>() : nullptr)
     page = cast.getIn();
@@ -164,12 +164,12 @@ static LogicalResult splitForall(RewriterBase &rw, scf::ForallOp forall,
   };
   SmallVector<OpFoldResult> ubs = forall.getMixedUpperBound();
   // The most keys a query block can see (the split count's bound).
-  Value nk = qb.pageTable
-                 ? rw.createOrFold<arith::MulIOp>(
-                       loc,
-                       rw.createOrFold<tensor::DimOp>(loc, qb.pageTable, 1),
-                       idx(qb.pageSize))
-                 : rw.createOrFold<tensor::DimOp>(loc, qb.keys, 2);
+  Value nk =
+      qb.pageTable
+          ? rw.createOrFold<arith::MulIOp>(
+                loc, rw.createOrFold<tensor::DimOp>(loc, qb.pageTable, 1),
+                idx(qb.pageSize))
+          : rw.createOrFold<tensor::DimOp>(loc, qb.keys, 2);
 
   // The split count.
   Value splits;

@@ -1,0 +1,26 @@
+// RUN: fa-opt %s --fa-tile-attention="block-q=128 block-kv=64" --fa-specialize-masks --fa-use-exp2 --canonicalize --cse --fa-convert-tiled-attention-to-gpu="warps=8 wgmma=true warp-specialize=true" | FileCheck %s --check-prefix=WS
+
+// Warp-specialized: rank-3 TMA boxes [1, Bc, 64] of the packed K and V; the
+// producer's coordinates are (column 0, the sequence's first key row + the
+// block's start, the key head).
+// WS-LABEL: func.func @varlen_causal
+// WS-SAME:    %[[CUK:[a-zA-Z0-9]+]]: memref<?xi32>, %{{[a-zA-Z0-9]+}}: index
+// WS:         fagpu.host_tensor_map %{{.*}} as !nvgpu.tensormap.descriptor<tensor = memref<1x64x64xf16, #gpu.address_space<workgroup>>, {{.*}}> : memref<2x?x64xf16, {{.*}}>
+// WS:         %[[KB0:.*]] = memref.load %[[CUK]][%{{.*}}] : memref<?xi32>
+// WS:         %[[KBASE:.*]] = arith.index_cast %[[KB0]] : i32 to index
+// WS:         fagpu.warp_specialize
+// WS:           scf.for
+// WS:             %[[ROW:.*]] = arith.addi %[[KBASE]], %{{.*}} : index
+// WS:             fagpu.channel_put_tma %{{.*}}[%{{.*}}], %{{.*}}[%{{.*}}, %[[ROW]], %{{.*}}] : !fagpu.channel<2 x memref<1x1x64x64xf16, #gpu.address_space<workgroup>>>, !nvgpu.tensormap.descriptor<tensor = memref<1x64x64xf16
+
+func.func @varlen_causal(%q: memref<4x?x64xf16, strided<[?, ?, 1], offset: ?>>, %k: memref<2x?x64xf16, strided<[?, ?, 1], offset: ?>>, %v: memref<2x?x64xf16, strided<[?, ?, 1], offset: ?>>, %out: memref<4x?x64xf16, strided<[?, ?, 1], offset: ?>>, %lse: memref<4x?xf32, strided<[?, ?], offset: ?>>, %cu_q: memref<?xi32>, %cu_k: memref<?xi32>, %max_q: index) {
+  %qt = bufferization.to_tensor %q restrict : memref<4x?x64xf16, strided<[?, ?, 1], offset: ?>> to tensor<4x?x64xf16>
+  %kt = bufferization.to_tensor %k restrict : memref<2x?x64xf16, strided<[?, ?, 1], offset: ?>> to tensor<2x?x64xf16>
+  %vt = bufferization.to_tensor %v restrict : memref<2x?x64xf16, strided<[?, ?, 1], offset: ?>> to tensor<2x?x64xf16>
+  %cq = bufferization.to_tensor %cu_q restrict : memref<?xi32> to tensor<?xi32>
+  %ck = bufferization.to_tensor %cu_k restrict : memref<?xi32> to tensor<?xi32>
+  %o, %l = fa.attention_varlen %qt, %kt, %vt seqlens(%cq, %ck) max_seqlen_q(%max_q) mask<causal> : (tensor<4x?x64xf16>, tensor<2x?x64xf16>, tensor<2x?x64xf16>, tensor<?xi32>, tensor<?xi32>, index) -> (tensor<4x?x64xf16>, tensor<4x?xf32>)
+  bufferization.materialize_in_destination %o in restrict writable %out : (tensor<4x?x64xf16>, memref<4x?x64xf16, strided<[?, ?, 1], offset: ?>>) -> ()
+  bufferization.materialize_in_destination %l in restrict writable %lse : (tensor<4x?xf32>, memref<4x?xf32, strided<[?, ?], offset: ?>>) -> ()
+  return
+}
