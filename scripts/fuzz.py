@@ -410,6 +410,8 @@ COMPILE_FLAGS = {
                  ["fa-tiled-cpu", "canonicalize", "bogus"]),
     "kv-splits": (["none", "auto", "3"], ["0", "-1", "1025", "x"]),
     "tile-scheduler": (["auto", "grid", "persistent", "dynamic"], ["atomic", ""]),
+    "form": (["dense", "varlen", "paged"], ["ragged", ""]),
+    "page-size": (["16", "64", "256"], ["0", "24", "8", "-16", "8192", "x"]),
 }
 
 
