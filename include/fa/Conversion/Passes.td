@@ -83,12 +83,12 @@ def FAConvertTiledAttentionToGPU : Pass<"fa-convert-tiled-attention-to-gpu"> {
            "so one's softmax runs under another's GEMMs">
   ];
   let dependentDialects = [
-    "::mlir::arith::ArithDialect", "::mlir::gpu::GPUDialect",
-    "::mlir::LLVM::LLVMDialect", "::mlir::math::MathDialect",
-    "::mlir::memref::MemRefDialect", "::mlir::nvgpu::NVGPUDialect",
-    "::mlir::NVVM::NVVMDialect", "::mlir::scf::SCFDialect",
-    "::mlir::vector::VectorDialect", "::mlir::faptx::FAPTXDialect",
-    "::mlir::fagpu::FAGPUDialect"
+    "::mlir::arith::ArithDialect", "::mlir::bufferization::BufferizationDialect",
+    "::mlir::gpu::GPUDialect", "::mlir::LLVM::LLVMDialect",
+    "::mlir::math::MathDialect", "::mlir::memref::MemRefDialect",
+    "::mlir::nvgpu::NVGPUDialect", "::mlir::NVVM::NVVMDialect",
+    "::mlir::scf::SCFDialect", "::mlir::vector::VectorDialect",
+    "::mlir::faptx::FAPTXDialect", "::mlir::fagpu::FAGPUDialect"
   ];
 }
 

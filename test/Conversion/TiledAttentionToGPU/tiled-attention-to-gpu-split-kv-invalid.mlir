@@ -81,3 +81,56 @@
     } {fa.kernel_config = #fa.kernel_config<"sm_80", mma_sync, block_q = 128, block_kv = 64, warps = 4, stages = 2>, mapping = [#gpu.block<z>, #gpu.block<y>, #gpu.block<x>]}
     return %4#0 : tensor<?x?x?x64xf16>
   }
+
+// -----
+
+// Fuzzer finding (ninth session): split partials of a nest over tensor
+// arguments (no bufferization op in the input) crashed while the workspace
+// was given its bufferization.to_tensor read (the dialect was not loaded:
+// now a dependent dialect); the tiles then name the reason.
+func.func @split_of_tensor_arguments(%q: tensor<1x1x16x64xbf16>, %k: tensor<1x1x15x64xbf16>, %v: tensor<1x1x15x64xbf16>) -> (tensor<1x1x16x64xbf16>, tensor<1x1x16xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c2 = arith.constant 2 : index
+  %c15 = arith.constant 15 : index
+  %c16 = arith.constant 16 : index
+  %c64 = arith.constant 64 : index
+  %zero = arith.constant 0.000000e+00 : f32
+  %ninf = arith.constant 0xFF800000 : f32
+  %po = tensor.empty() : tensor<1x2x16x64xf32>
+  %pl = tensor.empty() : tensor<1x2x16xf32>
+  // expected-error @below {{fa-convert-tiled-attention-to-gpu: K/V tiles must be slices of memrefs (through bufferization.to_tensor) at the loop's key offset}}
+  %r:2 = scf.forall (%b, %h, %x) in (1, 1, 2) shared_outs(%o = %po, %l = %pl) -> (tensor<1x2x16x64xf32>, tensor<1x2x16xf32>) {
+    %qs = tensor.extract_slice %q[0, 0, 0, 0] [1, 1, 16, 64] [1, 1, 1, 1] : tensor<1x1x16x64xbf16> to tensor<16x64xbf16>
+    %e = tensor.empty() : tensor<16x64xf32>
+    %acc0 = linalg.fill ins(%zero : f32) outs(%e : tensor<16x64xf32>) -> tensor<16x64xf32>
+    %e1 = tensor.empty() : tensor<16xf32>
+    %m0 = linalg.fill ins(%ninf : f32) outs(%e1 : tensor<16xf32>) -> tensor<16xf32>
+    %s0 = linalg.fill ins(%zero : f32) outs(%e1 : tensor<16xf32>) -> tensor<16xf32>
+    %st:3 = scf.for %k0 = %c0 to %c15 step %c16 iter_args(%acc = %acc0, %m = %m0, %s = %s0) -> (tensor<16x64xf32>, tensor<16xf32>, tensor<16xf32>) {
+      %ks = tensor.extract_slice %k[0, 0, 0, 0] [1, 1, 15, 64] [1, 1, 1, 1] : tensor<1x1x15x64xbf16> to tensor<15x64xbf16>
+      %vs = tensor.extract_slice %v[0, 0, 0, 0] [1, 1, 15, 64] [1, 1, 1, 1] : tensor<1x1x15x64xbf16> to tensor<15x64xbf16>
+      %kt = tensor.pad %ks low[0, 0] high[1, 0] {
+      ^bb0(%i: index, %j: index):
+        %p = arith.constant 0.000000e+00 : bf16
+        tensor.yield %p : bf16
+      } : tensor<15x64xbf16> to tensor<16x64xbf16>
+      %vt = tensor.pad %vs low[0, 0] high[1, 0] {
+      ^bb0(%i: index, %j: index):
+        %p = arith.constant 0.000000e+00 : bf16
+        tensor.yield %p : bf16
+      } : tensor<15x64xbf16> to tensor<16x64xbf16>
+      %na, %nm, %ns = fa.online_attention %qs, %kt, %vt into %acc, %m, %s masked(%c0, %k0, %c16, %c15) scale 1.250000e-01 : tensor<16x64xbf16>, tensor<16x64xbf16>, tensor<16x64xbf16> -> tensor<16x64xf32>, tensor<16xf32>
+      scf.yield %na, %nm, %ns : tensor<16x64xf32>, tensor<16xf32>, tensor<16xf32>
+    }
+    %out, %lse = fa.online_attention_finalize %st#0, %st#1, %st#2 : tensor<16x64xf32>, tensor<16xf32> -> tensor<16x64xf32>
+    scf.forall.in_parallel {
+      tensor.parallel_insert_slice %out into %o[0, %x, 0, 0] [1, 1, 16, 64] [1, 1, 1, 1] : tensor<16x64xf32> into tensor<1x2x16x64xf32>
+      tensor.parallel_insert_slice %lse into %l[0, %x, 0] [1, 1, 16] [1, 1, 1] : tensor<16xf32> into tensor<1x2x16xf32>
+    }
+  } {mapping = [#gpu.block<z>, #gpu.block<y>, #gpu.block<x>]}
+  %eo = tensor.expand_shape %r#0 [[0], [1, 2], [3], [4]] output_shape [1, 1, 2, 16, 64] : tensor<1x2x16x64xf32> into tensor<1x1x2x16x64xf32>
+  %el = tensor.expand_shape %r#1 [[0], [1, 2], [3]] output_shape [1, 1, 2, 16] : tensor<1x2x16xf32> into tensor<1x1x2x16xf32>
+  %mo, %ml = fa.attention_merge_splits %eo, %el : tensor<1x1x2x16x64xf32>, tensor<1x1x2x16xf32> -> tensor<1x1x16x64xbf16>, tensor<1x1x16xf32>
+  return %mo, %ml : tensor<1x1x16x64xbf16>, tensor<1x1x16xf32>
+}
