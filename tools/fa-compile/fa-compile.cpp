@@ -795,7 +795,7 @@ int64_t spillBytes(StringRef ptxas, StringRef ptx, StringRef chip) {
 LogicalResult compileOne(MLIRContext &ctx, const KernelConfig &flags,
                          OwningOpRef<ModuleOp> module) {
   // Find the op and derive the config from it.
-  Operation *attention = nullptr, *unsupported = nullptr;
+  Operation *attention = nullptr, *unsupported = nullptr, *modified = nullptr;
   module->walk([&](Operation *op) {
     if (!attention && isa<fa::AttentionOp, fa::AttentionBackwardOp>(op))
       attention = op;
@@ -803,11 +803,18 @@ LogicalResult compileOne(MLIRContext &ctx, const KernelConfig &flags,
         isa<fa::AttentionVarlenOp, fa::AttentionVarlenBackwardOp,
             fa::AttentionPagedOp>(op))
       unsupported = op;
+    if (auto fwd = dyn_cast<fa::AttentionOp>(op);
+        !modified && fwd && fwd.hasModifiers())
+      modified = op;
   });
   if (unsupported)
     return unsupported->emitOpError(
         "fa-compile: no GPU kernel for this op yet (the CPU pipelines "
         "fa-reference-cpu and fa-tiled-cpu lower it)");
+  if (modified)
+    return modified->emitOpError(
+        "fa-compile: no GPU kernel computes score_mod or mask_mod yet (the "
+        "fa-reference-cpu pipeline lowers them)");
   if (!attention)
     return module->emitError(
         "fa-compile: no fa.attention or fa.attention_backward op in the "

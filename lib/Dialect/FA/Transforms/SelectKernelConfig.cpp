@@ -404,6 +404,13 @@ struct FASelectKernelConfigPass final
                         "lower this op");
         return WalkResult::interrupt();
       }
+      // Nor do the kernels compute the modifier regions yet.
+      if (auto fwd = dyn_cast<AttentionOp>(op); fwd && fwd.hasModifiers()) {
+        op->emitOpError("has a score_mod or mask_mod, which no GPU kernel "
+                        "computes yet: fa-select-kernel-config refuses it; "
+                        "the fa-reference-cpu pipeline lowers it");
+        return WalkResult::interrupt();
+      }
       if (!isa<AttentionOp, AttentionBackwardOp>(op) ||
           op->hasAttr("kernel_config"))
         return WalkResult::advance();

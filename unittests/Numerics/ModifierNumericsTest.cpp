@@ -1,0 +1,550 @@
+//===- ModifierNumericsTest.cpp - score_mod / mask_mod on the CPU ---------===//
+//
+// fa.attention with user-defined modifier regions through the reference CPU
+// pipeline (fa-lower-to-reference), against a float64 implementation that
+// takes the modifiers as C++ functions: ALiBi (slopes captured per head),
+// relative-position biases (a [Nq + Nk - 1] table and a [Hq, Nq, Nk] one),
+// document masks over per-token ids, prefix-LM, rows that see no key; odd
+// sizes and GQA. The built-in causal and window masks and the softcap,
+// written as modifiers, must give bitwise the results of the attributes on
+// the same inputs.
+//
+//===----------------------------------------------------------------------===//
+
+#include "AttentionHarness.h"
+
+#include "fa/Pipelines/Pipelines.h"
+#include "mlir/ExecutionEngine/ExecutionEngine.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <cmath>
+#include <limits>
+#include <random>
+
+using namespace mlir::fa::numerics;
+
+namespace {
+
+/// A captured tensor: f32 values, or i32 ones (`ints`).
+struct Capture {
+  HostTensor values;
+  bool ints = false;
+
+  std::string body() const {
+    std::string s;
+    for (int64_t d : values.shape)
+      s += std::to_string(d) + "x";
+    return s + (ints ? "i32" : "f32");
+  }
+};
+
+using ScoreFn =
+    std::function<double(double s, int64_t b, int64_t h, int64_t i, int64_t j)>;
+using MaskFn = std::function<bool(int64_t b, int64_t h, int64_t i, int64_t j)>;
+
+/// One case: the problem (shapes and attributes), the captures, the bodies
+/// of the modifier regions (empty: none) and the same modifiers in C++.
+struct ModifierCase {
+  std::string name;
+  AttentionProblem problem;
+  std::vector<Capture> captures;
+  /// Region bodies: they read %s (score_mod only), %b, %h, %i, %j and the
+  /// captures %cap0, %cap1, ... and end with fa.yield.
+  std::string scoreMod, maskMod;
+  ScoreFn score;
+  MaskFn mask;
+};
+
+void PrintTo(const ModifierCase &c, std::ostream *os) { *os << c.name; }
+
+/// ` mask<...> softcap C scale S` for the problem's attributes.
+std::string attributeText(const AttentionProblem &p) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  auto side = [](int64_t w) {
+    return w < 0 ? std::string("inf") : std::to_string(w);
+  };
+  if (p.window)
+    os << " mask<window " << side((*p.window)[0]) << ", "
+       << (p.causal ? std::string("0") : side((*p.window)[1])) << ">";
+  else if (p.causal)
+    os << " mask<causal>";
+  if (p.softcap)
+    os << " softcap " << llvm::formatv("{0:e9}", double(*p.softcap));
+  if (p.scale)
+    os << " scale " << llvm::formatv("{0:e9}", double(*p.scale));
+  return s;
+}
+
+std::string dims(llvm::ArrayRef<int64_t> shape) {
+  std::string s;
+  for (int64_t d : shape)
+    s += std::to_string(d) + "x";
+  return s + "f32";
+}
+
+/// `func.func @attention(q, k, v, captures..., out, lse)` over static f32
+/// memrefs, applying fa.attention with the case's attributes and regions.
+std::string modifierModule(const ModifierCase &c) {
+  const AttentionProblem &p = c.problem;
+  std::string q = dims(p.qShape()), k = dims(p.kShape()), v = dims(p.vShape()),
+              o = dims(p.outShape()),
+              l = dims(std::vector<int64_t>{p.batch, p.headsQ, p.seqQ});
+  std::vector<std::pair<std::string, std::string>> ins = {
+      {"q", q}, {"k", k}, {"v", v}};
+  for (auto [n, cap] : llvm::enumerate(c.captures))
+    ins.push_back({"a" + std::to_string(n), cap.body()});
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  os << "func.func @attention(";
+  for (auto &[name, body] : ins)
+    os << "%" << name << ": memref<" << body << ">, ";
+  os << "%out: memref<" << o << ">, %lse: memref<" << l
+     << ">) attributes {llvm.emit_c_interface} {\n";
+  for (auto &[name, body] : ins)
+    os << "  %" << name << "_t = bufferization.to_tensor %" << name
+       << " restrict : memref<" << body << "> to tensor<" << body << ">\n";
+  os << "  %o, %l = fa.attention %q_t, %k_t, %v_t" << attributeText(p);
+  std::string regionCaptures;
+  if (!c.captures.empty()) {
+    os << " captures(";
+    for (size_t n = 0; n < c.captures.size(); ++n) {
+      os << (n ? ", " : "") << "%a" << n << "_t";
+      regionCaptures += ", %cap" + std::to_string(n) + ": tensor<" +
+                        c.captures[n].body() + ">";
+    }
+    os << ")";
+  }
+  if (!c.scoreMod.empty())
+    os << "\n    score_mod(%s: f32, %b: index, %h: index, %i: index, "
+          "%j: index"
+       << regionCaptures << ") {\n"
+       << c.scoreMod << "\n    }";
+  if (!c.maskMod.empty())
+    os << "\n    mask_mod(%b: index, %h: index, %i: index, %j: index"
+       << regionCaptures << ") {\n"
+       << c.maskMod << "\n    }";
+  os << "\n    : (tensor<" << q << ">, tensor<" << k << ">, tensor<" << v
+     << ">";
+  for (const Capture &cap : c.captures)
+    os << ", tensor<" << cap.body() << ">";
+  os << ") -> (tensor<" << o << ">, tensor<" << l << ">)\n";
+  os << "  bufferization.materialize_in_destination %o in restrict writable "
+        "%out : (tensor<"
+     << o << ">, memref<" << o << ">) -> ()\n";
+  os << "  bufferization.materialize_in_destination %l in restrict writable "
+        "%lse : (tensor<"
+     << l << ">, memref<" << l << ">) -> ()\n";
+  os << "  return\n}\n";
+  return s;
+}
+
+/// Compiles the case's module with the reference CPU pipeline and runs it.
+llvm::Expected<ForwardResult> runModifierCase(const ModifierCase &c,
+                                              const AttentionInputs &in) {
+  const AttentionProblem &p = c.problem;
+  auto engine = compileModule(modifierModule(c),
+                              mlir::fa::buildReferenceCPUPipeline, c.name);
+  if (!engine)
+    return engine.takeError();
+  auto vec = [](auto shape) {
+    return std::vector<int64_t>(shape.begin(), shape.end());
+  };
+  KernelBuffer qb("q", ElementType::F32, vec(p.qShape()));
+  KernelBuffer kb("k", ElementType::F32, vec(p.kShape()));
+  KernelBuffer vb("v", ElementType::F32, vec(p.vShape()));
+  KernelBuffer ob("out", ElementType::F32, vec(p.outShape()));
+  KernelBuffer lb("lse", ElementType::F32, {p.batch, p.headsQ, p.seqQ});
+  qb.write(in.q);
+  kb.write(in.k);
+  vb.write(in.v);
+  ob.poison();
+  lb.poison();
+  // Captures: f32 ones as KernelBuffers, i32 ones as I32Buffers.
+  std::vector<std::unique_ptr<KernelBuffer>> floats;
+  std::vector<std::unique_ptr<I32Buffer>> ints;
+  std::vector<void *> descriptors = {qb.descriptorPtr(), kb.descriptorPtr(),
+                                     vb.descriptorPtr()};
+  for (const Capture &cap : c.captures) {
+    if (cap.ints) {
+      std::vector<int32_t> values(cap.values.data.begin(),
+                                  cap.values.data.end());
+      ints.push_back(std::make_unique<I32Buffer>(values, cap.values.shape));
+      descriptors.push_back(ints.back()->descriptorPtr());
+    } else {
+      floats.push_back(std::make_unique<KernelBuffer>(
+          "capture", ElementType::F32, cap.values.shape));
+      floats.back()->write(cap.values);
+      descriptors.push_back(floats.back()->descriptorPtr());
+    }
+  }
+  descriptors.push_back(ob.descriptorPtr());
+  descriptors.push_back(lb.descriptorPtr());
+  std::vector<void *> packed;
+  for (void *&d : descriptors)
+    packed.push_back(&d);
+  if (llvm::Error err =
+          (*engine)->invokePacked("_mlir_ciface_attention", packed))
+    return std::move(err);
+  auto out = ob.read();
+  if (!out)
+    return out.takeError();
+  auto lse = lb.read();
+  if (!lse)
+    return lse.takeError();
+  return ForwardResult{*out, *lse};
+}
+
+/// Attention in float64 with the modifiers as C++ functions, from the
+/// op's documented order: scale, score_mod, softcap, then the mask
+/// attribute AND the mask_mod. Shares nothing with the passes; the
+/// attribute's visibility is the harness's float64IsVisible.
+ForwardResult float64WithModifiers(const ModifierCase &c,
+                                   const AttentionInputs &in) {
+  const AttentionProblem &p = c.problem;
+  const double inf = std::numeric_limits<double>::infinity();
+  ForwardResult r{HostTensor(p.outShape()),
+                  HostTensor(std::vector<int64_t>{p.batch, p.headsQ, p.seqQ})};
+  double scale = float64Scale(p);
+  int64_t group = p.headsQ / p.headsKV;
+  std::vector<double> s(p.seqK);
+  std::vector<bool> seen(p.seqK);
+  for (int64_t b = 0; b < p.batch; ++b)
+    for (int64_t h = 0; h < p.headsQ; ++h)
+      for (int64_t i = 0; i < p.seqQ; ++i) {
+        double m = -inf;
+        for (int64_t j = 0; j < p.seqK; ++j) {
+          double dot = 0.0;
+          for (int64_t d = 0; d < p.headDim; ++d)
+            dot += in.q.at({b, h, i, d}) * in.k.at({b, h / group, j, d});
+          double x = scale * dot;
+          if (c.score)
+            x = c.score(x, b, h, i, j);
+          if (p.softcap)
+            x = *p.softcap * std::tanh(x / *p.softcap);
+          s[j] = x;
+          seen[j] =
+              float64IsVisible(p, i, j) && (!c.mask || c.mask(b, h, i, j));
+          if (seen[j])
+            m = std::max(m, x);
+        }
+        if (m == -inf) {
+          r.lse.at({b, h, i}) = inf;
+          continue; // out stays 0
+        }
+        double sum = 0.0;
+        for (int64_t j = 0; j < p.seqK; ++j)
+          if (seen[j])
+            sum += std::exp(s[j] - m);
+        for (int64_t j = 0; j < p.seqK; ++j) {
+          if (!seen[j])
+            continue;
+          double w = std::exp(s[j] - m) / sum;
+          for (int64_t e = 0; e < p.valueHeadDim; ++e)
+            r.out.at({b, h, i, e}) += w * in.v.at({b, h / group, j, e});
+        }
+        r.lse.at({b, h, i}) = m + std::log(sum);
+      }
+  return r;
+}
+
+/// Normal f32 values (never zero).
+HostTensor randomTensor(std::vector<int64_t> shape, double stddev,
+                        uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> dist(0.0, stddev);
+  HostTensor t(std::move(shape));
+  for (double &x : t.data) {
+    do
+      x = roundTo(dist(rng), ElementType::F32);
+    while (x == 0.0);
+  }
+  return t;
+}
+
+AttentionProblem problem(int64_t nq, int64_t nk, int64_t hq, int64_t hkv,
+                         int64_t batch = 1) {
+  AttentionProblem p;
+  p.batch = batch;
+  p.headsQ = hq;
+  p.headsKV = hkv;
+  p.seqQ = nq;
+  p.seqK = nk;
+  p.headDim = p.valueHeadDim = 16;
+  return p;
+}
+
+// The region bodies share these: the signed distance j - i as f32.
+constexpr const char *kDistance = R"(
+      %dist = arith.subi %j, %i : index
+      %di = arith.index_cast %dist : index to i64
+      %df = arith.sitofp %di : i64 to f32)";
+
+ModifierCase alibi() {
+  ModifierCase c;
+  c.name = "alibi_gqa_causal";
+  c.problem = problem(17, 33, 4, 2, /*batch=*/2);
+  c.problem.causal = true;
+  HostTensor slopes(std::vector<int64_t>{4});
+  for (int64_t h = 0; h < 4; ++h)
+    slopes.data[h] = std::pow(2.0, -2.0 * (h + 1)); // 2^(-8h/H), H = 4
+  c.captures = {{slopes}};
+  c.scoreMod = std::string(kDistance) + R"(
+      %slope = tensor.extract %cap0[%h] : tensor<4xf32>
+      %bias = arith.mulf %slope, %df : f32
+      %r = arith.addf %s, %bias : f32
+      fa.yield %r : f32)";
+  c.score = [slopes](double s, int64_t, int64_t h, int64_t i, int64_t j) {
+    return s + slopes.data[h] * double(j - i);
+  };
+  return c;
+}
+
+/// Two captures: a bias per relative distance j - i ([Nq + Nk - 1], at
+/// j - i + Nq - 1) and one per (head, query, key) ([Hq, Nq, Nk]); with a
+/// softcap attribute.
+ModifierCase relativeBias() {
+  ModifierCase c;
+  c.name = "relative_bias_tables_softcap";
+  c.problem = problem(17, 33, 3, 1);
+  c.problem.scale = 0.3f;
+  // The softcap applies to the modified score.
+  c.problem.softcap = 4.0f;
+  HostTensor rel = randomTensor({17 + 33 - 1}, 1.0, 11);
+  HostTensor full = randomTensor({3, 17, 33}, 0.5, 12);
+  c.captures = {{rel}, {full}};
+  c.scoreMod = R"(
+      %c16 = arith.constant 16 : index
+      %d = arith.subi %j, %i : index
+      %at = arith.addi %d, %c16 : index
+      %rb = tensor.extract %cap0[%at] : tensor<49xf32>
+      %fb = tensor.extract %cap1[%h, %i, %j] : tensor<3x17x33xf32>
+      %x = arith.addf %s, %rb : f32
+      %r = arith.addf %x, %fb : f32
+      fa.yield %r : f32)";
+  c.score = [rel, full](double s, int64_t, int64_t h, int64_t i, int64_t j) {
+    return s + rel.data[j - i + 16] + full.at({h, i, j});
+  };
+  return c;
+}
+
+/// Documents of 7, 10 and 12 tokens packed into one sequence, causal
+/// within each; the ids are an i32 capture.
+ModifierCase documentMask() {
+  ModifierCase c;
+  c.name = "document_causal";
+  c.problem = problem(29, 29, 2, 2);
+  c.problem.causal = true;
+  HostTensor doc(std::vector<int64_t>{29});
+  for (int64_t t = 0; t < 29; ++t)
+    doc.data[t] = t < 7 ? 0 : t < 17 ? 1 : 2;
+  c.captures = {{doc, /*ints=*/true}};
+  c.maskMod = R"(
+      %di = tensor.extract %cap0[%i] : tensor<29xi32>
+      %dj = tensor.extract %cap0[%j] : tensor<29xi32>
+      %same = arith.cmpi eq, %di, %dj : i32
+      fa.yield %same : i1)";
+  c.mask = [doc](int64_t, int64_t, int64_t i, int64_t j) {
+    return doc.data[i] == doc.data[j];
+  };
+  return c;
+}
+
+/// Prefix-LM: every query sees the first 10 keys, the rest causally.
+ModifierCase prefixLM() {
+  ModifierCase c;
+  c.name = "prefix_lm";
+  c.problem = problem(33, 33, 2, 1);
+  c.maskMod = R"(
+      %prefix = arith.constant 10 : index
+      %in = arith.cmpi ult, %j, %prefix : index
+      %causal = arith.cmpi ule, %j, %i : index
+      %v = arith.ori %in, %causal : i1
+      fa.yield %v : i1)";
+  c.mask = [](int64_t, int64_t, int64_t i, int64_t j) {
+    return j < 10 || j <= i;
+  };
+  return c;
+}
+
+/// Rows that see no key (query i with i mod 4 = 1, and every row of head 1
+/// in batch 1) give out = 0 and lse = +inf; with a score_mod too.
+ModifierCase emptyRows() {
+  ModifierCase c;
+  c.name = "empty_rows";
+  c.problem = problem(13, 21, 2, 2, /*batch=*/2);
+  c.problem.window = {{4, 2}};
+  c.scoreMod = R"(
+      %half = arith.constant 0.5 : f32
+      %r = arith.mulf %s, %half : f32
+      fa.yield %r : f32)";
+  c.maskMod = R"(
+      %c1 = arith.constant 1 : index
+      %c4 = arith.constant 4 : index
+      %rem = arith.remui %i, %c4 : index
+      %hidden = arith.cmpi eq, %rem, %c1 : index
+      %bh = arith.andi %b, %h : index
+      %dead = arith.cmpi eq, %bh, %c1 : index
+      %no = arith.ori %hidden, %dead : i1
+      %true = arith.constant true
+      %v = arith.xori %no, %true : i1
+      fa.yield %v : i1)";
+  c.score = [](double s, int64_t, int64_t, int64_t, int64_t) {
+    return s * 0.5;
+  };
+  c.mask = [](int64_t b, int64_t h, int64_t i, int64_t) {
+    return i % 4 != 1 && !(b == 1 && h == 1);
+  };
+  return c;
+}
+
+class ModifierNumerics : public ::testing::TestWithParam<ModifierCase> {};
+
+TEST_P(ModifierNumerics, MatchesFloat64) {
+  const ModifierCase &c = GetParam();
+  AttentionInputs in =
+      makeRandomInputs(c.problem, std::hash<std::string>{}(c.name));
+  auto got = runModifierCase(c, in);
+  ASSERT_TRUE(!!got) << llvm::toString(got.takeError());
+  ForwardResult want = float64WithModifiers(c, in);
+  EXPECT_TRUE(allClose("out", got->out, want.out, 2e-5));
+  EXPECT_TRUE(allClose("lse", got->lse, want.lse, 2e-5));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    ReferenceCPU, ModifierNumerics,
+    ::testing::Values(alibi(), relativeBias(), documentMask(), prefixLM(),
+                      emptyRows()),
+    [](const ::testing::TestParamInfo<ModifierCase> &info) {
+      return info.param.name;
+    });
+
+//===----------------------------------------------------------------------===//
+// The built-in masks and softcap, as modifiers: bitwise the same
+//===----------------------------------------------------------------------===//
+
+/// A modifier case and the problem whose attributes it stands for.
+struct BuiltinCase {
+  ModifierCase modified;
+  AttentionProblem builtin;
+};
+
+void PrintTo(const BuiltinCase &c, std::ostream *os) { *os << c.modified.name; }
+
+/// The bottom-right window i + off - left <= j <= i + off + right
+/// (off = Nk - Nq), as index arithmetic; a negative side is unbounded.
+std::string windowMaskMod(int64_t off, int64_t left, int64_t right) {
+  std::string s = llvm::formatv(R"(
+      %off = arith.constant {0} : index
+      %diag = arith.addi %i, %off : index
+      %true = arith.constant true)",
+                                off);
+  std::string result = "%true";
+  if (left >= 0) {
+    s += llvm::formatv(R"(
+      %left = arith.constant {0} : index
+      %lo = arith.subi %diag, %left : index
+      %ge = arith.cmpi sge, %j, %lo : index)",
+                       left);
+    result = "%ge";
+  }
+  if (right >= 0) {
+    s += llvm::formatv(R"(
+      %right = arith.constant {0} : index
+      %hi = arith.addi %diag, %right : index
+      %le = arith.cmpi sle, %j, %hi : index)",
+                       right);
+    if (result == "%ge") {
+      s += R"(
+      %both = arith.andi %ge, %le : i1)";
+      result = "%both";
+    } else {
+      result = "%le";
+    }
+  }
+  return s + "\n      fa.yield " + result + " : i1";
+}
+
+BuiltinCase causalAsMaskMod() {
+  BuiltinCase c;
+  c.builtin = problem(17, 33, 4, 2);
+  c.builtin.causal = true;
+  c.modified.name = "causal";
+  c.modified.problem = problem(17, 33, 4, 2);
+  c.modified.maskMod = windowMaskMod(33 - 17, -1, 0);
+  return c;
+}
+
+BuiltinCase windowAsMaskMod() {
+  BuiltinCase c;
+  c.builtin = problem(33, 19, 2, 1, /*batch=*/2);
+  c.builtin.window = {{5, 3}};
+  c.builtin.scale = 0.4f;
+  c.modified.name = "window";
+  c.modified.problem = c.builtin;
+  c.modified.problem.window.reset();
+  c.modified.maskMod = windowMaskMod(19 - 33, 5, 3);
+  return c;
+}
+
+BuiltinCase softcapAsScoreMod() {
+  BuiltinCase c;
+  c.builtin = problem(17, 33, 2, 2);
+  c.builtin.softcap = 2.5f;
+  c.builtin.scale = 0.7f;
+  c.builtin.causal = true;
+  c.modified.name = "softcap";
+  c.modified.problem = c.builtin;
+  c.modified.problem.softcap.reset();
+  c.modified.scoreMod = R"(
+      %cap = arith.constant 2.500000e+00 : f32
+      %x = arith.divf %s, %cap : f32
+      %t = math.tanh %x : f32
+      %r = arith.mulf %cap, %t : f32
+      fa.yield %r : f32)";
+  return c;
+}
+
+::testing::AssertionResult bitwiseEqual(const std::string &what,
+                                        const HostTensor &a,
+                                        const HostTensor &b) {
+  if (a.shape != b.shape)
+    return ::testing::AssertionFailure() << what << ": shapes differ";
+  for (int64_t n = 0; n < a.numElements(); ++n)
+    if (!(a.data[n] == b.data[n]))
+      return ::testing::AssertionFailure()
+             << what << "[" << n << "]: " << a.data[n]
+             << " (modifier) != " << b.data[n] << " (attribute)";
+  return ::testing::AssertionSuccess();
+}
+
+class BuiltinAsModifier : public ::testing::TestWithParam<BuiltinCase> {};
+
+TEST_P(BuiltinAsModifier, BitwiseEqualToAttribute) {
+  const BuiltinCase &c = GetParam();
+  AttentionInputs in =
+      makeRandomInputs(c.builtin, std::hash<std::string>{}(c.modified.name));
+  auto jit = AttentionJit::compile(c.builtin, AttentionKind::Forward,
+                                   mlir::fa::buildReferenceCPUPipeline);
+  ASSERT_TRUE(!!jit) << llvm::toString(jit.takeError());
+  auto want = (*jit)->forward(in);
+  ASSERT_TRUE(!!want) << llvm::toString(want.takeError());
+  auto got = runModifierCase(c.modified, in);
+  ASSERT_TRUE(!!got) << llvm::toString(got.takeError());
+  EXPECT_TRUE(bitwiseEqual("out", got->out, want->out));
+  EXPECT_TRUE(bitwiseEqual("lse", got->lse, want->lse));
+  // And both are right: the attribute form against float64.
+  ForwardResult exact = float64Forward(c.builtin, in.q, in.k, in.v);
+  EXPECT_TRUE(allClose("out", want->out, exact.out, 2e-5));
+}
+
+INSTANTIATE_TEST_SUITE_P(ReferenceCPU, BuiltinAsModifier,
+                         ::testing::Values(causalAsMaskMod(), windowAsMaskMod(),
+                                           softcapAsScoreMod()),
+                         [](const ::testing::TestParamInfo<BuiltinCase> &info) {
+                           return info.param.modified.name;
+                         });
+
+} // namespace
