@@ -803,8 +803,10 @@ LogicalResult compileOne(MLIRContext &ctx, const KernelConfig &flags,
         isa<fa::AttentionVarlenOp, fa::AttentionVarlenBackwardOp,
             fa::AttentionPagedOp>(op))
       unsupported = op;
-    if (auto fwd = dyn_cast<fa::AttentionOp>(op);
-        !modified && fwd && fwd.hasModifiers())
+    auto fwd = dyn_cast<fa::AttentionOp>(op);
+    auto bwd = dyn_cast<fa::AttentionBackwardOp>(op);
+    if (!modified &&
+        ((fwd && fwd.hasModifiers()) || (bwd && bwd.hasModifiers())))
       modified = op;
   });
   if (unsupported)

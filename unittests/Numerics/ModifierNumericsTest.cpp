@@ -85,28 +85,11 @@ std::string dims(llvm::ArrayRef<int64_t> shape) {
   return s + "f32";
 }
 
-/// `func.func @attention(q, k, v, captures..., out, lse)` over static f32
-/// memrefs, applying fa.attention with the case's attributes and regions.
-std::string modifierModule(const ModifierCase &c) {
-  const AttentionProblem &p = c.problem;
-  std::string q = dims(p.qShape()), k = dims(p.kShape()), v = dims(p.vShape()),
-              o = dims(p.outShape()),
-              l = dims(std::vector<int64_t>{p.batch, p.headsQ, p.seqQ});
-  std::vector<std::pair<std::string, std::string>> ins = {
-      {"q", q}, {"k", k}, {"v", v}};
-  for (auto [n, cap] : llvm::enumerate(c.captures))
-    ins.push_back({"a" + std::to_string(n), cap.body()});
+/// The text of the case's ` captures(...) score_mod(...) {...}
+/// mask_mod(...) {...}` after the op's attributes.
+std::string modifierText(const ModifierCase &c) {
   std::string s;
   llvm::raw_string_ostream os(s);
-  os << "func.func @attention(";
-  for (auto &[name, body] : ins)
-    os << "%" << name << ": memref<" << body << ">, ";
-  os << "%out: memref<" << o << ">, %lse: memref<" << l
-     << ">) attributes {llvm.emit_c_interface} {\n";
-  for (auto &[name, body] : ins)
-    os << "  %" << name << "_t = bufferization.to_tensor %" << name
-       << " restrict : memref<" << body << "> to tensor<" << body << ">\n";
-  os << "  %o, %l = fa.attention %q_t, %k_t, %v_t" << attributeText(p);
   std::string regionCaptures;
   if (!c.captures.empty()) {
     os << " captures(";
@@ -126,19 +109,119 @@ std::string modifierModule(const ModifierCase &c) {
     os << "\n    mask_mod(%b: index, %h: index, %i: index, %j: index"
        << regionCaptures << ") {\n"
        << c.maskMod << "\n    }";
-  os << "\n    : (tensor<" << q << ">, tensor<" << k << ">, tensor<" << v
-     << ">";
-  for (const Capture &cap : c.captures)
-    os << ", tensor<" << cap.body() << ">";
-  os << ") -> (tensor<" << o << ">, tensor<" << l << ">)\n";
-  os << "  bufferization.materialize_in_destination %o in restrict writable "
-        "%out : (tensor<"
-     << o << ">, memref<" << o << ">) -> ()\n";
-  os << "  bufferization.materialize_in_destination %l in restrict writable "
-        "%lse : (tensor<"
-     << l << ">, memref<" << l << ">) -> ()\n";
+  return s;
+}
+
+/// `func.func @attention(ins..., outs...)` over static memrefs (name and
+/// shaped-type body of each), applying `op` (whose operands are the inputs
+/// as tensors, `%<name>_t`, and whose results are `%r#0...`) and storing
+/// its results into `outs`.
+using Arg = std::pair<std::string, std::string>;
+std::string wrapInFunction(llvm::ArrayRef<Arg> ins, llvm::ArrayRef<Arg> outs,
+                           const std::string &op) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  os << "func.func @attention(";
+  llvm::ListSeparator args;
+  for (llvm::ArrayRef<Arg> group : {ins, outs})
+    for (auto &[name, body] : group)
+      os << args << "%" << name << ": memref<" << body << ">";
+  os << ") attributes {llvm.emit_c_interface} {\n";
+  for (auto &[name, body] : ins)
+    os << "  %" << name << "_t = bufferization.to_tensor %" << name
+       << " restrict : memref<" << body << "> to tensor<" << body << ">\n";
+  os << "  %r:" << outs.size() << " = " << op << "\n    : (";
+  llvm::ListSeparator types;
+  for (auto &[name, body] : ins)
+    os << types << "tensor<" << body << ">";
+  os << ") -> (";
+  llvm::ListSeparator results;
+  for (auto &[name, body] : outs)
+    os << results << "tensor<" << body << ">";
+  os << ")\n";
+  for (auto [n, out] : llvm::enumerate(outs))
+    os << "  bufferization.materialize_in_destination %r#" << n
+       << " in restrict writable %" << out.first << " : (tensor<" << out.second
+       << ">, memref<" << out.second << ">) -> ()\n";
   os << "  return\n}\n";
   return s;
+}
+
+/// The inputs q, k, v (and for the backward out, lse, dout), then the
+/// captures.
+std::vector<Arg> inputArgs(const ModifierCase &c, bool backward) {
+  const AttentionProblem &p = c.problem;
+  std::vector<Arg> ins = {{"q", dims(p.qShape())},
+                          {"k", dims(p.kShape())},
+                          {"v", dims(p.vShape())}};
+  if (backward) {
+    ins.push_back({"out", dims(p.outShape())});
+    ins.push_back(
+        {"lse", dims(std::vector<int64_t>{p.batch, p.headsQ, p.seqQ})});
+    ins.push_back({"dout", dims(p.outShape())});
+  }
+  for (auto [n, cap] : llvm::enumerate(c.captures))
+    ins.push_back({"a" + std::to_string(n), cap.body()});
+  return ins;
+}
+
+/// The forward: fa.attention with the case's attributes and regions.
+std::string modifierModule(const ModifierCase &c) {
+  const AttentionProblem &p = c.problem;
+  return wrapInFunction(
+      inputArgs(c, /*backward=*/false),
+      {{"o", dims(p.outShape())},
+       {"l", dims(std::vector<int64_t>{p.batch, p.headsQ, p.seqQ})}},
+      "fa.attention %q_t, %k_t, %v_t" + attributeText(p) + modifierText(c));
+}
+
+/// The backward: fa.attention_backward with the same attributes and regions
+/// (the pipeline derives the score_mod_grad).
+std::string backwardModifierModule(const ModifierCase &c) {
+  const AttentionProblem &p = c.problem;
+  return wrapInFunction(inputArgs(c, /*backward=*/true),
+                        {{"dq", dims(p.qShape())},
+                         {"dk", dims(p.kShape())},
+                         {"dv", dims(p.vShape())}},
+                        "fa.attention_backward %q_t, %k_t, %v_t, %out_t, "
+                        "%lse_t, %dout_t" +
+                            attributeText(p) + modifierText(c));
+}
+
+/// Memref arguments for the captures: f32 ones as KernelBuffers, i32 ones
+/// as I32Buffers.
+struct CaptureBuffers {
+  std::vector<std::unique_ptr<KernelBuffer>> floats;
+  std::vector<std::unique_ptr<I32Buffer>> ints;
+
+  void append(const std::vector<Capture> &captures,
+              std::vector<void *> &descriptors) {
+    for (const Capture &cap : captures) {
+      if (cap.ints) {
+        std::vector<int32_t> values(cap.values.data.begin(),
+                                    cap.values.data.end());
+        ints.push_back(std::make_unique<I32Buffer>(values, cap.values.shape));
+        descriptors.push_back(ints.back()->descriptorPtr());
+      } else {
+        floats.push_back(std::make_unique<KernelBuffer>(
+            "capture", ElementType::F32, cap.values.shape));
+        floats.back()->write(cap.values);
+        descriptors.push_back(floats.back()->descriptorPtr());
+      }
+    }
+  }
+};
+
+llvm::Error invoke(mlir::ExecutionEngine &engine,
+                   std::vector<void *> descriptors) {
+  std::vector<void *> packed;
+  for (void *&d : descriptors)
+    packed.push_back(&d);
+  return engine.invokePacked("_mlir_ciface_attention", packed);
+}
+
+template <typename Shape> std::vector<int64_t> vec(const Shape &shape) {
+  return std::vector<int64_t>(shape.begin(), shape.end());
 }
 
 /// Compiles the case's module with the reference CPU pipeline and runs it.
@@ -149,9 +232,6 @@ llvm::Expected<ForwardResult> runModifierCase(const ModifierCase &c,
                               mlir::fa::buildReferenceCPUPipeline, c.name);
   if (!engine)
     return engine.takeError();
-  auto vec = [](auto shape) {
-    return std::vector<int64_t>(shape.begin(), shape.end());
-  };
   KernelBuffer qb("q", ElementType::F32, vec(p.qShape()));
   KernelBuffer kb("k", ElementType::F32, vec(p.kShape()));
   KernelBuffer vb("v", ElementType::F32, vec(p.vShape()));
@@ -162,31 +242,13 @@ llvm::Expected<ForwardResult> runModifierCase(const ModifierCase &c,
   vb.write(in.v);
   ob.poison();
   lb.poison();
-  // Captures: f32 ones as KernelBuffers, i32 ones as I32Buffers.
-  std::vector<std::unique_ptr<KernelBuffer>> floats;
-  std::vector<std::unique_ptr<I32Buffer>> ints;
   std::vector<void *> descriptors = {qb.descriptorPtr(), kb.descriptorPtr(),
                                      vb.descriptorPtr()};
-  for (const Capture &cap : c.captures) {
-    if (cap.ints) {
-      std::vector<int32_t> values(cap.values.data.begin(),
-                                  cap.values.data.end());
-      ints.push_back(std::make_unique<I32Buffer>(values, cap.values.shape));
-      descriptors.push_back(ints.back()->descriptorPtr());
-    } else {
-      floats.push_back(std::make_unique<KernelBuffer>(
-          "capture", ElementType::F32, cap.values.shape));
-      floats.back()->write(cap.values);
-      descriptors.push_back(floats.back()->descriptorPtr());
-    }
-  }
+  CaptureBuffers captures;
+  captures.append(c.captures, descriptors);
   descriptors.push_back(ob.descriptorPtr());
   descriptors.push_back(lb.descriptorPtr());
-  std::vector<void *> packed;
-  for (void *&d : descriptors)
-    packed.push_back(&d);
-  if (llvm::Error err =
-          (*engine)->invokePacked("_mlir_ciface_attention", packed))
+  if (llvm::Error err = invoke(**engine, descriptors))
     return std::move(err);
   auto out = ob.read();
   if (!out)
@@ -195,6 +257,54 @@ llvm::Expected<ForwardResult> runModifierCase(const ModifierCase &c,
   if (!lse)
     return lse.takeError();
   return ForwardResult{*out, *lse};
+}
+
+/// The backward of the case through the reference CPU pipeline, given the
+/// forward's `fwd` (out rounded to f32 on the way in).
+llvm::Expected<BackwardResult>
+runBackwardModifierCase(const ModifierCase &c, const AttentionInputs &in,
+                        const ForwardResult &fwd) {
+  const AttentionProblem &p = c.problem;
+  auto engine = compileModule(backwardModifierModule(c),
+                              mlir::fa::buildReferenceCPUPipeline, c.name);
+  if (!engine)
+    return engine.takeError();
+  std::vector<KernelBuffer> buffers;
+  buffers.reserve(9);
+  buffers.emplace_back("q", ElementType::F32, vec(p.qShape()));
+  buffers.emplace_back("k", ElementType::F32, vec(p.kShape()));
+  buffers.emplace_back("v", ElementType::F32, vec(p.vShape()));
+  buffers.emplace_back("out", ElementType::F32, vec(p.outShape()));
+  buffers.emplace_back("lse", ElementType::F32,
+                       std::vector<int64_t>{p.batch, p.headsQ, p.seqQ});
+  buffers.emplace_back("dout", ElementType::F32, vec(p.outShape()));
+  const HostTensor *inputs[] = {&in.q,    &in.k,    &in.v,
+                                &fwd.out, &fwd.lse, &in.dout};
+  std::vector<void *> descriptors;
+  for (auto [buffer, t] : llvm::zip(buffers, inputs)) {
+    buffer.write(*t);
+    descriptors.push_back(buffer.descriptorPtr());
+  }
+  CaptureBuffers captures;
+  captures.append(c.captures, descriptors);
+  buffers.emplace_back("dq", ElementType::F32, vec(p.qShape()));
+  buffers.emplace_back("dk", ElementType::F32, vec(p.kShape()));
+  buffers.emplace_back("dv", ElementType::F32, vec(p.vShape()));
+  for (size_t n = 6; n < 9; ++n) {
+    buffers[n].poison();
+    descriptors.push_back(buffers[n].descriptorPtr());
+  }
+  if (llvm::Error err = invoke(**engine, descriptors))
+    return std::move(err);
+  BackwardResult r;
+  HostTensor *grads[] = {&r.dq, &r.dk, &r.dv};
+  for (auto [n, t] : llvm::enumerate(grads)) {
+    auto read = buffers[6 + n].read();
+    if (!read)
+      return read.takeError();
+    *t = *read;
+  }
+  return r;
 }
 
 /// Attention in float64 with the modifiers as C++ functions, from the
@@ -417,6 +527,121 @@ INSTANTIATE_TEST_SUITE_P(
     ReferenceCPU, ModifierNumerics,
     ::testing::Values(alibi(), relativeBias(), documentMask(), prefixLM(),
                       emptyRows()),
+    [](const ::testing::TestParamInfo<ModifierCase> &info) {
+      return info.param.name;
+    });
+
+//===----------------------------------------------------------------------===//
+// The backward: the score_mod's derivative from fa-differentiate-score-mod
+//===----------------------------------------------------------------------===//
+
+/// The gradients of sum(dout * out) by central differences of the float64
+/// forward with the modifiers: independent of every formula of the
+/// backward, the derivative of the score_mod included.
+BackwardResult finiteDifferences(const ModifierCase &c,
+                                 const AttentionInputs &in) {
+  AttentionInputs x = in;
+  auto loss = [&] { return lossOf(float64WithModifiers(c, x).out, x.dout); };
+  BackwardResult g{HostTensor(in.q.shape), HostTensor(in.k.shape),
+                   HostTensor(in.v.shape)};
+  for (auto [t, grad] : {std::pair<HostTensor *, HostTensor *>{&x.q, &g.dq},
+                         {&x.k, &g.dk},
+                         {&x.v, &g.dv}}) {
+    for (int64_t n = 0; n < t->numElements(); ++n) {
+      double orig = t->data[n];
+      double h = 1e-5 * std::max(1.0, std::abs(orig));
+      t->data[n] = orig + h;
+      double plus = loss();
+      t->data[n] = orig - h;
+      double minus = loss();
+      t->data[n] = orig;
+      grad->data[n] = (plus - minus) / (2 * h);
+    }
+  }
+  return g;
+}
+
+/// Small problems (the differences cost two forwards per input element).
+ModifierCase backwardAlibi() {
+  ModifierCase c = alibi();
+  c.name = "alibi_gqa_causal";
+  c.problem = problem(9, 13, 4, 2);
+  c.problem.causal = true;
+  return c;
+}
+
+/// A nonlinear score_mod under a softcap attribute: 3 tanh((s + bias) / 3)
+/// + 0.1 s^2 with a relative bias table, and a document mask.
+ModifierCase backwardNonlinear() {
+  ModifierCase c;
+  c.name = "tanh_square_bias_document_softcap";
+  c.problem = problem(11, 11, 2, 1);
+  c.problem.softcap = 5.0f;
+  c.problem.scale = 0.4f;
+  HostTensor rel = randomTensor({21}, 0.5, 21);
+  HostTensor doc(std::vector<int64_t>{11});
+  for (int64_t t = 0; t < 11; ++t)
+    doc.data[t] = t < 4 ? 7 : 9;
+  c.captures = {{rel}, {doc, /*ints=*/true}};
+  c.scoreMod = R"(
+      %c10 = arith.constant 10 : index
+      %three = arith.constant 3.0 : f32
+      %tenth = arith.constant 0.1 : f32
+      %d = arith.subi %j, %i : index
+      %at = arith.addi %d, %c10 : index
+      %bias = tensor.extract %cap0[%at] : tensor<21xf32>
+      %x = arith.addf %s, %bias : f32
+      %y = arith.divf %x, %three : f32
+      %t = math.tanh %y : f32
+      %capped = arith.mulf %three, %t : f32
+      %sq = arith.mulf %s, %s : f32
+      %q = arith.mulf %tenth, %sq : f32
+      %r = arith.addf %capped, %q : f32
+      fa.yield %r : f32)";
+  c.maskMod = R"(
+      %di = tensor.extract %cap1[%i] : tensor<11xi32>
+      %dj = tensor.extract %cap1[%j] : tensor<11xi32>
+      %same = arith.cmpi eq, %di, %dj : i32
+      fa.yield %same : i1)";
+  c.score = [rel](double s, int64_t, int64_t, int64_t i, int64_t j) {
+    return 3.0 * std::tanh((s + rel.data[j - i + 10]) / 3.0) + 0.1 * s * s;
+  };
+  c.mask = [doc](int64_t, int64_t, int64_t i, int64_t j) {
+    return doc.data[i] == doc.data[j];
+  };
+  return c;
+}
+
+ModifierCase backwardEmptyRows() {
+  ModifierCase c = emptyRows();
+  c.problem = problem(7, 11, 2, 2, /*batch=*/2);
+  c.problem.window = {{4, 2}};
+  return c;
+}
+
+class BackwardModifierNumerics : public ::testing::TestWithParam<ModifierCase> {
+};
+
+TEST_P(BackwardModifierNumerics, MatchesFiniteDifferences) {
+  const ModifierCase &c = GetParam();
+  AttentionInputs in =
+      makeRandomInputs(c.problem, std::hash<std::string>{}(c.name));
+  // out and lse as the forward stores them (f32).
+  ForwardResult fwd = float64WithModifiers(c, in);
+  for (double &x : fwd.out.data)
+    x = roundTo(x, ElementType::F32);
+  auto got = runBackwardModifierCase(c, in, fwd);
+  ASSERT_TRUE(!!got) << llvm::toString(got.takeError());
+  BackwardResult want = finiteDifferences(c, in);
+  EXPECT_TRUE(allClose("dq", got->dq, want.dq, 1e-4));
+  EXPECT_TRUE(allClose("dk", got->dk, want.dk, 1e-4));
+  EXPECT_TRUE(allClose("dv", got->dv, want.dv, 1e-4));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    ReferenceCPU, BackwardModifierNumerics,
+    ::testing::Values(backwardAlibi(), backwardNonlinear(),
+                      backwardEmptyRows()),
     [](const ::testing::TestParamInfo<ModifierCase> &info) {
       return info.param.name;
     });

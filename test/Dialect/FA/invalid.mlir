@@ -761,9 +761,39 @@ func.func @f(%q: tensor<1x4x16x64xf32>, %x: f32) {
 
 // -----
 
-// fa.yield terminates the modifiers of fa.attention only.
+// The backward's score_mod_grad differentiates its score_mod.
+func.func @f(%q: tensor<1x2x16x32xf32>, %lse: tensor<1x2x16xf32>) {
+  // expected-error @below {{has a score_mod_grad but no score_mod to differentiate}}
+  %dq, %dk, %dv = fa.attention_backward %q, %q, %q, %q, %lse, %q
+      score_mod_grad(%s: f32, %b: index, %h: index, %i: index, %j: index) {
+        fa.yield %s : f32
+      }
+      : (tensor<1x2x16x32xf32>, tensor<1x2x16x32xf32>, tensor<1x2x16x32xf32>, tensor<1x2x16x32xf32>, tensor<1x2x16xf32>, tensor<1x2x16x32xf32>) -> (tensor<1x2x16x32xf32>, tensor<1x2x16x32xf32>, tensor<1x2x16x32xf32>)
+  return
+}
+
+// -----
+
+// The score_mod_grad has the score_mod's signature.
+func.func @f(%q: tensor<1x2x16x32xf32>, %lse: tensor<1x2x16xf32>) {
+  // expected-error @below {{score_mod_grad argument #0 (score) must be 'f32', got 'index'}}
+  %dq, %dk, %dv = fa.attention_backward %q, %q, %q, %q, %lse, %q
+      score_mod(%s: f32, %b: index, %h: index, %i: index, %j: index) {
+        fa.yield %s : f32
+      }
+      score_mod_grad(%s: index, %b: index, %h: index, %i: index, %j: index) {
+        %one = arith.constant 1.0 : f32
+        fa.yield %one : f32
+      }
+      : (tensor<1x2x16x32xf32>, tensor<1x2x16x32xf32>, tensor<1x2x16x32xf32>, tensor<1x2x16x32xf32>, tensor<1x2x16xf32>, tensor<1x2x16x32xf32>) -> (tensor<1x2x16x32xf32>, tensor<1x2x16x32xf32>, tensor<1x2x16x32xf32>)
+  return
+}
+
+// -----
+
+// fa.yield terminates the modifiers of the attention ops only.
 func.func @f(%x: f32) {
-  // expected-error @below {{'fa.yield' op expects parent op 'fa.attention'}}
+  // expected-error @below {{'fa.yield' op expects parent op to be one of 'fa.attention, fa.attention_backward'}}
   fa.yield %x : f32
 }
 

@@ -110,3 +110,62 @@ func.func @forward_mask_mod_document(%q: tensor<1x2x16x32xf32>,
       -> (tensor<1x2x16x32xf32>, tensor<1x2x16xf32>)
   return %o, %l : tensor<1x2x16x32xf32>, tensor<1x2x16xf32>
 }
+
+// -----
+
+// The backward: P recomputed with the modifiers (score_mod before the
+// softcap, the mask_mod AND-ed in), and dS times the score_mod_grad at the
+// scaled score, the softcap's 1 - tanh^2 at the modified score, the scale.
+
+// CHECK-LABEL: func.func @backward_modifiers
+// CHECK-SAME:  %[[SLOPES:[^:]*]]: tensor<2xf32>
+// CHECK-DAG:   %[[CAP:.*]] = arith.constant 2.000000e+01 : f32
+// CHECK-DAG:   %[[SCALE:.*]] = arith.constant 1.250000e-01 : f32
+// CHECK-DAG:   %[[GRAD:.*]] = arith.constant 5.000000e-01 : f32
+// P = exp(S - lse), S with the score_mod and the softcap, masked.
+// CHECK:       linalg.generic
+// CHECK:         tensor.extract %[[SLOPES]]
+// CHECK:         math.tanh
+// CHECK:         math.exp
+// CHECK:         arith.cmpi ule
+// CHECK:         arith.select
+// dS, with the raw scores as a fourth input.
+// CHECK:       linalg.generic
+// CHECK:         ^bb0(%[[P:[^:]*]]: f32, %[[DP:[^:]*]]: f32, %[[DI:[^:]*]]: f32, %[[RAW:[^:]*]]: f32, %{{.*}}: f32):
+// CHECK:         %[[C:.*]] = arith.subf %[[DP]], %[[DI]] : f32
+// CHECK:         %[[DS:.*]] = arith.mulf %[[P]], %[[C]] : f32
+// CHECK:         %[[S:.*]] = arith.mulf %[[RAW]], %[[SCALE]] : f32
+// CHECK:         %[[DSG:.*]] = arith.mulf %[[DS]], %[[GRAD]] : f32
+// CHECK:         %[[SLOPE:.*]] = tensor.extract %[[SLOPES]]
+// CHECK:         %[[MOD:.*]] = arith.addf %{{.*}}, %[[SLOPE]] : f32
+// CHECK:         %[[X:.*]] = arith.divf %[[MOD]], %[[CAP]] : f32
+// CHECK:         %[[T:.*]] = math.tanh %[[X]] : f32
+// CHECK:         arith.mulf %[[T]], %[[T]] : f32
+// CHECK:         %[[DSC:.*]] = arith.mulf %[[DSG]], %{{.*}} : f32
+// CHECK:         %[[OUT:.*]] = arith.mulf %[[DSC]], %[[SCALE]] : f32
+// CHECK-NEXT:    linalg.yield %[[OUT]] : f32
+// CHECK-NOT:   fa.attention_backward
+func.func @backward_modifiers(%q: tensor<1x2x16x32xf32>, %lse: tensor<1x2x16xf32>, %slopes: tensor<2xf32>)
+    -> (tensor<1x2x16x32xf32>, tensor<1x2x16x32xf32>, tensor<1x2x16x32xf32>) {
+  %dq, %dk, %dv = fa.attention_backward %q, %q, %q, %q, %lse, %q
+      softcap 20.0 scale 0.125 captures(%slopes)
+      score_mod(%s: f32, %b: index, %h: index, %i: index, %j: index,
+                %sl: tensor<2xf32>) {
+        %slope = tensor.extract %sl[%h] : tensor<2xf32>
+        %half = arith.constant 0.5 : f32
+        %hs = arith.mulf %s, %half : f32
+        %r = arith.addf %hs, %slope : f32
+        fa.yield %r : f32
+      }
+      mask_mod(%b: index, %h: index, %i: index, %j: index, %sl: tensor<2xf32>) {
+        %v = arith.cmpi ule, %j, %i : index
+        fa.yield %v : i1
+      }
+      score_mod_grad(%s: f32, %b: index, %h: index, %i: index, %j: index,
+                     %sl: tensor<2xf32>) {
+        %half = arith.constant 0.5 : f32
+        fa.yield %half : f32
+      }
+      : (tensor<1x2x16x32xf32>, tensor<1x2x16x32xf32>, tensor<1x2x16x32xf32>, tensor<1x2x16x32xf32>, tensor<1x2x16xf32>, tensor<1x2x16x32xf32>, tensor<2xf32>) -> (tensor<1x2x16x32xf32>, tensor<1x2x16x32xf32>, tensor<1x2x16x32xf32>)
+  return %dq, %dk, %dv : tensor<1x2x16x32xf32>, tensor<1x2x16x32xf32>, tensor<1x2x16x32xf32>
+}

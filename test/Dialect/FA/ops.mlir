@@ -375,8 +375,8 @@ func.func @attention_all_modifiers(%q: tensor<1x4x128x64xf16>,
 // CHECK-SAME: -> (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>)
 // CHECK: fa.attention_backward %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} mask<causal> deterministic :
 // GENERIC-LABEL: sym_name = "attention_backward"
-// GENERIC: "fa.attention_backward"(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 0, 0>}> :
-// GENERIC: "fa.attention_backward"(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) <{deterministic, mask = #fa.mask<causal>, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 0, 0>}>
+// GENERIC: "fa.attention_backward"(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 0, 0, 0>}>
+// GENERIC: "fa.attention_backward"(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) <{deterministic, mask = #fa.mask<causal>, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 0, 0, 0>}>
 // CHECK: fa.attention_backward %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} mask<window 16, 0> softcap 2.000000e+01 scale 1.250000e-01 deterministic :
 func.func @attention_backward(%q: tensor<1x4x128x64xf16>, %k: tensor<1x4x128x64xf16>,
                               %v: tensor<1x4x128x64xf16>, %o: tensor<1x4x128x64xf16>,
@@ -414,6 +414,40 @@ func.func @attention_backward_gqa(%q: tensor<2x8x?x128xbf16>, %k: tensor<2x2x?x1
          tensor<2x8x?x64xbf16>, tensor<2x8x?xf32>, tensor<2x8x?x64xbf16>)
       -> (tensor<2x8x?x128xbf16>, tensor<2x2x?x128xbf16>, tensor<2x2x?x64xbf16>)
   return %dq, %dk, %dv : tensor<2x8x?x128xbf16>, tensor<2x2x?x128xbf16>, tensor<2x2x?x64xbf16>
+}
+
+// The backward carries the forward's regions and captures, after
+// `deterministic`, and the derivative of the score_mod.
+// CHECK-LABEL: func.func @attention_backward_modifiers
+// CHECK: fa.attention_backward {{.*}} mask<causal> deterministic captures(%{{[^)]*}})
+// CHECK-SAME: score_mod(%{{.*}}: f32, %{{.*}}: index, %{{.*}}: index, %{{.*}}: index, %{{.*}}: index, %{{.*}}: tensor<2xf32>) {
+// CHECK: } mask_mod(
+// CHECK: } score_mod_grad(
+// CHECK: fa.yield %{{.*}} : f32
+// CHECK-NEXT: } : (tensor<1x2x16x32xf32>, tensor<1x2x16x32xf32>, tensor<1x2x16x32xf32>, tensor<1x2x16x32xf32>, tensor<1x2x16xf32>, tensor<1x2x16x32xf32>, tensor<2xf32>)
+// GENERIC-LABEL: sym_name = "attention_backward_modifiers"
+// GENERIC: "fa.attention_backward"({{.*}}) <{deterministic, mask = #fa.mask<causal>, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 0, 0, 1>}> ({
+func.func @attention_backward_modifiers(%q: tensor<1x2x16x32xf32>, %lse: tensor<1x2x16xf32>,
+                                        %slopes: tensor<2xf32>) -> tensor<1x2x16x32xf32> {
+  %dq, %dk, %dv = fa.attention_backward %q, %q, %q, %q, %lse, %q mask<causal>
+      deterministic captures(%slopes)
+      score_mod(%s: f32, %b: index, %h: index, %i: index, %j: index,
+                %sl: tensor<2xf32>) {
+        %slope = tensor.extract %sl[%h] : tensor<2xf32>
+        %r = arith.addf %s, %slope : f32
+        fa.yield %r : f32
+      }
+      mask_mod(%b: index, %h: index, %i: index, %j: index, %sl: tensor<2xf32>) {
+        %v = arith.cmpi ule, %j, %i : index
+        fa.yield %v : i1
+      }
+      score_mod_grad(%s: f32, %b: index, %h: index, %i: index, %j: index,
+                     %sl: tensor<2xf32>) {
+        %one = arith.constant 1.0 : f32
+        fa.yield %one : f32
+      }
+      : (tensor<1x2x16x32xf32>, tensor<1x2x16x32xf32>, tensor<1x2x16x32xf32>, tensor<1x2x16x32xf32>, tensor<1x2x16xf32>, tensor<1x2x16x32xf32>, tensor<2xf32>) -> (tensor<1x2x16x32xf32>, tensor<1x2x16x32xf32>, tensor<1x2x16x32xf32>)
+  return %dq : tensor<1x2x16x32xf32>
 }
 
 //===----------------------------------------------------------------------===//
@@ -600,7 +634,7 @@ func.func @attention_backward_step_dq(%q: tensor<?x64xf32>, %k: tensor<?x64xf32>
 // CHECK: fa.attention_backward {{.*}} mask<window 8, 8> scale %[[S]] deterministic :
 // GENERIC-LABEL: sym_name = "attention_runtime_scalars"
 // GENERIC: "fa.attention"({{.*}}) <{mask = #fa.mask<causal>, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 0, 0>}>
-// GENERIC: "fa.attention_backward"({{.*}}) <{deterministic, mask = #fa.mask<window 8, 8>, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 1, 0>}>
+// GENERIC: "fa.attention_backward"({{.*}}) <{deterministic, mask = #fa.mask<window 8, 8>, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 1, 0, 0>}>
 func.func @attention_runtime_scalars(%q: tensor<1x4x?x64xbf16>, %s: f32, %c: f32)
     -> tensor<1x4x?x64xbf16> {
   %out, %lse = fa.attention %q, %q, %q mask<causal> softcap %c scale %s

@@ -363,20 +363,18 @@ Value AttentionBackwardStepOp::buildScale(OpBuilder &b, Location loc) {
 // Modifier regions: assembly, verification, inlining
 //===----------------------------------------------------------------------===//
 
-/// `captures(%t, ...)`, then `score_mod(%s: f32, ...) {...}` and
-/// `mask_mod(...) {...}`, each optional: the block arguments are written
-/// with their types, as a function's.
+/// `captures(%t, ...)`, then each of the keyword-led regions, e.g.
+/// `score_mod(%s: f32, ...) {...}` and `mask_mod(...) {...}`, each optional:
+/// the block arguments are written with their types, as a function's.
 static ParseResult
-parseModifiers(OpAsmParser &parser,
-               SmallVectorImpl<OpAsmParser::UnresolvedOperand> &captures,
-               Region &scoreMod, Region &maskMod) {
+parseModifierRegions(OpAsmParser &parser,
+                     SmallVectorImpl<OpAsmParser::UnresolvedOperand> &captures,
+                     ArrayRef<std::pair<StringRef, Region *>> regions) {
   if (succeeded(parser.parseOptionalKeyword("captures")) &&
       (parser.parseLParen() || parser.parseOperandList(captures) ||
        parser.parseRParen()))
     return failure();
-  for (auto [keyword, region] :
-       {std::pair<StringRef, Region *>{"score_mod", &scoreMod},
-        {"mask_mod", &maskMod}}) {
+  for (auto [keyword, region] : regions) {
     if (failed(parser.parseOptionalKeyword(keyword)))
       continue;
     SmallVector<OpAsmParser::Argument> arguments;
@@ -389,17 +387,15 @@ parseModifiers(OpAsmParser &parser,
   return success();
 }
 
-static void printModifiers(OpAsmPrinter &printer, Operation *,
-                           OperandRange captures, Region &scoreMod,
-                           Region &maskMod) {
+static void
+printModifierRegions(OpAsmPrinter &printer, OperandRange captures,
+                     ArrayRef<std::pair<StringRef, Region *>> regions) {
   StringRef sep = "";
   if (!captures.empty()) {
     printer << "captures(" << captures << ')';
     sep = " ";
   }
-  for (auto [keyword, region] :
-       {std::pair<StringRef, Region *>{"score_mod", &scoreMod},
-        {"mask_mod", &maskMod}}) {
+  for (auto [keyword, region] : regions) {
     if (region->empty())
       continue;
     printer << sep << keyword << '(';
@@ -410,6 +406,41 @@ static void printModifiers(OpAsmPrinter &printer, Operation *,
     printer << ") ";
     printer.printRegion(*region, /*printEntryBlockArgs=*/false);
   }
+}
+
+static ParseResult
+parseModifiers(OpAsmParser &parser,
+               SmallVectorImpl<OpAsmParser::UnresolvedOperand> &captures,
+               Region &scoreMod, Region &maskMod) {
+  return parseModifierRegions(
+      parser, captures, {{"score_mod", &scoreMod}, {"mask_mod", &maskMod}});
+}
+
+static void printModifiers(OpAsmPrinter &printer, Operation *,
+                           OperandRange captures, Region &scoreMod,
+                           Region &maskMod) {
+  printModifierRegions(printer, captures,
+                       {{"score_mod", &scoreMod}, {"mask_mod", &maskMod}});
+}
+
+/// The backward's: the forward's regions, then `score_mod_grad(...) {...}`.
+static ParseResult parseBackwardModifiers(
+    OpAsmParser &parser,
+    SmallVectorImpl<OpAsmParser::UnresolvedOperand> &captures, Region &scoreMod,
+    Region &maskMod, Region &scoreModGrad) {
+  return parseModifierRegions(parser, captures,
+                              {{"score_mod", &scoreMod},
+                               {"mask_mod", &maskMod},
+                               {"score_mod_grad", &scoreModGrad}});
+}
+
+static void printBackwardModifiers(OpAsmPrinter &printer, Operation *,
+                                   OperandRange captures, Region &scoreMod,
+                                   Region &maskMod, Region &scoreModGrad) {
+  printModifierRegions(printer, captures,
+                       {{"score_mod", &scoreMod},
+                        {"mask_mod", &maskMod},
+                        {"score_mod_grad", &scoreModGrad}});
 }
 
 /// Whether `op` itself may sit in a modifier region: no memory effect, or
@@ -485,7 +516,8 @@ static LogicalResult verifyModifier(Operation *op, StringRef regionName,
 }
 
 LogicalResult mlir::fa::verifyModifiers(Operation *op, Region &scoreMod,
-                                        Region &maskMod, ValueRange captures) {
+                                        Region &maskMod, ValueRange captures,
+                                        Region *scoreModGrad) {
   Builder b(op->getContext());
   Type f32 = b.getF32Type(), index = b.getIndexType();
   StringRef indexNames[] = {"b", "h", "q_idx", "kv_idx"};
@@ -501,7 +533,13 @@ LogicalResult mlir::fa::verifyModifiers(Operation *op, Region &scoreMod,
       failed(verifyModifier(op, "mask_mod", maskMod, indexTypes, indexNames,
                             captures, b.getI1Type())))
     return failure();
-  return success();
+  if (!scoreModGrad || scoreModGrad->empty())
+    return success();
+  if (scoreMod.empty())
+    return op->emitOpError()
+           << "has a score_mod_grad but no score_mod to differentiate";
+  return verifyModifier(op, "score_mod_grad", *scoreModGrad, scoreTypes,
+                        scoreNames, captures, f32);
 }
 
 Value mlir::fa::inlineModifier(OpBuilder &b, Region &region,
@@ -721,10 +759,11 @@ void AttentionBackwardOp::build(OpBuilder &b, OperationState &state,
                                 Value lse, Value dout, FloatAttr scale,
                                 MaskAttrInterface mask, FloatAttr softcap,
                                 bool deterministic, Value dynamicScale,
-                                Value dynamicSoftcap, ValueRange maskOperands) {
+                                Value dynamicSoftcap, ValueRange maskOperands,
+                                ValueRange captures) {
   build(b, state, query.getType(), key.getType(), value.getType(), query, key,
         value, out, lse, dout, dynamicSoftcap, dynamicScale, maskOperands,
-        scale, mask, softcap, deterministic, KernelConfigAttr());
+        captures, scale, mask, softcap, deterministic, KernelConfigAttr());
 }
 
 FloatAttr AttentionBackwardOp::getStaticScale() { return staticScaleOf(*this); }
@@ -760,6 +799,11 @@ LogicalResult AttentionBackwardOp::verify() {
       return emitOpError() << gradName << " must have the type of " << inputName
                            << ", " << input << ", got " << grad;
   return verifyConfigOf(*this, /*backward=*/true, getDeterministic());
+}
+
+LogicalResult AttentionBackwardOp::verifyRegions() {
+  return verifyModifiers(*this, getScoreMod(), getMaskMod(), getCaptures(),
+                         &getScoreModGrad());
 }
 
 /// Checks that a static offsets or lengths tensor `name` has at least `min`

@@ -740,6 +740,11 @@ struct LowerAttentionBackward final : OpRewritePattern<AttentionBackwardOp> {
         op.buildScale(rewriter, op.getLoc()),
         op.hasMaskRule() ? op.getMaskAttr() : MaskAttrInterface(),
         op.getMaskOperands(), op.buildSoftcap(rewriter, op.getLoc()));
+    // The pass checked that a score_mod comes with its derivative.
+    Region *scoreModGrad = op.hasScoreMod() ? &op.getScoreModGrad() : nullptr;
+    rb.setModifiers(op.hasScoreMod() ? &op.getScoreMod() : nullptr,
+                    op.hasMaskMod() ? &op.getMaskMod() : nullptr,
+                    op.getCaptures());
     SmallVector<Value> operands =
         rb.normalize(op.getQuery(), op.getKey(), op.getValue(),
                      {op.getOut(), op.getLse(), op.getDout()});
@@ -787,11 +792,12 @@ struct LowerAttentionBackward final : OpRewritePattern<AttentionBackwardOp> {
         rb.contract(dout, {0, 1, 2, 3, 4}, out, {0, 1, 2, 3, 4}, {0, 1, 2, 3},
                     ArrayRef(scoreSizes).drop_back(), 1);
 
-    // dS = P * (dP - Di), times the softcap's derivative 1 - tanh^2 and the
-    // scale: the gradient with respect to the raw scores q k^T.
+    // dS = P * (dP - Di), times the softcap's derivative 1 - tanh^2 (at the
+    // modified score), the score_mod's (score_mod_grad at the scaled score)
+    // and the scale: the gradient with respect to the raw scores q k^T.
     SmallVector<Value> dsInputs = {probs, dProbs, rowDot};
     SmallVector<AffineMap> dsMaps = {id5, id5, rows5};
-    if (softcap) {
+    if (softcap || scoreModGrad) {
       dsInputs.push_back(raw);
       dsMaps.push_back(id5);
     }
@@ -801,8 +807,16 @@ struct LowerAttentionBackward final : OpRewritePattern<AttentionBackwardOp> {
         [&](OpBuilder &nb, Location nl, ValueRange args) -> Value {
           Value centered = arith::SubFOp::create(nb, nl, args[1], args[2]);
           Value ds = arith::MulFOp::create(nb, nl, args[0], centered);
+          Value s;
+          if (softcap || scoreModGrad)
+            s = arith::MulFOp::create(nb, nl, args[3], scale);
+          if (scoreModGrad) {
+            SmallVector<Value> modArgs = rb.modifierArguments(nb, nl, s);
+            Value slope = inlineModifier(nb, *scoreModGrad, modArgs);
+            ds = arith::MulFOp::create(nb, nl, ds, slope);
+            s = inlineModifier(nb, *rb.scoreMod, modArgs);
+          }
           if (softcap) {
-            Value s = arith::MulFOp::create(nb, nl, args[3], scale);
             Value t = math::TanhOp::create(
                 nb, nl, arith::DivFOp::create(nb, nl, s, softcap));
             Value tanhSquared = arith::MulFOp::create(nb, nl, t, t);
@@ -1125,6 +1139,18 @@ struct FALowerToReferencePass final
           &getContext());
     else
       populateLowerToReferencePatterns(patterns);
+    // A backward's score_mod needs its derivative, a region of the op (what
+    // fa-differentiate-score-mod builds).
+    WalkResult missing = getOperation()->walk([&](AttentionBackwardOp op) {
+      if (mergeOnly || !op.hasScoreMod() || op.hasScoreModGrad())
+        return WalkResult::advance();
+      op.emitOpError("has a score_mod but no score_mod_grad: run "
+                     "fa-differentiate-score-mod first (the fa-reference-cpu "
+                     "pipeline does)");
+      return WalkResult::interrupt();
+    });
+    if (missing.wasInterrupted())
+      return signalPassFailure();
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns)))) {
       getOperation()->emitError(
           "fa-lower-to-reference: rewriting did not converge");

@@ -405,7 +405,9 @@ struct FASelectKernelConfigPass final
         return WalkResult::interrupt();
       }
       // Nor do the kernels compute the modifier regions yet.
-      if (auto fwd = dyn_cast<AttentionOp>(op); fwd && fwd.hasModifiers()) {
+      auto fwd = dyn_cast<AttentionOp>(op);
+      auto bwd = dyn_cast<AttentionBackwardOp>(op);
+      if ((fwd && fwd.hasModifiers()) || (bwd && bwd.hasModifiers())) {
         op->emitOpError("has a score_mod or mask_mod, which no GPU kernel "
                         "computes yet: fa-select-kernel-config refuses it; "
                         "the fa-reference-cpu pipeline lowers it");

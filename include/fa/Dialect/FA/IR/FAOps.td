@@ -208,11 +208,12 @@ def FA_AttentionOp : FA_AttentionOpBase<"attention", [IsolatedFromAbove]> {
 }
 
 def FA_YieldOp : FA_Op<"yield", [Pure, Terminator,
-    HasParent<"AttentionOp">]> {
-  let summary = "Terminates a modifier region of `fa.attention`";
+    ParentOneOf<["AttentionOp", "AttentionBackwardOp"]>]> {
+  let summary = "Terminates a modifier region of an attention op";
   let description = [{
-    Yields the result of a `score_mod` (the f32 score) or `mask_mod` (the i1
-    visibility) region; the parent's verifier checks the type.
+    Yields the result of a `score_mod` (the f32 score), `mask_mod` (the i1
+    visibility) or `score_mod_grad` (the f32 derivative) region; the
+    parent's verifier checks the type.
 
     ```mlir
     fa.yield %score : f32
@@ -222,7 +223,8 @@ def FA_YieldOp : FA_Op<"yield", [Pure, Terminator,
   let assemblyFormat = "$value attr-dict `:` type($value)";
 }
 
-def FA_AttentionBackwardOp : FA_AttentionOpBase<"attention_backward"> {
+def FA_AttentionBackwardOp
+    : FA_AttentionOpBase<"attention_backward", [IsolatedFromAbove]> {
   let summary = "Gradients of `fa.attention` by recomputation";
   let description = [{
     Given the forward's inputs `q, k, v`, its results `out` and `lse`, and the
@@ -235,6 +237,14 @@ def FA_AttentionBackwardOp : FA_AttentionOpBase<"attention_backward"> {
 
     `deterministic` asks for a fixed accumulation order of `dq` (results are
     bitwise reproducible run to run), at some cost in speed.
+
+    The modifier regions and `captures` are those of the forward (the same
+    signatures and meaning) and must match it. The backward also needs
+    `d score_mod / d s`: the optional `score_mod_grad` region has the
+    score_mod's signature and yields that derivative at the score `%s`
+    (`fa-differentiate-score-mod` builds it from the score_mod by the chain
+    rule). The captures are constants of the backward: no gradient flows to
+    them.
 
     Example:
 
@@ -259,6 +269,7 @@ def FA_AttentionBackwardOp : FA_AttentionOpBase<"attention_backward"> {
     Optional<F32>:$dynamic_softcap,
     Optional<F32>:$dynamic_scale,
     Variadic<I64>:$mask_operands,
+    Variadic<AnyRankedTensor>:$captures,
     OptionalAttr<F32Attr>:$scale,
     OptionalAttr<FA_MaskAttrInterface>:$mask,
     OptionalAttr<F32Attr>:$softcap,
@@ -267,6 +278,9 @@ def FA_AttentionBackwardOp : FA_AttentionOpBase<"attention_backward"> {
   );
   let results = (outs FA_Rank4Tensor:$dq, FA_Rank4Tensor:$dk,
                       FA_Rank4Tensor:$dv);
+  let regions = (region MaxSizedRegion<1>:$score_mod,
+                        MaxSizedRegion<1>:$mask_mod,
+                        MaxSizedRegion<1>:$score_mod_grad);
 
   let assemblyFormat = [{
     $query `,` $key `,` $value `,` $out `,` $lse `,` $dout
@@ -274,6 +288,8 @@ def FA_AttentionBackwardOp : FA_AttentionOpBase<"attention_backward"> {
     custom<Softcap>($dynamic_softcap, $softcap)
     custom<Scale>($dynamic_scale, $scale)
     (`deterministic` $deterministic^)?
+    custom<BackwardModifiers>($captures, $score_mod, $mask_mod,
+                              $score_mod_grad)
     attr-dict `:` functional-type(operands, results)
   }];
 
@@ -287,12 +303,20 @@ def FA_AttentionBackwardOp : FA_AttentionOpBase<"attention_backward"> {
                    CArg<"bool", "false">:$deterministic,
                    CArg<"::mlir::Value", "{}">:$dynamicScale,
                    CArg<"::mlir::Value", "{}">:$dynamicSoftcap,
-                   CArg<"::mlir::ValueRange", "{}">:$maskOperands)>
+                   CArg<"::mlir::ValueRange", "{}">:$maskOperands,
+                   CArg<"::mlir::ValueRange", "{}">:$captures)>
   ];
 
   let hasVerifier = 1;
+  let hasRegionVerifier = 1;
   let hasCanonicalizer = 1;
-  let extraClassDeclaration = attentionClassDeclaration;
+  let extraClassDeclaration = attentionClassDeclaration # [{
+    bool hasScoreMod() { return !getScoreMod().empty(); }
+    bool hasMaskMod() { return !getMaskMod().empty(); }
+    bool hasScoreModGrad() { return !getScoreModGrad().empty(); }
+    /// See fa.attention.
+    bool hasModifiers() { return hasScoreMod() || hasMaskMod(); }
+  }];
 }
 
 def FA_Rank3Tensor : TensorRankOf<[F16, BF16, F32], [3]> {
