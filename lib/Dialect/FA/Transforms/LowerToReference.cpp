@@ -734,13 +734,15 @@ struct LowerAttentionBackward final : OpRewritePattern<AttentionBackwardOp> {
 
   LogicalResult matchAndRewrite(AttentionBackwardOp op,
                                 PatternRewriter &rewriter) const override {
+    // A score_mod needs its derivative (the pass reports a missing one).
+    if (op.hasScoreMod() && !op.hasScoreModGrad())
+      return rewriter.notifyMatchFailure(op, "score_mod without its grad");
     Type elementType = op.getQuery().getType().getElementType();
     ReferenceBuilder rb(
         rewriter, op.getLoc(), elementType,
         op.buildScale(rewriter, op.getLoc()),
         op.hasMaskRule() ? op.getMaskAttr() : MaskAttrInterface(),
         op.getMaskOperands(), op.buildSoftcap(rewriter, op.getLoc()));
-    // The pass checked that a score_mod comes with its derivative.
     Region *scoreModGrad = op.hasScoreMod() ? &op.getScoreModGrad() : nullptr;
     rb.setModifiers(op.hasScoreMod() ? &op.getScoreMod() : nullptr,
                     op.hasMaskMod() ? &op.getMaskMod() : nullptr,
