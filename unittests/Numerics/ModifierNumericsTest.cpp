@@ -85,6 +85,18 @@ std::string dims(llvm::ArrayRef<int64_t> shape) {
   return s + "f32";
 }
 
+/// The shaped-type body of an attention tensor ([B, H, N(, D)]) with the
+/// problem's dynamic dimensions as `?` (the captures stay static).
+std::string dims(const AttentionProblem &p, llvm::ArrayRef<int64_t> shape) {
+  std::string s;
+  for (auto [i, d] : llvm::enumerate(shape)) {
+    bool dynamic = (p.shapes == ShapeKind::DynamicAll && i < 3) ||
+                   (p.shapes == ShapeKind::DynamicSeq && i == 2);
+    s += (dynamic ? std::string("?") : std::to_string(d)) + "x";
+  }
+  return s + "f32";
+}
+
 /// The text of the case's ` captures(...) score_mod(...) {...}
 /// mask_mod(...) {...}` after the op's attributes.
 std::string modifierText(const ModifierCase &c) {
@@ -151,14 +163,14 @@ std::string wrapInFunction(llvm::ArrayRef<Arg> ins, llvm::ArrayRef<Arg> outs,
 /// captures.
 std::vector<Arg> inputArgs(const ModifierCase &c, bool backward) {
   const AttentionProblem &p = c.problem;
-  std::vector<Arg> ins = {{"q", dims(p.qShape())},
-                          {"k", dims(p.kShape())},
-                          {"v", dims(p.vShape())}};
+  std::vector<Arg> ins = {{"q", dims(p, p.qShape())},
+                          {"k", dims(p, p.kShape())},
+                          {"v", dims(p, p.vShape())}};
   if (backward) {
-    ins.push_back({"out", dims(p.outShape())});
+    ins.push_back({"out", dims(p, p.outShape())});
     ins.push_back(
-        {"lse", dims(std::vector<int64_t>{p.batch, p.headsQ, p.seqQ})});
-    ins.push_back({"dout", dims(p.outShape())});
+        {"lse", dims(p, std::vector<int64_t>{p.batch, p.headsQ, p.seqQ})});
+    ins.push_back({"dout", dims(p, p.outShape())});
   }
   for (auto [n, cap] : llvm::enumerate(c.captures))
     ins.push_back({"a" + std::to_string(n), cap.body()});
@@ -170,8 +182,8 @@ std::string modifierModule(const ModifierCase &c) {
   const AttentionProblem &p = c.problem;
   return wrapInFunction(
       inputArgs(c, /*backward=*/false),
-      {{"o", dims(p.outShape())},
-       {"l", dims(std::vector<int64_t>{p.batch, p.headsQ, p.seqQ})}},
+      {{"o", dims(p, p.outShape())},
+       {"l", dims(p, std::vector<int64_t>{p.batch, p.headsQ, p.seqQ})}},
       "fa.attention %q_t, %k_t, %v_t" + attributeText(p) + modifierText(c));
 }
 
@@ -180,9 +192,9 @@ std::string modifierModule(const ModifierCase &c) {
 std::string backwardModifierModule(const ModifierCase &c) {
   const AttentionProblem &p = c.problem;
   return wrapInFunction(inputArgs(c, /*backward=*/true),
-                        {{"dq", dims(p.qShape())},
-                         {"dk", dims(p.kShape())},
-                         {"dv", dims(p.vShape())}},
+                        {{"dq", dims(p, p.qShape())},
+                         {"dk", dims(p, p.kShape())},
+                         {"dv", dims(p, p.vShape())}},
                         "fa.attention_backward %q_t, %k_t, %v_t, %out_t, "
                         "%lse_t, %dout_t" +
                             attributeText(p) + modifierText(c));
@@ -412,6 +424,15 @@ ModifierCase alibi() {
   return c;
 }
 
+/// ALiBi with every size but the head dims known only at run time (the
+/// group size a value inside the score generic).
+ModifierCase alibiDynamic() {
+  ModifierCase c = alibi();
+  c.name = "alibi_gqa_causal_dynamic";
+  c.problem.shapes = ShapeKind::DynamicAll;
+  return c;
+}
+
 /// Two captures: a bias per relative distance j - i ([Nq + Nk - 1], at
 /// j - i + Nq - 1) and one per (head, query, key) ([Hq, Nq, Nk]); with a
 /// softcap attribute.
@@ -525,8 +546,8 @@ TEST_P(ModifierNumerics, MatchesFloat64) {
 
 INSTANTIATE_TEST_SUITE_P(
     ReferenceCPU, ModifierNumerics,
-    ::testing::Values(alibi(), relativeBias(), documentMask(), prefixLM(),
-                      emptyRows()),
+    ::testing::Values(alibi(), alibiDynamic(), relativeBias(), documentMask(),
+                      prefixLM(), emptyRows()),
     [](const ::testing::TestParamInfo<ModifierCase> &info) {
       return info.param.name;
     });
@@ -567,6 +588,13 @@ ModifierCase backwardAlibi() {
   c.name = "alibi_gqa_causal";
   c.problem = problem(9, 13, 4, 2);
   c.problem.causal = true;
+  return c;
+}
+
+ModifierCase backwardAlibiDynamic() {
+  ModifierCase c = backwardAlibi();
+  c.name = "alibi_gqa_causal_dynamic";
+  c.problem.shapes = ShapeKind::DynamicAll;
   return c;
 }
 
@@ -640,8 +668,8 @@ TEST_P(BackwardModifierNumerics, MatchesFiniteDifferences) {
 
 INSTANTIATE_TEST_SUITE_P(
     ReferenceCPU, BackwardModifierNumerics,
-    ::testing::Values(backwardAlibi(), backwardNonlinear(),
-                      backwardEmptyRows()),
+    ::testing::Values(backwardAlibi(), backwardAlibiDynamic(),
+                      backwardNonlinear(), backwardEmptyRows()),
     [](const ::testing::TestParamInfo<ModifierCase> &info) {
       return info.param.name;
     });
