@@ -57,6 +57,7 @@ void mlir::fa::buildCPUToLLVMPipeline(OpPassManager &pm) {
 void mlir::fa::buildReferenceCPUPipeline(OpPassManager &pm) {
   // Before any fa pass expands fa ops that sit in device code.
   pm.addPass(createFAHostOnly());
+  pm.addPass(createFADifferentiateScoreMod());
   pm.addPass(createFALowerToReference());
   pm.addPass(createFALowerHostModules());
 }

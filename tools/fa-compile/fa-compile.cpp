@@ -913,18 +913,27 @@ int64_t spillBytes(StringRef ptxas, StringRef ptx, StringRef chip) {
 LogicalResult compileOne(MLIRContext &ctx, const KernelConfig &flags,
                          OwningOpRef<ModuleOp> module) {
   // Find the op and derive the config from it.
-  Operation *attention = nullptr, *unsupported = nullptr;
+  Operation *attention = nullptr, *unsupported = nullptr, *modified = nullptr;
   module->walk([&](Operation *op) {
     if (!attention && isa<fa::AttentionOp, fa::AttentionBackwardOp,
                           fa::AttentionVarlenOp, fa::AttentionPagedOp>(op))
       attention = op;
     if (!unsupported && isa<fa::AttentionVarlenBackwardOp>(op))
       unsupported = op;
+    auto fwd = dyn_cast<fa::AttentionOp>(op);
+    auto bwd = dyn_cast<fa::AttentionBackwardOp>(op);
+    if (!modified &&
+        ((fwd && fwd.hasModifiers()) || (bwd && bwd.hasModifiers())))
+      modified = op;
   });
   if (unsupported)
     return unsupported->emitOpError(
         "fa-compile: no GPU kernel for this op yet (the CPU pipelines "
         "fa-reference-cpu and fa-tiled-cpu lower it)");
+  if (modified)
+    return modified->emitOpError(
+        "fa-compile: no GPU kernel computes score_mod or mask_mod yet (the "
+        "fa-reference-cpu pipeline lowers them)");
   if (!attention)
     return module->emitError(
         "fa-compile: no fa.attention, fa.attention_backward, "

@@ -35,7 +35,8 @@ void buildCPUToLLVMPipeline(OpPassManager &pm);
 void buildModuleToLLVMPipeline(OpPassManager &pm);
 
 /// fa-lower-to-reference followed by the CPU lowering: the golden path.
-/// fa ops in a gpu.module are rejected first (fa-host-only).
+/// fa ops in a gpu.module are rejected first (fa-host-only), and each
+/// backward's score_mod gets its derivative (fa-differentiate-score-mod).
 void buildReferenceCPUPipeline(OpPassManager &pm);
 
 /// The FlashAttention passes (tile the forward and the backward, specialize

@@ -406,7 +406,7 @@ func.func @f(%q: tensor<1x4x128x64xf16>, %k: tensor<1x4x128x64xf16>, %v: tensor<
 // Mask operands without a mask (generic form).
 func.func @f(%q: tensor<1x4x128x64xf16>, %l: i64) {
   // expected-error @below {{has 2 mask operands but no mask to take them}}
-  %out:2 = "fa.attention"(%q, %q, %q, %l, %l) <{operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 2>}>
+  %out:2 = "fa.attention"(%q, %q, %q, %l, %l) <{operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 2, 0>}> ({}, {})
       : (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, i64, i64)
       -> (tensor<1x4x128x64xf16>, tensor<1x4x128xf32>)
   return
@@ -417,7 +417,7 @@ func.func @f(%q: tensor<1x4x128x64xf16>, %l: i64) {
 // The mask attribute must implement the mask interface (generic form).
 func.func @f(%q: tensor<1x4x128x64xf16>) {
   // expected-error @below {{Invalid attribute `mask` in property conversion: array<i64: 16, 0>}}
-  %out:2 = "fa.attention"(%q, %q, %q) <{operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 0>, mask = array<i64: 16, 0>}>
+  %out:2 = "fa.attention"(%q, %q, %q) <{operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 0, 0>, mask = array<i64: 16, 0>}> ({}, {})
       : (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>)
       -> (tensor<1x4x128x64xf16>, tensor<1x4x128xf32>)
   return
@@ -560,10 +560,241 @@ func.func @f(%q: tensor<1x4x128x64xf16>) {
 // The scale is an f32 attribute (generic form).
 func.func @f(%q: tensor<1x4x128x64xf16>) {
   // expected-error @below {{attribute 'scale' failed to satisfy constraint: 32-bit float attribute}}
-  %out:2 = "fa.attention"(%q, %q, %q) <{operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 0>, scale = 1.250000e-01 : f64}>
+  %out:2 = "fa.attention"(%q, %q, %q) <{operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 0, 0>, scale = 1.250000e-01 : f64}> ({}, {})
       : (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>)
       -> (tensor<1x4x128x64xf16>, tensor<1x4x128xf32>)
   return
+}
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// fa.attention: score_mod, mask_mod and captures
+//===----------------------------------------------------------------------===//
+
+// Captures are read by a modifier: without one they are an error.
+func.func @f(%q: tensor<1x4x16x64xf32>, %t: tensor<4xf32>) {
+  // expected-error @below {{has 1 captures but no score_mod or mask_mod to read them}}
+  %o, %l = fa.attention %q, %q, %q captures(%t)
+      
+      : (tensor<1x4x16x64xf32>, tensor<1x4x16x64xf32>, tensor<1x4x16x64xf32>, tensor<4xf32>)
+      -> (tensor<1x4x16x64xf32>, tensor<1x4x16xf32>)
+  return
+}
+
+// -----
+
+// Captures are ranked tensors (ODS).
+func.func @f(%q: tensor<1x4x16x64xf32>, %t: tensor<*xf32>) {
+  // expected-error @below {{operand #3 must be variadic of ranked tensor of any type values, but got 'tensor<*xf32>'}}
+  %o, %l = fa.attention %q, %q, %q captures(%t)
+      score_mod(%s: f32, %b: index, %h: index, %i: index, %j: index, %c: tensor<*xf32>) {
+        fa.yield %s : f32
+      }
+      : (tensor<1x4x16x64xf32>, tensor<1x4x16x64xf32>, tensor<1x4x16x64xf32>, tensor<*xf32>)
+      -> (tensor<1x4x16x64xf32>, tensor<1x4x16xf32>)
+  return
+}
+
+// -----
+
+// The score_mod takes the score, the four indices, then the captures.
+func.func @f(%q: tensor<1x4x16x64xf32>) {
+  // expected-error @below {{score_mod must take (f32 score, index b, index h, index q_idx, index kv_idx) and then the 0 captures, got 4 arguments}}
+  %o, %l = fa.attention %q, %q, %q
+      score_mod(%s: f32, %b: index, %h: index, %i: index) {
+        fa.yield %s : f32
+      }
+      : (tensor<1x4x16x64xf32>, tensor<1x4x16x64xf32>, tensor<1x4x16x64xf32>)
+      -> (tensor<1x4x16x64xf32>, tensor<1x4x16xf32>)
+  return
+}
+
+// -----
+
+// The score is f32.
+func.func @f(%q: tensor<1x4x16x64xf32>) {
+  // expected-error @below {{score_mod argument #0 (score) must be 'f32', got 'f16'}}
+  %o, %l = fa.attention %q, %q, %q
+      score_mod(%s: f16, %b: index, %h: index, %i: index, %j: index) {
+        %r = arith.extf %s : f16 to f32
+        fa.yield %r : f32
+      }
+      : (tensor<1x4x16x64xf32>, tensor<1x4x16x64xf32>, tensor<1x4x16x64xf32>)
+      -> (tensor<1x4x16x64xf32>, tensor<1x4x16xf32>)
+  return
+}
+
+// -----
+
+// The indices are index values.
+func.func @f(%q: tensor<1x4x16x64xf32>) {
+  // expected-error @below {{score_mod argument #2 (h) must be 'index', got 'i32'}}
+  %o, %l = fa.attention %q, %q, %q
+      score_mod(%s: f32, %b: index, %h: i32, %i: index, %j: index) {
+        fa.yield %s : f32
+      }
+      : (tensor<1x4x16x64xf32>, tensor<1x4x16x64xf32>, tensor<1x4x16x64xf32>)
+      -> (tensor<1x4x16x64xf32>, tensor<1x4x16xf32>)
+  return
+}
+
+// -----
+
+// A capture's argument has the capture's type.
+func.func @f(%q: tensor<1x4x16x64xf32>, %t: tensor<4xf32>) {
+  // expected-error @below {{mask_mod argument #4 must have the type of capture #0, 'tensor<4xf32>', got 'tensor<8xf32>'}}
+  %o, %l = fa.attention %q, %q, %q captures(%t)
+      mask_mod(%b: index, %h: index, %i: index, %j: index, %c: tensor<8xf32>) {
+        %t = arith.constant true
+        fa.yield %t : i1
+      }
+      : (tensor<1x4x16x64xf32>, tensor<1x4x16x64xf32>, tensor<1x4x16x64xf32>, tensor<4xf32>)
+      -> (tensor<1x4x16x64xf32>, tensor<1x4x16xf32>)
+  return
+}
+
+// -----
+
+// The mask_mod takes the four indices, then the captures.
+func.func @f(%q: tensor<1x4x16x64xf32>, %t: tensor<4xf32>) {
+  // expected-error @below {{mask_mod must take (index b, index h, index q_idx, index kv_idx) and then the 1 captures, got 6 arguments}}
+  %o, %l = fa.attention %q, %q, %q captures(%t)
+      mask_mod(%b: index, %h: index, %i: index, %j: index, %c: tensor<4xf32>, %x: index) {
+        %t = arith.constant true
+        fa.yield %t : i1
+      }
+      : (tensor<1x4x16x64xf32>, tensor<1x4x16x64xf32>, tensor<1x4x16x64xf32>, tensor<4xf32>)
+      -> (tensor<1x4x16x64xf32>, tensor<1x4x16xf32>)
+  return
+}
+
+// -----
+
+// The score_mod yields an f32 score.
+func.func @f(%q: tensor<1x4x16x64xf32>) {
+  // expected-error @below {{score_mod must yield 'f32', got 'f16'}}
+  %o, %l = fa.attention %q, %q, %q
+      score_mod(%s: f32, %b: index, %h: index, %i: index, %j: index) {
+        %r = arith.truncf %s : f32 to f16
+        fa.yield %r : f16
+      }
+      : (tensor<1x4x16x64xf32>, tensor<1x4x16x64xf32>, tensor<1x4x16x64xf32>)
+      -> (tensor<1x4x16x64xf32>, tensor<1x4x16xf32>)
+  return
+}
+
+// -----
+
+// The mask_mod yields an i1.
+func.func @f(%q: tensor<1x4x16x64xf32>) {
+  // expected-error @below {{mask_mod must yield 'i1', got 'index'}}
+  %o, %l = fa.attention %q, %q, %q
+      mask_mod(%b: index, %h: index, %i: index, %j: index) {
+        fa.yield %i : index
+      }
+      : (tensor<1x4x16x64xf32>, tensor<1x4x16x64xf32>, tensor<1x4x16x64xf32>)
+      -> (tensor<1x4x16x64xf32>, tensor<1x4x16xf32>)
+  return
+}
+
+// -----
+
+// A modifier region ends with fa.yield.
+func.func @f(%q: tensor<1x4x16x64xf32>) {
+  // expected-error @below {{score_mod must end with fa.yield}}
+  %o, %l = fa.attention %q, %q, %q
+      score_mod(%s: f32, %b: index, %h: index, %i: index, %j: index) {
+        llvm.unreachable
+      }
+      : (tensor<1x4x16x64xf32>, tensor<1x4x16x64xf32>, tensor<1x4x16x64xf32>)
+      -> (tensor<1x4x16x64xf32>, tensor<1x4x16xf32>)
+  return
+}
+
+// -----
+
+// Modifier ops are free of side effects (an allocation is not).
+func.func @f(%q: tensor<1x4x16x64xf32>) {
+  // expected-error @below {{mask_mod must be free of side effects (reads allowed), got 'memref.alloc'}}
+  %o, %l = fa.attention %q, %q, %q
+      mask_mod(%b: index, %h: index, %i: index, %j: index) {
+        %m = memref.alloc() : memref<4xi1>
+        %t = arith.constant true
+        fa.yield %t : i1
+      }
+      : (tensor<1x4x16x64xf32>, tensor<1x4x16x64xf32>, tensor<1x4x16x64xf32>)
+      -> (tensor<1x4x16x64xf32>, tensor<1x4x16xf32>)
+  return
+}
+
+// -----
+
+// A modifier is one block (ODS).
+func.func @f(%q: tensor<1x4x16x64xf32>) {
+  // expected-error @below {{region #0 ('score_mod') failed to verify constraint: region with at most 1 blocks}}
+  %o, %l = fa.attention %q, %q, %q
+      score_mod(%s: f32, %b: index, %h: index, %i: index, %j: index) {
+        cf.br ^bb1
+      ^bb1:
+        fa.yield %s : f32
+      }
+      : (tensor<1x4x16x64xf32>, tensor<1x4x16x64xf32>, tensor<1x4x16x64xf32>)
+      -> (tensor<1x4x16x64xf32>, tensor<1x4x16xf32>)
+  return
+}
+
+// -----
+
+// The op is isolated from above: a value from outside comes in as a capture.
+func.func @f(%q: tensor<1x4x16x64xf32>, %x: f32) {
+  %o, %l = fa.attention %q, %q, %q
+      score_mod(%s: f32, %b: index, %h: index, %i: index, %j: index) {
+        // expected-error @below {{use of undeclared SSA value name}}
+        %r = arith.addf %s, %x : f32
+        fa.yield %r : f32
+      }
+      : (tensor<1x4x16x64xf32>, tensor<1x4x16x64xf32>, tensor<1x4x16x64xf32>)
+      -> (tensor<1x4x16x64xf32>, tensor<1x4x16xf32>)
+  return
+}
+
+// -----
+
+// The backward's score_mod_grad differentiates its score_mod.
+func.func @f(%q: tensor<1x2x16x32xf32>, %lse: tensor<1x2x16xf32>) {
+  // expected-error @below {{has a score_mod_grad but no score_mod to differentiate}}
+  %dq, %dk, %dv = fa.attention_backward %q, %q, %q, %q, %lse, %q
+      score_mod_grad(%s: f32, %b: index, %h: index, %i: index, %j: index) {
+        fa.yield %s : f32
+      }
+      : (tensor<1x2x16x32xf32>, tensor<1x2x16x32xf32>, tensor<1x2x16x32xf32>, tensor<1x2x16x32xf32>, tensor<1x2x16xf32>, tensor<1x2x16x32xf32>) -> (tensor<1x2x16x32xf32>, tensor<1x2x16x32xf32>, tensor<1x2x16x32xf32>)
+  return
+}
+
+// -----
+
+// The score_mod_grad has the score_mod's signature.
+func.func @f(%q: tensor<1x2x16x32xf32>, %lse: tensor<1x2x16xf32>) {
+  // expected-error @below {{score_mod_grad argument #0 (score) must be 'f32', got 'index'}}
+  %dq, %dk, %dv = fa.attention_backward %q, %q, %q, %q, %lse, %q
+      score_mod(%s: f32, %b: index, %h: index, %i: index, %j: index) {
+        fa.yield %s : f32
+      }
+      score_mod_grad(%s: index, %b: index, %h: index, %i: index, %j: index) {
+        %one = arith.constant 1.0 : f32
+        fa.yield %one : f32
+      }
+      : (tensor<1x2x16x32xf32>, tensor<1x2x16x32xf32>, tensor<1x2x16x32xf32>, tensor<1x2x16x32xf32>, tensor<1x2x16xf32>, tensor<1x2x16x32xf32>) -> (tensor<1x2x16x32xf32>, tensor<1x2x16x32xf32>, tensor<1x2x16x32xf32>)
+  return
+}
+
+// -----
+
+// fa.yield terminates the modifiers of the attention ops only.
+func.func @f(%x: f32) {
+  // expected-error @below {{'fa.yield' op expects parent op to be one of 'fa.attention, fa.attention_backward'}}
+  fa.yield %x : f32
 }
 
 // -----
@@ -1524,7 +1755,7 @@ func.func @f(%t: tensor<64x64xf16>, %r: tensor<64xf32>, %d: tensor<?xf32>, %acc:
 func.func @f(%q: tensor<1x4x128x64xf16>, %s: f32) {
   // expected-error @below {{scale must be an attribute or an operand, not both}}
   %out:2 = "fa.attention"(%q, %q, %q, %s)
-      <{operandSegmentSizes = array<i32: 1, 1, 1, 0, 1, 0>, scale = 1.250000e-01 : f32}>
+      <{operandSegmentSizes = array<i32: 1, 1, 1, 0, 1, 0, 0>, scale = 1.250000e-01 : f32}> ({}, {})
       : (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, f32)
       -> (tensor<1x4x128x64xf16>, tensor<1x4x128xf32>)
   return
@@ -1550,7 +1781,7 @@ func.func @f(%t: tensor<64x64xf16>, %acc: tensor<64x64xf32>, %m: tensor<64xf32>,
 func.func @f(%q: tensor<1x4x128x64xf16>, %s: f16) {
   // expected-error @below {{operand #3 must be 32-bit float, but got 'f16'}}
   %out:2 = "fa.attention"(%q, %q, %q, %s)
-      <{operandSegmentSizes = array<i32: 1, 1, 1, 0, 1, 0>}>
+      <{operandSegmentSizes = array<i32: 1, 1, 1, 0, 1, 0, 0>}> ({}, {})
       : (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, f16)
       -> (tensor<1x4x128x64xf16>, tensor<1x4x128xf32>)
   return

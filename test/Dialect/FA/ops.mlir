@@ -74,7 +74,7 @@ func.func @attention_window(%q: tensor<1x4x128x64xf16>, %k: tensor<1x4x128x64xf1
 // CHECK: fa.attention_backward %{{.*}} mask<window ?, 0>(%[[L]]) :
 // CHECK: fa.online_attention %{{.*}} masked(%{{.*}}) mask<window ?, ?>(%[[L]], %[[R]]) scale 1.250000e-01 :
 // CHECK: fa.attention_backward_step %{{.*}} masked(%{{.*}}) mask<window ?, 0>(%[[L]]) scale 1.250000e-01 :
-// GENERIC: "fa.attention"(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) <{mask = #fa.mask<window ?, ?>, operandSegmentSizes = array<i32: 1, 1, 1, 0, 1, 2>}>
+// GENERIC: "fa.attention"(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) <{mask = #fa.mask<window ?, ?>, operandSegmentSizes = array<i32: 1, 1, 1, 0, 1, 2, 0>}>
 func.func @attention_runtime_window(%q: tensor<1x4x128x64xf16>, %l: i64, %r: i64,
                                     %s: f32, %lse: tensor<1x4x128xf32>,
                                     %t: tensor<64x64xf16>, %acc: tensor<64x64xf32>,
@@ -147,7 +147,7 @@ func.func @attention_softcap(%q: tensor<1x4x128x64xf16>, %k: tensor<1x4x128x64xf
 // CHECK-LABEL: func.func @attention_all_attributes
 // CHECK: fa.attention %{{.*}}, %{{.*}}, %{{.*}} mask<window 256, 0> softcap 5.000000e+01 scale 2.500000e-01 :
 // GENERIC-LABEL: sym_name = "attention_all_attributes"
-// GENERIC: "fa.attention"(%{{.*}}, %{{.*}}, %{{.*}}) <{mask = #fa.mask<window 256, 0>, operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 0>, scale = 2.500000e-01 : f32, softcap = 5.000000e+01 : f32}>
+// GENERIC: "fa.attention"(%{{.*}}, %{{.*}}, %{{.*}}) <{mask = #fa.mask<window 256, 0>, operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 0, 0>, scale = 2.500000e-01 : f32, softcap = 5.000000e+01 : f32}>
 // CHECK: fa.attention %{{.*}}, %{{.*}}, %{{.*}} mask<window 64, 0> scale 5.000000e-01 :
 func.func @attention_all_attributes(%q: tensor<1x4x128x128xbf16>,
                                     %k: tensor<1x4x128x128xbf16>,
@@ -260,6 +260,113 @@ func.func @attention_empty(%q: tensor<0x4x16x64xf32>, %k: tensor<0x4x0x64xf32>,
 }
 
 //===----------------------------------------------------------------------===//
+// fa.attention: score_mod and mask_mod
+//===----------------------------------------------------------------------===//
+
+// ALiBi: the slopes are a capture, the score_mod's trailing block argument;
+// the region reads it with tensor.extract at the query head.
+// CHECK-LABEL: func.func @attention_alibi
+// CHECK-SAME: %[[SLOPES:[^:]*]]: tensor<4xf32>
+// CHECK: fa.attention %{{.*}}, %{{.*}}, %{{.*}} mask<causal> captures(%[[SLOPES]])
+// CHECK-SAME: score_mod(%[[S:.*]]: f32, %{{.*}}: index, %[[H:.*]]: index, %[[I:.*]]: index, %[[J:.*]]: index, %[[SL:.*]]: tensor<4xf32>) {
+// CHECK:   %[[SLOPE:.*]] = tensor.extract %[[SL]][%[[H]]] : tensor<4xf32>
+// CHECK:   arith.subi %[[J]], %[[I]] : index
+// CHECK:   %[[R:.*]] = arith.addf %[[S]], %{{.*}} : f32
+// CHECK:   fa.yield %[[R]] : f32
+// CHECK: } : (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<4xf32>)
+// CHECK-NOT: mask_mod
+// GENERIC-LABEL: sym_name = "attention_alibi"
+// GENERIC: "fa.attention"({{.*}}) <{mask = #fa.mask<causal>, operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 0, 1>}> ({
+// GENERIC: ^bb0(%{{.*}}: f32, %{{.*}}: index, %{{.*}}: index, %{{.*}}: index, %{{.*}}: index, %{{.*}}: tensor<4xf32>):
+// GENERIC: "fa.yield"(%{{.*}}) : (f32) -> ()
+// GENERIC-NEXT: }, {
+// GENERIC-NEXT: })
+func.func @attention_alibi(%q: tensor<1x4x128x64xf16>, %slopes: tensor<4xf32>)
+    -> (tensor<1x4x128x64xf16>, tensor<1x4x128xf32>) {
+  %out, %lse = fa.attention %q, %q, %q mask<causal> captures(%slopes)
+      score_mod(%s: f32, %b: index, %h: index, %i: index, %j: index,
+                %sl: tensor<4xf32>) {
+        %slope = tensor.extract %sl[%h] : tensor<4xf32>
+        %dist = arith.subi %j, %i : index
+        %di = arith.index_cast %dist : index to i64
+        %df = arith.sitofp %di : i64 to f32
+        %bias = arith.mulf %slope, %df : f32
+        %r = arith.addf %s, %bias : f32
+        fa.yield %r : f32
+      }
+      : (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>,
+         tensor<4xf32>)
+      -> (tensor<1x4x128x64xf16>, tensor<1x4x128xf32>)
+  return %out, %lse : tensor<1x4x128x64xf16>, tensor<1x4x128xf32>
+}
+
+// A mask_mod alone (prefix-LM: the first 16 keys, then causal), no captures;
+// the op being isolated from above, its constants live in the region and its
+// argument names may repeat the function's.
+// CHECK-LABEL: func.func @attention_prefix_lm
+// CHECK: fa.attention %{{.*}}, %{{.*}}, %{{.*}} mask_mod(%{{.*}}: index, %{{.*}}: index, %[[I:.*]]: index, %[[J:.*]]: index) {
+// CHECK:   %[[P:.*]] = arith.constant 16 : index
+// CHECK:   %[[IN:.*]] = arith.cmpi ult, %[[J]], %[[P]] : index
+// CHECK:   %[[C:.*]] = arith.cmpi ule, %[[J]], %[[I]] : index
+// CHECK:   %[[V:.*]] = arith.ori %[[IN]], %[[C]] : i1
+// CHECK:   fa.yield %[[V]] : i1
+// CHECK: } : (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>) ->
+func.func @attention_prefix_lm(%q: tensor<1x4x128x64xf16>)
+    -> (tensor<1x4x128x64xf16>, tensor<1x4x128xf32>) {
+  %out, %lse = fa.attention %q, %q, %q
+      mask_mod(%b: index, %h: index, %q: index, %j: index) {
+        %prefix = arith.constant 16 : index
+        %in = arith.cmpi ult, %j, %prefix : index
+        %causal = arith.cmpi ule, %j, %q : index
+        %v = arith.ori %in, %causal : i1
+        fa.yield %v : i1
+      }
+      : (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>)
+      -> (tensor<1x4x128x64xf16>, tensor<1x4x128xf32>)
+  return %out, %lse : tensor<1x4x128x64xf16>, tensor<1x4x128xf32>
+}
+
+// Both modifiers with every attribute, two captures (a bias table [2N - 1]
+// and document ids) that both regions receive, and run-time scalars.
+// CHECK-LABEL: func.func @attention_all_modifiers
+// CHECK-SAME: %[[T:[^:]*]]: tensor<255xf32>, %[[D:[^:]*]]: tensor<128xi32>, %[[SC:[^:]*]]: f32
+// CHECK: fa.attention %{{.*}}, %{{.*}}, %{{.*}} mask<window 64, 0> softcap 3.000000e+01 scale %[[SC]] captures(%[[T]], %[[D]])
+// CHECK-SAME: score_mod(%{{.*}}: f32, %{{.*}}: index, %{{.*}}: index, %{{.*}}: index, %{{.*}}: index, %{{.*}}: tensor<255xf32>, %{{.*}}: tensor<128xi32>) {
+// CHECK: fa.yield %{{.*}} : f32
+// CHECK-NEXT: } mask_mod(%{{.*}}: index, %{{.*}}: index, %{{.*}}: index, %{{.*}}: index, %{{.*}}: tensor<255xf32>, %{{.*}}: tensor<128xi32>) {
+// CHECK: fa.yield %{{.*}} : i1
+// CHECK-NEXT: } {note} : (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, f32, tensor<255xf32>, tensor<128xi32>)
+// GENERIC-LABEL: sym_name = "attention_all_modifiers"
+// GENERIC: "fa.attention"({{.*}}) <{mask = #fa.mask<window 64, 0>, operandSegmentSizes = array<i32: 1, 1, 1, 0, 1, 0, 2>, softcap = 3.000000e+01 : f32}> ({
+func.func @attention_all_modifiers(%q: tensor<1x4x128x64xf16>,
+                                   %table: tensor<255xf32>,
+                                   %doc: tensor<128xi32>, %scale: f32)
+    -> (tensor<1x4x128x64xf16>, tensor<1x4x128xf32>) {
+  %out, %lse = fa.attention %q, %q, %q mask<window 64, 0> softcap 30.0
+      scale %scale captures(%table, %doc)
+      score_mod(%s: f32, %b: index, %h: index, %i: index, %j: index,
+                %t: tensor<255xf32>, %d: tensor<128xi32>) {
+        %c127 = arith.constant 127 : index
+        %rel = arith.subi %j, %i : index
+        %at = arith.addi %rel, %c127 : index
+        %bias = tensor.extract %t[%at] : tensor<255xf32>
+        %r = arith.addf %s, %bias : f32
+        fa.yield %r : f32
+      }
+      mask_mod(%b: index, %h: index, %i: index, %j: index,
+               %t: tensor<255xf32>, %d: tensor<128xi32>) {
+        %di = tensor.extract %d[%i] : tensor<128xi32>
+        %dj = tensor.extract %d[%j] : tensor<128xi32>
+        %same = arith.cmpi eq, %di, %dj : i32
+        fa.yield %same : i1
+      } {note}
+      : (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>,
+         f32, tensor<255xf32>, tensor<128xi32>)
+      -> (tensor<1x4x128x64xf16>, tensor<1x4x128xf32>)
+  return %out, %lse : tensor<1x4x128x64xf16>, tensor<1x4x128xf32>
+}
+
+//===----------------------------------------------------------------------===//
 // fa.attention_backward
 //===----------------------------------------------------------------------===//
 
@@ -268,8 +375,8 @@ func.func @attention_empty(%q: tensor<0x4x16x64xf32>, %k: tensor<0x4x0x64xf32>,
 // CHECK-SAME: -> (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>)
 // CHECK: fa.attention_backward %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} mask<causal> deterministic :
 // GENERIC-LABEL: sym_name = "attention_backward"
-// GENERIC: "fa.attention_backward"(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 0, 0>}> :
-// GENERIC: "fa.attention_backward"(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) <{deterministic, mask = #fa.mask<causal>, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 0, 0>}>
+// GENERIC: "fa.attention_backward"(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 0, 0, 0>}>
+// GENERIC: "fa.attention_backward"(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) <{deterministic, mask = #fa.mask<causal>, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 0, 0, 0>}>
 // CHECK: fa.attention_backward %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} mask<window 16, 0> softcap 2.000000e+01 scale 1.250000e-01 deterministic :
 func.func @attention_backward(%q: tensor<1x4x128x64xf16>, %k: tensor<1x4x128x64xf16>,
                               %v: tensor<1x4x128x64xf16>, %o: tensor<1x4x128x64xf16>,
@@ -307,6 +414,40 @@ func.func @attention_backward_gqa(%q: tensor<2x8x?x128xbf16>, %k: tensor<2x2x?x1
          tensor<2x8x?x64xbf16>, tensor<2x8x?xf32>, tensor<2x8x?x64xbf16>)
       -> (tensor<2x8x?x128xbf16>, tensor<2x2x?x128xbf16>, tensor<2x2x?x64xbf16>)
   return %dq, %dk, %dv : tensor<2x8x?x128xbf16>, tensor<2x2x?x128xbf16>, tensor<2x2x?x64xbf16>
+}
+
+// The backward carries the forward's regions and captures, after
+// `deterministic`, and the derivative of the score_mod.
+// CHECK-LABEL: func.func @attention_backward_modifiers
+// CHECK: fa.attention_backward {{.*}} mask<causal> deterministic captures(%{{[^)]*}})
+// CHECK-SAME: score_mod(%{{.*}}: f32, %{{.*}}: index, %{{.*}}: index, %{{.*}}: index, %{{.*}}: index, %{{.*}}: tensor<2xf32>) {
+// CHECK: } mask_mod(
+// CHECK: } score_mod_grad(
+// CHECK: fa.yield %{{.*}} : f32
+// CHECK-NEXT: } : (tensor<1x2x16x32xf32>, tensor<1x2x16x32xf32>, tensor<1x2x16x32xf32>, tensor<1x2x16x32xf32>, tensor<1x2x16xf32>, tensor<1x2x16x32xf32>, tensor<2xf32>)
+// GENERIC-LABEL: sym_name = "attention_backward_modifiers"
+// GENERIC: "fa.attention_backward"({{.*}}) <{deterministic, mask = #fa.mask<causal>, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 0, 0, 1>}> ({
+func.func @attention_backward_modifiers(%q: tensor<1x2x16x32xf32>, %lse: tensor<1x2x16xf32>,
+                                        %slopes: tensor<2xf32>) -> tensor<1x2x16x32xf32> {
+  %dq, %dk, %dv = fa.attention_backward %q, %q, %q, %q, %lse, %q mask<causal>
+      deterministic captures(%slopes)
+      score_mod(%s: f32, %b: index, %h: index, %i: index, %j: index,
+                %sl: tensor<2xf32>) {
+        %slope = tensor.extract %sl[%h] : tensor<2xf32>
+        %r = arith.addf %s, %slope : f32
+        fa.yield %r : f32
+      }
+      mask_mod(%b: index, %h: index, %i: index, %j: index, %sl: tensor<2xf32>) {
+        %v = arith.cmpi ule, %j, %i : index
+        fa.yield %v : i1
+      }
+      score_mod_grad(%s: f32, %b: index, %h: index, %i: index, %j: index,
+                     %sl: tensor<2xf32>) {
+        %one = arith.constant 1.0 : f32
+        fa.yield %one : f32
+      }
+      : (tensor<1x2x16x32xf32>, tensor<1x2x16x32xf32>, tensor<1x2x16x32xf32>, tensor<1x2x16x32xf32>, tensor<1x2x16xf32>, tensor<1x2x16x32xf32>, tensor<2xf32>) -> (tensor<1x2x16x32xf32>, tensor<1x2x16x32xf32>, tensor<1x2x16x32xf32>)
+  return %dq : tensor<1x2x16x32xf32>
 }
 
 //===----------------------------------------------------------------------===//
@@ -492,8 +633,8 @@ func.func @attention_backward_step_dq(%q: tensor<?x64xf32>, %k: tensor<?x64xf32>
 // CHECK-SAME: (tensor<1x4x?x64xbf16>, tensor<1x4x?x64xbf16>, tensor<1x4x?x64xbf16>, f32, f32)
 // CHECK: fa.attention_backward {{.*}} mask<window 8, 8> scale %[[S]] deterministic :
 // GENERIC-LABEL: sym_name = "attention_runtime_scalars"
-// GENERIC: "fa.attention"({{.*}}) <{mask = #fa.mask<causal>, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 0>}>
-// GENERIC: "fa.attention_backward"({{.*}}) <{deterministic, mask = #fa.mask<window 8, 8>, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 1, 0>}>
+// GENERIC: "fa.attention"({{.*}}) <{mask = #fa.mask<causal>, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 0, 0>}>
+// GENERIC: "fa.attention_backward"({{.*}}) <{deterministic, mask = #fa.mask<window 8, 8>, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 1, 0, 0>}>
 func.func @attention_runtime_scalars(%q: tensor<1x4x?x64xbf16>, %s: f32, %c: f32)
     -> tensor<1x4x?x64xbf16> {
   %out, %lse = fa.attention %q, %q, %q mask<causal> softcap %c scale %s

@@ -87,3 +87,19 @@ func.func @f(%q: tensor<4x?x64xf16>, %cu: tensor<?xi32>, %m: index) -> (tensor<4
   %o, %l = fa.attention_varlen %q, %q, %q seqlens(%cu, %cu) max_seqlen_q(%m) : (tensor<4x?x64xf16>, tensor<4x?x64xf16>, tensor<4x?x64xf16>, tensor<?xi32>, tensor<?xi32>, index) -> (tensor<4x?x64xf16>, tensor<4x?xf32>)
   return %o, %l : tensor<4x?x64xf16>, tensor<4x?xf32>
 }
+
+// -----
+
+// No GPU kernel computes the modifier regions yet.
+func.func @f(%q: tensor<1x2x128x64xf16>)
+    -> (tensor<1x2x128x64xf16>, tensor<1x2x128xf32>) {
+  // expected-error @below {{has a score_mod or mask_mod, which no GPU kernel computes yet: fa-select-kernel-config refuses it; the fa-reference-cpu pipeline lowers it}}
+  %o, %l = fa.attention %q, %q, %q
+      mask_mod(%b: index, %h: index, %i: index, %j: index) {
+        %v = arith.cmpi ule, %j, %i : index
+        fa.yield %v : i1
+      }
+      : (tensor<1x2x128x64xf16>, tensor<1x2x128x64xf16>, tensor<1x2x128x64xf16>)
+      -> (tensor<1x2x128x64xf16>, tensor<1x2x128xf32>)
+  return %o, %l : tensor<1x2x128x64xf16>, tensor<1x2x128xf32>
+}

@@ -6,6 +6,7 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/IRMapping.h"
 #include "mlir/IR/Matchers.h"
 #include "mlir/IR/OpImplementation.h"
 #include "mlir/IR/PatternMatch.h"
@@ -358,6 +359,202 @@ Value AttentionBackwardStepOp::buildScale(OpBuilder &b, Location loc) {
   return buildScoreScalar(b, loc, getDynamicScale(), getScaleAttr());
 }
 
+//===----------------------------------------------------------------------===//
+// Modifier regions: assembly, verification, inlining
+//===----------------------------------------------------------------------===//
+
+/// `captures(%t, ...)`, then each of the keyword-led regions, e.g.
+/// `score_mod(%s: f32, ...) {...}` and `mask_mod(...) {...}`, each optional:
+/// the block arguments are written with their types, as a function's.
+static ParseResult
+parseModifierRegions(OpAsmParser &parser,
+                     SmallVectorImpl<OpAsmParser::UnresolvedOperand> &captures,
+                     ArrayRef<std::pair<StringRef, Region *>> regions) {
+  if (succeeded(parser.parseOptionalKeyword("captures")) &&
+      (parser.parseLParen() || parser.parseOperandList(captures) ||
+       parser.parseRParen()))
+    return failure();
+  for (auto [keyword, region] : regions) {
+    if (failed(parser.parseOptionalKeyword(keyword)))
+      continue;
+    SmallVector<OpAsmParser::Argument> arguments;
+    // The op is isolated from above: its regions may reuse outer names.
+    if (parser.parseArgumentList(arguments, OpAsmParser::Delimiter::Paren,
+                                 /*allowType=*/true) ||
+        parser.parseRegion(*region, arguments, /*enableNameShadowing=*/true))
+      return failure();
+  }
+  return success();
+}
+
+static void
+printModifierRegions(OpAsmPrinter &printer, OperandRange captures,
+                     ArrayRef<std::pair<StringRef, Region *>> regions) {
+  StringRef sep = "";
+  if (!captures.empty()) {
+    printer << "captures(" << captures << ')';
+    sep = " ";
+  }
+  for (auto [keyword, region] : regions) {
+    if (region->empty())
+      continue;
+    printer << sep << keyword << '(';
+    sep = " ";
+    llvm::interleaveComma(
+        region->getArguments(), printer,
+        [&](BlockArgument arg) { printer.printRegionArgument(arg); });
+    printer << ") ";
+    printer.printRegion(*region, /*printEntryBlockArgs=*/false);
+  }
+}
+
+static ParseResult
+parseModifiers(OpAsmParser &parser,
+               SmallVectorImpl<OpAsmParser::UnresolvedOperand> &captures,
+               Region &scoreMod, Region &maskMod) {
+  return parseModifierRegions(
+      parser, captures, {{"score_mod", &scoreMod}, {"mask_mod", &maskMod}});
+}
+
+static void printModifiers(OpAsmPrinter &printer, Operation *,
+                           OperandRange captures, Region &scoreMod,
+                           Region &maskMod) {
+  printModifierRegions(printer, captures,
+                       {{"score_mod", &scoreMod}, {"mask_mod", &maskMod}});
+}
+
+/// The backward's: the forward's regions, then `score_mod_grad(...) {...}`.
+static ParseResult parseBackwardModifiers(
+    OpAsmParser &parser,
+    SmallVectorImpl<OpAsmParser::UnresolvedOperand> &captures, Region &scoreMod,
+    Region &maskMod, Region &scoreModGrad) {
+  return parseModifierRegions(parser, captures,
+                              {{"score_mod", &scoreMod},
+                               {"mask_mod", &maskMod},
+                               {"score_mod_grad", &scoreModGrad}});
+}
+
+static void printBackwardModifiers(OpAsmPrinter &printer, Operation *,
+                                   OperandRange captures, Region &scoreMod,
+                                   Region &maskMod, Region &scoreModGrad) {
+  printModifierRegions(printer, captures,
+                       {{"score_mod", &scoreMod},
+                        {"mask_mod", &maskMod},
+                        {"score_mod_grad", &scoreModGrad}});
+}
+
+/// Whether `op` itself may sit in a modifier region: no memory effect, or
+/// only reads (tensor.extract of a capture). An op whose effects are those
+/// of its body (scf.if) is judged by the ops of its body.
+static bool isAllowedInModifier(Operation *op) {
+  if (op->hasTrait<OpTrait::HasRecursiveMemoryEffects>())
+    return true;
+  auto effects = dyn_cast<MemoryEffectOpInterface>(op);
+  if (!effects)
+    return false;
+  SmallVector<MemoryEffects::EffectInstance> instances;
+  effects.getEffects(instances);
+  return llvm::all_of(instances, [](const MemoryEffects::EffectInstance &e) {
+    return isa<MemoryEffects::Read>(e.getEffect());
+  });
+}
+
+/// Checks one modifier region: its block arguments (`leading`, named by
+/// `names`, then one per capture of its type), its terminator and the type
+/// it yields, and that its ops have no side effect.
+static LogicalResult verifyModifier(Operation *op, StringRef regionName,
+                                    Region &region, ArrayRef<Type> leading,
+                                    ArrayRef<StringRef> names,
+                                    ValueRange captures, Type yielded) {
+  if (region.empty())
+    return success();
+  Block &block = region.front();
+  size_t expected = leading.size() + captures.size();
+  if (block.getNumArguments() != expected) {
+    std::string signature;
+    llvm::raw_string_ostream os(signature);
+    llvm::interleaveComma(
+        llvm::zip_equal(leading, names), os, [&](auto typeAndName) {
+          os << std::get<0>(typeAndName) << ' ' << std::get<1>(typeAndName);
+        });
+    return op->emitOpError()
+           << regionName << " must take (" << signature << ") and then the "
+           << captures.size() << " captures, got " << block.getNumArguments()
+           << " arguments";
+  }
+  for (auto [i, arg] : llvm::enumerate(block.getArguments())) {
+    if (i < leading.size()) {
+      if (arg.getType() != leading[i])
+        return op->emitOpError()
+               << regionName << " argument #" << i << " (" << names[i]
+               << ") must be " << leading[i] << ", got " << arg.getType();
+      continue;
+    }
+    unsigned c = i - leading.size();
+    if (arg.getType() != captures[c].getType())
+      return op->emitOpError()
+             << regionName << " argument #" << i << " must have the type of "
+             << "capture #" << c << ", " << captures[c].getType() << ", got "
+             << arg.getType();
+  }
+  auto yield = dyn_cast<YieldOp>(block.getTerminator());
+  if (!yield)
+    return op->emitOpError() << regionName << " must end with fa.yield";
+  if (yield.getValue().getType() != yielded)
+    return op->emitOpError() << regionName << " must yield " << yielded
+                             << ", got " << yield.getValue().getType();
+  WalkResult impure = region.walk([&](Operation *inner) {
+    if (isAllowedInModifier(inner))
+      return WalkResult::advance();
+    op->emitOpError() << regionName
+                      << " must be free of side effects (reads allowed), "
+                         "got '"
+                      << inner->getName() << "'";
+    return WalkResult::interrupt();
+  });
+  return failure(impure.wasInterrupted());
+}
+
+LogicalResult mlir::fa::verifyModifiers(Operation *op, Region &scoreMod,
+                                        Region &maskMod, ValueRange captures,
+                                        Region *scoreModGrad) {
+  Builder b(op->getContext());
+  Type f32 = b.getF32Type(), index = b.getIndexType();
+  StringRef indexNames[] = {"b", "h", "q_idx", "kv_idx"};
+  Type indexTypes[] = {index, index, index, index};
+  StringRef scoreNames[] = {"score", "b", "h", "q_idx", "kv_idx"};
+  Type scoreTypes[] = {f32, index, index, index, index};
+  if (!captures.empty() && scoreMod.empty() && maskMod.empty())
+    return op->emitOpError() << "has " << captures.size()
+                             << " captures but no score_mod or mask_mod to "
+                                "read them";
+  if (failed(verifyModifier(op, "score_mod", scoreMod, scoreTypes, scoreNames,
+                            captures, f32)) ||
+      failed(verifyModifier(op, "mask_mod", maskMod, indexTypes, indexNames,
+                            captures, b.getI1Type())))
+    return failure();
+  if (!scoreModGrad || scoreModGrad->empty())
+    return success();
+  if (scoreMod.empty())
+    return op->emitOpError()
+           << "has a score_mod_grad but no score_mod to differentiate";
+  return verifyModifier(op, "score_mod_grad", *scoreModGrad, scoreTypes,
+                        scoreNames, captures, f32);
+}
+
+Value mlir::fa::inlineModifier(OpBuilder &b, Region &region,
+                               ValueRange arguments) {
+  assert(!region.empty() && "no modifier to inline");
+  Block &block = region.front();
+  assert(block.getNumArguments() == arguments.size() &&
+         "one value per block argument");
+  IRMapping mapping;
+  mapping.map(block.getArguments(), arguments);
+  for (Operation &op : block.without_terminator())
+    b.clone(op, mapping);
+  return mapping.lookup(cast<YieldOp>(block.getTerminator()).getValue());
+}
+
 namespace {
 /// The tensors of a forward or backward attention op by role: the inputs
 /// q, k, v, and the other operands and results named by whose shape they
@@ -518,7 +715,7 @@ void AttentionOp::build(OpBuilder &b, OperationState &state, Value query,
                         Value key, Value value, FloatAttr scale,
                         MaskAttrInterface mask, FloatAttr softcap,
                         Value dynamicScale, Value dynamicSoftcap,
-                        ValueRange maskOperands) {
+                        ValueRange maskOperands, ValueRange captures) {
   auto q = cast<RankedTensorType>(query.getType());
   auto v = cast<RankedTensorType>(value.getType());
   auto out = RankedTensorType::get(
@@ -526,7 +723,7 @@ void AttentionOp::build(OpBuilder &b, OperationState &state, Value query,
       q.getElementType());
   auto lse = RankedTensorType::get(q.getShape().take_front(3), b.getF32Type());
   build(b, state, out, lse, query, key, value, dynamicSoftcap, dynamicScale,
-        maskOperands, scale, mask, softcap, KernelConfigAttr());
+        maskOperands, captures, scale, mask, softcap, KernelConfigAttr());
 }
 
 FloatAttr AttentionOp::getStaticScale() { return staticScaleOf(*this); }
@@ -549,6 +746,10 @@ LogicalResult AttentionOp::verify() {
   return verifyConfigOf(*this, /*backward=*/false, /*deterministic=*/false);
 }
 
+LogicalResult AttentionOp::verifyRegions() {
+  return verifyModifiers(*this, getScoreMod(), getMaskMod(), getCaptures());
+}
+
 //===----------------------------------------------------------------------===//
 // AttentionBackwardOp
 //===----------------------------------------------------------------------===//
@@ -558,10 +759,11 @@ void AttentionBackwardOp::build(OpBuilder &b, OperationState &state,
                                 Value lse, Value dout, FloatAttr scale,
                                 MaskAttrInterface mask, FloatAttr softcap,
                                 bool deterministic, Value dynamicScale,
-                                Value dynamicSoftcap, ValueRange maskOperands) {
+                                Value dynamicSoftcap, ValueRange maskOperands,
+                                ValueRange captures) {
   build(b, state, query.getType(), key.getType(), value.getType(), query, key,
         value, out, lse, dout, dynamicSoftcap, dynamicScale, maskOperands,
-        scale, mask, softcap, deterministic, KernelConfigAttr());
+        captures, scale, mask, softcap, deterministic, KernelConfigAttr());
 }
 
 FloatAttr AttentionBackwardOp::getStaticScale() { return staticScaleOf(*this); }
@@ -597,6 +799,11 @@ LogicalResult AttentionBackwardOp::verify() {
       return emitOpError() << gradName << " must have the type of " << inputName
                            << ", " << input << ", got " << grad;
   return verifyConfigOf(*this, /*backward=*/true, getDeterministic());
+}
+
+LogicalResult AttentionBackwardOp::verifyRegions() {
+  return verifyModifiers(*this, getScoreMod(), getMaskMod(), getCaptures(),
+                         &getScoreModGrad());
 }
 
 /// Checks that a static offsets or lengths tensor `name` has at least `min`

@@ -11,6 +11,11 @@
 // `[B, Hkv, G, ...]` (G = Hq / Hkv) so that every generic reads k and v with
 // plain affine maps, and the results are collapsed back at the end.
 //
+// The modifier regions of fa.attention are cloned into the score generic
+// (fa::inlineModifier): the score_mod after the scale, the mask_mod AND-ed
+// with the mask attribute's visibility, their indices from linalg.index (the
+// query head is kv head * G + group member).
+//
 //===----------------------------------------------------------------------===//
 
 #include "fa/Dialect/FA/Transforms/Passes.h"
@@ -71,21 +76,31 @@ public:
   /// `[B, Hkv, G, rest...]` -> `[B, Hq, rest...]`, cast to `resultType`.
   Value collapseHeads(Value t, Type resultType);
 
+  /// The op's modifier regions (null when absent) and the values their
+  /// capture arguments stand for.
+  void setModifiers(Region *score, Region *visible, ValueRange captured) {
+    scoreMod = score;
+    maskMod = visible;
+    captures = captured;
+  }
+
   /// S_raw[b,h,g,i,j] = sum_d q[b,h,g,i,d] * k[b,h,j,d], in f32.
   Value rawScores(Value q5, Value k);
-  /// scale * raw, then softcap * tanh(s / softcap) when the op has one.
+  /// In a score generic (loops b, h, g, i, j): scale * raw, then the
+  /// score_mod, then softcap * tanh(s / softcap), each when the op has it.
   Value scoreFromRaw(OpBuilder &nb, Location nl, Value raw);
-  /// i1: is key `j` visible from query `i`; null when every key is.
+  /// i1: is key `j` visible from query `i` by the mask attribute; null when
+  /// every key is.
   Value isVisible(OpBuilder &nb, Location nl, Value i, Value j);
 
-  /// isVisible for the current (i, j) = loops (3, 4) of a score generic.
-  Value isVisibleHere(OpBuilder &nb, Location nl) {
-    if (!mask)
-      return nullptr;
-    Value i = linalg::IndexOp::create(nb, nl, 3);
-    Value j = linalg::IndexOp::create(nb, nl, 4);
-    return isVisible(nb, nl, i, j);
-  }
+  /// In a score generic: the mask attribute's visibility of the current
+  /// (i, j) = loops (3, 4), AND the mask_mod's; null when every key is
+  /// visible.
+  Value isVisibleHere(OpBuilder &nb, Location nl);
+
+  /// A modifier's arguments for the current element of a score generic:
+  /// (`score`, if given,) b, the query head h * G + g, i, j, the captures.
+  SmallVector<Value> modifierArguments(OpBuilder &nb, Location nl, Value score);
 
   /// A generic writing into `init`; `body` returns the value to yield.
   Value generic(ValueRange inputs, Value init, ArrayRef<AffineMap> maps,
@@ -136,6 +151,10 @@ public:
   MaskAttrInterface mask;
   ValueRange maskOperands;
   Value softcap;
+  /// The op's score_mod and mask_mod regions (null when absent) and the
+  /// values of their captures.
+  Region *scoreMod = nullptr, *maskMod = nullptr;
+  ValueRange captures;
 
   // Problem sizes (static where known), and Nq, Nk as values for the mask.
   OpFoldResult batch, headsQ, headsKV, group, seqQ, seqK;
@@ -315,8 +334,28 @@ Value ReferenceBuilder::rawScores(Value q5, Value k) {
                   {batch, headsKV, group, seqQ, seqK}, /*numReductions=*/1);
 }
 
+SmallVector<Value>
+ReferenceBuilder::modifierArguments(OpBuilder &nb, Location nl, Value score) {
+  SmallVector<Value> args;
+  if (score)
+    args.push_back(score);
+  Value kvHead = linalg::IndexOp::create(nb, nl, 1);
+  Value member = linalg::IndexOp::create(nb, nl, 2);
+  Value groupSize = getValueOrCreateConstantIndexOp(nb, nl, group);
+  Value head = arith::AddIOp::create(
+      nb, nl, arith::MulIOp::create(nb, nl, kvHead, groupSize), member);
+  args.push_back(linalg::IndexOp::create(nb, nl, 0));
+  args.push_back(head);
+  args.push_back(linalg::IndexOp::create(nb, nl, 3));
+  args.push_back(linalg::IndexOp::create(nb, nl, 4));
+  llvm::append_range(args, captures);
+  return args;
+}
+
 Value ReferenceBuilder::scoreFromRaw(OpBuilder &nb, Location nl, Value raw) {
   Value s = arith::MulFOp::create(nb, nl, raw, scale);
+  if (scoreMod)
+    s = inlineModifier(nb, *scoreMod, modifierArguments(nb, nl, s));
   if (!softcap)
     return s;
   Value t =
@@ -329,6 +368,21 @@ Value ReferenceBuilder::isVisible(OpBuilder &nb, Location nl, Value i,
   if (!mask)
     return nullptr;
   return mask.buildVisible(nb, nl, maskParams, i, j, seqQValue, seqKValue);
+}
+
+Value ReferenceBuilder::isVisibleHere(OpBuilder &nb, Location nl) {
+  Value visible;
+  if (mask) {
+    Value i = linalg::IndexOp::create(nb, nl, 3);
+    Value j = linalg::IndexOp::create(nb, nl, 4);
+    visible = isVisible(nb, nl, i, j);
+  }
+  if (!maskMod)
+    return visible;
+  Value modified =
+      inlineModifier(nb, *maskMod, modifierArguments(nb, nl, Value()));
+  return visible ? arith::AndIOp::create(nb, nl, visible, modified).getResult()
+                 : modified;
 }
 
 //===----------------------------------------------------------------------===//
@@ -346,6 +400,9 @@ struct LowerAttention final : OpRewritePattern<AttentionOp> {
         op.buildScale(rewriter, op.getLoc()),
         op.hasMaskRule() ? op.getMaskAttr() : MaskAttrInterface(),
         op.getMaskOperands(), op.buildSoftcap(rewriter, op.getLoc()));
+    rb.setModifiers(op.hasScoreMod() ? &op.getScoreMod() : nullptr,
+                    op.hasMaskMod() ? &op.getMaskMod() : nullptr,
+                    op.getCaptures());
     SmallVector<Value> operands =
         rb.normalize(op.getQuery(), op.getKey(), op.getValue(), {});
     Value q = rb.expandHeads(operands[0]), k = operands[1], v = operands[2];
@@ -361,7 +418,8 @@ struct LowerAttention final : OpRewritePattern<AttentionOp> {
     AffineMap id4 = rewriter.getMultiDimIdentityMap(4);
     const double inf = std::numeric_limits<double>::infinity();
 
-    // S = q k^T, then scale, softcap, and -inf on keys the mask hides.
+    // S = q k^T, then scale, the score_mod, softcap, and -inf on keys the
+    // mask or the mask_mod hides.
     Value raw = rb.rawScores(q, k);
     Value scores = rb.generic(
         {raw}, rb.emptyF32(scoreSizes), {id5, id5}, rb.iterators(5, 0),
@@ -676,12 +734,19 @@ struct LowerAttentionBackward final : OpRewritePattern<AttentionBackwardOp> {
 
   LogicalResult matchAndRewrite(AttentionBackwardOp op,
                                 PatternRewriter &rewriter) const override {
+    // A score_mod needs its derivative (the pass reports a missing one).
+    if (op.hasScoreMod() && !op.hasScoreModGrad())
+      return rewriter.notifyMatchFailure(op, "score_mod without its grad");
     Type elementType = op.getQuery().getType().getElementType();
     ReferenceBuilder rb(
         rewriter, op.getLoc(), elementType,
         op.buildScale(rewriter, op.getLoc()),
         op.hasMaskRule() ? op.getMaskAttr() : MaskAttrInterface(),
         op.getMaskOperands(), op.buildSoftcap(rewriter, op.getLoc()));
+    Region *scoreModGrad = op.hasScoreMod() ? &op.getScoreModGrad() : nullptr;
+    rb.setModifiers(op.hasScoreMod() ? &op.getScoreMod() : nullptr,
+                    op.hasMaskMod() ? &op.getMaskMod() : nullptr,
+                    op.getCaptures());
     SmallVector<Value> operands =
         rb.normalize(op.getQuery(), op.getKey(), op.getValue(),
                      {op.getOut(), op.getLse(), op.getDout()});
@@ -729,11 +794,12 @@ struct LowerAttentionBackward final : OpRewritePattern<AttentionBackwardOp> {
         rb.contract(dout, {0, 1, 2, 3, 4}, out, {0, 1, 2, 3, 4}, {0, 1, 2, 3},
                     ArrayRef(scoreSizes).drop_back(), 1);
 
-    // dS = P * (dP - Di), times the softcap's derivative 1 - tanh^2 and the
-    // scale: the gradient with respect to the raw scores q k^T.
+    // dS = P * (dP - Di), times the softcap's derivative 1 - tanh^2 (at the
+    // modified score), the score_mod's (score_mod_grad at the scaled score)
+    // and the scale: the gradient with respect to the raw scores q k^T.
     SmallVector<Value> dsInputs = {probs, dProbs, rowDot};
     SmallVector<AffineMap> dsMaps = {id5, id5, rows5};
-    if (softcap) {
+    if (softcap || scoreModGrad) {
       dsInputs.push_back(raw);
       dsMaps.push_back(id5);
     }
@@ -743,8 +809,16 @@ struct LowerAttentionBackward final : OpRewritePattern<AttentionBackwardOp> {
         [&](OpBuilder &nb, Location nl, ValueRange args) -> Value {
           Value centered = arith::SubFOp::create(nb, nl, args[1], args[2]);
           Value ds = arith::MulFOp::create(nb, nl, args[0], centered);
+          Value s;
+          if (softcap || scoreModGrad)
+            s = arith::MulFOp::create(nb, nl, args[3], scale);
+          if (scoreModGrad) {
+            SmallVector<Value> modArgs = rb.modifierArguments(nb, nl, s);
+            Value slope = inlineModifier(nb, *scoreModGrad, modArgs);
+            ds = arith::MulFOp::create(nb, nl, ds, slope);
+            s = inlineModifier(nb, *rb.scoreMod, modArgs);
+          }
           if (softcap) {
-            Value s = arith::MulFOp::create(nb, nl, args[3], scale);
             Value t = math::TanhOp::create(
                 nb, nl, arith::DivFOp::create(nb, nl, s, softcap));
             Value tanhSquared = arith::MulFOp::create(nb, nl, t, t);
@@ -1067,6 +1141,18 @@ struct FALowerToReferencePass final
           &getContext());
     else
       populateLowerToReferencePatterns(patterns);
+    // A backward's score_mod needs its derivative, a region of the op (what
+    // fa-differentiate-score-mod builds).
+    WalkResult missing = getOperation()->walk([&](AttentionBackwardOp op) {
+      if (mergeOnly || !op.hasScoreMod() || op.hasScoreModGrad())
+        return WalkResult::advance();
+      op.emitOpError("has a score_mod but no score_mod_grad: run "
+                     "fa-differentiate-score-mod first (the fa-reference-cpu "
+                     "pipeline does)");
+      return WalkResult::interrupt();
+    });
+    if (missing.wasInterrupted())
+      return signalPassFailure();
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns)))) {
       getOperation()->emitError(
           "fa-lower-to-reference: rewriting did not converge");

@@ -429,6 +429,15 @@ struct FASelectKernelConfigPass final
                         "(fa-reference-cpu, fa-tiled-cpu) lower this op");
         return WalkResult::interrupt();
       }
+      // Nor do the kernels compute the modifier regions yet.
+      auto fwd = dyn_cast<AttentionOp>(op);
+      auto bwd = dyn_cast<AttentionBackwardOp>(op);
+      if ((fwd && fwd.hasModifiers()) || (bwd && bwd.hasModifiers())) {
+        op->emitOpError("has a score_mod or mask_mod, which no GPU kernel "
+                        "computes yet: fa-select-kernel-config refuses it; "
+                        "the fa-reference-cpu pipeline lowers it");
+        return WalkResult::interrupt();
+      }
       if (!isa<AttentionOp, AttentionBackwardOp, AttentionVarlenOp,
                AttentionPagedOp>(op) ||
           op->hasAttr("kernel_config"))

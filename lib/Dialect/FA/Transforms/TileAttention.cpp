@@ -443,6 +443,18 @@ struct FATileAttentionPass final
     });
     if (pages.wasInterrupted())
       return signalPassFailure();
+    // The online step has no form of the modifier regions yet: refuse them
+    // rather than tile the op without its modifiers.
+    WalkResult modifiers = root->walk([&](AttentionOp op) {
+      if (!op.hasModifiers())
+        return WalkResult::advance();
+      op.emitOpError() << "fa-tile-attention: score_mod and mask_mod are not "
+                          "tiled yet; fa-lower-to-reference (the "
+                          "fa-reference-cpu pipeline) lowers them";
+      return WalkResult::interrupt();
+    });
+    if (modifiers.wasInterrupted())
+      return signalPassFailure();
     RewritePatternSet patterns(&getContext());
     patterns.add<TileAttentionPattern<AttentionOp>,
                  TileAttentionPattern<AttentionVarlenOp>,

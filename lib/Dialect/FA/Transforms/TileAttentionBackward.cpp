@@ -710,6 +710,15 @@ struct FATileAttentionBackwardPass final
 
     bool valid = true;
     for (AttentionBackwardOp op : ops) {
+      // The backward step has no form of the modifier regions yet.
+      if (op.hasModifiers()) {
+        op.emitOpError() << "fa-tile-attention-backward: score_mod and "
+                            "mask_mod are not tiled yet; "
+                            "fa-lower-to-reference (the fa-reference-cpu "
+                            "pipeline) lowers them";
+        valid = false;
+        continue;
+      }
       valid &= succeeded(checkBlockSize(op, "block-q", blockQ));
       valid &= succeeded(checkBlockSize(op, "block-kv", blockKV));
     }

@@ -25,8 +25,10 @@ def FA_Dialect : Dialect {
 
     ```
     S[b,h,i,j] = scale * sum_d Q[b,h,i,d] * K[b,h/G,j,d]      (G = Hq / Hkv)
+    S          = score_mod(S, b, h, i, j, captures...)          (if score_mod)
     S          = softcap * tanh(S / softcap)                    (if softcap)
-    S[b,h,i,j] = -inf  unless j is visible from i               (masks)
+    S[b,h,i,j] = -inf  unless j is visible from i               (masks, and
+                       mask_mod(b, h, i, j, captures...))
     P          = softmax_j(S)      O = P V      LSE = log sum_j exp(S)
     ```
 

@@ -115,6 +115,23 @@ struct ScoreFactors {
                             Value softcap, double log2Base);
 };
 
+/// Verifies the modifier regions of an attention op (either may be empty):
+/// `score_mod` takes (f32 score, index b, h, q_idx, kv_idx) and `mask_mod`
+/// (index b, h, q_idx, kv_idx), each followed by one argument per capture of
+/// its type; they end in fa.yield of an f32, resp. an i1, and hold no op
+/// with a side effect other than a read. `scoreModGrad` (a backward's
+/// derivative of the score_mod, if any) has the score_mod's signature and
+/// yields an f32.
+LogicalResult verifyModifiers(Operation *op, Region &scoreMod, Region &maskMod,
+                              ValueRange captures,
+                              Region *scoreModGrad = nullptr);
+
+/// Clones the body of a modifier region at the builder's point with its
+/// block arguments replaced by `arguments` (score, b, h, q_idx, kv_idx and
+/// the captures for a score_mod; the same without the score for a mask_mod)
+/// and returns the value it yields.
+Value inlineModifier(OpBuilder &b, Region &region, ValueRange arguments);
+
 } // namespace mlir::fa
 
 #define GET_OP_CLASSES

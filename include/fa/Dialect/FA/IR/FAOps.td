@@ -49,12 +49,12 @@ class FA_AttentionOpBase<string mnemonic, list<Trait> traits = []>
   }];
 }
 
-def FA_AttentionOp : FA_AttentionOpBase<"attention"> {
+def FA_AttentionOp : FA_AttentionOpBase<"attention", [IsolatedFromAbove]> {
   let summary = "Exact multi-head scaled-dot-product attention";
   let description = [{
-    Computes `out = softmax(scale * q k^T [+ softcap] [+ mask]) v` for every
-    batch and query head, and the natural-log log-sum-exp `lse` of each score
-    row (what a recompute-based backward needs).
+    Computes `out = softmax(scale * q k^T [+ score_mod] [+ softcap] [+ mask])
+    v` for every batch and query head, and the natural-log log-sum-exp `lse`
+    of each score row (what a recompute-based backward needs).
 
     Shapes: `q: [B, Hq, Nq, D]`, `k: [B, Hkv, Nk, D]`, `v: [B, Hkv, Nk, Dv]`,
     `out: [B, Hq, Nq, Dv]` with q's element type, `lse: [B, Hq, Nq]` in f32.
@@ -86,6 +86,34 @@ def FA_AttentionOp : FA_AttentionOpBase<"attention"> {
 
     A constant operand folds into the attribute (canonicalization).
 
+    Optional modifier regions (user-defined scores and masks, as
+    FlexAttention's `score_mod` and `mask_mod`), each of one block ending in
+    `fa.yield`:
+    - `score_mod(%s: f32, %b: index, %h: index, %q_idx: index,
+      %kv_idx: index, captures...)` yields the f32 score that replaces `%s`.
+      `%s` is the scaled score `scale * q k^T` in natural units; the softcap
+      (if any) applies to the modified score, then the mask. The built-in
+      softcap is the modifier `softcap * tanh(s / softcap)`.
+    - `mask_mod(%b: index, %h: index, %q_idx: index, %kv_idx: index,
+      captures...)` yields an i1: key `kv_idx` is visible from query `q_idx`
+      iff the `mask` attribute AND the `mask_mod` say so.
+
+    `b` is the batch, `h` the query head, `q_idx` and `kv_idx` the 0-based
+    positions in the query and key sequences (not aligned to any corner:
+    a bottom-right causal mask with `Nq != Nk` is
+    `kv_idx <= q_idx + (Nk - Nq)`). The op is isolated from above: what the
+    regions read from outside comes in through `captures(%t, ...)`, ranked
+    tensors that each region receives as its trailing block arguments (of the
+    captures' types, in their order) and reads with `tensor.extract`. Region
+    ops must be free of side effects (reads are allowed). Whole per element:
+
+    ```
+    s = scale * q k^T
+    s = score_mod(s, b, h, i, j, captures...)    (if score_mod)
+    s = softcap * tanh(s / softcap)              (if softcap)
+    s = -inf unless mask(i, j) and mask_mod(b, h, i, j, captures...)
+    ```
+
     A row with no visible key gives `out = 0` and `lse = +inf`.
 
     Example:
@@ -98,7 +126,33 @@ def FA_AttentionOp : FA_AttentionOpBase<"attention"> {
     %out, %lse = fa.attention %q, %k, %v mask<causal> scale %s
         : (tensor<2x8x?x64xbf16>, tensor<2x2x?x64xbf16>, tensor<2x2x?x64xbf16>,
            f32) -> (tensor<2x8x?x64xbf16>, tensor<2x8x?xf32>)
+    // ALiBi: a bias of slope[h] * (kv_idx - q_idx), the slopes a capture;
+    // and a document mask from per-token document ids.
+    %out, %lse = fa.attention %q, %k, %v mask<causal> captures(%slopes, %doc)
+        score_mod(%s: f32, %b: index, %h: index, %i: index, %j: index,
+                  %sl: tensor<8xf32>, %d: tensor<128xi32>) {
+          %slope = tensor.extract %sl[%h] : tensor<8xf32>
+          %dist = arith.subi %j, %i : index
+          %di = arith.index_cast %dist : index to i64
+          %df = arith.sitofp %di : i64 to f32
+          %bias = arith.mulf %slope, %df : f32
+          %r = arith.addf %s, %bias : f32
+          fa.yield %r : f32
+        }
+        mask_mod(%b: index, %h: index, %i: index, %j: index,
+                 %sl: tensor<8xf32>, %d: tensor<128xi32>) {
+          %di = tensor.extract %d[%i] : tensor<128xi32>
+          %dj = tensor.extract %d[%j] : tensor<128xi32>
+          %same = arith.cmpi eq, %di, %dj : i32
+          fa.yield %same : i1
+        }
+        : (tensor<1x8x128x64xbf16>, tensor<1x8x128x64xbf16>,
+           tensor<1x8x128x64xbf16>, tensor<8xf32>, tensor<128xi32>)
+        -> (tensor<1x8x128x64xbf16>, tensor<1x8x128xf32>)
     ```
+
+    The modifiers have CPU reference lowerings (fa-lower-to-reference) so
+    far; every other lowering refuses an op that has one.
   }];
 
   let arguments = (ins
@@ -108,23 +162,28 @@ def FA_AttentionOp : FA_AttentionOpBase<"attention"> {
     Optional<F32>:$dynamic_softcap,
     Optional<F32>:$dynamic_scale,
     Variadic<I64>:$mask_operands,
+    Variadic<AnyRankedTensor>:$captures,
     OptionalAttr<F32Attr>:$scale,
     OptionalAttr<FA_MaskAttrInterface>:$mask,
     OptionalAttr<F32Attr>:$softcap,
     OptionalAttr<FA_KernelConfigAttr>:$kernel_config
   );
   let results = (outs FA_Rank4Tensor:$out, FA_LseTensor:$lse);
+  let regions = (region MaxSizedRegion<1>:$score_mod,
+                        MaxSizedRegion<1>:$mask_mod);
 
   let assemblyFormat = [{
     $query `,` $key `,` $value
     custom<Mask>($mask_operands, $mask)
     custom<Softcap>($dynamic_softcap, $softcap)
     custom<Scale>($dynamic_scale, $scale)
+    custom<Modifiers>($captures, $score_mod, $mask_mod)
     attr-dict `:` functional-type(operands, results)
   }];
 
   let builders = [
-    // Infers the result types from q and v.
+    // Infers the result types from q and v. The modifier regions are left
+    // empty (no modifier); a caller that gives `captures` fills them.
     OpBuilder<(ins "::mlir::Value":$query, "::mlir::Value":$key,
                    "::mlir::Value":$value,
                    CArg<"::mlir::FloatAttr", "{}">:$scale,
@@ -132,15 +191,40 @@ def FA_AttentionOp : FA_AttentionOpBase<"attention"> {
                    CArg<"::mlir::FloatAttr", "{}">:$softcap,
                    CArg<"::mlir::Value", "{}">:$dynamicScale,
                    CArg<"::mlir::Value", "{}">:$dynamicSoftcap,
-                   CArg<"::mlir::ValueRange", "{}">:$maskOperands)>
+                   CArg<"::mlir::ValueRange", "{}">:$maskOperands,
+                   CArg<"::mlir::ValueRange", "{}">:$captures)>
   ];
 
   let hasVerifier = 1;
+  let hasRegionVerifier = 1;
   let hasCanonicalizer = 1;
-  let extraClassDeclaration = attentionClassDeclaration;
+  let extraClassDeclaration = attentionClassDeclaration # [{
+    bool hasScoreMod() { return !getScoreMod().empty(); }
+    bool hasMaskMod() { return !getMaskMod().empty(); }
+    /// Whether the op has a score or mask modifier: what a lowering that
+    /// does not implement them must refuse.
+    bool hasModifiers() { return hasScoreMod() || hasMaskMod(); }
+  }];
 }
 
-def FA_AttentionBackwardOp : FA_AttentionOpBase<"attention_backward"> {
+def FA_YieldOp : FA_Op<"yield", [Pure, Terminator,
+    ParentOneOf<["AttentionOp", "AttentionBackwardOp"]>]> {
+  let summary = "Terminates a modifier region of an attention op";
+  let description = [{
+    Yields the result of a `score_mod` (the f32 score), `mask_mod` (the i1
+    visibility) or `score_mod_grad` (the f32 derivative) region; the
+    parent's verifier checks the type.
+
+    ```mlir
+    fa.yield %score : f32
+    ```
+  }];
+  let arguments = (ins AnyType:$value);
+  let assemblyFormat = "$value attr-dict `:` type($value)";
+}
+
+def FA_AttentionBackwardOp
+    : FA_AttentionOpBase<"attention_backward", [IsolatedFromAbove]> {
   let summary = "Gradients of `fa.attention` by recomputation";
   let description = [{
     Given the forward's inputs `q, k, v`, its results `out` and `lse`, and the
@@ -153,6 +237,14 @@ def FA_AttentionBackwardOp : FA_AttentionOpBase<"attention_backward"> {
 
     `deterministic` asks for a fixed accumulation order of `dq` (results are
     bitwise reproducible run to run), at some cost in speed.
+
+    The modifier regions and `captures` are those of the forward (the same
+    signatures and meaning) and must match it. The backward also needs
+    `d score_mod / d s`: the optional `score_mod_grad` region has the
+    score_mod's signature and yields that derivative at the score `%s`
+    (`fa-differentiate-score-mod` builds it from the score_mod by the chain
+    rule). The captures are constants of the backward: no gradient flows to
+    them.
 
     Example:
 
@@ -177,6 +269,7 @@ def FA_AttentionBackwardOp : FA_AttentionOpBase<"attention_backward"> {
     Optional<F32>:$dynamic_softcap,
     Optional<F32>:$dynamic_scale,
     Variadic<I64>:$mask_operands,
+    Variadic<AnyRankedTensor>:$captures,
     OptionalAttr<F32Attr>:$scale,
     OptionalAttr<FA_MaskAttrInterface>:$mask,
     OptionalAttr<F32Attr>:$softcap,
@@ -185,6 +278,9 @@ def FA_AttentionBackwardOp : FA_AttentionOpBase<"attention_backward"> {
   );
   let results = (outs FA_Rank4Tensor:$dq, FA_Rank4Tensor:$dk,
                       FA_Rank4Tensor:$dv);
+  let regions = (region MaxSizedRegion<1>:$score_mod,
+                        MaxSizedRegion<1>:$mask_mod,
+                        MaxSizedRegion<1>:$score_mod_grad);
 
   let assemblyFormat = [{
     $query `,` $key `,` $value `,` $out `,` $lse `,` $dout
@@ -192,6 +288,8 @@ def FA_AttentionBackwardOp : FA_AttentionOpBase<"attention_backward"> {
     custom<Softcap>($dynamic_softcap, $softcap)
     custom<Scale>($dynamic_scale, $scale)
     (`deterministic` $deterministic^)?
+    custom<BackwardModifiers>($captures, $score_mod, $mask_mod,
+                              $score_mod_grad)
     attr-dict `:` functional-type(operands, results)
   }];
 
@@ -205,12 +303,20 @@ def FA_AttentionBackwardOp : FA_AttentionOpBase<"attention_backward"> {
                    CArg<"bool", "false">:$deterministic,
                    CArg<"::mlir::Value", "{}">:$dynamicScale,
                    CArg<"::mlir::Value", "{}">:$dynamicSoftcap,
-                   CArg<"::mlir::ValueRange", "{}">:$maskOperands)>
+                   CArg<"::mlir::ValueRange", "{}">:$maskOperands,
+                   CArg<"::mlir::ValueRange", "{}">:$captures)>
   ];
 
   let hasVerifier = 1;
+  let hasRegionVerifier = 1;
   let hasCanonicalizer = 1;
-  let extraClassDeclaration = attentionClassDeclaration;
+  let extraClassDeclaration = attentionClassDeclaration # [{
+    bool hasScoreMod() { return !getScoreMod().empty(); }
+    bool hasMaskMod() { return !getMaskMod().empty(); }
+    bool hasScoreModGrad() { return !getScoreModGrad().empty(); }
+    /// See fa.attention.
+    bool hasModifiers() { return hasScoreMod() || hasMaskMod(); }
+  }];
 }
 
 def FA_Rank3Tensor : TensorRankOf<[F16, BF16, F32], [3]> {

@@ -43,6 +43,13 @@ struct KernelConfigRequest {
 FailureOr<KernelConfigAttr> selectKernelConfig(Operation *op,
                                                const KernelConfigRequest &req);
 
+/// Builds into the empty region `grad` the derivative of the score_mod region
+/// `scoreMod` with respect to its score argument (fa-differentiate-score-mod):
+/// same signature, yields d(score_mod)/d(score). Emits an error on `op`
+/// naming the first op it cannot differentiate.
+LogicalResult buildScoreModGradient(Operation *op, Region &scoreMod,
+                                    Region &grad);
+
 /// Patterns that rewrite fa.attention / fa.attention_backward into the
 /// reference linalg form (full N x N scores).
 void populateLowerToReferencePatterns(RewritePatternSet &patterns);

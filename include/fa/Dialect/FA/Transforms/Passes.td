@@ -39,6 +39,46 @@ def FALowerToReference : Pass<"fa-lower-to-reference"> {
   ];
 }
 
+def FADifferentiateScoreMod : Pass<"fa-differentiate-score-mod"> {
+  let summary = "Derive d(score_mod)/d(score) of each backward by the chain rule";
+  let description = [{
+    Gives every `fa.attention_backward` that has a `score_mod` and no
+    `score_mod_grad` one: a region of the score_mod's signature that
+    recomputes the score_mod's ops and yields the derivative of its result
+    with respect to the score `%s` (forward-mode differentiation: each value
+    that depends on `%s` gets a tangent, `%s` itself 1). Ops that do not
+    depend on `%s` (index arithmetic, reads of the captures, constants) are
+    copied; comparisons of `%s` are locally constant (derivative 0 almost
+    everywhere) and selects, maximumf and minimumf pick the tangent of the
+    operand they pick. Differentiated: arith addf, subf, mulf, divf, negf,
+    extf, truncf, select, maximumf, minimumf, maxnumf, minnumf; math exp,
+    exp2, log, log2, log1p, tanh, sqrt, rsqrt, absf, sin, cos, fma. Any other
+    op that depends on `%s` is an error naming it. The captures get no
+    gradient (they are constants of the backward).
+
+    Before:
+    ```mlir
+    %dq, %dk, %dv = fa.attention_backward ... score_mod(%s: f32, ...) {
+      %t = math.tanh %s : f32
+      fa.yield %t : f32
+    } : ...
+    ```
+    After: the same op with
+    ```mlir
+    score_mod_grad(%s: f32, ...) {
+      %t = math.tanh %s : f32
+      %t2 = arith.mulf %t, %t : f32
+      %d = arith.subf %one, %t2 : f32
+      ...
+      fa.yield %d : f32
+    }
+    ```
+  }];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect", "::mlir::math::MathDialect"
+  ];
+}
+
 def FASelectKernelConfig : Pass<"fa-select-kernel-config"> {
   let summary = "Choose the GPU kernel configuration of each attention op";
   let description = [{
