@@ -150,6 +150,8 @@ def gather_pages(pages, page_table_row, n: int):
     D] (bhsd-style view of [P, S, Hkv, D]), key j at row j % S of page
     page_table_row[j // S]. Returns [Hkv, n, D]."""
     s = pages.shape[2]
+    if n == 0:
+        return pages.new_empty((pages.shape[1], 0, pages.shape[3]))
     j = torch.arange(n, device=pages.device)
     idx = page_table_row.long()[j // s]
     return pages[idx, :, j % s].transpose(0, 1)
