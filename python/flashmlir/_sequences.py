@@ -238,6 +238,19 @@ def _validate_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seql
                        max_seqlen_q if _is_int(max_seqlen_q) else 0, opts, q.dtype, dev)
 
 
+def _outputs(q, c, out, lse):
+    """out and lse for a plan: the caller's (checked) or new ones."""
+    if out is None:
+        out = q.new_empty(c.out_shape)
+    else:
+        _check_out("out", out, c.out_shape, c.dtype, c.device)
+    if lse is None:
+        lse = q.new_empty(c.lse_shape, dtype=torch.float32)
+    else:
+        _check_out("lse", lse, c.lse_shape, torch.float32, c.device, rows_aligned=False)
+    return out, lse
+
+
 def _check_out(name, t, shape, dtype, device, rows_aligned=True) -> None:
     _check_tensor(name, t)
     if tuple(t.shape) != tuple(shape):
@@ -254,15 +267,12 @@ class _VarlenPlan:
 
     __slots__ = ("call", "mode", "launch", "out_shape", "lse_shape", "ordinal")
 
-    def __init__(self, q, k, v, cu_q, cu_k, c: _VarlenCall, out=None):
+    def __init__(self, q, k, v, cu_q, cu_k, c: _VarlenCall, out=None, lse=None):
         self.call = c
         self.ordinal = I._device_ordinal(c.device)
         self.out_shape, self.lse_shape = c.out_shape, c.lse_shape
         self.launch = None
-        if out is None:
-            out = q.new_empty(self.out_shape)
-        else:
-            _check_out("out", out, self.out_shape, c.dtype, c.device)
+        out, lse = _outputs(q, c, out, lse)
         if c.B == 0 or c.Tq == 0 or c.Hq == 0 or c.max_seqlen_q == 0:
             self.mode = _EMPTY      # no query row of any sequence
             return
@@ -272,7 +282,6 @@ class _VarlenPlan:
         self.mode = _LAUNCH
         info = _cuda.device_info(self.ordinal)
         spec = _kernels.default_registry().find(c.request(), info.cc)
-        lse = q.new_empty(self.lse_shape, dtype=torch.float32)
         args = {"q": q.transpose(0, 1), "k": k.transpose(0, 1), "v": v.transpose(0, 1),
                 "cu_seqlens_q": cu_q, "cu_seqlens_k": cu_k, "out": out.transpose(0, 1),
                 "lse": lse, **_scalars(c.opts)}
@@ -283,10 +292,11 @@ class _VarlenPlan:
     def spec(self):
         return None if self.launch is None else self.launch.kernel.manifest
 
-    def run(self, q, k, v, cu_q, cu_k, out=None):
+    def run(self, q, k, v, cu_q, cu_k, out=None, lse=None):
         if out is None:
             out = q.new_empty(self.out_shape)
-        lse = q.new_empty(self.lse_shape, dtype=torch.float32)
+        if lse is None:
+            lse = q.new_empty(self.lse_shape, dtype=torch.float32)
         if self.mode is _LAUNCH:
             # The tensors themselves: their [H, T, D] views share pointer and offset.
             self.launch.launch((q, k, v, cu_q, cu_k, out, lse), I._current_stream(self.ordinal))
@@ -323,25 +333,25 @@ def _tkey(t):
 
 
 def _varlen_plan(q, k, v, cu_q, cu_k, max_seqlen_q, max_seqlen_k, causal, window, scale,
-                 softcap, out=None) -> Optional[_VarlenPlan]:
+                 softcap, out=None, lse=None) -> Optional[_VarlenPlan]:
     """The plan of a call on plain kernel-device tensors (made with the full
     validation on first use); None for CPU, meta and fake tensors."""
     try:
         w = window if window is None or type(window) is tuple else tuple(window)
         key = ("varlen", _tkey(q), _tkey(k), _tkey(v), _tkey(cu_q), _tkey(cu_k),
-               max_seqlen_q, causal, w, scale, softcap, _tkey(out))
+               max_seqlen_q, causal, w, scale, softcap, _tkey(out), _tkey(lse))
         plan = _plans.get(key)
     except (AttributeError, TypeError):
         key = plan = None
     if plan is not None:
         return plan
-    if not I._kernel_tensors(q, k, v, cu_q, cu_k, out):
+    if not I._kernel_tensors(q, k, v, cu_q, cu_k, out, lse):
         _validate_varlen(q, k, v, cu_q, cu_k, max_seqlen_q, max_seqlen_k, causal, window,
                          scale, softcap, check_strides=False)
         return None
     c = _validate_varlen(q, k, v, cu_q, cu_k, max_seqlen_q, max_seqlen_k, causal, window,
                          scale, softcap)
-    plan = _VarlenPlan(q, k, v, cu_q, cu_k, c, out)
+    plan = _VarlenPlan(q, k, v, cu_q, cu_k, c, out, lse)
     _remember(key, plan)
     return plan
 
@@ -367,7 +377,7 @@ def varlen_fake(q, k, v, cu_q, cu_k, max_seqlen_q, causal, window, scale, softca
 
 def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k=None,
                      causal=False, window=None, scale=None, softcap=None, return_lse=False,
-                     out=None):
+                     out=None, *, lse=None):
     """Attention over packed variable-length sequences (FlashAttention's
     flash_attn_varlen_func layout), forward only.
 
@@ -393,7 +403,8 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seql
          corner (query i of a sequence of nq queries and nk keys sees key j
          iff j <= i + nk - nq).
       return_lse: also return lse [Hq, total_q] (float32, natural log).
-      out: optional preallocated [total_q, Hq, Dv] output.
+      out, lse: optional preallocated outputs ([total_q, Hq, Dv] and
+         float32 [Hq, total_q]).
 
     Rows that see no key (an empty key sequence, a window) give out = 0 and
     lse = +inf. Rows outside every sequence (beyond cu_seqlens_q[-1]) are
@@ -410,22 +421,29 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seql
         raise UnsupportedError(f"flashmlir.attention_varlen {_NO_GRAD}")
     if not torch.compiler.is_compiling():
         plan = _varlen_plan(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
-                            causal, window, scale, softcap, out)
+                            causal, window, scale, softcap, out, lse)
         if plan is not None:
-            o, l = plan.run(q, k, v, cu_seqlens_q, cu_seqlens_k, out)
+            o, l = plan.run(q, k, v, cu_seqlens_q, cu_seqlens_k, out, lse)
             return (o, l) if return_lse else o
         V.check_options(causal, window, scale, softcap, 8)   # messages before the dispatcher
     wl, wr = (-1, -1) if window is None else window
     o, l = _op_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, causal, wl, wr, scale,
                       softcap)
-    if out is not None:
-        _check_tensor("out", out)
-        if tuple(out.shape) != tuple(o.shape) or out.dtype != o.dtype:
-            raise ValueError(f"out must have shape {tuple(o.shape)} and dtype {o.dtype}, got "
-                             f"{tuple(out.shape)} {out.dtype}")
-        out.copy_(o)
-        o = out
+    o, l = _copy_into(o, l, out, lse)
     return (o, l) if return_lse else o
+
+
+def _copy_into(o, l, out, lse):
+    """The op's results written into the caller's out/lse (when given)."""
+    for name, res, dst in (("out", o, out), ("lse", l, lse)):
+        if dst is None:
+            continue
+        _check_tensor(name, dst)
+        if tuple(dst.shape) != tuple(res.shape) or dst.dtype != res.dtype:
+            raise ValueError(f"{name} must have shape {tuple(res.shape)} and dtype {res.dtype}, "
+                             f"got {tuple(dst.shape)} {dst.dtype}")
+        dst.copy_(res)
+    return (o if out is None else out), (l if lse is None else lse)
 
 
 # ---------------------------------------------------------------------------
@@ -604,12 +622,13 @@ class _PagedPlan:
     __slots__ = ("call", "mode", "launch", "seq", "ws_bytes", "out_shape", "lse_shape",
                  "ordinal", "table", "spec", "packed", "page_size")
 
-    def __init__(self, q, k_cache, v_cache, seqlens, table, c: _PagedCall):
+    def __init__(self, q, k_cache, v_cache, seqlens, table, c: _PagedCall, out=None, lse=None):
         self.call = c
         self.ordinal = I._device_ordinal(c.device)
         self.out_shape, self.lse_shape = c.out_shape, c.lse_shape
         self.launch = self.seq = self.spec = self.table = None
         self.ws_bytes, self.packed, self.page_size = 0, False, c.S
+        out, lse = _outputs(q, c, out, lse)
         if c.B == 0 or c.Nq == 0 or c.Hq == 0:
             self.mode = _EMPTY
             return
@@ -630,8 +649,6 @@ class _PagedPlan:
             self.mode = _NO_KEYS
             return
         self.mode = _LAUNCH
-        out = q.new_empty(self.out_shape)
-        lse = q.new_empty(self.lse_shape, dtype=torch.float32)
         tensors = {"q": q.transpose(1, 2), "k_cache": k_cache.transpose(1, 2),
                    "v_cache": v_cache.transpose(1, 2), "cache_seqlens": seqlens,
                    "page_table": table, "out": out.transpose(1, 2), "lse": lse}
@@ -679,9 +696,11 @@ class _PagedPlan:
         self.spec, self.packed = spec, packed
         return True
 
-    def run(self, q, k_cache, v_cache, seqlens, table):
-        out = q.new_empty(self.out_shape)
-        lse = q.new_empty(self.lse_shape, dtype=torch.float32)
+    def run(self, q, k_cache, v_cache, seqlens, table, out=None, lse=None):
+        if out is None:
+            out = q.new_empty(self.out_shape)
+        if lse is None:
+            lse = q.new_empty(self.lse_shape, dtype=torch.float32)
         if table is None:
             table = self.table
         if self.seq is not None:
@@ -697,23 +716,23 @@ class _PagedPlan:
         return out, lse
 
 
-def _paged_plan(q, k_cache, v_cache, seqlens, table, causal, window, scale, softcap
-                ) -> Optional[_PagedPlan]:
+def _paged_plan(q, k_cache, v_cache, seqlens, table, causal, window, scale, softcap,
+                out=None, lse=None) -> Optional[_PagedPlan]:
     try:
         w = window if window is None or type(window) is tuple else tuple(window)
         key = ("paged", _tkey(q), _tkey(k_cache), _tkey(v_cache), _tkey(seqlens), _tkey(table),
-               causal, w, scale, softcap)
+               causal, w, scale, softcap, _tkey(out), _tkey(lse))
         plan = _plans.get(key)
     except (AttributeError, TypeError):
         key = plan = None
     if plan is not None:
         return plan
-    if not I._kernel_tensors(q, k_cache, v_cache, seqlens, table):
+    if not I._kernel_tensors(q, k_cache, v_cache, seqlens, table, out, lse):
         _validate_paged(q, k_cache, v_cache, seqlens, table, causal, window, scale, softcap,
                         check_strides=False)
         return None
     c = _validate_paged(q, k_cache, v_cache, seqlens, table, causal, window, scale, softcap)
-    plan = _PagedPlan(q, k_cache, v_cache, seqlens, table, c)
+    plan = _PagedPlan(q, k_cache, v_cache, seqlens, table, c, out, lse)
     _remember(key, plan)
     return plan
 
@@ -741,7 +760,8 @@ def kvcache_fake(q, k_cache, v_cache, seqlens, table, causal, window, scale, sof
 
 
 def attention_with_kvcache(q, k_cache, v_cache, cache_seqlens, page_table=None, causal=False,
-                           window=None, scale=None, softcap=None, return_lse=False):
+                           window=None, scale=None, softcap=None, return_lse=False, *,
+                           out=None, lse=None):
     """Attention of new queries against a key/value cache, paged or
     contiguous (FlashAttention's flash_attn_with_kvcache layouts), forward only.
 
@@ -769,6 +789,8 @@ def attention_with_kvcache(q, k_cache, v_cache, cache_seqlens, page_table=None, 
          windows are aligned to each batch's bottom-right corner (query i
          of Nq sees key j iff j <= i + cache_seqlens[b] - Nq).
       return_lse: also return lse [B, Hq, Nq] (float32).
+      out, lse: optional preallocated outputs ([B, Nq, Hq, Dv] and float32
+         [B, Hq, Nq]).
 
     Few queries per sequence (decoding) with few (batch, head) pairs use the
     split-KV paged kernels when they exist (FLASHMLIR_SPLIT_KV=0: never),
@@ -785,14 +807,15 @@ def attention_with_kvcache(q, k_cache, v_cache, cache_seqlens, page_table=None, 
         raise UnsupportedError(f"flashmlir.attention_with_kvcache {_NO_GRAD}")
     if not torch.compiler.is_compiling():
         plan = _paged_plan(q, k_cache, v_cache, cache_seqlens, page_table, causal, window,
-                           scale, softcap)
+                           scale, softcap, out, lse)
         if plan is not None:
-            o, l = plan.run(q, k_cache, v_cache, cache_seqlens, page_table)
+            o, l = plan.run(q, k_cache, v_cache, cache_seqlens, page_table, out, lse)
             return (o, l) if return_lse else o
         V.check_options(causal, window, scale, softcap, 8)
     wl, wr = (-1, -1) if window is None else window
     o, l = _op_kvcache(q, k_cache, v_cache, cache_seqlens, page_table, causal, wl, wr, scale,
                        softcap)
+    o, l = _copy_into(o, l, out, lse)
     return (o, l) if return_lse else o
 
 

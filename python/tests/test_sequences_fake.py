@@ -785,3 +785,24 @@ def test_compile_fullgraph():
             got, want = cf(*args), f(*args)
         assert torch.allclose(got, want, rtol=1e-4, atol=1e-2), (got, want)
     assert not counters["graph_break"], dict(counters["graph_break"])
+
+
+@pytest.mark.parametrize("where", ["cpu", "gpu"])
+def test_out_and_lse_buffers(request, where):
+    if where == "gpu":
+        request.getfixturevalue("gpu")
+    q, k, v, cq, ck = varlen([3, 5], [4, 6])
+    out, lse = SR.poisoned((8, 4, 32), BF, "cpu"), SR.poisoned((4, 8), torch.float32, "cpu")
+    o, l = flashmlir.attention_varlen(q, k, v, cq, ck, 5, out=out, lse=lse, return_lse=True)
+    assert o is out and l is lse and out.isfinite().all() and lse.isfinite().all()
+    SR.check_varlen(out, lse, q, k, v, [3, 5], [4, 6])
+    pq, kc, vc, table, sl = paged()
+    out, lse = SR.poisoned((3, 5, 4, 32), BF, "cpu"), SR.poisoned((3, 4, 5), torch.float32, "cpu")
+    o, l = flashmlir.attention_with_kvcache(pq, kc, vc, sl, table, out=out, lse=lse,
+                                            return_lse=True)
+    assert o is out and l is lse and not out.isnan().any() and not lse.isnan().any()
+    SR.check_paged(out, lse, pq, kc, vc, table, sl.tolist())
+    with pytest.raises(ValueError, match=r"lse must have shape \(3, 4, 5\)"):
+        flashmlir.attention_with_kvcache(pq, kc, vc, sl, table, lse=lse[:, :2])
+    with pytest.raises(ValueError, match="out must have shape"):
+        flashmlir.attention_varlen(q, k, v, cq, ck, 5, out=out)
