@@ -1,7 +1,8 @@
 """Packed sequences and paged key/value caches on torch tensors:
 `flashmlir.attention_varlen` (FlashAttention's flash_attn_varlen_func
 layout) and `flashmlir.attention_with_kvcache` (flash_attn_with_kvcache's),
-forward only.
+forward only (attention_varlen's gradients: a per-sequence fallback on
+the dense kernels, see its docstring).
 
 They run the kernels of fa-compile's --form=varlen and --form=paged
 manifests through the dense path's machinery: a launch plan per call
@@ -54,6 +55,16 @@ _NO_GRAD = ("has no GPU backward yet (the packed-sequence and paged backward ker
             "not built; the dialect's CPU pipelines have the varlen backward): call it "
             "under torch.no_grad() or on tensors that do not require grad, or use "
             "flashmlir.attention on padded [B, N, H, D] tensors for training")
+
+# The differentiable varlen fallback (per-sequence dense attention) warns
+# once per process.
+_warned_fallback = [False]
+FALLBACK_WARNING = (
+    "flashmlir.attention_varlen: q, k or v requires grad and there is no packed backward "
+    "kernel yet, so this call runs flashmlir.attention (dense kernels, forward and "
+    "backward) on each sequence's slices. It reads cu_seqlens_q/k on the host (a "
+    "synchronisation; not CUDA-graph capturable, not traceable by torch.compile) and "
+    "launches per sequence. (Warned once.)")
 
 
 def _check_tensor(name, t) -> None:
@@ -409,16 +420,28 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seql
     Rows that see no key (an empty key sequence, a window) give out = 0 and
     lse = +inf. Rows outside every sequence (beyond cu_seqlens_q[-1]) are
     not written on the GPU (the CPU reference gives 0 / +inf). Last
-    dimensions must be contiguous and pointers 16-byte aligned. Not
-    differentiable yet (UnsupportedError when an input requires grad).
-    CPU tensors run a per-sequence PyTorch reference (it reads and checks
+    dimensions must be contiguous and pointers 16-byte aligned. CPU
+    tensors run a per-sequence PyTorch reference (it reads and checks
     cu_seqlens); under torch.compile this is the custom op
     torch.ops.flashmlir.attention_varlen. CUDA-graph capturable.
+
+    Gradients: no packed backward kernel exists yet. When q, k or v
+    requires grad (eager mode only; torch.compile raises UnsupportedError)
+    the call instead runs flashmlir.attention per sequence on slices (dense
+    kernels forward and backward, differentiable in q, k and v): it reads
+    cu_seqlens_q/k on the host, a synchronisation, so it is neither
+    CUDA-graph capturable nor fast for many short sequences, and warns
+    once. out=/lse= are refused then; rows outside every sequence get 0.
 
     Returns: out [total_q, Hq, Dv], or (out, lse) when return_lse.
     """
     if _needs_grad(q, k, v):
-        raise UnsupportedError(f"flashmlir.attention_varlen {_NO_GRAD}")
+        if torch.compiler.is_compiling():
+            raise UnsupportedError(f"flashmlir.attention_varlen {_NO_GRAD} (outside "
+                                   "torch.compile a per-sequence fallback computes gradients)")
+        o, l = _varlen_by_sequence(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
+                                   max_seqlen_k, causal, window, scale, softcap, out, lse)
+        return (o, l) if return_lse else o
     if not torch.compiler.is_compiling():
         plan = _varlen_plan(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
                             causal, window, scale, softcap, out, lse)
@@ -431,6 +454,44 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seql
                       softcap)
     o, l = _copy_into(o, l, out, lse)
     return (o, l) if return_lse else o
+
+
+def _varlen_by_sequence(q, k, v, cu_q, cu_k, max_seqlen_q, max_seqlen_k, causal, window,
+                        scale, softcap, out, lse):
+    """The differentiable fallback: flashmlir.attention on each sequence's
+    [1, n, H, D] slices (bshd views), concatenated."""
+    from . import _interface
+    c = _validate_varlen(q, k, v, cu_q, cu_k, max_seqlen_q, max_seqlen_k, causal, window,
+                         scale, softcap, check_strides=False)
+    if out is not None or lse is not None:
+        raise ValueError("out= and lse= cannot be used when q, k or v requires grad")
+    if not _warned_fallback[0]:
+        _warned_fallback[0] = True
+        import warnings
+        warnings.warn(FALLBACK_WARNING, RuntimeWarning, stacklevel=3)
+    cq, ck = [int(x) for x in cu_q.tolist()], [int(x) for x in cu_k.tolist()]
+    for name, cu, total in (("cu_seqlens_q", cq, c.Tq), ("cu_seqlens_k", ck, c.Tk)):
+        if cu[0] < 0 or any(b < a for a, b in zip(cu, cu[1:])) or cu[-1] > total:
+            raise ValueError(f"{name} must be non-decreasing offsets in [0, {total}], got "
+                             f"{cu[:8]}{' ...' if len(cu) > 8 else ''}")
+    outs, lses, at = [], [], 0
+    for b in range(c.B):
+        q0, q1, k0, k1 = cq[b], cq[b + 1], ck[b], ck[b + 1]
+        if q0 > at:     # rows of no sequence (between sequences)
+            outs.append(q.new_zeros((q0 - at, c.Hq, c.Dv)))
+            lses.append(q.new_full((c.Hq, q0 - at), math.inf, dtype=torch.float32))
+        o, l = _interface.attention(q[q0:q1][None], k[k0:k1][None], v[k0:k1][None],
+                                    causal=causal, window=window, scale=scale, softcap=softcap,
+                                    return_lse=True, layout="bshd")
+        outs.append(o[0])
+        lses.append(l[0])
+        at = max(at, q1)
+    if at < c.Tq:
+        outs.append(q.new_zeros((c.Tq - at, c.Hq, c.Dv)))
+        lses.append(q.new_full((c.Hq, c.Tq - at), math.inf, dtype=torch.float32))
+    if not outs:
+        return q.new_zeros(c.out_shape), q.new_full(c.lse_shape, math.inf, dtype=torch.float32)
+    return torch.cat(outs, 0), torch.cat(lses, 1)
 
 
 def _copy_into(o, l, out, lse):
@@ -797,7 +858,7 @@ def attention_with_kvcache(q, k_cache, v_cache, cache_seqlens, page_table=None, 
     with a GQA group's heads packed into one query block when no mask tells
     its rows apart, as flashmlir.attention does. Rows that see no key give
     out = 0 and lse = +inf. Not differentiable (UnsupportedError when an
-    input requires grad). CUDA-graph capturable (a contiguous cache's page
+    input requires grad: no paged backward kernel). CUDA-graph capturable (a contiguous cache's page
     table is made on the first call of its shape: make that call before
     capturing). CPU tensors run a per-batch PyTorch reference.
 

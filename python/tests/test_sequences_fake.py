@@ -10,6 +10,7 @@ form keys.
 import json
 import math
 import os
+import warnings
 
 import pytest
 
@@ -581,15 +582,56 @@ def test_varlen_errors(request, over, exc, match, where):
         flashmlir.attention_varlen(**_varlen_args(**over))
 
 
-def test_varlen_requires_grad():
+@pytest.mark.parametrize("where", ["cpu", "gpu"])
+@pytest.mark.parametrize("opts", [{"causal": True}, {"window": (4, 2), "softcap": 2.0}],
+                         ids=["causal", "window-softcap"])
+def test_varlen_gradients_by_sequence(request, monkeypatch, where, opts):
+    """With grad, the per-sequence fallback (dense attention on slices):
+    gradients against float64 autograd per sequence, one warning."""
+    if where == "gpu":
+        request.getfixturevalue("gpu")
+    import gpu_ref as R
+    monkeypatch.setattr(_sequences, "_warned_fallback", [False])
+    lq, lk = [5, 0, 19, 1, 8], [7, 3, 19, 1, 0]
+    q, k, v, cq, ck = varlen(lq, lk, hq=4, hkv=2)
+    q = torch.cat([q, torch.randn(2, 4, 32).to(BF)])     # two rows of no sequence
+    q, k, v = (t.requires_grad_() for t in (q, k, v))
+    with pytest.warns(RuntimeWarning, match="reads cu_seqlens_q/k on the host"):
+        out, lse = flashmlir.attention_varlen(q, k, v, cq, ck, 19, return_lse=True, **opts)
+    dout = torch.randn_like(out)
+    dq, dk, dv = torch.autograd.grad(out, (q, k, v), dout)
+    mask = M.canonical_mask(opts.get("causal", False), opts.get("window"))
+    assert (out[33:] == 0).all() and (lse[:, 33:] == math.inf).all() and (dq[33:] == 0).all()
+    at_q, at_k = cq.tolist(), ck.tolist()
+    sl = lambda t, a, b: t[a:b].transpose(0, 1)[None].detach()
+    for b in range(len(lq)):
+        q0, q1, k0, k1 = at_q[b], at_q[b + 1], at_k[b], at_k[b + 1]
+        if q1 > q0:
+            R.check(sl(out, q0, q1), lse[None, :, q0:q1], sl(q, q0, q1), sl(k, k0, k1),
+                    sl(v, k0, k1), mask, None, opts.get("softcap"))
+        R.check_grads((sl(dq, q0, q1), sl(dk, k0, k1), sl(dv, k0, k1)), sl(q, q0, q1),
+                      sl(k, k0, k1), sl(v, k0, k1), sl(dout, q0, q1), mask, None,
+                      opts.get("softcap"), what=f"sequence {b}")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")             # once only
+        flashmlir.attention_varlen(q, k, v, cq, ck, 19, **opts)
+    with pytest.raises(ValueError, match="out= and lse= cannot be used"):
+        flashmlir.attention_varlen(q, k, v, cq, ck, 19, out=torch.empty_like(out))
+
+
+def test_varlen_grad_under_compile_and_the_op():
     a = _varlen_args()
-    a["q"] = a["q"].requires_grad_()
-    with pytest.raises(UnsupportedError, match="has no GPU backward yet"):
-        flashmlir.attention_varlen(**a)
+    q = a["q"].requires_grad_()
+    f = torch.compile(lambda q: flashmlir.attention_varlen(q, a["k"], a["v"], a["cu_seqlens_q"],
+                                                           a["cu_seqlens_k"], 5),
+                      fullgraph=True, backend="aot_eager")
+    torch._dynamo.reset()
+    with pytest.raises(Exception, match="has no GPU backward yet"):
+        f(q)
     with torch.no_grad():
         flashmlir.attention_varlen(**a)
     # The op itself: its backward refuses.
-    out, _ = torch.ops.flashmlir.attention_varlen(a["q"], a["k"], a["v"], a["cu_seqlens_q"],
+    out, _ = torch.ops.flashmlir.attention_varlen(q, a["k"], a["v"], a["cu_seqlens_q"],
                                                   a["cu_seqlens_k"], 5, False, -1, -1, None,
                                                   None)
     with pytest.raises(UnsupportedError, match="attention_varlen has no GPU backward"):
