@@ -12,15 +12,22 @@ be exactly 0 / +inf.
 The kernels: `python -m flashmlir compile --kind forward --form varlen`
 and `--form paged` (the variant set, _variants.py). A missing kernel skips
 (FLASHMLIR_REQUIRE_KERNELS=1: fails). Sized for about 2-3 minutes on an H200.
+
+FLASHMLIR_SEQ_DRYRUN=1 runs this file on the CPU through the fake GPU of
+fake_gpu.py (the variant set's kernels generated as fake ones; graph
+capture skipped), to check the tests themselves without a GPU (slow: the
+float64 references run on the CPU).
 """
 
-import math
+import os
 
 import pytest
 
 torch = pytest.importorskip("torch")
-if not torch.cuda.is_available():
+DRY = os.environ.get("FLASHMLIR_SEQ_DRYRUN", "") not in ("", "0")
+if not DRY and not torch.cuda.is_available():
     pytest.skip("no CUDA device", allow_module_level=True)
+DEV = "cpu" if DRY else DEV
 
 import flashmlir  # noqa: E402
 from flashmlir import _interface, _sequences  # noqa: E402
@@ -30,12 +37,29 @@ import seq_ref as SR  # noqa: E402
 from gpu_ref import DTYPES, exact_fp32_matmul, real_registry  # noqa: E402,F401 (fixtures)
 
 
+if DRY:
+    @pytest.fixture(autouse=True)
+    def fake_device(monkeypatch, tmp_path):
+        import fake_gpu
+        from flashmlir import _kernels, _variants
+        fake = fake_gpu.install(monkeypatch, tmp_path)
+        for v in _variants.sequence_variants():
+            fake.registry.generate(_kernels.KernelRequest.make(**v))
+        yield fake
+        fake_gpu.uninstall(fake)
+
+
+def _sync():
+    if not DRY:
+        torch.cuda.synchronize()
+
+
 def _call(fn, *args, **kw):
     try:
         res = fn(*args, **kw)
     except flashmlir.KernelNotFoundError as exc:
         R.skip_missing(exc)
-    torch.cuda.synchronize()
+    _sync()
     return res
 
 
@@ -46,13 +70,15 @@ def _call(fn, *args, **kw):
 LENS_Q = [1, 0, 17, 300, 129, 1024, 2049, 5, 3]
 LENS_K = [1, 8, 17, 700, 129, 1024, 4000, 0, 3]
 LONG_Q, LONG_K = [8192, 1, 700], [8192, 9, 2000]
+# (The dry run shortens the longest caches: its references run on the CPU.)
+LONG_CACHE = 131072 if not DRY else 20000
 
 
 def run_varlen(lens_q, lens_k, hq, hkv, d, dtype, seed, **opts):
-    q, k, v, cq, ck = SR.make_varlen(lens_q, lens_k, hq, hkv, d, d, DTYPES[dtype], "cuda",
+    q, k, v, cq, ck = SR.make_varlen(lens_q, lens_k, hq, hkv, d, d, DTYPES[dtype], DEV,
                                      seed=seed)
-    out = SR.poisoned((sum(lens_q), hq, d), q.dtype, "cuda")
-    lse = SR.poisoned((hq, sum(lens_q)), torch.float32, "cuda")
+    out = SR.poisoned((sum(lens_q), hq, d), q.dtype, DEV)
+    lse = SR.poisoned((hq, sum(lens_q)), torch.float32, DEV)
     res = _call(flashmlir.attention_varlen, q, k, v, cq, ck, max(lens_q), out=out, lse=lse,
                 return_lse=True, **opts)
     assert res[0] is out and res[1] is lse
@@ -96,9 +122,10 @@ def test_varlen_many_short_sequences():
     run_varlen(lens, lens, 4, 4, 64, "bf16", 11, causal=True)
 
 
+@pytest.mark.skipif(DRY, reason="CUDA graphs")
 def test_varlen_graph_capture():
     q, k, v, cq, ck = SR.make_varlen([100, 37], [150, 37], 8, 2, 128, 128, torch.bfloat16,
-                                     "cuda", seed=5)
+                                     DEV, seed=5)
     _call(flashmlir.attention_varlen, q, k, v, cq, ck, 100)
     s = torch.cuda.Stream()
     s.wait_stream(torch.cuda.current_stream())
@@ -109,10 +136,10 @@ def test_varlen_graph_capture():
     with torch.cuda.graph(graph):
         out = flashmlir.attention_varlen(q, k, v, cq, ck, 100)
     q.copy_(torch.randn_like(q))
-    cq.copy_(SR.offsets([90, 47], "cuda"))        # new offsets, read by the kernel
-    ck.copy_(SR.offsets([120, 67], "cuda"))
+    cq.copy_(SR.offsets([90, 47], DEV))        # new offsets, read by the kernel
+    ck.copy_(SR.offsets([120, 67], DEV))
     graph.replay()
-    torch.cuda.synchronize()
+    _sync()
     assert torch.equal(out, flashmlir.attention_varlen(q, k, v, cq, ck, 100))
 
 
@@ -120,9 +147,9 @@ def test_varlen_graph_capture():
 
 def run_paged(b, nq, hq, hkv, d, lens, s, dtype, seed, shuffle=True, split=None, **opts):
     q, kc, vc, table, sl = SR.make_paged(b, nq, hq, hkv, d, d, list(lens), s, DTYPES[dtype],
-                                         "cuda", seed=seed, shuffle=shuffle)
-    out = SR.poisoned((b, nq, hq, d), q.dtype, "cuda")
-    lse = SR.poisoned((b, hq, nq), torch.float32, "cuda")
+                                         DEV, seed=seed, shuffle=shuffle)
+    out = SR.poisoned((b, nq, hq, d), q.dtype, DEV)
+    lse = SR.poisoned((b, hq, nq), torch.float32, DEV)
     res = _call(flashmlir.attention_with_kvcache, q, kc, vc, sl, table, out=out, lse=lse,
                 return_lse=True, **opts)
     assert res[0] is out and res[1] is lse
@@ -185,7 +212,7 @@ def test_paged_decode_not_split(monkeypatch, s):
 
 @pytest.mark.parametrize("s", [64, 256])
 def test_paged_decode_long(s):
-    run_paged(1, 1, 32, 8, 128, (131072,), s, "bf16", R.seed_for("decode-long", s),
+    run_paged(1, 1, 32, 8, 128, (LONG_CACHE,), s, "bf16", R.seed_for("decode-long", s),
               causal=True, split=True)
 
 
@@ -195,25 +222,26 @@ def test_paged_decode_window_softcap():
 
 
 def test_contiguous_cache():
-    g = torch.Generator(device="cuda").manual_seed(9)
+    g = torch.Generator(device=DEV).manual_seed(9)
     b, nmax, lens = 3, 4096 + 64, (4160, 1, 2000)
-    q = torch.randn(b, 1, 32, 128, generator=g, device="cuda").bfloat16()
-    kc, vc = (torch.randn(b, nmax, 8, 128, generator=g, device="cuda").bfloat16()
+    q = torch.randn(b, 1, 32, 128, generator=g, device=DEV).bfloat16()
+    kc, vc = (torch.randn(b, nmax, 8, 128, generator=g, device=DEV).bfloat16()
               for _ in range(2))
-    sl = torch.tensor(lens, dtype=torch.int32, device="cuda")
+    sl = torch.tensor(lens, dtype=torch.int32, device=DEV)
     out, lse = _call(flashmlir.attention_with_kvcache, q, kc, vc, sl, causal=True,
                      return_lse=True)
     SR.check_contiguous(out, lse, q, kc, vc, lens, (-1, 0))
     plan = _sequences._paged_plan(q, kc, vc, sl, None, True, None, None, None)
     assert plan.page_size == 64          # 4160 = 65 * 64
-    q4 = torch.randn(b, 4, 32, 128, generator=g, device="cuda").bfloat16()
+    q4 = torch.randn(b, 4, 32, 128, generator=g, device=DEV).bfloat16()
     kc2, vc2 = kc[:, :4096].contiguous(), vc[:, :4096].contiguous()
-    out, lse = _call(flashmlir.attention_with_kvcache, q4, kc2, vc2, sl.clamp(max=4096))
+    out, lse = _call(flashmlir.attention_with_kvcache, q4, kc2, vc2, sl.clamp(max=4096),
+                     return_lse=True)
     SR.check_contiguous(out, lse, q4, kc2, vc2, [min(n, 4096) for n in lens])
     # flash_attn_with_kvcache: append one token per sequence, then attend.
-    knew, vnew = (torch.randn(b, 1, 8, 128, generator=g, device="cuda").bfloat16()
+    knew, vnew = (torch.randn(b, 1, 8, 128, generator=g, device=DEV).bfloat16()
                   for _ in range(2))
-    sl2 = torch.tensor([100, 0, 4000], dtype=torch.int32, device="cuda")
+    sl2 = torch.tensor([100, 0, 4000], dtype=torch.int32, device=DEV)
     out, lse = _call(flashmlir.flash_attn_with_kvcache, q, kc2, vc2, knew, vnew,
                      cache_seqlens=sl2, causal=True, return_softmax_lse=True)
     for i, n in enumerate(sl2.tolist()):
@@ -221,9 +249,10 @@ def test_contiguous_cache():
     SR.check_contiguous(out, lse, q, kc2, vc2, (sl2 + 1).tolist(), (-1, 0))
 
 
+@pytest.mark.skipif(DRY, reason="CUDA graphs")
 def test_paged_decode_graph_capture():
     q, kc, vc, table, sl = SR.make_paged(4, 1, 32, 8, 128, 128, [3000, 10, 700, 1], 64,
-                                         torch.bfloat16, "cuda", seed=3)
+                                         torch.bfloat16, DEV, seed=3)
     _call(flashmlir.attention_with_kvcache, q, kc, vc, sl, table, causal=True)
     s = torch.cuda.Stream()
     s.wait_stream(torch.cuda.current_stream())
@@ -236,5 +265,5 @@ def test_paged_decode_graph_capture():
     q.copy_(torch.randn_like(q))
     sl.add_(1)                                     # a decode step: one more key each
     graph.replay()
-    torch.cuda.synchronize()
+    _sync()
     assert torch.equal(out, flashmlir.attention_with_kvcache(q, kc, vc, sl, table, causal=True))
