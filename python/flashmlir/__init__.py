@@ -7,6 +7,8 @@ GPU kernels, called from PyTorch.
     out.backward(dout)                     # dq, dk, dv by the backward kernels
     out = flashmlir.scaled_dot_product_attention(q, k, v, is_causal=True)
     out = flashmlir.flash_attn_func(q, k, v, causal=True)      # [B, N, H, D]
+    out = flashmlir.attention_varlen(q, k, v, cu_q, cu_k, max_seqlen_q)  # packed [T, H, D]
+    out = flashmlir.attention_with_kvcache(q, k_cache, v_cache, seqlens, page_table)
 
 The torch-side API (attention, the SDPA- and flash-attn-style entry points,
 the custom ops torch.ops.flashmlir.* that torch.compile traces) is loaded
@@ -24,7 +26,9 @@ from ._kernels import (KernelRegistry, KernelRequest, default_registry, default_
                        set_default_registry)
 
 __all__ = ["attention", "scaled_dot_product_attention", "flash_attn_func",
-           "flash_attn_qkvpacked_func", "flash_attn_kvpacked_func", "backward_available",
+           "flash_attn_qkvpacked_func", "flash_attn_kvpacked_func", "attention_varlen",
+           "attention_with_kvcache", "flash_attn_varlen_func", "flash_attn_with_kvcache",
+           "backward_available",
            "clear_caches", "KernelRegistry", "KernelRequest",
            "default_registry", "default_search_dirs", "set_default_registry",
            "FlashMLIRError", "ManifestError", "ExpressionError", "KernelNotFoundError",
@@ -34,16 +38,19 @@ __all__ = ["attention", "scaled_dot_product_attention", "flash_attn_func",
 __version__ = "0.2.0"
 
 _TORCH_API = ("attention", "backward_available", "clear_caches", "scaled_dot_product_attention",
-              "flash_attn_func", "flash_attn_qkvpacked_func", "flash_attn_kvpacked_func")
+              "flash_attn_func", "flash_attn_qkvpacked_func", "flash_attn_kvpacked_func",
+              "attention_varlen", "attention_with_kvcache", "flash_attn_varlen_func",
+              "flash_attn_with_kvcache")
 
 
 def _load_torch_api():
     """Imports the torch-side modules (registering the custom ops) and binds
     their entry points as attributes of the package."""
-    from . import _compat, _interface
+    from . import _compat, _interface, _sequences
     g = globals()
     for name in _TORCH_API:
-        g[name] = getattr(_interface, name, None) or getattr(_compat, name)
+        g[name] = (getattr(_interface, name, None) or getattr(_sequences, name, None)
+                   or getattr(_compat, name))
 
 
 def __getattr__(name):

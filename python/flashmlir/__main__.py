@@ -5,6 +5,7 @@
     python3 -m flashmlir check [DIR ...]     also checks each manifest against its PTX
     python3 -m flashmlir variants [--kind K]  fa-compile arguments of the test/bench variants
     python3 -m flashmlir compile [-o DIR] [--default-set | --kind forward|backward|all]
+            [--form dense|varlen|paged|all]
             [--chip sm_80 --chip sm_90a] [--compiler PATH] [-j N]
                                              builds those variants with fa-compile, with a
                                              progress line per kernel; --default-set builds
@@ -66,10 +67,15 @@ def _kinds(args):
     return _variants.KINDS if args.kind in (None, "all") else (args.kind,)
 
 
+def _forms(args):
+    form = getattr(args, "form", None)
+    return _variants.FORMS if form in (None, "all") else (form,)
+
+
 def _selected(args):
     if getattr(args, "default_set", False):
         return _variants.default_set()
-    return _variants.variants(_kinds(args))
+    return _variants.variants(_kinds(args), _forms(args))
 
 
 def cmd_variants(args) -> int:
@@ -126,8 +132,13 @@ def cmd_compile(args) -> int:
         return 2
     os.makedirs(out, exist_ok=True)
     chips = args.chip or _kernels.COMPILER_CHIPS
-    cmds = _compile_jobs(compiler, out, _selected(args), chips)
-    print(f"building {len(cmds)} kernel(s) into {out} with {compiler} ({args.jobs} at a time)")
+    selected = _selected(args)
+    cmds = _compile_jobs(compiler, out, selected, chips)
+    counts = {}
+    for v in selected:
+        counts[v.get("form", "dense")] = counts.get(v.get("form", "dense"), 0) + len(chips)
+    print(f"building {len(cmds)} kernel(s) into {out} with {compiler} ({args.jobs} at a time): "
+          + ", ".join(f"{n} {f}" for f, n in counts.items()))
     failures = run_compiles(cmds, args.jobs)
     return 1 if failures else 0
 
@@ -232,6 +243,8 @@ def main(argv=None) -> int:
     s.add_argument("-o", "--out")
     s.add_argument("--kind", choices=("forward", "backward", "all"), default="all")
     s.add_argument("--default-set", action="store_true", help="the AOT default set")
+    s.add_argument("--form", choices=_variants.FORMS + ("all",), default="all",
+                   help="dense kernels, packed sequences (varlen) or paged caches")
     s.set_defaults(func=cmd_variants)
     s = sub.add_parser("compile")
     s.add_argument("-o", "--out", help="output folder (default with --default-set: the "
@@ -239,6 +252,9 @@ def main(argv=None) -> int:
     s.add_argument("--kind", choices=("forward", "backward", "all"), default="all")
     s.add_argument("--default-set", action="store_true",
                    help="the AOT default set (fwd+bwd x D 64/128 x f16/bf16 x causal/not)")
+    s.add_argument("--form", choices=_variants.FORMS + ("all",), default="all",
+                   help="dense kernels, packed sequences (varlen) or paged caches "
+                        "(forward only; default all)")
     s.add_argument("--chip", action="append", help="default: sm_90a and sm_80")
     s.add_argument("--compiler")
     s.add_argument("-j", "--jobs", type=int, default=min(4, os.cpu_count() or 1))

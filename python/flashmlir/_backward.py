@@ -44,7 +44,7 @@ def tensors_needed(spec: M.KernelSpec) -> List[str]:
     names: List[str] = []
     for k in spec.kernels:
         for p in k.params:
-            if p.is_memref and p.name in M.USER_TENSORS and p.name not in names:
+            if p.is_memref and p.name in M.FORM_TENSORS[spec.form] and p.name not in names:
                 names.append(p.name)
     return names
 

@@ -145,3 +145,114 @@ def flash_attn_kvpacked_func(q, kv, dropout_p=0.0, softmax_scale=None, causal=Fa
     return flash_attn_func(q, k, v, dropout_p, softmax_scale, causal, window_size, softcap,
                            alibi_slopes, deterministic, return_attn_probs,
                            return_lse=return_lse)
+
+
+# -- packed sequences and key/value caches (flashmlir._sequences) ------------------------
+
+def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                           dropout_p=0.0, softmax_scale=None, causal=False,
+                           window_size=(-1, -1), softcap=0.0, alibi_slopes=None,
+                           deterministic=False, return_attn_probs=False, block_table=None):
+    """FlashAttention-2's `flash_attn_varlen_func` on the flashmlir varlen
+    kernels (forward only: see flashmlir.attention_varlen).
+
+    q [total_q, Hq, D], k [total_k, Hkv, D], v [total_k, Hkv, Dv];
+    cu_seqlens_q/k int32 [B + 1]; max_seqlen_q (a Python int) must bound
+    every sequence's query count (a smaller one drops queries, as in
+    FlashAttention). Returns out [total_q, Hq, Dv], or with
+    return_attn_probs (out, softmax_lse [Hq, total_q], None)."""
+    from . import _sequences
+    window, cap = _fa_options(dropout_p, causal, window_size, softcap, alibi_slopes,
+                              "flash_attn_varlen_func")
+    if block_table is not None:
+        raise UnsupportedError("flashmlir.flash_attn_varlen_func does not support block_table "
+                               "(paged varlen); use flashmlir.flash_attn_with_kvcache")
+    out, lse = _sequences.attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
+                                           max_seqlen_k, causal=bool(causal), window=window,
+                                           scale=softmax_scale, softcap=cap, return_lse=True)
+    return _fa_result(out, lse, False, return_attn_probs)
+
+
+def _append_kv(cache, new, name, seqlens, block_table):
+    """Writes new [B, Nnew, Hkv, D] into the cache at positions
+    seqlens[b] .. seqlens[b] + Nnew - 1 (device-side indexing: no host read;
+    a position past the cache's end is a device-side index error)."""
+    b, n = new.shape[:2]
+    pos = seqlens.long()[:, None] + torch.arange(n, device=new.device)[None, :]
+    if block_table is None:
+        cache[torch.arange(b, device=new.device)[:, None], pos] = new
+    else:
+        s = cache.shape[1]
+        page = block_table.long().gather(1, pos // s)
+        cache[page, pos % s] = new
+
+
+def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None,
+                            rotary_sin=None, cache_seqlens=None, cache_batch_idx=None,
+                            cache_leftpad=None, block_table=None, softmax_scale=None,
+                            causal=False, window_size=(-1, -1), softcap=0.0,
+                            rotary_interleaved=True, alibi_slopes=None, num_splits=0,
+                            return_softmax_lse=False):
+    """FlashAttention-2's `flash_attn_with_kvcache` on the flashmlir paged
+    kernels (see flashmlir.attention_with_kvcache).
+
+    q [B, Nq, Hq, D]; k_cache/v_cache [B, Nmax, Hkv, D] or, with
+    block_table [B, max_pages] (int32), pages [num_pages, page_size, Hkv,
+    D]. cache_seqlens: int32 [B] or an int (default: the whole cache).
+    k, v [B, Nnew, Hkv, D]: appended into the cache in place at
+    cache_seqlens (indexing on the device, no host synchronisation; the
+    caller keeps cache_seqlens + Nnew within the cache) before the
+    attention, which then sees cache_seqlens + Nnew keys. num_splits is a
+    hint the split-KV choice ignores. Rotary embeddings, cache_batch_idx,
+    cache_leftpad and alibi_slopes raise UnsupportedError.
+    Returns out [B, Nq, Hq, Dv], or (out, softmax_lse [B, Hq, Nq])."""
+    from . import _sequences
+    what = "flash_attn_with_kvcache"
+    for name, val in (("rotary_cos", rotary_cos), ("rotary_sin", rotary_sin),
+                      ("cache_batch_idx", cache_batch_idx), ("cache_leftpad", cache_leftpad)):
+        if val is not None:
+            raise UnsupportedError(f"flashmlir.{what} does not support {name} (only None)"
+                                   + ("; apply the rotary embedding to q and k first"
+                                      if name.startswith("rotary") else ""))
+    window, cap = _fa_options(0.0, causal, window_size, softcap, alibi_slopes, what)
+    for n, t in (("q", q), ("k_cache", k_cache), ("v_cache", v_cache)):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{n} must be a torch.Tensor, got {type(t).__name__}")
+    if q.dim() != 4 or k_cache.dim() != 4:
+        raise ValueError(f"q must be [B, Nq, Hq, D] and k_cache 4-dimensional, got shapes "
+                         f"{tuple(q.shape)} and {tuple(k_cache.shape)}")
+    b = q.shape[0]
+    if (k is None) != (v is None):
+        raise ValueError("k and v must be given together (the new keys and values to append)")
+    if cache_seqlens is None:
+        if k is not None:
+            raise ValueError(f"flashmlir.{what}: appending k and v needs cache_seqlens (where "
+                             "each sequence's new keys go)")
+        full = (block_table.shape[1] * k_cache.shape[1] if block_table is not None
+                else k_cache.shape[1])
+        cache_seqlens = full
+    if isinstance(cache_seqlens, int) and not isinstance(cache_seqlens, bool):
+        cache_seqlens = torch.full((b,), cache_seqlens, dtype=torch.int32, device=q.device)
+    if k is not None:
+        for n, t, c in (("k", k, k_cache), ("v", v, v_cache)):
+            if not isinstance(t, torch.Tensor) or t.dim() != 4 or t.shape[0] != b or \
+                    tuple(t.shape[2:]) != tuple(c.shape[2:]) or t.dtype != c.dtype:
+                raise ValueError(f"{n} must be [B, Nnew, Hkv, D] like the cache's rows "
+                                 f"({c.dtype}, [{b}, Nnew, {', '.join(map(str, c.shape[2:]))}])"
+                                 f", got {tuple(t.shape) if isinstance(t, torch.Tensor) else t}")
+        if k.shape[1] != v.shape[1]:
+            raise ValueError(f"k and v must have the same number of new rows, got {k.shape[1]} "
+                             f"and {v.shape[1]}")
+        if not isinstance(cache_seqlens, torch.Tensor) or cache_seqlens.dtype != torch.int32:
+            raise TypeError("cache_seqlens must be an int or an int32 tensor [B]")
+        if block_table is not None and (not isinstance(block_table, torch.Tensor)
+                                        or block_table.dim() != 2):
+            raise ValueError("block_table must be an int32 tensor [B, max_pages]")
+        _append_kv(k_cache, k, "k", cache_seqlens, block_table)
+        _append_kv(v_cache, v, "v", cache_seqlens, block_table)
+        cache_seqlens = cache_seqlens + k.shape[1]
+    out, lse = _sequences.attention_with_kvcache(q, k_cache, v_cache, cache_seqlens,
+                                                 block_table, causal=bool(causal),
+                                                 window=window, scale=softmax_scale,
+                                                 softcap=cap, return_lse=True)
+    return (out, lse) if return_softmax_lse else out

@@ -561,7 +561,13 @@ def clear_caches() -> None:
     (FLASHMLIR_DEBUG, FLASHMLIR_SYNC, FLASHMLIR_CHIP) take effect after it."""
     with _plans_lock:
         _plans.clear()
+    for hook in _cache_hooks:
+        hook()
 
+
+# Other plan caches (the packed-sequence and paged entries, _sequences)
+# that clear_caches() drops too.
+_cache_hooks = []
 
 _kernels.on_registry_change(clear_caches)
 

@@ -12,6 +12,7 @@ the CUDA driver.
 
 from __future__ import annotations
 
+import dataclasses
 import glob
 import os
 import shutil
@@ -107,6 +108,11 @@ class KernelRequest:
     # A split-KV forward (decoding: the keys of a query block in chunks run
     # in parallel, merged by their LSEs) instead of the plain one.
     split_kv: bool = False
+    # The tensor form (_manifest.FORMS: dense, varlen packed sequences, a
+    # paged cache) and a paged kernel's keys per page: a request matches
+    # kernels of its form (and page size) only.
+    form: str = M.DENSE
+    page_size: Optional[int] = None
 
     def __post_init__(self):
         if self.kind not in M.KINDS:
@@ -115,18 +121,36 @@ class KernelRequest:
             raise ValueError("deterministic applies to backward kernels only")
         if self.split_kv and self.kind != "forward":
             raise ValueError("split_kv applies to forward kernels only")
+        if self.form not in M.FORMS:
+            raise ValueError(f"unknown form {self.form!r} (known: {', '.join(M.FORMS)})")
+        if self.form != M.DENSE and self.kind != "forward":
+            raise ValueError(f"the {self.form} form has forward kernels only")
+        if self.form == M.VARLEN and self.split_kv:
+            raise ValueError("split_kv takes dense tensors or a paged cache, not packed "
+                             "sequences")
+        if (self.form == M.PAGED) != (self.page_size is not None):
+            raise ValueError("page_size is required by the paged form and only by it")
+        if self.page_size is not None and (
+                isinstance(self.page_size, bool) or not isinstance(self.page_size, int)
+                or self.page_size < M.PAGE_SIZE_MULTIPLE or self.page_size > M.MAX_PAGE_SIZE
+                or self.page_size % M.PAGE_SIZE_MULTIPLE):
+            raise ValueError(f"page_size must be a multiple of {M.PAGE_SIZE_MULTIPLE} in "
+                             f"[{M.PAGE_SIZE_MULTIPLE}, {M.MAX_PAGE_SIZE}], got "
+                             f"{self.page_size!r}")
 
     @staticmethod
     def make(kind: str, dtype: str, head_dim: int, value_head_dim: Optional[int] = None,
              causal: bool = False, window=None, softcap: Optional[float] = None,
              scale: Optional[float] = None, deterministic: bool = False,
-             split_kv: bool = False) -> "KernelRequest":
+             split_kv: bool = False, form: str = M.DENSE,
+             page_size: Optional[int] = None) -> "KernelRequest":
         return KernelRequest(kind, M.normalize_dtype(dtype), int(head_dim),
                              int(value_head_dim if value_head_dim is not None else head_dim),
                              M.canonical_mask(causal, window),
                              None if softcap is None else float(softcap),
                              float(scale) if scale is not None else M.default_scale(head_dim),
-                             bool(deterministic), bool(split_kv))
+                             bool(deterministic), bool(split_kv), form,
+                             None if page_size is None else int(page_size))
 
     @property
     def causal(self) -> bool:
@@ -135,6 +159,8 @@ class KernelRequest:
     def matches(self, spec: M.KernelSpec) -> bool:
         if (spec.kind, spec.dtype, spec.head_dim, spec.value_head_dim) != (
                 self.kind, self.dtype, self.head_dim, self.value_head_dim):
+            return False
+        if (spec.form, spec.page_size) != (self.form, self.page_size):
             return False
         if self.kind == "backward" and spec.deterministic != self.deterministic:
             return False
@@ -149,6 +175,10 @@ class KernelRequest:
     def describe(self) -> str:
         left, right = self.mask
         bits = [f"kind={self.kind}", f"dtype={self.dtype}", f"head_dim={self.head_dim}"]
+        if self.form != M.DENSE:
+            bits.insert(1, f"form={self.form}")
+        if self.page_size is not None:
+            bits.insert(2, f"page_size={self.page_size}")
         if self.value_head_dim != self.head_dim:
             bits.append(f"value_head_dim={self.value_head_dim}")
         bits.append(f"causal={self.causal}")
@@ -166,6 +196,10 @@ class KernelRequest:
     def compile_args(self, chip: str, out_dir: str) -> List[str]:
         args = [f"--kind={self.kind}", f"--head-dim={self.head_dim}",
                 f"--value-head-dim={self.value_head_dim}", f"--dtype={self.dtype}"]
+        if self.form != M.DENSE:
+            args.append(f"--form={self.form}")
+        if self.page_size is not None:
+            args.append(f"--page-size={self.page_size}")
         left, right = self.mask
         if right == 0:
             args.append("--causal")
@@ -277,6 +311,21 @@ class KernelRegistry:
         ranked.sort(key=lambda r: r[:3])
         return [r[3] for r in ranked]
 
+    def page_sizes(self, request: KernelRequest, cc: Tuple[int, int]) -> List[int]:
+        """The page sizes of the existing paged kernels that compute `request`
+        but for its page size (any it has) and run on `cc`, largest first."""
+        sizes = set()
+        with self._lock:
+            if self._specs is None:
+                self._scan()
+            specs = [s for _, s in self._specs if s.form == M.PAGED]
+        for spec in specs:
+            probe = dataclasses.replace(request, form=M.PAGED, page_size=spec.page_size)
+            if probe.matches(spec) and M.chip_preference(spec.chip, cc) is not None and (
+                    not _forced_chip() or spec.chip == _forced_chip()):
+                sizes.add(spec.page_size)
+        return sorted(sizes, reverse=True)
+
     def find(self, request: KernelRequest, cc: Tuple[int, int],
              compile: bool = True) -> M.KernelSpec:
         """The best kernel for `request` on a device of capability `cc`;
@@ -312,22 +361,28 @@ class KernelRegistry:
         lines = [f"flashmlir: no kernel for {request.describe()} on sm_{cc[0]}{cc[1]}"
                  + (f" (FLASHMLIR_CHIP={_forced_chip()})" if _forced_chip() else "") + "."]
         specs = self.specs()
-        same_kind = [s for s in specs if s.kind == request.kind]
+        same_kind = [s for s in specs if s.kind == request.kind and s.form == request.form]
+        what = request.kind if request.form == M.DENSE else f"{request.form} {request.kind}"
         if same_kind:
-            lines.append(f"Available {request.kind} kernels ({len(same_kind)}):")
+            lines.append(f"Available {what} kernels ({len(same_kind)}):")
             for s in same_kind[:60]:
                 lines.append("  " + s.describe())
             if len(same_kind) > 60:
                 lines.append(f"  ... and {len(same_kind) - 60} more")
             dims = sorted({(s.dtype, s.head_dim, s.value_head_dim) for s in same_kind})
+            if request.page_size is not None and not any(
+                    s.page_size == request.page_size for s in same_kind):
+                lines.append(f"No {what} kernel has page size {request.page_size}; page sizes "
+                             "with kernels: " + ", ".join(
+                                 str(p) for p in sorted({s.page_size for s in same_kind})) + ".")
             if not any(d[1:] == (request.head_dim, request.value_head_dim) for d in dims):
-                lines.append(f"No {request.kind} kernel has head dim {request.head_dim}"
+                lines.append(f"No {what} kernel has head dim {request.head_dim}"
                              + (f"/{request.value_head_dim}"
                                 if request.value_head_dim != request.head_dim else "")
                              + "; head dims with kernels: "
                              + ", ".join(sorted({str(d[1]) for d in dims})) + ".")
         else:
-            lines.append(f"No {request.kind} kernels were found at all.")
+            lines.append(f"No {what} kernels were found at all.")
         lines.append("Searched: " + ", ".join(self.search_dirs + (
             [self.cache] if self.cache not in self.search_dirs else [])))
         bad = self.invalid()

@@ -102,11 +102,74 @@ USER_TENSORS = {
 # What the backward computes: some kernel must take each of these.
 GRADIENTS = ("dq", "dk", "dv")
 
+# Tensor forms of a forward (the manifest's "form"; absent: dense).
+#   dense:  q [B, Hq, Nq, D], k/v [B, Hkv, Nk, D/Dv] (the op's tensors above)
+#   varlen: packed sequences: q [Hq, Tq, D], k/v [Hkv, Tk, D/Dv], out
+#           [Hq, Tq, Dv], lse [Hq, Tq], i32 cu_seqlens_q/k [B1] (B1 = B + 1
+#           cumulative offsets); the grid names max_seqlen_q (the call's
+#           bound on any sequence's query count, not a tensor dim)
+#   paged:  q [B, Hq, Nq, D] against pages k_cache/v_cache [P, Hkv, S, D/Dv]
+#           (S = the manifest's page_size) of an i32 page_table [B, MaxPages],
+#           cache_seqlens (i32) [B] keys per batch
+DENSE, VARLEN, PAGED = "dense", "varlen", "paged"
+FORMS = (DENSE, VARLEN, PAGED)
+
+# Dims and grid names of each form (FORWARD_NAMES / GRID_NAMES are the
+# dense ones). SMS: the launch device's multiprocessor count.
+FORM_NAMES = {
+    DENSE: FORWARD_NAMES,
+    VARLEN: ("B1", "Hq", "Hkv", "Tq", "Tk", "D", "Dv", "G"),
+    PAGED: ("B", "Hq", "Hkv", "Nq", "P", "S", "MaxPages", "D", "Dv", "G"),
+}
+# Names a grid, a workspace dim or a scalar may use beyond the dims.
+FORM_GRID_EXTRA = {DENSE: ("SMS",), VARLEN: ("SMS", "max_seqlen_q"), PAGED: ("SMS",)}
+
+
+def form_grid_names(form: str) -> Tuple[str, ...]:
+    return FORM_NAMES[form] + FORM_GRID_EXTRA[form]
+
+
+# The op's tensors of the packed forms (forward only): rank, element type
+# and dims as USER_TENSORS. A forward kernel's memref parameter of such a
+# form is one of these or a declared workspace buffer, and some kernel
+# takes each of FORM_REQUIRED.
+FORM_TENSORS = {
+    DENSE: USER_TENSORS,
+    VARLEN: {
+        "q": ("input", ("Hq", "Tq", "D")),
+        "k": ("input", ("Hkv", "Tk", "D")),
+        "v": ("input", ("Hkv", "Tk", "Dv")),
+        "out": ("input", ("Hq", "Tq", "Dv")),
+        "lse": ("f32", ("Hq", "Tq")),
+        "cu_seqlens_q": ("i32", ("B1",)),
+        "cu_seqlens_k": ("i32", ("B1",)),
+    },
+    PAGED: {
+        "q": ("input", ("B", "Hq", "Nq", "D")),
+        "k_cache": ("input", ("P", "Hkv", "S", "D")),
+        "v_cache": ("input", ("P", "Hkv", "S", "Dv")),
+        "out": ("input", ("B", "Hq", "Nq", "Dv")),
+        "lse": ("f32", ("B", "Hq", "Nq")),
+        "page_table": ("i32", ("B", "MaxPages")),
+        "cache_seqlens": ("i32", ("B",)),
+    },
+}
+FORM_REQUIRED = {
+    DENSE: ("q", "k", "v", "out", "lse"),
+    VARLEN: tuple(FORM_TENSORS[VARLEN]),
+    PAGED: tuple(FORM_TENSORS[PAGED]),
+}
+# Page sizes fa-compile takes (--page-size: a multiple of 16 in [16, 4096]).
+PAGE_SIZE_MULTIPLE = 16
+MAX_PAGE_SIZE = 4096
+
 # Sample shapes on which manifest dims are compared with USER_TENSORS (two
 # sets of distinct values, so that swapped names cannot agree by accident).
 _SAMPLE_ENVS = (
-    {"B": 3, "Hq": 12, "Hkv": 4, "Nq": 1009, "Nk": 2003, "D": 40, "Dv": 56, "G": 3},
-    {"B": 5, "Hq": 14, "Hkv": 7, "Nq": 97, "Nk": 31, "D": 128, "Dv": 64, "G": 2},
+    {"B": 3, "Hq": 12, "Hkv": 4, "Nq": 1009, "Nk": 2003, "D": 40, "Dv": 56, "G": 3,
+     "B1": 17, "Tq": 3001, "Tk": 5003, "P": 211, "S": 48, "MaxPages": 23},
+    {"B": 5, "Hq": 14, "Hkv": 7, "Nq": 97, "Nk": 31, "D": 128, "Dv": 64, "G": 2,
+     "B1": 6, "Tq": 389, "Tk": 613, "P": 37, "S": 112, "MaxPages": 9},
 )
 
 _CHIP_RE = re.compile(r"^sm_(\d+)(\d)(a?)$")
@@ -354,6 +417,9 @@ class KernelSpec(_Params):
     # Split-KV forward (decoding): None, "auto" (a run-time split count) or
     # a fixed count; its kernels are the split attention, then the merge.
     kv_splits: Any = None
+    # The tensor form (FORMS) and, for "paged", the keys per page S.
+    form: str = DENSE
+    page_size: Optional[int] = None
     raw: Dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -409,6 +475,8 @@ class KernelSpec(_Params):
 
     def describe(self) -> str:
         bits = [self.kind, self.chip, self.dtype, f"D={self.head_dim}"]
+        if self.form != DENSE:
+            bits.insert(1, self.form + (f"(S={self.page_size})" if self.page_size else ""))
         if self.value_head_dim != self.head_dim:
             bits.append(f"Dv={self.value_head_dim}")
         if self.window == RUNTIME:
@@ -600,19 +668,29 @@ def _parse_smem(d: dict, ctx: _Ctx, where: str) -> int:
     return smem
 
 
-def _same_dims(dims: Tuple[_expr.Expression, ...], names: Tuple[str, ...]) -> bool:
+def _sample_envs(page_size: Optional[int] = None):
+    """The sample shapes, with S the manifest's page size (a paged kernel's
+    S is static: its dims may spell it as the number)."""
+    if page_size is None:
+        return _SAMPLE_ENVS
+    return tuple(dict(env, S=page_size) for env in _SAMPLE_ENVS)
+
+
+def _same_dims(dims: Tuple[_expr.Expression, ...], names: Tuple[str, ...],
+               envs=_SAMPLE_ENVS) -> bool:
     """Whether `dims` denote `names` (compared by value on sample shapes, so
     that e.g. "Hkv * G" is accepted for "Hq")."""
     if len(dims) != len(names):
         return False
     try:
         return all(tuple(d.evaluate(env) for d in dims) == tuple(env[n] for n in names)
-                   for env in _SAMPLE_ENVS)
+                   for env in envs)
     except ExpressionError:
         return False
 
 
-def _parse_workspace(ws, ctx: _Ctx) -> Tuple[WorkspaceSpec, ...]:
+def _parse_workspace(ws, ctx: _Ctx, allowed=GRID_NAMES,
+                     tensors=USER_TENSORS) -> Tuple[WorkspaceSpec, ...]:
     if not isinstance(ws, list):
         raise ctx.fail(f"workspace must be a list of buffers, got {ws!r}")
     out: List[WorkspaceSpec] = []
@@ -624,7 +702,7 @@ def _parse_workspace(ws, ctx: _Ctx) -> Tuple[WorkspaceSpec, ...]:
         if not _IDENT_RE.match(name):
             raise ctx.fail(f"{where}: bad buffer name {name!r}")
         where = f"workspace[{i}] ({name})"
-        if name in USER_TENSORS:
+        if name in tensors:
             raise ctx.fail(f"{where}: {name!r} is a tensor of the op, not a workspace buffer")
         if any(o.name == name for o in out):
             raise ctx.fail(f"{where}: duplicate workspace buffer {name!r}")
@@ -636,7 +714,7 @@ def _parse_workspace(ws, ctx: _Ctx) -> Tuple[WorkspaceSpec, ...]:
             raise ctx.fail(f"{where}: dims must be a list of 1 to 8 expressions, got {dims!r}")
         # (A split-KV forward's partials are as many as its run-time split
         # count, which depends on SMS.)
-        parsed = tuple(_parse_expr(d, ctx, f"{where} dims[{j}]", GRID_NAMES)
+        parsed = tuple(_parse_expr(d, ctx, f"{where} dims[{j}]", allowed)
                        for j, d in enumerate(dims))
         init = w.get("init")
         if init not in (None, "zero"):
@@ -645,8 +723,43 @@ def _parse_workspace(ws, ctx: _Ctx) -> Tuple[WorkspaceSpec, ...]:
     return tuple(out)
 
 
+def _check_memrefs(params: Tuple[ParamSpec, ...], ctx: _Ctx, where: str, dtype: str,
+                   workspace: Dict[str, WorkspaceSpec], form: str = DENSE,
+                   page_size: Optional[int] = None) -> None:
+    """Every memref parameter is a tensor of the op (the form's FORM_TENSORS:
+    its rank, element type and dims) or a declared workspace buffer."""
+    tensors = FORM_TENSORS[form]
+    envs = _sample_envs(page_size)
+    for p in params:
+        if not p.is_memref:
+            continue
+        pw = f"{where}parameter {p.name}"
+        if p.name in tensors:
+            want_dtype, want_dims = tensors[p.name]
+            want_dtype = dtype if want_dtype == "input" else want_dtype
+            if p.rank != len(want_dims):
+                raise ctx.fail(f"{pw} must have rank {len(want_dims)} "
+                               f"[{', '.join(want_dims)}], got {p.rank}")
+            if p.dtype != want_dtype:
+                raise ctx.fail(f"{pw} must be {want_dtype}, got {p.dtype}")
+            if p.dims is not None and not _same_dims(p.dims, want_dims, envs):
+                raise ctx.fail(f"{pw} has dims [{', '.join(d.text for d in p.dims)}] but "
+                               f"must be [{', '.join(want_dims)}]")
+        elif p.name in workspace:
+            w = workspace[p.name]
+            if p.rank != w.rank or p.dtype != w.dtype:
+                raise ctx.fail(f"{pw} is rank {p.rank} {p.dtype} but workspace buffer "
+                               f"{p.name!r} is rank {w.rank} {w.dtype}")
+        else:
+            what = f"a {form} kernel's tensors" if form != DENSE else "a tensor of the op"
+            raise ctx.fail(f"{pw} is neither {what} "
+                           f"({', '.join(tensors)}) nor a workspace buffer "
+                           f"({', '.join(workspace) or 'none declared'})")
+
+
 def _parse_kernel(k, i: int, ctx: _Ctx, manifest_name: str, dtype: str,
-                  workspace: Dict[str, WorkspaceSpec]) -> EntrySpec:
+                  workspace: Dict[str, WorkspaceSpec], form: str = DENSE,
+                  page_size: Optional[int] = None) -> EntrySpec:
     where = f"kernels[{i}]"
     if not isinstance(k, dict):
         raise ctx.fail(f"{where} must be an object, got {k!r}")
@@ -654,7 +767,7 @@ def _parse_kernel(k, i: int, ctx: _Ctx, manifest_name: str, dtype: str,
     if not _IDENT_RE.match(entry):
         raise ctx.fail(f"{where}: bad entry name {entry!r}")
     where = f"kernels[{i}] ({entry})"
-    grid = _parse_grid(k.get("grid"), ctx, GRID_NAMES, f"{where}: ")
+    grid = _parse_grid(k.get("grid"), ctx, form_grid_names(form), f"{where}: ")
     threads = _parse_threads(k, ctx, where)
     block = k.get("block")
     if block is None:
@@ -667,31 +780,8 @@ def _parse_kernel(k, i: int, ctx: _Ctx, manifest_name: str, dtype: str,
         raise ctx.fail(f"{where}: block {list(block)} has {block3[0] * block3[1] * block3[2]} "
                        f"threads but threads is {threads}")
     smem = _parse_smem(k, ctx, where)
-    params = _parse_params(k.get("params"), ctx, GRID_NAMES, f"{where}: ")
-    for p in params:
-        if not p.is_memref:
-            continue
-        pw = f"{where}: parameter {p.name}"
-        if p.name in USER_TENSORS:
-            want_dtype, want_dims = USER_TENSORS[p.name]
-            want_dtype = dtype if want_dtype == "input" else want_dtype
-            if p.rank != len(want_dims):
-                raise ctx.fail(f"{pw} must have rank {len(want_dims)} "
-                               f"[{', '.join(want_dims)}], got {p.rank}")
-            if p.dtype != want_dtype:
-                raise ctx.fail(f"{pw} must be {want_dtype}, got {p.dtype}")
-            if p.dims is not None and not _same_dims(p.dims, want_dims):
-                raise ctx.fail(f"{pw} has dims [{', '.join(d.text for d in p.dims)}] but "
-                               f"must be [{', '.join(want_dims)}]")
-        elif p.name in workspace:
-            w = workspace[p.name]
-            if p.rank != w.rank or p.dtype != w.dtype:
-                raise ctx.fail(f"{pw} is rank {p.rank} {p.dtype} but workspace buffer "
-                               f"{p.name!r} is rank {w.rank} {w.dtype}")
-        else:
-            raise ctx.fail(f"{pw} is neither a tensor of the op "
-                           f"({', '.join(USER_TENSORS)}) nor a workspace buffer "
-                           f"({', '.join(workspace) or 'none declared'})")
+    params = _parse_params(k.get("params"), ctx, FORM_NAMES[form] + ("SMS",), f"{where}: ")
+    _check_memrefs(params, ctx, f"{where}: ", dtype, workspace, form, page_size)
     return EntrySpec(f"{manifest_name}:{entry}", entry, grid, threads, block3, smem, params)
 
 
@@ -716,6 +806,24 @@ def parse_manifest(data: Any, json_path: str = "<manifest>",
     if kind not in KINDS:
         raise ctx.fail(f"unknown kind {kind!r} (known: {', '.join(KINDS)})")
     backward = kind == "backward"
+    form = data.get("form")
+    if form is None:
+        form = DENSE      # manifests from before the packed forms
+    if form not in FORMS:
+        raise ctx.fail(f"unknown form {form!r} (known: {', '.join(FORMS)})")
+    if backward and form != DENSE:
+        raise ctx.fail(f"a backward manifest must be dense: this package has no {form} "
+                       "backward (form is a forward key)")
+    page_size = data.get("page_size")
+    if form == PAGED:
+        if (isinstance(page_size, bool) or not isinstance(page_size, int)
+                or not PAGE_SIZE_MULTIPLE <= page_size <= MAX_PAGE_SIZE
+                or page_size % PAGE_SIZE_MULTIPLE):
+            raise ctx.fail(f"a paged manifest needs page_size, a multiple of "
+                           f"{PAGE_SIZE_MULTIPLE} in [{PAGE_SIZE_MULTIPLE}, {MAX_PAGE_SIZE}], "
+                           f"got {page_size!r}")
+    elif page_size is not None:
+        raise ctx.fail(f"page_size is a paged key; this manifest's form is {form}")
     chip = _get(data, "chip", ctx, str)
     try:
         parse_chip(chip)
@@ -725,6 +833,9 @@ def parse_manifest(data: Any, json_path: str = "<manifest>",
     if kv_splits is not None:
         if backward:
             raise ctx.fail("kv_splits is a forward key (split-KV)")
+        if form == VARLEN:
+            raise ctx.fail("kv_splits: split-KV takes dense tensors or a paged cache, "
+                           "not packed sequences (form varlen)")
         if kv_splits != "auto" and (isinstance(kv_splits, bool) or not isinstance(kv_splits, int)
                                     or kv_splits < 1):
             raise ctx.fail(f"kv_splits must be \"auto\" or a positive integer, got {kv_splits!r}")
@@ -783,14 +894,17 @@ def parse_manifest(data: Any, json_path: str = "<manifest>",
     deterministic = _get(data, "deterministic", ctx, bool, required=backward, default=False)
     if multi:
         threads, smem, grid_e, parsed = 0, 0, (), ()
-        workspace = _parse_workspace(data.get("workspace", None), ctx)
+        workspace = _parse_workspace(data.get("workspace", None), ctx,
+                                     FORM_NAMES[form] + ("SMS",), FORM_TENSORS[form])
         kernels = data.get("kernels")
         if not isinstance(kernels, list) or not kernels:
             raise ctx.fail("kernels must be a non-empty list of launches")
         ws = {w.name: w for w in workspace}
-        entries = tuple(_parse_kernel(k, i, ctx, name, dtype, ws) for i, k in enumerate(kernels))
+        entries = tuple(_parse_kernel(k, i, ctx, name, dtype, ws, form, page_size)
+                        for i, k in enumerate(kernels))
         taken = {p.name for e in entries for p in e.params if p.is_memref}
-        wanted = GRADIENTS if backward else ("out", "lse")
+        wanted = GRADIENTS if backward else FORM_REQUIRED[form] if form != DENSE else \
+            ("out", "lse")
         missing = [g for g in wanted if g not in taken]
         if missing and not backward:
             raise ctx.fail(f"no kernel takes {', '.join(missing)}: the forward would not "
@@ -804,9 +918,17 @@ def parse_manifest(data: Any, json_path: str = "<manifest>",
                            "workspace-taking manifest")
         threads = _parse_threads(data, ctx, "manifest")
         smem = _parse_smem(data, ctx, "manifest")
-        grid_e = _parse_grid(data.get("grid"), ctx, GRID_NAMES)
-        parsed = _parse_params(data.get("params"), ctx, FORWARD_NAMES)
+        grid_e = _parse_grid(data.get("grid"), ctx, form_grid_names(form))
+        parsed = _parse_params(data.get("params"), ctx, FORM_NAMES[form])
         workspace = ()
+        if form != DENSE:
+            # (Dense single-launch manifests predate these checks.)
+            _check_memrefs(parsed, ctx, "", dtype, {}, form, page_size)
+            taken = {p.name for p in parsed if p.is_memref}
+            missing = [n for n in FORM_REQUIRED[form] if n not in taken]
+            if missing:
+                raise ctx.fail(f"a {form} kernel must take {', '.join(missing)} (its "
+                               f"tensors: {', '.join(FORM_REQUIRED[form])})")
         entries = (EntrySpec(name, entry, grid_e, threads, (threads, 1, 1), smem, parsed),)
     # A run-time scalar must reach the kernels: some scalar parameter names it.
     named = set()
@@ -844,7 +966,8 @@ def parse_manifest(data: Any, json_path: str = "<manifest>",
         threads=threads, dynamic_shared_memory=smem, grid=grid_e,
         params=parsed, json_path=os.path.abspath(json_path) if json_path != "<manifest>" else json_path,
         ptx_path=ptx_path, warps=warps, kernels=entries, workspace=workspace,
-        deterministic=deterministic, kv_splits=kv_splits, raw=data, **extras)
+        deterministic=deterministic, kv_splits=kv_splits, form=form, page_size=page_size,
+        raw=data, **extras)
 
 
 def load_manifest(json_path: str, check_files: bool = True) -> KernelSpec:

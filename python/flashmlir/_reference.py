@@ -106,3 +106,82 @@ def attention_backward(dout, q, k, v, mask, scale, softcap):
 
 def default_scale(head_dim: int) -> float:
     return 1.0 / math.sqrt(head_dim)
+
+
+# ---------------------------------------------------------------------------
+# Packed sequences and paged caches (flashmlir.attention_varlen and
+# attention_with_kvcache on CPU tensors): one dense `attention` per sequence.
+# ---------------------------------------------------------------------------
+
+def _host_ints(t: torch.Tensor, name: str):
+    return [int(x) for x in t.tolist()]
+
+
+def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, mask, scale, softcap):
+    """q [Tq, Hq, D], k [Tk, Hkv, D], v [Tk, Hkv, Dv] (FlashAttention's packed
+    layout), cu_seqlens_q/k [B + 1] (int). Sequence b is queries
+    cu_q[b]..cu_q[b + 1] against keys cu_k[b]..cu_k[b + 1], its mask aligned
+    to its own bottom-right corner. Returns out [Tq, Hq, Dv] (q's dtype) and
+    lse [Hq, Tq] f32; rows of no sequence get out = 0 and lse = +inf (the GPU
+    kernels leave them unwritten). Reads the offsets on the host and checks
+    them (ValueError)."""
+    cq, ck = _host_ints(cu_seqlens_q, "cu_seqlens_q"), _host_ints(cu_seqlens_k, "cu_seqlens_k")
+    tq, hq = q.shape[0], q.shape[1]
+    for name, cu, total in (("cu_seqlens_q", cq, tq), ("cu_seqlens_k", ck, k.shape[0])):
+        if cu and (cu[0] < 0 or any(b < a for a, b in zip(cu, cu[1:])) or cu[-1] > total):
+            raise ValueError(f"{name} must be non-decreasing offsets in [0, {total}], got "
+                             f"{cu[:8]}{' ...' if len(cu) > 8 else ''}")
+    out = torch.zeros((tq, hq, v.shape[2]), dtype=q.dtype, device=q.device)
+    lse = torch.full((hq, tq), math.inf, dtype=torch.float32, device=q.device)
+    for b in range(len(cq) - 1):
+        q0, q1, k0, k1 = cq[b], cq[b + 1], ck[b], ck[b + 1]
+        if q1 == q0:
+            continue
+        qs = q[q0:q1].transpose(0, 1)[None]
+        ks, vs = k[k0:k1].transpose(0, 1)[None], v[k0:k1].transpose(0, 1)[None]
+        o, l = attention(qs, ks, vs, mask, scale, softcap)
+        out[q0:q1] = o[0].transpose(0, 1)
+        lse[:, q0:q1] = l[0]
+    return out, lse
+
+
+def gather_pages(pages, page_table_row, n: int):
+    """The first `n` rows of a paged cache for one batch: pages [P, Hkv, S,
+    D] (bhsd-style view of [P, S, Hkv, D]), key j at row j % S of page
+    page_table_row[j // S]. Returns [Hkv, n, D]."""
+    s = pages.shape[2]
+    if n == 0:
+        return pages.new_empty((pages.shape[1], 0, pages.shape[3]))
+    j = torch.arange(n, device=pages.device)
+    idx = page_table_row.long()[j // s]
+    return pages[idx, :, j % s].transpose(0, 1)
+
+
+def attention_paged(q, k_pages, v_pages, page_table, cache_seqlens, mask, scale, softcap):
+    """q [B, Hq, Nq, D] (a bhsd view), k_pages [P, Hkv, S, D] and v_pages [P,
+    Hkv, S, Dv] (bhsd-style views of the [P, S, Hkv, D] caches), page_table
+    [B, MaxPages], cache_seqlens [B] (int). Batch b attends to its first
+    cache_seqlens[b] keys (key j: row j % S of page page_table[b, j // S]),
+    its mask aligned to its bottom-right corner. Returns out [B, Hq, Nq, Dv]
+    and lse [B, Hq, Nq]. Checks the lengths and page indices (ValueError)."""
+    b, hq, nq = q.shape[:3]
+    p, s = k_pages.shape[0], k_pages.shape[2]
+    lens = _host_ints(cache_seqlens, "cache_seqlens")
+    cap = page_table.shape[1] * s
+    out = torch.empty((b, hq, nq, v_pages.shape[3]), dtype=q.dtype, device=q.device)
+    lse = torch.empty((b, hq, nq), dtype=torch.float32, device=q.device)
+    for i in range(b):
+        n = lens[i]
+        if not 0 <= n <= cap:
+            raise ValueError(f"cache_seqlens[{i}] = {n} is outside [0, {cap}] (the page "
+                             f"table's {page_table.shape[1]} pages of {s} keys)")
+        used = page_table[i, :-(-n // s)] if n else page_table[i, :0]
+        if used.numel() and (int(used.min()) < 0 or int(used.max()) >= p):
+            raise ValueError(f"page_table[{i}] names pages outside [0, {p}) among its first "
+                             f"{used.numel()} entries")
+        ks = gather_pages(k_pages, page_table[i], n)[None]
+        vs = gather_pages(v_pages, page_table[i], n)[None]
+        o, l = attention(q[i:i + 1], ks, vs, mask, scale, softcap)
+        out[i] = o[0]
+        lse[i] = l[0]
+    return out, lse

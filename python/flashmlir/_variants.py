@@ -110,11 +110,61 @@ def split_kv_variants() -> List[Dict]:
             for dtype in DTYPES for d in HEAD_DIMS for opts in SPLIT_KV_OPTIONS]
 
 
-def variants(kinds=KINDS) -> List[Dict]:
-    """The variants of the given kinds, forward first."""
+# Packed sequences (flashmlir.attention_varlen, fa-compile --form=varlen):
+# D 64/128 x f16/bf16 x causal or not, plus the run-time window (full and
+# causal) and softcap kernels for bf16 D 128 (the GPU tests' masks; the
+# sizes and the softcap value are kernel parameters).
+VARLEN_OPTIONS = ({}, {"causal": True})
+VARLEN_EXTRA = (({"window": (97, 31)}, {"causal": True, "window": (255, 0)},
+                 {"softcap": 2.0}), "bf16", 128)
+
+# Paged caches (flashmlir.attention_with_kvcache, --form=paged): page sizes
+# 16, 64 and 256 x D 64/128, f16 and bf16 for S 256 and bf16 only for the
+# others, causal or not, plain and split-KV (decoding, --kv-splits=auto).
+# fa-compile has no split-KV kernel for 16-key pages (its split kernels'
+# key blocks of 64 must divide the page), so S 16 is plain only.
+PAGE_SIZES = (16, 64, 256)
+PAGED_DTYPES = {16: ("bf16",), 64: ("bf16",), 256: ("f16", "bf16")}
+PAGED_SPLIT_PAGE_SIZES = (64, 256)
+PAGED_OPTIONS = ({}, {"causal": True})
+FORMS = ("dense", "varlen", "paged")
+
+
+def varlen_variants() -> List[Dict]:
+    out = [dict(kind="forward", form="varlen", dtype=dtype, head_dim=d, value_head_dim=d, **opts)
+           for dtype in DTYPES for d in HEAD_DIMS for opts in VARLEN_OPTIONS]
+    extra, dtype, d = VARLEN_EXTRA
+    out += [dict(kind="forward", form="varlen", dtype=dtype, head_dim=d, value_head_dim=d,
+                 **opts) for opts in extra]
+    return out
+
+
+def paged_variants() -> List[Dict]:
     out = []
-    if "forward" in kinds:
+    for s in PAGE_SIZES:
+        for dtype in PAGED_DTYPES[s]:
+            for d in HEAD_DIMS:
+                for opts in PAGED_OPTIONS:
+                    for split in ((False, True) if s in PAGED_SPLIT_PAGE_SIZES else (False,)):
+                        out.append(dict(kind="forward", form="paged", page_size=s, dtype=dtype,
+                                        head_dim=d, value_head_dim=d, split_kv=split, **opts))
+    return out
+
+
+def sequence_variants() -> List[Dict]:
+    """The varlen and paged variants (forward only)."""
+    return varlen_variants() + paged_variants()
+
+
+def variants(kinds=KINDS, forms=FORMS) -> List[Dict]:
+    """The variants of the given kinds and forms, forward first."""
+    out = []
+    if "forward" in kinds and "dense" in forms:
         out += forward_variants() + split_kv_variants()
-    if "backward" in kinds:
+    if "forward" in kinds and "varlen" in forms:
+        out += varlen_variants()
+    if "forward" in kinds and "paged" in forms:
+        out += paged_variants()
+    if "backward" in kinds and "dense" in forms:
         out += backward_variants()
-    return out + head_dim_variants(kinds)
+    return out + (head_dim_variants(kinds) if "dense" in forms else [])

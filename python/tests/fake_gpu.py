@@ -188,6 +188,8 @@ class EmulatingCuda(FakeCuda):
         return mask, scale, softcap
 
     def _run_forward(self, spec, a):
+        if spec.form != M.DENSE:
+            return getattr(self, "_run_" + spec.form)(spec, a)
         if "tile_counter" in a:
             # The dynamic tile scheduler's counter: zero at every launch
             # (the caller's "init": "zero"); the kernel leaves it at the
@@ -224,6 +226,66 @@ class EmulatingCuda(FakeCuda):
             p = torch.exp(chunk - lse[..., None]).nan_to_num(0.0)
             parts[:, :, c].copy_(torch.matmul(p, vf[:, :, lo:hi]))
             lses[:, :, c].copy_(torch.where(torch.isfinite(lse), lse, math.inf))
+
+    def _run_varlen(self, spec, a):
+        """Sequence b (grid z) of cu_seqlens: its query rows of the grid's x
+        blocks of block_q (max_seqlen_q's; later rows stay unwritten, as on
+        the GPU), its mask bottom-right aligned per sequence."""
+        gx, gy, gz = self.launches[-1]["grid"]
+        q, k, v = a["q"], a["k"], a["v"]
+        cq, ck = a["cu_seqlens_q"].tolist(), a["cu_seqlens_k"].tolist()
+        assert gz == len(cq) - 1 == len(ck) - 1 and gy == q.shape[0], (self.launches[-1], cq)
+        mask, scale, softcap = self._scalars(spec, a)
+        for b in range(gz):
+            q0, q1, k0, k1 = cq[b], cq[b + 1], ck[b], ck[b + 1]
+            if q1 == q0:
+                continue
+            o, l = _reference.attention(q[None, :, q0:q1], k[None, :, k0:k1], v[None, :, k0:k1],
+                                        mask, scale, softcap)
+            n = min(q1 - q0, gx * spec.block_q)
+            a["out"][:, q0:q0 + n].copy_(o[0, :, :n])
+            a["lse"][:, q0:q0 + n].copy_(l[0, :, :n])
+
+    def _run_paged(self, spec, a):
+        assert a["k_cache"].shape[2] == spec.page_size, (a["k_cache"].shape, spec.page_size)
+        mask, scale, softcap = self._scalars(spec, a)
+        out, lse = _reference.attention_paged(a["q"], a["k_cache"], a["v_cache"],
+                                              a["page_table"], a["cache_seqlens"], mask, scale,
+                                              softcap)
+        a["out"].copy_(out)
+        a["lse"].copy_(lse)
+
+    def _run_split_fa_fwd_paged_kernel(self, spec, a):
+        """The partials of each batch's keys (gathered from its pages) in
+        S chunks, as _run_split_fa_fwd_kernel."""
+        mask, scale, softcap = self._scalars(spec, a)
+        q = a["q"]
+        b, h, nq = q.shape[:3]
+        splits = a["out_partial"].shape[1] // h
+        assert a["size_2"] > 0 and a["k_cache"].shape[2] == spec.page_size
+        parts = a["out_partial"].unflatten(1, (h, splits))
+        lses = a["lse_partial"].unflatten(1, (h, splits))
+        lens = a["cache_seqlens"].tolist()
+        for i in range(b):
+            ks = _reference.gather_pages(a["k_cache"], a["page_table"][i], lens[i])[None]
+            vs = _reference.gather_pages(a["v_cache"], a["page_table"][i], lens[i])[None]
+            s, _, _, _ = _reference._scores(q[i:i + 1], ks, mask, scale, softcap)
+            vf = vs.float().repeat_interleave(h // ks.shape[1], dim=1)
+            nk = ks.shape[2]
+            per = -(-nk // splits)
+            for c in range(splits):
+                lo = min(c * per, nk)
+                hi = min(lo + per, nk)
+                chunk = s[..., lo:hi]
+                lse = torch.logsumexp(chunk, -1) if hi > lo else torch.full(
+                    (1, h, nq), -math.inf)
+                p = torch.exp(chunk - lse[..., None]).nan_to_num(0.0)
+                parts[i:i + 1, :, c].copy_(torch.matmul(p, vf[:, :, lo:hi]))
+                lses[i:i + 1, :, c].copy_(torch.where(torch.isfinite(lse), lse, math.inf))
+
+    def _run_split_fa_fwd_paged_merge_kernel(self, spec, a):
+        a = dict(a, size_1=a["out_partial"].shape[1])
+        self._run_split_fa_fwd_merge_kernel(spec, a)
 
     def _run_split_fa_fwd_merge_kernel(self, spec, a):
         out, lse = a["out"], a["lse"]
@@ -448,6 +510,85 @@ def dynamic_manifest(request, chip, name):
     return m
 
 
+def _scalar_params(request):
+    """The run-time scalars of a forward as fa-compile writes them (score
+    factors, window sizes by role)."""
+    m = forward_manifest(request, "sm_90a", "x")
+    return m, [p for p in m["params"] if p["type"] != "memref"]
+
+
+def varlen_manifest(request, chip, name):
+    """fa-compile --form=varlen's manifest: [H, T, D] tensors, i32
+    cu_seqlens [B1], the grid over max_seqlen_q and B1 - 1 sequences
+    (scalars between the memrefs, in fa-compile's order)."""
+    m, scalars = _scalar_params(request)
+    dt = request.dtype
+    mem = lambda n, dims, dtype=dt: {"name": n, "type": "memref", "rank": len(dims),
+                                     "dtype": dtype, "dims": dims}
+    m.update(name=name, chip=chip, form="varlen", entry="fa_fwd_varlen_kernel", block_q=64,
+             block_kv=64, grid=["ceildiv(max_seqlen_q, 64)", "Hq", "B1 - 1"])
+    m["params"] = ([mem("q", ["Hq", "Tq", "D"]), mem("k", ["Hkv", "Tk", "D"]),
+                    mem("cu_seqlens_q", ["B1"], "i32"), mem("cu_seqlens_k", ["B1"], "i32"),
+                    mem("v", ["Hkv", "Tk", "Dv"])] + scalars
+                   + [mem("out", ["Hq", "Tq", "Dv"]), mem("lse", ["Hq", "Tq"], "f32")])
+    return m
+
+
+def _paged_memrefs(dt):
+    mem = lambda n, dims, dtype=dt: {"name": n, "type": "memref", "rank": len(dims),
+                                     "dtype": dtype, "dims": dims}
+    return {"q": mem("q", ["B", "Hq", "Nq", "D"]), "k_cache": mem("k_cache", ["P", "Hkv", "S", "D"]),
+            "v_cache": mem("v_cache", ["P", "Hkv", "S", "Dv"]),
+            "cache_seqlens": mem("cache_seqlens", ["B"], "i32"),
+            "page_table": mem("page_table", ["B", "MaxPages"], "i32"),
+            "out": mem("out", ["B", "Hq", "Nq", "Dv"]), "lse": mem("lse", ["B", "Hq", "Nq"], "f32")}
+
+
+def paged_manifest(request, chip, name):
+    """fa-compile --form=paged --page-size=S's manifest (its parameter order)."""
+    m, scalars = _scalar_params(request)
+    t = _paged_memrefs(request.dtype)
+    m.update(name=name, chip=chip, form="paged", page_size=request.page_size,
+             entry="fa_fwd_paged_kernel", block_q=64, block_kv=min(64, request.page_size),
+             grid=["ceildiv(Nq, 64)", "Hq", "B"])
+    m["params"] = ([t["q"], t["k_cache"], t["cache_seqlens"], t["v_cache"], t["page_table"]]
+                   + scalars + [t["out"], t["lse"]])
+    return m
+
+
+_PAGED_SPLITS = ("max(min(min(SMS * 2 // (B * Hq * ceildiv(Nq, 64)), "
+                 "ceildiv(MaxPages * {s}, 64)), 64), 1)")
+
+
+def paged_split_manifest(request, chip, name):
+    """fa-compile --form=paged --kv-splits=auto's manifest: the split kernel
+    (page_table before cache_seqlens, the SM count as size_2) into the f32
+    partials, then the merge (out, the partials, lse)."""
+    fwd = paged_manifest(request, chip, name)
+    t = _paged_memrefs(request.dtype)
+    splits = _PAGED_SPLITS.format(s=request.page_size)
+    part = {"name": "out_partial", "type": "memref", "rank": 4, "dtype": "f32",
+            "dims": ["B", f"Hq * {splits}", "Nq", str(request.value_head_dim)]}
+    part_lse = {"name": "lse_partial", "type": "memref", "rank": 3, "dtype": "f32",
+                "dims": ["B", f"Hq * {splits}", "Nq"]}
+    scalars = [p for p in fwd["params"] if p["type"] != "memref"]
+    m = {k: v for k, v in fwd.items()
+         if k not in ("entry", "grid", "params", "threads", "dynamic_shared_memory")}
+    m["kv_splits"] = "auto"
+    m["kernels"] = [
+        {"entry": "fa_fwd_paged_kernel", "grid": [f"ceildiv(Nq, 64) * {splits}", "Hq", "B"],
+         "threads": 128, "block": [128, 1, 1], "dynamic_shared_memory": 49152,
+         "params": [t["q"], t["k_cache"], {"name": "size_2", "type": "i64", "value": "SMS"},
+                    t["page_table"], t["cache_seqlens"], t["v_cache"]] + scalars
+                   + [part, part_lse]},
+        {"entry": "fa_fwd_paged_merge_kernel", "grid": ["Nq", "Hq", "B"], "threads": 128,
+         "block": [128, 1, 1], "dynamic_shared_memory": 0,
+         "params": [t["out"], part, part_lse, t["lse"]]}]
+    m["workspace"] = [{"name": "out_partial", "dtype": "f32", "dims": part["dims"]},
+                      {"name": "lse_partial", "dtype": "f32", "dims": part_lse["dims"]}]
+    return m
+
+
 def backward_manifest(request, chip, name):
     left, right = request.mask
     m = backward_example(request.deterministic, name=name, dtype=request.dtype,
@@ -481,7 +622,12 @@ class GenRegistry(_kernels.KernelRegistry):
 
     def _compile_one(self, compiler, request, chip):
         name = "gen_" + hashlib.sha1(request.describe().encode()).hexdigest()[:12] + "_" + chip
-        if request.split_kv:
+        if request.form == "varlen":
+            m = varlen_manifest(request, chip, name)
+        elif request.form == "paged":
+            m = (paged_split_manifest if request.split_kv else paged_manifest)(request, chip,
+                                                                               name)
+        elif request.split_kv:
             m = split_manifest(request, chip, name)
         elif request.kind == "forward" and self.dynamic and request.mask != (-1, -1):
             m = dynamic_manifest(request, chip, name)

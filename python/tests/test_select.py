@@ -431,7 +431,9 @@ def test_variants():
     hd = _variants.head_dim_variants()
     split = _variants.split_kv_variants()
     assert len(split) == 8 and all(v["split_kv"] and v["kind"] == "forward" for v in split)
-    assert _variants.variants() == fwd + split + bwd + hd
+    seq = _variants.varlen_variants() + _variants.paged_variants()
+    assert _variants.variants() == fwd + split + seq + bwd + hd
+    assert _variants.variants(forms=("dense",)) == fwd + split + bwd + hd
     assert _variants.variants(("backward",)) == bwd + _variants.head_dim_variants(("backward",))
     pairs = {(v["head_dim"], v["value_head_dim"]) for v in hd}
     assert pairs == set(_variants.HEAD_DIM_PAIRS) and (192, 128) in pairs
@@ -453,7 +455,11 @@ def test_cli_variants_and_compile(tmp_path, capsys):
     assert all(l.startswith("fa-compile --kind=backward ") for l in lines)
     assert sum("--deterministic" in l for l in lines) == ndet == 14
     assert cli.main(["variants", "--chip", "sm_80"]) == 0
-    assert len(capsys.readouterr().out.splitlines()) == len(_variants.variants()) == 126
+    assert len(capsys.readouterr().out.splitlines()) == len(_variants.variants()) == 126 + 39
+    assert cli.main(["variants", "--form", "paged"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 2 * len(_variants.paged_variants()) == 56
+    assert all("--form=paged --page-size=" in l for l in lines)
     compiler, log = make_compiler(tmp_path)
     out = tmp_path / "kernels"
     assert cli.main(["compile", "-o", str(out), "--kind", "backward", "--chip", "sm_90a",

@@ -6,7 +6,8 @@ agreement of each manifest with its PTX entries), and, with --ptxas, that
 every PTX assembles for its chip without register spills.
 
     check-manifests.py DIR [--ptxas PATH] [--expect N]
-Prints one line per manifest: "<name> ok <chip> regs=<n> spills=<bytes>"
+Prints one line per manifest: "<name> ok <chip> [form=varlen|paged S=<page
+size>] regs=<n> spills=<bytes>"
 (backward: regs of each kernel, in launch order, separated by '/', and the
 total spill bytes).
 """
@@ -46,6 +47,8 @@ def main():
             fail(f"{name}: manifest names itself {spec.name!r}")
         kernels = spec.kernels
         line = f"{name} ok {spec.chip}"
+        if spec.form != M.DENSE:   # (the packed forms: their tensors are checked too)
+            line += f" form={spec.form}" + (f" S={spec.page_size}" if spec.page_size else "")
         if args.ptxas:
             out = subprocess.run(
                 [args.ptxas, f"-arch={spec.chip}", "-v", "-o", os.devnull,
