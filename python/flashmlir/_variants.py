@@ -125,7 +125,7 @@ VARLEN_EXTRA = (({"window": (97, 31)}, {"causal": True, "window": (255, 0)},
 # key blocks of 64 must divide the page), so S 16 is plain only.
 PAGE_SIZES = (16, 64, 256)
 PAGED_DTYPES = {16: ("bf16",), 64: ("bf16",), 256: ("f16", "bf16")}
-PAGED_SPLIT_PAGE_SIZES = (64, 256)
+PAGED_SPLIT_PAGE_SIZES = (16, 64, 256)
 PAGED_OPTIONS = ({}, {"causal": True})
 FORMS = ("dense", "varlen", "paged")
 

@@ -27,7 +27,7 @@ torch = pytest.importorskip("torch")
 DRY = os.environ.get("FLASHMLIR_SEQ_DRYRUN", "") not in ("", "0")
 if not DRY and not torch.cuda.is_available():
     pytest.skip("no CUDA device", allow_module_level=True)
-DEV = "cpu" if DRY else DEV
+DEV = "cpu" if DRY else "cuda"
 
 import flashmlir  # noqa: E402
 from flashmlir import _interface, _sequences  # noqa: E402
