@@ -121,12 +121,14 @@ VARLEN_EXTRA = (({"window": (97, 31)}, {"causal": True, "window": (255, 0)},
 # Paged caches (flashmlir.attention_with_kvcache, --form=paged): page sizes
 # 16, 64 and 256 x D 64/128, f16 and bf16 for S 256 and bf16 only for the
 # others, causal or not, plain and split-KV (decoding, --kv-splits=auto).
-# fa-compile has no split-KV kernel for 16-key pages (its split kernels'
-# key blocks of 64 must divide the page), so S 16 is plain only.
+# (The split kernels' key blocks divide the page: 16 keys with 16-key
+# pages.) Plus a run-time window (causal) and a softcap kernel for bf16
+# D 128, plain (a split request with a mask falls back to them).
 PAGE_SIZES = (16, 64, 256)
 PAGED_DTYPES = {16: ("bf16",), 64: ("bf16",), 256: ("f16", "bf16")}
 PAGED_SPLIT_PAGE_SIZES = (16, 64, 256)
 PAGED_OPTIONS = ({}, {"causal": True})
+PAGED_EXTRA = ((64, {"causal": True, "window": (1000, 0)}), (256, {"softcap": 3.0}))
 FORMS = ("dense", "varlen", "paged")
 
 
@@ -148,6 +150,8 @@ def paged_variants() -> List[Dict]:
                     for split in ((False, True) if s in PAGED_SPLIT_PAGE_SIZES else (False,)):
                         out.append(dict(kind="forward", form="paged", page_size=s, dtype=dtype,
                                         head_dim=d, value_head_dim=d, split_kv=split, **opts))
+    out += [dict(kind="forward", form="paged", page_size=s, dtype="bf16", head_dim=128,
+                 value_head_dim=128, split_kv=False, **opts) for s, opts in PAGED_EXTRA]
     return out
 
 

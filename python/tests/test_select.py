@@ -455,10 +455,10 @@ def test_cli_variants_and_compile(tmp_path, capsys):
     assert all(l.startswith("fa-compile --kind=backward ") for l in lines)
     assert sum("--deterministic" in l for l in lines) == ndet == 14
     assert cli.main(["variants", "--chip", "sm_80"]) == 0
-    assert len(capsys.readouterr().out.splitlines()) == len(_variants.variants()) == 126 + 39
+    assert len(capsys.readouterr().out.splitlines()) == len(_variants.variants()) == 126 + 45
     assert cli.main(["variants", "--form", "paged"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert len(lines) == 2 * len(_variants.paged_variants()) == 56
+    assert len(lines) == 2 * len(_variants.paged_variants()) == 68
     assert all("--form=paged --page-size=" in l for l in lines)
     compiler, log = make_compiler(tmp_path)
     out = tmp_path / "kernels"

@@ -190,11 +190,12 @@ def test_request_compile_args_and_describe():
 def test_sequence_variant_set():
     from flashmlir import _variants
     vl, pg = _variants.varlen_variants(), _variants.paged_variants()
-    assert len(vl) == 11 and len(pg) == 28
-    assert 2 * (len(vl) + len(pg)) == 78      # kernels: x sm_90a, sm_80
+    assert len(vl) == 11 and len(pg) == 34
+    assert 2 * (len(vl) + len(pg)) == 90      # kernels: x sm_90a, sm_80
     reqs = [_kernels.KernelRequest.make(**v) for v in vl + pg]
     assert {r.page_size for r in reqs if r.form == "paged"} == {16, 64, 256}
-    assert not any(r.split_kv and r.page_size == 16 for r in reqs)
+    # Split-KV kernels for every page size (16-key pages: 16-key blocks).
+    assert {r.page_size for r in reqs if r.split_kv} == {16, 64, 256}
     assert {r.dtype for r in reqs if r.page_size == 256} == {"f16", "bf16"}
     assert {r.dtype for r in reqs if r.page_size in (16, 64)} == {"bf16"}
     assert len(set(reqs)) == len(reqs)

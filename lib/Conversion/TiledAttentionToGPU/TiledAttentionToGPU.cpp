@@ -2067,6 +2067,18 @@ void ForwardKernelEmitter::emit(gpu::LaunchOp launch) {
   // Persistent, likewise out (its TMA store's tensor map).
   if (cfg.persistent)
     memref::DimOp::create(b, loc, ta.out, 2);
+  // Packed sequences: the grid covers the longest sequence's query blocks;
+  // a block past its own sequence's end skips even its setup (the
+  // warp-specialized kernel's channels are created in the entry block: its
+  // empty blocks create them and find no key block).
+  if (ta.packedOut && !cfg.warpSpecialized) {
+    auto active = scf::IfOp::create(
+        b, loc,
+        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sgt, clone(ta.rows),
+                              idx(0)),
+        /*withElseRegion=*/false);
+    b.setInsertionPointToStart(active.thenBlock());
+  }
 
   // Shared memory: Q | K buffers | V buffers.
   auto smemSpace =
