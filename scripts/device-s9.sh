@@ -8,7 +8,15 @@
 source "$(dirname "${BASH_SOURCE[0]}")/device-env.sh"
 export FLASHMLIR_REQUIRE_KERNELS=1
 step=${1:-test}
-if [ "$step" = final ]; then
+if [ "$step" = sanitize ]; then
+  for run in memcheck racecheck synccheck memcheck:sm_80 racecheck:sm_80; do
+    tool=${run%%:*}; chip=""; [ "$run" != "$tool" ] && chip=${run#*:}
+    FLASHMLIR_CHIP=$chip timeout 120 compute-sanitizer --tool $tool --error-exitcode 99 \
+      --print-limit 20 $PY scripts/sanitize-seq.py > "$OUT/sanitize-seq-$tool$chip.txt" 2>&1
+    echo "$run rc=$?: $(grep -E 'max err|SUMMARY' "$OUT/sanitize-seq-$tool$chip.txt" | tr '\n' ' ')"
+  done
+  echo "sanitizers done $(elapsed)"
+elif [ "$step" = final ]; then
   FLASHMLIR_CHIP=sm_80 timeout 200 $PY -m pytest -q -p no:cacheprovider \
     python/tests/test_gpu_sequences.py > "$OUT/sequences-sm80.txt" 2>&1
   tail -3 "$OUT/sequences-sm80.txt" | sed 's/^/sm_80: /'

@@ -34,11 +34,11 @@ for opts in ({"causal": True}, {"window": (97, 31)}):
     print("varlen", opts, "max err", err(out, ref))
 
 # Paged: 64-key pages, shuffled; a prefill-like call and a split decode.
-b, s, pages = 3, 64, 40
+b, s, pages = 3, 64, 48
 lens = torch.tensor([1000, 1, 600], dtype=torch.int32)
 kc = torch.randn(pages, s, 2, 128, dtype=dt)
 vc = torch.randn(pages, s, 2, 128, dtype=dt)
-table = torch.randperm(pages)[: b * 13].reshape(b, 13).to(torch.int32)
+table = torch.randperm(pages)[: b * 16].reshape(b, 16).to(torch.int32)
 for nq, opts in ((40, {"causal": True}), (1, {"causal": True})):
     qp = torch.randn(b, nq, 8, 128, dtype=dt)
     out = flashmlir.attention_with_kvcache(qp.to(dev), kc.to(dev), vc.to(dev), lens.to(dev),
