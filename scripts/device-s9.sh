@@ -8,7 +8,21 @@
 source "$(dirname "${BASH_SOURCE[0]}")/device-env.sh"
 export FLASHMLIR_REQUIRE_KERNELS=1
 step=${1:-test}
-if [ "$step" = sanitize ]; then
+if [ "$step" = dyn ]; then
+  # The packed kernels on the dynamic tile scheduler (sm_90a default).
+  timeout 200 $PY -m pytest -q -p no:cacheprovider python/tests/test_gpu_sequences.py \
+    > "$OUT/sequences.txt" 2>&1; tail -3 "$OUT/sequences.txt"
+  for tool in memcheck racecheck synccheck; do
+    timeout 120 compute-sanitizer --tool $tool --error-exitcode 99 --print-limit 20 \
+      $PY scripts/sanitize-seq.py > "$OUT/sanitize-seq-$tool.txt" 2>&1
+    echo "$tool rc=$?: $(grep -E 'max err|SUMMARY' "$OUT/sanitize-seq-$tool.txt" | tr '\n' ' ')"
+  done
+  timeout 150 $PY bench/bench_sequences.py --only varlen --out "$OUT/bench" > "$OUT/bench.txt" 2>&1
+  grep -E "^\| (full|causal)" "$OUT/bench/sequences.md"
+  timeout 120 $PY bench/bench_sequences.py --only varlen --min-len 2176 --max-len 2176 \
+    --out "$OUT/bench-equal" > "$OUT/bench-equal.txt" 2>&1; grep -E "^\| (full|causal)" "$OUT/bench-equal/sequences.md"
+  echo "done $(elapsed)"
+elif [ "$step" = sanitize ]; then
   for run in memcheck racecheck synccheck memcheck:sm_80 racecheck:sm_80; do
     tool=${run%%:*}; chip=""; [ "$run" != "$tool" ] && chip=${run#*:}
     FLASHMLIR_CHIP=$chip timeout 120 compute-sanitizer --tool $tool --error-exitcode 99 \

@@ -276,13 +276,14 @@ class _VarlenPlan:
     """A validated varlen call: its outputs' shapes and the kernel's
     LaunchPlan (bound to the call's own [T, H, D] tensors)."""
 
-    __slots__ = ("call", "mode", "launch", "out_shape", "lse_shape", "ordinal")
+    __slots__ = ("call", "mode", "launch", "out_shape", "lse_shape", "ordinal", "seq",
+                 "ws_bytes", "ws_zeroed", "_spec")
 
     def __init__(self, q, k, v, cu_q, cu_k, c: _VarlenCall, out=None, lse=None):
         self.call = c
         self.ordinal = I._device_ordinal(c.device)
         self.out_shape, self.lse_shape = c.out_shape, c.lse_shape
-        self.launch = None
+        self.launch = self.seq = self._spec = None
         out, lse = _outputs(q, c, out, lse)
         if c.B == 0 or c.Tq == 0 or c.Hq == 0 or c.max_seqlen_q == 0:
             self.mode = _EMPTY      # no query row of any sequence
@@ -293,22 +294,37 @@ class _VarlenPlan:
         self.mode = _LAUNCH
         info = _cuda.device_info(self.ordinal)
         spec = _kernels.default_registry().find(c.request(), info.cc)
-        args = {"q": q.transpose(0, 1), "k": k.transpose(0, 1), "v": v.transpose(0, 1),
-                "cu_seqlens_q": cu_q, "cu_seqlens_k": cu_k, "out": out.transpose(0, 1),
-                "lse": lse, **_scalars(c.opts)}
-        prep = _launch.prepare(_kernels.load_kernel(spec, self.ordinal), args, c.env())
+        tensors = {"q": q.transpose(0, 1), "k": k.transpose(0, 1), "v": v.transpose(0, 1),
+                   "cu_seqlens_q": cu_q, "cu_seqlens_k": cu_k, "out": out.transpose(0, 1),
+                   "lse": lse}
+        self._spec = spec
+        if spec.is_multi_launch:
+            # A workspace (the dynamic tile scheduler's counter, zeroed per
+            # call on the call's stream): the launches as a PlanSequence.
+            env = {**c.env(), "SMS": _launch.multiprocessors(info.sm_count)}
+            self.ws_zeroed = spec.zeroed_workspace
+            self.seq, _, _, self.ws_bytes = I._multi_launch_sequence(
+                spec, self.ordinal, tensors, env, _scalars(c.opts),
+                _VARLEN_TENSORS + (I._WORKSPACE,), c.device)
+            return
+        prep = _launch.prepare(_kernels.load_kernel(spec, self.ordinal),
+                               {**tensors, **_scalars(c.opts)}, c.env())
         self.launch = _plan.LaunchPlan(prep, _VARLEN_TENSORS)
 
     @property
     def spec(self):
-        return None if self.launch is None else self.launch.kernel.manifest
+        return self._spec
 
     def run(self, q, k, v, cu_q, cu_k, out=None, lse=None):
         if out is None:
             out = q.new_empty(self.out_shape)
         if lse is None:
             lse = q.new_empty(self.lse_shape, dtype=torch.float32)
-        if self.mode is _LAUNCH:
+        if self.mode is _LAUNCH and self.seq is not None:
+            ws = (q.new_zeros if self.ws_zeroed else q.new_empty)(self.ws_bytes,
+                                                                  dtype=torch.uint8)
+            self.seq.launch((q, k, v, cu_q, cu_k, out, lse, ws), I._current_stream(self.ordinal))
+        elif self.mode is _LAUNCH:
             # The tensors themselves: their [H, T, D] views share pointer and offset.
             self.launch.launch((q, k, v, cu_q, cu_k, out, lse), I._current_stream(self.ordinal))
         elif self.mode is _NO_KEYS or self.call.Tq:

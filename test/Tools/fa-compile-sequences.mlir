@@ -5,14 +5,15 @@
 // RUN: rm -rf %t && fa-compile --form=varlen --causal --head-dim=128 --chip=sm_90a -o %t > /dev/null
 // RUN: FileCheck %s --check-prefix=VARLEN < %t/fa_fwd_varlen_d128_bf16_causal_sm90a.json
 // VARLEN:      "form": "varlen"
+// The dynamic tile scheduler: at most SMS blocks over the tiles of
+// (query block, head, sequence).
 // VARLEN:      "grid": [
-// VARLEN-NEXT:   "ceildiv(max_seqlen_q, 128)",
-// VARLEN-NEXT:   "Hq",
-// VARLEN-NEXT:   "B1 - 1"
+// VARLEN-NEXT:   "min(ceildiv(max_seqlen_q, 128) * Hq * (B1 - 1), SMS)",
 // VARLEN:      "name": "q"
 // VARLEN:      "dtype": "i32",
 // VARLEN-NEXT: "name": "cu_seqlens_q",
 // VARLEN:      "schedule": "warp_specialized"
+// VARLEN:      "tile_scheduler": "dynamic"
 
 // RUN: fa-compile --form=varlen --head-dim=64 --dtype=f16 --chip=sm_80 -o %t > /dev/null
 // RUN: FileCheck %s --check-prefix=VARLEN80 < %t/fa_fwd_varlen_d64_f16_sm80.json
@@ -62,9 +63,9 @@
 // RUN: not fa-compile --form=varlen --kv-splits=auto -o %t.bad 2>&1 | FileCheck %s --check-prefix=SPLITVARLEN
 // SPLITVARLEN: fa-compile: --kv-splits takes dense tensors or a paged cache, not packed sequences
 // RUN: not fa-compile --form=paged --schedule=warp_specialized --chip=sm_90a -o %t.bad 2>&1 | FileCheck %s --check-prefix=WS
-// WS: has cooperative kernels only
-// RUN: not fa-compile --form=varlen --tile-scheduler=persistent --chip=sm_90a -o %t.bad 2>&1 | FileCheck %s --check-prefix=PERSIST
-// PERSIST: has grid kernels only
+// WS: has cooperative grid kernels only
+// RUN: not fa-compile --form=paged --tile-scheduler=dynamic --chip=sm_90a -o %t.bad 2>&1 | FileCheck %s --check-prefix=PERSIST
+// PERSIST: has cooperative grid kernels only
 
 func.func @fa_fwd_varlen(%q: memref<?x?x64xbf16, strided<[?, ?, 1], offset: ?>>, %k: memref<?x?x64xbf16, strided<[?, ?, 1], offset: ?>>, %v: memref<?x?x64xbf16, strided<[?, ?, 1], offset: ?>>, %out: memref<?x?x64xbf16, strided<[?, ?, 1], offset: ?>>, %lse: memref<?x?xf32, strided<[?, ?], offset: ?>>, %cu_q: memref<?xi32>, %cu_k: memref<?xi32>, %max_q: index, %softcap: f32, %scale: f32) {
   %qt = bufferization.to_tensor %q restrict : memref<?x?x64xbf16, strided<[?, ?, 1], offset: ?>> to tensor<?x?x64xbf16>

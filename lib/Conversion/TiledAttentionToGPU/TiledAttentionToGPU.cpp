@@ -593,13 +593,12 @@ getKernelConfig(TiledAttention &ta,
   cfg.pingPong = cfg.overlap && options.pingPong && cfg.warps / 4 >= 2 &&
                  cfg.warps / 4 <= 3;
   // Packed sequences: TMA boxes from a sequence's first row (rows of the
-  // next sequence in a box are masked); the persistent kernel's TMA store
-  // would write them.
-  if (cfg.warpSpecialized &&
-      (ta.k.pageSize || (ta.packedOut && cfg.persistent)))
-    return fail("paged caches have cooperative kernels only, packed "
-                "sequences cooperative or warp-specialized grid kernels (the "
-                "persistent kernel's TMA store writes whole boxes)");
+  // next sequence in a box are masked, and the persistent kernel stores
+  // their O with guarded stores, not TMA boxes); a page's unused rows may
+  // hold anything: paged caches take the cooperative kernel's copies.
+  if (cfg.warpSpecialized && ta.k.pageSize)
+    return fail("paged caches have cooperative kernels only (a TMA box of a "
+                "page would read its unused rows)");
   if (cfg.persistent && cfg.f32Out)
     return fail("the persistent kernel's TMA store writes out in the input "
                 "element type, not f32");
@@ -1661,7 +1660,8 @@ void ForwardKernelEmitter::emitEpilogue(ValueRange state) {
     for (int64_t dn = 0; dn < nd; ++dn)
       outFrags.push_back(
           frags.scaleRows(state[mt * nd + dn], invs[0], invs[1]));
-    if (cfg.persistent) {
+    // (Packed sequences: a TMA box would write the next sequence's rows.)
+    if (cfg.persistent && !ta.packedOut) {
       emitTmaStore(outFrags, mt, ob, oh, oq);
       for (int64_t h = 0; h < 2; ++h) {
         Value r = add(add(warpRow, g), idx(16 * mt + 8 * h));
@@ -1923,7 +1923,11 @@ void ForwardKernelEmitter::emitProducerTile(Value qMap, Value kMap,
   }
   Value kBatch = clone(ta.k.offsets[0]), kHead = clone(ta.k.offsets[1]);
   Value vBatch = clone(ta.v.offsets[0]), vHead = clone(ta.v.offsets[1]);
-  if (cfg.persistent)
+  if (cfg.persistent && ta.packedOut)
+    fagpu::ChannelPutTmaOp::create(b, loc, qChannel, tileIndex, qMap,
+                                   ValueRange{idx(0), clone(ta.q.offsets[2]),
+                                              clone(ta.q.offsets[1])});
+  else if (cfg.persistent)
     fagpu::ChannelPutTmaOp::create(b, loc, qChannel, tileIndex, qMap,
                                    ValueRange{idx(0), clone(ta.q.offsets[2]),
                                               clone(ta.q.offsets[1]),
@@ -2065,7 +2069,7 @@ void ForwardKernelEmitter::emit(gpu::LaunchOp launch) {
   if (cfg.warpSpecialized)
     memref::DimOp::create(b, loc, ta.v.memref, ta.v.rowDim());
   // Persistent, likewise out (its TMA store's tensor map).
-  if (cfg.persistent)
+  if (cfg.persistent && !ta.packedOut)
     memref::DimOp::create(b, loc, ta.out, 2);
   // Packed sequences: the grid covers the longest sequence's query blocks;
   // a block past its own sequence's end skips even its setup (the
@@ -2194,9 +2198,10 @@ void ForwardKernelEmitter::emit(gpu::LaunchOp launch) {
         b, loc,
         MemRefType::get({cfg.br * cfg.dv}, cfg.elt, AffineMap(), smemSpace),
         base, oStageOffset, ValueRange{});
-    oMap = faptx::TensorMapParamOp::create(
-        b, loc, tmaDescriptor(b.getContext(), kWarpgroupRows, cfg.elt),
-        oMapHost);
+    if (oMapHost)
+      oMap = faptx::TensorMapParamOp::create(
+          b, loc, tmaDescriptor(b.getContext(), kWarpgroupRows, cfg.elt),
+          oMapHost);
     // Q of each tile comes through its channel (the producer loads the
     // next tile's while this one computes).
     startTurns();
@@ -2386,10 +2391,11 @@ LogicalResult mlir::fa::convertTiledAttentionToGPU(
     if (cfg->persistent) {
       qMap = fagpu::HostTensorMapOp::create(
           rewriter, loc, ptr, ta->q.memref,
-          TypeAttr::get(tmaDescriptor(ctx, cfg->br, cfg->elt)));
-      oMap = fagpu::HostTensorMapOp::create(
-          rewriter, loc, ptr, ta->out,
-          TypeAttr::get(tmaDescriptor(ctx, kWarpgroupRows, cfg->elt)));
+          TypeAttr::get(tmaDescriptor(ctx, cfg->br, cfg->elt, ta->q.rank())));
+      if (!ta->packedOut)
+        oMap = fagpu::HostTensorMapOp::create(
+            rewriter, loc, ptr, ta->out,
+            TypeAttr::get(tmaDescriptor(ctx, kWarpgroupRows, cfg->elt)));
     }
   }
   // As the forall's mapping says: query blocks on x (no 65535 limit), heads

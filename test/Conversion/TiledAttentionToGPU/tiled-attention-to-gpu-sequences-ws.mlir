@@ -1,4 +1,5 @@
-// RUN: fa-opt %s --fa-tile-attention="block-q=128 block-kv=64" --fa-specialize-masks --fa-use-exp2 --canonicalize --cse --fa-convert-tiled-attention-to-gpu="warps=8 wgmma=true warp-specialize=true" | FileCheck %s --check-prefix=WS
+// RUN: fa-opt %s --split-input-file --fa-tile-attention="block-q=128 block-kv=64" --fa-specialize-masks --fa-use-exp2 --canonicalize --cse --fa-convert-tiled-attention-to-gpu="warps=8 wgmma=true warp-specialize=true" | FileCheck %s --check-prefix=WS
+// RUN: fa-opt %s --split-input-file --fa-select-kernel-config="chip=sm_90a" --fa-tile-attention --fa-specialize-masks --fa-use-exp2 --canonicalize --cse --fa-convert-tiled-attention-to-gpu | FileCheck %s --check-prefix=DYN
 
 // Warp-specialized: rank-3 TMA boxes [1, Bc, 64] of the packed K and V; the
 // producer's coordinates are (column 0, the sequence's first key row + the
@@ -21,6 +22,33 @@ func.func @varlen_causal(%q: memref<4x?x64xf16, strided<[?, ?, 1], offset: ?>>, 
   %ck = bufferization.to_tensor %cu_k restrict : memref<?xi32> to tensor<?xi32>
   %o, %l = fa.attention_varlen %qt, %kt, %vt seqlens(%cq, %ck) max_seqlen_q(%max_q) mask<causal> : (tensor<4x?x64xf16>, tensor<2x?x64xf16>, tensor<2x?x64xf16>, tensor<?xi32>, tensor<?xi32>, index) -> (tensor<4x?x64xf16>, tensor<4x?xf32>)
   bufferization.materialize_in_destination %o in restrict writable %out : (tensor<4x?x64xf16>, memref<4x?x64xf16, strided<[?, ?, 1], offset: ?>>) -> ()
+  bufferization.materialize_in_destination %l in restrict writable %lse : (tensor<4x?xf32>, memref<4x?xf32, strided<[?, ?], offset: ?>>) -> ()
+  return
+}
+
+// -----
+
+// The default for packed sequences on sm_90a: the dynamic tile scheduler
+// (an atomic tile counter). Q comes through its rank-3 TMA box too (rows of
+// the next sequence are computed, not stored); O has no tensor map: its
+// rows are stored with guarded vector stores (a TMA box would write the
+// next sequence's rows).
+// DYN-LABEL: func.func @varlen_dynamic
+// DYN:         memref.alloc() {fa.workspace = "tile_counter", fa.workspace_zeroed} : memref<1xi32>
+// DYN:         fagpu.host_tensor_map %arg1 as !nvgpu.tensormap.descriptor<tensor = memref<1x128x64xbf16
+// DYN:         fagpu.host_tensor_map %arg2 as
+// DYN:         fagpu.host_tensor_map %arg0 as !nvgpu.tensormap.descriptor<tensor = memref<1x128x64xbf16
+// DYN-NOT:     fagpu.host_tensor_map %arg3
+// DYN:         memref.atomic_rmw addi
+// DYN:         vector.store %{{.*}}, %arg3[%{{.*}}, %{{.*}}, %{{.*}}] : memref<4x?x128xbf16, {{.*}}>, vector<2xbf16>
+func.func @varlen_dynamic(%q: memref<4x?x128xbf16, strided<[?, ?, 1], offset: ?>>, %k: memref<2x?x128xbf16, strided<[?, ?, 1], offset: ?>>, %v: memref<2x?x128xbf16, strided<[?, ?, 1], offset: ?>>, %out: memref<4x?x128xbf16, strided<[?, ?, 1], offset: ?>>, %lse: memref<4x?xf32, strided<[?, ?], offset: ?>>, %cu_q: memref<?xi32>, %cu_k: memref<?xi32>, %max_q: index) {
+  %qt = bufferization.to_tensor %q restrict : memref<4x?x128xbf16, strided<[?, ?, 1], offset: ?>> to tensor<4x?x128xbf16>
+  %kt = bufferization.to_tensor %k restrict : memref<2x?x128xbf16, strided<[?, ?, 1], offset: ?>> to tensor<2x?x128xbf16>
+  %vt = bufferization.to_tensor %v restrict : memref<2x?x128xbf16, strided<[?, ?, 1], offset: ?>> to tensor<2x?x128xbf16>
+  %cq = bufferization.to_tensor %cu_q restrict : memref<?xi32> to tensor<?xi32>
+  %ck = bufferization.to_tensor %cu_k restrict : memref<?xi32> to tensor<?xi32>
+  %o, %l = fa.attention_varlen %qt, %kt, %vt seqlens(%cq, %ck) max_seqlen_q(%max_q) mask<causal> : (tensor<4x?x128xbf16>, tensor<2x?x128xbf16>, tensor<2x?x128xbf16>, tensor<?xi32>, tensor<?xi32>, index) -> (tensor<4x?x128xbf16>, tensor<4x?xf32>)
+  bufferization.materialize_in_destination %o in restrict writable %out : (tensor<4x?x128xbf16>, memref<4x?x128xbf16, strided<[?, ?, 1], offset: ?>>) -> ()
   bufferization.materialize_in_destination %l in restrict writable %lse : (tensor<4x?xf32>, memref<4x?xf32, strided<[?, ?], offset: ?>>) -> ()
   return
 }

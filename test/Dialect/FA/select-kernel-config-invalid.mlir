@@ -70,22 +70,13 @@ func.func @f(%q: tensor<1x1x1x64xf16>, %kp: tensor<?x1x24x64xf16>, %t: tensor<1x
 
 // -----
 
-// Paged caches have cooperative kernels only (TMA boxes are a dense
-// tensor's tiles, not pages).
-// WS: 'fa.attention_paged' op has cooperative kernels only: the warp-specialized kernels' TMA boxes are a dense tensor's, not pages
+// Paged caches have cooperative grid kernels only (a TMA box of a page
+// would read its unused rows).
+// WS: 'fa.attention_paged' op has cooperative grid kernels only: a TMA box of a page would read its unused rows
+// PERSIST: 'fa.attention_paged' op has cooperative grid kernels only: a TMA box of a page would read its unused rows
 func.func @f(%q: tensor<1x1x1x64xf16>, %kp: tensor<?x1x64x64xf16>, %t: tensor<1x?xi32>, %n: tensor<1xi32>) -> (tensor<1x1x1x64xf16>, tensor<1x1x1xf32>) {
   %o, %l = fa.attention_paged %q, %kp, %kp pages(%t) seqlens(%n) : (tensor<1x1x1x64xf16>, tensor<?x1x64x64xf16>, tensor<?x1x64x64xf16>, tensor<1x?xi32>, tensor<1xi32>) -> (tensor<1x1x1x64xf16>, tensor<1x1x1xf32>)
   return %o, %l : tensor<1x1x1x64xf16>, tensor<1x1x1xf32>
-}
-
-// -----
-
-// Packed sequences have grid kernels only: the persistent kernels' TMA
-// store writes whole boxes, past a sequence's rows.
-// PERSIST: 'fa.attention_varlen' op has grid kernels only: the persistent kernels' TMA store writes whole boxes, past a sequence's rows
-func.func @f(%q: tensor<4x?x64xf16>, %cu: tensor<?xi32>, %m: index) -> (tensor<4x?x64xf16>, tensor<4x?xf32>) {
-  %o, %l = fa.attention_varlen %q, %q, %q seqlens(%cu, %cu) max_seqlen_q(%m) : (tensor<4x?x64xf16>, tensor<4x?x64xf16>, tensor<4x?x64xf16>, tensor<?xi32>, tensor<?xi32>, index) -> (tensor<4x?x64xf16>, tensor<4x?xf32>)
-  return %o, %l : tensor<4x?x64xf16>, tensor<4x?xf32>
 }
 
 // -----

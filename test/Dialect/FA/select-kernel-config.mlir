@@ -151,11 +151,12 @@ func.func @kept(%q: tensor<?x?x?x64xf16>) -> tensor<?x?x?x64xf16> {
 
 // -----
 
-// Packed sequences: the warp-specialized grid kernel (TMA boxes from each
-// sequence's first row; the persistent kernels' TMA store would write past
-// a sequence's rows). A paged cache: the cooperative kernel.
+// Packed sequences: the warp-specialized kernel with the dynamic tile
+// scheduler (TMA loads from each sequence's first row, guarded stores of
+// O; tiles as uneven as the sequences). A paged cache: the cooperative
+// kernel.
 // SM90A-LABEL: func.func @varlen
-// SM90A: fa.attention_varlen {{.*}} {kernel_config = #fa.kernel_config<"sm_90a", wgmma, block_q = 128, block_kv = 128, warps = 8, stages = 2, schedule = warp_specialized>}
+// SM90A: fa.attention_varlen {{.*}} {kernel_config = #fa.kernel_config<"sm_90a", wgmma, block_q = 128, block_kv = 128, warps = 8, stages = 2, schedule = warp_specialized, tile_scheduler = dynamic>}
 // COOP-LABEL: func.func @varlen
 // COOP: fa.attention_varlen {{.*}} {kernel_config = #fa.kernel_config<"sm_90a", wgmma, block_q = 128, block_kv = 128, warps = 8, stages = 2>}
 // SM80-LABEL: func.func @varlen

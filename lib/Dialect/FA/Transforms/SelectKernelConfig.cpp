@@ -40,9 +40,8 @@ struct OpTraits {
   bool plain = false;
   /// A mask rule (causal, window): tiles of unequal work.
   bool masked = false;
-  /// Packed sequences or a paged cache: grid kernels only (the persistent
-  /// kernel's TMA store writes whole boxes, past a sequence's rows); a paged
-  /// cache the cooperative kernel only (its TMA boxes are a dense tensor's).
+  /// Packed sequences or a paged cache; a paged cache takes the cooperative
+  /// grid kernel only (a TMA box of a page would read its unused rows).
   bool sequenceForm = false;
   /// A paged cache's page size (its key blocks must not cross pages).
   int64_t pageSize = 0;
@@ -144,10 +143,6 @@ SmallVector<Tiles> warpSpecializedCandidates(const OpTraits &op, MmaKind mma,
     t.tileScheduler = *req.tileScheduler;
     return {t};
   }
-  // Packed sequences: the grid kernel (TMA loads from each sequence's first
-  // row); its cooperative one next.
-  if (op.sequenceForm)
-    return {t};
   // The persistent scheduler (with its TMA-store epilogue) where it was
   // measured to win: without a mask, 1.01-1.59x the grid kernels at D = 128
   // and 1.03-1.39x at D = 64 (N 512-16k, H200, 2026-12-02); the grid one
@@ -160,9 +155,12 @@ SmallVector<Tiles> warpSpecializedCandidates(const OpTraits &op, MmaKind mma,
   // run on the H200 at Dv != D: grid.
   if (op.d != op.dv && op.masked)
     return {t};
+  // Packed sequences: the dynamic scheduler too (their tiles are as uneven
+  // as the sequences; the static one spills 8 bytes at D = 128).
   Tiles persistent = t;
-  persistent.tileScheduler =
-      op.masked ? TileScheduler::Dynamic : TileScheduler::Persistent;
+  persistent.tileScheduler = op.masked || op.sequenceForm
+                                 ? TileScheduler::Dynamic
+                                 : TileScheduler::Persistent;
   return {persistent, t};
 }
 
@@ -288,15 +286,11 @@ mlir::fa::selectKernelConfig(Operation *op, const KernelConfigRequest &req) {
   if (!chip)
     return op->emitError("fa-select-kernel-config: unknown chip '")
            << req.chip << "' (supported: " << supportedChipNames() << ")";
-  if (traits->sequenceForm && req.tileScheduler &&
-      *req.tileScheduler != TileScheduler::Grid)
-    return op->emitOpError("has grid kernels only: the persistent kernels' "
-                           "TMA store writes whole boxes, past a sequence's "
-                           "rows");
-  if (traits->pageSize && req.schedule == KernelSchedule::WarpSpecialized)
-    return op->emitOpError("has cooperative kernels only: the "
-                           "warp-specialized kernels' TMA boxes are a dense "
-                           "tensor's, not pages");
+  if (traits->pageSize &&
+      (req.schedule == KernelSchedule::WarpSpecialized ||
+       (req.tileScheduler && *req.tileScheduler != TileScheduler::Grid)))
+    return op->emitOpError("has cooperative grid kernels only: a TMA box of "
+                           "a page would read its unused rows");
   if (!traits->elt.isF16() && !traits->elt.isBF16())
     return op->emitError("fa-select-kernel-config: the GPU kernels take f16 "
                          "or bf16 inputs, not ")
