@@ -1924,9 +1924,9 @@ void ForwardKernelEmitter::emitProducerTile(Value qMap, Value kMap,
   Value kBatch = clone(ta.k.offsets[0]), kHead = clone(ta.k.offsets[1]);
   Value vBatch = clone(ta.v.offsets[0]), vHead = clone(ta.v.offsets[1]);
   if (cfg.persistent && ta.packedOut)
-    fagpu::ChannelPutTmaOp::create(b, loc, qChannel, tileIndex, qMap,
-                                   ValueRange{idx(0), clone(ta.q.offsets[2]),
-                                              clone(ta.q.offsets[1])});
+    fagpu::ChannelPutTmaOp::create(
+        b, loc, qChannel, tileIndex, qMap,
+        ValueRange{idx(0), clone(ta.q.offsets[2]), clone(ta.q.offsets[1])});
   else if (cfg.persistent)
     fagpu::ChannelPutTmaOp::create(b, loc, qChannel, tileIndex, qMap,
                                    ValueRange{idx(0), clone(ta.q.offsets[2]),
