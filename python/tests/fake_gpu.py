@@ -188,7 +188,7 @@ class EmulatingCuda(FakeCuda):
         return mask, scale, softcap
 
     def _run_forward(self, spec, a):
-        if spec.form != M.DENSE:
+        if spec.form != M.DENSE and "tile_counter" not in a:
             return getattr(self, "_run_" + spec.form)(spec, a)
         if "tile_counter" in a:
             # The dynamic tile scheduler's counter: zero at every launch
@@ -196,6 +196,8 @@ class EmulatingCuda(FakeCuda):
             # tiles it handed out, as the real one does.
             self.counters.append(int(a["tile_counter"][0]))
             a["tile_counter"] += 1000
+        if spec.form != M.DENSE:
+            return getattr(self, "_run_" + spec.form)(spec, a)
         mask, scale, softcap = self._scalars(spec, a)
         out, lse = _reference.attention(a["q"], a["k"], a["v"], mask, scale, softcap)
         a["out"].copy_(out)
@@ -234,6 +236,12 @@ class EmulatingCuda(FakeCuda):
         gx, gy, gz = self.launches[-1]["grid"]
         q, k, v = a["q"], a["k"], a["v"]
         cq, ck = a["cu_seqlens_q"].tolist(), a["cu_seqlens_k"].tolist()
+        if "tile_counter" in a:
+            # The dynamic scheduler's grid is min(tiles, SMS) blocks: the
+            # tiles are (query block, head, sequence) of max_seqlen_q's
+            # blocks, which the fake reads back from the tile count.
+            gz, gy = len(cq) - 1, q.shape[0]
+            gx = 1 << 30
         assert gz == len(cq) - 1 == len(ck) - 1 and gy == q.shape[0], (self.launches[-1], cq)
         mask, scale, softcap = self._scalars(spec, a)
         for b in range(gz):
@@ -517,6 +525,24 @@ def _scalar_params(request):
     return m, [p for p in m["params"] if p["type"] != "memref"]
 
 
+def varlen_dynamic_manifest(request, chip, name):
+    """fa-compile --form=varlen's sm_90a manifest: the packed kernel on the
+    dynamic tile scheduler, its counter a workspace the caller zeroes."""
+    flat = varlen_manifest(request, chip, name)
+    counter = {"name": "tile_counter", "type": "memref", "rank": 1, "dtype": "i32",
+               "dims": ["1"]}
+    m = {k: v for k, v in flat.items()
+         if k not in ("entry", "grid", "params", "threads", "dynamic_shared_memory")}
+    m["tile_scheduler"] = "dynamic"
+    m["kernels"] = [
+        {"entry": "fa_fwd_varlen_kernel",
+         "grid": ["min(ceildiv(max_seqlen_q, 64) * Hq * (B1 - 1), SMS)", "1", "1"],
+         "threads": 128, "block": [128, 1, 1], "dynamic_shared_memory": 49152,
+         "params": flat["params"][:2] + [counter] + flat["params"][2:]}]
+    m["workspace"] = [{"name": "tile_counter", "dtype": "i32", "dims": ["1"], "init": "zero"}]
+    return m
+
+
 def varlen_manifest(request, chip, name):
     """fa-compile --form=varlen's manifest: [H, T, D] tensors, i32
     cu_seqlens [B1], the grid over max_seqlen_q and B1 - 1 sequences
@@ -623,7 +649,8 @@ class GenRegistry(_kernels.KernelRegistry):
     def _compile_one(self, compiler, request, chip):
         name = "gen_" + hashlib.sha1(request.describe().encode()).hexdigest()[:12] + "_" + chip
         if request.form == "varlen":
-            m = varlen_manifest(request, chip, name)
+            m = (varlen_dynamic_manifest if self.dynamic else varlen_manifest)(request, chip,
+                                                                               name)
         elif request.form == "paged":
             m = (paged_split_manifest if request.split_kv else paged_manifest)(request, chip,
                                                                                name)

@@ -849,3 +849,28 @@ def test_out_and_lse_buffers(request, where):
         flashmlir.attention_with_kvcache(pq, kc, vc, sl, table, lse=lse[:, :2])
     with pytest.raises(ValueError, match="out must have shape"):
         flashmlir.attention_varlen(q, k, v, cq, ck, 5, out=out)
+
+
+# -- the packed kernel on the dynamic tile scheduler (sm_90a's default) ---------------------
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_varlen_dynamic_scheduler(monkeypatch, tmp_path, causal):
+    """A packed kernel whose manifest lists its launch with the tile counter
+    (fa-compile's sm_90a varlen kernels): one launch per call, the counter
+    zeroed before each (the fake kernel leaves it non-zero), the grid
+    min(tiles, SMS), every sequence's rows right."""
+    fake = fake_gpu.install(monkeypatch, tmp_path, dynamic=True)
+    try:
+        lq, lk = [17, 0, 130, 1], [40, 3, 130, 9]
+        q, k, v, cq, ck = varlen(lq, lk)
+        for _ in range(3):
+            out, lse = flashmlir.attention_varlen(q, k, v, cq, ck, max(lq), causal=causal,
+                                                  return_lse=True)
+            SR.check_varlen(out, lse, q, k, v, lq, lk, (-1, 0) if causal else (-1, -1))
+        assert fake.counters == [0, 0, 0]
+        spec = fake.registry.spec_named(fake.ran[0][0])
+        assert spec.form == M.VARLEN and spec.is_multi_launch and spec.zeroed_workspace
+        # ceildiv(130, 64) * 4 heads * 4 sequences = 48 tiles, fewer than the SMs.
+        assert fake.launches[-1]["grid"] == (48, 1, 1)
+    finally:
+        fake_gpu.uninstall(fake)
