@@ -39,21 +39,7 @@ import flashmlir  # noqa: E402
 from flashmlir import _interface, _sequences  # noqa: E402
 
 
-def timed(fn, reps, warmup=5):
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        a = torch.cuda.Event(enable_timing=True)
-        b = torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b))
-    times.sort()
-    return times[len(times) // 2]
+from bench_decode import timed  # noqa: E402 (CUDA events, the median)
 
 
 def rounds(impls, reps):

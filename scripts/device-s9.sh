@@ -8,38 +8,33 @@
 source "$(dirname "${BASH_SOURCE[0]}")/device-env.sh"
 export FLASHMLIR_REQUIRE_KERNELS=1
 step=${1:-test}
+# scripts/sanitize-seq.py under each compute-sanitizer run (tool[:chip]).
+sanitize_seq() {
+  for run in "$@"; do
+    tool=${run%%:*}; chip=""; [ "$run" != "$tool" ] && chip=${run#*:}
+    FLASHMLIR_CHIP=$chip timeout 120 compute-sanitizer --tool $tool --error-exitcode 99 \
+      --print-limit 20 $PY scripts/sanitize-seq.py > "$OUT/sanitize-seq-$tool$chip.txt" 2>&1
+    echo "$run rc=$?: $(grep -E 'max err|SUMMARY' "$OUT/sanitize-seq-$tool$chip.txt" | tr '\n' ' ')"
+  done
+}
 if [ "$step" = dyn ]; then
   # The packed kernels on the dynamic tile scheduler (sm_90a default).
   timeout 200 $PY -m pytest -q -p no:cacheprovider python/tests/test_gpu_sequences.py \
     > "$OUT/sequences.txt" 2>&1; tail -3 "$OUT/sequences.txt"
-  for tool in memcheck racecheck synccheck; do
-    timeout 120 compute-sanitizer --tool $tool --error-exitcode 99 --print-limit 20 \
-      $PY scripts/sanitize-seq.py > "$OUT/sanitize-seq-$tool.txt" 2>&1
-    echo "$tool rc=$?: $(grep -E 'max err|SUMMARY' "$OUT/sanitize-seq-$tool.txt" | tr '\n' ' ')"
-  done
+  sanitize_seq memcheck racecheck synccheck
   timeout 150 $PY bench/bench_sequences.py --only varlen --out "$OUT/bench" > "$OUT/bench.txt" 2>&1
   grep -E "^\| (full|causal)" "$OUT/bench/sequences.md"
   timeout 120 $PY bench/bench_sequences.py --only varlen --min-len 2176 --max-len 2176 \
     --out "$OUT/bench-equal" > "$OUT/bench-equal.txt" 2>&1; grep -E "^\| (full|causal)" "$OUT/bench-equal/sequences.md"
   echo "done $(elapsed)"
 elif [ "$step" = sanitize ]; then
-  for run in memcheck racecheck synccheck memcheck:sm_80 racecheck:sm_80; do
-    tool=${run%%:*}; chip=""; [ "$run" != "$tool" ] && chip=${run#*:}
-    FLASHMLIR_CHIP=$chip timeout 120 compute-sanitizer --tool $tool --error-exitcode 99 \
-      --print-limit 20 $PY scripts/sanitize-seq.py > "$OUT/sanitize-seq-$tool$chip.txt" 2>&1
-    echo "$run rc=$?: $(grep -E 'max err|SUMMARY' "$OUT/sanitize-seq-$tool$chip.txt" | tr '\n' ' ')"
-  done
+  sanitize_seq memcheck racecheck synccheck memcheck:sm_80 racecheck:sm_80
   echo "sanitizers done $(elapsed)"
 elif [ "$step" = final ]; then
   FLASHMLIR_CHIP=sm_80 timeout 200 $PY -m pytest -q -p no:cacheprovider \
     python/tests/test_gpu_sequences.py > "$OUT/sequences-sm80.txt" 2>&1
   tail -3 "$OUT/sequences-sm80.txt" | sed 's/^/sm_80: /'
-  for run in memcheck racecheck synccheck memcheck:sm_80; do
-    tool=${run%%:*}; chip=""; [ "$run" != "$tool" ] && chip=${run#*:}
-    FLASHMLIR_CHIP=$chip timeout 120 compute-sanitizer --tool $tool --error-exitcode 99 \
-      --print-limit 20 $PY scripts/sanitize-seq.py > "$OUT/sanitize-seq-$tool$chip.txt" 2>&1
-    echo "$run rc=$?: $(grep -E 'max err|SUMMARY' "$OUT/sanitize-seq-$tool$chip.txt" | tr '\n' ' ')"
-  done
+  sanitize_seq memcheck racecheck synccheck memcheck:sm_80
   echo "sanitizers done $(elapsed)"
   # Equal lengths (64 x 2176): the packed grid kernel against the dense
   # persistent one without the lengths' spread.

@@ -500,22 +500,28 @@ def split_manifest(request, chip, name):
     return m
 
 
-def dynamic_manifest(request, chip, name):
-    """A forward with the dynamic tile scheduler as fa-compile writes it: the
-    one launch in 'kernels' (min(tiles, SMS) blocks), its counter a
-    workspace the caller zeroes."""
-    fwd = forward_manifest(request, chip, name)
+def _with_tile_counter(flat, grid, at):
+    """`flat` (a single-launch manifest) as fa-compile writes it with the
+    dynamic tile scheduler: the one launch in 'kernels' over `grid`
+    (min(tiles, SMS) blocks), the counter parameter inserted at position
+    `at`, a workspace the caller zeroes."""
     counter = {"name": "tile_counter", "type": "memref", "rank": 1, "dtype": "i32",
                "dims": ["1"]}
-    m = {k: v for k, v in fwd.items()
+    m = {k: v for k, v in flat.items()
          if k not in ("entry", "grid", "params", "threads", "dynamic_shared_memory")}
     m["tile_scheduler"] = "dynamic"
     m["kernels"] = [
-        {"entry": "fa_fwd_kernel", "grid": ["min(ceildiv(Nq, 64) * Hq * B, SMS)", "1", "1"],
+        {"entry": flat["entry"], "grid": [grid, "1", "1"],
          "threads": 128, "block": [128, 1, 1], "dynamic_shared_memory": 49152,
-         "params": fwd["params"][:3] + [counter] + fwd["params"][3:]}]
+         "params": flat["params"][:at] + [counter] + flat["params"][at:]}]
     m["workspace"] = [{"name": "tile_counter", "dtype": "i32", "dims": ["1"], "init": "zero"}]
     return m
+
+
+def dynamic_manifest(request, chip, name):
+    """A dense forward with the dynamic tile scheduler."""
+    return _with_tile_counter(forward_manifest(request, chip, name),
+                              "min(ceildiv(Nq, 64) * Hq * B, SMS)", 3)
 
 
 def _scalar_params(request):
@@ -527,20 +533,9 @@ def _scalar_params(request):
 
 def varlen_dynamic_manifest(request, chip, name):
     """fa-compile --form=varlen's sm_90a manifest: the packed kernel on the
-    dynamic tile scheduler, its counter a workspace the caller zeroes."""
-    flat = varlen_manifest(request, chip, name)
-    counter = {"name": "tile_counter", "type": "memref", "rank": 1, "dtype": "i32",
-               "dims": ["1"]}
-    m = {k: v for k, v in flat.items()
-         if k not in ("entry", "grid", "params", "threads", "dynamic_shared_memory")}
-    m["tile_scheduler"] = "dynamic"
-    m["kernels"] = [
-        {"entry": "fa_fwd_varlen_kernel",
-         "grid": ["min(ceildiv(max_seqlen_q, 64) * Hq * (B1 - 1), SMS)", "1", "1"],
-         "threads": 128, "block": [128, 1, 1], "dynamic_shared_memory": 49152,
-         "params": flat["params"][:2] + [counter] + flat["params"][2:]}]
-    m["workspace"] = [{"name": "tile_counter", "dtype": "i32", "dims": ["1"], "init": "zero"}]
-    return m
+    dynamic tile scheduler."""
+    return _with_tile_counter(varlen_manifest(request, chip, name),
+                              "min(ceildiv(max_seqlen_q, 64) * Hq * (B1 - 1), SMS)", 2)
 
 
 def varlen_manifest(request, chip, name):

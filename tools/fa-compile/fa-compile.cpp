@@ -332,19 +332,19 @@ std::string buildVarlenModule(const KernelConfig &c) {
              R"mlir(
 func.func @fa_fwd_varlen(%q: {0}, %k: {0}, %v: {1}, %out: {1}, %lse: {2},
                          %cu_seqlens_q: memref<?xi32>, %cu_seqlens_k: memref<?xi32>,
-                         %max_seqlen_q: index{7}) {{
+                         %max_seqlen_q: index{6}) {{
   %qt = bufferization.to_tensor %q restrict : {0} to {3}
   %kt = bufferization.to_tensor %k restrict : {0} to {3}
   %vt = bufferization.to_tensor %v restrict : {1} to {4}
   %cq = bufferization.to_tensor %cu_seqlens_q restrict : memref<?xi32> to tensor<?xi32>
   %ck = bufferization.to_tensor %cu_seqlens_k restrict : memref<?xi32> to tensor<?xi32>
-  %o, %l = fa.attention_varlen %qt, %kt, %vt seqlens(%cq, %ck) max_seqlen_q(%max_seqlen_q){6} : ({3}, {3}, {4}, tensor<?xi32>, tensor<?xi32>, index{8}) -> ({4}, tensor<?x?xf32>)
+  %o, %l = fa.attention_varlen %qt, %kt, %vt seqlens(%cq, %ck) max_seqlen_q(%max_seqlen_q){5} : ({3}, {3}, {4}, tensor<?xi32>, tensor<?xi32>, index{7}) -> ({4}, tensor<?x?xf32>)
   bufferization.materialize_in_destination %o in restrict writable %out : ({4}, {1}) -> ()
   bufferization.materialize_in_destination %l in restrict writable %lse : (tensor<?x?xf32>, {2}) -> ()
   return
 }
 )mlir",
-             memref3(c.d), memref3(c.dv), lm, tensor3(c.d), tensor3(c.dv), "",
+             memref3(c.d), memref3(c.dv), lm, tensor3(c.d), tensor3(c.dv),
              p.attrs, p.scalarArgs, p.scalarTypes)
       .str();
 }
