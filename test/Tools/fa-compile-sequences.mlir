@@ -1,5 +1,5 @@
 // Packed sequences and paged caches: fa-compile builds their forward
-// kernels (cooperative grid kernels; ptxas runs on each, 0 spills) and
+// kernels (and the packed backward's; ptxas runs on each, 0 spills) and
 // describes their launches in the tensors' own terms.
 
 // RUN: rm -rf %t && fa-compile --form=varlen --causal --head-dim=128 --chip=sm_90a -o %t > /dev/null
@@ -14,6 +14,33 @@
 // VARLEN-NEXT: "name": "cu_seqlens_q",
 // VARLEN:      "schedule": "warp_specialized"
 // VARLEN:      "tile_scheduler": "dynamic"
+
+// The packed backward: preprocess and dQ conversion over all Tq rows, the
+// key-block kernel over (ceil(max_seqlen_k / Bc), Hkv, B), and the zeroing
+// of the dK / dV rows of no sequence.
+// RUN: fa-compile --form=varlen --kind=backward --causal --head-dim=128 --chip=sm_90a -o %t > /dev/null
+// RUN: FileCheck %s --check-prefix=VBWD < %t/fa_bwd_varlen_d128_bf16_causal_sm90a.json
+// VBWD:      "form": "varlen"
+// VBWD:      "entry": "fa_bwd_varlen_preprocess_kernel",
+// VBWD-NEXT: "grid": [
+// VBWD-NEXT:   "ceildiv(Tq, 128)",
+// VBWD-NEXT:   "Hq",
+// VBWD-NEXT:   "1"
+// VBWD:      "entry": "fa_bwd_varlen_kernel",
+// VBWD-NEXT: "grid": [
+// VBWD-NEXT:   "ceildiv(max_seqlen_k, 64)",
+// VBWD-NEXT:   "Hkv",
+// VBWD-NEXT:   "B1 - 1"
+// VBWD:      "name": "cu_seqlens_k",
+// VBWD:      "entry": "fa_bwd_varlen_dq_convert_kernel",
+// VBWD:      "entry": "fa_bwd_varlen_zero_rows_kernel",
+// VBWD-NEXT: "grid": [
+// VBWD-NEXT:   "ceildiv(Tk, 128)",
+// VBWD:      "mma": "wgmma"
+// VBWD:      "name": "dq_accum"
+// RUN: fa-compile --form=varlen --kind=backward --head-dim=64 --window=16,16 --chip=sm_80 -o %t > /dev/null
+// RUN: FileCheck %s --check-prefix=VBWD80 < %t/fa_bwd_varlen_d64_bf16_window_sm80.json
+// VBWD80: "mma": "mma.sync"
 
 // RUN: fa-compile --form=varlen --head-dim=64 --dtype=f16 --chip=sm_80 -o %t > /dev/null
 // RUN: FileCheck %s --check-prefix=VARLEN80 < %t/fa_fwd_varlen_d64_f16_sm80.json
@@ -54,8 +81,10 @@
 
 // RUN: not fa-compile --form=ragged -o %t.bad 2>&1 | FileCheck %s --check-prefix=FORM
 // FORM: fa-compile: --form must be dense, varlen or paged, got 'ragged'
-// RUN: not fa-compile --form=varlen --kind=backward -o %t.bad 2>&1 | FileCheck %s --check-prefix=BWD
-// BWD: fa-compile: --form=varlen has a forward kernel only so far
+// RUN: not fa-compile --form=paged --kind=backward -o %t.bad 2>&1 | FileCheck %s --check-prefix=BWD
+// BWD: fa-compile: --form=paged is a forward form (a paged cache has no backward)
+// RUN: not fa-compile --form=varlen --kind=backward --deterministic -o %t.bad 2>&1 | FileCheck %s --check-prefix=DET
+// DET: fa-compile: --deterministic has no kernel for packed sequences yet
 // RUN: not fa-compile --page-size=64 -o %t.bad 2>&1 | FileCheck %s --check-prefix=PAGEFLAG
 // PAGEFLAG: fa-compile: --page-size applies to --form=paged only
 // RUN: not fa-compile --form=paged --page-size=24 -o %t.bad 2>&1 | FileCheck %s --check-prefix=PAGESIZE

@@ -171,11 +171,12 @@ static cl::opt<std::string> kvSplits(
     cl::init("none"), cl::cat(category));
 static cl::opt<std::string> form(
     "form",
-    cl::desc("Forward: dense ([B, H, N, D] tensors, the default), varlen "
+    cl::desc("Dense ([B, H, N, D] tensors, the default), varlen "
              "(packed sequences: [T, H, D] tensors with cumulative offsets "
-             "cu_seqlens_q / cu_seqlens_k and max_seqlen_q) or paged (q "
-             "[B, H, Nq, D] against key/value pages [P, S, Hkv, D] of a "
-             "page table, cache_seqlens keys per batch)"),
+             "cu_seqlens_q / cu_seqlens_k and max_seqlen_q, forward and "
+             "backward; the backward also takes max_seqlen_k) or paged "
+             "(forward: q [B, H, Nq, D] against key/value pages "
+             "[P, S, Hkv, D] of a page table, cache_seqlens keys per batch)"),
     cl::init("dense"), cl::cat(category));
 static cl::opt<int64_t>
     pageSize("page-size",
@@ -227,7 +228,7 @@ struct KernelConfig {
     std::string n =
         llvm::formatv("{0}_d{1}", backward() ? "fa_bwd" : "fa_fwd", d);
     if (form == "varlen")
-      n = llvm::formatv("fa_fwd_varlen_d{0}", d);
+      n = llvm::formatv("{0}_varlen_d{1}", backward() ? "fa_bwd" : "fa_fwd", d);
     else if (form == "paged")
       n = llvm::formatv("fa_fwd_paged{0}_d{1}", pageSize, d);
     if (dv != d)
@@ -437,6 +438,47 @@ func.func @fa_bwd(%q: {0}, %k: {0}, %v: {1}, %out: {1}, %dout: {1}, %lse: {2},
       .str();
 }
 
+/// The packed backward's function: fa.attention_varlen_backward between
+/// memrefs ([H, T, D] views of [T, H, D] tensors), the dense backward's
+/// arguments followed by the offsets and both maximum lengths.
+std::string buildVarlenBackwardModule(const KernelConfig &c) {
+  FunctionParts p = functionParts(c);
+  auto memref3 = [&](int64_t d) {
+    return llvm::formatv("memref<?x?x{0}x{1}, strided<[?, ?, 1], offset: ?>>",
+                         d, c.dtype)
+        .str();
+  };
+  auto tensor3 = [&](int64_t d) {
+    return llvm::formatv("tensor<?x?x{0}x{1}>", d, c.dtype).str();
+  };
+  std::string lm = "memref<?x?xf32, strided<[?, 1], offset: ?>>";
+  std::string lt = "tensor<?x?xf32>";
+  return llvm::formatv(
+             R"mlir(
+func.func @fa_bwd_varlen(%q: {0}, %k: {0}, %v: {1}, %out: {1}, %dout: {1}, %lse: {2},
+                         %dq: {0}, %dk: {0}, %dv: {1},
+                         %cu_seqlens_q: memref<?xi32>, %cu_seqlens_k: memref<?xi32>,
+                         %max_seqlen_q: index, %max_seqlen_k: index{7}) {{
+  %qt = bufferization.to_tensor %q restrict : {0} to {3}
+  %kt = bufferization.to_tensor %k restrict : {0} to {3}
+  %vt = bufferization.to_tensor %v restrict : {1} to {4}
+  %ot = bufferization.to_tensor %out restrict : {1} to {4}
+  %dot = bufferization.to_tensor %dout restrict : {1} to {4}
+  %lt = bufferization.to_tensor %lse restrict : {2} to {5}
+  %cq = bufferization.to_tensor %cu_seqlens_q restrict : memref<?xi32> to tensor<?xi32>
+  %ck = bufferization.to_tensor %cu_seqlens_k restrict : memref<?xi32> to tensor<?xi32>
+  %gq, %gk, %gv = fa.attention_varlen_backward %qt, %kt, %vt, %ot, %lt, %dot seqlens(%cq, %ck) max_seqlen_q(%max_seqlen_q) max_seqlen_k(%max_seqlen_k){6} : ({3}, {3}, {4}, {4}, {5}, {4}, tensor<?xi32>, tensor<?xi32>, index, index{8}) -> ({3}, {3}, {4})
+  bufferization.materialize_in_destination %gq in restrict writable %dq : ({3}, {0}) -> ()
+  bufferization.materialize_in_destination %gk in restrict writable %dk : ({3}, {0}) -> ()
+  bufferization.materialize_in_destination %gv in restrict writable %dv : ({4}, {1}) -> ()
+  return
+}
+)mlir",
+             memref3(c.d), memref3(c.dv), lm, tensor3(c.d), tensor3(c.dv), lt,
+             p.attrs, p.scalarArgs, p.scalarTypes)
+      .str();
+}
+
 /// Reads the configuration back from the (verified) attention op, so a
 /// user-written IR file and the flags produce the same manifest.
 template <typename OpT>
@@ -500,6 +542,19 @@ ArrayRef<fa::HostArgument> pagedArgs() {
       {"lse", {"B", "Hq", "Nq"}},
       {"page_table", {"B", "MaxPages"}},
       {"cache_seqlens", {"B"}}};
+  return args;
+}
+/// The packed backward: the dense backward's tensors as [H, T, X] views,
+/// then the offsets and both maximum lengths.
+ArrayRef<fa::HostArgument> varlenBackwardArgs() {
+  static const SmallVector<fa::HostArgument> args = {
+      {"q", {"Hq", "Tq", "D"}},     {"k", {"Hkv", "Tk", "D"}},
+      {"v", {"Hkv", "Tk", "Dv"}},   {"out", {"Hq", "Tq", "Dv"}},
+      {"dout", {"Hq", "Tq", "Dv"}}, {"lse", {"Hq", "Tq"}},
+      {"dq", {"Hq", "Tq", "D"}},    {"dk", {"Hkv", "Tk", "D"}},
+      {"dv", {"Hkv", "Tk", "Dv"}},  {"cu_seqlens_q", {"B1"}},
+      {"cu_seqlens_k", {"B1"}},     {"max_seqlen_q", {}},
+      {"max_seqlen_k", {}}};
   return args;
 }
 ArrayRef<fa::HostArgument> backwardArgs() {
@@ -788,8 +843,9 @@ FailureOr<CompiledCandidate> compileCandidate(MLIRContext &ctx, ModuleOp module,
                                               bool quiet) {
   Operation *attention = nullptr;
   module->walk([&](Operation *op) {
-    if (!attention && isa<fa::AttentionOp, fa::AttentionBackwardOp,
-                          fa::AttentionVarlenOp, fa::AttentionPagedOp>(op))
+    if (!attention &&
+        isa<fa::AttentionOp, fa::AttentionBackwardOp, fa::AttentionVarlenOp,
+            fa::AttentionVarlenBackwardOp, fa::AttentionPagedOp>(op))
       attention = op;
   });
   std::string mmaName = config.mma == "mma.sync" ? "mma_sync" : config.mma;
@@ -844,7 +900,11 @@ FailureOr<CompiledCandidate> compileCandidate(MLIRContext &ctx, ModuleOp module,
   module->walk([&](gpu::LaunchFuncOp op) { launches.push_back(op); });
   SmallVector<gpu::BinaryOp> binaries;
   module->walk([&](gpu::BinaryOp op) { binaries.push_back(op); });
-  size_t expected = config.backward() ? 3 : config.kvSplits != 0 ? 2 : 1;
+  // A backward: preprocess, key blocks, dQ (and, packed, the rows of no
+  // sequence).
+  size_t expected = config.backward()      ? (config.form == "varlen" ? 4 : 3)
+                    : config.kvSplits != 0 ? 2
+                                           : 1;
   if (launches.size() != expected || binaries.size() != 1 ||
       binaries[0].getObjects().size() != 1)
     return module->emitError("fa-compile: expected ")
@@ -915,10 +975,12 @@ LogicalResult compileOne(MLIRContext &ctx, const KernelConfig &flags,
   // Find the op and derive the config from it.
   Operation *attention = nullptr, *unsupported = nullptr, *modified = nullptr;
   module->walk([&](Operation *op) {
-    if (!attention && isa<fa::AttentionOp, fa::AttentionBackwardOp,
-                          fa::AttentionVarlenOp, fa::AttentionPagedOp>(op))
+    if (!attention &&
+        isa<fa::AttentionOp, fa::AttentionBackwardOp, fa::AttentionVarlenOp,
+            fa::AttentionVarlenBackwardOp, fa::AttentionPagedOp>(op))
       attention = op;
-    if (!unsupported && isa<fa::AttentionVarlenBackwardOp>(op))
+    auto varlenBwd = dyn_cast<fa::AttentionVarlenBackwardOp>(op);
+    if (!unsupported && varlenBwd && varlenBwd.getDeterministic())
       unsupported = op;
     auto fwd = dyn_cast<fa::AttentionOp>(op);
     auto bwd = dyn_cast<fa::AttentionBackwardOp>(op);
@@ -928,8 +990,9 @@ LogicalResult compileOne(MLIRContext &ctx, const KernelConfig &flags,
   });
   if (unsupported)
     return unsupported->emitOpError(
-        "fa-compile: no GPU kernel for this op yet (the CPU pipelines "
-        "fa-reference-cpu and fa-tiled-cpu lower it)");
+        "fa-compile: no deterministic GPU kernel for packed sequences yet "
+        "(the fast mode has one; the CPU pipelines fa-reference-cpu and "
+        "fa-tiled-cpu lower it)");
   if (modified)
     return modified->emitOpError(
         "fa-compile: no GPU kernel computes score_mod or mask_mod yet (the "
@@ -937,7 +1000,8 @@ LogicalResult compileOne(MLIRContext &ctx, const KernelConfig &flags,
   if (!attention)
     return module->emitError(
         "fa-compile: no fa.attention, fa.attention_backward, "
-        "fa.attention_varlen or fa.attention_paged op in the input");
+        "fa.attention_varlen, fa.attention_varlen_backward or "
+        "fa.attention_paged op in the input");
   KernelConfig config = flags;
   // Calls `fn` with the typed op (they share the accessors used here).
   auto visit = [&](auto fn) {
@@ -947,16 +1011,20 @@ LogicalResult compileOne(MLIRContext &ctx, const KernelConfig &flags,
       return fn(op);
     if (auto op = dyn_cast<fa::AttentionVarlenOp>(attention))
       return fn(op);
+    if (auto op = dyn_cast<fa::AttentionVarlenBackwardOp>(attention))
+      return fn(op);
     return fn(cast<fa::AttentionPagedOp>(attention));
   };
   visit([&](auto op) { config = configFromOp(op, flags); });
   config.kind =
-      isa<fa::AttentionBackwardOp>(attention) ? "backward" : "forward";
+      isa<fa::AttentionBackwardOp, fa::AttentionVarlenBackwardOp>(attention)
+          ? "backward"
+          : "forward";
   config.form = "dense";
   config.pageSize = 0;
   if (auto bwd = dyn_cast<fa::AttentionBackwardOp>(attention))
     config.deterministic = bwd.getDeterministic();
-  if (isa<fa::AttentionVarlenOp>(attention))
+  if (isa<fa::AttentionVarlenOp, fa::AttentionVarlenBackwardOp>(attention))
     config.form = "varlen";
   if (auto paged = dyn_cast<fa::AttentionPagedOp>(attention)) {
     config.form = "paged";
@@ -1093,8 +1161,10 @@ LogicalResult compileOne(MLIRContext &ctx, const KernelConfig &flags,
       {"warps", kernelConfig.getWarps()},
       {"mma", wgmma ? "wgmma" : "mma.sync"},
   };
-  if (config.backward())
+  if (config.backward()) {
     manifest["dkv_split"] = kernelConfig.getDkvSplit();
+    manifest["form"] = config.form;
+  }
   if (!config.backward()) {
     // The tensors' form: dense, varlen (packed) or paged (with its page
     // size); the parameters' dims name the sizes of each.
@@ -1110,11 +1180,12 @@ LogicalResult compileOne(MLIRContext &ctx, const KernelConfig &flags,
                                   ? llvm::json::Value("auto")
                                   : llvm::json::Value(config.kvSplits);
   }
-  ArrayRef<fa::HostArgument> hostArgs = config.backward() ? backwardArgs()
-                                        : config.form == "varlen" ? varlenArgs()
-                                        : config.form == "paged"
-                                            ? pagedArgs()
-                                            : forwardArgs();
+  ArrayRef<fa::HostArgument> hostArgs =
+      config.backward()
+          ? (config.form == "varlen" ? varlenBackwardArgs() : backwardArgs())
+      : config.form == "varlen" ? varlenArgs()
+      : config.form == "paged"  ? pagedArgs()
+                                : forwardArgs();
   FailureOr<llvm::json::Array> workspace = describeWorkspace(host, hostArgs);
   if (failed(workspace))
     return failure();
@@ -1186,10 +1257,9 @@ FailureOr<KernelConfig> configFromFlags() {
                  << c.form << "'\n";
     return failure();
   }
-  if (c.form != "dense" && c.kind != "forward") {
-    llvm::errs() << "fa-compile: --form=" << c.form
-                 << " has a forward kernel only so far (the packed backward "
-                    "has a CPU lowering)\n";
+  if (c.form == "paged" && c.kind != "forward") {
+    llvm::errs() << "fa-compile: --form=paged is a forward form (a paged "
+                    "cache has no backward)\n";
     return failure();
   }
   if (pageSize.getNumOccurrences() && c.form != "paged") {
@@ -1209,6 +1279,11 @@ FailureOr<KernelConfig> configFromFlags() {
   if (c.deterministic && c.kind != "backward") {
     llvm::errs() << "fa-compile: --deterministic applies to --kind "
                     "backward only\n";
+    return failure();
+  }
+  if (c.deterministic && c.form == "varlen") {
+    llvm::errs() << "fa-compile: --deterministic has no kernel for packed "
+                    "sequences yet (the fast mode, dQ by atomics, has one)\n";
     return failure();
   }
   c.d = headDim;
@@ -1403,10 +1478,12 @@ int main(int argc, char **argv) {
     if (!inputFile.empty() && !defaultSet) {
       module = parseSourceFile<ModuleOp>(inputFile, &ctx);
     } else {
-      module = parseSourceString<ModuleOp>(config.backward()
-                                               ? buildBackwardModule(config)
-                                               : buildForwardModule(config),
-                                           &ctx, "fa-compile-config");
+      module = parseSourceString<ModuleOp>(
+          config.backward()
+              ? (config.form == "varlen" ? buildVarlenBackwardModule(config)
+                                         : buildBackwardModule(config))
+              : buildForwardModule(config),
+          &ctx, "fa-compile-config");
     }
     if (!module)
       return 1;

@@ -254,7 +254,9 @@ public:
   /// Fills with NaN, so an element the kernel never writes is caught.
   void poison();
   /// Reads the buffer back; an error if any element is still NaN.
-  llvm::Expected<HostTensor> read() const;
+  /// The buffer's values; NaN is an error (an element never written)
+  /// unless `allowNaN`.
+  llvm::Expected<HostTensor> read(bool allowNaN = false) const;
 
 private:
   size_t elementSize() const;

@@ -60,6 +60,7 @@
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Dialect/Utils/StaticValueUtils.h"
 #include "mlir/IR/IRMapping.h"
+#include "mlir/IR/Matchers.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
@@ -85,14 +86,19 @@ constexpr int64_t kRowKernelThreads = 128;
 //===----------------------------------------------------------------------===//
 
 /// Rows [offsets[2], ...) of head offsets[1] in batch offsets[0] of a
-/// [B, H, N(, X)] tensor.
+/// [B, H, N(, X)] tensor; of a packed [H, T(, X)] tensor (`packed`), rows
+/// [offsets[2], ...) of head offsets[1], offsets[0] = 0: the kernels see it
+/// as a batch of one.
 struct RowSlice {
   Value source;
   SmallVector<OpFoldResult, 3> offsets;
+  bool packed = false;
 };
 
 /// Follows a (padded) row slice back to the sliced tensor. Padding needs no
-/// code: the kernels zero-fill (or +inf-fill) past the sequence ends.
+/// code: the kernels zero-fill (or +inf-fill) past the sequence ends. A
+/// tile of one row per element ([rows]) slices lse or delta, one of rows of
+/// width X ([rows, X]) the others; the source rank says dense or packed.
 FailureOr<RowSlice> traceRowSlice(Value tile) {
   if (auto pad = tile.getDefiningOp<tensor::PadOp>()) {
     if (!llvm::all_of(pad.getMixedLowPad(), isZeroInteger))
@@ -103,17 +109,28 @@ FailureOr<RowSlice> traceRowSlice(Value tile) {
   if (!slice || !slice.hasUnitStride())
     return failure();
   int64_t rank = slice.getSourceType().getRank();
-  if (rank != 3 && rank != 4)
+  int64_t tileRank = slice.getResultType().getRank();
+  if (tileRank != 1 && tileRank != 2)
+    return failure();
+  // Leading unit dims: (batch, head) dense, (head) packed.
+  int64_t lead = rank - tileRank;
+  if (lead != 1 && lead != 2)
     return failure();
   SmallVector<OpFoldResult> offsets = slice.getMixedOffsets();
   SmallVector<OpFoldResult> sizes = slice.getMixedSizes();
-  if (!isOneInteger(sizes[0]) || !isOneInteger(sizes[1]))
+  for (int64_t i = 0; i < lead; ++i)
+    if (!isOneInteger(sizes[i]))
+      return failure();
+  if (tileRank == 2 && (!isZeroInteger(offsets[rank - 1]) ||
+                        getConstantIntValue(sizes[rank - 1]) !=
+                            slice.getSourceType().getDimSize(rank - 1)))
     return failure();
-  if (rank == 4 &&
-      (!isZeroInteger(offsets[3]) ||
-       getConstantIntValue(sizes[3]) != slice.getSourceType().getDimSize(3)))
-    return failure();
-  return RowSlice{slice.getSource(), {offsets[0], offsets[1], offsets[2]}};
+  if (lead == 2)
+    return RowSlice{slice.getSource(), {offsets[0], offsets[1], offsets[2]}};
+  OpFoldResult zero = IntegerAttr::get(IndexType::get(tile.getContext()), 0);
+  return RowSlice{slice.getSource(),
+                  {zero, offsets[0], offsets[1]},
+                  /*packed=*/true};
 }
 
 /// The memref behind a `bufferization.to_tensor`, or null.
@@ -126,6 +143,9 @@ Value memrefOf(Value tensor) {
 struct StepInputs {
   AttentionBackwardStepOp step;
   RowSlice q, k, v, dout, lse, delta;
+  /// Packed sequences: [H, T, X] tensors, seen by the kernels as [1, H, T,
+  /// X] (batchView).
+  bool packed = false;
   Value qMem, kMem, vMem, doMem, lseMem;
   /// The Di generic: delta = rowsum(dO * O).
   linalg::GenericOp deltaOp;
@@ -176,6 +196,16 @@ LogicalResult matchStepInputs(AttentionBackwardStepOp step, StepInputs &in,
       failed(trace(step.getDelta(), in.delta, nullptr)))
     return fail("the step's tiles must be row slices of memrefs (through "
                 "bufferization.to_tensor) or of the delta generic");
+  in.packed = in.q.packed;
+  for (const RowSlice *s : {&in.k, &in.v, &in.dout, &in.lse, &in.delta})
+    if (s->packed != in.packed)
+      return fail("the step's tiles must all be dense ([B, H, N, X]) or all "
+                  "packed ([H, T, X]) row slices");
+  // Rows of packed sequences: the sequence limits come from the step's
+  // positions, which only a masked step has.
+  if (in.packed && !step.isMasked())
+    return fail("a step of packed sequences must be masked (its lengths "
+                "bound the rows)");
   in.deltaOp = in.delta.source.getDefiningOp<linalg::GenericOp>();
   if (!in.deltaOp || in.deltaOp.getNumDpsInputs() != 2 ||
       in.deltaOp.getNumResults() != 1 ||
@@ -336,6 +366,20 @@ public:
   Value fsub(Value x, Value y) { return arith::SubFOp::create(b, loc, x, y); }
   Value inf() { return f32(std::numeric_limits<double>::infinity()); }
 
+  /// A packed [H, T(, X)] memref as [1, H, T(, X)], so that one kernel body
+  /// addresses dense and packed rows; dense memrefs as they are.
+  Value batchView(Value memref, bool packed) {
+    if (!packed)
+      return memref;
+    auto type = cast<MemRefType>(memref.getType());
+    SmallVector<int64_t> shape = {1};
+    llvm::append_range(shape, type.getShape());
+    SmallVector<ReassociationIndices> groups = {{0, 1}};
+    for (int64_t i = 1; i < type.getRank(); ++i)
+      groups.push_back({i + 1});
+    return memref::ExpandShapeOp::create(b, loc, shape, memref, groups);
+  }
+
   /// A flat 1-d view of rows of (batch, head) of a [B, H, N, X] memref from
   /// element (row0, col0): element (row0 + r, col0 + c) is r * rowStride + c.
   std::pair<Value, Value> rowView(Value memref, Value batch, Value head,
@@ -406,6 +450,24 @@ public:
         b, loc, tokenType, dst, ValueRange{add(col, dstOff)}, ws,
         ValueRange{batch, head, add(row0, col)}, b.getIndexAttr(4), Value(),
         b.getUnitAttr());
+  }
+
+  /// copyF32Rows for rows of packed sequences: they start anywhere (no
+  /// 16-byte alignment), so one f32 per thread; rows >= limit read as 0,
+  /// which with the zero-filled Q and dO rows gives them no gradient.
+  void copyF32RowsPacked(Value ws, Value head, Value row0, Value limit,
+                         Value dst, Value dstOff, int64_t rows,
+                         int64_t threads) {
+    auto tokenType = nvgpu::DeviceAsyncTokenType::get(b.getContext());
+    forEachDealt(tid, threads, rows, [&](Value r) {
+      Value row = add(row0, r);
+      Value in = slt(row, limit);
+      Value n = arith::SelectOp::create(b, loc, in, idx(1), idx(0));
+      Value safeRow = arith::SelectOp::create(b, loc, in, row, idx(0));
+      nvgpu::DeviceAsyncCopyOp::create(
+          b, loc, tokenType, dst, ValueRange{add(r, dstOff)}, ws,
+          ValueRange{idx(0), head, safeRow}, b.getIndexAttr(1), n, UnitAttr());
+    });
   }
 
   void commit() { commitCopies(); }
@@ -618,10 +680,13 @@ void finishLaunch(OpBuilder &b, Location loc, gpu::LaunchOp launch,
 /// shuffles.
 void emitPreprocess(BackwardEmitter &e, gpu::LaunchOp launch, Value out,
                     Value dout, Value lse, Value delta, Value lse2, Value dqAcc,
-                    int64_t dv, int64_t d, Type elt) {
+                    int64_t dv, int64_t d, Type elt, bool packed) {
   OpBuilder &b = e.b;
   Location loc = e.loc;
   // First uses fix the kernel's parameter order.
+  out = e.batchView(out, packed);
+  dout = e.batchView(dout, packed);
+  lse = e.batchView(lse, packed);
   Value nq = memref::DimOp::create(b, loc, out, 2);
   (void)memref::DimOp::create(b, loc, dout, 2);
   (void)memref::DimOp::create(b, loc, lse, 2);
@@ -712,7 +777,7 @@ void emitPreprocess(BackwardEmitter &e, gpu::LaunchOp launch, Value out,
 /// dq = scale * dqAcc in the element type, 8 elements per lane, rows in
 /// order (coalesced).
 void emitDqConvert(BackwardEmitter &e, gpu::LaunchOp launch, Value dqAcc,
-                   Value dq, int64_t d, Value scale, Type elt) {
+                   Value dq, int64_t d, Value scale, Type elt, bool packed) {
   OpBuilder &b = e.b;
   Location loc = e.loc;
   auto vf = VectorType::get({kChunk}, b.getF32Type());
@@ -720,6 +785,7 @@ void emitDqConvert(BackwardEmitter &e, gpu::LaunchOp launch, Value dqAcc,
   // First: the run-time scale leads the parameters, as in every kernel.
   Value s = vector::BroadcastOp::create(b, loc, vf, scale);
   Value nq = memref::DimOp::create(b, loc, dqAcc, 2);
+  dq = e.batchView(dq, packed);
   (void)memref::DimOp::create(b, loc, dq, 2);
   gpu::KernelDim3 ids = launch.getBlockIds();
   Value bi = ids.z, h = ids.y, tid = launch.getThreadIds().x;
@@ -737,6 +803,15 @@ void emitDqConvert(BackwardEmitter &e, gpu::LaunchOp launch, Value dqAcc,
     Value y = arith::TruncFOp::create(b, loc, vt, e.fmul(x, s));
     vector::StoreOp::create(b, loc, y, dq, ValueRange{bi, h, row, col});
   }
+}
+
+/// Whether `init` (a shared output of the nest) is a linalg.fill of zero.
+bool isZeroFill(Value init) {
+  auto fill = init.getDefiningOp<linalg::FillOp>();
+  if (!fill)
+    return false;
+  Value x = fill.getInputs()[0];
+  return matchPattern(x, m_AnyZeroFloat()) || matchPattern(x, m_Zero());
 }
 
 //===----------------------------------------------------------------------===//
@@ -865,6 +940,64 @@ FailureOr<KeyBlockNest> matchKeyBlockNest(AttentionBackwardStepOp step) {
   return n;
 }
 
+/// Packed sequences: zeroes the dK and dV rows outside [cu_k[0], cu_k[B])
+/// (the rows of no sequence), one row per thread. The bounds are the nest's
+/// own key rows, recomputed for the first sequence's first key block and
+/// past the last sequence's keys.
+void emitZeroRows(BackwardEmitter &e, gpu::LaunchOp launch, KeyBlockNest n,
+                  int64_t d, int64_t dv, Type elt) {
+  OpBuilder &b = e.b;
+  Location loc = e.loc;
+  e.nest = n.forall;
+  Value dk = e.batchView(n.dk, true), dv4 = e.batchView(n.dv, true);
+  Value tk = memref::DimOp::create(b, loc, dk, 2);
+  Value h = launch.getBlockIds().y, tid = launch.getThreadIds().x;
+  Value row =
+      e.add(e.mul(launch.getBlockIds().x, e.idx(kRowKernelThreads)), tid);
+  // The sequence induction variable is the one on z.
+  int64_t seqDim =
+      llvm::find(n.blockDims, gpu::Dimension::z) - n.blockDims.begin();
+  auto firstBlockOf = [&](Value seq) {
+    IRMapping m;
+    for (auto [i, iv] : llvm::enumerate(n.forall.getInductionVars()))
+      m.map(iv, int64_t(i) == seqDim ? seq : e.idx(0));
+    m.map(n.keyLoop.getInductionVar(), e.idx(0));
+    return m;
+  };
+  AttentionBackwardStepOp step = n.in.step;
+  IRMapping m0 = firstBlockOf(e.idx(0));
+  Value lo =
+      e.sub(e.clone(n.in.k.offsets[2], m0), e.clone(step.getKStart(), m0));
+  Value numSeqs = e.clone(n.forall.getMixedUpperBound()[seqDim], m0);
+  auto hasSeqs = scf::IfOp::create(b, loc, TypeRange{b.getIndexType()},
+                                   e.slt(e.idx(0), numSeqs), true);
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(hasSeqs.thenBlock());
+    IRMapping last = firstBlockOf(e.sub(numSeqs, e.idx(1)));
+    Value hi = e.add(e.sub(e.clone(n.in.k.offsets[2], last),
+                           e.clone(step.getKStart(), last)),
+                     e.clone(step.getKLen(), last));
+    scf::YieldOp::create(b, loc, hi);
+    b.setInsertionPointToStart(hasSeqs.elseBlock());
+    scf::YieldOp::create(b, loc, lo);
+  }
+  Value hi = hasSeqs.getResult(0);
+  Value orphan = arith::OrIOp::create(
+      b, loc, e.slt(row, lo),
+      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sge, row, hi));
+  orphan = arith::AndIOp::create(b, loc, orphan, e.slt(row, tk));
+  auto ifOp = scf::IfOp::create(b, loc, orphan, false);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(ifOp.thenBlock());
+  auto vt = VectorType::get({kChunk}, elt);
+  Value zero = arith::ConstantOp::create(b, loc, vt, b.getZeroAttr(vt));
+  for (auto [mem, width] : {std::pair<Value, int64_t>{dk, d}, {dv4, dv}})
+    for (int64_t c = 0; c < width / kChunk; ++c)
+      vector::StoreOp::create(b, loc, zero, mem,
+                              ValueRange{e.idx(0), h, row, e.idx(c * kChunk)});
+}
+
 class KeyBlockKernel : public BackwardEmitter {
 public:
   KeyBlockKernel(OpBuilder &b, Location loc, KeyBlockNest &n,
@@ -923,7 +1056,8 @@ private:
   Value dqStage;
   int64_t stageStride = 0;
 
-  KeyBlockNest &n;
+  /// (A copy: packed memrefs are replaced by their in-kernel views.)
+  KeyBlockNest n;
   const BackwardConfig &cfg;
   WarpFragments frags;
   WarpgroupMma wg;
@@ -960,10 +1094,17 @@ void KeyBlockKernel::issue(Value t, Value buf) {
            row0, cfg.br, cfg.threads());
   copyRows(n.in.doMem, at(n.in.dout, 0), at(n.in.dout, 1), at(n.in.dout, 2), nq,
            doTile, row0, cfg.br, cfg.threads());
-  copyF32Rows(lse2, at(n.in.lse, 0), at(n.in.lse, 1), at(n.in.lse, 2), lseS,
-              row0, cfg.br);
-  copyF32Rows(delta, at(n.in.delta, 0), at(n.in.delta, 1), at(n.in.delta, 2),
-              deltaS, row0, cfg.br);
+  if (n.in.packed) {
+    copyF32RowsPacked(lse2, at(n.in.lse, 1), at(n.in.lse, 2), nq, lseS, row0,
+                      cfg.br, cfg.threads());
+    copyF32RowsPacked(delta, at(n.in.delta, 1), at(n.in.delta, 2), nq, deltaS,
+                      row0, cfg.br, cfg.threads());
+  } else {
+    copyF32Rows(lse2, at(n.in.lse, 0), at(n.in.lse, 1), at(n.in.lse, 2), lseS,
+                row0, cfg.br);
+    copyF32Rows(delta, at(n.in.delta, 0), at(n.in.delta, 1), at(n.in.delta, 2),
+                deltaS, row0, cfg.br);
+  }
   commit();
 }
 
@@ -1469,12 +1610,16 @@ int64_t KeyBlockKernel::emit(gpu::LaunchOp launch) {
   nest = n.forall;
   // First uses fix the kernel's parameter order:
   // q, k, v, dout, lse2, delta, [dq_accum], dk, dv.
+  for (Value *mem : {&n.in.qMem, &n.in.kMem, &n.in.vMem, &n.in.doMem})
+    *mem = batchView(*mem, n.in.packed);
   nq = memref::DimOp::create(b, loc, n.in.qMem, 2);
   nk = memref::DimOp::create(b, loc, n.in.kMem, 2);
   for (Value mem : {n.in.vMem, n.in.doMem, lse2, delta})
     (void)memref::DimOp::create(b, loc, mem, 2);
   if (n.withDq)
     (void)memref::DimOp::create(b, loc, dqAcc, 2);
+  n.dk = batchView(n.dk, n.in.packed);
+  n.dv = batchView(n.dv, n.in.packed);
   (void)memref::DimOp::create(b, loc, n.dk, 2);
   (void)memref::DimOp::create(b, loc, n.dv, 2);
 
@@ -1572,6 +1717,19 @@ int64_t KeyBlockKernel::emit(gpu::LaunchOp launch) {
   kHead = clone(n.in.k.offsets[1], base);
   Value vBatch = clone(n.in.v.offsets[0], base),
         vHead = clone(n.in.v.offsets[1], base);
+  if (n.in.packed) {
+    // A sequence's rows end at its first row plus its length: the limit of
+    // every copy and store (rows past it are the next sequence's).
+    AttentionBackwardStepOp step = n.in.step;
+    nk = add(sub(kStart, clone(step.getKStart(), base)),
+             clone(step.getKLen(), base));
+    IRMapping first = base;
+    first.map(n.headLoop.getInductionVar(), idx(0));
+    first.map(n.queryLoop.getInductionVar(), idx(0));
+    nq = add(
+        sub(clone(n.in.q.offsets[2], first), clone(step.getQStart(), first)),
+        clone(step.getQLen(), first));
+  }
   qbLo = clone(n.queryLoop.getLowerBound(), base);
   Value qbHi = clone(n.queryLoop.getUpperBound(), base);
   Value groups = clone(n.headLoop.getUpperBound(), base);
@@ -1985,28 +2143,41 @@ LogicalResult mlir::fa::convertTiledAttentionBackwardToGPU(
     return arith::ConstantIndexOp::create(b, loc, v);
   };
   const StepInputs &in = keyNest->in;
-  Value batch = memref::DimOp::create(b, loc, in.qMem, 0);
-  Value hq = memref::DimOp::create(b, loc, in.qMem, 1);
-  Value nq = memref::DimOp::create(b, loc, in.qMem, 2);
+  if (in.packed && queryNest)
+    return queryNest->forall.emitError(
+        "fa-convert-tiled-attention-backward-to-gpu: packed sequences have no "
+        "deterministic dQ kernel; the fast mode (dQ by atomics) has one");
+  // Packed sequences: the row kernels and the workspace see [H, T] rows as a
+  // batch of one.
+  bool packed = in.packed;
+  Value batch = packed ? Value(cidx(1))
+                       : memref::DimOp::create(b, loc, in.qMem, 0).getResult();
+  Value hq = memref::DimOp::create(b, loc, in.qMem, packed ? 0 : 1);
+  Value nq = memref::DimOp::create(b, loc, in.qMem, packed ? 1 : 2);
   Value rowBlocks =
       arith::CeilDivUIOp::create(b, loc, nq, cidx(kRowKernelThreads));
   Value nqPad =
       arith::MulIOp::create(b, loc, rowBlocks, cidx(kRowKernelThreads));
   Type f32 = b.getF32Type();
+  // (Packed: a static batch of one.)
+  int64_t wsBatch = packed ? 1 : ShapedType::kDynamic;
+  SmallVector<Value> wsSizes = {hq, nqPad}, accSizes = {hq, nq};
+  if (!packed) {
+    wsSizes.insert(wsSizes.begin(), batch);
+    accSizes.insert(accSizes.begin(), batch);
+  }
   auto ws3 = MemRefType::get(
-      {ShapedType::kDynamic, ShapedType::kDynamic, ShapedType::kDynamic}, f32);
-  Value delta =
-      memref::AllocOp::create(b, loc, ws3, ValueRange{batch, hq, nqPad});
-  Value lse2 =
-      memref::AllocOp::create(b, loc, ws3, ValueRange{batch, hq, nqPad});
+      {wsBatch, ShapedType::kDynamic, ShapedType::kDynamic}, f32);
+  Value delta = memref::AllocOp::create(b, loc, ws3, wsSizes);
+  Value lse2 = memref::AllocOp::create(b, loc, ws3, wsSizes);
   Value dqAcc;
   if (keyNest->withDq)
     dqAcc = memref::AllocOp::create(
         b, loc,
-        MemRefType::get({ShapedType::kDynamic, ShapedType::kDynamic,
-                         ShapedType::kDynamic, keyCfg->d},
-                        f32),
-        ValueRange{batch, hq, nq});
+        MemRefType::get(
+            {wsBatch, ShapedType::kDynamic, ShapedType::kDynamic, keyCfg->d},
+            f32),
+        accSizes);
 
   // Tagged for drivers that describe kernel parameters (fa-compile).
   Value workspace[] = {delta, lse2, dqAcc};
@@ -2028,7 +2199,7 @@ LogicalResult mlir::fa::convertTiledAttentionBackwardToGPU(
     b.setInsertionPointToStart(&launch.getBody().front());
     BackwardEmitter e(b, loc);
     emitPreprocess(e, launch, in.outMem, in.doMem, in.lseMem, delta, lse2,
-                   dqAcc, keyCfg->dv, keyCfg->d, keyCfg->elt);
+                   dqAcc, keyCfg->dv, keyCfg->d, keyCfg->elt, packed);
     finishLaunch(b, loc, launch, 0);
   }
   // Key blocks.
@@ -2068,7 +2239,7 @@ LogicalResult mlir::fa::convertTiledAttentionBackwardToGPU(
     // Only the scale: no dead use may make the softcap a parameter.
     keyCfg->scale = keyCfg->scalars.buildScale(b, loc);
     emitDqConvert(e, launch, dqAcc, keyNest->dq, keyCfg->d, keyCfg->scale,
-                  keyCfg->elt);
+                  keyCfg->elt, packed);
     finishLaunch(b, loc, launch, 0);
   } else {
     std::array<Value, 3> grid =
@@ -2090,6 +2261,27 @@ LogicalResult mlir::fa::convertTiledAttentionBackwardToGPU(
                  "fa-convert-tiled-attention-backward-to-gpu: an index of the "
                  "dQ nest cannot be recomputed in the kernel: ")
              << kernel.failedValue;
+  }
+  // Rows of no sequence: zeros, when the nest starts dK and dV as zeros
+  // (dQ's come from the zeroed accumulator).
+  if (packed && isZeroFill(keyNest->forall.getOutputs()[keyNest->withDq]) &&
+      isZeroFill(keyNest->forall.getOutputs()[keyNest->withDq + 1])) {
+    Value tk = memref::DimOp::create(b, loc, keyNest->dk, 1);
+    Value hkv = memref::DimOp::create(b, loc, keyNest->dk, 0);
+    Value blocks =
+        arith::CeilDivUIOp::create(b, loc, tk, cidx(kRowKernelThreads));
+    gpu::LaunchOp launch = launchAt({blocks, hkv, cidx(1)}, kRowKernelThreads,
+                                    "_zero_rows_kernel");
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(&launch.getBody().front());
+    BackwardEmitter e(b, loc);
+    emitZeroRows(e, launch, *keyNest, keyCfg->d, keyCfg->dv, keyCfg->elt);
+    finishLaunch(b, loc, launch, 0);
+    if (e.failed)
+      return keyNest->forall.emitError(
+                 "fa-convert-tiled-attention-backward-to-gpu: the sequences' "
+                 "key rows cannot be recomputed in a kernel: ")
+             << e.failedValue;
   }
   for (Value ws : {delta, lse2, dqAcc})
     if (ws)

@@ -1968,8 +1968,8 @@ func.func @f(%q: tensor<4x?x64xf16>, %k: tensor<4x?x64xf16>, %v: tensor<4x?x64xf
 // The gradients have exactly the inputs' types.
 func.func @f(%q: tensor<4x?x64xf16>, %k: tensor<4x?x64xf16>, %l: tensor<4x?xf32>, %cq: tensor<?xi32>, %m: index) {
   // expected-error @below {{dk must have the type of key, 'tensor<4x?x64xf16>', got 'tensor<4x7x64xf16>'}}
-  %dq, %dk, %dv = fa.attention_varlen_backward %q, %k, %k, %q, %l, %q seqlens(%cq, %cq) max_seqlen_q(%m)
-      : (tensor<4x?x64xf16>, tensor<4x?x64xf16>, tensor<4x?x64xf16>, tensor<4x?x64xf16>, tensor<4x?xf32>, tensor<4x?x64xf16>, tensor<?xi32>, tensor<?xi32>, index)
+  %dq, %dk, %dv = fa.attention_varlen_backward %q, %k, %k, %q, %l, %q seqlens(%cq, %cq) max_seqlen_q(%m) max_seqlen_k(%m)
+      : (tensor<4x?x64xf16>, tensor<4x?x64xf16>, tensor<4x?x64xf16>, tensor<4x?x64xf16>, tensor<4x?xf32>, tensor<4x?x64xf16>, tensor<?xi32>, tensor<?xi32>, index, index)
       -> (tensor<4x?x64xf16>, tensor<4x7x64xf16>, tensor<4x?x64xf16>)
   return
 }
@@ -1978,8 +1978,8 @@ func.func @f(%q: tensor<4x?x64xf16>, %k: tensor<4x?x64xf16>, %l: tensor<4x?xf32>
 
 func.func @f(%q: tensor<4x?x64xf16>, %k: tensor<4x?x64xf16>, %l: tensor<4x9xf32>, %d: tensor<4x8x64xf16>, %cq: tensor<?xi32>, %m: index) {
   // expected-error @below {{query token count mismatch: dout has 8 but lse has 9}}
-  %dq, %dk, %dv = fa.attention_varlen_backward %q, %k, %k, %q, %l, %d seqlens(%cq, %cq) max_seqlen_q(%m)
-      : (tensor<4x?x64xf16>, tensor<4x?x64xf16>, tensor<4x?x64xf16>, tensor<4x?x64xf16>, tensor<4x9xf32>, tensor<4x8x64xf16>, tensor<?xi32>, tensor<?xi32>, index)
+  %dq, %dk, %dv = fa.attention_varlen_backward %q, %k, %k, %q, %l, %d seqlens(%cq, %cq) max_seqlen_q(%m) max_seqlen_k(%m)
+      : (tensor<4x?x64xf16>, tensor<4x?x64xf16>, tensor<4x?x64xf16>, tensor<4x?x64xf16>, tensor<4x9xf32>, tensor<4x8x64xf16>, tensor<?xi32>, tensor<?xi32>, index, index)
       -> (tensor<4x?x64xf16>, tensor<4x?x64xf16>, tensor<4x?x64xf16>)
   return
 }

@@ -756,17 +756,19 @@ func.func @attention_paged(%q: tensor<?x32x1x128xbf16>, %kp: tensor<?x8x256x128x
 }
 
 // CHECK-LABEL: func.func @attention_varlen_backward
-// CHECK: fa.attention_varlen_backward %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} seqlens(%{{.*}}, %{{.*}}) max_seqlen_q(%{{.*}}) mask<causal> deterministic :
+// CHECK: fa.attention_varlen_backward %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} seqlens(%{{.*}}, %{{.*}}) max_seqlen_q(%{{.*}}) max_seqlen_k(%{{.*}}) mask<causal> deterministic :
 func.func @attention_varlen_backward(%q: tensor<8x?x64xbf16>, %k: tensor<2x?x64xbf16>,
                                      %v: tensor<2x?x64xbf16>, %o: tensor<8x?x64xbf16>,
                                      %l: tensor<8x?xf32>, %do: tensor<8x?x64xbf16>,
-                                     %cu_q: tensor<?xi32>, %cu_k: tensor<?xi32>, %max_q: index)
+                                     %cu_q: tensor<?xi32>, %cu_k: tensor<?xi32>, %max_q: index,
+                                     %max_k: index)
     -> (tensor<8x?x64xbf16>, tensor<2x?x64xbf16>, tensor<2x?x64xbf16>) {
   %dq, %dk, %dv = fa.attention_varlen_backward %q, %k, %v, %o, %l, %do
-      seqlens(%cu_q, %cu_k) max_seqlen_q(%max_q) mask<causal> deterministic
+      seqlens(%cu_q, %cu_k) max_seqlen_q(%max_q) max_seqlen_k(%max_k)
+      mask<causal> deterministic
       : (tensor<8x?x64xbf16>, tensor<2x?x64xbf16>, tensor<2x?x64xbf16>,
          tensor<8x?x64xbf16>, tensor<8x?xf32>, tensor<8x?x64xbf16>,
-         tensor<?xi32>, tensor<?xi32>, index)
+         tensor<?xi32>, tensor<?xi32>, index, index)
       -> (tensor<8x?x64xbf16>, tensor<2x?x64xbf16>, tensor<2x?x64xbf16>)
   return %dq, %dk, %dv : tensor<8x?x64xbf16>, tensor<2x?x64xbf16>, tensor<2x?x64xbf16>
 }

@@ -50,11 +50,11 @@ func.func @head_dim_40(%q: tensor<?x?x?x40xf16>) -> tensor<?x?x?x40xf16> {
 
 // -----
 
-// The packed backward has no GPU kernel yet: said at the start of every GPU
-// pipeline.
+// The packed backward has no deterministic GPU kernel yet: said at the start
+// of every GPU pipeline.
 func.func @f(%q: tensor<4x?x64xf16>, %l: tensor<4x?xf32>, %cu: tensor<?xi32>, %m: index) -> tensor<4x?x64xf16> {
-  // expected-error @below {{'fa.attention_varlen_backward' op has no GPU kernel yet: the CPU pipelines (fa-reference-cpu, fa-tiled-cpu) lower this op}}
-  %dq, %dk, %dv = fa.attention_varlen_backward %q, %q, %q, %q, %l, %q seqlens(%cu, %cu) max_seqlen_q(%m) : (tensor<4x?x64xf16>, tensor<4x?x64xf16>, tensor<4x?x64xf16>, tensor<4x?x64xf16>, tensor<4x?xf32>, tensor<4x?x64xf16>, tensor<?xi32>, tensor<?xi32>, index) -> (tensor<4x?x64xf16>, tensor<4x?x64xf16>, tensor<4x?x64xf16>)
+  // expected-error @below {{'fa.attention_varlen_backward' op has no deterministic GPU kernel yet (the fast mode, dQ by atomics, has one): the CPU pipelines (fa-reference-cpu, fa-tiled-cpu) lower this op}}
+  %dq, %dk, %dv = fa.attention_varlen_backward %q, %q, %q, %q, %l, %q seqlens(%cu, %cu) max_seqlen_q(%m) max_seqlen_k(%m) deterministic : (tensor<4x?x64xf16>, tensor<4x?x64xf16>, tensor<4x?x64xf16>, tensor<4x?x64xf16>, tensor<4x?xf32>, tensor<4x?x64xf16>, tensor<?xi32>, tensor<?xi32>, index, index) -> (tensor<4x?x64xf16>, tensor<4x?x64xf16>, tensor<4x?x64xf16>)
   return %dq : tensor<4x?x64xf16>
 }
 

@@ -383,10 +383,53 @@ func.func @with_kernel_config(%q: tensor<?x?x?x64xbf16>, %lse: tensor<?x?x?xf32>
 
 // -----
 
-// Packed sequences: a loop over the sequences of the dense backward on
-// their rows (batches of one), each then tiled like any other.
+// Packed sequences, fast mode: the forall runs over (sequence, kv head) and
+// reads each sequence's offsets; the key-block loop runs to
+// ceil(max_seqlen_k / Bc), a block past the sequence's keys (max(min(Bc,
+// Lk - k0), 0) rows) seen by no query block. The results start as zeros
+// (rows of no sequence keep them); dK / dV are the sequence's rows of its kv
+// head, dQ its rows of the group's heads.
 
 // CHECK-LABEL: func.func @varlen
+// CHECK-SAME:    %[[MQ:[a-z0-9]+]]: index, %[[MK:[a-z0-9]+]]: index)
+// CHECK:         %[[DQ0:.*]] = linalg.fill {{.*}} -> tensor<4x?x64xf32>
+// CHECK:         %[[DK0:.*]] = linalg.fill {{.*}} -> tensor<2x?x64xf32>
+// CHECK:         %[[DV0:.*]] = linalg.fill {{.*}} -> tensor<2x?x64xf32>
+// CHECK:         %[[NKB:.*]] = arith.ceildivui %[[MK]], %{{.*}}
+// CHECK:         scf.forall (%[[S:.*]], %[[H:.*]]) in (%{{.*}}, 2) shared_outs(%[[DQ:.*]] = %[[DQ0]], %[[DK:.*]] = %[[DK0]], %[[DV:.*]] = %[[DV0]])
+// CHECK:           %[[QB:.*]] = arith.index_cast %{{.*}} : i32 to index
+// CHECK:           %[[KB:.*]] = arith.index_cast %{{.*}} : i32 to index
+// CHECK:           arith.subi
+// CHECK:           %[[LK:.*]] = arith.subi
+// CHECK:           tensor.extract_slice %[[DK]][%[[H]], %[[KB]], 0] [1, %[[LK]], 64]
+// CHECK:           scf.for %[[KBLK:.*]] = %{{.*}} to %[[NKB]]
+// CHECK:             %[[K0:.*]] = arith.muli %[[KBLK]]
+// CHECK:             %[[KLEN:.*]] = arith.maxsi
+// CHECK:             %[[KROW:.*]] = arith.addi %[[KB]], %[[K0]]
+// CHECK:             tensor.extract_slice %{{.*}}[%[[H]], %[[KROW]], 0] [1, %[[KLEN]], 64]
+// CHECK:             %[[HAS:.*]] = arith.cmpi sgt, %[[KLEN]]
+// CHECK:             %[[QBHI:.*]] = arith.select %[[HAS]]
+// CHECK:             scf.for
+// CHECK:               scf.for %{{.*}} = %{{.*}} to %[[QBHI]]
+// CHECK:                 fa.attention_backward_step {{.*}} mask<causal>
+// CHECK:           } {fa.dq_accumulation}
+// CHECK:           scf.forall.in_parallel
+// CHECK:             tensor.parallel_insert_slice %{{.*}} into %[[DQ]][%{{.*}}, %[[QB]], 0] [2, %{{.*}}, 64]
+// CHECK:             tensor.parallel_insert_slice %{{.*}} into %[[DK]][%[[H]], %[[KB]], 0] [1, %[[LK]], 64]
+// CHECK:             tensor.parallel_insert_slice %{{.*}} into %[[DV]][%[[H]], %[[KB]], 0] [1, %[[LK]], 64]
+// CHECK-NOT:     fa.attention_varlen_backward
+func.func @varlen(%q: tensor<4x?x64xf32>, %k: tensor<2x?x64xf32>, %v: tensor<2x?x64xf32>, %o: tensor<4x?x64xf32>, %l: tensor<4x?xf32>, %do: tensor<4x?x64xf32>, %cq: tensor<?xi32>, %ck: tensor<?xi32>, %m: index, %mk: index) -> (tensor<4x?x64xf32>, tensor<2x?x64xf32>, tensor<2x?x64xf32>) {
+  %dq, %dk, %dv = fa.attention_varlen_backward %q, %k, %v, %o, %l, %do seqlens(%cq, %ck) max_seqlen_q(%m) max_seqlen_k(%mk) mask<causal> : (tensor<4x?x64xf32>, tensor<2x?x64xf32>, tensor<2x?x64xf32>, tensor<4x?x64xf32>, tensor<4x?xf32>, tensor<4x?x64xf32>, tensor<?xi32>, tensor<?xi32>, index, index) -> (tensor<4x?x64xf32>, tensor<2x?x64xf32>, tensor<2x?x64xf32>)
+  return %dq, %dk, %dv : tensor<4x?x64xf32>, tensor<2x?x64xf32>, tensor<2x?x64xf32>
+}
+
+// -----
+
+// Packed sequences, deterministic mode: a loop over the sequences of the
+// dense backward on their rows (batches of one), each then tiled like any
+// other.
+
+// CHECK-LABEL: func.func @varlen_deterministic
 // CHECK:         scf.for %[[S:.*]] = %{{.*}} to %{{.*}} step %{{.*}} iter_args
 // CHECK:           tensor.extract %{{.*}}[%[[S]]] : tensor<?xi32>
 // CHECK:           scf.forall
@@ -394,7 +437,7 @@ func.func @with_kernel_config(%q: tensor<?x?x?x64xbf16>, %lse: tensor<?x?x?xf32>
 // CHECK:         tensor.collapse_shape
 // CHECK-NOT:     fa.attention_varlen_backward
 // CHECK-NOT:     fa.attention_backward
-func.func @varlen(%q: tensor<4x?x64xf32>, %k: tensor<2x?x64xf32>, %v: tensor<2x?x64xf32>, %o: tensor<4x?x64xf32>, %l: tensor<4x?xf32>, %do: tensor<4x?x64xf32>, %cq: tensor<?xi32>, %ck: tensor<?xi32>, %m: index) -> (tensor<4x?x64xf32>, tensor<2x?x64xf32>, tensor<2x?x64xf32>) {
-  %dq, %dk, %dv = fa.attention_varlen_backward %q, %k, %v, %o, %l, %do seqlens(%cq, %ck) max_seqlen_q(%m) mask<causal> : (tensor<4x?x64xf32>, tensor<2x?x64xf32>, tensor<2x?x64xf32>, tensor<4x?x64xf32>, tensor<4x?xf32>, tensor<4x?x64xf32>, tensor<?xi32>, tensor<?xi32>, index) -> (tensor<4x?x64xf32>, tensor<2x?x64xf32>, tensor<2x?x64xf32>)
+func.func @varlen_deterministic(%q: tensor<4x?x64xf32>, %k: tensor<2x?x64xf32>, %v: tensor<2x?x64xf32>, %o: tensor<4x?x64xf32>, %l: tensor<4x?xf32>, %do: tensor<4x?x64xf32>, %cq: tensor<?xi32>, %ck: tensor<?xi32>, %m: index) -> (tensor<4x?x64xf32>, tensor<2x?x64xf32>, tensor<2x?x64xf32>) {
+  %dq, %dk, %dv = fa.attention_varlen_backward %q, %k, %v, %o, %l, %do seqlens(%cq, %ck) max_seqlen_q(%m) max_seqlen_k(%m) mask<causal> deterministic : (tensor<4x?x64xf32>, tensor<2x?x64xf32>, tensor<2x?x64xf32>, tensor<4x?x64xf32>, tensor<4x?xf32>, tensor<4x?x64xf32>, tensor<?xi32>, tensor<?xi32>, index, index) -> (tensor<4x?x64xf32>, tensor<2x?x64xf32>, tensor<2x?x64xf32>)
   return %dq, %dk, %dv : tensor<4x?x64xf32>, tensor<2x?x64xf32>, tensor<2x?x64xf32>
 }

@@ -265,6 +265,11 @@ FailureOr<OpTraits> traitsOf(Operation *op) {
   } else if (auto varlen = dyn_cast<AttentionVarlenOp>(op)) {
     fill(varlen);
     t.sequenceForm = true;
+  } else if (auto varlenBwd = dyn_cast<AttentionVarlenBackwardOp>(op)) {
+    fill(varlenBwd);
+    t.backward = true;
+    t.deterministic = varlenBwd.getDeterministic();
+    t.sequenceForm = true;
   } else if (auto paged = dyn_cast<AttentionPagedOp>(op)) {
     fill(paged);
     t.sequenceForm = true;
@@ -415,11 +420,13 @@ struct FASelectKernelConfigPass final
       return signalPassFailure();
     }
     auto result = getOperation()->walk([&](Operation *op) {
-      // The packed backward has a CPU lowering only so far: say so here, at
-      // the start of every GPU pipeline, rather than fail later on a loop
-      // nest the GPU conversion does not know.
-      if (isa<AttentionVarlenBackwardOp>(op) && !op->hasAttr("kernel_config")) {
-        op->emitOpError("has no GPU kernel yet: the CPU pipelines "
+      // The packed backward's deterministic mode has a CPU lowering only
+      // so far: say so here, at the start of every GPU pipeline, rather than
+      // fail later on a loop nest the GPU conversion does not know.
+      auto varlenBwd = dyn_cast<AttentionVarlenBackwardOp>(op);
+      if (varlenBwd && varlenBwd.getDeterministic()) {
+        op->emitOpError("has no deterministic GPU kernel yet (the fast mode, "
+                        "dQ by atomics, has one): the CPU pipelines "
                         "(fa-reference-cpu, fa-tiled-cpu) lower this op");
         return WalkResult::interrupt();
       }
@@ -433,7 +440,7 @@ struct FASelectKernelConfigPass final
         return WalkResult::interrupt();
       }
       if (!isa<AttentionOp, AttentionBackwardOp, AttentionVarlenOp,
-               AttentionPagedOp>(op) ||
+               AttentionVarlenBackwardOp, AttentionPagedOp>(op) ||
           op->hasAttr("kernel_config"))
         return WalkResult::advance();
       FailureOr<KernelConfigAttr> config = selectKernelConfig(op, req);

@@ -94,6 +94,11 @@ struct BackwardPlan {
   SmallVector<Value> maskParams;
 
   Value query, key, value, dout, lse, delta;
+  /// Packed (varlen) form: [H, T, X] tensors, and, inside the forall over
+  /// the sequences, the first query and key row of the sequence (seqQ and
+  /// seqK are then its lengths).
+  bool packed = false;
+  Value qBase, kBase;
 
   Value batch, numQHeads, numKVHeads, groupSize, seqQ, seqK;
   Value numQBlocks, numKBlocks;
@@ -124,19 +129,24 @@ static Value clippedLength(OpBuilder &b, Location loc, Value start,
 }
 
 /// Reads rows [start, start + rows) of one head of `src` ([B, H, N, X] or
-/// [B, H, N]) as a static [rows, X] (or [rows]) tile. With `len`, only `len`
-/// rows exist: the read is clipped there and padded with `padValue`.
+/// [B, H, N]; packed, when `batch` is null: [H, T, X] or [H, T]) as a
+/// static [rows, X] (or [rows]) tile. With `len`, only `len` rows exist: the
+/// read is clipped there and padded with `padValue`.
 static Value extractRowTile(OpBuilder &b, Location loc, Value src, Value batch,
                             Value head, Value start, int64_t rows, Value len,
                             TypedAttr padValue) {
   auto srcType = cast<RankedTensorType>(src.getType());
   OpFoldResult one = b.getIndexAttr(1);
-  SmallVector<OpFoldResult> offsets = {batch, head, start};
+  SmallVector<OpFoldResult> offsets = {head, start};
   SmallVector<OpFoldResult> sizes = {
-      one, one, len ? OpFoldResult(len) : OpFoldResult(b.getIndexAttr(rows))};
+      one, len ? OpFoldResult(len) : OpFoldResult(b.getIndexAttr(rows))};
+  if (batch) {
+    offsets.insert(offsets.begin(), batch);
+    sizes.insert(sizes.begin(), one);
+  }
   SmallVector<int64_t> shape = {len ? ShapedType::kDynamic : rows};
-  if (srcType.getRank() == 4) {
-    int64_t width = srcType.getDimSize(3);
+  if (srcType.getRank() == int64_t(offsets.size()) + 1) {
+    int64_t width = srcType.getDimSize(srcType.getRank() - 1);
     offsets.push_back(b.getIndexAttr(0));
     sizes.push_back(b.getIndexAttr(width));
     shape.push_back(width);
@@ -171,20 +181,19 @@ static Value clipRows(OpBuilder &b, Location loc, Value tile, int64_t rowDim,
 // Preprocessing and epilogue
 //===----------------------------------------------------------------------===//
 
-/// Di = rowsum(dO * O) in f32, [B, Hq, Nq]: the softmax Jacobian's row term,
-/// the one reduction of the backward besides the GEMMs, done once up front.
+/// Di = rowsum(dO * O) in f32, [B, Hq, Nq] ([Hq, Tq] packed): the softmax
+/// Jacobian's row term, the one reduction of the backward besides the
+/// GEMMs, done once up front.
 static Value buildDelta(OpBuilder &b, Location loc, Value out, Value dout) {
   MLIRContext *ctx = b.getContext();
   SmallVector<OpFoldResult> sizes = tensor::getMixedSizes(b, loc, out);
   sizes.pop_back();
   Value init = zeroTensor(b, loc, sizes, b.getF32Type());
-  AffineMap full = AffineMap::getMultiDimIdentityMap(4, ctx);
-  AffineMap rows =
-      AffineMap::get(4, 0,
-                     {getAffineDimExpr(0, ctx), getAffineDimExpr(1, ctx),
-                      getAffineDimExpr(2, ctx)},
-                     ctx);
-  SmallVector<utils::IteratorType> iterators(3, utils::IteratorType::parallel);
+  unsigned rank = cast<RankedTensorType>(out.getType()).getRank();
+  AffineMap full = AffineMap::getMultiDimIdentityMap(rank, ctx);
+  AffineMap rows = full.getMajorSubMap(rank - 1);
+  SmallVector<utils::IteratorType> iterators(rank - 1,
+                                             utils::IteratorType::parallel);
   iterators.push_back(utils::IteratorType::reduction);
   return linalg::GenericOp::create(
              b, loc, TypeRange{init.getType()}, ValueRange{dout, out},
@@ -259,9 +268,11 @@ static QueryBlock loadQueryBlock(OpBuilder &b, const BackwardPlan &p,
   // Padded rows get LSE = +inf, hence P = 0: no separate row mask needed.
   auto inf =
       b.getFloatAttr(b.getF32Type(), APFloat::getInf(APFloat::IEEEsingle()));
+  Value row =
+      p.packed ? arith::AddIOp::create(b, loc, p.qBase, blk.start) : blk.start;
   auto load = [&](Value src, TypedAttr pad) {
-    return extractRowTile(b, loc, src, batch, qHead, blk.start, p.blockQ,
-                          blk.len, pad);
+    return extractRowTile(b, loc, src, p.packed ? Value() : batch, qHead, row,
+                          p.blockQ, blk.len, pad);
   };
   blk.q = load(p.query, zero);
   blk.dout = load(p.dout, zero);
@@ -278,10 +289,18 @@ static KeyBlock loadKeyBlock(OpBuilder &b, const BackwardPlan &p, Value batch,
       arith::MulIOp::create(b, loc, kBlock, indexConst(b, loc, p.blockKV));
   if (p.keyTail)
     blk.len = clippedLength(b, loc, blk.start, p.blockKV, p.seqK);
+  Value row = blk.start;
+  if (p.packed) {
+    // The key-block loop runs to the longest sequence's end: blocks past
+    // this one's have no rows.
+    blk.len = arith::MaxSIOp::create(b, loc, blk.len, indexConst(b, loc, 0));
+    row = arith::AddIOp::create(b, loc, p.kBase, blk.start);
+    batch = Value();
+  }
   auto zero = cast<TypedAttr>(b.getZeroAttr(p.elemType));
-  blk.k = extractRowTile(b, loc, p.key, batch, kvHead, blk.start, p.blockKV,
-                         blk.len, zero);
-  blk.v = extractRowTile(b, loc, p.value, batch, kvHead, blk.start, p.blockKV,
+  blk.k = extractRowTile(b, loc, p.key, batch, kvHead, row, p.blockKV, blk.len,
+                         zero);
+  blk.v = extractRowTile(b, loc, p.value, batch, kvHead, row, p.blockKV,
                          blk.len, zero);
   return blk;
 }
@@ -344,6 +363,8 @@ visibleKeyBlocks(OpBuilder &b, const BackwardPlan &p, Value qStart) {
 // Loop nests
 //===----------------------------------------------------------------------===//
 
+static Value numBlocks(OpBuilder &b, Location loc, Value len, int64_t block);
+
 namespace {
 struct KeyBlockGradients {
   KeyBlock block;
@@ -362,6 +383,12 @@ static KeyBlockGradients buildKeyBlockGradients(OpBuilder &b,
   Location loc = p.loc;
   KeyBlock kBlk = loadKeyBlock(b, p, batch, kvHead, kBlock);
   auto [qbLo, qbHi] = visibleQueryBlocks(b, p, kBlk.start);
+  if (p.packed) {
+    // A block without keys is seen by no query.
+    Value hasKeys = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sgt,
+                                          kBlk.len, indexConst(b, loc, 0));
+    qbHi = arith::SelectOp::create(b, loc, hasKeys, qbHi, qbLo);
+  }
   SmallVector<Value> init = {
       zeroTile(b, loc, {p.blockKV, p.headDim}, p.f32Type),
       zeroTile(b, loc, {p.blockKV, p.valueHeadDim}, p.f32Type)};
@@ -538,6 +565,108 @@ static SmallVector<Value> buildFastBackward(OpBuilder &b,
   return forall.getResults();
 }
 
+/// Packed sequences, fast mode: as buildFastBackward with the forall over
+/// (sequence, kv head) and each sequence's rows at its offsets. The
+/// key-block loop runs to ceil(max_seqlen_k / Bc) (the GPU grid's x); blocks
+/// past a sequence's end have no keys and are seen by no query. The results
+/// start as zeros: rows of no sequence keep them. Returns {dq, dk, dv}.
+static SmallVector<Value>
+buildPackedFastBackward(OpBuilder &b, const BackwardPlan &base,
+                        AttentionVarlenBackwardOp op) {
+  using fa::detail::extractIndex;
+  OpBuilder::InsertionGuard guard(b);
+  Location loc = base.loc;
+  Value zero = indexConst(b, loc, 0), one = indexConst(b, loc, 1);
+  auto zerosLike = [&](Value t) {
+    return zeroTensor(b, loc, tensor::getMixedSizes(b, loc, t), base.elemType);
+  };
+  SmallVector<Value> outputs = {zerosLike(base.query), zerosLike(base.key),
+                                zerosLike(base.value)};
+  Value cuQ = op.getCuSeqlensQ(), cuK = op.getCuSeqlensK();
+  Value numSeqs =
+      arith::SubIOp::create(b, loc, tensor::DimOp::create(b, loc, cuQ, 0), one);
+  Value numKBlocks = arith::CeilDivUIOp::create(
+      b, loc, op.getMaxSeqlenK(), indexConst(b, loc, base.blockKV));
+  Value paddedSeqQ = arith::MulIOp::create(
+      b, loc,
+      arith::CeilDivUIOp::create(b, loc, op.getMaxSeqlenQ(),
+                                 indexConst(b, loc, base.blockQ)),
+      indexConst(b, loc, base.blockQ));
+
+  // Sequences on z, kv heads on y; the key-block loop inside takes x.
+  scf::ForallOp forall =
+      createForall(b, loc, base, {numSeqs, base.numKVHeads},
+                   {gpu::MappingId::DimZ, gpu::MappingId::DimY}, outputs);
+  Value seq = forall.getInductionVar(0), kvHead = forall.getInductionVar(1);
+  ValueRange shared = forall.getRegionIterArgs();
+  OpFoldResult zeroAttr = b.getIndexAttr(0);
+
+  // This sequence's rows and lengths.
+  BackwardPlan p = base;
+  Value next = arith::AddIOp::create(b, loc, seq, one);
+  p.qBase = extractIndex(b, loc, cuQ, seq);
+  p.kBase = extractIndex(b, loc, cuK, seq);
+  p.seqQ =
+      arith::SubIOp::create(b, loc, extractIndex(b, loc, cuQ, next), p.qBase);
+  p.seqK =
+      arith::SubIOp::create(b, loc, extractIndex(b, loc, cuK, next), p.kBase);
+  p.numQBlocks = numBlocks(b, loc, p.seqQ, p.blockQ);
+  p.numKBlocks = numKBlocks;
+
+  Value dqGroup = zeroTensor(
+      b, loc,
+      {getAsOpFoldResult(p.groupSize), paddedSeqQ, b.getIndexAttr(p.headDim)},
+      p.f32Type);
+  // The sequence's rows of dK / dV of this kv head.
+  auto slab = [&](Value dest, int64_t width) -> Value {
+    SmallVector<OpFoldResult> offsets = {kvHead, p.kBase, zeroAttr};
+    auto type =
+        RankedTensorType::get({ShapedType::kDynamic, width}, p.elemType);
+    return tensor::ExtractSliceOp::create(
+        b, loc, type, dest, offsets,
+        {b.getIndexAttr(1), p.seqK, b.getIndexAttr(width)},
+        SmallVector<OpFoldResult>(3, b.getIndexAttr(1)));
+  };
+  SmallVector<Value> init = {dqGroup, slab(shared[1], p.headDim),
+                             slab(shared[2], p.valueHeadDim)};
+
+  auto keyLoop = scf::ForOp::create(
+      b, loc, zero, numKBlocks, one, init,
+      [&](OpBuilder &nb, Location nl, Value kb, ValueRange acc) {
+        KeyBlockGradients g =
+            buildKeyBlockGradients(nb, p, seq, kvHead, kb, acc[0]);
+        auto store = [&](Value accTile, Value factor, Value slabAcc) {
+          Value tile = buildEpilogue(nb, nl, accTile, factor, p.elemType);
+          tile = clipRows(nb, nl, tile, 0, g.block.len);
+          int64_t width = cast<RankedTensorType>(tile.getType()).getDimSize(1);
+          return tensor::InsertSliceOp::create(
+                     nb, nl, tile, slabAcc,
+                     {OpFoldResult(g.block.start), nb.getIndexAttr(0)},
+                     {OpFoldResult(g.block.len), nb.getIndexAttr(width)},
+                     {nb.getIndexAttr(1), nb.getIndexAttr(1)})
+              .getResult();
+        };
+        scf::YieldOp::create(nb, nl,
+                             ValueRange{g.dqGroup, store(g.dK, p.scale, acc[1]),
+                                        store(g.dV, Value(), acc[2])});
+      });
+  keyLoop->setAttr(kDqAccumulationAttrName, b.getUnitAttr());
+
+  Value dq = buildEpilogue(b, loc, keyLoop.getResult(0), p.scale, p.elemType);
+  dq = clipRows(b, loc, dq, 1, p.seqQ);
+  Value firstHead = arith::MulIOp::create(b, loc, kvHead, p.groupSize);
+  parallelInsert(b, loc, forall, dq, shared[0], {firstHead, p.qBase, zeroAttr},
+                 {getAsOpFoldResult(p.groupSize), getAsOpFoldResult(p.seqQ),
+                  b.getIndexAttr(p.headDim)});
+  for (auto [i, width] :
+       {std::pair<int, int64_t>{1, p.headDim}, {2, p.valueHeadDim}})
+    parallelInsert(
+        b, loc, forall, keyLoop.getResult(i), shared[i],
+        {kvHead, p.kBase, zeroAttr},
+        {b.getIndexAttr(1), getAsOpFoldResult(p.seqK), b.getIndexAttr(width)});
+  return forall.getResults();
+}
+
 /// Deterministic mode, first nest: forall over (batch, kv head, key block)
 /// producing dK and dV, no dQ. Returns {dk, dv}.
 static SmallVector<Value> buildKeyValueGradients(OpBuilder &b,
@@ -670,6 +799,42 @@ static BackwardPlan makePlan(OpBuilder &b, AttentionBackwardOp op,
   return p;
 }
 
+/// The plan of a packed backward: [H, T, X] tensors; the per-sequence values
+/// (offsets, lengths, query-block count) are set inside its forall.
+static BackwardPlan makePackedPlan(OpBuilder &b, AttentionVarlenBackwardOp op,
+                                   int64_t blockQ, int64_t blockKV) {
+  Location loc = op.getLoc();
+  BackwardPlan p{loc, op.getQuery().getType().getElementType(), b.getF32Type()};
+  p.config = op.getKernelConfigAttr();
+  p.blockQ = p.config ? p.config.getBlockQ() : blockQ;
+  p.blockKV = p.config ? p.config.getBlockKV() : blockKV;
+  p.headDim = op.getHeadDim();
+  p.valueHeadDim = op.getValueHeadDim();
+  p.scale = op.buildScale(b, loc);
+  p.scalars = {op.getStaticScale(), op.getDynamicScale(), op.getSoftcapAttr(),
+               op.getDynamicSoftcap()};
+  if (op.hasMaskRule()) {
+    p.mask = op.getMaskAttr();
+    p.maskOperands = op.getMaskOperands();
+    p.maskParams = p.mask.buildParameters(b, loc, p.maskOperands);
+  }
+  p.packed = true;
+  p.query = op.getQuery();
+  p.key = op.getKey();
+  p.value = op.getValue();
+  p.dout = op.getDout();
+  p.lse = op.getLse();
+  p.numQHeads = dimValue(b, loc, p.query, 0);
+  p.numKVHeads = dimValue(b, loc, p.key, 0);
+  int64_t hq = op.getQuery().getType().getDimSize(0);
+  int64_t hkv = op.getKey().getType().getDimSize(0);
+  p.groupSize = indexConst(b, loc, hq / hkv);
+  // Sequence lengths are run-time values: every block may be partial.
+  p.queryTail = p.keyTail = true;
+  p.delta = buildDelta(b, loc, op.getOut(), op.getDout());
+  return p;
+}
+
 /// Builds the tiled backward in front of `op` and returns {dq, dk, dv}.
 static SmallVector<Value> buildTiledBackward(OpBuilder &b,
                                              AttentionBackwardOp op,
@@ -682,14 +847,14 @@ static SmallVector<Value> buildTiledBackward(OpBuilder &b,
   return {dq, dkdv[0], dkdv[1]};
 }
 
-static LogicalResult checkBlockSize(AttentionBackwardOp op, StringRef name,
+static LogicalResult checkBlockSize(Operation *op, StringRef name,
                                     int64_t size) {
   if (size > 0 && size % kBlockMultiple == 0 && size <= kMaxBlock)
     return success();
-  return op.emitError() << "fa-tile-attention-backward: " << name
-                        << " must be a multiple of " << kBlockMultiple
-                        << " in [" << kBlockMultiple << ", " << kMaxBlock
-                        << "], got " << size;
+  return op->emitError() << "fa-tile-attention-backward: " << name
+                         << " must be a multiple of " << kBlockMultiple
+                         << " in [" << kBlockMultiple << ", " << kMaxBlock
+                         << "], got " << size;
 }
 
 namespace {
@@ -699,12 +864,25 @@ struct FATileAttentionBackwardPass final
 
   void runOnOperation() override {
     IRRewriter rewriter(&getContext());
-    // Packed sequences: a loop over them of the dense backward, tiled below.
+    // Packed sequences: the fast mode has a nest of its own; the
+    // deterministic one is a loop over the sequences of the dense backward,
+    // tiled below.
     SmallVector<AttentionVarlenBackwardOp> packed;
     getOperation()->walk(
         [&](AttentionVarlenBackwardOp op) { packed.push_back(op); });
-    for (AttentionVarlenBackwardOp op : packed)
-      (void)decomposeVarlenBackward(rewriter, op);
+    for (AttentionVarlenBackwardOp op : packed) {
+      if (op.getDeterministic()) {
+        (void)decomposeVarlenBackward(rewriter, op);
+        continue;
+      }
+      KernelConfigAttr config = op.getKernelConfigAttr();
+      if (!config && (failed(checkBlockSize(op, "block-q", blockQ)) ||
+                      failed(checkBlockSize(op, "block-kv", blockKV))))
+        return signalPassFailure();
+      rewriter.setInsertionPoint(op);
+      BackwardPlan plan = makePackedPlan(rewriter, op, blockQ, blockKV);
+      rewriter.replaceOp(op, buildPackedFastBackward(rewriter, plan, op));
+    }
     SmallVector<AttentionBackwardOp> ops;
     getOperation()->walk([&](AttentionBackwardOp op) { ops.push_back(op); });
 

@@ -416,14 +416,18 @@ def FA_AttentionVarlenBackwardOp
     `q, k, v`. Each sequence's gradients are those of its own attention
     (for GQA, `dk` and `dv` sum over the query heads of a group); rows that
     belong to no sequence get zero gradients. The attributes, and the
-    caller's guarantees about the offsets, are those of the forward.
+    caller's guarantees about the offsets, are those of the forward;
+    `max_seqlen_k` bounds every sequence's key count as `max_seqlen_q`
+    bounds its query count (the key-block loop nest and the GPU grid of the
+    dK/dV kernel are sized by it).
 
     ```mlir
     %dq, %dk, %dv = fa.attention_varlen_backward %q, %k, %v, %out, %lse,
-        %dout seqlens(%cu_q, %cu_k) max_seqlen_q(%max_q) mask<causal>
+        %dout seqlens(%cu_q, %cu_k) max_seqlen_q(%max_q)
+        max_seqlen_k(%max_k) mask<causal>
         : (tensor<8x?x128xbf16>, tensor<2x?x128xbf16>, tensor<2x?x128xbf16>,
            tensor<8x?x128xbf16>, tensor<8x?xf32>, tensor<8x?x128xbf16>,
-           tensor<?xi32>, tensor<?xi32>, index)
+           tensor<?xi32>, tensor<?xi32>, index, index)
         -> (tensor<8x?x128xbf16>, tensor<2x?x128xbf16>, tensor<2x?x128xbf16>)
     ```
   }];
@@ -438,6 +442,7 @@ def FA_AttentionVarlenBackwardOp
     FA_SeqlensTensor:$cu_seqlens_q,
     FA_SeqlensTensor:$cu_seqlens_k,
     Index:$max_seqlen_q,
+    Index:$max_seqlen_k,
     Optional<F32>:$dynamic_softcap,
     Optional<F32>:$dynamic_scale,
     Variadic<I64>:$mask_operands,
@@ -454,6 +459,7 @@ def FA_AttentionVarlenBackwardOp
     $query `,` $key `,` $value `,` $out `,` $lse `,` $dout
     `seqlens` `(` $cu_seqlens_q `,` $cu_seqlens_k `)`
     `max_seqlen_q` `(` $max_seqlen_q `)`
+    `max_seqlen_k` `(` $max_seqlen_k `)`
     custom<Mask>($mask_operands, $mask)
     custom<Softcap>($dynamic_softcap, $softcap)
     custom<Scale>($dynamic_scale, $scale)
