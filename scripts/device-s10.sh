@@ -10,7 +10,24 @@
 source "$(dirname "${BASH_SOURCE[0]}")/device-env.sh"
 export FLASHMLIR_REQUIRE_KERNELS=1
 step=${1:-test}
-if [ "$step" = test ]; then
+if [ "$step" = varlen ]; then
+  # The packed backward straight from its manifests (the Python entries do
+  # not call it yet): accuracy on both chips' kernels, memcheck / racecheck,
+  # and the speed against the dense backward on the same tokens.
+  timeout 150 $PY scripts/check-varlen-backward.py > "$OUT/check.txt" 2>&1; tail -9 "$OUT/check.txt"
+  timeout 150 $PY scripts/check-varlen-backward.py --chip sm_80 > "$OUT/check-sm80.txt" 2>&1
+  tail -1 "$OUT/check-sm80.txt" | sed 's/^/sm_80: /'; grep FAIL "$OUT/check-sm80.txt"
+  echo "checks done $(elapsed)"
+  for tool in memcheck racecheck; do
+    timeout 200 compute-sanitizer --tool $tool --kernel-regex kns=fa_bwd_varlen $PY \
+      scripts/check-varlen-backward.py > "$OUT/sanitize-$tool.txt" 2>&1
+    grep -E "ERROR SUMMARY|RACECHECK SUMMARY|passed" "$OUT/sanitize-$tool.txt" | tail -2 | sed "s/^/$tool: /"
+  done
+  echo "sanitizers done $(elapsed)"
+  timeout 200 $PY scripts/check-varlen-backward.py --bench > "$OUT/bench.txt" 2>&1
+  tail -6 "$OUT/bench.txt"
+  echo "bench done $(elapsed)"
+elif [ "$step" = test ]; then
   $PY test/Tools/check-manifests.py build/kernels > "$OUT/manifests.txt" 2>&1 \
     || { tail -5 "$OUT/manifests.txt"; exit 1; }
   tail -1 "$OUT/manifests.txt"

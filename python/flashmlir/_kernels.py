@@ -123,8 +123,10 @@ class KernelRequest:
             raise ValueError("split_kv applies to forward kernels only")
         if self.form not in M.FORMS:
             raise ValueError(f"unknown form {self.form!r} (known: {', '.join(M.FORMS)})")
-        if self.form != M.DENSE and self.kind != "forward":
-            raise ValueError(f"the {self.form} form has forward kernels only")
+        if self.form == M.PAGED and self.kind != "forward":
+            raise ValueError("the paged form has forward kernels only")
+        if self.form == M.VARLEN and self.deterministic:
+            raise ValueError("packed sequences have no deterministic backward kernel")
         if self.form == M.VARLEN and self.split_kv:
             raise ValueError("split_kv takes dense tensors or a paged cache, not packed "
                              "sequences")

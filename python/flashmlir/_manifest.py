@@ -122,7 +122,8 @@ FORM_NAMES = {
     PAGED: ("B", "Hq", "Hkv", "Nq", "P", "S", "MaxPages", "D", "Dv", "G"),
 }
 # Names a grid, a workspace dim or a scalar may use beyond the dims.
-FORM_GRID_EXTRA = {DENSE: ("SMS",), VARLEN: ("SMS", "max_seqlen_q"), PAGED: ("SMS",)}
+FORM_GRID_EXTRA = {DENSE: ("SMS",), VARLEN: ("SMS", "max_seqlen_q", "max_seqlen_k"),
+                   PAGED: ("SMS",)}
 
 
 def form_grid_names(form: str) -> Tuple[str, ...]:
@@ -143,6 +144,11 @@ FORM_TENSORS = {
         "lse": ("f32", ("Hq", "Tq")),
         "cu_seqlens_q": ("i32", ("B1",)),
         "cu_seqlens_k": ("i32", ("B1",)),
+        # The packed backward's (its grid also names max_seqlen_k).
+        "dout": ("input", ("Hq", "Tq", "Dv")),
+        "dq": ("input", ("Hq", "Tq", "D")),
+        "dk": ("input", ("Hkv", "Tk", "D")),
+        "dv": ("input", ("Hkv", "Tk", "Dv")),
     },
     PAGED: {
         "q": ("input", ("B", "Hq", "Nq", "D")),
@@ -156,7 +162,7 @@ FORM_TENSORS = {
 }
 FORM_REQUIRED = {
     DENSE: ("q", "k", "v", "out", "lse"),
-    VARLEN: tuple(FORM_TENSORS[VARLEN]),
+    VARLEN: ("q", "k", "v", "out", "lse", "cu_seqlens_q", "cu_seqlens_k"),
     PAGED: tuple(FORM_TENSORS[PAGED]),
 }
 # Page sizes fa-compile takes (--page-size: a multiple of 16 in [16, 4096]).
@@ -811,9 +817,9 @@ def parse_manifest(data: Any, json_path: str = "<manifest>",
         form = DENSE      # manifests from before the packed forms
     if form not in FORMS:
         raise ctx.fail(f"unknown form {form!r} (known: {', '.join(FORMS)})")
-    if backward and form != DENSE:
-        raise ctx.fail(f"a backward manifest must be dense: this package has no {form} "
-                       "backward (form is a forward key)")
+    if backward and form == PAGED:
+        raise ctx.fail("a backward manifest must be dense or varlen: a paged cache has no "
+                       "backward")
     page_size = data.get("page_size")
     if form == PAGED:
         if (isinstance(page_size, bool) or not isinstance(page_size, int)

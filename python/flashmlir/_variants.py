@@ -141,6 +141,11 @@ def varlen_variants() -> List[Dict]:
     return out
 
 
+def varlen_backward_variants() -> List[Dict]:
+    """The packed backward for each packed forward (fast mode only)."""
+    return [dict(v, kind="backward", deterministic=False) for v in varlen_variants()]
+
+
 def paged_variants() -> List[Dict]:
     out = []
     for s in PAGE_SIZES:
@@ -156,7 +161,7 @@ def paged_variants() -> List[Dict]:
 
 
 def sequence_variants() -> List[Dict]:
-    """The varlen and paged variants (forward only)."""
+    """The varlen and paged forward variants."""
     return varlen_variants() + paged_variants()
 
 
@@ -171,4 +176,6 @@ def variants(kinds=KINDS, forms=FORMS) -> List[Dict]:
         out += paged_variants()
     if "backward" in kinds and "dense" in forms:
         out += backward_variants()
+    if "backward" in kinds and "varlen" in forms:
+        out += varlen_backward_variants()
     return out + (head_dim_variants(kinds) if "dense" in forms else [])

@@ -432,9 +432,11 @@ def test_variants():
     split = _variants.split_kv_variants()
     assert len(split) == 8 and all(v["split_kv"] and v["kind"] == "forward" for v in split)
     seq = _variants.varlen_variants() + _variants.paged_variants()
-    assert _variants.variants() == fwd + split + seq + bwd + hd
+    assert _variants.variants() == (fwd + split + seq + bwd + _variants.varlen_backward_variants()
+                                    + hd)
     assert _variants.variants(forms=("dense",)) == fwd + split + bwd + hd
-    assert _variants.variants(("backward",)) == bwd + _variants.head_dim_variants(("backward",))
+    assert _variants.variants(("backward",)) == (bwd + _variants.varlen_backward_variants()
+                                                 + _variants.head_dim_variants(("backward",)))
     pairs = {(v["head_dim"], v["value_head_dim"]) for v in hd}
     assert pairs == set(_variants.HEAD_DIM_PAIRS) and (192, 128) in pairs
     assert [v for v in hd if v.get("deterministic")] and all(
@@ -451,11 +453,12 @@ def test_cli_variants_and_compile(tmp_path, capsys):
     bwd = _variants.variants(("backward",))
     ndet = sum(bool(v.get("deterministic")) for v in bwd)
     lines = capsys.readouterr().out.splitlines()
-    assert len(lines) == len(bwd) == 66
+    assert len(lines) == len(bwd) == 66 + 11     # + the packed backward
+    assert sum("--form=varlen" in l for l in lines) == 11
     assert all(l.startswith("fa-compile --kind=backward ") for l in lines)
     assert sum("--deterministic" in l for l in lines) == ndet == 14
     assert cli.main(["variants", "--chip", "sm_80"]) == 0
-    assert len(capsys.readouterr().out.splitlines()) == len(_variants.variants()) == 126 + 45
+    assert len(capsys.readouterr().out.splitlines()) == len(_variants.variants()) == 126 + 45 + 11
     assert cli.main(["variants", "--form", "paged"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == 2 * len(_variants.paged_variants()) == 68

@@ -10,6 +10,7 @@ form keys.
 import json
 import math
 import os
+import subprocess
 import warnings
 
 import pytest
@@ -130,8 +131,8 @@ PS = "fa_fwd_paged64_d128_bf16_causal_splitkv_sm90a"
     (VL, lambda m: m["params"].pop(3), "a varlen kernel must take cu_seqlens_k"),
     (VL, lambda m: _param(m, "k").update(name="keys"), "parameter keys is neither a varlen "
                                                        "kernel's tensors"),
-    (VL, lambda m: m.update(grid=["ceildiv(max_seqlen_k, 128)", "Hq", "B1 - 1"]),
-     r"unknown name\(s\) max_seqlen_k"),
+    (VL, lambda m: m.update(grid=["ceildiv(max_seqlen_kv, 128)", "Hq", "B1 - 1"]),
+     r"unknown name\(s\) max_seqlen_kv"),
     (VL, lambda m: _param(m, "out").update(dims=["Hq", "max_seqlen_q", "Dv"]),
      r"unknown name\(s\) max_seqlen_q"),          # a grid name, not a tensor dim
     (PG, lambda m: _param(m, "k_cache").update(dims=["P", "S", "Hkv", "D"]),
@@ -148,12 +149,37 @@ def test_bad_sequence_manifests(name, edit, match):
     _bad(name, edit, match)
 
 
-def test_backward_must_be_dense():
+def test_backward_is_dense_or_varlen():
     from helpers import backward_example
     m = backward_example(False)
     assert M.parse_manifest(m).form == M.DENSE
-    with pytest.raises(ManifestError, match="a backward manifest must be dense"):
+    assert M.parse_manifest(dict(m, form="dense")).form == M.DENSE
+    with pytest.raises(ManifestError, match="a backward manifest must be dense or varlen"):
+        M.parse_manifest(dict(m, form="paged", page_size=64))
+    # A dense backward's tensors are not packed ones.
+    with pytest.raises(ManifestError):
         M.parse_manifest(dict(m, form="varlen"))
+
+
+def test_packed_backward_manifest_from_fa_compile(tmp_path):
+    """The real fa-compile's packed backward: four launches over the packed
+    tensors, the key-block grid from max_seqlen_k."""
+    fa_compile = os.path.join(os.environ.get("FA_BUILD_DIR", "build"), "bin", "fa-compile")
+    if not os.path.exists(fa_compile):
+        pytest.skip("fa-compile not built")
+    subprocess.run([fa_compile, "--kind=backward", "--form=varlen", "--causal",
+                    "--head-dim=64", "--chip=sm_90a", "-o", str(tmp_path)], check=True,
+                   capture_output=True)
+    spec = M.load_manifest(str(tmp_path / "fa_bwd_varlen_d64_bf16_causal_sm90a.json"))
+    assert spec.kind == "backward" and spec.form == M.VARLEN
+    entries = [k.entry for k in spec.kernels]
+    assert entries == ["fa_bwd_varlen_preprocess_kernel", "fa_bwd_varlen_kernel",
+                       "fa_bwd_varlen_dq_convert_kernel", "fa_bwd_varlen_zero_rows_kernel"]
+    env = {"B1": 5, "Hq": 8, "Hkv": 2, "Tq": 1000, "Tk": 1200, "D": 64, "Dv": 64, "G": 4,
+           "max_seqlen_q": 300, "max_seqlen_k": 400, "SMS": 132}
+    grids = [tuple(d.evaluate(env) for d in k.grid) for k in spec.kernels]
+    assert grids[0] == (8, 8, 1) and grids[2] == (8, 8, 1) and grids[3] == (10, 2, 1)
+    assert grids[1][1:] == (2, 4) and grids[1][0] >= 400 // 128
 
 
 def test_paged_dims_may_spell_the_page_size():
@@ -171,7 +197,8 @@ def test_paged_dims_may_spell_the_page_size():
     (dict(page_size=64), "page_size is required by the paged form and only by it"),
     (dict(form="paged", page_size=40), "multiple of 16"),
     (dict(form="varlen", split_kv=True), "not packed sequences"),
-    (dict(form="varlen", kind="backward"), "forward kernels only"),
+    (dict(form="paged", page_size=64, kind="backward"), "forward kernels only"),
+    (dict(form="varlen", kind="backward", deterministic=True), "no deterministic backward"),
 ])
 def test_bad_requests(kw, match):
     with pytest.raises(ValueError, match=match):
@@ -184,6 +211,8 @@ def test_request_compile_args_and_describe():
     assert "--form=paged" in args and "--page-size=64" in args and "--kv-splits=auto" in args
     assert "form=paged page_size=64" in r.describe()
     assert "--form=varlen" in req(form="varlen").compile_args("sm_90a", "o")
+    bwd = req(form="varlen", kind="backward").compile_args("sm_90a", "o")
+    assert "--form=varlen" in bwd and "--kind=backward" in bwd
     assert not any(a.startswith("--form") for a in req().compile_args("sm_90a", "o"))
 
 
@@ -191,6 +220,10 @@ def test_sequence_variant_set():
     from flashmlir import _variants
     vl, pg = _variants.varlen_variants(), _variants.paged_variants()
     assert len(vl) == 11 and len(pg) == 34
+    vb = _variants.varlen_backward_variants()
+    assert [dict(v, kind="forward") for v in vb] == [dict(v, deterministic=False) for v in vl]
+    for v in vb:
+        _kernels.KernelRequest.make(**v)
     assert 2 * (len(vl) + len(pg)) == 90      # kernels: x sm_90a, sm_80
     reqs = [_kernels.KernelRequest.make(**v) for v in vl + pg]
     assert {r.page_size for r in reqs if r.form == "paged"} == {16, 64, 256}
