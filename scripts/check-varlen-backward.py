@@ -131,8 +131,12 @@ def check(args, lens_q, lens_k, hq, hkv, d, dtype, causal=False, window=None, so
     v = torch.randn(tk, hkv, d, device="cuda").to(dt)
     dout = torch.randn(tq, hq, d, device="cuda").to(dt)
     scale = 1 / math.sqrt(d)
-    ref = reference(q, k, v, dout, cu_q, cu_k, scale, causal, window, softcap, torch.float32)
-    low = reference(q, k, v, dout, cu_q, cu_k, scale, causal, window, softcap, dt)
+    # (--cpu-ref: the references on the CPU, for racecheck, which cannot
+    # follow cuBLAS's GEMMs.)
+    on = (lambda t: t.cpu()) if args.cpu_ref else (lambda t: t)
+    ref, low = ([x.cuda() for x in reference(on(q), on(k), on(v), on(dout), cu_q, cu_k, scale,
+                                             causal, window, softcap, t)]
+                for t in (torch.float32, dt))
     out = ref[0].to(dt)
     lse = ref[1].contiguous()
     # Rows of no sequence: NaN in out, dout and lse (a kernel reading them shows).
@@ -226,6 +230,8 @@ def main():
     p.add_argument("--chip", default="sm_90a")
     p.add_argument("--bench", action="store_true")
     p.add_argument("--reps", type=int, default=20)
+    p.add_argument("--cpu-ref", action="store_true")
+    p.add_argument("--cases", type=int, default=None, help="the first N cases only")
     args = p.parse_args()
     sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "bench"))
     cases = [
@@ -245,7 +251,7 @@ def main():
         dict(lens_q=[8192 // 4] * 4, lens_k=[8192 // 4] * 4, hq=16, hkv=16, d=64,
              dtype="bf16", causal=True),
     ]
-    results = [check(args, **c) for c in cases]
+    results = [check(args, **c) for c in cases[:args.cases]]
     print(f"{sum(results)} of {len(results)} passed", flush=True)
     if args.bench:
         bench(args)

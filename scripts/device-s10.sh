@@ -10,7 +10,12 @@
 source "$(dirname "${BASH_SOURCE[0]}")/device-env.sh"
 export FLASHMLIR_REQUIRE_KERNELS=1
 step=${1:-test}
-if [ "$step" = varlen ]; then
+if [ "$step" = race ]; then
+  timeout 300 compute-sanitizer --tool racecheck --kernel-regex kns=fa_bwd_varlen $PY \
+    scripts/check-varlen-backward.py --cpu-ref --cases 7 > "$OUT/sanitize-racecheck.txt" 2>&1
+  grep -E "ERROR SUMMARY|RACECHECK SUMMARY|passed|FAIL" "$OUT/sanitize-racecheck.txt" | tail -4
+  echo "racecheck done $(elapsed)"
+elif [ "$step" = varlen ]; then
   # The packed backward straight from its manifests (the Python entries do
   # not call it yet): accuracy on both chips' kernels, memcheck / racecheck,
   # and the speed against the dense backward on the same tokens.
@@ -20,7 +25,7 @@ if [ "$step" = varlen ]; then
   echo "checks done $(elapsed)"
   for tool in memcheck racecheck; do
     timeout 200 compute-sanitizer --tool $tool --kernel-regex kns=fa_bwd_varlen $PY \
-      scripts/check-varlen-backward.py > "$OUT/sanitize-$tool.txt" 2>&1
+      scripts/check-varlen-backward.py --cpu-ref --cases 7 > "$OUT/sanitize-$tool.txt" 2>&1
     grep -E "ERROR SUMMARY|RACECHECK SUMMARY|passed" "$OUT/sanitize-$tool.txt" | tail -2 | sed "s/^/$tool: /"
   done
   echo "sanitizers done $(elapsed)"

@@ -425,6 +425,22 @@ func.func @varlen(%q: tensor<4x?x64xf32>, %k: tensor<2x?x64xf32>, %v: tensor<2x?
 
 // -----
 
+// Packed sequences with run-time head counts: the group size is Hq / Hkv,
+// computed (not folded from the unknown static sizes).
+
+// CHECK-LABEL: func.func @varlen_dynamic_heads
+// CHECK:         %[[HQ:.*]] = tensor.dim %arg0, %c0{{.*}} : tensor<?x?x64xf16>
+// CHECK:         %[[HKV:.*]] = tensor.dim %arg1, %c0{{.*}} : tensor<?x?x64xf16>
+// CHECK:         %[[G:.*]] = arith.divui %[[HQ]], %[[HKV]] : index
+// CHECK:         scf.forall
+// CHECK:           arith.muli %{{.*}}, %[[G]] : index
+func.func @varlen_dynamic_heads(%q: tensor<?x?x64xf16>, %k: tensor<?x?x64xf16>, %l: tensor<?x?xf32>, %cq: tensor<?xi32>, %m: index) -> tensor<?x?x64xf16> {
+  %dq, %dk, %dv = fa.attention_varlen_backward %q, %k, %k, %q, %l, %q seqlens(%cq, %cq) max_seqlen_q(%m) max_seqlen_k(%m) : (tensor<?x?x64xf16>, tensor<?x?x64xf16>, tensor<?x?x64xf16>, tensor<?x?x64xf16>, tensor<?x?xf32>, tensor<?x?x64xf16>, tensor<?xi32>, tensor<?xi32>, index, index) -> (tensor<?x?x64xf16>, tensor<?x?x64xf16>, tensor<?x?x64xf16>)
+  return %dq : tensor<?x?x64xf16>
+}
+
+// -----
+
 // Packed sequences, deterministic mode: a loop over the sequences of the
 // dense backward on their rows (batches of one), each then tiled like any
 // other.

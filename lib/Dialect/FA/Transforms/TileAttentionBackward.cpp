@@ -828,7 +828,10 @@ static BackwardPlan makePackedPlan(OpBuilder &b, AttentionVarlenBackwardOp op,
   p.numKVHeads = dimValue(b, loc, p.key, 0);
   int64_t hq = op.getQuery().getType().getDimSize(0);
   int64_t hkv = op.getKey().getType().getDimSize(0);
-  p.groupSize = indexConst(b, loc, hq / hkv);
+  p.groupSize = !ShapedType::isDynamic(hq) && !ShapedType::isDynamic(hkv)
+                    ? indexConst(b, loc, hq / hkv)
+                    : arith::DivUIOp::create(b, loc, p.numQHeads, p.numKVHeads)
+                          .getResult();
   // Sequence lengths are run-time values: every block may be partial.
   p.queryTail = p.keyTail = true;
   p.delta = buildDelta(b, loc, op.getOut(), op.getDout());
