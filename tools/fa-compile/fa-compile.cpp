@@ -316,18 +316,21 @@ FunctionParts functionParts(const KernelConfig &c) {
   return p;
 }
 
+/// A packed [H, T, d] tensor of the kernel's element type, as a memref (any
+/// strides but unit rows) and as a tensor.
+std::string packedMemref(const KernelConfig &c, int64_t d) {
+  return llvm::formatv("memref<?x?x{0}x{1}, strided<[?, ?, 1], offset: ?>>", d,
+                       c.dtype)
+      .str();
+}
+std::string packedTensor(const KernelConfig &c, int64_t d) {
+  return llvm::formatv("tensor<?x?x{0}x{1}>", d, c.dtype).str();
+}
+
 /// The packed forward's function: fa.attention_varlen between memrefs
 /// ([H, T, D] views of the [T, H, D] tensors; contiguous i32 offsets).
 std::string buildVarlenModule(const KernelConfig &c) {
   FunctionParts p = functionParts(c);
-  auto memref3 = [&](int64_t d) {
-    return llvm::formatv("memref<?x?x{0}x{1}, strided<[?, ?, 1], offset: ?>>",
-                         d, c.dtype)
-        .str();
-  };
-  auto tensor3 = [&](int64_t d) {
-    return llvm::formatv("tensor<?x?x{0}x{1}>", d, c.dtype).str();
-  };
   std::string lm = "memref<?x?xf32, strided<[?, ?], offset: ?>>";
   return llvm::formatv(
              R"mlir(
@@ -345,8 +348,9 @@ func.func @fa_fwd_varlen(%q: {0}, %k: {0}, %v: {1}, %out: {1}, %lse: {2},
   return
 }
 )mlir",
-             memref3(c.d), memref3(c.dv), lm, tensor3(c.d), tensor3(c.dv),
-             p.attrs, p.scalarArgs, p.scalarTypes)
+             packedMemref(c, c.d), packedMemref(c, c.dv), lm,
+             packedTensor(c, c.d), packedTensor(c, c.dv), p.attrs, p.scalarArgs,
+             p.scalarTypes)
       .str();
 }
 
@@ -443,14 +447,6 @@ func.func @fa_bwd(%q: {0}, %k: {0}, %v: {1}, %out: {1}, %dout: {1}, %lse: {2},
 /// arguments followed by the offsets and both maximum lengths.
 std::string buildVarlenBackwardModule(const KernelConfig &c) {
   FunctionParts p = functionParts(c);
-  auto memref3 = [&](int64_t d) {
-    return llvm::formatv("memref<?x?x{0}x{1}, strided<[?, ?, 1], offset: ?>>",
-                         d, c.dtype)
-        .str();
-  };
-  auto tensor3 = [&](int64_t d) {
-    return llvm::formatv("tensor<?x?x{0}x{1}>", d, c.dtype).str();
-  };
   std::string lm = "memref<?x?xf32, strided<[?, 1], offset: ?>>";
   std::string lt = "tensor<?x?xf32>";
   return llvm::formatv(
@@ -474,8 +470,9 @@ func.func @fa_bwd_varlen(%q: {0}, %k: {0}, %v: {1}, %out: {1}, %dout: {1}, %lse:
   return
 }
 )mlir",
-             memref3(c.d), memref3(c.dv), lm, tensor3(c.d), tensor3(c.dv), lt,
-             p.attrs, p.scalarArgs, p.scalarTypes)
+             packedMemref(c, c.d), packedMemref(c, c.dv), lm,
+             packedTensor(c, c.d), packedTensor(c, c.dv), lt, p.attrs,
+             p.scalarArgs, p.scalarTypes)
       .str();
 }
 

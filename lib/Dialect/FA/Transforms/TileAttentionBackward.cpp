@@ -479,6 +479,29 @@ static OpFoldResult blockRows(OpBuilder &b, Value len, int64_t block) {
   return len ? OpFoldResult(len) : OpFoldResult(b.getIndexAttr(block));
 }
 
+/// The body of the fast mode's key-block loop (acc: the group's dQ, the dK
+/// and dV slabs): the block's gradients, its dK / dV rows written into the
+/// slabs, all three yielded.
+static void yieldKeyBlock(OpBuilder &b, Location loc, const BackwardPlan &p,
+                          Value batch, Value kvHead, Value kb, ValueRange acc) {
+  KeyBlockGradients g = buildKeyBlockGradients(b, p, batch, kvHead, kb, acc[0]);
+  OpFoldResult rows = blockRows(b, g.block.len, p.blockKV);
+  auto store = [&](Value accTile, Value factor, Value slabAcc) {
+    Value tile = buildEpilogue(b, loc, accTile, factor, p.elemType);
+    tile = clipRows(b, loc, tile, 0, g.block.len);
+    int64_t width = cast<RankedTensorType>(tile.getType()).getDimSize(1);
+    return tensor::InsertSliceOp::create(
+               b, loc, tile, slabAcc,
+               {OpFoldResult(g.block.start), b.getIndexAttr(0)},
+               {rows, b.getIndexAttr(width)},
+               {b.getIndexAttr(1), b.getIndexAttr(1)})
+        .getResult();
+  };
+  scf::YieldOp::create(b, loc,
+                       ValueRange{g.dqGroup, store(g.dK, p.scale, acc[1]),
+                                  store(g.dV, Value(), acc[2])});
+}
+
 /// Fast mode: forall over (batch, kv head); inside, a key-block loop carrying
 /// the group's f32 dQ and its dK/dV slabs. Returns {dq, dk, dv}.
 static SmallVector<Value> buildFastBackward(OpBuilder &b,
@@ -530,23 +553,7 @@ static SmallVector<Value> buildFastBackward(OpBuilder &b,
   auto keyLoop = scf::ForOp::create(
       b, loc, zero, p.numKBlocks, one, init,
       [&](OpBuilder &nb, Location nl, Value kb, ValueRange acc) {
-        KeyBlockGradients g =
-            buildKeyBlockGradients(nb, p, batch, kvHead, kb, acc[0]);
-        OpFoldResult rows = blockRows(nb, g.block.len, p.blockKV);
-        auto store = [&](Value accTile, Value factor, Value slabAcc) {
-          Value tile = buildEpilogue(nb, nl, accTile, factor, p.elemType);
-          tile = clipRows(nb, nl, tile, 0, g.block.len);
-          int64_t width = cast<RankedTensorType>(tile.getType()).getDimSize(1);
-          return tensor::InsertSliceOp::create(
-                     nb, nl, tile, slabAcc,
-                     {OpFoldResult(g.block.start), nb.getIndexAttr(0)},
-                     {rows, nb.getIndexAttr(width)},
-                     {nb.getIndexAttr(1), nb.getIndexAttr(1)})
-              .getResult();
-        };
-        scf::YieldOp::create(nb, nl,
-                             ValueRange{g.dqGroup, store(g.dK, p.scale, acc[1]),
-                                        store(g.dV, Value(), acc[2])});
+        yieldKeyBlock(nb, nl, p, batch, kvHead, kb, acc);
       });
   keyLoop->setAttr(kDqAccumulationAttrName, b.getUnitAttr());
 
@@ -633,22 +640,7 @@ buildPackedFastBackward(OpBuilder &b, const BackwardPlan &base,
   auto keyLoop = scf::ForOp::create(
       b, loc, zero, numKBlocks, one, init,
       [&](OpBuilder &nb, Location nl, Value kb, ValueRange acc) {
-        KeyBlockGradients g =
-            buildKeyBlockGradients(nb, p, seq, kvHead, kb, acc[0]);
-        auto store = [&](Value accTile, Value factor, Value slabAcc) {
-          Value tile = buildEpilogue(nb, nl, accTile, factor, p.elemType);
-          tile = clipRows(nb, nl, tile, 0, g.block.len);
-          int64_t width = cast<RankedTensorType>(tile.getType()).getDimSize(1);
-          return tensor::InsertSliceOp::create(
-                     nb, nl, tile, slabAcc,
-                     {OpFoldResult(g.block.start), nb.getIndexAttr(0)},
-                     {OpFoldResult(g.block.len), nb.getIndexAttr(width)},
-                     {nb.getIndexAttr(1), nb.getIndexAttr(1)})
-              .getResult();
-        };
-        scf::YieldOp::create(nb, nl,
-                             ValueRange{g.dqGroup, store(g.dK, p.scale, acc[1]),
-                                        store(g.dV, Value(), acc[2])});
+        yieldKeyBlock(nb, nl, p, seq, kvHead, kb, acc);
       });
   keyLoop->setAttr(kDqAccumulationAttrName, b.getUnitAttr());
 
@@ -756,8 +748,12 @@ static bool mayHaveTail(Value tensor, int64_t dim, int64_t block) {
   return ShapedType::isDynamic(n) || n % block != 0;
 }
 
-static BackwardPlan makePlan(OpBuilder &b, AttentionBackwardOp op,
-                             int64_t blockQ, int64_t blockKV) {
+/// What the dense and packed plans share: tiles, scalars, mask, tensors, head
+/// counts (their dim `headDim`: 1 dense, 0 packed). The caller builds delta
+/// last (after its own sizes).
+template <typename OpT>
+static BackwardPlan makeCommonPlan(OpBuilder &b, OpT op, int64_t blockQ,
+                                   int64_t blockKV, int64_t headDim) {
   Location loc = op.getLoc();
   BackwardPlan p{loc, op.getQuery().getType().getElementType(), b.getF32Type()};
   // The op's kernel configuration, when it has one, decides the tiles.
@@ -779,16 +775,22 @@ static BackwardPlan makePlan(OpBuilder &b, AttentionBackwardOp op,
   p.value = op.getValue();
   p.dout = op.getDout();
   p.lse = op.getLse();
-
-  p.batch = dimValue(b, loc, p.query, 0);
-  p.numQHeads = dimValue(b, loc, p.query, 1);
-  p.numKVHeads = dimValue(b, loc, p.key, 1);
-  int64_t hq = op.getQuery().getType().getDimSize(1);
-  int64_t hkv = op.getKey().getType().getDimSize(1);
+  p.numQHeads = dimValue(b, loc, p.query, headDim);
+  p.numKVHeads = dimValue(b, loc, p.key, headDim);
+  int64_t hq = op.getQuery().getType().getDimSize(headDim);
+  int64_t hkv = op.getKey().getType().getDimSize(headDim);
   p.groupSize = !ShapedType::isDynamic(hq) && !ShapedType::isDynamic(hkv)
                     ? indexConst(b, loc, hq / hkv)
                     : arith::DivUIOp::create(b, loc, p.numQHeads, p.numKVHeads)
                           .getResult();
+  return p;
+}
+
+static BackwardPlan makePlan(OpBuilder &b, AttentionBackwardOp op,
+                             int64_t blockQ, int64_t blockKV) {
+  BackwardPlan p = makeCommonPlan(b, op, blockQ, blockKV, /*headDim=*/1);
+  Location loc = p.loc;
+  p.batch = dimValue(b, loc, p.query, 0);
   p.seqQ = dimValue(b, loc, p.query, 2);
   p.seqK = dimValue(b, loc, p.key, 2);
   p.numQBlocks = numBlocks(b, loc, p.seqQ, p.blockQ);
@@ -803,38 +805,11 @@ static BackwardPlan makePlan(OpBuilder &b, AttentionBackwardOp op,
 /// (offsets, lengths, query-block count) are set inside its forall.
 static BackwardPlan makePackedPlan(OpBuilder &b, AttentionVarlenBackwardOp op,
                                    int64_t blockQ, int64_t blockKV) {
-  Location loc = op.getLoc();
-  BackwardPlan p{loc, op.getQuery().getType().getElementType(), b.getF32Type()};
-  p.config = op.getKernelConfigAttr();
-  p.blockQ = p.config ? p.config.getBlockQ() : blockQ;
-  p.blockKV = p.config ? p.config.getBlockKV() : blockKV;
-  p.headDim = op.getHeadDim();
-  p.valueHeadDim = op.getValueHeadDim();
-  p.scale = op.buildScale(b, loc);
-  p.scalars = {op.getStaticScale(), op.getDynamicScale(), op.getSoftcapAttr(),
-               op.getDynamicSoftcap()};
-  if (op.hasMaskRule()) {
-    p.mask = op.getMaskAttr();
-    p.maskOperands = op.getMaskOperands();
-    p.maskParams = p.mask.buildParameters(b, loc, p.maskOperands);
-  }
+  BackwardPlan p = makeCommonPlan(b, op, blockQ, blockKV, /*headDim=*/0);
   p.packed = true;
-  p.query = op.getQuery();
-  p.key = op.getKey();
-  p.value = op.getValue();
-  p.dout = op.getDout();
-  p.lse = op.getLse();
-  p.numQHeads = dimValue(b, loc, p.query, 0);
-  p.numKVHeads = dimValue(b, loc, p.key, 0);
-  int64_t hq = op.getQuery().getType().getDimSize(0);
-  int64_t hkv = op.getKey().getType().getDimSize(0);
-  p.groupSize = !ShapedType::isDynamic(hq) && !ShapedType::isDynamic(hkv)
-                    ? indexConst(b, loc, hq / hkv)
-                    : arith::DivUIOp::create(b, loc, p.numQHeads, p.numKVHeads)
-                          .getResult();
   // Sequence lengths are run-time values: every block may be partial.
   p.queryTail = p.keyTail = true;
-  p.delta = buildDelta(b, loc, op.getOut(), op.getDout());
+  p.delta = buildDelta(b, p.loc, op.getOut(), op.getDout());
   return p;
 }
 
