@@ -13,6 +13,11 @@
       - torch.nn.attention.varlen.varlen_attn (FlashAttention inside
         PyTorch) when this torch has it, and flash_attn's
         flash_attn_varlen_func when installed.
+(c) varlen backward (--only varlen_backward): (a)'s problem, the time of
+    torch.autograd.grad through flashmlir.attention_varlen (the packed
+    backward kernels) against the dense backward on the same tokens (the
+    bar, >= 0.9x) and torch's varlen_attn backward; 2.5x the forward's
+    useful FLOPs.
 (b) paged decode: B 8, Hq 32, Hkv 8, D 128, bf16, one query per sequence
     (causal), caches of 4k/16k/64k/128k keys in pages of 16/64/256 keys
     (shuffled page table): flashmlir.attention_with_kvcache against the
@@ -149,6 +154,71 @@ def bench_varlen(args, rows, md):
         print(line, flush=True)
 
 
+def bench_varlen_backward(args, rows, md):
+    """The backward of (a)'s problem through the public API: the time of
+    torch.autograd.grad(out, (q, k, v), dout) after one forward, against
+    the dense backward on the same tokens (the bar: >= 0.9x) and torch's
+    varlen_attn backward (when this torch has it). FLOPs: 2.5x the
+    forward's useful ones."""
+    g = torch.Generator().manual_seed(args.seed)
+    lens = torch.randint(args.min_len, args.max_len + 1, (args.seqs,), generator=g).tolist()
+    total, h, d, dt = sum(lens), args.heads, args.d, torch.bfloat16
+    cu = offsets(lens)
+    maxlen = max(lens)
+    mean = max(128, round(total / len(lens) / 128) * 128)
+    torch.manual_seed(args.seed)
+    mk = lambda *shape: torch.randn(*shape, device="cuda", dtype=dt, requires_grad=True)
+    q, k, v = mk(total, h, d), mk(total, h, d), mk(total, h, d)
+    same = [mk(len(lens), mean, h, d) for _ in range(3)]
+    tv = torch_varlen()
+    md.append(f"\n## varlen backward: {len(lens)} sequences of {args.min_len}..{args.max_len} "
+              f"tokens (total {total}, max {maxlen}), H {h}, D {d}, bf16\n")
+    md.append("| mask | varlen bwd TFLOP/s | dense bwd same tokens | ratio (bar 0.9) | "
+              "torch varlen_attn bwd |\n|---|---|---|---|---|")
+    for causal in (False, True):
+        useful = 2.5 * 4 * d * h * sum(pairs(n, n, causal) for n in lens)
+        dense_flops = 2.5 * 4 * d * h * len(lens) * pairs(mean, mean, causal)
+        out = flashmlir.attention_varlen(q, k, v, cu, cu, maxlen, maxlen, causal=causal)
+        dout = torch.randn_like(out)
+        dense_out = flashmlir.attention(*same, causal=causal, layout="bshd")
+        ddense = torch.randn_like(dense_out)
+        impls = {
+            "varlen": lambda: torch.autograd.grad(out, (q, k, v), dout, retain_graph=True),
+            "dense_same_tokens": lambda: torch.autograd.grad(dense_out, same, ddense,
+                                                             retain_graph=True),
+        }
+        if tv is not None:
+            try:
+                tout = tv(q, k, v, cu, cu, maxlen, maxlen,
+                          window_size=(-1, 0) if causal else (-1, -1))
+                impls["torch_varlen_attn"] = lambda: torch.autograd.grad(
+                    tout, (q, k, v), dout, retain_graph=True)
+            except Exception as exc:   # no backward / refuses the shape
+                print(f"torch varlen_attn: {exc}".splitlines()[0][:200])
+        res = rounds(impls, args.reps)
+        for name, r in res.items():
+            if "ms" in r:
+                fl = dense_flops if name == "dense_same_tokens" else useful
+                r["tflops"] = fl / r["ms"] / 1e9
+        ratio = (res["varlen"]["tflops"] / res["dense_same_tokens"]["tflops"]
+                 if "tflops" in res.get("varlen", {}) and "tflops" in res.get(
+                     "dense_same_tokens", {}) else None)
+        plan = _sequences._varlen_plan(q, k, v, cu, cu, maxlen, maxlen, causal, None, None, None)
+        kernels = [b.seq is not None for b in plan.bwd.values()]
+        rows.append({"bench": "varlen_backward", "causal": causal, "lens": lens, "heads": h,
+                     "d": d, "packed_backward": all(kernels) and bool(kernels),
+                     "useful_flops": useful, "dense_flops": dense_flops,
+                     "ratio_vs_dense": ratio, **res})
+        cell = lambda n: (f"{res[n]['tflops']:.0f} ({res[n]['ms']:.2f} ms)" if "tflops" in
+                          res.get(n, {}) else ("ERR" if n in res else "n/a"))
+        line = (f"| {'causal' if causal else 'full'} | {cell('varlen')} | "
+                f"{cell('dense_same_tokens')} | "
+                f"{'%.2f' % ratio if ratio is not None else '-'} | "
+                f"{cell('torch_varlen_attn')} |")
+        md.append(line)
+        print(line, flush=True)
+
+
 def bench_paged(args, rows, md):
     b, (hq, hkv), d, dt = args.batch, args.decode_heads, args.d, torch.bfloat16
     md.append(f"\n## paged decode: B {b}, H {hq}/{hkv}, D {d}, bf16, one query (causal)\n")
@@ -220,7 +290,7 @@ def bench_paged(args, rows, md):
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--out", help="folder for sequences.json and sequences.md")
-    p.add_argument("--only", choices=("varlen", "paged"))
+    p.add_argument("--only", choices=("varlen", "varlen_backward", "paged"))
     p.add_argument("--seqs", type=int, default=64)
     p.add_argument("--min-len", type=int, default=128)
     p.add_argument("--max-len", type=int, default=4096)
@@ -237,6 +307,8 @@ def main():
     rows, md = [], [f"# bench_sequences on {dev} (torch {torch.__version__})"]
     if args.only in (None, "varlen"):
         bench_varlen(args, rows, md)
+    if args.only in (None, "varlen_backward"):
+        bench_varlen_backward(args, rows, md)
     if args.only in (None, "paged"):
         bench_paged(args, rows, md)
     if args.out:

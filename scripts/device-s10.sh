@@ -6,7 +6,8 @@
 # and on the sm_80 ones, the dense backward regression suite (its Python
 # plan machinery is shared), compute-sanitizer memcheck / racecheck on the
 # packed backward tests; step "bench": bench/bench_sequences.py (varlen
-# forward and backward against the dense kernels on the same tokens).
+# forward against the dense kernels on the same tokens), "bench-bwd" (the
+# varlen backward through attention_varlen's autograd, eleventh session).
 source "$(dirname "${BASH_SOURCE[0]}")/device-env.sh"
 export FLASHMLIR_REQUIRE_KERNELS=1
 step=${1:-test}
@@ -56,7 +57,9 @@ elif [ "$step" = test ]; then
   done
   echo "sanitizers done $(elapsed)"
 else
-  timeout 500 $PY bench/bench_sequences.py --only varlen --out "$OUT/bench" > "$OUT/bench.txt" 2>&1
+  # "bench" (the varlen forward) or "bench-bwd" (the varlen backward).
+  only=varlen; [ "$step" = bench-bwd ] && only=varlen_backward
+  timeout 500 $PY bench/bench_sequences.py --only $only --out "$OUT/bench" > "$OUT/bench.txt" 2>&1
   tail -40 "$OUT/bench.txt"
   echo "bench done $(elapsed)"
 fi

@@ -154,12 +154,12 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
                            window_size=(-1, -1), softcap=0.0, alibi_slopes=None,
                            deterministic=False, return_attn_probs=False, block_table=None):
     """FlashAttention-2's `flash_attn_varlen_func` on the flashmlir varlen
-    kernels (forward only: see flashmlir.attention_varlen).
+    kernels, forward and backward (see flashmlir.attention_varlen).
 
     q [total_q, Hq, D], k [total_k, Hkv, D], v [total_k, Hkv, Dv];
     cu_seqlens_q/k int32 [B + 1]; max_seqlen_q (a Python int) must bound
-    every sequence's query count (a smaller one drops queries, as in
-    FlashAttention). Returns out [total_q, Hq, Dv], or with
+    every sequence's query count and max_seqlen_k every key count (smaller
+    ones drop queries or key gradients, as in FlashAttention). Returns out [total_q, Hq, Dv], or with
     return_attn_probs (out, softmax_lse [Hq, total_q], None)."""
     from . import _sequences
     window, cap = _fa_options(dropout_p, causal, window_size, softcap, alibi_slopes,
@@ -169,7 +169,8 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
                                "(paged varlen); use flashmlir.flash_attn_with_kvcache")
     out, lse = _sequences.attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
                                            max_seqlen_k, causal=bool(causal), window=window,
-                                           scale=softmax_scale, softcap=cap, return_lse=True)
+                                           scale=softmax_scale, softcap=cap, return_lse=True,
+                                           deterministic=deterministic)
     return _fa_result(out, lse, False, return_attn_probs)
 
 

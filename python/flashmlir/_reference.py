@@ -145,6 +145,31 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, mask, scale, softcap):
     return out, lse
 
 
+def attention_varlen_backward(dout, q, k, v, cu_seqlens_q, cu_seqlens_k, mask, scale,
+                              softcap):
+    """(dq, dk, dv) of `attention_varlen`, typed and shaped like q, k, v,
+    per sequence with `attention_backward`. Rows of no sequence (outside
+    every cu_seqlens range) get zero gradients, as the kernels write them."""
+    cq, ck = _host_ints(cu_seqlens_q, "cu_seqlens_q"), _host_ints(cu_seqlens_k, "cu_seqlens_k")
+    for name, cu, total in (("cu_seqlens_q", cq, q.shape[0]), ("cu_seqlens_k", ck, k.shape[0])):
+        if cu and (cu[0] < 0 or any(b < a for a, b in zip(cu, cu[1:])) or cu[-1] > total):
+            raise ValueError(f"{name} must be non-decreasing offsets in [0, {total}], got "
+                             f"{cu[:8]}{' ...' if len(cu) > 8 else ''}")
+    # (Non-decreasing offsets: the sequences' row ranges are disjoint.)
+    dq, dk, dv = torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
+    bhsd = lambda t: t.transpose(0, 1)[None]
+    for b in range(len(cq) - 1):
+        q0, q1, k0, k1 = cq[b], cq[b + 1], ck[b], ck[b + 1]
+        if q1 == q0 or k1 == k0:
+            continue
+        g = attention_backward(bhsd(dout[q0:q1]), bhsd(q[q0:q1]), bhsd(k[k0:k1]),
+                               bhsd(v[k0:k1]), mask, scale, softcap)
+        dq[q0:q1] = g[0][0].transpose(0, 1)
+        dk[k0:k1] = g[1][0].transpose(0, 1)
+        dv[k0:k1] = g[2][0].transpose(0, 1)
+    return dq, dk, dv
+
+
 def gather_pages(pages, page_table_row, n: int):
     """The first `n` rows of a paged cache for one batch: pages [P, Hkv, S,
     D] (bhsd-style view of [P, S, Hkv, D]), key j at row j % S of page

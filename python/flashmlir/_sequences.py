@@ -1,8 +1,8 @@
 """Packed sequences and paged key/value caches on torch tensors:
 `flashmlir.attention_varlen` (FlashAttention's flash_attn_varlen_func
-layout) and `flashmlir.attention_with_kvcache` (flash_attn_with_kvcache's),
-forward only (attention_varlen's gradients: a per-sequence fallback on
-the dense kernels, see its docstring).
+layout; differentiable through the packed backward kernels of fa-compile
+--form=varlen --kind=backward) and `flashmlir.attention_with_kvcache`
+(flash_attn_with_kvcache's, forward only).
 
 They run the kernels of fa-compile's --form=varlen and --form=paged
 manifests through the dense path's machinery: a launch plan per call
@@ -41,7 +41,7 @@ from . import _cuda, _kernels, _launch, _plan, _reference
 from . import _interface as I
 from . import _manifest as M
 from . import _validate as V
-from ._errors import UnsupportedError
+from ._errors import KernelNotFoundError, UnsupportedError
 
 _VARLEN_TENSORS = ("q", "k", "v", "cu_seqlens_q", "cu_seqlens_k", "out", "lse")
 _PAGED_TENSORS = ("q", "k_cache", "v_cache", "cache_seqlens", "page_table", "out", "lse")
@@ -51,18 +51,16 @@ _EMPTY, _NO_KEYS, _LAUNCH = I._EMPTY, I._NO_KEYS, I._LAUNCH
 # (then compiled on demand), largest first: the variant set's.
 _FALLBACK_PAGE_SIZES = (256, 64, 16)
 
-_NO_GRAD = ("has no GPU backward yet (the packed-sequence and paged backward kernels are "
-            "not built; the dialect's CPU pipelines have the varlen backward): call it "
-            "under torch.no_grad() or on tensors that do not require grad, or use "
-            "flashmlir.attention on padded [B, N, H, D] tensors for training")
+_NO_GRAD = ("has no backward (there are no paged backward kernels): call it under "
+            "torch.no_grad() or on tensors that do not require grad; for training on packed "
+            "sequences use flashmlir.attention_varlen, which is differentiable")
 
 # The differentiable varlen fallback (per-sequence dense attention) warns
 # once per process.
 _warned_fallback = [False]
 FALLBACK_WARNING = (
-    "flashmlir.attention_varlen: q, k or v requires grad and there is no packed backward "
-    "kernel yet, so this call runs flashmlir.attention (dense kernels, forward and "
-    "backward) on each sequence's slices. It reads cu_seqlens_q/k on the host (a "
+    "flashmlir.attention_varlen: q, k or v requires grad and {why}, so this call runs "
+    "flashmlir.attention (dense kernels, forward and backward) on each sequence's slices. It reads cu_seqlens_q/k on the host (a "
     "synchronisation; not CUDA-graph capturable, not traceable by torch.compile) and "
     "launches per sequence. (Warned once.)")
 
@@ -176,10 +174,16 @@ class _VarlenCall:
                 # (no sequence has more queries than Tq)
                 "max_seqlen_q": min(self.max_seqlen_q, self.Tq)}
 
-    def request(self) -> _kernels.KernelRequest:
-        return _kernels.KernelRequest("forward", I._DTYPES[self.dtype], self.D, self.Dv,
+    def request(self, kind: str = "forward") -> _kernels.KernelRequest:
+        return _kernels.KernelRequest(kind, I._DTYPES[self.dtype], self.D, self.Dv,
                                       self.opts.mask, self.opts.softcap, self.opts.scale,
                                       form=M.VARLEN)
+
+    def backward_env(self, max_seqlen_k):
+        """The backward's names: the forward's plus max_seqlen_k (the key
+        blocks of its grid; Tk when not given; at least one block)."""
+        mk = self.Tk if max_seqlen_k is None else max(min(int(max_seqlen_k), self.Tk), 1)
+        return {**self.env(), "max_seqlen_k": mk}
 
     @property
     def out_shape(self):
@@ -277,13 +281,14 @@ class _VarlenPlan:
     LaunchPlan (bound to the call's own [T, H, D] tensors)."""
 
     __slots__ = ("call", "mode", "launch", "out_shape", "lse_shape", "ordinal", "seq",
-                 "ws_bytes", "ws_zeroed", "_spec")
+                 "ws_bytes", "ws_zeroed", "_spec", "bwd", "_has_bwd")
 
     def __init__(self, q, k, v, cu_q, cu_k, c: _VarlenCall, out=None, lse=None):
         self.call = c
         self.ordinal = I._device_ordinal(c.device)
         self.out_shape, self.lse_shape = c.out_shape, c.lse_shape
         self.launch = self.seq = self._spec = None
+        self.bwd, self._has_bwd = {}, None
         out, lse = _outputs(q, c, out, lse)
         if c.B == 0 or c.Tq == 0 or c.Hq == 0 or c.max_seqlen_q == 0:
             self.mode = _EMPTY      # no query row of any sequence
@@ -331,6 +336,121 @@ class _VarlenPlan:
             out.zero_()
             lse.fill_(math.inf)
         return out, lse
+
+    def has_backward(self) -> bool:
+        """Whether a packed backward kernel serves this call (looked up, and
+        compiled on demand where the registry can, once per plan)."""
+        if self._has_bwd is None:
+            if self.mode is not _LAUNCH:
+                self._has_bwd = True      # (no launch: zero gradients)
+            else:
+                try:
+                    _kernels.default_registry().find(
+                        self.call.request("backward"), _cuda.device_info(self.ordinal).cc)
+                    self._has_bwd = True
+                except KernelNotFoundError:
+                    self._has_bwd = False
+        return self._has_bwd
+
+    def backward(self, q, k, v, cu_q, cu_k, out, lse, dout, max_seqlen_k):
+        """dq, dk, dv (contiguous, shaped like q, k, v) for a dout of out's
+        shape, through a backward plan cached per dout kind and max_seqlen_k."""
+        key = None
+        if isinstance(dout, torch.Tensor):
+            key = (max_seqlen_k,) + I._dout_key(dout, out, lse, False)
+            plan = self.bwd.get(key)
+            if plan is not None and (plan.clone_dout or
+                                     dout.data_ptr() % _launch.POINTER_ALIGNMENT == 0):
+                return plan.run(q, k, v, cu_q, cu_k, out, lse, dout)
+        checked = _check_dout(dout, self.call)
+        clone = key is not None and checked is not dout and not I._strides_ok(dout)
+        ckey = key if clone else (max_seqlen_k,) + I._dout_key(checked, out, lse, False)
+        plan = self.bwd.get(ckey)
+        if plan is None:
+            plan = _VarlenBackwardPlan(self, q, k, v, cu_q, cu_k, out, lse, checked,
+                                       max_seqlen_k, clone)
+            if len(self.bwd) >= 64:
+                self.bwd.clear()
+            self.bwd[ckey] = plan
+        return plan.run(q, k, v, cu_q, cu_k, out, lse, checked, copied=True)
+
+
+def _check_dout(dout, c: _VarlenCall) -> torch.Tensor:
+    """dout as the packed backward needs it (out's shape, dtype and device),
+    copied when strided or misaligned (e.g. the expanded one of
+    out.sum().backward()); zeros for None."""
+    if dout is None:
+        return torch.zeros(c.out_shape, dtype=c.dtype, device=c.device)
+    _check_tensor("dout", dout)
+    if tuple(dout.shape) != c.out_shape:
+        raise ValueError(f"the gradient of out must have shape {c.out_shape}, got "
+                         f"{tuple(dout.shape)}")
+    if dout.dtype != c.dtype:
+        raise TypeError(f"the gradient of out must be {c.dtype}, got {dout.dtype}")
+    if dout.device != c.device:
+        raise ValueError(f"the gradient of out must be on {c.device}, got {dout.device}")
+    if dout.device.type != "meta":
+        try:
+            _check_operand("dout", dout)
+        except ValueError:
+            dout = dout.clone(memory_format=torch.contiguous_format)
+    return dout
+
+
+_VARLEN_BACKWARD_TENSORS = ("q", "k", "v", "cu_seqlens_q", "cu_seqlens_k", "out", "dout",
+                            "lse", "dq", "dk", "dv")
+
+
+class _VarlenBackwardPlan:
+    """The packed backward of one varlen forward plan for one kind of dout
+    and one max_seqlen_k: the manifest's launches (delta, zeroing of the
+    rows of no sequence, the key-block kernel, dq's conversion) as a
+    PlanSequence over the [H, T, D] views, and the workspace's size (one
+    byte buffer per call, so captured or concurrent calls share nothing).
+    The kernels write every row of dq, dk and dv (0 outside every
+    sequence), so the gradients are allocated uninitialised."""
+
+    __slots__ = ("mode", "seq", "ws_bytes", "ordinal", "clone_dout")
+
+    def __init__(self, fwd: _VarlenPlan, q, k, v, cu_q, cu_k, out, lse, dout, max_seqlen_k,
+                 clone_dout):
+        c = fwd.call
+        self.ordinal, self.clone_dout = fwd.ordinal, clone_dout
+        self.seq, self.ws_bytes = None, 0
+        if fwd.mode is not _LAUNCH:
+            self.mode = fwd.mode      # no query row, or no key: zero gradients
+            return
+        self.mode = _LAUNCH
+        spec = _kernels.default_registry().find(c.request("backward"),
+                                                _cuda.device_info(self.ordinal).cc)
+        dq, dk, dv = (t.new_empty(t.shape) for t in (q, k, v))
+        t = lambda x: x.transpose(0, 1)
+        tensors = {"q": t(q), "k": t(k), "v": t(v), "cu_seqlens_q": cu_q,
+                   "cu_seqlens_k": cu_k, "out": t(out), "dout": t(dout), "lse": lse,
+                   "dq": t(dq), "dk": t(dk), "dv": t(dv)}
+        env = c.backward_env(max_seqlen_k)
+        scalars = {**_scalars(c.opts), "max_seqlen_q": env["max_seqlen_q"],
+                   "max_seqlen_k": env["max_seqlen_k"]}
+        self.seq, _, _, self.ws_bytes = I._multi_launch_sequence(
+            spec, self.ordinal, tensors, env, scalars,
+            _VARLEN_BACKWARD_TENSORS + (I._WORKSPACE,), c.device)
+
+    def run(self, q, k, v, cu_q, cu_k, out, lse, dout, copied=False):
+        if self.clone_dout and not copied:
+            dout = dout.clone(memory_format=torch.contiguous_format)
+        dq, dk, dv = (t.new_empty(t.shape) for t in (q, k, v))
+        if self.mode is not _LAUNCH:
+            for g in (dq, dk, dv):
+                g.zero_()
+            return dq, dk, dv
+        ws = q.new_empty(self.ws_bytes, dtype=torch.uint8)
+        if I.poison_grads():
+            for g in (dq, dk, dv):
+                g.fill_(math.nan)
+            ws.fill_(255)   # all-ones bytes: NaN in every float type
+        self.seq.launch((q, k, v, cu_q, cu_k, out, dout, lse, dq, dk, dv, ws),
+                        I._current_stream(self.ordinal))
+        return dq, dk, dv
 
 
 _plans = {}
@@ -402,15 +522,72 @@ def varlen_fake(q, k, v, cu_q, cu_k, max_seqlen_q, causal, window, scale, softca
     return q.new_empty(c.out_shape), q.new_empty(c.lse_shape, dtype=torch.float32)
 
 
+def varlen_backward_impl(dout, q, k, v, cu_q, cu_k, out, lse, max_seqlen_q, max_seqlen_k,
+                         causal, window, scale, softcap):
+    """dq, dk, dv (contiguous, shaped like q, k, v) on real tensors: the
+    packed backward kernels for CUDA tensors, the per-sequence reference for
+    CPU ones."""
+    plan = _varlen_plan(q, k, v, cu_q, cu_k, max_seqlen_q, max_seqlen_k, causal, window,
+                        scale, softcap)
+    if plan is not None:
+        return plan.backward(q, k, v, cu_q, cu_k, out, lse, dout, max_seqlen_k)
+    c = _validate_varlen(q, k, v, cu_q, cu_k, max_seqlen_q, max_seqlen_k, causal, window,
+                         scale, softcap)
+    dout = _check_dout(dout, c)
+    grads = _reference.attention_varlen_backward(dout, q, k, v, cu_q, cu_k, c.opts.mask,
+                                                 c.opts.scale, c.opts.softcap)
+    return tuple(g.contiguous() for g in grads)
+
+
+def varlen_backward_fake(dout, q, k, v, cu_q, cu_k, out, lse, max_seqlen_q, max_seqlen_k,
+                         causal, window, scale, softcap):
+    window, scale, softcap = I._traced_options(window, scale, softcap)
+    _validate_varlen(q, k, v, cu_q, cu_k, max_seqlen_q, max_seqlen_k, causal, window, scale,
+                     softcap, check_strides=False)
+    return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
+
+
+class _VarlenAttention(torch.autograd.Function):
+    """Eager autograd over a varlen plan on CUDA tensors (torch.compile and
+    CPU tensors use the custom ops, which run the same plans)."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, cu_q, cu_k, plan, max_seqlen_k):
+        out, lse = plan.run(q, k, v, cu_q, cu_k)
+        ctx.set_materialize_grads(False)   # lse is not differentiable: no zero dlse
+        ctx.save_for_backward(q, k, v, cu_q, cu_k, out, lse)
+        ctx.plan, ctx.max_seqlen_k = plan, max_seqlen_k
+        ctx.mark_non_differentiable(lse)
+        return out, lse
+
+    @staticmethod
+    def backward(ctx, dout, dlse):
+        if torch.is_grad_enabled():        # create_graph=True: refuse a double backward
+            return _once_varlen_backward(ctx, dout, dlse)
+        return _varlen_backward(ctx, dout, dlse)
+
+
+def _varlen_backward(ctx, dout, dlse):
+    q, k, v, cu_q, cu_k, out, lse = ctx.saved_tensors
+    dq, dk, dv = ctx.plan.backward(q, k, v, cu_q, cu_k, out, lse, dout, ctx.max_seqlen_k)
+    need = ctx.needs_input_grad
+    return (dq if need[0] else None, dk if need[1] else None, dv if need[2] else None,
+            None, None, None, None)
+
+
+_once_varlen_backward = torch.autograd.function.once_differentiable(_varlen_backward)
+
+
 def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k=None,
                      causal=False, window=None, scale=None, softcap=None, return_lse=False,
-                     out=None, *, lse=None):
+                     out=None, *, lse=None, deterministic=False):
     """Attention over packed variable-length sequences (FlashAttention's
-    flash_attn_varlen_func layout), forward only.
+    flash_attn_varlen_func layout), differentiable in q, k and v.
 
     attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
                      max_seqlen_k=None, causal=False, window=None, scale=None,
-                     softcap=None, return_lse=False, out=None)
+                     softcap=None, return_lse=False, out=None, *, lse=None,
+                     deterministic=False)
 
     Args:
       q: [total_q, Hq, D] float16/bfloat16: the queries of every sequence,
@@ -420,71 +597,93 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seql
          sequence b is queries cu_seqlens_q[b]..cu_seqlens_q[b + 1] against
          keys cu_seqlens_k[b]..cu_seqlens_k[b + 1] (non-decreasing, from 0).
       max_seqlen_q: a Python int at least every sequence's query count. It
-         sizes the launch grid and is not checked against cu_seqlens_q
+         sizes the launch grids and is not checked against cu_seqlens_q
          (that would read it on the host, a synchronisation): a smaller
          value silently leaves the queries of a sequence beyond it
-         unwritten, as in FlashAttention.
-      max_seqlen_k: accepted for FlashAttention compatibility (unused).
+         unwritten (and their gradients missing), as in FlashAttention.
+      max_seqlen_k: None or an int at least every sequence's key count: it
+         sizes the backward's grid (key blocks); None takes total_k (right
+         for any lengths, with idle blocks). Too small a value leaves the
+         gradients of the keys beyond it wrong, as in FlashAttention.
       causal, window, scale, softcap: as flashmlir.attention, per sequence:
          causal and windows are aligned to each sequence's bottom-right
          corner (query i of a sequence of nq queries and nk keys sees key j
          iff j <= i + nk - nq).
-      return_lse: also return lse [Hq, total_q] (float32, natural log).
+      return_lse: also return lse [Hq, total_q] (float32, natural log; not
+         differentiable).
       out, lse: optional preallocated outputs ([total_q, Hq, Dv] and
-         float32 [Hq, total_q]).
+         float32 [Hq, total_q]); not allowed when q, k or v requires grad.
+      deterministic: with gradients, run dense deterministic backward
+         kernels per sequence instead (there is no deterministic packed
+         backward): it reads cu_seqlens on the host, a synchronisation, is
+         neither CUDA-graph capturable nor traceable by torch.compile
+         (UnsupportedError there), and warns once.
 
     Rows that see no key (an empty key sequence, a window) give out = 0 and
     lse = +inf. Rows outside every sequence (beyond cu_seqlens_q[-1]) are
-    not written on the GPU (the CPU reference gives 0 / +inf). Last
+    not written by the forward on the GPU (the CPU reference gives 0 /
+    +inf); their gradients, and those of keys of no sequence, are 0. Last
     dimensions must be contiguous and pointers 16-byte aligned. CPU
     tensors run a per-sequence PyTorch reference (it reads and checks
     cu_seqlens); under torch.compile this is the custom op
-    torch.ops.flashmlir.attention_varlen. CUDA-graph capturable.
-
-    Gradients: no packed backward kernel exists yet. When q, k or v
-    requires grad (eager mode only; torch.compile raises UnsupportedError)
-    the call instead runs flashmlir.attention per sequence on slices (dense
-    kernels forward and backward, differentiable in q, k and v): it reads
-    cu_seqlens_q/k on the host, a synchronisation, so it is neither
-    CUDA-graph capturable nor fast for many short sequences, and warns
-    once. out=/lse= are refused then; rows outside every sequence get 0.
+    torch.ops.flashmlir.attention_varlen (its backward
+    attention_varlen_backward). Forward and backward are CUDA-graph
+    capturable. Where no packed backward kernel exists for a configuration
+    (and fa-compile cannot build one) an eager call with gradients falls
+    back to dense attention per sequence, with a warning.
 
     Returns: out [total_q, Hq, Dv], or (out, lse) when return_lse.
     """
-    if _needs_grad(q, k, v):
+    grad = _needs_grad(q, k, v)
+    if grad and (out is not None or lse is not None):
+        raise ValueError("out= and lse= cannot be used when q, k or v requires grad")
+    if grad and V.check_bool("deterministic", deterministic):
+        # No deterministic packed backward: the dense deterministic kernels
+        # per sequence (reads cu_seqlens on the host).
         if torch.compiler.is_compiling():
-            raise UnsupportedError(f"flashmlir.attention_varlen {_NO_GRAD} (outside "
-                                   "torch.compile a per-sequence fallback computes gradients)")
+            raise UnsupportedError(
+                "flashmlir.attention_varlen(deterministic=True) with gradients runs dense "
+                "attention per sequence (there is no deterministic packed backward kernel), "
+                "which reads cu_seqlens on the host and cannot be traced by torch.compile")
         o, l = _varlen_by_sequence(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
-                                   max_seqlen_k, causal, window, scale, softcap, out, lse)
+                                   max_seqlen_k, causal, window, scale, softcap, True)
         return (o, l) if return_lse else o
     if not torch.compiler.is_compiling():
         plan = _varlen_plan(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
                             causal, window, scale, softcap, out, lse)
         if plan is not None:
-            o, l = plan.run(q, k, v, cu_seqlens_q, cu_seqlens_k, out, lse)
+            if not grad:
+                o, l = plan.run(q, k, v, cu_seqlens_q, cu_seqlens_k, out, lse)
+            elif plan.has_backward():
+                o, l = _VarlenAttention.apply(q, k, v, cu_seqlens_q, cu_seqlens_k, plan,
+                                              max_seqlen_k)
+            else:
+                o, l = _varlen_by_sequence(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
+                                           max_seqlen_k, causal, window, scale, softcap,
+                                           False)
             return (o, l) if return_lse else o
         V.check_options(causal, window, scale, softcap, 8)   # messages before the dispatcher
     wl, wr = (-1, -1) if window is None else window
-    o, l = _op_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, causal, wl, wr, scale,
-                      softcap)
+    o, l = _op_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal,
+                      wl, wr, scale, softcap)
     o, l = _copy_into(o, l, out, lse)
     return (o, l) if return_lse else o
 
 
 def _varlen_by_sequence(q, k, v, cu_q, cu_k, max_seqlen_q, max_seqlen_k, causal, window,
-                        scale, softcap, out, lse):
+                        scale, softcap, deterministic):
     """The differentiable fallback: flashmlir.attention on each sequence's
     [1, n, H, D] slices (bshd views), concatenated."""
     from . import _interface
     c = _validate_varlen(q, k, v, cu_q, cu_k, max_seqlen_q, max_seqlen_k, causal, window,
                          scale, softcap, check_strides=False)
-    if out is not None or lse is not None:
-        raise ValueError("out= and lse= cannot be used when q, k or v requires grad")
     if not _warned_fallback[0]:
         _warned_fallback[0] = True
         import warnings
-        warnings.warn(FALLBACK_WARNING, RuntimeWarning, stacklevel=3)
+        warnings.warn(FALLBACK_WARNING.format(
+            why="deterministic=True (there is no deterministic packed backward kernel)"
+            if deterministic else "there is no packed backward kernel for this configuration"),
+            RuntimeWarning, stacklevel=3)
     cq, ck = [int(x) for x in cu_q.tolist()], [int(x) for x in cu_k.tolist()]
     for name, cu, total in (("cu_seqlens_q", cq, c.Tq), ("cu_seqlens_k", ck, c.Tk)):
         if cu[0] < 0 or any(b < a for a, b in zip(cu, cu[1:])) or cu[-1] > total:
@@ -498,7 +697,7 @@ def _varlen_by_sequence(q, k, v, cu_q, cu_k, max_seqlen_q, max_seqlen_k, causal,
             lses.append(q.new_full((c.Hq, q0 - at), math.inf, dtype=torch.float32))
         o, l = _interface.attention(q[q0:q1][None], k[k0:k1][None], v[k0:k1][None],
                                     causal=causal, window=window, scale=scale, softcap=softcap,
-                                    return_lse=True, layout="bshd")
+                                    return_lse=True, layout="bshd", deterministic=deterministic)
         outs.append(o[0])
         lses.append(l[0])
         at = max(at, q1)
@@ -905,17 +1104,60 @@ _NS = "flashmlir"
 
 @torch.library.custom_op(f"{_NS}::attention_varlen", mutates_args=())
 def _op_varlen(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Tensor, cu_seqlens_k: Tensor,
-               max_seqlen_q: int, causal: bool, window_left: int, window_right: int,
-               scale: Optional[float], softcap: Optional[float]) -> Tuple[Tensor, Tensor]:
+               max_seqlen_q: int, max_seqlen_k: Optional[int], causal: bool, window_left: int,
+               window_right: int, scale: Optional[float],
+               softcap: Optional[float]) -> Tuple[Tensor, Tensor]:
+    # (max_seqlen_k is the backward's: it sizes the packed backward's grid.)
     return varlen_impl(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, causal,
                        _window_arg(window_left, window_right), scale, softcap)
 
 
 @_op_varlen.register_fake
-def _(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, causal, window_left, window_right,
-      scale, softcap):
+def _(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal, window_left,
+      window_right, scale, softcap):
     return varlen_fake(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, causal,
                        _window_arg(window_left, window_right), scale, softcap)
+
+
+@torch.library.custom_op(f"{_NS}::attention_varlen_backward", mutates_args=())
+def _op_varlen_backward(dout: Tensor, q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Tensor,
+                        cu_seqlens_k: Tensor, out: Tensor, lse: Tensor, max_seqlen_q: int,
+                        max_seqlen_k: Optional[int], causal: bool, window_left: int,
+                        window_right: int, scale: Optional[float],
+                        softcap: Optional[float]) -> Tuple[Tensor, Tensor, Tensor]:
+    return varlen_backward_impl(dout, q, k, v, cu_seqlens_q, cu_seqlens_k, out, lse,
+                                max_seqlen_q, max_seqlen_k, causal,
+                                _window_arg(window_left, window_right), scale, softcap)
+
+
+@_op_varlen_backward.register_fake
+def _(dout, q, k, v, cu_seqlens_q, cu_seqlens_k, out, lse, max_seqlen_q, max_seqlen_k, causal,
+      window_left, window_right, scale, softcap):
+    return varlen_backward_fake(dout, q, k, v, cu_seqlens_q, cu_seqlens_k, out, lse,
+                                max_seqlen_q, max_seqlen_k, causal,
+                                _window_arg(window_left, window_right), scale, softcap)
+
+
+def _varlen_setup_context(ctx, inputs, output):
+    q, k, v, cu_q, cu_k = inputs[:5]
+    out, lse = output
+    ctx.set_materialize_grads(False)   # no zero dlse per call (lse is not differentiable)
+    ctx.save_for_backward(q, k, v, cu_q, cu_k, out, lse)
+    ctx.options = inputs[5:]
+    ctx.mark_non_differentiable(lse)
+
+
+def _varlen_op_backward(ctx, dout, dlse):
+    q, k, v, cu_q, cu_k, out, lse = ctx.saved_tensors
+    if dout is None:
+        dout = torch.zeros_like(out)
+    dq, dk, dv = _op_varlen_backward(dout, q, k, v, cu_q, cu_k, out, lse, *ctx.options)
+    need = ctx.needs_input_grad
+    return ((dq if need[0] else None, dk if need[1] else None, dv if need[2] else None)
+            + (None,) * 9)
+
+
+_op_varlen.register_autograd(_varlen_op_backward, setup_context=_varlen_setup_context)
 
 
 @torch.library.custom_op(f"{_NS}::attention_with_kvcache", mutates_args=())
@@ -943,6 +1185,5 @@ def _no_backward(what):
     return backward, setup
 
 
-for _op, _what in ((_op_varlen, "attention_varlen"), (_op_kvcache, "attention_with_kvcache")):
-    _b, _s = _no_backward(_what)
-    _op.register_autograd(_b, setup_context=_s)
+_b, _s = _no_backward("attention_with_kvcache")
+_op_kvcache.register_autograd(_b, setup_context=_s)

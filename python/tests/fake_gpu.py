@@ -347,6 +347,58 @@ class EmulatingCuda(FakeCuda):
         a["dq"].copy_(self._dq(a, ds, scale, g))
 
 
+    # -- the packed (varlen) backward: [H, T, D] tensors, per sequence of cu_seqlens
+    def _run_fa_bwd_varlen_preprocess_kernel(self, spec, a):
+        tq = a["out"].shape[1]
+        a["delta"][0, :, :tq].copy_((a["out"].float() * a["dout"].float()).sum(-1))
+        a["lse2"][0, :, :tq].copy_(a["lse"])
+        a["dq_accum"].zero_()
+
+    def _run_fa_bwd_varlen_kernel(self, spec, a):
+        """Sequence b (grid z): dk, dv of its keys and their dq terms, for
+        the keys of the grid's x blocks of block_kv (max_seqlen_k's; later
+        keys' gradients stay unwritten, as on the GPU)."""
+        gx, gy, gz = self.launches[-1]["grid"]
+        cq, ck = a["cu_seqlens_q"].tolist(), a["cu_seqlens_k"].tolist()
+        assert gz == len(cq) - 1 and gy == a["k"].shape[0], (self.launches[-1], cq)
+        mask, scale, softcap = self._scalars(spec, a)
+        hkv = a["k"].shape[0]
+        g = a["q"].shape[0] // hkv
+        for b in range(gz):
+            q0, q1, k0, k1 = cq[b], cq[b + 1], ck[b], ck[b + 1]
+            if k1 == k0:
+                continue
+            row = lambda t, lo, hi: t[None, :, lo:hi]
+            q, k, v, dout = (row(a["q"], q0, q1), row(a["k"], k0, k1), row(a["v"], k0, k1),
+                             row(a["dout"], q0, q1))
+            s, t, _, _ = _reference._scores(q, k, mask, scale, softcap)
+            p = torch.exp(s - a["lse2"][:, :, q0:q1, None])   # lse +inf: p = 0
+            dp = torch.matmul(dout.float(), v.float().repeat_interleave(g, 1).transpose(-1, -2))
+            ds = p * (dp - a["delta"][:, :, q0:q1, None])
+            if t is not None:
+                ds = ds * (1 - t * t)
+            n = min(k1 - k0, gx * spec.block_kv)
+            p, ds = p[..., :n], ds[..., :n]
+            dv = _reference._group_sum(torch.matmul(p.transpose(-1, -2), dout.float()), hkv)
+            dk = _reference._group_sum(torch.matmul(ds.transpose(-1, -2), q.float()), hkv)
+            a["dv"][:, k0:k0 + n].copy_(dv[0])
+            a["dk"][:, k0:k0 + n].copy_(dk[0] * scale)
+            a["dq_accum"][0, :, q0:q1].add_(
+                torch.matmul(ds, k[..., :n, :].float().repeat_interleave(g, 1))[0])
+
+    def _run_fa_bwd_varlen_dq_convert_kernel(self, spec, a):
+        a["dq"].copy_(a["dq_accum"][0] * a["scale"])
+
+    def _run_fa_bwd_varlen_zero_rows_kernel(self, spec, a):
+        """dk, dv of the keys of no sequence (outside every cu_seqlens_k range)."""
+        ck = a["cu_seqlens_k"].tolist()
+        tk = a["dk"].shape[1]
+        orphan = torch.ones(tk, dtype=torch.bool)
+        for k0, k1 in zip(ck, ck[1:]):
+            orphan[k0:k1] = False
+        a["dk"][:, orphan] = 0
+        a["dv"][:, orphan] = 0
+
     def count(self):
         """Driver calls since the last count() (a dict name -> number)."""
         out = {}
@@ -630,6 +682,44 @@ def backward_manifest(request, chip, name):
     return m
 
 
+_FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "sequences")
+
+
+def varlen_backward_manifest(request, chip, name):
+    """fa-compile --form=varlen --kind=backward's manifest for `request`:
+    its real d64 bf16 sm_90a one (a fixture copied from fa-compile's output)
+    with the request's types, head dims and mask, and the run-time scalars
+    fa-compile adds to the key-block kernel after the scale (softcap, the
+    window sizes by role). test_sequences_fake compares the result with
+    fa-compile's own manifests."""
+    with open(os.path.join(_FIXTURES, "fa_bwd_varlen_d64_bf16_sm90a.json")) as f:
+        m = json.load(f)
+    left, right = request.mask
+    causal = right == 0
+    m.update(name=name, chip=chip, dtype=request.dtype, head_dim=request.head_dim,
+             value_head_dim=request.value_head_dim, causal=causal,
+             softcap=M.RUNTIME if request.softcap is not None else None,
+             window=M.RUNTIME if M.is_windowed(request.mask) else [-1, -1])
+    extra = []
+    if request.softcap is not None:
+        extra.append({"name": "softcap", "role": "softcap", "type": "f32", "value": "softcap"})
+    if M.is_windowed(request.mask):
+        for n in ("window_left",) if causal else ("window_left", "window_right"):
+            extra.append({"name": n, "role": n, "type": "i64", "value": n})
+    for w in m["workspace"]:
+        w["dims"] = [str(request.head_dim) if d == "64" else d for d in w["dims"]]
+    for k in m["kernels"]:
+        for p in k["params"]:
+            if p["type"] == "memref" and p["dtype"] == "bf16":
+                p["dtype"] = request.dtype
+            if p["type"] == "memref":
+                p["dims"] = [str(request.head_dim) if d == "64" else d for d in p["dims"]]
+        if k["entry"] == "fa_bwd_varlen_kernel":
+            at = next(i for i, p in enumerate(k["params"]) if p["name"] == "scale") + 1
+            k["params"][at:at] = extra
+    return m
+
+
 class GenRegistry(_kernels.KernelRegistry):
     """A registry whose "compiler" writes a fake-GPU kernel for any request
     (into its cache folder), so every variant a test asks for exists."""
@@ -643,7 +733,9 @@ class GenRegistry(_kernels.KernelRegistry):
 
     def _compile_one(self, compiler, request, chip):
         name = "gen_" + hashlib.sha1(request.describe().encode()).hexdigest()[:12] + "_" + chip
-        if request.form == "varlen":
+        if request.form == "varlen" and request.kind == "backward":
+            m = varlen_backward_manifest(request, chip, name)
+        elif request.form == "varlen":
             m = (varlen_dynamic_manifest if self.dynamic else varlen_manifest)(request, chip,
                                                                                name)
         elif request.form == "paged":

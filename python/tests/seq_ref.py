@@ -51,6 +51,33 @@ def check_varlen(out, lse, q, k, v, lens_q, lens_k, mask=(-1, -1), scale=None, s
     return stats
 
 
+def check_varlen_grads(grads, q, k, v, dout, cu_q, cu_k, mask=(-1, -1), scale=None,
+                       softcap=None, what=""):
+    """(dq, dk, dv) of attention_varlen ([T, H, D], like q, k, v) per
+    sequence under FlashAttention's gradient rule (gpu_ref.check_grads:
+    every element finite, i.e. written when poisoned, 0 where nothing is
+    visible); rows and keys of no sequence exactly 0."""
+    dq, dk, dv = grads
+    at_q, at_k = cu_q.tolist(), cu_k.tolist()
+    inside_q = torch.zeros(q.shape[0], dtype=torch.bool, device=q.device)
+    inside_k = torch.zeros(k.shape[0], dtype=torch.bool, device=k.device)
+    for a, b in zip(at_q, at_q[1:]):
+        inside_q[a:b] = True
+    for a, b in zip(at_k, at_k[1:]):
+        inside_k[a:b] = True
+    for name, g, inside in (("dq", dq, inside_q), ("dk", dk, inside_k), ("dv", dv, inside_k)):
+        assert (g[~inside] == 0).all(), f"{what}: {name} of rows of no sequence must be 0"
+    sl = lambda t, a, b: t[a:b].transpose(0, 1)[None].detach()
+    stats = []
+    for b in range(len(at_q) - 1):
+        q0, q1, k0, k1 = at_q[b], at_q[b + 1], at_k[b], at_k[b + 1]
+        stats.append(R.check_grads((sl(dq, q0, q1), sl(dk, k0, k1), sl(dv, k0, k1)),
+                                   sl(q, q0, q1), sl(k, k0, k1), sl(v, k0, k1),
+                                   sl(dout, q0, q1), mask, scale, softcap,
+                                   what=f"{what} sequence {b} (Nq={q1 - q0}, Nk={k1 - k0})"))
+    return stats
+
+
 def make_paged(b, nq, hq, hkv, d, dv, lens, page_size, dtype, device="cpu", seed=0,
                shuffle=True, spare_pages=3, max_pages=None):
     """q [B, Nq, Hq, D], paged caches [P, S, Hkv, D/Dv] filled with random

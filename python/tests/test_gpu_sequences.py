@@ -9,8 +9,10 @@ same-precision error + atol. Outputs are NaN-poisoned first (out= and
 lse=), so a row the kernels never write fails; rows that see no key must
 be exactly 0 / +inf.
 
-The kernels: `python -m flashmlir compile --kind forward --form varlen`
-and `--form paged` (the variant set, _variants.py). A missing kernel skips
+The kernels: `python -m flashmlir compile --kind all --form varlen`
+(forward and backward) and `--kind forward --form paged` (the variant set,
+_variants.py). Gradients (the packed backward) follow FlashAttention's
+gradient rule per sequence, NaN-poisoned first (FLASHMLIR_POISON_GRADS). A missing kernel skips
 (FLASHMLIR_REQUIRE_KERNELS=1: fails). Sized for about 2-3 minutes on an H200.
 
 FLASHMLIR_SEQ_DRYRUN=1 runs this file on the CPU through the fake GPU of
@@ -20,6 +22,7 @@ float64 references run on the CPU).
 """
 
 import os
+import warnings
 
 import pytest
 
@@ -43,7 +46,7 @@ if DRY:
         import fake_gpu
         from flashmlir import _kernels, _variants
         fake = fake_gpu.install(monkeypatch, tmp_path)
-        for v in _variants.sequence_variants():
+        for v in _variants.sequence_variants() + _variants.varlen_backward_variants():
             fake.registry.generate(_kernels.KernelRequest.make(**v))
         yield fake
         fake_gpu.uninstall(fake)
@@ -141,6 +144,104 @@ def test_varlen_graph_capture():
     graph.replay()
     _sync()
     assert torch.equal(out, flashmlir.attention_varlen(q, k, v, cq, ck, 100))
+
+
+# -- varlen backward (fa-compile --form=varlen --kind=backward) ---------------------------
+
+def run_varlen_backward(monkeypatch, lens_q, lens_k, hq, hkv, d, dtype, seed, pad=(0, 0),
+                        give_max_k=True, **opts):
+    """attention_varlen's gradients through the packed backward (poisoned
+    first: every element must be written), per sequence against the fp32
+    reference; `pad` rows of no sequence after the last query / key."""
+    monkeypatch.setenv(_interface.POISON_ENV, "1")
+    dt = DTYPES[dtype]
+    q, k, v, cq, ck = SR.make_varlen(lens_q, lens_k, hq, hkv, d, d, dt, DEV, seed=seed)
+    g = torch.Generator(device=DEV)
+    g.manual_seed(seed + 1)
+    more = lambda t, n: torch.cat([t, torch.randn((n,) + t.shape[1:], generator=g,
+                                                  device=DEV).to(dt)])
+    q, k, v = more(q, pad[0]), more(k, pad[1]), more(v, pad[1])
+    max_k = max(lens_k) if give_max_k else None
+    plan = _sequences._varlen_plan(q, k, v, cq, ck, max(lens_q), max_k, opts.get("causal", False),
+                                   opts.get("window"), opts.get("scale"), opts.get("softcap"))
+    if plan is not None and not plan.has_backward():
+        R.skip_missing(flashmlir.KernelNotFoundError(
+            f"no packed backward kernel for {plan.call.request('backward').describe()}"))
+    q, k, v = (t.requires_grad_() for t in (q, k, v))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)     # no per-sequence fallback
+        out = _call(flashmlir.attention_varlen, q, k, v, cq, ck, max(lens_q), max_k, **opts)
+        dout = R.make_dout(out.shape, dt, DEV, seed)
+        grads = torch.autograd.grad(out, (q, k, v), dout)
+    _sync()
+    mask = R.canonical(opts.get("causal", False), opts.get("window"))
+    SR.check_varlen_grads(grads, q, k, v, dout, cq, ck, mask, opts.get("scale"),
+                          opts.get("softcap"), what=f"{dtype} d{d} H{hq}/{hkv} {opts}")
+    return plan
+
+
+VARLEN_BACKWARD_CASES = [
+    dict(lens_q=[17, 1, 0, 300, 64], lens_k=[33, 5, 7, 300, 64], hq=4, hkv=4, d=64,
+         dtype="bf16"),
+    dict(lens_q=[17, 1, 0, 300, 64], lens_k=[33, 5, 7, 300, 64], hq=8, hkv=2, d=64,
+         dtype="f16", causal=True, pad=(3, 11)),
+    dict(lens_q=[129, 1000, 2048, 3], lens_k=[129, 1000, 2048, 3], hq=8, hkv=1, d=128,
+         dtype="bf16", causal=True, pad=(37, 37)),
+    dict(lens_q=[500, 77, 1200], lens_k=[700, 77, 900], hq=4, hkv=2, d=128, dtype="f16"),
+    dict(lens_q=[500, 77, 1200], lens_k=[700, 77, 900], hq=4, hkv=2, d=128, dtype="bf16",
+         window=(97, 31), give_max_k=False),
+    dict(lens_q=[500, 77, 1200], lens_k=[500, 77, 1300], hq=4, hkv=4, d=128, dtype="bf16",
+         causal=True, window=(255, 0)),
+    dict(lens_q=[333, 1, 640], lens_k=[333, 9, 640], hq=6, hkv=3, d=128, dtype="bf16",
+         softcap=2.0, pad=(5, 0), scale=0.05),
+    dict(lens_q=[2048] * 4, lens_k=[2048] * 4, hq=16, hkv=16, d=64, dtype="bf16",
+         causal=True),
+    dict(lens_q=[64, 65, 1, 127], lens_k=[64, 65, 1, 127], hq=2, hkv=2, d=128, dtype="f16",
+         causal=True, give_max_k=False),
+]
+
+
+@pytest.mark.parametrize("case", VARLEN_BACKWARD_CASES,
+                         ids=[f"case{i}" for i in range(len(VARLEN_BACKWARD_CASES))])
+def test_varlen_backward(monkeypatch, case):
+    case = dict(case)
+    plan = run_varlen_backward(monkeypatch, seed=R.seed_for("varlen-bwd", str(case)), **case)
+    if plan is not None:
+        (bwd,) = plan.bwd.values()
+        assert bwd.seq is not None     # the packed kernels ran
+
+
+@pytest.mark.skipif(DRY, reason="CUDA graphs")
+def test_varlen_backward_graph_capture():
+    """Forward and backward captured in one CUDA graph: replays with new
+    inputs and offsets give the eager gradients."""
+    lq, lk = [100, 37, 250], [150, 37, 250]
+    q, k, v, cq, ck = SR.make_varlen(lq, lk, 8, 2, 128, 128, torch.bfloat16, DEV, seed=7)
+    q, k, v = (t.requires_grad_() for t in (q, k, v))
+    dout = R.make_dout((q.shape[0], 8, 128), torch.bfloat16, DEV, 8)
+    step = lambda: torch.autograd.grad(
+        flashmlir.attention_varlen(q, k, v, cq, ck, 250, 250, causal=True), (q, k, v), dout)
+    try:
+        step()
+    except flashmlir.KernelNotFoundError as exc:
+        R.skip_missing(exc)
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        step()
+    torch.cuda.current_stream().wait_stream(s)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        grads = step()
+    with torch.no_grad():
+        q.copy_(torch.randn_like(q))
+    cq.copy_(SR.offsets([90, 47, 250], DEV))
+    ck.copy_(SR.offsets([120, 67, 250], DEV))
+    graph.replay()
+    _sync()
+    want = step()
+    for a, b in zip(grads, want):
+        assert torch.equal(a, b)
 
 
 # -- paged ----------------------------------------------------------------------------------

@@ -182,6 +182,34 @@ def test_packed_backward_manifest_from_fa_compile(tmp_path):
     assert grids[1] == (math.ceil(400 / spec.block_kv), 2, 4)
 
 
+@pytest.mark.parametrize("request_kw", [
+    dict(head_dim=64, causal=True, window=(5, 0), softcap=2.0),
+    dict(head_dim=128, value_head_dim=64, dtype="f16", window=(3, 4)),
+    dict(head_dim=32),
+])
+def test_fake_packed_backward_is_fa_compiles(tmp_path, request_kw):
+    """The fake GPU's packed backward manifests (fake_gpu.varlen_backward_manifest)
+    have fa-compile's launches, parameters, grids and workspace."""
+    fa_compile = os.path.join(os.environ.get("FA_BUILD_DIR", "build"), "bin", "fa-compile")
+    if not os.path.exists(fa_compile):
+        pytest.skip("fa-compile not built")
+    r = req(kind="backward", form="varlen", **request_kw)
+    subprocess.run([fa_compile] + r.compile_args("sm_90a", str(tmp_path)), check=True,
+                   capture_output=True)
+    (path,) = [p for p in os.listdir(tmp_path) if p.endswith(".json")]
+    with open(tmp_path / path) as f:
+        real = json.load(f)
+    fake = fake_gpu.varlen_backward_manifest(r, "sm_90a", real["name"])
+    assert r.matches(M.parse_manifest(fake)) and r.matches(M.parse_manifest(real))
+    strip = lambda m, bk: [dict(entry=k["entry"], params=k["params"],
+                                grid=[g.replace(str(bk), "BK") for g in k["grid"]])
+                           for k in m["kernels"]]
+    assert strip(fake, fake["block_kv"]) == strip(real, real["block_kv"])
+    assert fake["workspace"] == real["workspace"]
+    for key in ("dtype", "head_dim", "value_head_dim", "causal", "window", "softcap", "scale"):
+        assert fake[key] == real[key], key
+
+
 def test_paged_dims_may_spell_the_page_size():
     m = _fixture(PG)
     _param(m, "k_cache")["dims"] = ["P", "Hkv", "256", "D"]
@@ -616,60 +644,183 @@ def test_varlen_errors(request, over, exc, match, where):
         flashmlir.attention_varlen(**_varlen_args(**over))
 
 
-@pytest.mark.parametrize("where", ["cpu", "gpu"])
-@pytest.mark.parametrize("opts", [{"causal": True}, {"window": (4, 2), "softcap": 2.0}],
-                         ids=["causal", "window-softcap"])
-def test_varlen_gradients_by_sequence(request, monkeypatch, where, opts):
-    """With grad, the per-sequence fallback (dense attention on slices):
-    gradients against float64 autograd per sequence, one warning."""
-    if where == "gpu":
-        request.getfixturevalue("gpu")
-    import gpu_ref as R
-    monkeypatch.setattr(_sequences, "_warned_fallback", [False])
+def _grad_case(hq=4, hkv=2, d=32, dv=32, seed=0):
+    """Sequences with an empty query and an empty key sequence, plus two
+    query rows and three key rows of no sequence at the end."""
     lq, lk = [5, 0, 19, 1, 8], [7, 3, 19, 1, 0]
-    q, k, v, cq, ck = varlen(lq, lk, hq=4, hkv=2)
-    q = torch.cat([q, torch.randn(2, 4, 32).to(BF)])     # two rows of no sequence
+    q, k, v, cq, ck = varlen(lq, lk, hq=hq, hkv=hkv, d=d, dv=dv, seed=seed)
+    g = torch.Generator().manual_seed(seed + 1)
+    q = torch.cat([q, torch.randn(2, hq, d, generator=g).to(BF)])
+    k = torch.cat([k, torch.randn(3, hkv, d, generator=g).to(BF)])
+    v = torch.cat([v, torch.randn(3, hkv, dv, generator=g).to(BF)])
+    return lq, lk, q, k, v, cq, ck
+
+
+def _check_varlen_grads(grads, q, k, v, dout, cq, ck, lq, mask, softcap, scale=None):
+    SR.check_varlen_grads(grads, q, k, v, dout, cq, ck, mask, scale, softcap)
+
+
+VARLEN_BACKWARD = "fa_bwd_varlen_preprocess_kernel fa_bwd_varlen_kernel " \
+    "fa_bwd_varlen_dq_convert_kernel fa_bwd_varlen_zero_rows_kernel".split()
+
+
+@pytest.mark.parametrize("where", ["cpu", "gpu"])
+@pytest.mark.parametrize("opts,shape", [
+    ({}, dict(hq=4, hkv=2)),
+    ({"causal": True}, dict(hq=6, hkv=2, d=48, dv=32)),
+    ({"window": (4, 2), "softcap": 2.0}, dict(hq=4, hkv=4)),
+    ({"causal": True, "window": (3, 0), "scale": 0.3}, dict(hq=2, hkv=1)),
+], ids=["full-gqa", "causal-dv", "window-softcap", "causal-window-scale"])
+def test_varlen_gradients(request, where, opts, shape):
+    """attention_varlen is differentiable without a host read or a warning:
+    on the (fake) GPU through the packed backward's four launches, on the
+    CPU through the per-sequence reference backward."""
+    fake = request.getfixturevalue("gpu") if where == "gpu" else None
+    lq, lk, q, k, v, cq, ck = _grad_case(**shape)
     q, k, v = (t.requires_grad_() for t in (q, k, v))
-    with pytest.warns(RuntimeWarning, match="reads cu_seqlens_q/k on the host"):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
         out, lse = flashmlir.attention_varlen(q, k, v, cq, ck, 19, return_lse=True, **opts)
-    dout = torch.randn_like(out)
-    dq, dk, dv = torch.autograd.grad(out, (q, k, v), dout)
+        dout = torch.randn_like(out)
+        grads = torch.autograd.grad(out, (q, k, v), dout)
+    if fake is not None:
+        assert [e for _, e in fake.ran[-4:]] == VARLEN_BACKWARD
+    assert all(g.is_contiguous() and g.shape == t.shape for g, t in zip(grads, (q, k, v)))
     mask = M.canonical_mask(opts.get("causal", False), opts.get("window"))
-    assert (out[33:] == 0).all() and (lse[:, 33:] == math.inf).all() and (dq[33:] == 0).all()
-    at_q, at_k = cq.tolist(), ck.tolist()
-    sl = lambda t, a, b: t[a:b].transpose(0, 1)[None].detach()
-    for b in range(len(lq)):
-        q0, q1, k0, k1 = at_q[b], at_q[b + 1], at_k[b], at_k[b + 1]
-        if q1 > q0:
-            R.check(sl(out, q0, q1), lse[None, :, q0:q1], sl(q, q0, q1), sl(k, k0, k1),
-                    sl(v, k0, k1), mask, None, opts.get("softcap"))
-        R.check_grads((sl(dq, q0, q1), sl(dk, k0, k1), sl(dv, k0, k1)), sl(q, q0, q1),
-                      sl(k, k0, k1), sl(v, k0, k1), sl(dout, q0, q1), mask, None,
-                      opts.get("softcap"), what=f"sequence {b}")
+    _check_varlen_grads(grads, q, k, v, dout, cq, ck, lq, mask, opts.get("softcap"),
+                        opts.get("scale"))
+
+
+def test_varlen_backward_plan(gpu):
+    """The backward's plan: made once per dout kind and max_seqlen_k; the
+    key-block grid from max_seqlen_k (None: total_k); an expanded dout
+    (out.sum().backward()) copied; the steady state's launches only."""
+    lq, lk, q, k, v, cq, ck = _grad_case()
+    k, v = (torch.cat([t, torch.randn(260, *t.shape[1:]).to(BF)]) for t in (k, v))
+    q, k, v = (t.requires_grad_() for t in (q, k, v))
+    grid = lambda: next(l["grid"] for l in reversed(gpu.launches)
+                        if l["entry"] == "fa_bwd_varlen_kernel")
+    out = flashmlir.attention_varlen(q, k, v, cq, ck, 19)
+    out.float().sum().backward()          # expanded dout (stride 0)
+    assert grid() == (3, 2, 5)            # ceildiv(total_k = 318, 128) key blocks
+    ref = [t.grad.clone() for t in (q, k, v)]
+    for t in (q, k, v):
+        t.grad = None
+    out = flashmlir.attention_varlen(q, k, v, cq, ck, 19, 19)
+    dout = torch.ones_like(out)
+    gpu.count()
+    for _ in range(2):
+        g = torch.autograd.grad(out, (q, k, v), dout, retain_graph=True)
+    assert gpu.count() == {"cuCtxGetCurrent": 2, "cuLaunchKernel": 8}
+    assert grid() == (1, 2, 5)            # ceildiv(max_seqlen_k = 19, 128)
+    assert all(torch.equal(a, b) for a, b in zip(g, ref))
+    plan = _sequences._varlen_plan(q, k, v, cq, ck, 19, 19, False, None, None, None)
+    assert len(plan.bwd) == 2             # (None, expanded) and (19, contiguous)
+    g = torch.autograd.grad(out, (q, k, v), dout.requires_grad_(), create_graph=True)
+    with pytest.raises(RuntimeError, match="once_differentiable"):
+        g[0].float().sum().backward()
+
+
+def test_varlen_backward_poison(gpu, monkeypatch):
+    """FLASHMLIR_POISON_GRADS: gradients start NaN; every element is written,
+    with max_seqlen_k=0 too (one key block launched)."""
+    monkeypatch.setenv(_interface.POISON_ENV, "1")
+    lq, lk, q, k, v, cq, ck = _grad_case()
+    q, k, v = (t.requires_grad_() for t in (q, k, v))
+    out = flashmlir.attention_varlen(q, k, v, cq, ck, 19)
+    assert all(g.isfinite().all() for g in torch.autograd.grad(out, (q, k, v),
+                                                               torch.ones_like(out)))
+    out = flashmlir.attention_varlen(q, k, v, cq, ck, 19, max_seqlen_k=0)
+    assert all(g.isfinite().all() for g in torch.autograd.grad(out, (q, k, v),
+                                                               torch.ones_like(out)))
+
+
+@pytest.mark.parametrize("where", ["cpu", "gpu"])
+def test_varlen_deterministic_by_sequence(request, monkeypatch, where):
+    """deterministic=True with grad: the dense deterministic kernels per
+    sequence (no deterministic packed backward), one warning."""
+    fake = request.getfixturevalue("gpu") if where == "gpu" else None
+    monkeypatch.setattr(_sequences, "_warned_fallback", [False])
+    lq, lk, q, k, v, cq, ck = _grad_case()
+    q, k, v = (t.requires_grad_() for t in (q, k, v))
+    with pytest.warns(RuntimeWarning, match=r"deterministic=True .* reads cu_seqlens_q/k"):
+        out, lse = flashmlir.attention_varlen(q, k, v, cq, ck, 19, return_lse=True,
+                                              causal=True, deterministic=True)
+    dout = torch.randn_like(out)
+    grads = torch.autograd.grad(out, (q, k, v), dout)
+    assert (out[33:] == 0).all() and (lse[:, 33:] == math.inf).all()
+    _check_varlen_grads(grads, q, k, v, dout, cq, ck, lq, (-1, 0), None)
+    if fake is not None:
+        assert all(fake.registry.spec_named(n).form == M.DENSE for n, _ in fake.ran)
+        assert any(fake.registry.spec_named(n).deterministic for n, _ in fake.ran)
     with warnings.catch_warnings():
         warnings.simplefilter("error")             # once only
-        flashmlir.attention_varlen(q, k, v, cq, ck, 19, **opts)
+        flashmlir.attention_varlen(q, k, v, cq, ck, 19, deterministic=True)
     with pytest.raises(ValueError, match="out= and lse= cannot be used"):
         flashmlir.attention_varlen(q, k, v, cq, ck, 19, out=torch.empty_like(out))
 
 
-def test_varlen_grad_under_compile_and_the_op():
-    a = _varlen_args()
-    q = a["q"].requires_grad_()
-    f = torch.compile(lambda q: flashmlir.attention_varlen(q, a["k"], a["v"], a["cu_seqlens_q"],
-                                                           a["cu_seqlens_k"], 5),
-                      fullgraph=True, backend="aot_eager")
+def test_varlen_without_backward_kernel_falls_back(gpu, monkeypatch):
+    """No packed backward kernel (and none can be compiled): the eager call
+    warns and runs the dense kernels per sequence."""
+    from flashmlir._errors import KernelNotFoundError
+    make = gpu.registry._compile_one
+
+    def compile_one(compiler, request, chip):
+        if request.form == M.VARLEN and request.kind == "backward":
+            raise KernelNotFoundError("no packed backward here")
+        return make(compiler, request, chip)
+    monkeypatch.setattr(gpu.registry, "_compile_one", compile_one)
+    monkeypatch.setattr(_sequences, "_warned_fallback", [False])
+    lq, lk, q, k, v, cq, ck = _grad_case()
+    q, k, v = (t.requires_grad_() for t in (q, k, v))
+    with pytest.warns(RuntimeWarning, match="no packed backward kernel for this configuration"):
+        out = flashmlir.attention_varlen(q, k, v, cq, ck, 19)
+    dout = torch.randn_like(out)
+    grads = torch.autograd.grad(out, (q, k, v), dout)
+    _check_varlen_grads(grads, q, k, v, dout, cq, ck, lq, (-1, -1), None)
+
+
+@pytest.mark.parametrize("where", ["cpu", "gpu"])
+def test_varlen_grad_under_compile(request, where):
+    """torch.compile(fullgraph=True, dynamic=True) traces the forward and
+    the backward op (no graph break); the gradients are the eager ones."""
+    if where == "gpu":
+        request.getfixturevalue("gpu")
     torch._dynamo.reset()
-    with pytest.raises(Exception, match="has no GPU backward yet"):
-        f(q)
-    with torch.no_grad():
-        flashmlir.attention_varlen(**a)
-    # The op itself: its backward refuses.
-    out, _ = torch.ops.flashmlir.attention_varlen(q, a["k"], a["v"], a["cu_seqlens_q"],
-                                                  a["cu_seqlens_k"], 5, False, -1, -1, None,
-                                                  None)
-    with pytest.raises(UnsupportedError, match="attention_varlen has no GPU backward"):
-        out.float().sum().backward()
+    from torch._dynamo.utils import counters
+    counters.clear()
+
+    def f(q, k, v, cq, ck):
+        o = flashmlir.attention_varlen(q, k, v, cq, ck, 19, 19, causal=True, softcap=3.0)
+        return (o.float() * torch.arange(o.shape[-1])).sum()
+
+    cf = torch.compile(f, fullgraph=True, dynamic=True, backend="aot_eager")
+    for seed in (0, 1):
+        lq, lk, q, k, v, cq, ck = _grad_case(seed=seed)
+        q, k, v = (t.requires_grad_() for t in (q, k, v))
+        want = torch.autograd.grad(f(q, k, v, cq, ck), (q, k, v))
+        got = torch.autograd.grad(cf(q, k, v, cq, ck), (q, k, v))
+        for a, b in zip(got, want):
+            assert torch.allclose(a.float(), b.float(), rtol=1e-2, atol=1e-2)
+    assert not counters["graph_break"], dict(counters["graph_break"])
+    det = torch.compile(lambda q: flashmlir.attention_varlen(q, k, v, cq, ck, 19,
+                                                            deterministic=True),
+                        fullgraph=True, backend="aot_eager")
+    with pytest.raises(Exception, match="deterministic=True"):
+        det(q)
+
+
+def test_varlen_op_backward_refuses_bad_dout():
+    lq, lk, q, k, v, cq, ck = _grad_case()
+    out, lse = torch.ops.flashmlir.attention_varlen(q, k, v, cq, ck, 19, None, False, -1, -1,
+                                                    None, None)
+    bad = [(out[:-1], ValueError, "the gradient of out must have shape"),
+           (out.float(), TypeError, "the gradient of out must be torch.bfloat16")]
+    for dout, exc, match in bad:
+        with pytest.raises(exc, match=match):
+            torch.ops.flashmlir.attention_varlen_backward(dout, q, k, v, cq, ck, out, lse, 19,
+                                                          None, False, -1, -1, None, None)
 
 
 def _paged_args(**over):
@@ -723,7 +874,7 @@ def test_paged_errors(request, over, exc, match, where):
 def test_paged_requires_grad():
     a = _paged_args()
     a["k_cache"] = a["k_cache"].requires_grad_()
-    with pytest.raises(UnsupportedError, match="attention_with_kvcache has no GPU backward"):
+    with pytest.raises(UnsupportedError, match="attention_with_kvcache has no backward"):
         flashmlir.attention_with_kvcache(**a)
 
 
@@ -833,7 +984,11 @@ def test_fake_outputs_match_real():
 def test_opcheck():
     q, k, v, cq, ck = varlen([3, 5], [4, 6])
     torch.library.opcheck(torch.ops.flashmlir.attention_varlen,
-                          (q, k, v, cq, ck, 5, True, -1, 0, None, None))
+                          (q, k, v, cq, ck, 5, None, True, -1, 0, None, None))
+    out, lse = torch.ops.flashmlir.attention_varlen(q, k, v, cq, ck, 5, 6, False, 2, 1, 0.5, 2.0)
+    torch.library.opcheck(torch.ops.flashmlir.attention_varlen_backward,
+                          (torch.randn_like(out), q, k, v, cq, ck, out, lse, 5, 6, False, 2, 1,
+                           0.5, 2.0))
     pq, kc, vc, table, sl = paged()
     torch.library.opcheck(torch.ops.flashmlir.attention_with_kvcache,
                           (pq, kc, vc, sl, table, False, 4, 1, 0.5, 2.0))
