@@ -13,8 +13,9 @@ implementation's loops interleaved with the others'. Measured:
            torch.autograd.grad(out, (q, k, v), dout).
 
 Implementations: flashmlir.attention, flashmlir.scaled_dot_product_attention,
-flashmlir.flash_attn_func (bshd views), SDPA with the FLASH_ATTENTION
-back end, SDPA with CUDNN_ATTENTION. Prints a table with the ratios to
+flashmlir.flash_attn_func (bshd views), flashmlir.attention_varlen (the
+same tokens packed as B sequences of N), SDPA with the FLASH_ATTENTION
+back end, SDPA with CUDNN_ATTENTION, torch's varlen_attn when present. Prints a table with the ratios to
 SDPA flash and cuDNN and the bar (flashmlir <= 1.5x SDPA's, forward and
 forward+backward); --json writes every number. Needs a GPU and kernels for
 the shape (the default set has them); HF_HUB_OFFLINE, no network.
@@ -72,6 +73,14 @@ def main(argv=None) -> int:
     qs, ks, vs = (t.transpose(1, 2) for t in (q, k, v))          # bshd views
     qsg, ksg, vsg = (t.transpose(1, 2) for t in (qg, kg, vg))
     c = a.causal
+    cu = torch.arange(0, (a.b + 1) * a.n, a.n, device="cuda", dtype=torch.int32)
+    packed = lambda t: t.transpose(1, 2).reshape(a.b * a.n, a.h, a.d)
+    qp, kp, vp = (packed(t) for t in (q, k, v))
+    qpg, kpg, vpg = (t.clone().requires_grad_() for t in (qp, kp, vp))
+    try:
+        from torch.nn.attention.varlen import varlen_attn
+    except ImportError:
+        varlen_attn = None
 
     def sdpa(backend):
         def fwd(q, k, v):
@@ -85,9 +94,15 @@ def main(argv=None) -> int:
             q, k, v, is_causal=c), "bhsd"),
         "flashmlir.flash_attn_func": (lambda q, k, v: flashmlir.flash_attn_func(
             q, k, v, causal=c), "bshd"),
+        # The same tokens packed ([B * N, H, D], B sequences of N).
+        "flashmlir.attention_varlen": (lambda q, k, v: flashmlir.attention_varlen(
+            q, k, v, cu, cu, a.n, a.n, causal=c), "packed"),
         "sdpa-flash": (sdpa(SDPBackend.FLASH_ATTENTION), "bhsd"),
         "sdpa-cudnn": (sdpa(SDPBackend.CUDNN_ATTENTION), "bhsd"),
     }
+    if varlen_attn is not None:
+        impls["torch varlen_attn"] = (lambda q, k, v: varlen_attn(
+            q, k, v, cu, cu, a.n, a.n, window_size=(-1, 0) if c else (-1, -1)), "packed")
     # The sdpa_kernel context costs host time too: enter it once around the
     # loop instead, so SDPA's numbers are its call alone.
     ctx = {"sdpa-flash": SDPBackend.FLASH_ATTENTION, "sdpa-cudnn": SDPBackend.CUDNN_ATTENTION}
@@ -95,6 +110,8 @@ def main(argv=None) -> int:
              "sdpa-cudnn": lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=c)}
 
     def inputs(layout, grad):
+        if layout == "packed":
+            return (qpg, kpg, vpg) if grad else (qp, kp, vp)
         if layout == "bhsd":
             return (qg, kg, vg) if grad else (q, k, v)
         return (qsg, ksg, vsg) if grad else (qs, ks, vs)
@@ -102,7 +119,8 @@ def main(argv=None) -> int:
     def loop(name, direction):
         fn = plain.get(name, impls[name][0])
         ins = inputs(impls[name][1], direction == "fwd+bwd")
-        do = dout if impls[name][1] == "bhsd" else dout.transpose(1, 2)
+        do = {"bhsd": dout, "bshd": dout.transpose(1, 2),
+              "packed": packed(dout)}[impls[name][1]]
         n = a.calls if direction == "fwd" else max(1, a.calls // 4)
         cm = sdpa_kernel([ctx[name]]) if name in ctx else _null()
         with cm:

@@ -49,9 +49,10 @@ elif [ "$step" = test ]; then
   echo "backward done $(elapsed)"
   for tool in memcheck racecheck; do
     # (Only our kernels: the references' cuBLAS GEMMs report racecheck
-    # hazards of their own.)
+    # hazards of their own, or crash it: use "race" for racecheck. Graph
+    # capture fails under the sanitizers, which use the legacy stream.)
     timeout 150 compute-sanitizer --tool $tool --kernel-regex kns=fa_ $PY -m pytest -q -x \
-      -p no:cacheprovider python/tests/test_gpu_sequences.py -k "${SANITIZE_K:-backward}" \
+      -p no:cacheprovider python/tests/test_gpu_sequences.py -k "${SANITIZE_K:-backward and not graph}" \
       > "$OUT/sanitize-$tool.txt" 2>&1
     grep -E "ERROR SUMMARY|RACECHECK SUMMARY|passed|failed" "$OUT/sanitize-$tool.txt" | tail -3 | sed "s/^/$tool: /"
   done
