@@ -593,9 +593,10 @@ getKernelConfig(TiledAttention &ta,
   cfg.pingPong = cfg.overlap && options.pingPong && cfg.warps / 4 >= 2 &&
                  cfg.warps / 4 <= 3;
   // Packed sequences: TMA boxes from a sequence's first row (rows of the
-  // next sequence in a box are masked, and the persistent kernel stores
-  // their O with guarded stores, not TMA boxes); a page's unused rows may
-  // hold anything: paged caches take the cooperative kernel's copies.
+  // next sequence in a box are masked; the persistent kernel stores O as TMA
+  // boxes only for warpgroups whose rows all lie in the sequence, the rest
+  // by guarded stores); a page's unused rows may hold anything: paged
+  // caches take the cooperative kernel's copies.
   if (cfg.warpSpecialized && ta.k.pageSize)
     return fail("paged caches have cooperative kernels only (a TMA box of a "
                 "page would read its unused rows)");
@@ -863,7 +864,10 @@ private:
   /// thread per warpgroup store them; the stores of the last tile must have
   /// read the tile first.
   void emitTmaStore(ArrayRef<Value> outFrags, int64_t mt, Value ob, Value oh,
-                    Value oq);
+                    Value oq, Value packedRows = {});
+  /// Packed sequences: the warpgroup's staged rows below `rows` (of the
+  /// tile) stored by its threads, 16 bytes each, coalesced.
+  void copyStagedRows(Value oh, Value oq, Value row0, Value rows);
   /// The warpgroup's first thread (the one that issues its TMA stores).
   Value isWarpgroupLeader() {
     return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
@@ -1660,9 +1664,7 @@ void ForwardKernelEmitter::emitEpilogue(ValueRange state) {
     for (int64_t dn = 0; dn < nd; ++dn)
       outFrags.push_back(
           frags.scaleRows(state[mt * nd + dn], invs[0], invs[1]));
-    // (Packed sequences: a TMA box would write the next sequence's rows.)
-    if (cfg.persistent && !ta.packedOut) {
-      emitTmaStore(outFrags, mt, ob, oh, oq);
+    auto storeLse = [&] {
       for (int64_t h = 0; h < 2; ++h) {
         Value r = add(add(warpRow, g), idx(16 * mt + 8 * h));
         auto lseIf = scf::IfOp::create(
@@ -1673,6 +1675,18 @@ void ForwardKernelEmitter::emitEpilogue(ValueRange state) {
         b.setInsertionPointToStart(lseIf.thenBlock());
         memref::StoreOp::create(b, loc, lses[h], ta.lse, lseIndices(r));
       }
+    };
+    if (cfg.persistent && !ta.packedOut) {
+      emitTmaStore(outFrags, mt, ob, oh, oq);
+      storeLse();
+      continue;
+    }
+    if (cfg.persistent) {
+      // Packed sequences: staged the same way; a warpgroup whose rows all
+      // lie in the sequence stores TMA boxes, one with rows past its end
+      // copies the valid rows out (a box would write the next sequence's).
+      emitTmaStore(outFrags, mt, ob, oh, oq, rows);
+      storeLse();
       continue;
     }
     for (int64_t h = 0; h < 2; ++h) {
@@ -1697,7 +1711,8 @@ void ForwardKernelEmitter::emitEpilogue(ValueRange state) {
 }
 
 void ForwardKernelEmitter::emitTmaStore(ArrayRef<Value> outFrags, int64_t mt,
-                                        Value ob, Value oh, Value oq) {
+                                        Value ob, Value oh, Value oq,
+                                        Value packedRows) {
   const int64_t panels = cfg.dv / TileLayout::kPanelCols;
   Value wgIdx = divu(tid, kWarpgroupThreads);
   auto storeBarrier = [&] {
@@ -1730,14 +1745,26 @@ void ForwardKernelEmitter::emitTmaStore(ArrayRef<Value> outFrags, int64_t mt,
   // Visible to the TMA unit (async proxy), then stored by one thread.
   wg.fenceSharedForAsync();
   storeBarrier();
-  auto ifOp = scf::IfOp::create(b, loc, isWarpgroupLeader(), false);
   OpBuilder::InsertionGuard guard(b);
+  Value row0 = mul(wgIdx, idx(kWarpgroupRows));
+  if (packedRows) {
+    // (Uniform in the warpgroup.)
+    auto full = scf::IfOp::create(
+        b, loc,
+        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sge, packedRows,
+                              add(row0, idx(kWarpgroupRows))),
+        /*withElseRegion=*/true);
+    b.setInsertionPointToStart(full.elseBlock());
+    copyStagedRows(oh, oq, row0, packedRows);
+    b.setInsertionPointToStart(full.thenBlock());
+  }
+  auto ifOp = scf::IfOp::create(b, loc, isWarpgroupLeader(), false);
   b.setInsertionPointToStart(ifOp.thenBlock());
   auto smemSpace =
       gpu::AddressSpaceAttr::get(b.getContext(), gpu::AddressSpace::Workgroup);
-  auto boxType = MemRefType::get({1, 1, kWarpgroupRows, TileLayout::kPanelCols},
-                                 cfg.elt, AffineMap(), smemSpace);
-  Value row0 = mul(wgIdx, idx(kWarpgroupRows));
+  SmallVector<int64_t> boxShape(ta.packedOut ? 1 : 2, 1);
+  boxShape.append({kWarpgroupRows, TileLayout::kPanelCols});
+  auto boxType = MemRefType::get(boxShape, cfg.elt, AffineMap(), smemSpace);
   for (int64_t p = 0; p < panels; ++p) {
     // Bytes from the dynamic base: the staging tile, panel p, the
     // warpgroup's rows.
@@ -1746,12 +1773,48 @@ void ForwardKernelEmitter::emitTmaStore(ArrayRef<Value> outFrags, int64_t mt,
                               mul(row0, idx(TileLayout::kPanelCols * 2))));
     Value box =
         memref::ViewOp::create(b, loc, boxType, smemBase, offset, ValueRange{});
-    nvgpu::TmaAsyncStoreOp::create(
-        b, loc, box, oMap,
-        ValueRange{idx(p * TileLayout::kPanelCols), add(oq, row0), oh, ob},
-        Value());
+    SmallVector<Value> coords = {idx(p * TileLayout::kPanelCols),
+                                 add(oq, row0), oh};
+    if (!ta.packedOut)
+      coords.push_back(ob);
+    nvgpu::TmaAsyncStoreOp::create(b, loc, box, oMap, coords, Value());
   }
   NVVM::CpAsyncBulkCommitGroupOp::create(b, loc);
+}
+
+void ForwardKernelEmitter::copyStagedRows(Value oh, Value oq, Value row0,
+                                          Value rows) {
+  // Chunk i of the warpgroup's rows x Dv / 8 chunks: thread t copies
+  // chunks t + 128 j (consecutive threads: consecutive chunks of a row,
+  // the global stores coalesce). Row r's chunk c of panel c / 8 is
+  // swizzled to c % 8 ^ r % 8 (128-byte swizzle; the staging rows start
+  // at a multiple of 8).
+  const int64_t chunksPerRow = cfg.dv / 8;
+  const int64_t total = kWarpgroupRows * chunksPerRow;
+  Value lane = remu(tid, kWarpgroupThreads);
+  auto vecType = VectorType::get({8}, cfg.elt);
+  // (A loop, not unrolled here: the epilogue's registers are scarce.)
+  auto loop = scf::ForOp::create(b, loc, lane, idx(total),
+                                 idx(kWarpgroupThreads));
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(loop.getBody());
+  {
+    Value i = loop.getInductionVar();
+    Value r = divu(i, chunksPerRow), c = remu(i, chunksPerRow);
+    Value tileRow = add(row0, r);
+    auto ifOp = scf::IfOp::create(b, loc, slt(tileRow, rows), false);
+    b.setInsertionPointToStart(ifOp.thenBlock());
+    Value swizzled = arith::XOrIOp::create(b, loc, remu(c, 8), remu(r, 8));
+    Value at = add(add(mul(divu(c, 8), idx(cfg.br * TileLayout::kPanelCols)),
+                       mul(tileRow, idx(TileLayout::kPanelCols))),
+                   mul(swizzled, idx(8)));
+    Value chunk = vector::LoadOp::create(b, loc, vecType, oStage,
+                                         ValueRange{at}, /*nontemporal=*/false,
+                                         llvm::MaybeAlign(16));
+    vector::StoreOp::create(b, loc, chunk, ta.out,
+                            ValueRange{oh, add(oq, tileRow), mul(c, idx(8))},
+                            /*nontemporal=*/false, llvm::MaybeAlign(16));
+  }
 }
 
 void ForwardKernelEmitter::consumerBarrier() {
@@ -2069,8 +2132,8 @@ void ForwardKernelEmitter::emit(gpu::LaunchOp launch) {
   if (cfg.warpSpecialized)
     memref::DimOp::create(b, loc, ta.v.memref, ta.v.rowDim());
   // Persistent, likewise out (its TMA store's tensor map).
-  if (cfg.persistent && !ta.packedOut)
-    memref::DimOp::create(b, loc, ta.out, 2);
+  if (cfg.persistent)
+    memref::DimOp::create(b, loc, ta.out, ta.packedOut ? 1 : 2);
   // Packed sequences: the grid covers the longest sequence's query blocks;
   // a block past its own sequence's end skips even its setup (the
   // warp-specialized kernel's channels are created in the entry block: its
@@ -2200,7 +2263,9 @@ void ForwardKernelEmitter::emit(gpu::LaunchOp launch) {
         base, oStageOffset, ValueRange{});
     if (oMapHost)
       oMap = faptx::TensorMapParamOp::create(
-          b, loc, tmaDescriptor(b.getContext(), kWarpgroupRows, cfg.elt),
+          b, loc,
+          tmaDescriptor(b.getContext(), kWarpgroupRows, cfg.elt,
+                        ta.packedOut ? 3 : 4),
           oMapHost);
     // Q of each tile comes through its channel (the producer loads the
     // next tile's while this one computes).
@@ -2392,10 +2457,12 @@ LogicalResult mlir::fa::convertTiledAttentionToGPU(
       qMap = fagpu::HostTensorMapOp::create(
           rewriter, loc, ptr, ta->q.memref,
           TypeAttr::get(tmaDescriptor(ctx, cfg->br, cfg->elt, ta->q.rank())));
-      if (!ta->packedOut)
-        oMap = fagpu::HostTensorMapOp::create(
-            rewriter, loc, ptr, ta->out,
-            TypeAttr::get(tmaDescriptor(ctx, kWarpgroupRows, cfg->elt)));
+      // (Packed: rank 3, used for the warpgroups whose rows all lie in
+      // their sequence.)
+      oMap = fagpu::HostTensorMapOp::create(
+          rewriter, loc, ptr, ta->out,
+          TypeAttr::get(tmaDescriptor(ctx, kWarpgroupRows, cfg->elt,
+                                      ta->packedOut ? 3 : 4)));
     }
   }
   // As the forall's mapping says: query blocks on x (no 65535 limit), heads

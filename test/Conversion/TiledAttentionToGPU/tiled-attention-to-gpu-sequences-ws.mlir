@@ -30,17 +30,30 @@ func.func @varlen_causal(%q: memref<4x?x64xf16, strided<[?, ?, 1], offset: ?>>, 
 
 // The default for packed sequences on sm_90a: the dynamic tile scheduler
 // (an atomic tile counter). Q comes through its rank-3 TMA box too (rows of
-// the next sequence are computed, not stored); O has no tensor map: its
-// rows are stored with guarded vector stores (a TMA box would write the
-// next sequence's rows).
+// the next sequence are computed, not stored). O is staged in shared
+// memory; a warpgroup whose 64 rows all lie in the sequence stores them as
+// rank-3 TMA boxes [1, 64, 64], one with rows past the sequence's end
+// (a box would write the next sequence's rows) copies its valid rows out,
+// 16 bytes per thread.
 // DYN-LABEL: func.func @varlen_dynamic
 // DYN:         memref.alloc() {fa.workspace = "tile_counter", fa.workspace_zeroed} : memref<1xi32>
 // DYN:         fagpu.host_tensor_map %arg1 as !nvgpu.tensormap.descriptor<tensor = memref<1x128x64xbf16
 // DYN:         fagpu.host_tensor_map %arg2 as
 // DYN:         fagpu.host_tensor_map %arg0 as !nvgpu.tensormap.descriptor<tensor = memref<1x128x64xbf16
-// DYN-NOT:     fagpu.host_tensor_map %arg3
+// DYN:         fagpu.host_tensor_map %arg3 as !nvgpu.tensormap.descriptor<tensor = memref<1x64x64xbf16
 // DYN:         memref.atomic_rmw addi
-// DYN:         vector.store %{{.*}}, %arg3[%{{.*}}, %{{.*}}, %{{.*}}] : memref<4x?x128xbf16, {{.*}}>, vector<2xbf16>
+// DYN:         vector.store %{{.*}}, %[[STAGE:.*]][%{{.*}}] : memref<16384xbf16, #gpu.address_space<workgroup>>, vector<2xbf16>
+// DYN:         %[[FULL:.*]] = arith.cmpi sge, %[[ROWS:.*]], %{{.*}} : index
+// DYN:         scf.if %[[FULL]] {
+// DYN:           nvgpu.tma.async.store %{{.*}} to %{{.*}}[%{{.*}}, %{{.*}}, %{{.*}}] : memref<1x64x64xbf16, #gpu.address_space<workgroup>>
+// DYN:           nvgpu.tma.async.store
+// DYN:           nvvm.cp.async.bulk.commit.group
+// DYN:         } else {
+// DYN:           scf.for %{{.*}} = %{{.*}} to %c1024{{.*}} step %c128
+// DYN:             %[[IN:.*]] = arith.cmpi slt, %{{.*}}, %[[ROWS]] : index
+// DYN:             scf.if %[[IN]] {
+// DYN:               %[[CHUNK:.*]] = vector.load %[[STAGE]][%{{.*}}] {alignment = 16 : i64} : memref<16384xbf16, #gpu.address_space<workgroup>>, vector<8xbf16>
+// DYN:               vector.store %[[CHUNK]], %arg3[%{{.*}}, %{{.*}}, %{{.*}}] {alignment = 16 : i64} : memref<4x?x128xbf16, {{.*}}>, vector<8xbf16>
 func.func @varlen_dynamic(%q: memref<4x?x128xbf16, strided<[?, ?, 1], offset: ?>>, %k: memref<2x?x128xbf16, strided<[?, ?, 1], offset: ?>>, %v: memref<2x?x128xbf16, strided<[?, ?, 1], offset: ?>>, %out: memref<4x?x128xbf16, strided<[?, ?, 1], offset: ?>>, %lse: memref<4x?xf32, strided<[?, ?], offset: ?>>, %cu_q: memref<?xi32>, %cu_k: memref<?xi32>, %max_q: index) {
   %qt = bufferization.to_tensor %q restrict : memref<4x?x128xbf16, strided<[?, ?, 1], offset: ?>> to tensor<4x?x128xbf16>
   %kt = bufferization.to_tensor %k restrict : memref<2x?x128xbf16, strided<[?, ?, 1], offset: ?>> to tensor<2x?x128xbf16>
