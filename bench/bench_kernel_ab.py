@@ -49,6 +49,8 @@ def main(argv=None):
                    help="Dv per --headdims entry (default: Dv = D)")
     p.add_argument("--seqlens", nargs="+", type=int, default=[2048, 8192])
     p.add_argument("--masks", nargs="+", default=["full", "causal"])
+    p.add_argument("--groups", nargs="+", type=int, default=[1],
+                   help="query heads per key/value head (GQA), one run per value")
     p.add_argument("--direction", choices=["fwd", "bwd", "both"], default="both")
     p.add_argument("--tokens", type=int, default=16384)
     p.add_argument("--hidden", type=int, default=2048)
@@ -78,16 +80,20 @@ def main(argv=None):
     dvs = args.value_headdims or args.headdims
     if len(dvs) != len(args.headdims):
         raise SystemExit("--value-headdims needs one Dv per --headdims entry")
-    for d, dv in zip(args.headdims, dvs):
-        for mask in args.masks:
-            causal, window = parse_mask(mask)
-            for n in args.seqlens:
+    problems = [(d, dv, mask, n, grp) for d, dv in zip(args.headdims, dvs)
+                for mask in args.masks for n in args.seqlens for grp in args.groups]
+    for d, dv, mask, n, grp in problems:
+                causal, window = parse_mask(mask)
                 b, h = max(1, args.tokens // n), max(1, args.hidden // d)
+                hkv = max(1, h // grp)
                 gen = torch.Generator(device="cuda").manual_seed(n + d)
-                q, k = (torch.randn(b, h, n, d, device="cuda", dtype=torch.bfloat16,
-                                    generator=gen) for _ in range(2))
-                v, dout = (torch.randn(b, h, n, dv, device="cuda", dtype=torch.bfloat16,
-                                       generator=gen) for _ in range(2))
+                q = torch.randn(b, h, n, d, device="cuda", dtype=torch.bfloat16, generator=gen)
+                k = torch.randn(b, hkv, n, d, device="cuda", dtype=torch.bfloat16,
+                                generator=gen)
+                v = torch.randn(b, hkv, n, dv, device="cuda", dtype=torch.bfloat16,
+                                generator=gen)
+                dout = torch.randn(b, h, n, dv, device="cuda", dtype=torch.bfloat16,
+                                   generator=gen)
                 for direction in dirs:
                     best, names = {}, {}
                     for side in ("A", "B", "B", "A"):
@@ -119,13 +125,13 @@ def main(argv=None):
                         best[side] = min(best.get(side, ms), ms)
                     rec = dict(direction=direction, head_dim=d, value_head_dim=dv,
                                mask=mask, seqlen=n,
-                               batch=b, heads=h, ms_a=best.get("A"), ms_b=best.get("B"),
+                               batch=b, heads=h, kv_heads=hkv, ms_a=best.get("A"), ms_b=best.get("B"),
                                kernels=names)
                     if "A" in best and "B" in best:
                         rec["b_over_a"] = best["B"] / best["A"]
                     records.append(rec)
                     ratio = rec.get("b_over_a")
-                    print(f"{direction} D={d:<3} Dv={dv:<3} {mask:<22} N={n:<5} "
+                    print(f"{direction} D={d:<3} Dv={dv:<3} {mask:<22} N={n:<5} H={h}/{hkv} "
                           f"A {best.get('A', float('nan')):8.3f} ms  "
                           f"B {best.get('B', float('nan')):8.3f} ms  "
                           f"B/A {ratio if ratio else float('nan'):.3f}  {names}", flush=True)

@@ -1012,6 +1012,12 @@ public:
   int64_t emit(gpu::LaunchOp launch);
 
 private:
+  /// A causal band (bounded on the right only): key block j sees the
+  /// queries from j on, the first blocks are the longest.
+  bool heavyBlocksFirst() const {
+    return cfg.masked && cfg.mask && cfg.kmask.hasRight() &&
+           !cfg.kmask.hasLeft();
+  }
   /// The mapping of the nest's induction variables at iteration t of the
   /// flattened (head, query block) loop.
   IRMapping iteration(Value t);
@@ -1625,15 +1631,53 @@ int64_t KeyBlockKernel::emit(gpu::LaunchOp launch) {
 
   gpu::KernelDim3 ids = launch.getBlockIds();
   // x: the key block, times the dK/dV column slices when split.
-  Value blockX = ids.x;
+  Value blockX = ids.x, blockY = ids.y, blockZ = ids.z;
   slice = idx(0);
   if (cfg.split > 1) {
     slice = remu(ids.x, cfg.split);
     blockX = divu(ids.x, cfg.split);
   }
+  if (heavyBlocksFirst()) {
+    // With a causal band the first key blocks see the most queries, and
+    // with GQA each block walks the G heads of its group: few, long blocks
+    // whose last-launched ones form a tail (+12% at 16:4 and 8k tokens per
+    // batch against MHA, +34% at 16:2). Then the launch order (x fastest)
+    // takes every (kv head, batch)'s key block 0 first, then block 1, ...
+    // Only for small grids of at most 64 key blocks: H200, bf16 causal
+    // (2026-12-03), 0.70-0.86x the time at D = 128 and 0.82-0.91x at
+    // D = 64 for G = 4 / 8 with 256-512 blocks, 0.96x with 1024; with 128
+    // key blocks (N = 16k) or MHA's 2048+ blocks the head-major order's
+    // L2 reuse of Q and dO wins (1.02-1.11x the time reordered).
+    gpu::KernelDim3 grid = launch.getGridSize();
+    Value keyBlocks = divu(grid.x, cfg.split);
+    Value blocks = mul(mul(grid.x, grid.y), grid.z);
+    Value group = clone(n.headLoop.getUpperBound(), base);
+    auto ule = [&](Value a, int64_t c) {
+      return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ule, a,
+                                   idx(c));
+    };
+    Value fewKeyBlocks = ule(keyBlocks, 64);
+    Value fewBlocks = ule(blocks, 1024);
+    Value small = arith::AndIOp::create(b, loc, fewKeyBlocks, fewBlocks);
+    Value gqa =
+        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ugt, group, idx(1));
+    Value reorder = arith::AndIOp::create(b, loc, small, gqa);
+    Value linear = add(ids.x, mul(grid.x, add(ids.y, mul(grid.y, ids.z))));
+    Value pairs = mul(grid.y, grid.z);
+    Value rest = divu(linear, cfg.split);
+    Value pair = remu(rest, pairs);
+    auto pick = [&](Value reordered, Value plain) {
+      return arith::SelectOp::create(b, loc, reorder, reordered, plain)
+          .getResult();
+    };
+    slice = pick(remu(linear, cfg.split), slice);
+    blockX = pick(divu(rest, pairs), blockX);
+    blockY = pick(remu(pair, grid.y), blockY);
+    blockZ = pick(divu(pair, grid.y), blockZ);
+  }
   dkCol0 = mul(slice, idx(cfg.dkCols()));
   dvCol0 = mul(slice, idx(cfg.dvCols()));
-  gpu::KernelDim3 blockIds{blockX, ids.y, ids.z};
+  gpu::KernelDim3 blockIds{blockX, blockY, blockZ};
   for (auto [iv, dim] :
        llvm::zip_equal(n.forall.getInductionVars(), n.blockDims))
     base.map(iv, getBlockId(blockIds, dim));

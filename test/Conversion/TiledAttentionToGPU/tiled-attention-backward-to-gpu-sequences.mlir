@@ -3,7 +3,8 @@
 // Packed sequences ([H, T, D] memrefs, i32 cu_seqlens), fast mode, causal:
 // the row kernels run over all Tq rows of a workspace of a static batch of
 // one; the key-block kernel over (ceil(max_seqlen_k / 64), kv heads,
-// sequences) reads each sequence's offsets, sees the packed memrefs as
+// sequences) (reordered longest first on small causal GQA grids) reads
+// each sequence's offsets, sees the packed memrefs as
 // [1, H, T, D] views, copies lse2 / delta one f32 per thread (rows start
 // anywhere) and bounds rows by the sequence's end; a last launch zeroes the
 // dK / dV rows of no sequence.
@@ -18,7 +19,14 @@
 // CHECK:           memref.expand_shape {{.*}} into memref<1x4x?x64xf16
 // CHECK:         gpu.launch blocks(%{{[a-z0-9_]+}}, %{{[a-z0-9_]+}}, %[[SEQ:[a-z0-9_]+]]) in (%{{.*}} = %[[NKB]], {{.*}} function(@varlen_causal_kernel)
 // CHECK:           %[[Q4:.*]] = memref.expand_shape %[[Q]] {{.*}} into memref<1x4x?x64xf16
-// CHECK:           memref.load %[[CUK]][%[[SEQ]]] : memref<?xi32>
+// Causal with GQA (4:2): a small grid (at most 64 key blocks and 1024
+// blocks) takes the launch order as every (kv head, sequence)'s key block
+// 0 first, then block 1, ... (the longest blocks first).
+// CHECK:           %[[SMALL:.*]] = arith.andi %{{.*}}, %{{.*}} : i1
+// CHECK:           %[[GQA:.*]] = arith.cmpi ugt, %{{.*}}, %c1{{.*}} : index
+// CHECK:           %[[REORDER:.*]] = arith.andi %[[SMALL]], %[[GQA]] : i1
+// CHECK:           %[[SEQSEL:.*]] = arith.select %[[REORDER]], %{{.*}}, %[[SEQ]] : index
+// CHECK:           memref.load %[[CUK]][%[[SEQSEL]]] : memref<?xi32>
 // lse2 and delta: 4-byte copies, zero-filled past the sequence's rows.
 // CHECK:           nvgpu.device_async_copy %[[LSE2]][%{{.*}}, %{{.*}}, %{{.*}}], %{{.*}}[%{{.*}}], 1, %{{.*}} : memref<1x?x?xf32> to memref<128xf32, #gpu.address_space<workgroup>>
 // CHECK:           nvgpu.device_async_copy %[[DELTA]]
