@@ -236,12 +236,26 @@ template <typename Shape> std::vector<int64_t> vec(const Shape &shape) {
   return std::vector<int64_t>(shape.begin(), shape.end());
 }
 
-/// Compiles the case's module with the reference CPU pipeline and runs it.
-llvm::Expected<ForwardResult> runModifierCase(const ModifierCase &c,
-                                              const AttentionInputs &in) {
+/// The tiled CPU pipeline (fa-tile-attention with the modifiers in
+/// fa.online_attention, fa-decompose-online-attention inlining them) with
+/// blocks of 16 x 16: several key blocks, padded rows and keys.
+PipelineBuilder tiledModifierPipeline() {
+  return [](mlir::OpPassManager &pm) {
+    mlir::fa::TiledCPUPipelineOptions options;
+    options.blockQ = 16;
+    options.blockKV = 16;
+    mlir::fa::buildTiledCPUPipeline(pm, options);
+  };
+}
+
+/// Compiles the case's module with `pipeline` (default: the reference CPU
+/// pipeline) and runs it.
+llvm::Expected<ForwardResult>
+runModifierCase(const ModifierCase &c, const AttentionInputs &in,
+                const PipelineBuilder &pipeline =
+                    mlir::fa::buildReferenceCPUPipeline) {
   const AttentionProblem &p = c.problem;
-  auto engine = compileModule(modifierModule(c),
-                              mlir::fa::buildReferenceCPUPipeline, c.name);
+  auto engine = compileModule(modifierModule(c), pipeline, c.name);
   if (!engine)
     return engine.takeError();
   KernelBuffer qb("q", ElementType::F32, vec(p.qShape()));
@@ -546,6 +560,30 @@ TEST_P(ModifierNumerics, MatchesFloat64) {
 
 INSTANTIATE_TEST_SUITE_P(
     ReferenceCPU, ModifierNumerics,
+    ::testing::Values(alibi(), alibiDynamic(), relativeBias(), documentMask(),
+                      prefixLM(), emptyRows()),
+    [](const ::testing::TestParamInfo<ModifierCase> &info) {
+      return info.param.name;
+    });
+
+/// The same cases through the tiled pipeline: the modifiers applied per
+/// tile at global positions, against float64 (the online softmax's
+/// rescaling and exp2 cost a little more than the reference's rounding).
+class TiledModifierNumerics : public ::testing::TestWithParam<ModifierCase> {};
+
+TEST_P(TiledModifierNumerics, MatchesFloat64) {
+  const ModifierCase &c = GetParam();
+  AttentionInputs in =
+      makeRandomInputs(c.problem, std::hash<std::string>{}(c.name));
+  auto got = runModifierCase(c, in, tiledModifierPipeline());
+  ASSERT_TRUE(!!got) << llvm::toString(got.takeError());
+  ForwardResult want = float64WithModifiers(c, in);
+  EXPECT_TRUE(allClose("out", got->out, want.out, 5e-5));
+  EXPECT_TRUE(allClose("lse", got->lse, want.lse, 5e-5));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    TiledCPU, TiledModifierNumerics,
     ::testing::Values(alibi(), alibiDynamic(), relativeBias(), documentMask(),
                       prefixLM(), emptyRows()),
     [](const ::testing::TestParamInfo<ModifierCase> &info) {

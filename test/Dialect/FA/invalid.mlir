@@ -791,9 +791,10 @@ func.func @f(%q: tensor<1x2x16x32xf32>, %lse: tensor<1x2x16xf32>) {
 
 // -----
 
-// fa.yield terminates the modifiers of the attention ops only.
+// fa.yield terminates the modifiers of the attention ops (and their tile
+// step) only.
 func.func @f(%x: f32) {
-  // expected-error @below {{'fa.yield' op expects parent op to be one of 'fa.attention, fa.attention_backward'}}
+  // expected-error @below {{'fa.yield' op expects parent op to be one of 'fa.attention, fa.attention_backward, fa.online_attention'}}
   fa.yield %x : f32
 }
 
@@ -1014,6 +1015,35 @@ func.func @f(%q: tensor<64x64xf16>, %k: tensor<32x64xf16>, %v: tensor<32x64xbf16
 
 // -----
 
+// A modifier reads the tile's global positions, batch and head.
+func.func @f(%q: tensor<64x64xf16>, %acc: tensor<64x64xf32>, %max: tensor<64xf32>,
+             %i: index) {
+  // expected-error @below {{with a score_mod or mask_mod needs the tile's positions (masked(...)) and its batch and head (at(...))}}
+  %a, %m, %s = fa.online_attention %q, %q, %q into %acc, %max, %max masked(%i, %i, %i, %i) scale 0.125
+      mask_mod(%b: index, %h: index, %r: index, %c: index) {
+        %v = arith.cmpi ule, %c, %r : index
+        fa.yield %v : i1
+      }
+      : tensor<64x64xf16>, tensor<64x64xf16>, tensor<64x64xf16> -> tensor<64x64xf32>, tensor<64xf32>
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<64x64xf16>, %acc: tensor<64x64xf32>, %max: tensor<64xf32>,
+             %i: index, %t: tensor<4xf32>) {
+  // expected-error @below {{score_mod must take (f32 score, index b, index h, index q_idx, index kv_idx) and then the 1 captures, got 5 arguments}}
+  %a, %m, %s = fa.online_attention %q, %q, %q into %acc, %max, %max masked(%i, %i, %i, %i) at(%i, %i) scale 0.125
+      captures(%t : tensor<4xf32>)
+      score_mod(%x: f32, %b: index, %h: index, %r: index, %c: index) {
+        fa.yield %x : f32
+      }
+      : tensor<64x64xf16>, tensor<64x64xf16>, tensor<64x64xf16> -> tensor<64x64xf32>, tensor<64xf32>
+  return
+}
+
+// -----
+
 // The state is f32 whatever the input element type.
 func.func @f(%q: tensor<64x64xf16>, %k: tensor<64x64xf16>, %v: tensor<64x64xf16>, %acc: tensor<64x64xf16>,
              %max: tensor<64xf32>, %sum: tensor<64xf32>, %i: index) {
@@ -1163,8 +1193,8 @@ func.func @f(%t: tensor<64x64xf16>, %acc: tensor<64x64xf32>, %m: tensor<64xf32>,
              %i: index) {
   // expected-error @below {{masked needs all four of q_start, k_start, q_len and k_len}}
   %r:3 = "fa.online_attention"(%t, %t, %t, %acc, %m, %m, %i, %i)
-      <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0>,
-        scale = 1.250000e-01 : f32}>
+      <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0>,
+        scale = 1.250000e-01 : f32}> ({}, {})
       : (tensor<64x64xf16>, tensor<64x64xf16>, tensor<64x64xf16>,
          tensor<64x64xf32>, tensor<64xf32>, tensor<64xf32>, index, index)
       -> (tensor<64x64xf32>, tensor<64xf32>, tensor<64xf32>)
@@ -1177,8 +1207,8 @@ func.func @f(%t: tensor<64x64xf16>, %acc: tensor<64x64xf32>, %m: tensor<64xf32>,
 func.func @f(%t: tensor<64x64xf16>, %acc: tensor<64x64xf32>, %m: tensor<64xf32>) {
   // expected-error @below {{failed to verify that all of {acc, new_acc} have same type}}
   %r:3 = "fa.online_attention"(%t, %t, %t, %acc, %m, %m)
-      <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0>,
-        scale = 1.250000e-01 : f32}>
+      <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>,
+        scale = 1.250000e-01 : f32}> ({}, {})
       : (tensor<64x64xf16>, tensor<64x64xf16>, tensor<64x64xf16>,
          tensor<64x64xf32>, tensor<64xf32>, tensor<64xf32>)
       -> (tensor<?x64xf32>, tensor<64xf32>, tensor<64xf32>)
@@ -1191,8 +1221,8 @@ func.func @f(%t: tensor<64x64xf16>, %acc: tensor<64x64xf32>, %m: tensor<64xf32>,
              %s: tensor<?xf32>) {
   // expected-error @below {{failed to verify that all of {max, sum, new_max, new_sum} have same type}}
   %r:3 = "fa.online_attention"(%t, %t, %t, %acc, %m, %s)
-      <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0>,
-        scale = 1.250000e-01 : f32}>
+      <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>,
+        scale = 1.250000e-01 : f32}> ({}, {})
       : (tensor<64x64xf16>, tensor<64x64xf16>, tensor<64x64xf16>,
          tensor<64x64xf32>, tensor<64xf32>, tensor<?xf32>)
       -> (tensor<64x64xf32>, tensor<64xf32>, tensor<64xf32>)
@@ -1205,7 +1235,7 @@ func.func @f(%t: tensor<64x64xf16>, %acc: tensor<64x64xf32>, %m: tensor<64xf32>,
 func.func @f(%t: tensor<64x64xf16>, %acc: tensor<64x64xf32>, %m: tensor<64xf32>) {
   // expected-error @below {{needs a scale: a constant or an f32 operand (scale %s)}}
   %r:3 = "fa.online_attention"(%t, %t, %t, %acc, %m, %m)
-      <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0>}>
+      <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>}> ({}, {})
       : (tensor<64x64xf16>, tensor<64x64xf16>, tensor<64x64xf16>,
          tensor<64x64xf32>, tensor<64xf32>, tensor<64xf32>)
       -> (tensor<64x64xf32>, tensor<64xf32>, tensor<64xf32>)
@@ -1767,8 +1797,8 @@ func.func @f(%t: tensor<64x64xf16>, %acc: tensor<64x64xf32>, %m: tensor<64xf32>,
              %c: f32) {
   // expected-error @below {{softcap must be an attribute or an operand, not both}}
   %r:3 = "fa.online_attention"(%t, %t, %t, %acc, %m, %m, %c)
-      <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1, 0, 0>,
-        scale = 1.250000e-01 : f32, softcap = 2.000000e+00 : f32}>
+      <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0>,
+        scale = 1.250000e-01 : f32, softcap = 2.000000e+00 : f32}> ({}, {})
       : (tensor<64x64xf16>, tensor<64x64xf16>, tensor<64x64xf16>,
          tensor<64x64xf32>, tensor<64xf32>, tensor<64xf32>, f32)
       -> (tensor<64x64xf32>, tensor<64xf32>, tensor<64xf32>)

@@ -457,7 +457,7 @@ func.func @attention_backward_modifiers(%q: tensor<1x2x16x32xf32>, %lse: tensor<
 // A fully visible block: no mask operands, natural-log units.
 // CHECK-LABEL: func.func @online_attention_unmasked
 // GENERIC-LABEL: sym_name = "online_attention_unmasked"
-// GENERIC: "fa.online_attention"({{.*}}) <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0>, scale = 1.250000e-01 : f32}>
+// GENERIC: "fa.online_attention"({{.*}}) <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>, scale = 1.250000e-01 : f32}>
 // GENERIC: "fa.online_attention_finalize"({{.*}}) :
 // CHECK: %[[ACC:.*]], %[[MAX:.*]], %[[SUM:.*]] = fa.online_attention %{{.*}}, %{{.*}}, %{{.*}} into %{{.*}}, %{{.*}}, %{{.*}} scale 1.250000e-01 :
 // CHECK-SAME: tensor<64x64xf16>, tensor<32x64xf16>, tensor<32x64xf16> -> tensor<64x64xf32>, tensor<64xf32>
@@ -476,13 +476,43 @@ func.func @online_attention_unmasked(%q: tensor<64x64xf16>, %k: tensor<32x64xf16
   return %out, %lse : tensor<64x64xf16>, tensor<64xf32>
 }
 
+// Modifiers on the tile step (what fa-tile-attention makes of fa.attention's
+// regions): the tile's batch and head, the captures with their types.
+// CHECK-LABEL: func.func @online_attention_modifiers
+// CHECK-SAME: %[[B:[a-zA-Z0-9]+]]: index, %[[H:[a-zA-Z0-9]+]]: index, %[[T:[a-zA-Z0-9]+]]: tensor<4xf32>
+// CHECK: fa.online_attention {{.*}} masked({{.*}}) at(%[[B]], %[[H]]) scale 1.250000e-01 captures(%[[T]] : tensor<4xf32>) score_mod(
+// CHECK: tensor.extract
+// CHECK: fa.yield {{.*}} : f32
+// CHECK: } mask_mod(
+// CHECK: fa.yield {{.*}} : i1
+// GENERIC-LABEL: sym_name = "online_attention_modifiers"
+// GENERIC: "fa.online_attention"({{.*}}) <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 1>, scale = 1.250000e-01 : f32}> ({
+func.func @online_attention_modifiers(%q: tensor<64x64xbf16>, %acc: tensor<64x64xf32>,
+                                      %max: tensor<64xf32>, %i: index, %b: index,
+                                      %h: index, %t: tensor<4xf32>) -> tensor<64x64xf32> {
+  %a, %m, %s = fa.online_attention %q, %q, %q into %acc, %max, %max
+      masked(%i, %i, %i, %i) at(%b, %h) scale 0.125 captures(%t : tensor<4xf32>)
+      score_mod(%x: f32, %bb: index, %hh: index, %r: index, %c: index, %tt: tensor<4xf32>) {
+        %e = tensor.extract %tt[%hh] : tensor<4xf32>
+        %y = arith.addf %x, %e : f32
+        fa.yield %y : f32
+      }
+      mask_mod(%bb: index, %hh: index, %r: index, %c: index, %tt: tensor<4xf32>) {
+        %v = arith.cmpi ule, %c, %r : index
+        fa.yield %v : i1
+      }
+      : tensor<64x64xbf16>, tensor<64x64xbf16>, tensor<64x64xbf16>
+      -> tensor<64x64xf32>, tensor<64xf32>
+  return %a : tensor<64x64xf32>
+}
+
 // A boundary block: the mask operands (block origins and sequence lengths)
 // alone hide the keys past the end; then with a causal and a window mask.
 // CHECK-LABEL: func.func @online_attention_masked
 // CHECK-SAME: %[[QS:[a-zA-Z0-9]+]]: index, %[[KS:[a-zA-Z0-9]+]]: index, %[[QL:[a-zA-Z0-9]+]]: index, %[[KL:[a-zA-Z0-9]+]]: index
 // CHECK: fa.online_attention {{.*}} masked(%[[QS]], %[[KS]], %[[QL]], %[[KL]]) scale 1.250000e-01 :
 // GENERIC-LABEL: sym_name = "online_attention_masked"
-// GENERIC: "fa.online_attention"({{.*}}) <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0>, scale = 1.250000e-01 : f32}>
+// GENERIC: "fa.online_attention"({{.*}}) <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0>, scale = 1.250000e-01 : f32}>
 // CHECK: fa.online_attention {{.*}} masked(%[[QS]], %[[KS]], %[[QL]], %[[KL]]) mask<causal> scale 1.250000e-01 :
 // CHECK: fa.online_attention {{.*}} masked(%[[QS]], %[[KS]], %[[QL]], %[[KL]]) mask<window 128, 0> scale 1.250000e-01 :
 // CHECK: fa.online_attention {{.*}} masked(%[[QS]], %[[KS]], %[[QL]], %[[KL]]) mask<window 16, 16> scale 1.250000e-01 :
@@ -518,7 +548,7 @@ func.func @online_attention_masked(%q: tensor<64x64xbf16>, %k: tensor<64x64xbf16
 // CHECK: fa.online_attention {{.*}} masked({{.*}}) mask<causal> softcap 3.000000e+01 scale 0.180336893 exp2 :
 // CHECK: fa.online_attention_finalize %{{.*}}, %{{.*}}, %{{.*}} exp2 :
 // GENERIC-LABEL: sym_name = "online_attention_exp2_softcap"
-// GENERIC: "fa.online_attention"({{.*}}) <{exp2, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0>, scale = 0.180336893 : f32, softcap = 3.000000e+01 : f32}>
+// GENERIC: "fa.online_attention"({{.*}}) <{exp2, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>, scale = 0.180336893 : f32, softcap = 3.000000e+01 : f32}>
 // GENERIC: "fa.online_attention_finalize"({{.*}}) <{exp2}>
 // CHECK-SAME: tensor<?x32xf32>, tensor<?xf32> -> tensor<?x32xf32>
 func.func @online_attention_exp2_softcap(%q: tensor<?x64xf32>, %k: tensor<?x64xf32>,
@@ -654,7 +684,7 @@ func.func @attention_runtime_scalars(%q: tensor<1x4x?x64xbf16>, %s: f32, %c: f32
 // CHECK: fa.online_attention {{.*}} softcap %[[C]] scale %[[S]] exp2 :
 // CHECK: fa.attention_backward_step {{.*}} dq(%{{.*}}) scale %[[S]] :
 // GENERIC-LABEL: sym_name = "tile_ops_runtime_scalars"
-// GENERIC: "fa.online_attention"({{.*}}) <{exp2, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 0>}>
+// GENERIC: "fa.online_attention"({{.*}}) <{exp2, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 1, 1, 0, 0>}>
 // GENERIC: "fa.attention_backward_step"({{.*}}) <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 0, 1, 0, 0, 0, 0, 0, 1, 0>, resultSegmentSizes = array<i32: 0, 0, 1>}>
 func.func @tile_ops_runtime_scalars(%t: tensor<64x64xf16>, %acc: tensor<64x64xf32>,
                                     %m: tensor<64xf32>, %s: f32, %c: f32)

@@ -423,6 +423,31 @@ static void printModifiers(OpAsmPrinter &printer, Operation *,
                        {{"score_mod", &scoreMod}, {"mask_mod", &maskMod}});
 }
 
+/// A tile op's modifiers, with the captures' types (its type list names
+/// only the tiles): `captures(%c : type, ...) score_mod(...) {...}
+/// mask_mod(...) {...}`.
+static ParseResult
+parseTypedModifiers(OpAsmParser &parser,
+                    SmallVectorImpl<OpAsmParser::UnresolvedOperand> &captures,
+                    SmallVectorImpl<Type> &captureTypes, Region &scoreMod,
+                    Region &maskMod) {
+  if (succeeded(parser.parseOptionalKeyword("captures")) &&
+      (parser.parseLParen() || parser.parseOperandList(captures) ||
+       parser.parseColonTypeList(captureTypes) || parser.parseRParen()))
+    return failure();
+  return parseModifierRegions(
+      parser, captures, {{"score_mod", &scoreMod}, {"mask_mod", &maskMod}});
+}
+
+static void printTypedModifiers(OpAsmPrinter &printer, Operation *,
+                                OperandRange captures, TypeRange captureTypes,
+                                Region &scoreMod, Region &maskMod) {
+  if (!captures.empty())
+    printer << "captures(" << captures << " : " << captureTypes << ") ";
+  printModifierRegions(printer, OperandRange(captures.end(), captures.end()),
+                       {{"score_mod", &scoreMod}, {"mask_mod", &maskMod}});
+}
+
 /// The backward's: the forward's regions, then `score_mod_grad(...) {...}`.
 static ParseResult parseBackwardModifiers(
     OpAsmParser &parser,
@@ -1003,7 +1028,18 @@ LogicalResult OnlineAttentionOp::verify() {
                           {{"value", v, 1}, {"acc", acc, 1}})))
     return failure();
 
+  if (hasModifiers() && (!isMasked() || !getBatchIndex()))
+    return emitOpError() << "with a score_mod or mask_mod needs the tile's "
+                            "positions (masked(...)) and its batch and head "
+                            "(at(...))";
+  if (!getBatchIndex() != !getHeadIndex())
+    return emitOpError() << "needs both the batch and the head index, or "
+                            "neither";
   return verifyMaskedTileOp(*this);
+}
+
+LogicalResult OnlineAttentionOp::verifyRegions() {
+  return verifyModifiers(*this, getScoreMod(), getMaskMod(), getCaptures());
 }
 
 //===----------------------------------------------------------------------===//

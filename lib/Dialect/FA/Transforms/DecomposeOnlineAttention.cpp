@@ -92,6 +92,33 @@ static Value createRowReduction(
       .getResult(0);
 }
 
+/// The modifier arguments of the score at (r, c) of the tile (loops 0 and 1
+/// of the generic being built): [score,] b, h, q_start + r, k_start + c and
+/// the captures. Positions of the tile's padding (rows past q_len, keys past
+/// k_len, whose results are discarded) pass the last valid index instead,
+/// so that a modifier never reads a capture out of bounds.
+static SmallVector<Value> modifierArguments(OpBuilder &b, Location loc,
+                                            OnlineAttentionOp op, Value score) {
+  SmallVector<Value> args;
+  if (score)
+    args.push_back(score);
+  args.push_back(op.getBatchIndex());
+  args.push_back(op.getHeadIndex());
+  Value zero = arith::ConstantIndexOp::create(b, loc, 0);
+  Value one = arith::ConstantIndexOp::create(b, loc, 1);
+  auto position = [&](Value start, Value len, unsigned dim) -> Value {
+    Value at =
+        arith::AddIOp::create(b, loc, start, linalg::IndexOp::create(b, loc, dim));
+    Value last = arith::SubIOp::create(b, loc, len, one);
+    return arith::MaxSIOp::create(
+        b, loc, arith::MinSIOp::create(b, loc, at, last), zero);
+  };
+  args.push_back(position(op.getQStart(), op.getQLen(), 0));
+  args.push_back(position(op.getKStart(), op.getKLen(), 1));
+  llvm::append_range(args, op.getCaptures());
+  return args;
+}
+
 //===----------------------------------------------------------------------===//
 // fa.online_attention
 //===----------------------------------------------------------------------===//
@@ -135,9 +162,17 @@ struct DecomposeOnlineAttention final : OpRewritePattern<OnlineAttentionOp> {
     std::optional<fa::detail::TileVisibility> mask;
     if (op.isMasked())
       mask = fa::detail::TileVisibility::build(rewriter, loc, op);
-    if (softcap || mask) {
-      Value inScale, outScale;
-      if (softcap) {
+    bool scoreMod = op.hasScoreMod(), maskMod = op.hasMaskMod();
+    if (softcap || mask || scoreMod) {
+      Value inScale, outScale, scale, capValue, log2eValue;
+      if (scoreMod) {
+        // The score_mod reads natural-unit scores: scale first, then the
+        // modifier, the softcap and log2(e) on its result.
+        scale = op.buildScale(rewriter, loc);
+        capValue = softcap ? op.buildSoftcap(rewriter, loc) : Value();
+        log2eValue = createF32Constant(rewriter, loc, log2e);
+        cValue = createF32Constant(rewriter, loc, 1.0f);
+      } else if (softcap) {
         inScale = factors.capIn;
         // log2(e) goes outside the tanh: it scales the capped score.
         outScale = factors.expFactor;
@@ -148,14 +183,31 @@ struct DecomposeOnlineAttention final : OpRewritePattern<OnlineAttentionOp> {
                    {IteratorType::parallel, IteratorType::parallel},
                    [&](OpBuilder &b, Location l, ValueRange args) {
                      Value s = args[0];
-                     if (softcap) {
+                     if (scoreMod) {
+                       s = arith::MulFOp::create(b, l, s, scale);
+                       s = inlineModifier(b, op.getScoreMod(),
+                                          modifierArguments(b, l, op, s));
+                       if (softcap) {
+                         s = math::TanhOp::create(
+                             b, l, arith::DivFOp::create(b, l, s, capValue));
+                         s = arith::MulFOp::create(b, l, s, capValue);
+                       }
+                       if (log2e != 1.0)
+                         s = arith::MulFOp::create(b, l, s, log2eValue);
+                     } else if (softcap) {
                        s = arith::MulFOp::create(b, l, s, inScale);
                        s = math::TanhOp::create(b, l, s);
                        s = arith::MulFOp::create(b, l, s, outScale);
                      }
-                     if (mask)
-                       s = arith::SelectOp::create(b, l, mask->isVisible(b, l),
-                                                   s, negInf);
+                     if (mask) {
+                       Value visible = mask->isVisible(b, l);
+                       if (maskMod)
+                         visible = arith::AndIOp::create(
+                             b, l, visible,
+                             inlineModifier(b, op.getMaskMod(),
+                                            modifierArguments(b, l, op, {})));
+                       s = arith::SelectOp::create(b, l, visible, s, negInf);
+                     }
                      linalg::YieldOp::create(b, l, s);
                    })
                    .getResult(0);

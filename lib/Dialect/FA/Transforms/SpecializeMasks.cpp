@@ -62,6 +62,10 @@ OnlineAttentionOp getSpecializableStep(scf::ForOp loop) {
       stepSize.getSExtValue() != keyType.getDimSize(0) ||
       cast<RankedTensorType>(step.getQuery().getType()).isDynamicDim(0))
     return nullptr;
+  // A modifier needs every block's positions and may hide any key: no
+  // block is known to be fully visible or skippable.
+  if (step.hasModifiers())
+    return nullptr;
   // Bounds are computed in front of the loop from these.
   for (Value v : {step.getQStart(), step.getQLen(), step.getKLen()})
     if (!loop.isDefinedOutsideOfLoop(v))
@@ -86,8 +90,9 @@ void dropMask(RewriterBase &rewriter, OnlineAttentionOp step) {
       step.getNewMax().getType(), step.getNewSum().getType(), step.getQuery(),
       step.getKey(), step.getValue(), step.getAcc(), step.getMax(),
       step.getSum(), /*q_start=*/Value(), /*k_start=*/Value(),
-      /*q_len=*/Value(), /*k_len=*/Value(), step.getDynamicSoftcap(),
-      step.getDynamicScale(), /*mask_operands=*/ValueRange(),
+      /*q_len=*/Value(), /*k_len=*/Value(), /*batch_index=*/Value(),
+      /*head_index=*/Value(), step.getDynamicSoftcap(), step.getDynamicScale(),
+      /*mask_operands=*/ValueRange(), /*captures=*/ValueRange(),
       step.getScaleAttr(), /*mask=*/nullptr, step.getSoftcapAttr(),
       step.getExp2Attr());
   rewriter.replaceOp(step, unmasked.getResults());

@@ -214,12 +214,29 @@ void buildNest(PatternRewriter &rewriter, OpT op, const NestForm &form,
             form.keyOffsets(nb, nloc, seq, kvHead, kStart);
         Value kTile = extractPaddedTile(nb, nloc, k, kOffsets, kLen, blockKV);
         Value vTile = extractPaddedTile(nb, nloc, v, kOffsets, kLen, blockKV);
+        // Modifiers (fa.attention only): the regions, with the tile's batch
+        // and query head; the step applies them at global positions.
+        Value batchIndex, headIndex;
+        ValueRange captures;
+        if constexpr (std::is_same_v<OpT, AttentionOp>) {
+          if (op.hasModifiers()) {
+            batchIndex = seq.index;
+            headIndex = h;
+            captures = op.getCaptures();
+          }
+        }
         auto step = OnlineAttentionOp::create(
             nb, nloc, state[0].getType(), state[1].getType(),
             state[2].getType(), qTile, kTile, vTile, state[0], state[1],
-            state[2], qStart, kStart, seq.nq, seq.nk, op.getDynamicSoftcap(),
-            op.getDynamicScale(), op.getMaskOperands(), op.getStaticScale(),
-            op.getMaskAttr(), op.getSoftcapAttr(), /*exp2=*/nullptr);
+            state[2], qStart, kStart, seq.nq, seq.nk, batchIndex, headIndex,
+            op.getDynamicSoftcap(), op.getDynamicScale(), op.getMaskOperands(),
+            captures, op.getStaticScale(), op.getMaskAttr(),
+            op.getSoftcapAttr(), /*exp2=*/nullptr);
+        if constexpr (std::is_same_v<OpT, AttentionOp>) {
+          IRMapping none;
+          op.getScoreMod().cloneInto(&step.getScoreMod(), none);
+          op.getMaskMod().cloneInto(&step.getMaskMod(), none);
+        }
         scf::YieldOp::create(nb, nloc, step.getResults());
       });
 
@@ -442,18 +459,6 @@ struct FATileAttentionPass final
       return WalkResult::interrupt();
     });
     if (pages.wasInterrupted())
-      return signalPassFailure();
-    // The online step has no form of the modifier regions yet: refuse them
-    // rather than tile the op without its modifiers.
-    WalkResult modifiers = root->walk([&](AttentionOp op) {
-      if (!op.hasModifiers())
-        return WalkResult::advance();
-      op.emitOpError() << "fa-tile-attention: score_mod and mask_mod are not "
-                          "tiled yet; fa-lower-to-reference (the "
-                          "fa-reference-cpu pipeline) lowers them";
-      return WalkResult::interrupt();
-    });
-    if (modifiers.wasInterrupted())
       return signalPassFailure();
     RewritePatternSet patterns(&getContext());
     patterns.add<TileAttentionPattern<AttentionOp>,

@@ -151,8 +151,12 @@ def FA_AttentionOp : FA_AttentionOpBase<"attention", [IsolatedFromAbove]> {
         -> (tensor<1x8x128x64xbf16>, tensor<1x8x128xf32>)
     ```
 
-    The modifiers have CPU reference lowerings (fa-lower-to-reference) so
-    far; every other lowering refuses an op that has one.
+    The modifiers lower on the CPU: fa-lower-to-reference, and the forward's
+    tiled pipeline (fa-tile-attention carries them into each
+    `fa.online_attention`, fa-decompose-online-attention inlines them; no
+    block is specialized or skipped for a modifier). The backward's tiling,
+    fa-select-kernel-config (so every GPU pipeline), the GPU conversions and
+    fa-compile refuse an op that has one.
   }];
 
   let arguments = (ins
@@ -208,7 +212,7 @@ def FA_AttentionOp : FA_AttentionOpBase<"attention", [IsolatedFromAbove]> {
 }
 
 def FA_YieldOp : FA_Op<"yield", [Pure, Terminator,
-    ParentOneOf<["AttentionOp", "AttentionBackwardOp"]>]> {
+    ParentOneOf<["AttentionOp", "AttentionBackwardOp", "OnlineAttentionOp"]>]> {
   let summary = "Terminates a modifier region of an attention op";
   let description = [{
     Yields the result of a `score_mod` (the f32 score), `mask_mod` (the i1
@@ -637,7 +641,7 @@ def FA_Rank2F32Tensor : TensorRankOf<[F32], [2]> {
   let summary = "2D tensor of f32 values";
 }
 
-def FA_OnlineAttentionOp : FA_Op<"online_attention", [Pure,
+def FA_OnlineAttentionOp : FA_Op<"online_attention", [Pure, IsolatedFromAbove,
     AttrSizedOperandSegments, AllTypesMatch<["acc", "new_acc"]>,
     AllTypesMatch<["max", "sum", "new_max", "new_sum"]>]> {
   let summary = "One streaming step of attention over a block of keys";
@@ -674,6 +678,24 @@ def FA_OnlineAttentionOp : FA_Op<"online_attention", [Pure,
 
     `scale` (required) and `softcap` are each a constant attribute or an f32
     operand (`scale %s`), as on `fa.attention`.
+
+    Score and mask modifiers (`fa.attention`'s `score_mod` / `mask_mod`
+    regions, cloned by `fa-tile-attention`) apply to the tile's scores with
+    the global indices: `score_mod(s, b, h, q_start + r, k_start + c,
+    captures...)` right after the scale (in natural units, before the
+    softcap and the log2(e) factor), `mask_mod(b, h, q_start + r,
+    k_start + c, captures...)` AND-ed with the visibility. They need the
+    positions (`masked (...)`) and the batch and query head (`at(%b, %h)`).
+
+    ```mlir
+    %a, %m, %s = fa.online_attention %q, %k, %v into %acc, %max, %sum
+        masked(%q0, %k0, %nq, %nk) at(%b, %h) scale 0.125
+        captures(%slopes : tensor<8xf32>)
+        score_mod(%x: f32, %b: index, %h: index, %i: index, %j: index,
+                  %sl: tensor<8xf32>) { ... fa.yield %y : f32 }
+        : tensor<64x64xf16>, tensor<64x64xf16>, tensor<64x64xf16>
+        -> tensor<64x64xf32>, tensor<64xf32>
+    ```
   }];
 
   let arguments = (ins
@@ -687,9 +709,12 @@ def FA_OnlineAttentionOp : FA_Op<"online_attention", [Pure,
     Optional<Index>:$k_start,
     Optional<Index>:$q_len,
     Optional<Index>:$k_len,
+    Optional<Index>:$batch_index,
+    Optional<Index>:$head_index,
     Optional<F32>:$dynamic_softcap,
     Optional<F32>:$dynamic_scale,
     Variadic<I64>:$mask_operands,
+    Variadic<AnyRankedTensor>:$captures,
     OptionalAttr<F32Attr>:$scale,
     OptionalAttr<FA_MaskAttrInterface>:$mask,
     OptionalAttr<F32Attr>:$softcap,
@@ -697,22 +722,30 @@ def FA_OnlineAttentionOp : FA_Op<"online_attention", [Pure,
   );
   let results = (outs FA_Rank2F32Tensor:$new_acc, FA_Rank1F32Tensor:$new_max,
                       FA_Rank1F32Tensor:$new_sum);
+  let regions = (region MaxSizedRegion<1>:$score_mod,
+                        MaxSizedRegion<1>:$mask_mod);
 
   let assemblyFormat = [{
     $query `,` $key `,` $value `into` $acc `,` $max `,` $sum
     (`masked` `(` $q_start^ `,` $k_start `,` $q_len `,` $k_len `)`)?
+    (`at` `(` $batch_index^ `,` $head_index `)`)?
     custom<Mask>($mask_operands, $mask)
     custom<Softcap>($dynamic_softcap, $softcap)
     custom<Scale>($dynamic_scale, $scale)
     (`exp2` $exp2^)?
+    custom<TypedModifiers>($captures, type($captures), $score_mod, $mask_mod)
     attr-dict `:` type($query) `,` type($key) `,` type($value) `->`
     type($new_acc) `,` type($new_max)
   }];
 
   let hasVerifier = 1;
+  let hasRegionVerifier = 1;
   let hasCanonicalizer = 1;
   let extraClassDeclaration = scoreScalarsDeclaration # [{
     bool isMasked() { return getQStart() != nullptr; }
+    bool hasScoreMod() { return !getScoreMod().empty(); }
+    bool hasMaskMod() { return !getMaskMod().empty(); }
+    bool hasModifiers() { return hasScoreMod() || hasMaskMod(); }
   }];
 }
 

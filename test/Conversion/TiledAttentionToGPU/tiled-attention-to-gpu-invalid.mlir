@@ -1,0 +1,23 @@
+// RUN: fa-opt %s --split-input-file --fa-tile-attention="block-q=64 block-kv=64" --fa-convert-tiled-attention-to-gpu --verify-diagnostics
+
+// Score and mask modifiers reach the tile step (fa-tile-attention carries
+// them) but no GPU kernel computes them yet: the conversion says so rather
+// than dropping them. (The GPU pipelines refuse them earlier, in
+// fa-select-kernel-config.)
+func.func @score_mod(%q: memref<1x2x128x64xf16>, %o: memref<1x2x128x64xf16>,
+                     %l: memref<1x2x128xf32>, %slopes: tensor<2xf32>) {
+  %qt = bufferization.to_tensor %q restrict : memref<1x2x128x64xf16> to tensor<1x2x128x64xf16>
+  // expected-error @below {{fa-convert-tiled-attention-to-gpu: score_mod and mask_mod have no GPU lowering yet (the fa-tiled-cpu pipeline runs them)}}
+  %out, %lse = fa.attention %qt, %qt, %qt captures(%slopes)
+      score_mod(%s: f32, %b: index, %h: index, %i: index, %j: index,
+                %sl: tensor<2xf32>) {
+        %slope = tensor.extract %sl[%h] : tensor<2xf32>
+        %r = arith.addf %s, %slope : f32
+        fa.yield %r : f32
+      }
+      : (tensor<1x2x128x64xf16>, tensor<1x2x128x64xf16>, tensor<1x2x128x64xf16>,
+         tensor<2xf32>) -> (tensor<1x2x128x64xf16>, tensor<1x2x128xf32>)
+  bufferization.materialize_in_destination %out in restrict writable %o : (tensor<1x2x128x64xf16>, memref<1x2x128x64xf16>) -> ()
+  bufferization.materialize_in_destination %lse in restrict writable %l : (tensor<1x2x128xf32>, memref<1x2x128xf32>) -> ()
+  return
+}
