@@ -388,3 +388,49 @@ func.func @finalize_static_state_dynamic_out(%acc: tensor<64x64xf32>, %max: tens
       : tensor<64x64xf32>, tensor<64xf32> -> tensor<?x64xf16>
   return %out, %lse : tensor<?x64xf16>, tensor<64xf32>
 }
+
+// -----
+
+// A score_mod and a mask_mod: the scaled score goes through the score_mod
+// (natural units), then the softcap and the log2(e) factor (exp2); the
+// mask_mod is AND-ed with the key tail. Both see the tile's batch and head
+// and its global positions, clamped to the last valid row / key.
+
+// CHECK-LABEL: func.func @modifiers(
+// CHECK-SAME:      %{{[^:]+}}: tensor<16x64xf16>, %{{[^:]+}}: tensor<16x64xf32>, %{{[^:]+}}: tensor<16xf32>, %[[Q0:[^:]+]]: index, %[[K0:[^:]+]]: index, %[[NQ:[^:]+]]: index, %[[NK:[^:]+]]: index, %[[B:[^:]+]]: index, %[[H:[^:]+]]: index, %[[T:[^:]+]]: tensor<4xf32>)
+// CHECK:         linalg.generic
+// CHECK-SAME:      iterator_types = ["parallel", "parallel"]
+// CHECK:           %[[S:.*]] = arith.mulf %{{.*}}, %{{.*}} : f32
+// CHECK:           %[[BIAS:.*]] = tensor.extract %[[T]][%[[H]]] : tensor<4xf32>
+// CHECK:           %[[MOD:.*]] = arith.addf %[[S]], %[[BIAS]] : f32
+// CHECK:           %[[CAPPED:.*]] = arith.divf %[[MOD]], %{{.*}} : f32
+// CHECK:           math.tanh %[[CAPPED]] : f32
+// CHECK:           %[[KEY:.*]] = arith.cmpi slt, %{{.*}}, %[[NK]] : index
+// CHECK:           %[[I:.*]] = arith.addi %[[Q0]], %{{.*}} : index
+// CHECK:           %[[ILAST:.*]] = arith.subi %[[NQ]], %{{.*}} : index
+// CHECK:           %[[IC:.*]] = arith.minsi %[[I]], %[[ILAST]] : index
+// CHECK:           %[[II:.*]] = arith.maxsi %[[IC]], %{{.*}} : index
+// CHECK:           %[[J:.*]] = arith.addi %[[K0]], %{{.*}} : index
+// CHECK:           %[[JC:.*]] = arith.minsi %[[J]], %{{.*}} : index
+// CHECK:           %[[JJ:.*]] = arith.maxsi %[[JC]], %{{.*}} : index
+// CHECK:           %[[MM:.*]] = arith.cmpi ule, %[[JJ]], %[[II]] : index
+// CHECK:           %[[VIS:.*]] = arith.andi %[[KEY]], %[[MM]] : i1
+// CHECK:           arith.select %[[VIS]]
+func.func @modifiers(%q: tensor<16x64xf16>, %acc: tensor<16x64xf32>, %m: tensor<16xf32>,
+                     %q0: index, %k0: index, %nq: index, %nk: index, %b: index, %h: index,
+                     %t: tensor<4xf32>) -> tensor<16x64xf32> {
+  %a, %mx, %s = fa.online_attention %q, %q, %q into %acc, %m, %m
+      masked(%q0, %k0, %nq, %nk) at(%b, %h) softcap 20.0 scale 0.125 exp2
+      captures(%t : tensor<4xf32>)
+      score_mod(%x: f32, %bb: index, %hh: index, %i: index, %j: index, %tt: tensor<4xf32>) {
+        %e = tensor.extract %tt[%hh] : tensor<4xf32>
+        %y = arith.addf %x, %e : f32
+        fa.yield %y : f32
+      }
+      mask_mod(%bb: index, %hh: index, %i: index, %j: index, %tt: tensor<4xf32>) {
+        %v = arith.cmpi ule, %j, %i : index
+        fa.yield %v : i1
+      }
+      : tensor<16x64xf16>, tensor<16x64xf16>, tensor<16x64xf16> -> tensor<16x64xf32>, tensor<16xf32>
+  return %a : tensor<16x64xf32>
+}

@@ -167,3 +167,29 @@ func.func @runtime_window(%q: tensor<64x64xf16>, %k: tensor<32x64xf16>, %v: tens
   }
   return %r#0, %r#1, %r#2 : tensor<64x64xf32>, tensor<64xf32>, tensor<64xf32>
 }
+
+// -----
+
+// A step with a modifier keeps its loop whole: any block may be partly
+// hidden by the mask_mod, and the score_mod needs every block's positions
+// (block sparsity from a mask_mod is not computed yet).
+
+// CHECK-LABEL: func.func @modifier
+// CHECK-COUNT-1: scf.for
+// CHECK-NOT:     scf.for
+// CHECK:           fa.online_attention {{.*}} masked({{.*}}) at({{.*}}) mask<causal> scale 1.250000e-01 mask_mod(
+func.func @modifier(%q: tensor<64x64xf16>, %k: tensor<32x64xf16>, %v: tensor<32x64xf16>, %acc: tensor<64x64xf32>, %m: tensor<64xf32>, %l: tensor<64xf32>, %q0: index, %nq: index, %nk: index, %b: index, %h: index) -> (tensor<64x64xf32>, tensor<64xf32>, tensor<64xf32>) {
+  %c0 = arith.constant 0 : index
+  %c32 = arith.constant 32 : index
+  %r:3 = scf.for %k0 = %c0 to %nk step %c32 iter_args(%a = %acc, %mm = %m, %ll = %l) -> (tensor<64x64xf32>, tensor<64xf32>, tensor<64xf32>) {
+    %n:3 = fa.online_attention %q, %k, %v into %a, %mm, %ll masked(%q0, %k0, %nq, %nk) at(%b, %h) mask<causal> scale 0.125
+        mask_mod(%bb: index, %hh: index, %i: index, %j: index) {
+          %d = arith.subi %i, %j : index
+          %c64 = arith.constant 64 : index
+          %v2 = arith.cmpi ult, %d, %c64 : index
+          fa.yield %v2 : i1
+        } : tensor<64x64xf16>, tensor<32x64xf16>, tensor<32x64xf16> -> tensor<64x64xf32>, tensor<64xf32>
+    scf.yield %n#0, %n#1, %n#2 : tensor<64x64xf32>, tensor<64xf32>, tensor<64xf32>
+  }
+  return %r#0, %r#1, %r#2 : tensor<64x64xf32>, tensor<64xf32>, tensor<64xf32>
+}
