@@ -64,6 +64,8 @@ void mlir::fa::buildReferenceCPUPipeline(OpPassManager &pm) {
 
 void mlir::fa::buildTiledAttentionPipeline(
     OpPassManager &pm, const TiledCPUPipelineOptions &options) {
+  // The backward's score_mod_grad, which its tile steps read.
+  pm.addPass(createFADifferentiateScoreMod());
   pm.addPass(createFATileAttention(
       FATileAttentionOptions{options.blockQ, options.blockKV}));
   pm.addPass(createFATileAttentionBackward(

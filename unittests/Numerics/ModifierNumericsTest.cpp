@@ -289,10 +289,11 @@ runModifierCase(const ModifierCase &c, const AttentionInputs &in,
 /// forward's `fwd` (out rounded to f32 on the way in).
 llvm::Expected<BackwardResult>
 runBackwardModifierCase(const ModifierCase &c, const AttentionInputs &in,
-                        const ForwardResult &fwd) {
+                        const ForwardResult &fwd,
+                        const PipelineBuilder &pipeline =
+                            mlir::fa::buildReferenceCPUPipeline) {
   const AttentionProblem &p = c.problem;
-  auto engine = compileModule(backwardModifierModule(c),
-                              mlir::fa::buildReferenceCPUPipeline, c.name);
+  auto engine = compileModule(backwardModifierModule(c), pipeline, c.name);
   if (!engine)
     return engine.takeError();
   std::vector<KernelBuffer> buffers;
@@ -688,20 +689,31 @@ ModifierCase backwardEmptyRows() {
 class BackwardModifierNumerics : public ::testing::TestWithParam<ModifierCase> {
 };
 
-TEST_P(BackwardModifierNumerics, MatchesFiniteDifferences) {
-  const ModifierCase &c = GetParam();
+/// The backward's test, through `pipeline`.
+void checkBackwardModifierCase(const ModifierCase &c,
+                               const PipelineBuilder &pipeline) {
   AttentionInputs in =
       makeRandomInputs(c.problem, std::hash<std::string>{}(c.name));
   // out and lse as the forward stores them (f32).
   ForwardResult fwd = float64WithModifiers(c, in);
   for (double &x : fwd.out.data)
     x = roundTo(x, ElementType::F32);
-  auto got = runBackwardModifierCase(c, in, fwd);
+  auto got = runBackwardModifierCase(c, in, fwd, pipeline);
   ASSERT_TRUE(!!got) << llvm::toString(got.takeError());
   BackwardResult want = finiteDifferences(c, in);
   EXPECT_TRUE(allClose("dq", got->dq, want.dq, 1e-4));
   EXPECT_TRUE(allClose("dk", got->dk, want.dk, 1e-4));
   EXPECT_TRUE(allClose("dv", got->dv, want.dv, 1e-4));
+}
+
+TEST_P(BackwardModifierNumerics, MatchesFiniteDifferences) {
+  checkBackwardModifierCase(GetParam(), mlir::fa::buildReferenceCPUPipeline);
+}
+
+/// Through the tiled pipeline: fa-differentiate-score-mod, then the
+/// modifiers in every fa.attention_backward_step (16 x 16 tiles).
+TEST_P(BackwardModifierNumerics, TiledMatchesFiniteDifferences) {
+  checkBackwardModifierCase(GetParam(), tiledModifierPipeline());
 }
 
 INSTANTIATE_TEST_SUITE_P(

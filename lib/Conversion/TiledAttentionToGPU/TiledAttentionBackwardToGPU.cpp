@@ -292,6 +292,9 @@ FailureOr<BackwardConfig> getConfig(AttentionBackwardStepOp step, int64_t warps,
     anchor->emitError("fa-convert-tiled-attention-backward-to-gpu: ") << why;
     return failure();
   };
+  if (step.hasModifiers())
+    return fail("score_mod and mask_mod have no GPU lowering yet (the "
+                "fa-tiled-cpu pipeline runs them)");
   auto qType = cast<RankedTensorType>(step.getQuery().getType());
   auto kType = cast<RankedTensorType>(step.getKey().getType());
   auto vType = cast<RankedTensorType>(step.getValue().getType());

@@ -154,3 +154,31 @@ func.func @unmarked(%arg0: memref<1x1x64x16xf16>, %arg1: memref<1x1x64x16xf16>, 
   bufferization.materialize_in_destination %10#2 in restrict writable %arg8 : (tensor<1x1x64x16xf16>, memref<1x1x64x16xf16>) -> ()
   return
 }
+
+// -----
+
+// A mask_mod reaches the backward tile steps (fa-tile-attention-backward
+// carries it) but no GPU kernel computes it: refused, not dropped.
+!q = memref<1x2x128x64xf16, strided<[?, ?, ?, 1], offset: ?>>
+!l = memref<1x2x128xf32, strided<[?, ?, 1], offset: ?>>
+!t = tensor<1x2x128x64xf16>
+!lt = tensor<1x2x128xf32>
+func.func @mask_mod(%q: !q, %k: !q, %v: !q, %out: !q, %dout: !q, %lse: !l, %dq: !q, %dk: !q, %dv: !q) {
+  %qt = bufferization.to_tensor %q restrict : !q to !t
+  %kt = bufferization.to_tensor %k restrict : !q to !t
+  %vt = bufferization.to_tensor %v restrict : !q to !t
+  %ot = bufferization.to_tensor %out restrict : !q to !t
+  %dot = bufferization.to_tensor %dout restrict : !q to !t
+  %lt = bufferization.to_tensor %lse restrict : !l to !lt
+  // expected-error @below {{fa-convert-tiled-attention-backward-to-gpu: score_mod and mask_mod have no GPU lowering yet (the fa-tiled-cpu pipeline runs them)}}
+  %gq, %gk, %gv = fa.attention_backward %qt, %kt, %vt, %ot, %lt, %dot
+      mask_mod(%b: index, %h: index, %i: index, %j: index) {
+        %vis = arith.cmpi ule, %j, %i : index
+        fa.yield %vis : i1
+      }
+      : (!t, !t, !t, !t, !lt, !t) -> (!t, !t, !t)
+  bufferization.materialize_in_destination %gq in restrict writable %dq : (!t, !q) -> ()
+  bufferization.materialize_in_destination %gk in restrict writable %dk : (!t, !q) -> ()
+  bufferization.materialize_in_destination %gv in restrict writable %dv : (!t, !q) -> ()
+  return
+}

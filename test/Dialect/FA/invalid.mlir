@@ -794,7 +794,7 @@ func.func @f(%q: tensor<1x2x16x32xf32>, %lse: tensor<1x2x16xf32>) {
 // fa.yield terminates the modifiers of the attention ops (and their tile
 // step) only.
 func.func @f(%x: f32) {
-  // expected-error @below {{'fa.yield' op expects parent op to be one of 'fa.attention, fa.attention_backward, fa.online_attention'}}
+  // expected-error @below {{'fa.yield' op expects parent op to be one of 'fa.attention, fa.attention_backward, fa.online_attention, fa.attention_backward_step'}}
   fa.yield %x : f32
 }
 
@@ -1666,8 +1666,8 @@ func.func @f(%q: tensor<64x64xf16>, %k: tensor<32x64xf16>, %v: tensor<32x64xf16>
 func.func @f(%t: tensor<64x64xf16>, %r: tensor<64xf32>, %acc: tensor<64x64xf32>, %i: index) {
   // expected-error @below {{dk_acc and dv_acc must be given together, as dkv(dk_acc, dv_acc)}}
   %x = "fa.attention_backward_step"(%t, %t, %t, %t, %r, %r, %acc)
-      <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0>,
-        resultSegmentSizes = array<i32: 1, 0, 0>, scale = 1.250000e-01 : f32}>
+      <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>,
+        resultSegmentSizes = array<i32: 1, 0, 0>, scale = 1.250000e-01 : f32}> ({}, {}, {})
       : (tensor<64x64xf16>, tensor<64x64xf16>, tensor<64x64xf16>, tensor<64x64xf16>,
          tensor<64xf32>, tensor<64xf32>,
          tensor<64x64xf32>)
@@ -1681,8 +1681,8 @@ func.func @f(%t: tensor<64x64xf16>, %r: tensor<64xf32>, %acc: tensor<64x64xf32>,
 func.func @f(%t: tensor<64x64xf16>, %r: tensor<64xf32>, %acc: tensor<64x64xf32>, %i: index) {
   // expected-error @below {{dk_acc and dv_acc must be given together, as dkv(dk_acc, dv_acc)}}
   %x = "fa.attention_backward_step"(%t, %t, %t, %t, %r, %r, %acc)
-      <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0>,
-        resultSegmentSizes = array<i32: 0, 1, 0>, scale = 1.250000e-01 : f32}>
+      <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>,
+        resultSegmentSizes = array<i32: 0, 1, 0>, scale = 1.250000e-01 : f32}> ({}, {}, {})
       : (tensor<64x64xf16>, tensor<64x64xf16>, tensor<64x64xf16>, tensor<64x64xf16>,
          tensor<64xf32>, tensor<64xf32>,
          tensor<64x64xf32>)
@@ -1696,8 +1696,8 @@ func.func @f(%t: tensor<64x64xf16>, %r: tensor<64xf32>, %acc: tensor<64x64xf32>,
 func.func @f(%t: tensor<64x64xf16>, %r: tensor<64xf32>, %acc: tensor<64x64xf32>, %i: index) {
   // expected-error @below {{result new_dq must be present exactly when dq_acc is}}
   %x:3 = "fa.attention_backward_step"(%t, %t, %t, %t, %r, %r, %acc, %acc)
-      <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0>,
-        resultSegmentSizes = array<i32: 1, 1, 1>, scale = 1.250000e-01 : f32}>
+      <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>,
+        resultSegmentSizes = array<i32: 1, 1, 1>, scale = 1.250000e-01 : f32}> ({}, {}, {})
       : (tensor<64x64xf16>, tensor<64x64xf16>, tensor<64x64xf16>, tensor<64x64xf16>,
          tensor<64xf32>, tensor<64xf32>,
          tensor<64x64xf32>, tensor<64x64xf32>)
@@ -1711,8 +1711,8 @@ func.func @f(%t: tensor<64x64xf16>, %r: tensor<64xf32>, %acc: tensor<64x64xf32>,
 func.func @f(%t: tensor<64x64xf16>, %r: tensor<64xf32>, %acc: tensor<64x64xf32>, %i: index) {
   // expected-error @below {{result new_dk must be present exactly when dk_acc is}}
   %x = "fa.attention_backward_step"(%t, %t, %t, %t, %r, %r, %acc, %acc)
-      <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0>,
-        resultSegmentSizes = array<i32: 0, 1, 0>, scale = 1.250000e-01 : f32}>
+      <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>,
+        resultSegmentSizes = array<i32: 0, 1, 0>, scale = 1.250000e-01 : f32}> ({}, {}, {})
       : (tensor<64x64xf16>, tensor<64x64xf16>, tensor<64x64xf16>, tensor<64x64xf16>,
          tensor<64xf32>, tensor<64xf32>,
          tensor<64x64xf32>, tensor<64x64xf32>)
@@ -1726,8 +1726,8 @@ func.func @f(%t: tensor<64x64xf16>, %r: tensor<64xf32>, %acc: tensor<64x64xf32>,
 func.func @f(%t: tensor<64x64xf16>, %r: tensor<64xf32>, %acc: tensor<64x64xf32>, %i: index) {
   // expected-error @below {{result new_dq must have the type of dq_acc, 'tensor<64x64xf32>', got 'tensor<?x64xf32>'}}
   %x = "fa.attention_backward_step"(%t, %t, %t, %t, %r, %r, %acc)
-      <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0>,
-        resultSegmentSizes = array<i32: 0, 0, 1>, scale = 1.250000e-01 : f32}>
+      <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>,
+        resultSegmentSizes = array<i32: 0, 0, 1>, scale = 1.250000e-01 : f32}> ({}, {}, {})
       : (tensor<64x64xf16>, tensor<64x64xf16>, tensor<64x64xf16>, tensor<64x64xf16>,
          tensor<64xf32>, tensor<64xf32>,
          tensor<64x64xf32>)
@@ -1741,8 +1741,8 @@ func.func @f(%t: tensor<64x64xf16>, %r: tensor<64xf32>, %acc: tensor<64x64xf32>,
 func.func @f(%t: tensor<64x64xf16>, %r: tensor<64xf32>, %acc: tensor<64x64xf32>, %i: index) {
   // expected-error @below {{masked needs all four of q_start, k_start, q_len and k_len}}
   %x = "fa.attention_backward_step"(%t, %t, %t, %t, %r, %r, %acc, %i, %i)
-      <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 0, 1, 1, 1, 0, 0, 0, 0, 0>,
-        resultSegmentSizes = array<i32: 0, 0, 1>, scale = 1.250000e-01 : f32}>
+      <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 0, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0>,
+        resultSegmentSizes = array<i32: 0, 0, 1>, scale = 1.250000e-01 : f32}> ({}, {}, {})
       : (tensor<64x64xf16>, tensor<64x64xf16>, tensor<64x64xf16>, tensor<64x64xf16>,
          tensor<64xf32>, tensor<64xf32>,
          tensor<64x64xf32>, index, index)
@@ -1756,8 +1756,8 @@ func.func @f(%t: tensor<64x64xf16>, %r: tensor<64xf32>, %acc: tensor<64x64xf32>,
 func.func @f(%t: tensor<64x64xf16>, %r: tensor<64xf32>, %acc: tensor<64x64xf32>, %i: index) {
   // expected-error @below {{needs a scale: a constant or an f32 operand (scale %s)}}
   %x = "fa.attention_backward_step"(%t, %t, %t, %t, %r, %r, %acc)
-      <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0>,
-        resultSegmentSizes = array<i32: 0, 0, 1>, mask = #fa.mask<causal>}>
+      <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>,
+        resultSegmentSizes = array<i32: 0, 0, 1>, mask = #fa.mask<causal>}> ({}, {}, {})
       : (tensor<64x64xf16>, tensor<64x64xf16>, tensor<64x64xf16>, tensor<64x64xf16>,
          tensor<64xf32>, tensor<64xf32>,
          tensor<64x64xf32>)
@@ -1771,8 +1771,8 @@ func.func @f(%t: tensor<64x64xf16>, %r: tensor<64xf32>, %acc: tensor<64x64xf32>,
 func.func @f(%t: tensor<64x64xf16>, %r: tensor<64xf32>, %d: tensor<?xf32>, %acc: tensor<64x64xf32>) {
   // expected-error @below {{failed to verify that all of {lse, delta} have same type}}
   %x = "fa.attention_backward_step"(%t, %t, %t, %t, %r, %d, %acc)
-      <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0>,
-        resultSegmentSizes = array<i32: 0, 0, 1>, scale = 1.250000e-01 : f32}>
+      <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>,
+        resultSegmentSizes = array<i32: 0, 0, 1>, scale = 1.250000e-01 : f32}> ({}, {}, {})
       : (tensor<64x64xf16>, tensor<64x64xf16>, tensor<64x64xf16>, tensor<64x64xf16>,
          tensor<64xf32>, tensor<?xf32>, tensor<64x64xf32>)
       -> (tensor<64x64xf32>)

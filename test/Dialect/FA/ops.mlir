@@ -580,7 +580,7 @@ func.func @online_attention_exp2_softcap(%q: tensor<?x64xf32>, %k: tensor<?x64xf
 // CHECK: %{{.*}}, %{{.*}}, %{{.*}} = fa.attention_backward_step %[[Q]], %[[K]], %[[V]], %[[DO]], %[[LSE]], %[[DI]] dkv(%[[DK]], %[[DV]]) dq(%[[DQ]]) scale 1.250000e-01 :
 // CHECK-SAME: tensor<64x128xf16>, tensor<32x128xf16>, tensor<32x128xf16>, tensor<64x128xf16>, tensor<64xf32> -> tensor<32x128xf32>, tensor<32x128xf32>, tensor<64x128xf32>
 // GENERIC-LABEL: sym_name = "attention_backward_step_all"
-// GENERIC: "fa.attention_backward_step"({{.*}}) <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0>, resultSegmentSizes = array<i32: 1, 1, 1>, scale = 1.250000e-01 : f32}>
+// GENERIC: "fa.attention_backward_step"({{.*}}) <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>, resultSegmentSizes = array<i32: 1, 1, 1>, scale = 1.250000e-01 : f32}>
 func.func @attention_backward_step_all(%q: tensor<64x128xf16>, %k: tensor<32x128xf16>,
                                        %v: tensor<32x128xf16>, %do: tensor<64x128xf16>,
                                        %lse: tensor<64xf32>, %delta: tensor<64xf32>,
@@ -605,8 +605,8 @@ func.func @attention_backward_step_all(%q: tensor<64x128xf16>, %k: tensor<32x128
 // CHECK: fa.attention_backward_step {{.*}} dkv(%[[DK1]], %[[DV1]]) masked(%[[QS]], %[[KS]], %[[QL]], %[[KL]]) mask<window 128, 0> scale 1.250000e-01 :
 // CHECK: fa.attention_backward_step {{.*}} masked({{.*}}) mask<window 16, 16> softcap 3.000000e+01 scale 1.250000e-01 :
 // GENERIC-LABEL: sym_name = "attention_backward_step_dkv_masked"
-// GENERIC: "fa.attention_backward_step"({{.*}}) <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1, 1, 1, 0, 0, 0>, resultSegmentSizes = array<i32: 1, 1, 0>, scale = 1.250000e-01 : f32}>
-// GENERIC: "fa.attention_backward_step"({{.*}}) <{mask = #fa.mask<window 128, 0>, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1, 1, 1, 0, 0, 0>, resultSegmentSizes = array<i32: 1, 1, 0>, scale = 1.250000e-01 : f32}>
+// GENERIC: "fa.attention_backward_step"({{.*}}) <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0>, resultSegmentSizes = array<i32: 1, 1, 0>, scale = 1.250000e-01 : f32}>
+// GENERIC: "fa.attention_backward_step"({{.*}}) <{mask = #fa.mask<window 128, 0>, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0>, resultSegmentSizes = array<i32: 1, 1, 0>, scale = 1.250000e-01 : f32}>
 func.func @attention_backward_step_dkv_masked(
     %q: tensor<64x128xbf16>, %k: tensor<64x128xbf16>, %v: tensor<64x64xbf16>,
     %do: tensor<64x64xbf16>, %lse: tensor<64xf32>, %delta: tensor<64xf32>,
@@ -637,7 +637,7 @@ func.func @attention_backward_step_dkv_masked(
 // CHECK: %{{.*}} = fa.attention_backward_step {{.*}} dq(%{{.*}}) masked({{.*}}) mask<causal> softcap 3.000000e+01 scale 0.180336878 :
 // CHECK-SAME: tensor<?x64xf32>, tensor<?x64xf32>, tensor<?x32xf32>, tensor<?x32xf32>, tensor<?xf32> -> tensor<?x64xf32>
 // GENERIC-LABEL: sym_name = "attention_backward_step_dq"
-// GENERIC: "fa.attention_backward_step"({{.*}}) <{mask = #fa.mask<causal>, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 0, 1, 1, 1, 1, 1, 0, 0, 0>, resultSegmentSizes = array<i32: 0, 0, 1>, scale = 0.180336878 : f32, softcap = 3.000000e+01 : f32}>
+// GENERIC: "fa.attention_backward_step"({{.*}}) <{mask = #fa.mask<causal>, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 0, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0>, resultSegmentSizes = array<i32: 0, 0, 1>, scale = 0.180336878 : f32, softcap = 3.000000e+01 : f32}>
 func.func @attention_backward_step_dq(%q: tensor<?x64xf32>, %k: tensor<?x64xf32>,
                                       %v: tensor<?x32xf32>, %do: tensor<?x32xf32>,
                                       %lse: tensor<?xf32>, %delta: tensor<?xf32>,
@@ -685,7 +685,7 @@ func.func @attention_runtime_scalars(%q: tensor<1x4x?x64xbf16>, %s: f32, %c: f32
 // CHECK: fa.attention_backward_step {{.*}} dq(%{{.*}}) scale %[[S]] :
 // GENERIC-LABEL: sym_name = "tile_ops_runtime_scalars"
 // GENERIC: "fa.online_attention"({{.*}}) <{exp2, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 1, 1, 0, 0>}>
-// GENERIC: "fa.attention_backward_step"({{.*}}) <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 0, 1, 0, 0, 0, 0, 0, 1, 0>, resultSegmentSizes = array<i32: 0, 0, 1>}>
+// GENERIC: "fa.attention_backward_step"({{.*}}) <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0>, resultSegmentSizes = array<i32: 0, 0, 1>}>
 func.func @tile_ops_runtime_scalars(%t: tensor<64x64xf16>, %acc: tensor<64x64xf32>,
                                     %m: tensor<64xf32>, %s: f32, %c: f32)
     -> (tensor<64x64xf32>, tensor<64x64xf32>) {

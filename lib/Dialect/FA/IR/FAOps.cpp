@@ -448,6 +448,35 @@ static void printTypedModifiers(OpAsmPrinter &printer, Operation *,
                        {{"score_mod", &scoreMod}, {"mask_mod", &maskMod}});
 }
 
+/// The backward tile op's: the typed captures, then the backward's regions.
+static ParseResult parseTypedBackwardModifiers(
+    OpAsmParser &parser,
+    SmallVectorImpl<OpAsmParser::UnresolvedOperand> &captures,
+    SmallVectorImpl<Type> &captureTypes, Region &scoreMod, Region &maskMod,
+    Region &scoreModGrad) {
+  if (succeeded(parser.parseOptionalKeyword("captures")) &&
+      (parser.parseLParen() || parser.parseOperandList(captures) ||
+       parser.parseColonTypeList(captureTypes) || parser.parseRParen()))
+    return failure();
+  return parseModifierRegions(parser, captures,
+                              {{"score_mod", &scoreMod},
+                               {"mask_mod", &maskMod},
+                               {"score_mod_grad", &scoreModGrad}});
+}
+
+static void printTypedBackwardModifiers(OpAsmPrinter &printer, Operation *,
+                                        OperandRange captures,
+                                        TypeRange captureTypes,
+                                        Region &scoreMod, Region &maskMod,
+                                        Region &scoreModGrad) {
+  if (!captures.empty())
+    printer << "captures(" << captures << " : " << captureTypes << ") ";
+  printModifierRegions(printer, OperandRange(captures.end(), captures.end()),
+                       {{"score_mod", &scoreMod},
+                        {"mask_mod", &maskMod},
+                        {"score_mod_grad", &scoreModGrad}});
+}
+
 /// The backward's: the forward's regions, then `score_mod_grad(...) {...}`.
 static ParseResult parseBackwardModifiers(
     OpAsmParser &parser,
@@ -1174,7 +1203,8 @@ void AttentionBackwardStepOp::build(
     OpBuilder &b, OperationState &state, Value query, Value key, Value value,
     Value dout, Value lse, Value delta, Value dkAcc, Value dvAcc, Value dqAcc,
     ValueRange tilePosition, const ScoreScalars &scalars,
-    MaskAttrInterface mask, ValueRange maskOperands) {
+    MaskAttrInterface mask, ValueRange maskOperands, Value batchIndex,
+    Value headIndex, ValueRange captures) {
   assert((tilePosition.empty() || tilePosition.size() == 4) &&
          "expected no tile position, or q_start, k_start, q_len and k_len");
   auto typeOf = [](Value v) { return v ? v.getType() : Type(); };
@@ -1183,8 +1213,9 @@ void AttentionBackwardStepOp::build(
   };
   build(b, state, typeOf(dkAcc), typeOf(dvAcc), typeOf(dqAcc), query, key,
         value, dout, lse, delta, dkAcc, dvAcc, dqAcc, position(0), position(1),
-        position(2), position(3), scalars.dynamicSoftcap, scalars.dynamicScale,
-        maskOperands, scalars.scale, mask, scalars.softcap);
+        position(2), position(3), batchIndex, headIndex, scalars.dynamicSoftcap,
+        scalars.dynamicScale, maskOperands, captures, scalars.scale, mask,
+        scalars.softcap);
 }
 
 LogicalResult AttentionBackwardStepOp::verify() {
@@ -1248,7 +1279,23 @@ LogicalResult AttentionBackwardStepOp::verify() {
       failed(checkSameDim(*this, "value head dim", valueHeadDim)))
     return failure();
 
+  if (hasModifiers() && (!isMasked() || !getBatchIndex()))
+    return emitOpError() << "with a score_mod or mask_mod needs the tile's "
+                            "positions (masked(...)) and its batch and head "
+                            "(at(...))";
+  if (!getBatchIndex() != !getHeadIndex())
+    return emitOpError() << "needs both the batch and the head index, or "
+                            "neither";
+  if (hasScoreMod() && getScoreModGrad().empty())
+    return emitOpError() << "has a score_mod but no score_mod_grad (its "
+                            "derivative: run fa-differentiate-score-mod "
+                            "before tiling)";
   return verifyMaskedTileOp(*this);
+}
+
+LogicalResult AttentionBackwardStepOp::verifyRegions() {
+  return verifyModifiers(*this, getScoreMod(), getMaskMod(), getCaptures(),
+                         &getScoreModGrad());
 }
 
 #define GET_OP_CLASSES

@@ -142,6 +142,34 @@ struct TileVisibility {
   }
 };
 
+/// The modifier arguments of a tile op's score at (r, c) (loops 0 and 1 of
+/// the generic being built): [score,] b, h, q_start + r, k_start + c and
+/// the captures. Positions of the tile's padding (rows past q_len, keys past
+/// k_len, whose results are discarded) pass the last valid index instead,
+/// so that a modifier never reads a capture out of bounds.
+template <typename TileOp>
+SmallVector<Value> tileModifierArguments(OpBuilder &b, Location loc, TileOp op,
+                                         Value score) {
+  SmallVector<Value> args;
+  if (score)
+    args.push_back(score);
+  args.push_back(op.getBatchIndex());
+  args.push_back(op.getHeadIndex());
+  Value zero = arith::ConstantIndexOp::create(b, loc, 0);
+  Value one = arith::ConstantIndexOp::create(b, loc, 1);
+  auto position = [&](Value start, Value len, unsigned dim) -> Value {
+    Value at = arith::AddIOp::create(b, loc, start,
+                                     linalg::IndexOp::create(b, loc, dim));
+    Value last = arith::SubIOp::create(b, loc, len, one);
+    return arith::MaxSIOp::create(
+        b, loc, arith::MinSIOp::create(b, loc, at, last), zero);
+  };
+  args.push_back(position(op.getQStart(), op.getQLen(), 0));
+  args.push_back(position(op.getKStart(), op.getKLen(), 1));
+  llvm::append_range(args, op.getCaptures());
+  return args;
+}
+
 } // namespace mlir::fa::detail
 
 #endif // FA_LIB_DIALECT_FA_TRANSFORMS_BUILDERUTILS_H

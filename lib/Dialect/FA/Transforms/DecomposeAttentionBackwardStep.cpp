@@ -98,7 +98,8 @@ namespace {
 struct Probabilities {
   Value p;       // f32 [Br, Bc], for dS.
   Value pLow;    // P in the element type, for the dV GEMM (== p for f32).
-  Value capGrad; // 1 - tanh^2 with softcap, else null.
+  Value capGrad; // d(logit) / d(scaled score): 1 - tanh^2 with softcap,
+                 // times score_mod_grad with a score_mod; else null.
 };
 
 /// The tile sizes and attributes every piece of one step shares.
@@ -110,6 +111,10 @@ struct StepInfo {
   bool softcap;
   ScoreFactors factors; // of exp2: log2(e) folded in
   std::optional<fa::detail::TileVisibility> visibility; // Only with `masked`.
+  /// With modifiers: the step (regions, captures, positions), the scale and
+  /// the softcap value.
+  mutable AttentionBackwardStepOp modified; // (op handles: non-const API)
+  Value scale, cap;
 };
 
 } // namespace
@@ -127,7 +132,9 @@ static Probabilities recomputeProbabilities(OpBuilder &b, const StepInfo &s,
       tensor::EmptyOp::create(b, loc, s.tileSizes, s.f32Type)};
   if (lowP)
     inits.push_back(tensor::EmptyOp::create(b, loc, s.tileSizes, s.elemType));
-  if (s.softcap)
+  bool scoreMod = s.modified && s.modified.hasScoreMod();
+  bool chain = s.softcap || scoreMod;
+  if (chain)
     inits.push_back(tensor::EmptyOp::create(b, loc, s.tileSizes, s.f32Type));
   SmallVector<AffineMap> maps = {tileMap(ctx), rowMap(ctx)};
   maps.append(inits.size(), tileMap(ctx));
@@ -139,7 +146,30 @@ static Probabilities recomputeProbabilities(OpBuilder &b, const StepInfo &s,
         Value score = args[0], lse = args[1];
         SmallVector<Value> results;
         Value logits, capGrad;
-        if (s.softcap) {
+        if (scoreMod) {
+          // Natural units: the score_mod of the scaled score, then the
+          // softcap; the chain factor is softcap' * score_mod'.
+          Value x = arith::MulFOp::create(nb, nl, score, s.scale);
+          Value y = inlineModifier(
+              nb, s.modified.getScoreMod(),
+              fa::detail::tileModifierArguments(nb, nl, s.modified, x));
+          capGrad = inlineModifier(
+              nb, s.modified.getScoreModGrad(),
+              fa::detail::tileModifierArguments(nb, nl, s.modified, x));
+          Value log2e = f32Const(nb, nl, kLog2e);
+          if (s.softcap) {
+            Value t = math::TanhOp::create(
+                nb, nl, arith::DivFOp::create(nb, nl, y, s.cap));
+            logits = arith::MulFOp::create(
+                nb, nl, arith::MulFOp::create(nb, nl, t, s.cap), log2e);
+            Value t2 = arith::MulFOp::create(nb, nl, t, t);
+            capGrad = arith::MulFOp::create(
+                nb, nl, capGrad,
+                arith::SubFOp::create(nb, nl, f32Const(nb, nl, 1.0), t2));
+          } else {
+            logits = arith::MulFOp::create(nb, nl, y, log2e);
+          }
+        } else if (s.softcap) {
           Value t = math::TanhOp::create(
               nb, nl, arith::MulFOp::create(nb, nl, score, s.factors.capIn));
           logits = arith::MulFOp::create(nb, nl, t, s.factors.expFactor);
@@ -157,6 +187,12 @@ static Probabilities recomputeProbabilities(OpBuilder &b, const StepInfo &s,
         if (s.visibility)
           keep = arith::AndIOp::create(nb, nl, keep,
                                        s.visibility->isVisible(nb, nl));
+        if (s.modified && s.modified.hasMaskMod())
+          keep = arith::AndIOp::create(
+              nb, nl, keep,
+              inlineModifier(nb, s.modified.getMaskMod(),
+                             fa::detail::tileModifierArguments(
+                                 nb, nl, s.modified, Value())));
         prob =
             arith::SelectOp::create(nb, nl, keep, prob, f32Const(nb, nl, 0.0));
         results.push_back(prob);
@@ -170,7 +206,7 @@ static Probabilities recomputeProbabilities(OpBuilder &b, const StepInfo &s,
   Probabilities probs;
   probs.p = generic.getResult(0);
   probs.pLow = lowP ? generic.getResult(1) : probs.p;
-  if (s.softcap)
+  if (chain)
     probs.capGrad = generic.getResults().back();
   return probs;
 }
@@ -223,6 +259,12 @@ struct DecomposeAttentionBackwardStep final
                                     op.buildSoftcap(rewriter, loc), kLog2e);
     if (op.isMasked())
       s.visibility = fa::detail::TileVisibility::build(rewriter, loc, op);
+    if (op.hasModifiers()) {
+      s.modified = op;
+      s.scale = op.buildScale(rewriter, loc);
+      if (s.softcap)
+        s.cap = op.buildSoftcap(rewriter, loc);
+    }
 
     // S = Q K^T, P from the LSE, dP = dO V^T, dS = P (dP - Di).
     Value scores =

@@ -92,33 +92,6 @@ static Value createRowReduction(
       .getResult(0);
 }
 
-/// The modifier arguments of the score at (r, c) of the tile (loops 0 and 1
-/// of the generic being built): [score,] b, h, q_start + r, k_start + c and
-/// the captures. Positions of the tile's padding (rows past q_len, keys past
-/// k_len, whose results are discarded) pass the last valid index instead,
-/// so that a modifier never reads a capture out of bounds.
-static SmallVector<Value> modifierArguments(OpBuilder &b, Location loc,
-                                            OnlineAttentionOp op, Value score) {
-  SmallVector<Value> args;
-  if (score)
-    args.push_back(score);
-  args.push_back(op.getBatchIndex());
-  args.push_back(op.getHeadIndex());
-  Value zero = arith::ConstantIndexOp::create(b, loc, 0);
-  Value one = arith::ConstantIndexOp::create(b, loc, 1);
-  auto position = [&](Value start, Value len, unsigned dim) -> Value {
-    Value at =
-        arith::AddIOp::create(b, loc, start, linalg::IndexOp::create(b, loc, dim));
-    Value last = arith::SubIOp::create(b, loc, len, one);
-    return arith::MaxSIOp::create(
-        b, loc, arith::MinSIOp::create(b, loc, at, last), zero);
-  };
-  args.push_back(position(op.getQStart(), op.getQLen(), 0));
-  args.push_back(position(op.getKStart(), op.getKLen(), 1));
-  llvm::append_range(args, op.getCaptures());
-  return args;
-}
-
 //===----------------------------------------------------------------------===//
 // fa.online_attention
 //===----------------------------------------------------------------------===//
@@ -186,7 +159,7 @@ struct DecomposeOnlineAttention final : OpRewritePattern<OnlineAttentionOp> {
                      if (scoreMod) {
                        s = arith::MulFOp::create(b, l, s, scale);
                        s = inlineModifier(b, op.getScoreMod(),
-                                          modifierArguments(b, l, op, s));
+                                          fa::detail::tileModifierArguments(b, l, op, s));
                        if (softcap) {
                          s = math::TanhOp::create(
                              b, l, arith::DivFOp::create(b, l, s, capValue));
@@ -205,7 +178,7 @@ struct DecomposeOnlineAttention final : OpRewritePattern<OnlineAttentionOp> {
                          visible = arith::AndIOp::create(
                              b, l, visible,
                              inlineModifier(b, op.getMaskMod(),
-                                            modifierArguments(b, l, op, {})));
+                                            fa::detail::tileModifierArguments(b, l, op, Value())));
                        s = arith::SelectOp::create(b, l, visible, s, negInf);
                      }
                      linalg::YieldOp::create(b, l, s);

@@ -102,6 +102,10 @@ struct BackwardPlan {
 
   Value batch, numQHeads, numKVHeads, groupSize, seqQ, seqK;
   Value numQBlocks, numKBlocks;
+  /// The op whose score_mod / mask_mod (with score_mod_grad) and captures
+  /// every step carries; null without modifiers. (Mutable: op handles have a
+  /// non-const API.)
+  mutable AttentionBackwardOp modifiers;
   /// Whether the last query (key) block may be partial. Only then are tiles
   /// clipped and padded, and keys hidden by the step's mask.
   bool queryTail;
@@ -243,6 +247,7 @@ struct QueryBlock {
   Value start;
   Value len; // Null when the block is known to be full.
   Value q, dout, lse, delta;
+  Value batch, head; // (The modifiers' b and h.)
 };
 } // namespace
 
@@ -259,6 +264,8 @@ static QueryBlock loadQueryBlock(OpBuilder &b, const BackwardPlan &p,
                                  Value batch, Value qHead, Value qBlock) {
   Location loc = p.loc;
   QueryBlock blk;
+  blk.batch = batch;
+  blk.head = qHead;
   blk.start =
       arith::MulIOp::create(b, loc, qBlock, indexConst(b, loc, p.blockQ));
   if (p.queryTail)
@@ -314,12 +321,24 @@ static AttentionBackwardStepOp buildStep(OpBuilder &b, const BackwardPlan &p,
                                          const KeyBlock &kBlk, Value dkAcc,
                                          Value dvAcc, Value dqAcc) {
   SmallVector<Value> position;
-  if (p.mask || p.keyTail)
+  if (p.mask || p.keyTail || p.modifiers)
     position = {qBlk.start, kBlk.start, p.seqQ, p.seqK};
-  return AttentionBackwardStepOp::create(
+  if (!p.modifiers)
+    return AttentionBackwardStepOp::create(
+        b, p.loc, qBlk.q, kBlk.k, kBlk.v, qBlk.dout, qBlk.lse, qBlk.delta,
+        dkAcc, dvAcc, dqAcc, position, p.scalars, p.mask,
+        p.mask ? p.maskOperands : ValueRange());
+  // The modifiers at the tile's batch and query head (the regions cloned).
+  auto step = AttentionBackwardStepOp::create(
       b, p.loc, qBlk.q, kBlk.k, kBlk.v, qBlk.dout, qBlk.lse, qBlk.delta, dkAcc,
       dvAcc, dqAcc, position, p.scalars, p.mask,
-      p.mask ? p.maskOperands : ValueRange());
+      p.mask ? p.maskOperands : ValueRange(), qBlk.batch, qBlk.head,
+      p.modifiers.getCaptures());
+  IRMapping none;
+  p.modifiers.getScoreMod().cloneInto(&step.getScoreMod(), none);
+  p.modifiers.getMaskMod().cloneInto(&step.getMaskMod(), none);
+  p.modifiers.getScoreModGrad().cloneInto(&step.getScoreModGrad(), none);
+  return step;
 }
 
 //===----------------------------------------------------------------------===//
@@ -798,6 +817,8 @@ static BackwardPlan makePlan(OpBuilder &b, AttentionBackwardOp op,
   p.queryTail = mayHaveTail(p.query, 2, p.blockQ);
   p.keyTail = mayHaveTail(p.key, 2, p.blockKV);
   p.delta = buildDelta(b, loc, op.getOut(), op.getDout());
+  if (op.hasModifiers())
+    p.modifiers = op;
   return p;
 }
 
@@ -866,12 +887,11 @@ struct FATileAttentionBackwardPass final
 
     bool valid = true;
     for (AttentionBackwardOp op : ops) {
-      // The backward step has no form of the modifier regions yet.
-      if (op.hasModifiers()) {
-        op.emitOpError() << "fa-tile-attention-backward: score_mod and "
-                            "mask_mod are not tiled yet; "
-                            "fa-lower-to-reference (the fa-reference-cpu "
-                            "pipeline) lowers them";
+      // The steps multiply dS by the score_mod's derivative.
+      if (op.hasScoreMod() && op.getScoreModGrad().empty()) {
+        op.emitOpError() << "fa-tile-attention-backward: the score_mod has no "
+                            "score_mod_grad (run fa-differentiate-score-mod "
+                            "first, as the fa-tiled-cpu pipeline does)";
         valid = false;
         continue;
       }

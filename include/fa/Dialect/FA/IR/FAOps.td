@@ -151,12 +151,12 @@ def FA_AttentionOp : FA_AttentionOpBase<"attention", [IsolatedFromAbove]> {
         -> (tensor<1x8x128x64xbf16>, tensor<1x8x128xf32>)
     ```
 
-    The modifiers lower on the CPU: fa-lower-to-reference, and the forward's
-    tiled pipeline (fa-tile-attention carries them into each
-    `fa.online_attention`, fa-decompose-online-attention inlines them; no
-    block is specialized or skipped for a modifier). The backward's tiling,
-    fa-select-kernel-config (so every GPU pipeline), the GPU conversions and
-    fa-compile refuse an op that has one.
+    The modifiers lower on the CPU: fa-lower-to-reference, and the tiled
+    pipeline (fa-tile-attention / fa-tile-attention-backward carry them into
+    each `fa.online_attention` / `fa.attention_backward_step`, whose
+    decompositions inline them; no block is specialized or skipped for a
+    modifier). fa-select-kernel-config (so every GPU pipeline), fa-split-kv,
+    the GPU conversions and fa-compile refuse an op that has one.
   }];
 
   let arguments = (ins
@@ -212,7 +212,8 @@ def FA_AttentionOp : FA_AttentionOpBase<"attention", [IsolatedFromAbove]> {
 }
 
 def FA_YieldOp : FA_Op<"yield", [Pure, Terminator,
-    ParentOneOf<["AttentionOp", "AttentionBackwardOp", "OnlineAttentionOp"]>]> {
+    ParentOneOf<["AttentionOp", "AttentionBackwardOp", "OnlineAttentionOp",
+                 "AttentionBackwardStepOp"]>]> {
   let summary = "Terminates a modifier region of an attention op";
   let description = [{
     Yields the result of a `score_mod` (the f32 score), `mask_mod` (the i1
@@ -776,7 +777,7 @@ def FA_OnlineAttentionFinalizeOp : FA_Op<"online_attention_finalize", [Pure,
 //===----------------------------------------------------------------------===//
 
 def FA_AttentionBackwardStepOp : FA_Op<"attention_backward_step", [Pure,
-    AttrSizedOperandSegments, AttrSizedResultSegments,
+    IsolatedFromAbove, AttrSizedOperandSegments, AttrSizedResultSegments,
     AllTypesMatch<["lse", "delta"]>]> {
   let summary = "The gradients of one (query block, key block) tile pair";
   let description = [{
@@ -821,6 +822,14 @@ def FA_AttentionBackwardStepOp : FA_Op<"attention_backward_step", [Pure,
     is fully visible. Padded query rows need no mask: an `lse` of `+inf`
     gives them `p = 0`, hence no contribution.
 
+    Modifiers (`fa.attention_backward`'s regions, cloned by
+    `fa-tile-attention-backward`): with the tile's batch and query head
+    `at(%b, %h)` and its positions, `s = score_mod(scale * q k^T, b, h, i,
+    j, captures...)` before the softcap, `ds` multiplied by
+    `score_mod_grad(scale * q k^T, ...)` (the derivative, which
+    `fa-differentiate-score-mod` builds), and `mask_mod(b, h, i, j, ...)`
+    AND-ed with the visibility.
+
     Example (the fast mode of `fa-tile-attention-backward`: all three
     gradients of a diagonal tile):
 
@@ -848,9 +857,12 @@ def FA_AttentionBackwardStepOp : FA_Op<"attention_backward_step", [Pure,
     Optional<Index>:$k_start,
     Optional<Index>:$q_len,
     Optional<Index>:$k_len,
+    Optional<Index>:$batch_index,
+    Optional<Index>:$head_index,
     Optional<F32>:$dynamic_softcap,
     Optional<F32>:$dynamic_scale,
     Variadic<I64>:$mask_operands,
+    Variadic<AnyRankedTensor>:$captures,
     OptionalAttr<F32Attr>:$scale,
     OptionalAttr<FA_MaskAttrInterface>:$mask,
     OptionalAttr<F32Attr>:$softcap
@@ -858,6 +870,9 @@ def FA_AttentionBackwardStepOp : FA_Op<"attention_backward_step", [Pure,
   let results = (outs Optional<FA_Rank2F32Tensor>:$new_dk,
                       Optional<FA_Rank2F32Tensor>:$new_dv,
                       Optional<FA_Rank2F32Tensor>:$new_dq);
+  let regions = (region MaxSizedRegion<1>:$score_mod,
+                        MaxSizedRegion<1>:$mask_mod,
+                        MaxSizedRegion<1>:$score_mod_grad);
 
   // The result types are those of the accumulators, listed once after `->`
   // in the order dk, dv, dq of the accumulators present.
@@ -866,9 +881,12 @@ def FA_AttentionBackwardStepOp : FA_Op<"attention_backward_step", [Pure,
     (`dkv` `(` $dk_acc^ `,` $dv_acc `)`)?
     (`dq` `(` $dq_acc^ `)`)?
     (`masked` `(` $q_start^ `,` $k_start `,` $q_len `,` $k_len `)`)?
+    (`at` `(` $batch_index^ `,` $head_index `)`)?
     custom<Mask>($mask_operands, $mask)
     custom<Softcap>($dynamic_softcap, $softcap)
     custom<Scale>($dynamic_scale, $scale)
+    custom<TypedBackwardModifiers>($captures, type($captures), $score_mod,
+                                   $mask_mod, $score_mod_grad)
     attr-dict `:` type($query) `,` type($key) `,` type($value) `,`
     type($dout) `,` type($lse)
     custom<GradientTypes>(ref($dk_acc), ref($dv_acc), ref($dq_acc),
@@ -888,13 +906,20 @@ def FA_AttentionBackwardStepOp : FA_Op<"attention_backward_step", [Pure,
                    "::mlir::Value":$dqAcc, "::mlir::ValueRange":$tilePosition,
                    "const ::mlir::fa::ScoreScalars &":$scalars,
                    CArg<"::mlir::fa::MaskAttrInterface", "{}">:$mask,
-                   CArg<"::mlir::ValueRange", "{}">:$maskOperands)>
+                   CArg<"::mlir::ValueRange", "{}">:$maskOperands,
+                   CArg<"::mlir::Value", "{}">:$batchIndex,
+                   CArg<"::mlir::Value", "{}">:$headIndex,
+                   CArg<"::mlir::ValueRange", "{}">:$captures)>
   ];
 
   let hasVerifier = 1;
+  let hasRegionVerifier = 1;
   let hasCanonicalizer = 1;
   let extraClassDeclaration = scoreScalarsDeclaration # [{
     bool isMasked() { return getQStart() != nullptr; }
+    bool hasScoreMod() { return !getScoreMod().empty(); }
+    bool hasMaskMod() { return !getMaskMod().empty(); }
+    bool hasModifiers() { return hasScoreMod() || hasMaskMod(); }
   }];
 }
 
