@@ -118,7 +118,8 @@ static LogicalResult verifyScoreAttributes(Operation *op, FloatAttr scale,
 
 /// The tile-level ops (fa.online_attention, fa.attention_backward_step): the
 /// optional masked(q_start, k_start, q_len, k_len) operands come all or
-/// none, a mask needs them, then the score attributes.
+/// none, a mask needs them, modifiers need them and at(b, h), then the
+/// score attributes.
 template <typename TileOp> static LogicalResult verifyMaskedTileOp(TileOp op) {
   if (!op.getScaleAttr() && !op.getDynamicScale())
     return op.emitOpError()
@@ -132,6 +133,14 @@ template <typename TileOp> static LogicalResult verifyMaskedTileOp(TileOp op) {
     return op.emitOpError()
            << "a mask needs the "
               "masked(q_start, k_start, q_len, k_len) operands";
+  // Modifiers read the tile's global positions, batch and head.
+  if (op.hasModifiers() && (!op.isMasked() || !op.getBatchIndex()))
+    return op.emitOpError() << "with a score_mod or mask_mod needs the tile's "
+                               "positions (masked(...)) and its batch and "
+                               "head (at(...))";
+  if (!op.getBatchIndex() != !op.getHeadIndex())
+    return op.emitOpError() << "needs both the batch and the head index, or "
+                               "neither";
   if (failed(verifyScoreScalars(op, op.getScoreScalars())))
     return failure();
   return verifyScoreAttributes(op, op.getScaleAttr(), op.getMaskAttr(),
@@ -1057,13 +1066,6 @@ LogicalResult OnlineAttentionOp::verify() {
                           {{"value", v, 1}, {"acc", acc, 1}})))
     return failure();
 
-  if (hasModifiers() && (!isMasked() || !getBatchIndex()))
-    return emitOpError() << "with a score_mod or mask_mod needs the tile's "
-                            "positions (masked(...)) and its batch and head "
-                            "(at(...))";
-  if (!getBatchIndex() != !getHeadIndex())
-    return emitOpError() << "needs both the batch and the head index, or "
-                            "neither";
   return verifyMaskedTileOp(*this);
 }
 
@@ -1279,13 +1281,6 @@ LogicalResult AttentionBackwardStepOp::verify() {
       failed(checkSameDim(*this, "value head dim", valueHeadDim)))
     return failure();
 
-  if (hasModifiers() && (!isMasked() || !getBatchIndex()))
-    return emitOpError() << "with a score_mod or mask_mod needs the tile's "
-                            "positions (masked(...)) and its batch and head "
-                            "(at(...))";
-  if (!getBatchIndex() != !getHeadIndex())
-    return emitOpError() << "needs both the batch and the head index, or "
-                            "neither";
   if (hasScoreMod() && getScoreModGrad().empty())
     return emitOpError() << "has a score_mod but no score_mod_grad (its "
                             "derivative: run fa-differentiate-score-mod "
