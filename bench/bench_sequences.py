@@ -96,13 +96,35 @@ def flash_attn_varlen():
     return flash_attn_varlen_func
 
 
-def bench_varlen(args, rows, md):
+def varlen_problem(args):
+    """(a)'s sequence lengths (fixed seed), their offsets, the longest, and
+    the dense batch's length (the mean, rounded to 128)."""
     g = torch.Generator().manual_seed(args.seed)
     lens = torch.randint(args.min_len, args.max_len + 1, (args.seqs,), generator=g).tolist()
+    mean = max(128, round(sum(lens) / len(lens) / 128) * 128)
+    return lens, offsets(lens), max(lens), mean
+
+
+def with_tflops(res, useful, dense_flops):
+    """TFLOP/s of each timed entry (the dense one on its own FLOPs) and the
+    varlen / dense ratio (None when either did not run)."""
+    for name, r in res.items():
+        if "ms" in r:
+            r["tflops"] = (dense_flops if name == "dense_same_tokens" else useful) / r["ms"] / 1e9
+    if "tflops" in res.get("varlen", {}) and "tflops" in res.get("dense_same_tokens", {}):
+        return res["varlen"]["tflops"] / res["dense_same_tokens"]["tflops"]
+    return None
+
+
+def tflops_cell(res, name):
+    if "tflops" in res.get(name, {}):
+        return f"{res[name]['tflops']:.0f} ({res[name]['ms']:.2f} ms)"
+    return "ERR" if name in res else "n/a"
+
+
+def bench_varlen(args, rows, md):
+    lens, cu, maxlen, mean = varlen_problem(args)
     total, h, d, dt = sum(lens), args.heads, args.d, torch.bfloat16
-    cu = offsets(lens)
-    maxlen = max(lens)
-    mean = max(128, round(total / len(lens) / 128) * 128)
     torch.manual_seed(args.seed)
     q = torch.randn(total, h, d, device="cuda", dtype=dt)
     k = torch.randn(total, h, d, device="cuda", dtype=dt)
@@ -133,19 +155,12 @@ def bench_varlen(args, rows, md):
         }
         plan = _sequences._varlen_plan(q, k, v, cu, cu, maxlen, None, causal, None, None, None)
         res = rounds(impls, args.reps)
-        for name, r in res.items():
-            if "ms" in r:
-                fl = dense_flops if name == "dense_same_tokens" else useful
-                r["tflops"] = fl / r["ms"] / 1e9
-        ratio = (res["varlen"]["tflops"] / res["dense_same_tokens"]["tflops"]
-                 if "tflops" in res.get("varlen", {}) and "tflops" in res.get(
-                     "dense_same_tokens", {}) else None)
+        ratio = with_tflops(res, useful, dense_flops)
         rows.append({"bench": "varlen", "causal": causal, "lens": lens, "heads": h, "d": d,
                      "kernel": plan.spec.name if plan.spec is not None else None,
                      "useful_flops": useful, "dense_flops": dense_flops,
                      "ratio_vs_dense": ratio, **res})
-        cell = lambda n: (f"{res[n]['tflops']:.0f} ({res[n]['ms']:.2f} ms)" if "tflops" in
-                          res.get(n, {}) else ("ERR" if n in res else "n/a"))
+        cell = lambda n: tflops_cell(res, n)
         line = (f"| {'causal' if causal else 'full'} | {cell('varlen')} | "
                 f"{cell('dense_same_tokens')} | "
                 f"{'%.2f' % ratio if ratio is not None else '-'} | {cell('dense_padded')} | "
@@ -160,12 +175,8 @@ def bench_varlen_backward(args, rows, md):
     the dense backward on the same tokens (the bar: >= 0.9x) and torch's
     varlen_attn backward (when this torch has it). FLOPs: 2.5x the
     forward's useful ones."""
-    g = torch.Generator().manual_seed(args.seed)
-    lens = torch.randint(args.min_len, args.max_len + 1, (args.seqs,), generator=g).tolist()
+    lens, cu, maxlen, mean = varlen_problem(args)
     total, h, d, dt = sum(lens), args.heads, args.d, torch.bfloat16
-    cu = offsets(lens)
-    maxlen = max(lens)
-    mean = max(128, round(total / len(lens) / 128) * 128)
     torch.manual_seed(args.seed)
     mk = lambda *shape: torch.randn(*shape, device="cuda", dtype=dt, requires_grad=True)
     q, k, v = mk(total, h, d), mk(total, h, d), mk(total, h, d)
@@ -196,21 +207,14 @@ def bench_varlen_backward(args, rows, md):
             except Exception as exc:   # no backward / refuses the shape
                 print(f"torch varlen_attn: {exc}".splitlines()[0][:200])
         res = rounds(impls, args.reps)
-        for name, r in res.items():
-            if "ms" in r:
-                fl = dense_flops if name == "dense_same_tokens" else useful
-                r["tflops"] = fl / r["ms"] / 1e9
-        ratio = (res["varlen"]["tflops"] / res["dense_same_tokens"]["tflops"]
-                 if "tflops" in res.get("varlen", {}) and "tflops" in res.get(
-                     "dense_same_tokens", {}) else None)
+        ratio = with_tflops(res, useful, dense_flops)
         plan = _sequences._varlen_plan(q, k, v, cu, cu, maxlen, maxlen, causal, None, None, None)
         kernels = [b.seq is not None for b in plan.bwd.values()]
         rows.append({"bench": "varlen_backward", "causal": causal, "lens": lens, "heads": h,
                      "d": d, "packed_backward": all(kernels) and bool(kernels),
                      "useful_flops": useful, "dense_flops": dense_flops,
                      "ratio_vs_dense": ratio, **res})
-        cell = lambda n: (f"{res[n]['tflops']:.0f} ({res[n]['ms']:.2f} ms)" if "tflops" in
-                          res.get(n, {}) else ("ERR" if n in res else "n/a"))
+        cell = lambda n: tflops_cell(res, n)
         line = (f"| {'causal' if causal else 'full'} | {cell('varlen')} | "
                 f"{cell('dense_same_tokens')} | "
                 f"{'%.2f' % ratio if ratio is not None else '-'} | "

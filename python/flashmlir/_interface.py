@@ -153,22 +153,24 @@ def _find_spec(c: _Call, kind: str = "forward"):
     return _kernels.default_registry().find(c.request(kind), info.cc), ordinal
 
 
-def _check_dout(dout, c: _Call) -> torch.Tensor:
-    """dout as the kernels need it: the output's shape, dtype and device;
-    copied to a contiguous tensor (in the call's layout) when its last
-    dimension is strided or its pointer or rows are not 16-byte aligned,
-    e.g. the expanded one of out.sum().backward()."""
-    shape = _out_shape(c)
-    if dout is None:  # only with ctx.set_materialize_grads(False); keep it total
-        return torch.zeros(shape, dtype=c.dtype, device=c.device)
+def checked_dout(dout, shape, dtype, device, shape_note: str = "") -> torch.Tensor:
+    """dout as the kernels need it: the output's `shape`, `dtype` and
+    `device`; copied to a contiguous tensor when its last dimension is
+    strided or its pointer or rows are not 16-byte aligned, e.g. the
+    expanded one of out.sum().backward(); zeros for None (only with
+    ctx.set_materialize_grads(False)). Shared by the dense and the packed
+    backward."""
+    shape = tuple(shape)
+    if dout is None:
+        return torch.zeros(shape, dtype=dtype, device=device)
     _check_tensor("dout", dout)
     if tuple(dout.shape) != shape:
-        raise ValueError(f"the gradient of out must have shape {shape} "
-                         f"(layout={c.layout!r}), got {tuple(dout.shape)}")
-    if dout.dtype != c.dtype:
-        raise TypeError(f"the gradient of out must be {c.dtype}, got {dout.dtype}")
-    if dout.device != c.device:
-        raise ValueError(f"the gradient of out must be on {c.device}, got {dout.device}")
+        raise ValueError(f"the gradient of out must have shape {shape}{shape_note}, got "
+                         f"{tuple(dout.shape)}")
+    if dout.dtype != dtype:
+        raise TypeError(f"the gradient of out must be {dtype}, got {dout.dtype}")
+    if dout.device != device:
+        raise ValueError(f"the gradient of out must be on {device}, got {dout.device}")
     try:
         _check_operand("dout", dout)
     except ValueError:
@@ -176,6 +178,11 @@ def _check_dout(dout, c: _Call) -> torch.Tensor:
         # needs a fresh (aligned) allocation too.
         dout = dout.clone(memory_format=torch.contiguous_format)
     return dout
+
+
+def _check_dout(dout, c: _Call) -> torch.Tensor:
+    """checked_dout for a dense call (in its layout)."""
+    return checked_dout(dout, _out_shape(c), c.dtype, c.device, f" (layout={c.layout!r})")
 
 
 def backward_available(dtype=torch.bfloat16, head_dim: int = 128, causal: bool = False,

@@ -376,25 +376,8 @@ class _VarlenPlan:
 
 
 def _check_dout(dout, c: _VarlenCall) -> torch.Tensor:
-    """dout as the packed backward needs it (out's shape, dtype and device),
-    copied when strided or misaligned (e.g. the expanded one of
-    out.sum().backward()); zeros for None."""
-    if dout is None:
-        return torch.zeros(c.out_shape, dtype=c.dtype, device=c.device)
-    _check_tensor("dout", dout)
-    if tuple(dout.shape) != c.out_shape:
-        raise ValueError(f"the gradient of out must have shape {c.out_shape}, got "
-                         f"{tuple(dout.shape)}")
-    if dout.dtype != c.dtype:
-        raise TypeError(f"the gradient of out must be {c.dtype}, got {dout.dtype}")
-    if dout.device != c.device:
-        raise ValueError(f"the gradient of out must be on {c.device}, got {dout.device}")
-    if dout.device.type != "meta":
-        try:
-            _check_operand("dout", dout)
-        except ValueError:
-            dout = dout.clone(memory_format=torch.contiguous_format)
-    return dout
+    """dout as the packed backward needs it (see _interface.checked_dout)."""
+    return I.checked_dout(dout, c.out_shape, c.dtype, c.device)
 
 
 _VARLEN_BACKWARD_TENSORS = ("q", "k", "v", "cu_seqlens_q", "cu_seqlens_k", "out", "dout",
