@@ -24,6 +24,12 @@ from flashmlir import _interface  # noqa: E402
 
 
 def timed(fn, reps, warmup=5):
+    times = timings(fn, reps, warmup)
+    return times[len(times) // 2]
+
+
+def timings(fn, reps, warmup=5):
+    """The sorted CUDA-event times (ms) of `reps` calls of fn."""
     for _ in range(warmup):
         fn()
     torch.cuda.synchronize()
@@ -37,7 +43,7 @@ def timed(fn, reps, warmup=5):
         b.synchronize()
         times.append(a.elapsed_time(b))
     times.sort()
-    return times[len(times) // 2]
+    return times
 
 
 def sdpa(backend):

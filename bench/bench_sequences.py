@@ -22,12 +22,18 @@
     (causal), caches of 4k/16k/64k/128k keys in pages of 16/64/256 keys
     (shuffled page table): flashmlir.attention_with_kvcache against the
     contiguous decode (flashmlir.attention on [B, Hkv, N, D], the dense
-    split-KV path: the bar, paged >= 0.95x its speed), and the contiguous
-    cache through attention_with_kvcache. Bandwidth = bytes of K and V read
+    split-KV path: the bar, paged >= 0.95x its speed), the contiguous
+    cache through attention_with_kvcache (an identity page table) and the
+    dense decode on a contiguous cache of the pages' [B, N, Hkv, D] layout.
+    Eager calls are timed one at a time (the host's launch work included:
+    at 4k keys it is about half of a call); --graph times CUDA graphs of
+    the calls instead. Bandwidth = bytes of K and V read
     / time, with a device copy of the same bytes for the achievable one.
 
-Timing as bench/bench_decode.py: CUDA events, the median of --reps runs,
-two rounds with the order reversed, the better round reported.
+Timing: CUDA events around each call; the implementations of a cell
+interleaved in six rounds of --reps / 2 calls, in alternating order, the
+median over all calls (the card's state drifts between rounds: each
+implementation sees the same drift).
 
     python3 bench/bench_sequences.py --out bench-out/   # sequences.json, sequences.md
 """
@@ -44,25 +50,51 @@ import flashmlir  # noqa: E402
 from flashmlir import _interface, _sequences  # noqa: E402
 
 
-from bench_decode import timed  # noqa: E402 (CUDA events, the median)
+from bench_decode import timed, timings  # noqa: E402 (CUDA events)
 
 
-def rounds(impls, reps):
-    """{name: ms} of each callable (None: not available), the better of two
-    rounds in opposite orders; an implementation that raises is reported."""
-    res = {}
+def rounds(impls, reps, nrounds=6):
+    """{name: {"ms": median}} of each callable (None: not available): the
+    implementations interleaved, `nrounds` rounds of reps / 2 calls each in
+    alternating order, the median over all calls, so that a change of the
+    card's state between rounds reaches every implementation alike; an
+    implementation that raises is reported."""
+    res, times = {}, {}
     order = [n for n in impls if impls[n] is not None]
-    for rnd in range(2):
-        for name in (order if rnd == 0 else order[::-1]):
+    per_round = max(reps // 2, 5)
+    for rnd in range(nrounds):
+        for name in (order if rnd % 2 == 0 else order[::-1]):
+            if "error" in res.get(name, {}):
+                continue
             try:
-                ms = timed(impls[name], reps)
+                times.setdefault(name, []).extend(timings(impls[name], per_round, warmup=2))
             except Exception as exc:  # a back end that refuses the shape
                 res[name] = {"error": str(exc).splitlines()[0][:200]}
-                continue
-            best = res.get(name, {}).get("ms")
-            if best is None or ms < best:
-                res[name] = {"ms": ms}
+    for name, t in times.items():
+        if name not in res:
+            t.sort()
+            res[name] = {"ms": t[len(t) // 2]}
     return res
+
+
+GRAPH_CALLS = 20
+
+
+def graphed(fn, calls=GRAPH_CALLS):
+    """A callable replaying a CUDA graph of `calls` calls of fn: the device
+    time of a call without the host's launch work (decoding runs captured in
+    serving engines); its time is divided by `calls`."""
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(3):
+            fn()
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        for _ in range(calls):
+            fn()
+    return g.replay
 
 
 def offsets(lens):
@@ -225,10 +257,14 @@ def bench_varlen_backward(args, rows, md):
 
 def bench_paged(args, rows, md):
     b, (hq, hkv), d, dt = args.batch, args.decode_heads, args.d, torch.bfloat16
-    md.append(f"\n## paged decode: B {b}, H {hq}/{hkv}, D {d}, bf16, one query (causal)\n")
+    how = (f"CUDA graphs of {GRAPH_CALLS} calls, per call" if args.graph
+           else "eager calls, each timed alone")
+    md.append(f"\n## paged decode: B {b}, H {hq}/{hkv}, D {d}, bf16, one query (causal); "
+              f"{how}\n")
     md.append("| cache | page | paged us | TB/s | contiguous decode us | ratio (bar 0.95) | "
-              "contiguous via kvcache us | copy TB/s | paged kernel |\n"
-              "|---|---|---|---|---|---|---|---|---|")
+              "contiguous via kvcache us | ratio to it | contiguous [B, N, Hkv, D] decode us | "
+              "ratio to it | copy TB/s | paged kernel |\n"
+              "|---|---|---|---|---|---|---|---|---|---|---|---|")
     for n in args.nk:
         torch.manual_seed(0)
         q = torch.randn(b, 1, hq, d, device="cuda", dtype=dt)
@@ -255,19 +291,31 @@ def bench_paged(args, rows, md):
                 "contiguous_decode": lambda: flashmlir.attention(qd, kd, vd, causal=True),
                 "contiguous_kvcache": lambda: flashmlir.attention_with_kvcache(
                     q, kcont, vcont, sl, causal=True),
+                # The dense decode on the pages' layout ([B, N, Hkv, D]).
+                "contiguous_bshd": lambda: flashmlir.attention(q, kcont, vcont, causal=True,
+                                                               layout="bshd"),
             }
             ref = flashmlir.attention(qd, kd, vd, causal=True).transpose(1, 2).float()
             err = (flashmlir.attention_with_kvcache(q, kc, vc, sl, table, causal=True).float()
                    - ref).abs().max().item()
             plan = _sequences._paged_plan(q, kc, vc, sl, table, True, None, None, None)
             dplan = _interface._forward_plan(qd, kd, vd, True, None, None, None, "bhsd", False)
+            if args.graph:
+                impls = {name: graphed(fn) for name, fn in impls.items()}
             res = rounds(impls, args.reps)
             for r in res.values():
                 if "ms" in r:
+                    if args.graph:
+                        r["ms"] /= GRAPH_CALLS
                     r["tbps"] = nbytes / r["ms"] / 1e9
-            ratio = (res["contiguous_decode"]["ms"] / res["paged"]["ms"]
-                     if "ms" in res.get("paged", {}) and "ms" in res.get(
-                         "contiguous_decode", {}) else None)
+            def ratio_to(name):
+                if "ms" in res.get("paged", {}) and "ms" in res.get(name, {}):
+                    return res[name]["ms"] / res["paged"]["ms"]
+                return None
+            # The bar's reference: the contiguous [B, Hkv, N, D] decode; and
+            # the same [B, N, Hkv, D] layout as the pages, contiguous.
+            ratio, ratio_kv = ratio_to("contiguous_decode"), ratio_to("contiguous_kvcache")
+            ratio_bshd = ratio_to("contiguous_bshd")
             rows.append({"bench": "paged_decode", "nk": n, "page_size": s, "batch": b,
                          "heads": [hq, hkv], "d": d, "bytes": nbytes, "copy_tbps": copy_bw,
                          "paged_kernel": plan.spec.name if plan.spec is not None else None,
@@ -275,6 +323,8 @@ def bench_paged(args, rows, md):
                          "contiguous_kernel": (dplan.split.spec.name if dplan.split is not None
                                                else "plain"),
                          "max_err_vs_contiguous": err, "speed_ratio_vs_contiguous": ratio,
+                         "speed_ratio_vs_contiguous_kvcache": ratio_kv,
+                         "speed_ratio_vs_contiguous_bshd": ratio_bshd,
                          **res})
             us = lambda name: (f"{res[name]['ms'] * 1e3:.1f}" if "ms" in res.get(name, {})
                                else "ERR")
@@ -282,7 +332,10 @@ def bench_paged(args, rows, md):
                     f"{res.get('paged', {}).get('tbps', float('nan')):.2f} | "
                     f"{us('contiguous_decode')} | "
                     f"{'%.2f' % ratio if ratio is not None else '-'} | "
-                    f"{us('contiguous_kvcache')} | {copy_bw:.2f} | "
+                    f"{us('contiguous_kvcache')} | "
+                    f"{'%.2f' % ratio_kv if ratio_kv is not None else '-'} | "
+                    f"{us('contiguous_bshd')} | "
+                    f"{'%.2f' % ratio_bshd if ratio_bshd is not None else '-'} | {copy_bw:.2f} | "
                     f"{plan.spec.name if plan.spec is not None else '-'} |")
             md.append(line)
             print(line, flush=True)
@@ -306,6 +359,9 @@ def main():
     p.add_argument("--nk", type=int, nargs="+", default=[4096, 16384, 65536, 131072])
     p.add_argument("--page-sizes", type=int, nargs="+", default=[16, 64, 256])
     p.add_argument("--reps", type=int, default=50)
+    p.add_argument("--graph", action="store_true",
+                   help="paged: time CUDA graphs of the calls (device time without the "
+                        "host's launch work)")
     args = p.parse_args()
     dev = torch.cuda.get_device_name()
     rows, md = [], [f"# bench_sequences on {dev} (torch {torch.__version__})"]

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""One packed-sequence and two paged launches (bf16, D = 128, GQA 8:2,
+"""One packed-sequence and four paged launches (bf16, D = 128, GQA 8:2,
 odd lengths) for a focused compute-sanitizer run, checked against the
 package's CPU reference of the same entries (a CUDA reference would run
 under the sanitizer too): sanitize-seq.py."""
@@ -33,16 +33,26 @@ for opts in ({"causal": True}, {"window": (97, 31)}):
     ref = flashmlir.attention_varlen(q, k, v, cq, ck, max(lq), **opts)
     print("varlen", opts, "max err", err(out, ref))
 
-# Paged: 64-key pages, shuffled; a prefill-like call and a split decode.
-b, s, pages = 3, 64, 48
+# Paged: 64- and 16-key pages (blocks within a page, blocks spanning pages),
+# shuffled; a prefill-like call and a split decode. The table is as narrow as
+# the longest cache allows and its unused entries point far outside the pool:
+# a read of either is an error.
 lens = torch.tensor([1000, 1, 600], dtype=torch.int32)
-kc = torch.randn(pages, s, 2, 128, dtype=dt)
-vc = torch.randn(pages, s, 2, 128, dtype=dt)
-table = torch.randperm(pages)[: b * 16].reshape(b, 16).to(torch.int32)
-for nq, opts in ((40, {"causal": True}), (1, {"causal": True})):
-    qp = torch.randn(b, nq, 8, 128, dtype=dt)
-    out = flashmlir.attention_with_kvcache(qp.to(dev), kc.to(dev), vc.to(dev), lens.to(dev),
-                                           table.to(dev), **opts)
-    torch.cuda.synchronize()
-    ref = flashmlir.attention_with_kvcache(qp, kc, vc, lens, table, **opts)
-    print("paged nq", nq, opts, "max err", err(out, ref))
+b = len(lens)
+for s in (64, 16):
+    width = -(-int(lens.max()) // s)
+    used = [-(-int(n) // s) for n in lens]
+    pages = sum(used) + 2
+    kc = torch.randn(pages, s, 2, 128, dtype=dt)
+    vc = torch.randn(pages, s, 2, 128, dtype=dt)
+    perm = torch.randperm(pages).tolist()
+    table = torch.full((b, width), 1 << 30, dtype=torch.int32)
+    for i, n in enumerate(used):
+        table[i, :n] = torch.tensor([perm.pop() for _ in range(n)], dtype=torch.int32)
+    for nq, opts in ((40, {"causal": True}), (1, {"causal": True})):
+        qp = torch.randn(b, nq, 8, 128, dtype=dt)
+        out = flashmlir.attention_with_kvcache(qp.to(dev), kc.to(dev), vc.to(dev), lens.to(dev),
+                                               table.to(dev), **opts)
+        torch.cuda.synchronize()
+        ref = flashmlir.attention_with_kvcache(qp, kc, vc, lens, table, **opts)
+        print("paged", s, "nq", nq, opts, "max err", err(out, ref))

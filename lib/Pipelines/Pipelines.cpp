@@ -77,6 +77,7 @@ void mlir::fa::buildTiledAttentionPipeline(
     pm.addPass(createFASplitKV(split));
   }
   pm.addPass(createFAUseExp2());
+  pm.addPass(createFADecomposePagedKeyBlocks());
   pm.addPass(createFADecomposeOnlineAttention());
   pm.addPass(createFADecomposeAttentionBackwardStep());
   // Merges of partial results: elementwise, their reference form.

@@ -121,8 +121,7 @@ VARLEN_EXTRA = (({"window": (97, 31)}, {"causal": True, "window": (255, 0)},
 # Paged caches (flashmlir.attention_with_kvcache, --form=paged): page sizes
 # 16, 64 and 256 x D 64/128, f16 and bf16 for S 256 and bf16 only for the
 # others, causal or not, plain and split-KV (decoding, --kv-splits=auto).
-# (The split kernels' key blocks divide the page: 16 keys with 16-key
-# pages.) Plus a run-time window (causal) and a softcap kernel for bf16
+# (The split kernels' 64-key blocks span four 16-key pages.) Plus a run-time window (causal) and a softcap kernel for bf16
 # D 128, plain (a split request with a mask falls back to them).
 PAGE_SIZES = (16, 64, 256)
 PAGED_DTYPES = {16: ("bf16",), 64: ("bf16",), 256: ("f16", "bf16")}

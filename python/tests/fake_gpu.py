@@ -622,7 +622,7 @@ def paged_manifest(request, chip, name):
     m, scalars = _scalar_params(request)
     t = _paged_memrefs(request.dtype)
     m.update(name=name, chip=chip, form="paged", page_size=request.page_size,
-             entry="fa_fwd_paged_kernel", block_q=64, block_kv=min(64, request.page_size),
+             entry="fa_fwd_paged_kernel", block_q=64, block_kv=64,
              grid=["ceildiv(Nq, 64)", "Hq", "B"])
     m["params"] = ([t["q"], t["k_cache"], t["cache_seqlens"], t["v_cache"], t["page_table"]]
                    + scalars + [t["out"], t["lse"]])

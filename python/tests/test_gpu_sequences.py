@@ -296,14 +296,15 @@ def test_paged_empty_and_short_caches():
 def test_paged_decode(hq, hkv, s, nq):
     lens = (16411, 1, 4096, 9000)
     causal = nq == 1 or hq == hkv
-    split = None if s == 16 else True     # (no split-KV kernel with 16-key pages)
+    # (16-key pages: the split kernel's 64-key blocks span four pages; the
+    # page table is as narrow as the longest cache allows.)
     plan = run_paged(4, nq, hq, hkv, 128, lens, s, "bf16", R.seed_for("decode", hq, s, nq),
-                     causal=causal, split=split)
+                     causal=causal, split=True)
     if plan.seq is not None and nq == 1 and hq > hkv:
         assert plan.packed and not plan.spec.causal
 
 
-@pytest.mark.parametrize("s", [64, 256])
+@pytest.mark.parametrize("s", [16, 64, 256])
 def test_paged_decode_not_split(monkeypatch, s):
     monkeypatch.setenv(_interface.SPLIT_KV_ENV, "0")
     flashmlir.clear_caches()
@@ -311,7 +312,7 @@ def test_paged_decode_not_split(monkeypatch, s):
     flashmlir.clear_caches()
 
 
-@pytest.mark.parametrize("s", [64, 256])
+@pytest.mark.parametrize("s", [16, 64, 256])
 def test_paged_decode_long(s):
     run_paged(1, 1, 32, 8, 128, (LONG_CACHE,), s, "bf16", R.seed_for("decode-long", s),
               causal=True, split=True)

@@ -46,10 +46,11 @@
 // RUN: FileCheck %s --check-prefix=VARLEN80 < %t/fa_fwd_varlen_d64_f16_sm80.json
 // VARLEN80: "mma": "mma.sync"
 
-// The page size is static: key blocks within a page (64 keys: 64-key blocks).
+// The page size is static; key blocks may span pages (128 keys over two
+// pages of 64).
 // RUN: fa-compile --form=paged --page-size=64 --head-dim=128 --chip=sm_90a -o %t > /dev/null
 // RUN: FileCheck %s --check-prefix=PAGED < %t/fa_fwd_paged64_d128_bf16_sm90a.json
-// PAGED:      "block_kv": 64
+// PAGED:      "block_kv": 128
 // PAGED:      "form": "paged"
 // PAGED:      "page_size": 64
 // PAGED:        "P",
@@ -68,10 +69,10 @@
 // SPLIT: "ceildiv(Nq, 64) * max(min(min(SMS * 2 // (B * Hq * ceildiv(Nq, 64)), ceildiv(MaxPages * 256, 64)), 64), 1)"
 // SPLIT: "entry": "fa_fwd_paged_merge_kernel"
 
-// Page size 16: the split kernel's key blocks shrink to one page.
+// Page size 16: the split kernel's 64-key blocks span four pages.
 // RUN: fa-compile --form=paged --page-size=16 --kv-splits=auto --head-dim=64 --chip=sm_80 -o %t > /dev/null
 // RUN: FileCheck %s --check-prefix=PAGE16 < %t/fa_fwd_paged16_d64_bf16_splitkv_sm80.json
-// PAGE16: "block_kv": 16
+// PAGE16: "block_kv": 64
 
 // An IR file's op: the same ABI.
 // RUN: fa-compile %s --chip=sm_90a --name=user_varlen -o %t > /dev/null

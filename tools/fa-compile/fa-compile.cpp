@@ -1386,13 +1386,9 @@ FailureOr<KernelConfig> configFromFlags() {
   // assumption) with two stages at D = 128.
   if (c.kvSplits != 0 && c.blockQ == 0)
     c.blockQ = 64;
-  if (c.kvSplits != 0 && c.blockKV == 0) {
-    // A paged cache's key blocks stay within a page: the largest multiple
-    // of 16 up to 64 that divides the page size.
+  // (A paged cache's key blocks may span pages.)
+  if (c.kvSplits != 0 && c.blockKV == 0)
     c.blockKV = 64;
-    while (c.form == "paged" && c.pageSize % c.blockKV != 0)
-      c.blockKV -= 16;
-  }
   // The persistent kernel stores out with TMA in the input type, not the
   // f32 partials.
   if (c.kvSplits != 0 && c.tileScheduler == "auto")

@@ -124,11 +124,13 @@ void place(const HostTensor &src, HostTensor &dst, int64_t start,
       }
 }
 
-PipelineBuilder tiledPipeline(int64_t blockQ, int64_t blockKV) {
+PipelineBuilder tiledPipeline(int64_t blockQ, int64_t blockKV,
+                              int64_t kvSplits = 0) {
   return [=](mlir::OpPassManager &pm) {
     mlir::fa::TiledCPUPipelineOptions options;
     options.blockQ = blockQ;
     options.blockKV = blockKV;
+    options.kvSplits = kvSplits;
     mlir::fa::buildTiledCPUPipeline(pm, options);
   };
 }
@@ -624,7 +626,10 @@ TEST_P(PagedNumerics, EachBatchMatchesFloat64) {
     place(r.lse, want.lse, 0, b);
   }
 
-  for (auto &[what, pipeline] : pipelines(c.blockQ, c.blockKV)) {
+  // And split-KV: three chunks of each query block's keys, merged.
+  auto all = pipelines(c.blockQ, c.blockKV);
+  all.push_back({"tiled split-kv", tiledPipeline(c.blockQ, c.blockKV, 3)});
+  for (auto &[what, pipeline] : all) {
     SCOPED_TRACE(what);
     auto engine = compileModule(pagedModule(c), pipeline, c.name);
     ASSERT_TRUE(!!engine) << llvm::toString(engine.takeError());
@@ -675,6 +680,21 @@ std::vector<PagedCase> pagedCases() {
        16,
        16,
        "softcap_bf16"},
+      // Key blocks spanning pages: 64-key blocks over 16-key pages (the
+      // last block's rows past the cache read no table entry), decoding
+      // with GQA.
+      {A(64).heads(4, 2), 1, {37, 0, 1, 64, 100}, 16, 16, 64, "span_decode"},
+      // A page size no block size divides: 32-key blocks over parts of two
+      // or three 24-key pages, causal with several queries.
+      {A(32).causal(), 5, {3, 40, 77, 24}, 24, 16, 32, "span_odd_pages"},
+      // Spanning, a window and Dv != D (V's rows shorter than K's).
+      {A(64).causal().window(30, 0).dv(32).heads(2, 1),
+       4,
+       {90, 33},
+       16,
+       16,
+       48,
+       "span_window_dv"},
   };
 }
 

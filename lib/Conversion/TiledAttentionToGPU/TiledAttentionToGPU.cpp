@@ -90,11 +90,13 @@ struct TileSource {
   /// Key tiles of packed sequences: rows `rowBase + iv` of the key loop's
   /// induction variable (the sequence's first row, loop-invariant).
   OpFoldResult rowBase;
-  /// Key tiles of a paged cache: rows `iv mod pageSize` of page
-  /// `offsets[0]`, computed from the induction variable per key block.
+  /// Key tiles of a paged cache (fa.paged_key_block): key j of sequence
+  /// `offsets[0]` is row `j mod pageSize` of page `pageTable[offsets[0], j /
+  /// pageSize]` of `memref` ([P, Hkv, S, D]). A block spans pages when
+  /// pageSize is not a multiple of its rows.
   int64_t pageSize = 0;
-  /// The induction variable `offsets[0]` is computed from (paged).
-  Value pageIV;
+  /// The page table's memref (paged).
+  Value pageTable;
   /// The slice's rows (the tile's rows past them are zeros).
   OpFoldResult rows;
   /// Packed or paged key tiles: the key count L of the slice's rows
@@ -196,45 +198,60 @@ bool isClonable(OpFoldResult ofr, scf::ForallOp forall, Value loopIV = {}) {
   return !v || isClonable(v, forall, loopIV);
 }
 
-/// True when `a` (of induction variable `ivA`) and `b` (of `ivB`) compute
-/// the same value of their induction variables: the same ops on the same
-/// values, structurally.
-bool sameExpression(OpFoldResult a, Value ivA, OpFoldResult b, Value ivB,
-                    int depth = 0) {
-  if (a == b)
-    return true;
-  auto va = dyn_cast<Value>(a), vb = dyn_cast<Value>(b);
-  if (!va || !vb || depth > 16)
-    return false;
-  if (va == ivA || vb == ivB)
-    return va == ivA && vb == ivB;
-  Operation *x = va.getDefiningOp(), *y = vb.getDefiningOp();
-  if (!x || !y || x->getName() != y->getName() ||
-      x->getAttrDictionary() != y->getAttrDictionary() ||
-      x->getNumOperands() != y->getNumOperands() || x->getNumRegions() != 0 ||
-      cast<OpResult>(va).getResultNumber() !=
-          cast<OpResult>(vb).getResultNumber())
-    return false;
-  for (auto [p, q] : llvm::zip_equal(x->getOperands(), y->getOperands()))
-    if (!sameExpression(p, ivA, q, ivB, depth + 1))
-      return false;
-  return true;
+/// The TileSource of a paged key block of `loop`: rows from the loop's
+/// induction variable on, the batch, head and limit loop-invariant.
+FailureOr<TileSource> tracePagedKeyBlock(PagedKeyBlockOp op, scf::ForOp loop,
+                                         scf::ForallOp forall) {
+  auto pages = op.getPages().getDefiningOp<bufferization::ToTensorOp>();
+  auto table = op.getPageTable().getDefiningOp<bufferization::ToTensorOp>();
+  if (!pages || !table || !isa<MemRefType>(pages.getBuffer().getType()) ||
+      !isa<MemRefType>(table.getBuffer().getType()) ||
+      op.getStart() != loop.getInductionVar())
+    return failure();
+  for (Value v : {op.getBatch(), op.getHead(), op.getLimit()})
+    if (!loop.isDefinedOutsideOfLoop(v) || !isClonable(v, forall))
+      return failure();
+  TileSource src;
+  src.memref = pages.getBuffer();
+  src.offsets = {op.getBatch(), op.getHead(), op.getStart()};
+  src.rowBase = OpBuilder(op).getIndexAttr(0);
+  src.pageSize = op.getPageSize();
+  src.pageTable = table.getBuffer();
+  src.rowLimit = op.getLimit();
+  return src;
 }
 
 /// Matches the tile of a key loop's K or V: the same head rows as the other
 /// loops, starting at the loop's induction variable (dense), at a
-/// loop-invariant row base plus it (packed), or at it modulo a constant page
-/// size in a page computed from it (paged).
+/// loop-invariant row base plus it (packed), or a fa.paged_key_block from it
+/// (paged).
 LogicalResult matchKeyTile(Value tile, scf::ForOp loop, scf::ForallOp forall,
                            std::optional<TileSource> &expected) {
-  FailureOr<TileSource> src = traceTile(tile);
-  if (failed(src))
-    return failure();
   Value iv = loop.getInductionVar();
   auto invariant = [&](OpFoldResult ofr) {
     auto v = dyn_cast<Value>(ofr);
     return !v || loop.isDefinedOutsideOfLoop(v);
   };
+  FailureOr<TileSource> src = failure();
+  if (auto paged = tile.getDefiningOp<PagedKeyBlockOp>())
+    src = tracePagedKeyBlock(paged, loop, forall);
+  else
+    src = traceTile(tile);
+  if (failed(src))
+    return failure();
+  if (src->pageSize) {
+    // Each key loop's blocks start at its own induction variable.
+    if (expected && !(expected->memref == src->memref &&
+                      expected->pageTable == src->pageTable &&
+                      expected->pageSize == src->pageSize &&
+                      expected->offsets[0] == src->offsets[0] &&
+                      expected->offsets[1] == src->offsets[1] &&
+                      expected->rowLimit == src->rowLimit))
+      return failure();
+    if (!expected)
+      expected = *src;
+    return success();
+  }
   OpFoldResult row = src->offsets[2];
   auto rowValue = dyn_cast<Value>(row);
   Operation *rowDef = rowValue ? rowValue.getDefiningOp() : nullptr;
@@ -245,20 +262,12 @@ LogicalResult matchKeyTile(Value tile, scf::ForOp loop, scf::ForallOp forall,
     if ((add.getLhs() != iv && add.getRhs() != iv) || !invariant(base))
       return failure();
     src->rowBase = base;
-  } else if (auto rem = dyn_cast_or_null<arith::RemUIOp>(rowDef)) {
-    std::optional<int64_t> pageSize = getConstantIntValue(rem.getRhs());
-    if (rem.getLhs() != iv || !pageSize || *pageSize <= 0 || src->rank() != 4 ||
-        !isClonable(src->offsets[0], forall, iv))
-      return failure();
-    src->pageSize = *pageSize;
-    src->pageIV = iv;
   } else {
     return failure();
   }
-  if (!invariant(src->offsets[1]) ||
-      (!src->pageSize && !invariant(src->offsets[0])))
+  if (!invariant(src->offsets[1]) || !invariant(src->offsets[0]))
     return failure();
-  if (src->pageSize || !isZeroInteger(src->rowBase)) {
+  if (!isZeroInteger(src->rowBase)) {
     // rows = min(L - iv, Bc), L loop-invariant.
     auto rows = dyn_cast<Value>(src->rows);
     auto min = rows ? rows.getDefiningOp<arith::MinSIOp>() : nullptr;
@@ -279,17 +288,11 @@ LogicalResult matchKeyTile(Value tile, scf::ForOp loop, scf::ForallOp forall,
     expected = *src;
     return success();
   }
-  // Each key loop computes its blocks' pages from its own induction
-  // variable: the same expression of it.
-  bool samePage = src->pageSize
-                      ? sameExpression(expected->offsets[0], expected->pageIV,
-                                       src->offsets[0], src->pageIV)
-                      : expected->offsets[0] == src->offsets[0];
-  return success(expected->memref == src->memref && samePage &&
+  return success(expected->memref == src->memref && !expected->pageSize &&
+                 expected->offsets[0] == src->offsets[0] &&
                  expected->offsets[1] == src->offsets[1] &&
                  expected->rowBase == src->rowBase &&
-                 expected->rowLimit == src->rowLimit &&
-                 expected->pageSize == src->pageSize);
+                 expected->rowLimit == src->rowLimit);
 }
 
 FailureOr<TiledAttention> matchTiledAttention(scf::ForallOp forall) {
@@ -356,7 +359,8 @@ FailureOr<TiledAttention> matchTiledAttention(scf::ForallOp forall) {
   ta.k = *k;
   ta.v = *v;
   if (ta.k.rowBase != ta.v.rowBase || ta.k.rowLimit != ta.v.rowLimit ||
-      ta.k.pageSize != ta.v.pageSize)
+      ta.k.pageSize != ta.v.pageSize || ta.k.pageTable != ta.v.pageTable ||
+      ta.k.offsets[0] != ta.v.offsets[0])
     return fail("K and V tiles must cover the same rows of the same "
                 "sequences");
 
@@ -428,10 +432,7 @@ FailureOr<TiledAttention> matchTiledAttention(scf::ForallOp forall) {
   SmallVector<OpFoldResult> needed;
   llvm::append_range(needed, ta.q.offsets);
   for (TileSource *src : {&ta.k, &ta.v}) {
-    // (A page is checked with its loop's induction variable.)
-    if (!src->pageSize)
-      needed.push_back(src->offsets[0]);
-    needed.append({src->offsets[1], src->rowBase});
+    needed.append({src->offsets[0], src->offsets[1], src->rowBase});
     if (src->rowLimit)
       needed.push_back(src->rowLimit);
   }
@@ -733,6 +734,9 @@ private:
     Value dstLane;
     /// A paged source: elements between two pages (`src` starts in page 0).
     Value pageStride;
+    /// A paged source whose blocks span pages: `src` starts at row 0 of
+    /// the page (not at the thread's row), each round finds its own page.
+    bool spansPages = false;
   };
   /// The plan of the tiles of `src` in (batch, head) (a packed source: of
   /// the head from row `rowBase` on; paged: of the head in page 0).
@@ -743,12 +747,35 @@ private:
   /// rows >= `limit` (counted from `limitRow0` for srcRow0 if given: a
   /// page's rows are not the sequence's).
   void copyTile(const CopyPlan &plan, Value srcRow0, Value limit, Value dstRow0,
-                Value page = {}, Value limitRow0 = {});
+                Value page = {}, Value limitRow0 = {},
+                ArrayRef<Value> roundSources = {});
   /// Copies key/value block `kStart` into buffer rows [dstRow0, +Bc) and
   /// commits the copies as one group.
-  void copyKV(Value kStart, Value dstRow0);
-  /// The page of a paged source's key block `kStart`.
-  Value pageOf(const TileSource &src, Value kStart);
+  /// Where a paged block's rows are: its page and first row (within one
+  /// page), or each copy round's page and row for K and V (spanning pages).
+  struct PagedBlock {
+    Value page, row;
+    SmallVector<std::pair<Value, Value>> kRows, vRows;
+  };
+  /// The page lookups of key block `kStart` (none for other forms). Keys
+  /// past the sequence are clamped to its last, so that a block past the
+  /// end (the loop's look-ahead) reads only table entries that exist.
+  PagedBlock lookupPages(Value kStart);
+  void copyKV(Value kStart, Value dstRow0) {
+    copyKV(kStart, dstRow0, lookupPages(kStart));
+  }
+  void copyKV(Value kStart, Value dstRow0, const PagedBlock &pages);
+  /// The page holding key `key` of the block's sequence (paged).
+  Value pageOf(Value key);
+  /// The page and in-page row of each copy round's key of block `kStart`
+  /// for this thread (a plan whose blocks span pages), clamped to the
+  /// sequence's last key: rows past it are zero-filled, and the table holds
+  /// no page for them.
+  SmallVector<std::pair<Value, Value>> pagedRounds(const CopyPlan &plan,
+                                                   Value kStart);
+  /// Where the rounds of `plan` start in its pool (`plan.src`).
+  SmallVector<Value> roundSources(const CopyPlan &plan,
+                                  ArrayRef<std::pair<Value, Value>> rows);
   void commit() { commitCopies(); }
   void waitGroups(int64_t pending) { waitCopies(pending); }
 
@@ -848,6 +875,8 @@ private:
   /// Keys past which the K/V copies zero-fill: nk, or (packed, paged) the
   /// sequence's key count.
   Value kLimit;
+  /// The sequence of a paged cache's blocks (its row of the page table).
+  Value kSeq;
   SmemTile qTile, kTile, vTile;
   CopyPlan kCopy, vCopy;
   SmallVector<Value> qFrags;
@@ -973,8 +1002,13 @@ ForwardKernelEmitter::planCopy(const TileSource &src, Value batch, Value head,
   ValueRange strides = meta.getStrides();
   unsigned r = src.rowDim();
   plan.rowStride = strides[r];
+  plan.spansPages = src.pageSize && src.pageSize % rows != 0;
   Value offset;
-  if (r == 2 && !src.pageSize && !rowBase) {
+  if (plan.spansPages) {
+    // Each round adds its page's and row's offsets.
+    offset = add(add(meta.getOffset(), mul(head, strides[r - 1])),
+                 mul(plan.tChunk, idx(kChunk)));
+  } else if (r == 2 && !src.pageSize && !rowBase) {
     // (One expression: the dense kernels' PTX as before.)
     offset =
         add(add(meta.getOffset(),
@@ -1006,7 +1040,8 @@ ForwardKernelEmitter::planCopy(const TileSource &src, Value batch, Value head,
 
 void ForwardKernelEmitter::copyTile(const CopyPlan &plan, Value srcRow0,
                                     Value limit, Value dstRow0, Value page,
-                                    Value limitRow0) {
+                                    Value limitRow0,
+                                    ArrayRef<Value> roundSources) {
   const SmemTile &tile = *plan.tile;
   int64_t sc = tile.storedCols();
   int64_t chunks = tile.cols / kChunk, perRow = plan.perRow,
@@ -1023,10 +1058,15 @@ void ForwardKernelEmitter::copyTile(const CopyPlan &plan, Value srcRow0,
   for (int64_t i = 0; i < plan.rounds; ++i) {
     // One multiply per round (not a chain of adds of a hoisted stride: LLVM
     // would keep one 64-bit base pointer per round alive across the loop).
-    Value srcRound = mul(i == 0 ? srcRow0 : add(srcRow0, idx(i * rowsPerRound)),
-                         plan.rowStride);
-    if (pageBase)
-      srcRound = add(pageBase, srcRound);
+    Value srcRound;
+    if (!roundSources.empty()) {
+      srcRound = roundSources[i];
+    } else {
+      srcRound = mul(i == 0 ? srcRow0 : add(srcRow0, idx(i * rowsPerRound)),
+                     plan.rowStride);
+      if (pageBase)
+        srcRound = add(pageBase, srcRound);
+    }
     // Rows past the end read nothing (src-size 0) and are zero-filled; the
     // address is not dereferenced then, so it needs no clamping.
     Value n = arith::SelectOp::create(
@@ -1074,25 +1114,75 @@ void ForwardKernelEmitter::copyTile(const CopyPlan &plan, Value srcRow0,
   }
 }
 
-void ForwardKernelEmitter::copyKV(Value kStart, Value dstRow0) {
+ForwardKernelEmitter::PagedBlock
+ForwardKernelEmitter::lookupPages(Value kStart) {
+  PagedBlock pb;
+  if (!ta.k.pageSize)
+    return pb;
+  if (!kCopy.spansPages && !vCopy.spansPages) {
+    // Block kStart is rows kStart mod S of one page (S is a multiple of
+    // Bc).
+    Value key = arith::MinSIOp::create(b, loc, kStart, sub(kLimit, idx(1)));
+    pb.row = remu(kStart, ta.k.pageSize);
+    pb.page = pageOf(key);
+    return pb;
+  }
+  // The block spans pages: each round of rows finds its page. K and V share
+  // the lookups when their rounds cover the same rows.
+  pb.kRows = pagedRounds(kCopy, kStart);
+  pb.vRows =
+      vCopy.rowsPerRound == kCopy.rowsPerRound && vCopy.rounds == kCopy.rounds
+          ? pb.kRows
+          : pagedRounds(vCopy, kStart);
+  return pb;
+}
+
+void ForwardKernelEmitter::copyKV(Value kStart, Value dstRow0,
+                                  const PagedBlock &pb) {
   if (!ta.k.pageSize) {
     copyTile(kCopy, kStart, kLimit, dstRow0);
     copyTile(vCopy, kStart, kLimit, dstRow0);
+  } else if (pb.page) {
+    copyTile(kCopy, pb.row, kLimit, dstRow0, pb.page, kStart);
+    copyTile(vCopy, pb.row, kLimit, dstRow0, pb.page, kStart);
   } else {
-    // Block kStart is rows kStart mod S of its page (the block lies in one
-    // page: S is a multiple of Bc).
-    Value row = remu(kStart, ta.k.pageSize);
-    copyTile(kCopy, row, kLimit, dstRow0, pageOf(ta.k, kStart), kStart);
-    copyTile(vCopy, row, kLimit, dstRow0, pageOf(ta.v, kStart), kStart);
+    copyTile(kCopy, kStart, kLimit, dstRow0, Value(), kStart,
+             roundSources(kCopy, pb.kRows));
+    copyTile(vCopy, kStart, kLimit, dstRow0, Value(), kStart,
+             roundSources(vCopy, pb.vRows));
   }
   commit();
 }
 
-Value ForwardKernelEmitter::pageOf(const TileSource &src, Value kStart) {
-  // The page expression of the tiled IR, of this block's key start.
-  IRMapping blockMapping = mapping;
-  blockMapping.map(src.pageIV, kStart);
-  return NestCloner::clone(src.offsets[0], blockMapping);
+Value ForwardKernelEmitter::pageOf(Value key) {
+  Value page = memref::LoadOp::create(
+      b, loc, ta.k.pageTable, ValueRange{kSeq, divu(key, ta.k.pageSize)});
+  return arith::IndexCastOp::create(b, loc, b.getIndexType(), page);
+}
+
+SmallVector<std::pair<Value, Value>>
+ForwardKernelEmitter::pagedRounds(const CopyPlan &plan, Value kStart) {
+  int64_t s = ta.k.pageSize;
+  Value last = sub(kLimit, idx(1));
+  SmallVector<std::pair<Value, Value>> rows;
+  for (int64_t i = 0; i < plan.rounds; ++i) {
+    Value row = i == 0 ? plan.tRow : add(plan.tRow, idx(i * plan.rowsPerRound));
+    Value key = add(kStart, row);
+    key = arith::MinSIOp::create(b, loc, key, last);
+    rows.push_back({pageOf(key), remu(key, s)});
+  }
+  return rows;
+}
+
+SmallVector<Value>
+ForwardKernelEmitter::roundSources(const CopyPlan &plan,
+                                   ArrayRef<std::pair<Value, Value>> rows) {
+  SmallVector<Value> sources;
+  for (auto [page, row] : rows) {
+    Value pageBase = mul(page, plan.pageStride);
+    sources.push_back(add(pageBase, mul(row, plan.rowStride)));
+  }
+  return sources;
 }
 
 Value ForwardKernelEmitter::ldmatrixLane(const SmemTile &tile, Value row,
@@ -1451,6 +1541,9 @@ void ForwardKernelEmitter::emitKeyLoop(KeyLoop kl, SmallVector<Value> &state) {
     vBlock = addNsw(vLane, mulNsw(kRow0I32, i32(vTile.storedCols())));
   }
   Value next = add(kStart, idx(cfg.bc));
+  // A paged cache: the next block's page lookups before the wait, so that
+  // their latency hides behind this block's copies.
+  PagedBlock nextPages = lookupPages(next);
 
   // Block kStart has landed for every thread, and every warp is done with
   // the buffer the next copies overwrite.
@@ -1462,7 +1555,7 @@ void ForwardKernelEmitter::emitKeyLoop(KeyLoop kl, SmallVector<Value> &state) {
     auto ifOp = scf::IfOp::create(b, loc, slt(next, hi), false);
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(ifOp.thenBlock());
-    copyKV(next, dstRow0);
+    copyKV(next, dstRow0, nextPages);
   };
   if (cfg.stages == 2)
     prefetch(mul(sub(idx(1), buf), idx(cfg.bc)));
@@ -2172,15 +2265,14 @@ void ForwardKernelEmitter::emit(gpu::LaunchOp launch) {
     qBatch = clone(ta.q.offsets[0]);
     qHead = clone(ta.q.offsets[1]);
     qStart = clone(ta.q.offsets[2]);
-    // (A paged block's page is computed per block: pageOf.)
-    if (!ta.k.pageSize) {
-      kBatch = clone(ta.k.offsets[0]);
-      vBatch = clone(ta.v.offsets[0]);
-    }
+    // (Paged: the sequence, whose pages are looked up per block.)
+    kBatch = clone(ta.k.offsets[0]);
+    vBatch = clone(ta.v.offsets[0]);
     kHead = clone(ta.k.offsets[1]);
     vHead = clone(ta.v.offsets[1]);
     kRowBase = isZeroInteger(ta.k.rowBase) ? Value() : clone(ta.k.rowBase);
     kLimit = ta.k.rowLimit ? clone(ta.k.rowLimit) : nk;
+    kSeq = kBatch;
     lo = clone(ta.loops.front().loop.getLowerBound());
     hi = clone(ta.loops.back().loop.getUpperBound());
     // Clone every other index here too, so that the clones dominate all

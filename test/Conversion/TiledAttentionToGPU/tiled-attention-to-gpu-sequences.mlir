@@ -44,9 +44,9 @@ func.func @varlen_causal(%q: memref<4x?x64xf16, strided<[?, ?, 1], offset: ?>>, 
 // -----
 
 // A paged cache: the K/V views start at page 0 of the key head; each key
-// block loads its page from the page table (row b, block / 64) and adds
-// page * stride[0] to the copies' addresses; rows past the batch's cache
-// length are zero-filled.
+// block loads its page from the page table (row b, block / 64), K and V
+// sharing it, and adds page * stride[0] to the copies' addresses; rows past
+// the batch's cache length are zero-filled.
 
 // CHECK-LABEL: func.func @paged
 // CHECK-SAME:    %[[KP:[a-zA-Z0-9]+]]: memref<?x2x64x64xbf16, {{.*}}>, %{{.*}}: memref<?x2x64x64xbf16, {{.*}}>, %{{.*}}: memref<?x8x1x64xbf16, {{.*}}>, %{{.*}}: memref<?x8x1xf32, {{.*}}>, %[[T:[a-zA-Z0-9]+]]: memref<?x?xi32>, %[[N:[a-zA-Z0-9]+]]: memref<?xi32>
@@ -55,17 +55,22 @@ func.func @varlen_causal(%q: memref<4x?x64xf16, strided<[?, ?, 1], offset: ?>>, 
 // CHECK:           %{{.*}}, %{{.*}}, %{{.*}}:4, %[[KST:.*]]:4 = memref.extract_strided_metadata %[[KP]]
 // CHECK:           %[[KG:.*]] = memref.reinterpret_cast %[[KP]]
 // CHECK:           scf.if
-// CHECK:             %[[ROW:.*]] = arith.remui %[[K0:.*]], %{{.*}} : index
-// CHECK:             %[[PI:.*]] = arith.divui %[[K0]], %{{.*}} : index
+// CHECK:             %[[KEY:.*]] = arith.minsi %[[K0:[a-z0-9_]+]], %{{.*}} : index
+// CHECK:             %[[ROW:.*]] = arith.remui %[[K0]], %{{.*}} : index
+// CHECK:             %[[PI:.*]] = arith.divui %[[KEY]], %{{.*}} : index
 // CHECK:             %[[P:.*]] = memref.load %[[T]][%[[B]], %[[PI]]] : memref<?x?xi32>
 // CHECK:             %[[PAGE:.*]] = arith.index_cast %[[P]] : i32 to index
 // CHECK:             %[[PBASE:.*]] = arith.muli %[[PAGE]], %[[KST]]#0 : index
 // CHECK:             %[[R:.*]] = arith.muli %[[ROW]], %[[KST]]#2 : index
 // CHECK:             %[[AT:.*]] = arith.addi %[[PBASE]], %[[R]] : index
 // CHECK:             nvgpu.device_async_copy %[[KG]][%[[AT]]]
-// The key loop: the next block's page, loaded in the loop.
+// The key loop: the next block's page (its key clamped to the last: the
+// look-ahead past the end reads an entry that exists), loaded before the
+// wait for this block's copies.
 // CHECK:           scf.for
+// CHECK:             arith.minsi
 // CHECK:             memref.load %[[T]][%[[B]], %{{.*}}] : memref<?x?xi32>
+// CHECK:             nvvm.cp.async.wait.group 0
 func.func @paged(%q: memref<?x8x1x64xbf16, strided<[?, ?, ?, 1], offset: ?>>, %kp: memref<?x2x64x64xbf16, strided<[?, ?, ?, 1], offset: ?>>, %vp: memref<?x2x64x64xbf16, strided<[?, ?, ?, 1], offset: ?>>, %out: memref<?x8x1x64xbf16, strided<[?, ?, ?, 1], offset: ?>>, %lse: memref<?x8x1xf32, strided<[?, ?, ?], offset: ?>>, %t: memref<?x?xi32>, %n: memref<?xi32>) {
   %qt = bufferization.to_tensor %q restrict : memref<?x8x1x64xbf16, strided<[?, ?, ?, 1], offset: ?>> to tensor<?x8x1x64xbf16>
   %kt = bufferization.to_tensor %kp restrict : memref<?x2x64x64xbf16, strided<[?, ?, ?, 1], offset: ?>> to tensor<?x2x64x64xbf16>
@@ -73,6 +78,47 @@ func.func @paged(%q: memref<?x8x1x64xbf16, strided<[?, ?, ?, 1], offset: ?>>, %k
   %tt = bufferization.to_tensor %t restrict : memref<?x?xi32> to tensor<?x?xi32>
   %nt = bufferization.to_tensor %n restrict : memref<?xi32> to tensor<?xi32>
   %o, %l = fa.attention_paged %qt, %kt, %vt pages(%tt) seqlens(%nt) : (tensor<?x8x1x64xbf16>, tensor<?x2x64x64xbf16>, tensor<?x2x64x64xbf16>, tensor<?x?xi32>, tensor<?xi32>) -> (tensor<?x8x1x64xbf16>, tensor<?x8x1xf32>)
+  bufferization.materialize_in_destination %o in restrict writable %out : (tensor<?x8x1x64xbf16>, memref<?x8x1x64xbf16, strided<[?, ?, ?, 1], offset: ?>>) -> ()
+  bufferization.materialize_in_destination %l in restrict writable %lse : (tensor<?x8x1xf32>, memref<?x8x1xf32, strided<[?, ?, ?], offset: ?>>) -> ()
+  return
+}
+
+// -----
+
+// Pages of 16 keys, blocks of 32: a block spans pages, so each round of a
+// thread's copy rows (16 rows of 128 threads) looks its page up for its own
+// key, clamped to the batch's last key (rows past it are zero-filled; the
+// table holds no page for them); the views start at row 0 of the page.
+
+// CHECK-LABEL: func.func @paged_spanning
+// CHECK-SAME:    %[[KP:[a-zA-Z0-9]+]]: memref<?x2x16x64xbf16, {{.*}}>, %{{.*}}: memref<?x2x16x64xbf16, {{.*}}>, %{{.*}}: memref<?x8x1x64xbf16, {{.*}}>, %{{.*}}: memref<?x8x1xf32, {{.*}}>, %[[T:[a-zA-Z0-9]+]]: memref<?x?xi32>, %[[N:[a-zA-Z0-9]+]]: memref<?xi32>
+// CHECK:         gpu.launch blocks(%{{[a-z0-9_]+}}, %{{[a-z0-9_]+}}, %[[B:[a-z0-9_]+]]) in
+// CHECK:           %[[NK:.*]] = arith.index_cast %{{.*}} : i32 to index
+// CHECK:           %{{.*}}, %{{.*}}, %{{.*}}:4, %[[KST:.*]]:4 = memref.extract_strided_metadata %[[KP]]
+// CHECK:           %[[KG:.*]] = memref.reinterpret_cast %[[KP]]
+// CHECK:           scf.if
+// CHECK:             %[[LAST:.*]] = arith.subi %[[NK]], %{{c1(_[0-9]+)?}} : index
+// CHECK:             %[[KEY:.*]] = arith.addi %[[K0:[a-z0-9_]+]], %{{[a-z0-9_]+}} : index
+// CHECK:             %[[KEYC:.*]] = arith.minsi %[[KEY]], %[[LAST]] : index
+// CHECK:             %[[PI:.*]] = arith.divui %[[KEYC]], %{{c16(_[0-9]+)?}} : index
+// CHECK:             %[[P:.*]] = memref.load %[[T]][%[[B]], %[[PI]]] : memref<?x?xi32>
+// CHECK:             %[[PAGE:.*]] = arith.index_cast %[[P]] : i32 to index
+// CHECK:             %[[ROW:.*]] = arith.remui %[[KEYC]], %{{c16(_[0-9]+)?}} : index
+// The second round: 16 rows further.
+// CHECK:             arith.addi %{{[a-z0-9_]+}}, %{{c16(_[0-9]+)?}} : index
+// CHECK:             arith.minsi
+// CHECK:             memref.load %[[T]][%[[B]], %{{.*}}] : memref<?x?xi32>
+// CHECK:             %[[PBASE:.*]] = arith.muli %[[PAGE]], %[[KST]]#0 : index
+// CHECK:             %[[R:.*]] = arith.muli %[[ROW]], %[[KST]]#2 : index
+// CHECK:             %[[AT:.*]] = arith.addi %[[PBASE]], %[[R]] : index
+// CHECK:             nvgpu.device_async_copy %[[KG]][%[[AT]]]
+func.func @paged_spanning(%q: memref<?x8x1x64xbf16, strided<[?, ?, ?, 1], offset: ?>>, %kp: memref<?x2x16x64xbf16, strided<[?, ?, ?, 1], offset: ?>>, %vp: memref<?x2x16x64xbf16, strided<[?, ?, ?, 1], offset: ?>>, %out: memref<?x8x1x64xbf16, strided<[?, ?, ?, 1], offset: ?>>, %lse: memref<?x8x1xf32, strided<[?, ?, ?], offset: ?>>, %t: memref<?x?xi32>, %n: memref<?xi32>) {
+  %qt = bufferization.to_tensor %q restrict : memref<?x8x1x64xbf16, strided<[?, ?, ?, 1], offset: ?>> to tensor<?x8x1x64xbf16>
+  %kt = bufferization.to_tensor %kp restrict : memref<?x2x16x64xbf16, strided<[?, ?, ?, 1], offset: ?>> to tensor<?x2x16x64xbf16>
+  %vt = bufferization.to_tensor %vp restrict : memref<?x2x16x64xbf16, strided<[?, ?, ?, 1], offset: ?>> to tensor<?x2x16x64xbf16>
+  %tt = bufferization.to_tensor %t restrict : memref<?x?xi32> to tensor<?x?xi32>
+  %nt = bufferization.to_tensor %n restrict : memref<?xi32> to tensor<?xi32>
+  %o, %l = fa.attention_paged %qt, %kt, %vt pages(%tt) seqlens(%nt) : (tensor<?x8x1x64xbf16>, tensor<?x2x16x64xbf16>, tensor<?x2x16x64xbf16>, tensor<?x?xi32>, tensor<?xi32>) -> (tensor<?x8x1x64xbf16>, tensor<?x8x1xf32>)
   bufferization.materialize_in_destination %o in restrict writable %out : (tensor<?x8x1x64xbf16>, memref<?x8x1x64xbf16, strided<[?, ?, ?, 1], offset: ?>>) -> ()
   bufferization.materialize_in_destination %l in restrict writable %lse : (tensor<?x8x1xf32>, memref<?x8x1xf32, strided<[?, ?, ?], offset: ?>>) -> ()
   return

@@ -2088,3 +2088,35 @@ func.func @f(%q: tensor<2x4x1x64xf16>, %kp: tensor<?x4x16x64xf16>, %vp: tensor<?
       -> (tensor<2x4x1x64xf16>, tensor<2x4x1xf32>)
   return
 }
+
+// -----
+
+func.func @paged_key_block_dynamic_page(%p: tensor<?x8x?x128xbf16>, %t: tensor<?x?xi32>, %i: index) -> tensor<64x128xbf16> {
+  // expected-error @below {{'fa.paged_key_block' op needs a static, positive page size (dim 2 of the pages), got 'tensor<?x8x?x128xbf16>'}}
+  %k = fa.paged_key_block %p[%i, %i, %i] table(%t) limit(%i) : tensor<?x8x?x128xbf16>, tensor<?x?xi32> -> tensor<64x128xbf16>
+  return %k : tensor<64x128xbf16>
+}
+
+// -----
+
+func.func @paged_key_block_dynamic_rows(%p: tensor<?x8x16x128xbf16>, %t: tensor<?x?xi32>, %i: index) -> tensor<?x128xbf16> {
+  // expected-error @below {{'fa.paged_key_block' op needs a static block shape, got 'tensor<?x128xbf16>'}}
+  %k = fa.paged_key_block %p[%i, %i, %i] table(%t) limit(%i) : tensor<?x8x16x128xbf16>, tensor<?x?xi32> -> tensor<?x128xbf16>
+  return %k : tensor<?x128xbf16>
+}
+
+// -----
+
+func.func @paged_key_block_head_dim(%p: tensor<?x8x16x128xbf16>, %t: tensor<?x?xi32>, %i: index) -> tensor<64x64xbf16> {
+  // expected-error @below {{'fa.paged_key_block' op block row length (64) must be the pages' head dim (128)}}
+  %k = fa.paged_key_block %p[%i, %i, %i] table(%t) limit(%i) : tensor<?x8x16x128xbf16>, tensor<?x?xi32> -> tensor<64x64xbf16>
+  return %k : tensor<64x64xbf16>
+}
+
+// -----
+
+func.func @paged_key_block_element_type(%p: tensor<?x8x16x128xbf16>, %t: tensor<?x?xi32>, %i: index) -> tensor<64x128xf16> {
+  // expected-error @below {{'fa.paged_key_block' op block element type 'f16' must be the pages' 'bf16'}}
+  %k = fa.paged_key_block %p[%i, %i, %i] table(%t) limit(%i) : tensor<?x8x16x128xbf16>, tensor<?x?xi32> -> tensor<64x128xf16>
+  return %k : tensor<64x128xf16>
+}

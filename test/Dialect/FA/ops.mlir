@@ -802,3 +802,16 @@ func.func @attention_varlen_backward(%q: tensor<8x?x64xbf16>, %k: tensor<2x?x64x
       -> (tensor<8x?x64xbf16>, tensor<2x?x64xbf16>, tensor<2x?x64xbf16>)
   return %dq, %dk, %dv : tensor<8x?x64xbf16>, tensor<2x?x64xbf16>, tensor<2x?x64xbf16>
 }
+
+// A key block of a paged cache (tile level): 64 keys over 16-key pages.
+// CHECK-LABEL: func.func @paged_key_block
+// CHECK:         fa.paged_key_block %{{.*}}[%{{.*}}, %{{.*}}, %{{.*}}] table(%{{.*}}) limit(%{{.*}}) : tensor<?x8x16x128xbf16>, tensor<?x?xi32> -> tensor<64x128xbf16>
+// GENERIC-LABEL: sym_name = "paged_key_block"
+// GENERIC:       "fa.paged_key_block"
+func.func @paged_key_block(%pages: tensor<?x8x16x128xbf16>, %t: tensor<?x?xi32>,
+                           %b: index, %h: index, %k0: index, %n: index)
+    -> tensor<64x128xbf16> {
+  %k = fa.paged_key_block %pages[%b, %h, %k0] table(%t) limit(%n)
+      : tensor<?x8x16x128xbf16>, tensor<?x?xi32> -> tensor<64x128xbf16>
+  return %k : tensor<64x128xbf16>
+}

@@ -60,16 +60,6 @@ func.func @f(%q: tensor<4x?x64xf16>, %l: tensor<4x?xf32>, %cu: tensor<?xi32>, %m
 
 // -----
 
-// A paged cache's key blocks must not cross pages: no block of keys (a
-// multiple of 16) divides 24.
-func.func @f(%q: tensor<1x1x1x64xf16>, %kp: tensor<?x1x24x64xf16>, %t: tensor<1x?xi32>, %n: tensor<1xi32>) -> (tensor<1x1x1x64xf16>, tensor<1x1x1xf32>) {
-  // expected-error @below {{block_kv must divide the page size 24}}
-  %o, %l = fa.attention_paged %q, %kp, %kp pages(%t) seqlens(%n) : (tensor<1x1x1x64xf16>, tensor<?x1x24x64xf16>, tensor<?x1x24x64xf16>, tensor<1x?xi32>, tensor<1xi32>) -> (tensor<1x1x1x64xf16>, tensor<1x1x1xf32>)
-  return %o, %l : tensor<1x1x1x64xf16>, tensor<1x1x1xf32>
-}
-
-// -----
-
 // Paged caches have cooperative grid kernels only (a TMA box of a page
 // would read its unused rows).
 // WS: 'fa.attention_paged' op has cooperative grid kernels only: a TMA box of a page would read its unused rows

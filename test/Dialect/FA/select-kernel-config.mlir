@@ -168,10 +168,10 @@ func.func @varlen(%q: tensor<8x?x128xbf16>, %k: tensor<2x?x128xbf16>, %cu: tenso
 
 // -----
 
-// A paged cache: key blocks within pages (64 keys per page: the table's 128
-// keys shrink to 64).
+// A paged cache: the cooperative kernel's tiles, whatever the page size (a
+// key block of 128 keys spans two pages of 64).
 // SM90A-LABEL: func.func @paged
-// SM90A: fa.attention_paged {{.*}} {kernel_config = #fa.kernel_config<"sm_90a", wgmma, block_q = 64, block_kv = 64, warps = 4, stages = 2>}
+// SM90A: fa.attention_paged {{.*}} {kernel_config = #fa.kernel_config<"sm_90a", wgmma, block_q = 64, block_kv = 128, warps = 4, stages = 2>}
 // SM80-LABEL: func.func @paged
 // SM80: {kernel_config = #fa.kernel_config<"sm_80", mma_sync, block_q = 128, block_kv = 64, warps = 4, stages = 2>}
 func.func @paged(%q: tensor<?x8x1x64xbf16>, %kp: tensor<?x2x64x64xbf16>, %t: tensor<?x?xi32>, %n: tensor<?xi32>) -> (tensor<?x8x1x64xbf16>, tensor<?x8x1xf32>) {

@@ -133,7 +133,7 @@ func.func @decode(%q: tensor<2x4x1x64xf16>, %k: tensor<2x4x?x64xf16>, %v: tensor
 
 // -----
 
-// A paged cache (key block k0 is rows k0 mod 64 of page t[b, k0 / 64]): a
+// A paged cache (key blocks are fa.paged_key_block of 64-key pages): a
 // query block sees at most dim(t, 1) * 64 keys, which bounds the split
 // count (not K's 64 rows, one page).
 // AUTO-LABEL: func.func @paged_decode
@@ -168,25 +168,8 @@ func.func @paged_decode(%q: tensor<2x4x1x64xf16>, %kp: tensor<?x4x64x64xf16>, %v
     %m0 = linalg.fill ins(%ninf : f32) outs(%e1 : tensor<16xf32>) -> tensor<16xf32>
     %s0 = linalg.fill ins(%zero : f32) outs(%e1 : tensor<16xf32>) -> tensor<16xf32>
     %st:3 = scf.for %k0 = %c0 to %nk step %c32 iter_args(%acc = %acc0, %m = %m0, %s = %s0) -> (tensor<16x64xf32>, tensor<16xf32>, tensor<16xf32>) {
-      %rest = arith.subi %nk, %k0 : index
-      %len = arith.minsi %rest, %c32 : index
-      %hp = arith.subi %c32, %len : index
-      %pi = arith.divui %k0, %c64 : index
-      %p32 = tensor.extract %t[%b, %pi] : tensor<2x?xi32>
-      %page = arith.index_cast %p32 : i32 to index
-      %row = arith.remui %k0, %c64 : index
-      %ks = tensor.extract_slice %kp[%page, %h, %row, 0] [1, 1, %len, 64] [1, 1, 1, 1] : tensor<?x4x64x64xf16> to tensor<?x64xf16>
-      %vs = tensor.extract_slice %vp[%page, %h, %row, 0] [1, 1, %len, 64] [1, 1, 1, 1] : tensor<?x4x64x64xf16> to tensor<?x64xf16>
-      %kt = tensor.pad %ks low[0, 0] high[%hp, 0] {
-      ^bb0(%i: index, %j: index):
-        %p = arith.constant 0.000000e+00 : f16
-        tensor.yield %p : f16
-      } : tensor<?x64xf16> to tensor<32x64xf16>
-      %vt = tensor.pad %vs low[0, 0] high[%hp, 0] {
-      ^bb0(%i: index, %j: index):
-        %p = arith.constant 0.000000e+00 : f16
-        tensor.yield %p : f16
-      } : tensor<?x64xf16> to tensor<32x64xf16>
+      %kt = fa.paged_key_block %kp[%b, %h, %k0] table(%t) limit(%nk) : tensor<?x4x64x64xf16>, tensor<2x?xi32> -> tensor<32x64xf16>
+      %vt = fa.paged_key_block %vp[%b, %h, %k0] table(%t) limit(%nk) : tensor<?x4x64x64xf16>, tensor<2x?xi32> -> tensor<32x64xf16>
       %na, %nm, %ns = fa.online_attention %qt, %kt, %vt into %acc, %m, %s masked(%q0, %k0, %c1, %nk) scale 1.250000e-01 : tensor<16x64xf16>, tensor<32x64xf16>, tensor<32x64xf16> -> tensor<16x64xf32>, tensor<16xf32>
       scf.yield %na, %nm, %ns : tensor<16x64xf32>, tensor<16xf32>, tensor<16xf32>
     }

@@ -198,25 +198,42 @@ func.func @varlen_causal(%q: tensor<4x?x64xf16>, %k: tensor<2x?x64xf16>, %v: ten
 
 // -----
 
-// A paged cache: key block k0 of batch b is rows k0 mod S of page
-// page_table[b, k0 / S]; the key loop ends at the batch's cache length
-// (none for a query block without rows).
+// A paged cache: key block k0 of batch b is a fa.paged_key_block of the
+// pools (rows k0 mod S of page page_table[b, k0 / S], zeros past the cache
+// length); the key loop ends at the batch's cache length (none for a query
+// block without rows).
 
 // CHECK-LABEL: func.func @paged
 // CHECK-SAME:    %{{.*}}: tensor<?x8x1x64xbf16>, %[[KP:[a-zA-Z0-9]+]]: tensor<?x2x64x64xbf16>, %[[VP:[a-zA-Z0-9]+]]: tensor<?x2x64x64xbf16>, %[[T:[a-zA-Z0-9]+]]: tensor<?x?xi32>, %[[LENS:[a-zA-Z0-9]+]]: tensor<?xi32>
-// CHECK:         scf.forall (%[[B:.*]], %{{.*}}, %{{.*}}) in (%{{.*}}, 8, 1)
+// CHECK:         scf.forall (%[[B:.*]], %[[H:.*]], %{{.*}}) in (%{{.*}}, 8, 1)
 // CHECK:           %[[N:.*]] = tensor.extract %[[LENS]][%[[B]]]
 // CHECK:           %[[NK:.*]] = arith.index_cast %[[N]]
 // CHECK:           %[[KEND:.*]] = arith.select %{{.*}}, %[[NK]], %{{c0(_[0-9]+)?}}
+// CHECK:           %[[KVH:.*]] = arith.divui %[[H]], %{{c4(_[0-9]+)?}}
 // CHECK:           scf.for %[[K0:.*]] = %{{c0(_[0-9]+)?}} to %[[KEND]] step %{{c32(_[0-9]+)?}}
-// CHECK:             %[[PI:.*]] = arith.divui %[[K0]], %{{c64(_[0-9]+)?}}
-// CHECK:             %[[P0:.*]] = tensor.extract %[[T]][%[[B]], %[[PI]]]
-// CHECK:             %[[PAGE:.*]] = arith.index_cast %[[P0]]
-// CHECK:             %[[ROW:.*]] = arith.remui %[[K0]], %{{c64(_[0-9]+)?}}
-// CHECK:             tensor.extract_slice %[[KP]][%[[PAGE]], %{{.*}}, %[[ROW]], 0] [1, 1, %{{.*}}, 64]
-// CHECK:             tensor.extract_slice %[[VP]][%[[PAGE]], %{{.*}}, %[[ROW]], 0] [1, 1, %{{.*}}, 64]
-// CHECK:             fa.online_attention {{.*}} masked(%{{.*}}, %[[K0]], %{{c1(_[0-9]+)?}}, %[[NK]])
+// CHECK:             %[[KT:.*]] = fa.paged_key_block %[[KP]][%[[B]], %[[KVH]], %[[K0]]] table(%[[T]]) limit(%[[NK]]) : tensor<?x2x64x64xbf16>, tensor<?x?xi32> -> tensor<32x64xbf16>
+// CHECK:             %[[VT:.*]] = fa.paged_key_block %[[VP]][%[[B]], %[[KVH]], %[[K0]]] table(%[[T]]) limit(%[[NK]])
+// CHECK:             fa.online_attention %{{.*}}, %[[KT]], %[[VT]] into {{.*}} masked(%{{.*}}, %[[K0]], %{{c1(_[0-9]+)?}}, %[[NK]])
 func.func @paged(%q: tensor<?x8x1x64xbf16>, %kp: tensor<?x2x64x64xbf16>, %vp: tensor<?x2x64x64xbf16>, %t: tensor<?x?xi32>, %n: tensor<?xi32>) -> (tensor<?x8x1x64xbf16>, tensor<?x8x1xf32>) {
   %o, %l = fa.attention_paged %q, %kp, %vp pages(%t) seqlens(%n) : (tensor<?x8x1x64xbf16>, tensor<?x2x64x64xbf16>, tensor<?x2x64x64xbf16>, tensor<?x?xi32>, tensor<?xi32>) -> (tensor<?x8x1x64xbf16>, tensor<?x8x1xf32>)
   return %o, %l : tensor<?x8x1x64xbf16>, tensor<?x8x1xf32>
+}
+
+// -----
+
+// Pages smaller than the key block: a block of 32 keys spans two pages of 16
+// (and one of 24 keys parts of two or three).
+
+// CHECK-LABEL: func.func @paged_spanning
+// CHECK:         scf.for %[[K0:.*]] = %{{c0(_[0-9]+)?}} to %{{.*}} step %{{c32(_[0-9]+)?}}
+// CHECK:           fa.paged_key_block %{{.*}}[%{{.*}}, %{{.*}}, %[[K0]]] table(%{{.*}}) limit(%{{.*}}) : tensor<?x1x16x64xf16>, tensor<1x?xi32> -> tensor<32x64xf16>
+// CHECK-LABEL: func.func @paged_odd_size
+// CHECK:           fa.paged_key_block {{.*}} : tensor<?x1x24x64xf16>, tensor<1x?xi32> -> tensor<32x64xf16>
+func.func @paged_spanning(%q: tensor<1x1x1x64xf16>, %kp: tensor<?x1x16x64xf16>, %t: tensor<1x?xi32>, %n: tensor<1xi32>) -> (tensor<1x1x1x64xf16>, tensor<1x1x1xf32>) {
+  %o, %l = fa.attention_paged %q, %kp, %kp pages(%t) seqlens(%n) : (tensor<1x1x1x64xf16>, tensor<?x1x16x64xf16>, tensor<?x1x16x64xf16>, tensor<1x?xi32>, tensor<1xi32>) -> (tensor<1x1x1x64xf16>, tensor<1x1x1xf32>)
+  return %o, %l : tensor<1x1x1x64xf16>, tensor<1x1x1xf32>
+}
+func.func @paged_odd_size(%q: tensor<1x1x1x64xf16>, %kp: tensor<?x1x24x64xf16>, %t: tensor<1x?xi32>, %n: tensor<1xi32>) -> (tensor<1x1x1x64xf16>, tensor<1x1x1xf32>) {
+  %o, %l = fa.attention_paged %q, %kp, %kp pages(%t) seqlens(%n) : (tensor<1x1x1x64xf16>, tensor<?x1x24x64xf16>, tensor<?x1x24x64xf16>, tensor<1x?xi32>, tensor<1xi32>) -> (tensor<1x1x1x64xf16>, tensor<1x1x1xf32>)
+  return %o, %l : tensor<1x1x1x64xf16>, tensor<1x1x1xf32>
 }

@@ -1091,6 +1091,29 @@ LogicalResult OnlineAttentionFinalizeOp::verify() {
 }
 
 //===----------------------------------------------------------------------===//
+// PagedKeyBlockOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult PagedKeyBlockOp::verify() {
+  RankedTensorType pages = getPages().getType(), result = getResult().getType();
+  if (pages.isDynamicDim(2) || pages.getDimSize(2) <= 0)
+    return emitOpError("needs a static, positive page size (dim 2 of the "
+                       "pages), got ")
+           << pages;
+  if (result.isDynamicDim(0) || result.isDynamicDim(1))
+    return emitOpError("needs a static block shape, got ") << result;
+  if (!pages.isDynamicDim(3) && pages.getDimSize(3) != result.getDimSize(1))
+    return emitOpError("block row length (")
+           << result.getDimSize(1) << ") must be the pages' head dim ("
+           << pages.getDimSize(3) << ")";
+  if (pages.getElementType() != result.getElementType())
+    return emitOpError("block element type ")
+           << result.getElementType() << " must be the pages' "
+           << pages.getElementType();
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
 // AttentionMergeOp
 //===----------------------------------------------------------------------===//
 

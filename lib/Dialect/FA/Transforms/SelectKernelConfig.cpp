@@ -43,7 +43,7 @@ struct OpTraits {
   /// Packed sequences or a paged cache; a paged cache takes the cooperative
   /// grid kernel only (a TMA box of a page would read its unused rows).
   bool sequenceForm = false;
-  /// A paged cache's page size (its key blocks must not cross pages).
+  /// A paged cache's page size (0 for the other forms).
   int64_t pageSize = 0;
   Type elt;
 };
@@ -330,9 +330,6 @@ mlir::fa::selectKernelConfig(Operation *op, const KernelConfigRequest &req) {
       std::string why =
           whyKernelConfigFails(config, traits->backward, traits->deterministic,
                                traits->d, traits->dv);
-      if (why.empty() && traits->pageSize % t.blockKV != 0)
-        why = "block_kv must divide the page size " +
-              std::to_string(traits->pageSize);
       if (why.empty()) {
         if (skipped++ == req.skip)
           return config;

@@ -52,8 +52,11 @@ struct TiledQueryBlock {
   int64_t blockKV, headDim, valueHeadDim;
 };
 
-/// The key tensor a key tile is a (padded) slice of.
+/// The key tensor a key tile is a (padded) slice of, or the pool of a
+/// paged key block.
 static Value keySource(Value tile) {
+  if (auto paged = tile.getDefiningOp<PagedKeyBlockOp>())
+    return paged.getPages();
   if (auto pad = tile.getDefiningOp<tensor::PadOp>())
     tile = pad.getSource();
   auto slice = tile.getDefiningOp<tensor::ExtractSliceOp>();
@@ -62,26 +65,13 @@ static Value keySource(Value tile) {
   return slice.getSource();
 }
 
-/// The page table of a paged key tile (rows iv mod S of the page
-/// table[b, iv / S]), and S; null if the tile is not paged.
+/// The page table and page size of a paged key block; null if the tile is
+/// not paged.
 static std::pair<Value, int64_t> pageTableOf(Value tile) {
-  if (auto pad = tile.getDefiningOp<tensor::PadOp>())
-    tile = pad.getSource();
-  auto slice = tile.getDefiningOp<tensor::ExtractSliceOp>();
-  if (!slice)
+  auto paged = tile.getDefiningOp<PagedKeyBlockOp>();
+  if (!paged)
     return {};
-  SmallVector<OpFoldResult> offsets = slice.getMixedOffsets();
-  auto row = dyn_cast<Value>(offsets[2]);
-  auto rem = row ? row.getDefiningOp<arith::RemUIOp>() : nullptr;
-  std::optional<int64_t> size =
-      rem ? getConstantIntValue(rem.getRhs()) : std::nullopt;
-  auto page = dyn_cast<Value>(offsets[0]);
-  if (auto cast = page ? page.getDefiningOp<arith::IndexCastOp>() : nullptr)
-    page = cast.getIn();
-  auto extract = page ? page.getDefiningOp<tensor::ExtractOp>() : nullptr;
-  if (!size || !extract || extract.getTensor().getType().getRank() != 2)
-    return {};
-  return {extract.getTensor(), *size};
+  return {paged.getPageTable(), paged.getPageSize()};
 }
 
 static FailureOr<TiledQueryBlock> matchQueryBlock(scf::ForallOp forall) {

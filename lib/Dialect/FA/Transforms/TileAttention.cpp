@@ -126,12 +126,22 @@ struct NestForm {
   std::function<SmallVector<OpFoldResult>(OpBuilder &, Location,
                                           const Sequence &, Value h, Value row)>
       rowOffsets;
-  /// Offsets of key row `row` of a sequence, key/value head `kvh`, in k and
-  /// v (the head-dim offset included).
-  std::function<SmallVector<OpFoldResult>(
-      OpBuilder &, Location, const Sequence &, Value kvh, Value row)>
-      keyOffsets;
+  /// The zero-padded [rows, D] tile of `src` (k or v) holding the `len`
+  /// keys of a sequence from key `row` on, key/value head `kvh`.
+  std::function<Value(OpBuilder &, Location, const Sequence &, Value src,
+                      Value kvh, Value row, Value len, int64_t rows)>
+      keyTile;
 };
+
+/// A NestForm::keyTile slicing the keys at `offsets(seq, kvh, row)` (the
+/// head-dim offset included).
+template <typename OffsetsFn> auto slicedKeyTile(OffsetsFn offsets) {
+  return [=](OpBuilder &nb, Location nl, const Sequence &seq, Value src,
+             Value kvh, Value row, Value len, int64_t rows) {
+    return extractPaddedTile(nb, nl, src, offsets(nb, nl, seq, kvh, row), len,
+                             rows);
+  };
+}
 
 /// Builds the FlashAttention loop nest of `op` (fa.attention or one of its
 /// varlen / paged forms) for `form`, and replaces the op with it.
@@ -210,10 +220,10 @@ void buildNest(PatternRewriter &rewriter, OpT op, const NestForm &form,
       rewriter, loc, zero, keyEnd, bc, ValueRange{acc0, max0, sum0},
       [&](OpBuilder &nb, Location nloc, Value kStart, ValueRange state) {
         Value kLen = tileLength(nb, nloc, kStart, seq.nk, bc);
-        SmallVector<OpFoldResult> kOffsets =
-            form.keyOffsets(nb, nloc, seq, kvHead, kStart);
-        Value kTile = extractPaddedTile(nb, nloc, k, kOffsets, kLen, blockKV);
-        Value vTile = extractPaddedTile(nb, nloc, v, kOffsets, kLen, blockKV);
+        Value kTile =
+            form.keyTile(nb, nloc, seq, k, kvHead, kStart, kLen, blockKV);
+        Value vTile =
+            form.keyTile(nb, nloc, seq, v, kvHead, kStart, kLen, blockKV);
         // Modifiers (fa.attention only): the regions, with the tile's batch
         // and query head; the step applies them at global positions.
         Value batchIndex, headIndex;
@@ -325,13 +335,13 @@ NestForm nestForm(AttentionOp op, OpBuilder &b) {
     return Sequence{bi, nq, nk, Value(), Value()};
   };
   form.rowOffsets = batchRowOffsets;
-  form.keyOffsets = [](OpBuilder &nb, Location, const Sequence &seq, Value kvh,
-                       Value row) {
+  form.keyTile = slicedKeyTile([](OpBuilder &nb, Location, const Sequence &seq,
+                                  Value kvh, Value row) {
     SmallVector<OpFoldResult> offsets =
         getAsOpFoldResult(ValueRange{seq.index, kvh, row});
     offsets.push_back(nb.getIndexAttr(0));
     return offsets;
-  };
+  });
   return form;
 }
 
@@ -368,19 +378,18 @@ NestForm nestForm(AttentionVarlenOp op, OpBuilder &b) {
     Value r = arith::AddIOp::create(nb, nl, seq.qBase, row);
     return getAsOpFoldResult(ValueRange{h, r});
   };
-  form.keyOffsets = [](OpBuilder &nb, Location nl, const Sequence &seq,
-                       Value kvh, Value row) {
+  form.keyTile = slicedKeyTile([](OpBuilder &nb, Location nl,
+                                  const Sequence &seq, Value kvh, Value row) {
     Value r = arith::AddIOp::create(nb, nl, seq.kBase, row);
     SmallVector<OpFoldResult> offsets = getAsOpFoldResult(ValueRange{kvh, r});
     offsets.push_back(nb.getIndexAttr(0));
     return offsets;
-  };
+  });
   return form;
 }
 
-/// fa.attention_paged: key block [k0, k0 + Bc) of batch b is rows
-/// [k0 mod S, k0 mod S + Bc) of page page_table[b, k0 / S] (S a multiple of
-/// Bc, which the pass checks, so a block never straddles pages).
+/// fa.attention_paged: key block [k0, k0 + Bc) of batch b is a
+/// fa.paged_key_block of the pools (it may span pages).
 NestForm nestForm(AttentionPagedOp op, OpBuilder &b) {
   using fa::detail::extractIndex;
   Location loc = op.getLoc();
@@ -390,7 +399,6 @@ NestForm nestForm(AttentionPagedOp op, OpBuilder &b) {
   form.v = op.getValuePages();
   form.kvHeads = dimOf(b, loc, form.k, 1);
   Value table = op.getPageTable(), lens = op.getCacheSeqlens();
-  Value pageSize = arith::ConstantIndexOp::create(b, loc, op.getPageSize());
   Value nq = dimOf(b, loc, form.q, 2);
   form.numSeqs = dimOf(b, loc, form.q, 0);
   form.heads = dimOf(b, loc, form.q, 1);
@@ -400,16 +408,14 @@ NestForm nestForm(AttentionPagedOp op, OpBuilder &b) {
     return Sequence{bi, nq, extractIndex(nb, nl, lens, bi), Value(), Value()};
   };
   form.rowOffsets = batchRowOffsets;
-  form.keyOffsets = [=](OpBuilder &nb, Location nl, const Sequence &seq,
-                        Value kvh, Value row) {
-    Value page = extractIndex(
-        nb, nl, table,
-        {seq.index, arith::DivUIOp::create(nb, nl, row, pageSize)});
-    Value inPage = arith::RemUIOp::create(nb, nl, row, pageSize);
-    SmallVector<OpFoldResult> offsets =
-        getAsOpFoldResult(ValueRange{page, kvh, inPage});
-    offsets.push_back(nb.getIndexAttr(0));
-    return offsets;
+  form.keyTile = [=](OpBuilder &nb, Location nl, const Sequence &seq,
+                     Value pages, Value kvh, Value row, Value, int64_t rows) {
+    auto pagesType = cast<RankedTensorType>(pages.getType());
+    auto tileType = RankedTensorType::get({rows, pagesType.getDimSize(3)},
+                                          pagesType.getElementType());
+    return PagedKeyBlockOp::create(nb, nl, tileType, pages, table, seq.index,
+                                   kvh, row, seq.nk)
+        .getResult();
   };
   return form;
 }
@@ -447,19 +453,6 @@ struct FATileAttentionPass final
         return signalPassFailure();
       }
     }
-    // A key block must lie within one page.
-    WalkResult pages = root->walk([&](AttentionPagedOp op) {
-      int64_t bkv = blockSizes(op, blockQ, blockKV).second;
-      if (op.getPageSize() % bkv == 0)
-        return WalkResult::advance();
-      op.emitOpError() << "fa-tile-attention: the page size ("
-                       << op.getPageSize()
-                       << ") must be a multiple of the key block (" << bkv
-                       << ")";
-      return WalkResult::interrupt();
-    });
-    if (pages.wasInterrupted())
-      return signalPassFailure();
     RewritePatternSet patterns(&getContext());
     patterns.add<TileAttentionPattern<AttentionOp>,
                  TileAttentionPattern<AttentionVarlenOp>,

@@ -772,6 +772,48 @@ def FA_OnlineAttentionFinalizeOp : FA_Op<"online_attention_finalize", [Pure,
   let hasVerifier = 1;
 }
 
+def FA_PagedKeyBlockOp : FA_Op<"paged_key_block", [Pure]> {
+  let summary = "A block of a sequence's keys (or values) in a paged cache";
+  let description = [{
+    The `[R, D]` tile of rows `[start, start + R)` of sequence `batch`'s
+    keys (or values), key/value head `head`, in a paged pool `pages: [P,
+    Hkv, S, D]` with the i32 `page_table: [B, maxPages]` of
+    `fa.attention_paged`: row `r` is `pages[page_table[batch, (start + r) /
+    S], head, (start + r) mod S, :]` when `start + r < limit` (the
+    sequence's key count), and zeros otherwise (the table is not read for
+    such rows). R need not divide S nor S divide R: a block may span pages.
+
+    fa-tile-attention builds it for the key blocks of a paged nest; the
+    GPU conversion copies it row by row from the pages, and
+    fa-decompose-paged-key-blocks lowers it to a `tensor.generate` for the
+    CPU.
+
+    ```mlir
+    %k = fa.paged_key_block %pages[%b, %kvh, %k0] table(%page_table)
+        limit(%len) : tensor<?x8x16x128xbf16>, tensor<?x?xi32>
+        -> tensor<64x128xbf16>
+    ```
+  }];
+
+  let arguments = (ins FA_Rank4Tensor:$pages, FA_PageTableTensor:$page_table,
+                       Index:$batch, Index:$head, Index:$start,
+                       Index:$limit);
+  let results = (outs FA_Rank2Tensor:$result);
+
+  let assemblyFormat = [{
+    $pages `[` $batch `,` $head `,` $start `]` `table` `(` $page_table `)`
+    `limit` `(` $limit `)` attr-dict `:` type($pages) `,` type($page_table)
+    `->` type($result)
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// Keys per page (static).
+    int64_t getPageSize() { return getPages().getType().getDimSize(2); }
+    /// Rows of the block (static).
+    int64_t getRows() { return getResult().getType().getDimSize(0); }
+  }];
+}
+
 //===----------------------------------------------------------------------===//
 // Tile-level op of the recomputation backward
 //===----------------------------------------------------------------------===//

@@ -147,6 +147,9 @@ def FATileAttention : Pass<"fa-tile-attention"> {
     `fa.online_attention_finalize` normalizes once after the loop. Tiles are
     static (`block-q x D`, `block-kv x D`): sequence tails are padded with
     zeros and hidden by the step's mask, so B, H and N may be dynamic.
+    `fa.attention_varlen` and `fa.attention_paged` get the same nest over
+    their sequences; a paged key block is a `fa.paged_key_block` of the
+    pools (any page size: a block may span pages).
 
     Every step is `masked` here (it hides keys past Nk and applies the op's
     mask); `fa-specialize-masks` then splits the loop so only
@@ -256,6 +259,20 @@ def FAUseExp2 : Pass<"fa-use-exp2"> {
     kept in log2 units, and every exponential becomes `math.exp2`. The LSE
     stays in natural-log units at the op boundary.
   }];
+}
+
+def FADecomposePagedKeyBlocks : Pass<"fa-decompose-paged-key-blocks"> {
+  let summary = "Expand fa.paged_key_block into an element-wise gather";
+  let description = [{
+    Rewrites each `fa.paged_key_block` into a `tensor.generate` whose
+    element `(r, d)` reads the page table and the pool for the rows before
+    the limit and is zero past it: the CPU form of a key block of a paged
+    cache. The GPU conversions read the op itself (they copy whole rows).
+  }];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect", "::mlir::scf::SCFDialect",
+    "::mlir::tensor::TensorDialect"
+  ];
 }
 
 def FADecomposeOnlineAttention : Pass<"fa-decompose-online-attention"> {
