@@ -50,31 +50,7 @@ import flashmlir  # noqa: E402
 from flashmlir import _interface, _sequences  # noqa: E402
 
 
-from bench_decode import timed, timings  # noqa: E402 (CUDA events)
-
-
-def rounds(impls, reps, nrounds=6):
-    """{name: {"ms": median}} of each callable (None: not available): the
-    implementations interleaved, `nrounds` rounds of reps / 2 calls each in
-    alternating order, the median over all calls, so that a change of the
-    card's state between rounds reaches every implementation alike; an
-    implementation that raises is reported."""
-    res, times = {}, {}
-    order = [n for n in impls if impls[n] is not None]
-    per_round = max(reps // 2, 5)
-    for rnd in range(nrounds):
-        for name in (order if rnd % 2 == 0 else order[::-1]):
-            if "error" in res.get(name, {}):
-                continue
-            try:
-                times.setdefault(name, []).extend(timings(impls[name], per_round, warmup=2))
-            except Exception as exc:  # a back end that refuses the shape
-                res[name] = {"error": str(exc).splitlines()[0][:200]}
-    for name, t in times.items():
-        if name not in res:
-            t.sort()
-            res[name] = {"ms": t[len(t) // 2]}
-    return res
+from bench_decode import interleaved as rounds, timed  # noqa: E402 (CUDA events)
 
 
 GRAPH_CALLS = 20

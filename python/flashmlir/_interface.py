@@ -22,7 +22,8 @@ from . import _backward as _bwd
 from . import _cuda, _kernels, _launch, _plan, _reference
 from . import _manifest as M
 from . import _validate as V
-from ._errors import CudaError, CudaUnavailableError, KernelNotFoundError, LaunchError
+from ._errors import (CudaError, CudaUnavailableError, KernelNotFoundError, LaunchError,
+                      UnsupportedError)
 
 _DTYPES = {torch.float16: "f16", torch.bfloat16: "bf16"}
 
@@ -753,8 +754,38 @@ def _needs_grad(q, k, v) -> bool:
     return torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad)
 
 
+def _modified(q, k, v, causal, window, scale, softcap, layout, deterministic, out, lse,
+              score_mod, mask_mod):
+    """attention with score_mod / mask_mod: traced first (the modifiers'
+    errors surface for every device), then the PyTorch reference on CPU
+    tensors; plain torch ops, so autograd and torch.compile trace through."""
+    from . import _modifiers
+    compiling = torch.compiler.is_compiling()   # (torch.compile traces the reference)
+    if not compiling:
+        _modifiers.trace(score_mod, mask_mod)
+    c = _validate(q, k, v, causal, window, scale, softcap, layout, deterministic,
+                  check_strides=not compiling)
+    if any(t.device.type != "cpu" for t in (q, k, v)):
+        raise UnsupportedError(
+            "score_mod / mask_mod have no GPU kernels yet (issue 14: the regions are in the "
+            "dialect and its CPU pipelines); CPU tensors run them in the PyTorch reference")
+    if (out is not None or lse is not None) and _needs_grad(q, k, v):
+        raise ValueError("out= and lse= cannot be used when q, k or v requires grad")
+    o, l = _reference.attention_modified(
+        _bhsd(q, c.layout), _bhsd(k, c.layout), _bhsd(v, c.layout), c.opts.mask,
+        c.opts.scale, c.opts.softcap, score_mod, mask_mod)
+    o = o if c.layout == "bhsd" else o.transpose(1, 2)
+    if out is None and lse is None:
+        return o, l
+    out, lse = _outputs(c, out, lse)
+    out.copy_(o)
+    lse.copy_(l)
+    return out, lse
+
+
 def attention(q, k, v, causal=False, window=None, scale=None, softcap=None,
-              return_lse=False, layout="bhsd", *, out=None, lse=None, deterministic=False):
+              return_lse=False, layout="bhsd", *, out=None, lse=None, deterministic=False,
+              score_mod=None, mask_mod=None):
     """Exact scaled-dot-product attention, `softmax(scale * q k^T) v`.
 
     attention(q, k, v, causal=False, window=None, scale=None, softcap=None,
@@ -781,6 +812,17 @@ def attention(q, k, v, causal=False, window=None, scale=None, softcap=None,
       deterministic: run the backward (when q, k or v requires grad) with the
          deterministic kernels: dq without atomics, so repeated backward
          passes give bitwise-identical gradients (somewhat slower).
+      score_mod, mask_mod: FlexAttention's modifiers, Python functions
+         score_mod(score, b, h, q_idx, kv_idx) -> score (the scaled score,
+         before the softcap) and mask_mod(b, h, q_idx, kv_idx) -> bool (AND-ed
+         with causal / window); h is the query head, q_idx and kv_idx 0-based
+         positions (not aligned: a bottom-right causal mask with Nq != Nk is
+         kv_idx <= q_idx + Nk - Nq). They may index tensors defined outside
+         them (captures; gradients flow to those that require grad). Traced
+         to the fa dialect's regions (flashmlir.trace_modifiers; unsupported
+         Python raises UnsupportedError). CPU tensors run them in the
+         PyTorch reference; there are no GPU kernels with modifiers yet
+         (UnsupportedError on CUDA tensors).
 
     Rows that see no key give out = 0 and lse = +inf. The last dimension of
     every tensor must be contiguous and data pointers 16-byte aligned.
@@ -792,6 +834,10 @@ def attention(q, k, v, causal=False, window=None, scale=None, softcap=None,
 
     Returns: out, or (out, lse) when return_lse.
     """
+    if score_mod is not None or mask_mod is not None:
+        o, l = _modified(q, k, v, causal, window, scale, softcap, layout, deterministic,
+                         out, lse, score_mod, mask_mod)
+        return (o, l) if return_lse else o
     if not torch.compiler.is_compiling():
         # Eager, plain CUDA tensors: the cached plan, no dispatcher.
         plan = _forward_plan(q, k, v, causal, window, scale, softcap, layout, deterministic,

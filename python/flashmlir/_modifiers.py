@@ -1,0 +1,474 @@
+"""Score and mask modifiers written in Python (FlexAttention's `score_mod`
+and `mask_mod`), traced into the fa dialect's regions.
+
+    def alibi(score, b, h, q_idx, kv_idx):
+        return score + slopes[h] * (kv_idx - q_idx)
+
+    def document(b, h, q_idx, kv_idx):
+        return doc_ids[q_idx] == doc_ids[kv_idx]
+
+`trace(score_mod, mask_mod)` calls the functions once on symbolic values
+and records every operation as MLIR (arith, math, tensor.extract of the
+captured tensors): the regions of `fa.attention` (docs/ARCHITECTURE.md,
+"Score and mask modifiers"). The same functions evaluated on torch index
+tensors are the CPU reference (`_reference.attention_modified`).
+
+Supported: + - * / // % and unary -, comparisons, & | ^ ~ on booleans,
+abs(), Python int / float / bool constants, torch.where, torch.maximum /
+minimum / clamp, torch.tanh / exp / exp2 / log / log2 / sqrt / rsqrt /
+sigmoid / sin / cos / abs, and indexing a tensor defined outside the
+function with the indices (a capture). `if`, `int()`, loops over symbolic
+values and other torch functions raise UnsupportedError naming them.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable, Dict, List, Optional, Tuple
+
+import torch
+
+from ._errors import UnsupportedError
+
+# Element types of captured tensors, and how a region reads them.
+_CAPTURE_TYPES = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16",
+                  torch.int32: "i32", torch.int64: "i64", torch.bool: "i1"}
+_INTS = ("index", "i32", "i64")
+
+
+class _Tracer:
+    """The ops of one region, in order, and the captures both regions share."""
+
+    def __init__(self, captures: List[torch.Tensor]):
+        self.lines: List[str] = []
+        self.count = 0
+        self.captures = captures
+
+    def emit(self, text: str, type_: str) -> "Sym":
+        name = f"%v{self.count}"
+        self.count += 1
+        self.lines.append(f"{name} = {text}")
+        return Sym(self, name, type_)
+
+    def const(self, value, type_: str) -> "Sym":
+        if type_ == "i1":
+            return self.emit(f"arith.constant {'true' if value else 'false'}", "i1")
+        if type_ == "f32":
+            v = float(value)
+            if math.isinf(v):
+                return self.emit(f"arith.constant {'0xFF800000' if v < 0 else '0x7F800000'} : f32",
+                                 "f32")
+            if math.isnan(v):
+                return self.emit("arith.constant 0x7FC00000 : f32", "f32")
+            return self.emit(f"arith.constant {v!r} : f32", "f32")
+        return self.emit(f"arith.constant {int(value)} : {type_}", type_)
+
+    def capture(self, t: torch.Tensor) -> int:
+        for n, c in enumerate(self.captures):
+            if c is t:
+                return n
+        if t.dtype not in _CAPTURE_TYPES:
+            raise UnsupportedError(f"a modifier reads a {t.dtype} tensor; captures may be "
+                                   f"{', '.join(str(d) for d in _CAPTURE_TYPES)}")
+        if t.dim() == 0:
+            raise UnsupportedError("a modifier reads a 0-d tensor: pass a Python number or "
+                                   "index a 1-element tensor")
+        self.captures.append(t)
+        return len(self.captures) - 1
+
+
+def capture_type(t: torch.Tensor) -> str:
+    return "tensor<" + "x".join(str(d) for d in t.shape) + "x" + _CAPTURE_TYPES[t.dtype] + ">"
+
+
+def _unsupported(what: str, hint: str = ""):
+    raise UnsupportedError(f"score_mod / mask_mod: {what} is not supported in a traced "
+                           f"modifier{hint}")
+
+
+class Sym:
+    """A symbolic scalar of a modifier: an SSA value of type f32, index, an
+    integer type of a captured tensor, or i1."""
+
+    __slots__ = ("tr", "name", "type")
+
+    def __init__(self, tr: _Tracer, name: str, type_: str):
+        self.tr, self.name, self.type = tr, name, type_
+
+    # Conversions between the region's types.
+    def to(self, type_: str) -> "Sym":
+        if self.type == type_:
+            return self
+        t = self.tr
+        if self.type == "i1":
+            _unsupported(f"using a boolean as {type_}")
+        if type_ == "f32":
+            if self.type in ("f16", "bf16"):
+                return t.emit(f"arith.extf {self.name} : {self.type} to f32", "f32")
+            x = self if self.type != "index" else t.emit(
+                f"arith.index_cast {self.name} : index to i64", "i64")
+            return t.emit(f"arith.sitofp {x.name} : {x.type} to f32", "f32")
+        if type_ == "index" and self.type in ("i32", "i64"):
+            return t.emit(f"arith.index_cast {self.name} : {self.type} to index", "index")
+        _unsupported(f"using a {self.type} value as {type_}")
+
+    def _lift(self, other) -> "Sym":
+        if isinstance(other, Sym):
+            if other.tr is not self.tr:
+                _unsupported("mixing values of the score_mod and the mask_mod")
+            return other
+        if isinstance(other, bool):
+            return self.tr.const(other, "i1")
+        if isinstance(other, int):
+            return self.tr.const(other, self.type if self.type in _INTS else "f32")
+        if isinstance(other, float):
+            return self.tr.const(other, "f32")
+        _unsupported(f"a {type(other).__name__} operand")
+
+    def _common(self, other, floating=False) -> Tuple["Sym", "Sym"]:
+        a, b = self, self._lift(other)
+        if floating or "f32" in (a.type, b.type) or a.type in ("f16", "bf16") or \
+                b.type in ("f16", "bf16"):
+            return a.to("f32"), b.to("f32")
+        if a.type != b.type:
+            if "i1" in (a.type, b.type):
+                _unsupported("mixing booleans and numbers")
+            return a.to("index"), b.to("index")
+        return a, b
+
+    def _arith(self, other, iop: str, fop: str, reverse=False) -> "Sym":
+        a, b = self._common(other)
+        if reverse:
+            a, b = b, a
+        if a.type == "i1":
+            _unsupported(f"arithmetic ({iop}) on booleans")
+        op = fop if a.type == "f32" else iop
+        return self.tr.emit(f"arith.{op} {a.name}, {b.name} : {a.type}", a.type)
+
+    def __add__(self, o): return self._arith(o, "addi", "addf")
+    def __radd__(self, o): return self._arith(o, "addi", "addf", True)
+    def __sub__(self, o): return self._arith(o, "subi", "subf")
+    def __rsub__(self, o): return self._arith(o, "subi", "subf", True)
+    def __mul__(self, o): return self._arith(o, "muli", "mulf")
+    def __rmul__(self, o): return self._arith(o, "muli", "mulf", True)
+
+    def __truediv__(self, o, reverse=False):
+        a, b = self._common(o, floating=True)
+        if reverse:
+            a, b = b, a
+        return self.tr.emit(f"arith.divf {a.name}, {b.name} : f32", "f32")
+
+    def __rtruediv__(self, o): return self.__truediv__(o, True)
+
+    def __floordiv__(self, o, reverse=False):
+        a, b = self._common(o)
+        if reverse:
+            a, b = b, a
+        if a.type == "f32":
+            q = self.tr.emit(f"arith.divf {a.name}, {b.name} : f32", "f32")
+            return self.tr.emit(f"math.floor {q.name} : f32", "f32")
+        return self.tr.emit(f"arith.floordivsi {a.name}, {b.name} : {a.type}", a.type)
+
+    def __rfloordiv__(self, o): return self.__floordiv__(o, True)
+
+    def __mod__(self, o, reverse=False):
+        a, b = self._common(o)
+        if reverse:
+            a, b = b, a
+        if a.type == "f32":
+            _unsupported("% on floating-point values")
+        # Python's modulo has the divisor's sign: a - floor(a / b) * b.
+        q = a.tr.emit(f"arith.floordivsi {a.name}, {b.name} : {a.type}", a.type)
+        m = a.tr.emit(f"arith.muli {q.name}, {b.name} : {a.type}", a.type)
+        return a.tr.emit(f"arith.subi {a.name}, {m.name} : {a.type}", a.type)
+
+    def __rmod__(self, o): return self.__mod__(o, True)
+
+    def __neg__(self):
+        if self.type == "f32" or self.type in ("f16", "bf16"):
+            x = self.to("f32")
+            return self.tr.emit(f"arith.negf {x.name} : f32", "f32")
+        return self.tr.const(0, self.type if self.type != "i1" else "index") - self
+
+    def __pos__(self): return self
+
+    def __abs__(self):
+        if self.type in _INTS:
+            return torch.where(self < 0, -self, self)
+        return _math("absf", self)
+
+    def _compare(self, other, ipred: str, fpred: str) -> "Sym":
+        a, b = self._common(other)
+        if a.type == "f32":
+            return self.tr.emit(f"arith.cmpf {fpred}, {a.name}, {b.name} : f32", "i1")
+        if a.type == "i1" and ipred not in ("eq", "ne"):
+            _unsupported("ordering booleans")
+        return self.tr.emit(f"arith.cmpi {ipred}, {a.name}, {b.name} : {a.type}", "i1")
+
+    def __lt__(self, o): return self._compare(o, "slt", "olt")
+    def __le__(self, o): return self._compare(o, "sle", "ole")
+    def __gt__(self, o): return self._compare(o, "sgt", "ogt")
+    def __ge__(self, o): return self._compare(o, "sge", "oge")
+    def __eq__(self, o): return self._compare(o, "eq", "oeq")
+    def __ne__(self, o): return self._compare(o, "ne", "une")
+    __hash__ = None
+
+    def _logic(self, other, op: str, reverse=False) -> "Sym":
+        a, b = self, self._lift(other)
+        if reverse:
+            a, b = b, a
+        if a.type != b.type or a.type == "f32":
+            _unsupported(f"{op} of {a.type} and {b.type}")
+        return self.tr.emit(f"arith.{op} {a.name}, {b.name} : {a.type}", a.type)
+
+    def __and__(self, o): return self._logic(o, "andi")
+    def __rand__(self, o): return self._logic(o, "andi", True)
+    def __or__(self, o): return self._logic(o, "ori")
+    def __ror__(self, o): return self._logic(o, "ori", True)
+    def __xor__(self, o): return self._logic(o, "xori")
+    def __rxor__(self, o): return self._logic(o, "xori", True)
+
+    def __invert__(self):
+        if self.type != "i1":
+            _unsupported("~ of a number")
+        return self ^ True
+
+    def __bool__(self):
+        _unsupported("Python control flow on a traced value (`if`, `and`, `or`, `not`, "
+                     "chained comparisons)", " (use torch.where, &, | and ~)")
+
+    def __index__(self):
+        _unsupported("using a traced value as a Python int")
+
+    def __int__(self):
+        _unsupported("int() of a traced value")
+
+    def __float__(self):
+        _unsupported("float() of a traced value")
+
+    def __iter__(self):
+        _unsupported("iterating over a traced value")
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        handler = _TORCH.get(func)
+        if handler is None:
+            name = getattr(func, "__name__", str(func))
+            _unsupported(f"torch.{name}")
+        return handler(*args, **kwargs)
+
+
+def _math(op: str, x) -> Sym:
+    if not isinstance(x, Sym):
+        _unsupported(f"math.{op} of a constant (compute it in Python)")
+    x = x.to("f32")
+    return x.tr.emit(f"math.{op} {x.name} : f32", "f32")
+
+
+def _where(cond, a, b):
+    anchor = next((x for x in (cond, a, b) if isinstance(x, Sym)), None)
+    if anchor is None:
+        _unsupported("torch.where of constants")
+    c = anchor._lift(cond)
+    if c.type != "i1":
+        _unsupported("torch.where with a non-boolean condition")
+    if isinstance(a, Sym):
+        x, y = a._common(b)
+    elif isinstance(b, Sym):
+        y, x = b._common(a)
+    else:
+        kind = "f32" if isinstance(a, float) or isinstance(b, float) else "index"
+        x, y = anchor.tr.const(a, kind), anchor.tr.const(b, kind)
+    return c.tr.emit(f"arith.select {c.name}, {x.name}, {y.name} : {x.type}", x.type)
+
+
+def _extremum(iop: str, fop: str):
+    def f(a, b=None, **kw):
+        if b is None:
+            b = kw.pop("other", None)
+        if b is None:
+            _unsupported("a reduction (torch.max / min of one value)")
+        s = a if isinstance(a, Sym) else b
+        x, y = s._common(b if s is a else a)
+        op = fop if x.type == "f32" else iop
+        return s.tr.emit(f"arith.{op} {x.name}, {y.name} : {x.type}", x.type)
+    return f
+
+
+def _clamp(x, min=None, max=None):
+    # (The handlers directly: torch's own argument parsing refuses numbers.)
+    if min is not None:
+        x = _TORCH[torch.maximum](x, min)
+    if max is not None:
+        x = _TORCH[torch.minimum](x, max)
+    return x
+
+
+def _sigmoid(x):
+    return 1.0 / (1.0 + torch.exp(-x))
+
+
+def _getitem(t, index):
+    if not isinstance(t, torch.Tensor):
+        _unsupported("indexing a traced value")
+    index = index if isinstance(index, tuple) else (index,)
+    syms = [i for i in index if isinstance(i, Sym)]
+    tr = syms[0].tr
+    if len(index) != t.dim():
+        _unsupported(f"indexing a {t.dim()}-d tensor with {len(index)} indices (one per "
+                     "dimension)")
+    idx = []
+    for i in index:
+        if isinstance(i, Sym):
+            idx.append(i.to("index"))
+        elif isinstance(i, int) and not isinstance(i, bool):
+            idx.append(tr.const(i, "index"))
+        else:
+            _unsupported(f"a {type(i).__name__} index (slices, tensors)")
+    n = tr.capture(t)
+    elt = _CAPTURE_TYPES[t.dtype]
+    return tr.emit(f"tensor.extract %c{n}[{', '.join(i.name for i in idx)}] : "
+                   f"{capture_type(t)}", elt)
+
+
+_TORCH: Dict[Callable, Callable] = {
+    torch.where: _where,
+    torch.maximum: _extremum("maxsi", "maximumf"),
+    torch.minimum: _extremum("minsi", "minimumf"),
+    torch.max: _extremum("maxsi", "maximumf"),
+    torch.min: _extremum("minsi", "minimumf"),
+    torch.clamp: _clamp,
+    torch.sigmoid: _sigmoid,
+    torch.Tensor.__getitem__: _getitem,
+    torch.abs: abs,
+}
+for _name, _op in (("tanh", "tanh"), ("exp", "exp"), ("exp2", "exp2"), ("log", "log"),
+                   ("log2", "log2"), ("sqrt", "sqrt"), ("rsqrt", "rsqrt"), ("sin", "sin"),
+                   ("cos", "cos"), ("floor", "floor"), ("ceil", "ceil")):
+    _TORCH[getattr(torch, _name)] = (lambda op: lambda x: _math(op, x))(_op)
+
+
+class Traced:
+    """The traced regions (MLIR text) of a score_mod and / or a mask_mod and
+    the tensors they read, in the order of the op's `captures(...)`."""
+
+    def __init__(self, score_mod: Optional[str], mask_mod: Optional[str],
+                 captures: List[torch.Tensor]):
+        self.score_mod, self.mask_mod, self.captures = score_mod, mask_mod, captures
+
+    def regions(self) -> str:
+        """`captures(...) score_mod(...) {...} mask_mod(...) {...}` for an
+        fa.attention whose capture operands are %cap0, %cap1, ..."""
+        parts = []
+        if self.captures:
+            parts.append("captures(" + ", ".join(f"%cap{n}" for n in range(len(self.captures)))
+                         + ")")
+        for text in (self.score_mod, self.mask_mod):
+            if text is not None:
+                parts.append(text)
+        return "\n".join(parts)
+
+    def capture_types(self) -> List[str]:
+        return [capture_type(t) for t in self.captures]
+
+    def module(self, q_shape, k_shape, v_shape, elt: str = "f16", attrs: str = "") -> str:
+        """A func.func applying fa.attention with these modifiers to q, k, v of
+        the given [B, H, N, D] shapes (`attrs`: e.g. "mask<causal> softcap
+        30.0"), the captures as trailing arguments: input for fa-opt and
+        fa-compile."""
+        t = lambda shape: "tensor<" + "x".join(str(d) for d in shape) + f"x{elt}>"
+        o_shape = tuple(q_shape[:3]) + (v_shape[3],)
+        out_t, lse_t = t(o_shape), "tensor<" + "x".join(str(d) for d in q_shape[:3]) + "xf32>"
+        caps = self.capture_types()
+        args = [f"%q: {t(q_shape)}", f"%k: {t(k_shape)}", f"%v: {t(v_shape)}"]
+        args += [f"%cap{n}: {c}" for n, c in enumerate(caps)]
+        ins = ", ".join([t(q_shape), t(k_shape), t(v_shape)] + caps)
+        body = "\n".join("    " + line for line in self.regions().splitlines())
+        return (f"func.func @attention({', '.join(args)}) -> ({out_t}, {lse_t}) {{\n"
+                f"  %o, %l = fa.attention %q, %k, %v {attrs}\n{body}\n"
+                f"    : ({ins}) -> ({out_t}, {lse_t})\n"
+                f"  return %o, %l : {out_t}, {lse_t}\n}}\n")
+
+    def key(self) -> str:
+        """The traced IR and the captures' types: what a compiled kernel of
+        these modifiers is cached by (the captures' values are arguments)."""
+        return self.regions() + "|" + ",".join(self.capture_types())
+
+
+def _region(fn, captures, score: bool) -> str:
+    tr = _Tracer(captures)
+    names = ["%b", "%h", "%i", "%j"]
+    args = [Sym(tr, n, "index") for n in names]
+    if score:
+        args.insert(0, Sym(tr, "%s", "f32"))
+    result = fn(*args)
+    want = "f32" if score else "i1"
+    if isinstance(result, Sym):
+        if result.tr is not tr:
+            _unsupported("returning a value of the other modifier")
+        if score:
+            if result.type == "i1":
+                raise UnsupportedError("score_mod returns a boolean; a mask belongs in "
+                                       "mask_mod")
+            result = result.to("f32")
+        elif result.type != "i1":
+            raise UnsupportedError(f"mask_mod returns a {result.type} value, not a boolean "
+                                   "(a comparison)")
+    elif score and isinstance(result, (int, float)) and not isinstance(result, bool):
+        result = tr.const(result, "f32")
+    elif not score and isinstance(result, bool):
+        result = tr.const(result, "i1")
+    else:
+        raise UnsupportedError(f"{'score_mod' if score else 'mask_mod'} returns a "
+                               f"{type(result).__name__}, not a traced scalar")
+    return tr, result, want
+
+
+def trace(score_mod: Optional[Callable] = None,
+          mask_mod: Optional[Callable] = None) -> Traced:
+    """Traces score_mod(score, b, h, q_idx, kv_idx) -> score and
+    mask_mod(b, h, q_idx, kv_idx) -> bool into fa.attention's regions."""
+    captures: List[torch.Tensor] = []
+    traced = []
+    for fn, score in ((score_mod, True), (mask_mod, False)):
+        if fn is None:
+            traced.append(None)
+            continue
+        if not callable(fn):
+            raise TypeError(f"{'score_mod' if score else 'mask_mod'} must be callable")
+        traced.append(_region(fn, captures, score))
+    texts = []
+    for item, score in zip(traced, (True, False)):
+        if item is None:
+            texts.append(None)
+            continue
+        tr, result, want = item
+        args = (["%s: f32"] if score else []) + ["%b: index", "%h: index", "%i: index",
+                                                 "%j: index"]
+        # Every region receives every capture (both modifiers' tensors).
+        args += [f"%c{n}: {capture_type(t)}" for n, t in enumerate(captures)]
+        body = "\n".join("  " + line for line in tr.lines)
+        name = "score_mod" if score else "mask_mod"
+        texts.append(f"{name}({', '.join(args)}) {{\n{body}\n  fa.yield {result.name} : "
+                     f"{want}\n}}")
+    return Traced(texts[0], texts[1], captures)
+
+
+def trace_modifiers(score_mod: Optional[Callable] = None,
+                    mask_mod: Optional[Callable] = None) -> Traced:
+    """flashmlir.trace_modifiers(score_mod=None, mask_mod=None): the fa
+    dialect's regions of the modifiers (Traced.regions(), the captured
+    tensors in Traced.captures); UnsupportedError for Python the tracer
+    does not take."""
+    return trace(score_mod, mask_mod)
+
+
+def index_grids(b: int, h: int, nq: int, nk: int, device) -> Tuple[torch.Tensor, ...]:
+    """b, h, q_idx, kv_idx as int64 tensors broadcasting to [B, H, Nq, Nk]:
+    what the functions see in the reference."""
+    def ar(n, dim):
+        shape = [1, 1, 1, 1]
+        shape[dim] = n
+        return torch.arange(n, device=device).view(shape)
+    return ar(b, 0), ar(h, 1), ar(nq, 2), ar(nk, 3)
