@@ -321,13 +321,18 @@ FailureOr<TiledAttention> matchTiledAttention(scf::ForallOp forall) {
     auto loop = dyn_cast<scf::ForOp>(op);
     if (!loop)
       continue;
+    // (fa-specialize-masks nests a mask_mod's steps in per-block scf.if.)
+    WalkResult modifiers = loop.walk([](OnlineAttentionOp step) {
+      return step.hasModifiers() ? WalkResult::interrupt()
+                                 : WalkResult::advance();
+    });
+    if (modifiers.wasInterrupted())
+      return fail("score_mod and mask_mod have no GPU lowering yet (the "
+                  "fa-tiled-cpu pipeline runs them)");
     auto steps = loop.getBody()->getOps<OnlineAttentionOp>();
     if (!llvm::hasSingleElement(steps))
       return fail("a key loop must hold exactly one fa.online_attention");
     OnlineAttentionOp step = *steps.begin();
-    if (step.hasModifiers())
-      return fail("score_mod and mask_mod have no GPU lowering yet (the "
-                  "fa-tiled-cpu pipeline runs them)");
     auto yield = cast<scf::YieldOp>(loop.getBody()->getTerminator());
     if (loop.getNumRegionIterArgs() != 3 ||
         yield.getOperands() != ValueRange(step.getResults()) ||

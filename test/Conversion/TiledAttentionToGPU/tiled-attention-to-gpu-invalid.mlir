@@ -1,4 +1,7 @@
 // RUN: fa-opt %s --split-input-file --fa-tile-attention="block-q=64 block-kv=64" --fa-convert-tiled-attention-to-gpu --verify-diagnostics
+// The same diagnostics after fa-specialize-masks (which nests a mask_mod's
+// steps in per-block scf.if):
+// RUN: fa-opt %s --split-input-file --fa-tile-attention="block-q=64 block-kv=64" --fa-specialize-masks --fa-convert-tiled-attention-to-gpu --verify-diagnostics
 
 // Score and mask modifiers reach the tile step (fa-tile-attention carries
 // them) but no GPU kernel computes them yet: the conversion says so rather
@@ -17,6 +20,26 @@ func.func @score_mod(%q: memref<1x2x128x64xf16>, %o: memref<1x2x128x64xf16>,
       }
       : (tensor<1x2x128x64xf16>, tensor<1x2x128x64xf16>, tensor<1x2x128x64xf16>,
          tensor<2xf32>) -> (tensor<1x2x128x64xf16>, tensor<1x2x128xf32>)
+  bufferization.materialize_in_destination %out in restrict writable %o : (tensor<1x2x128x64xf16>, memref<1x2x128x64xf16>) -> ()
+  bufferization.materialize_in_destination %lse in restrict writable %l : (tensor<1x2x128xf32>, memref<1x2x128xf32>) -> ()
+  return
+}
+
+// -----
+
+// A mask_mod (after fa-specialize-masks: its steps nested in scf.if).
+func.func @mask_mod(%q: memref<1x2x128x64xf16>, %o: memref<1x2x128x64xf16>,
+                    %l: memref<1x2x128xf32>) {
+  %qt = bufferization.to_tensor %q restrict : memref<1x2x128x64xf16> to tensor<1x2x128x64xf16>
+  // expected-error @below {{fa-convert-tiled-attention-to-gpu: score_mod and mask_mod have no GPU lowering yet (the fa-tiled-cpu pipeline runs them)}}
+  %out, %lse = fa.attention %qt, %qt, %qt
+      mask_mod(%b: index, %h: index, %i: index, %j: index) {
+        %c16 = arith.constant 16 : index
+        %v = arith.cmpi ult, %j, %c16 : index
+        fa.yield %v : i1
+      }
+      : (tensor<1x2x128x64xf16>, tensor<1x2x128x64xf16>, tensor<1x2x128x64xf16>)
+      -> (tensor<1x2x128x64xf16>, tensor<1x2x128xf32>)
   bufferization.materialize_in_destination %out in restrict writable %o : (tensor<1x2x128x64xf16>, memref<1x2x128x64xf16>) -> ()
   bufferization.materialize_in_destination %lse in restrict writable %l : (tensor<1x2x128xf32>, memref<1x2x128xf32>) -> ()
   return

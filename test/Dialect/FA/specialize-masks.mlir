@@ -170,14 +170,37 @@ func.func @runtime_window(%q: tensor<64x64xf16>, %k: tensor<32x64xf16>, %v: tens
 
 // -----
 
-// A step with a modifier keeps its loop whole: any block may be partly
-// hidden by the mask_mod, and the score_mod needs every block's positions
-// (block sparsity from a mask_mod is not computed yet).
+// A step with a mask_mod keeps its loop whole (the modifier may hide any
+// key) and is decided per block: interval arithmetic over the region, on the
+// block's rows [q0, min(q0 + 64, Nq) - 1] and keys [k0, min(k0 + 32, Nk) -
+// 1], says whether the block may be seen (else the state passes through)
+// and may be hidden (else the step runs without the mask_mod; the attribute
+// mask and the tail stay). Here i - j < 64 unsigned: exact where i - j >= 0
+// over the block, either value where it may be negative.
 
 // CHECK-LABEL: func.func @modifier
-// CHECK-COUNT-1: scf.for
+// CHECK-SAME:    %[[Q0:[a-z0-9]+]]: index, %[[NQ:[a-z0-9]+]]: index, %[[NK:[a-z0-9]+]]: index, %{{.*}}: index, %{{.*}}: index)
+// CHECK:         scf.for %[[K0:[a-z0-9]+]] = %{{.*}} to %[[NK]]
+// CHECK:           %[[KE:.*]] = arith.minsi %{{.*}}, %[[NK]] : index
+// CHECK:           %[[KL:.*]] = arith.subi %[[KE]], %{{.*}} : index
+// CHECK:           %[[QE:.*]] = arith.minsi %{{.*}}, %[[NQ]] : index
+// CHECK:           %[[QL:.*]] = arith.subi %[[QE]], %{{.*}} : index
+// The range of i - j: [q0 - kLast, qLast - k0].
+// CHECK:           %[[DHI:.*]] = arith.subi %[[QL]], %[[K0]] : index
+// CHECK:           %[[DLO:.*]] = arith.subi %[[Q0]], %[[KL]] : index
+// CHECK:           %[[NONNEG:.*]] = arith.cmpi sge, %[[DLO]], %{{.*}} : index
+// CHECK:           %[[HIDE0:.*]] = arith.cmpi sge, %[[DHI]], %{{.*}} : index
+// CHECK:           %[[SEE0:.*]] = arith.cmpi slt, %[[DLO]], %{{.*}} : index
+// CHECK:           %[[HIDE:.*]] = arith.ori %[[HIDE0]], %{{.*}} : i1
+// CHECK:           %[[SEE:.*]] = arith.ori %[[SEE0]], %{{.*}} : i1
+// CHECK:           scf.if %[[SEE]]
+// CHECK:             scf.if %[[HIDE]]
+// CHECK:               fa.online_attention {{.*}} masked({{.*}}) at({{.*}}) mask<causal> scale 1.250000e-01 mask_mod(
+// CHECK:             } else {
+// CHECK:               fa.online_attention {{.*}} masked(%[[Q0]], %[[K0]], %[[NQ]], %[[NK]]) mask<causal> scale 1.250000e-01 :
+// CHECK:           } else {
+// CHECK-NEXT:        scf.yield %{{.*}}, %{{.*}}, %{{.*}} :
 // CHECK-NOT:     scf.for
-// CHECK:           fa.online_attention {{.*}} masked({{.*}}) at({{.*}}) mask<causal> scale 1.250000e-01 mask_mod(
 func.func @modifier(%q: tensor<64x64xf16>, %k: tensor<32x64xf16>, %v: tensor<32x64xf16>, %acc: tensor<64x64xf32>, %m: tensor<64xf32>, %l: tensor<64xf32>, %q0: index, %nq: index, %nk: index, %b: index, %h: index) -> (tensor<64x64xf32>, tensor<64xf32>, tensor<64xf32>) {
   %c0 = arith.constant 0 : index
   %c32 = arith.constant 32 : index

@@ -26,9 +26,24 @@
 // unchanged, which the pass checks by requiring the loop to do nothing but
 // thread its state through the step.
 //
+// A step with a mask_mod is left in its loop (the modifier may hide any key)
+// and decided per block instead: interval arithmetic over the mask_mod's
+// region (MaskModBlocks.h) says whether the block's rows and keys may be
+// seen and may be hidden, and the step becomes
+//
+//   scf.if %maySee {              (else: the state passes through)
+//     scf.if %mayHide { step } else { step without the mask_mod }
+//   }
+//
+// (the attribute mask and the sequence tail stay on both steps).
+//
 //===----------------------------------------------------------------------===//
 
 #include "fa/Dialect/FA/Transforms/Passes.h"
+
+#include "MaskModBlocks.h"
+
+#include "mlir/Dialect/SCF/IR/SCF.h"
 
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/Matchers.h"
@@ -151,6 +166,73 @@ void specializeKeyLoop(RewriterBase &rewriter, scf::ForOp loop,
   rewriter.replaceOp(loop, tail.getResults());
 }
 
+/// `step` without its mask_mod (the captures and at(b, h) go too when no
+/// score_mod is left to read them).
+OnlineAttentionOp withoutMaskMod(RewriterBase &rewriter,
+                                 OnlineAttentionOp step) {
+  bool keepScoreMod = step.hasScoreMod();
+  auto op = OnlineAttentionOp::create(
+      rewriter, step.getLoc(), step.getNewAcc().getType(),
+      step.getNewMax().getType(), step.getNewSum().getType(), step.getQuery(),
+      step.getKey(), step.getValue(), step.getAcc(), step.getMax(),
+      step.getSum(), step.getQStart(), step.getKStart(), step.getQLen(),
+      step.getKLen(), keepScoreMod ? step.getBatchIndex() : Value(),
+      keepScoreMod ? step.getHeadIndex() : Value(), step.getDynamicSoftcap(),
+      step.getDynamicScale(), step.getMaskOperands(),
+      keepScoreMod ? step.getCaptures() : ValueRange(), step.getScaleAttr(),
+      step.getMaskAttr(), step.getSoftcapAttr(), step.getExp2Attr());
+  if (keepScoreMod) {
+    IRMapping none;
+    step.getScoreMod().cloneInto(&op.getScoreMod(), none);
+  }
+  return op;
+}
+
+/// Decides the mask_mod of `step` per block (see file header).
+void specializeMaskMod(RewriterBase &rewriter, OnlineAttentionOp step) {
+  Location loc = step.getLoc();
+  rewriter.setInsertionPoint(step);
+  int64_t br = cast<RankedTensorType>(step.getQuery().getType()).getDimSize(0);
+  int64_t bc = cast<RankedTensorType>(step.getKey().getType()).getDimSize(0);
+  auto lastOf = [&](Value start, int64_t size, Value len) {
+    Value end = rewriter.createOrFold<arith::AddIOp>(
+        loc, start, arith::ConstantIndexOp::create(rewriter, loc, size));
+    end = rewriter.createOrFold<arith::MinSIOp>(loc, end, len);
+    return rewriter.createOrFold<arith::SubIOp>(
+        loc, end, arith::ConstantIndexOp::create(rewriter, loc, 1));
+  };
+  // Rows and keys past the sequence are padding: the decomposition gives
+  // them the last valid position, inside these ranges.
+  fa::detail::BlockVerdict verdict = fa::detail::buildMaskModBlockVerdict(
+      rewriter, loc, step.getMaskMod(), step.getBatchIndex(),
+      step.getHeadIndex(), step.getQStart(),
+      lastOf(step.getQStart(), br, step.getQLen()), step.getKStart(),
+      lastOf(step.getKStart(), bc, step.getKLen()));
+  auto seen = scf::IfOp::create(
+      rewriter, loc, verdict.maySee,
+      [&](OpBuilder &b, Location l) {
+        auto partial = scf::IfOp::create(
+            b, l, verdict.mayHide,
+            [&](OpBuilder &tb, Location tl) {
+              Operation *masked = tb.clone(*step);
+              scf::YieldOp::create(tb, tl, masked->getResults());
+            },
+            [&](OpBuilder &eb, Location el) {
+              OpBuilder::InsertionGuard guard(rewriter);
+              rewriter.setInsertionPoint(eb.getInsertionBlock(),
+                                         eb.getInsertionPoint());
+              OnlineAttentionOp full = withoutMaskMod(rewriter, step);
+              scf::YieldOp::create(eb, el, full.getResults());
+            });
+        scf::YieldOp::create(b, l, partial.getResults());
+      },
+      [&](OpBuilder &b, Location l) {
+        scf::YieldOp::create(
+            b, l, ValueRange{step.getAcc(), step.getMax(), step.getSum()});
+      });
+  rewriter.replaceOp(step, seen.getResults());
+}
+
 struct FASpecializeMasksPass final
     : fa::impl::FASpecializeMasksBase<FASpecializeMasksPass> {
   using Base::Base;
@@ -161,9 +243,16 @@ struct FASpecializeMasksPass final
       if (OnlineAttentionOp step = getSpecializableStep(loop))
         loops.emplace_back(loop, step);
     });
+    SmallVector<OnlineAttentionOp> maskMods;
+    getOperation()->walk([&](OnlineAttentionOp step) {
+      if (step.hasMaskMod() && step.isMasked() && step.getBatchIndex())
+        maskMods.push_back(step);
+    });
     IRRewriter rewriter(&getContext());
     for (auto [loop, step] : loops)
       specializeKeyLoop(rewriter, loop, step);
+    for (OnlineAttentionOp step : maskMods)
+      specializeMaskMod(rewriter, step);
   }
 };
 

@@ -183,6 +183,14 @@ def FASpecializeMasks : Pass<"fa-specialize-masks"> {
     row of the block can see (causal, sliding window, sequence end). Bounds are
     computed per query block at run time from `q_start`, `q_len`, `k_len` and
     the op's mask.
+
+    A step with a `mask_mod` keeps its loop whole and is decided per block:
+    interval arithmetic over the region on the block's rows and keys says
+    whether the block may be seen (else the state passes through) and may be
+    hidden (else the step runs without the mask_mod), as nested `scf.if`.
+    Index arithmetic with constants, comparisons and boolean logic are
+    decided exactly; anything else (a capture's element) keeps the block
+    masked.
   }];
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::scf::SCFDialect"];

@@ -1,0 +1,265 @@
+//===- MaskModBlocks.cpp - What a mask_mod hides in a block ---------------===//
+//
+// Abstract interpretation of a mask_mod region over a tile: integers as
+// signed intervals [lo, hi] (index values built next to the loop), booleans
+// as (mayBeTrue, mayBeFalse). The values are built as IR because the tile's
+// bounds are run-time values; constants fold.
+//
+//===----------------------------------------------------------------------===//
+
+#include "MaskModBlocks.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/IR/Matchers.h"
+#include "llvm/ADT/DenseMap.h"
+
+using namespace mlir;
+using namespace mlir::fa;
+using namespace mlir::fa::detail;
+
+namespace {
+
+/// An integer's range, or a boolean's possible values; neither: unknown.
+struct Abstract {
+  Value lo, hi;     // integers (index)
+  Value canT, canF; // booleans (i1)
+  bool isInt() const { return lo && hi; }
+  bool isBool() const { return canT && canF; }
+};
+
+class Interpreter {
+public:
+  Interpreter(OpBuilder &b, Location loc) : b(b), loc(loc) {}
+
+  Value idx(int64_t v) { return arith::ConstantIndexOp::create(b, loc, v); }
+  Value i1(bool v) { return arith::ConstantIntOp::create(b, loc, v, 1); }
+  Value add(Value x, Value y) {
+    return b.createOrFold<arith::AddIOp>(loc, x, y);
+  }
+  Value sub(Value x, Value y) {
+    return b.createOrFold<arith::SubIOp>(loc, x, y);
+  }
+  Value mul(Value x, Value y) {
+    return b.createOrFold<arith::MulIOp>(loc, x, y);
+  }
+  Value minS(Value x, Value y) {
+    return b.createOrFold<arith::MinSIOp>(loc, x, y);
+  }
+  Value maxS(Value x, Value y) {
+    return b.createOrFold<arith::MaxSIOp>(loc, x, y);
+  }
+  Value cmp(arith::CmpIPredicate p, Value x, Value y) {
+    return b.createOrFold<arith::CmpIOp>(loc, p, x, y);
+  }
+  Value andI(Value x, Value y) {
+    return b.createOrFold<arith::AndIOp>(loc, x, y);
+  }
+  Value orI(Value x, Value y) {
+    return b.createOrFold<arith::OrIOp>(loc, x, y);
+  }
+  Value notI(Value x) {
+    return b.createOrFold<arith::XOrIOp>(loc, x, i1(true));
+  }
+  Value select(Value c, Value x, Value y) {
+    return b.createOrFold<arith::SelectOp>(loc, c, x, y);
+  }
+
+  Abstract exact(Value v) { return {v, v, {}, {}}; }
+  Abstract range(Value lo, Value hi) { return {lo, hi, {}, {}}; }
+  Abstract boolean(Value t, Value f) { return {{}, {}, t, f}; }
+  Abstract anyBool() { return boolean(i1(true), i1(true)); }
+
+  Abstract get(Value v) {
+    auto it = values.find(v);
+    return it == values.end() ? Abstract() : it->second;
+  }
+  /// An integer's interval, or a boolean's values, as index-typed bounds.
+  Abstract asInt(Value v) {
+    Abstract a = get(v);
+    return a.isInt() ? a : Abstract();
+  }
+  Abstract asBool(Value v) {
+    Abstract a = get(v);
+    return a.isBool() ? a : anyBool();
+  }
+
+  void visit(Operation *op);
+  llvm::DenseMap<Value, Abstract> values;
+
+private:
+  Abstract compare(arith::CmpIPredicate p, Abstract x, Abstract y);
+
+  OpBuilder &b;
+  Location loc;
+};
+
+Abstract Interpreter::compare(arith::CmpIPredicate p, Abstract x, Abstract y) {
+  using P = arith::CmpIPredicate;
+  if (!x.isInt() || !y.isInt())
+    return anyBool();
+  // Unsigned predicates agree with the signed ones on non-negative ranges.
+  Value nonNeg;
+  switch (p) {
+  case P::ult:
+  case P::ule:
+  case P::ugt:
+  case P::uge:
+    nonNeg = andI(cmp(P::sge, x.lo, idx(0)), cmp(P::sge, y.lo, idx(0)));
+    p = p == P::ult   ? P::slt
+        : p == P::ule ? P::sle
+        : p == P::ugt ? P::sgt
+                      : P::sge;
+    break;
+  default:
+    break;
+  }
+  Abstract r;
+  switch (p) {
+  case P::slt: // x < y for some pair, x >= y for some pair
+    r = boolean(cmp(P::slt, x.lo, y.hi), cmp(P::sge, x.hi, y.lo));
+    break;
+  case P::sle:
+    r = boolean(cmp(P::sle, x.lo, y.hi), cmp(P::sgt, x.hi, y.lo));
+    break;
+  case P::sgt:
+    r = boolean(cmp(P::sgt, x.hi, y.lo), cmp(P::sle, x.lo, y.hi));
+    break;
+  case P::sge:
+    r = boolean(cmp(P::sge, x.hi, y.lo), cmp(P::slt, x.lo, y.hi));
+    break;
+  case P::eq:
+  case P::ne: {
+    Value overlap = andI(cmp(P::sle, x.lo, y.hi), cmp(P::sle, y.lo, x.hi));
+    // Always equal only when both are the same single value.
+    Value same = andI(andI(cmp(P::eq, x.lo, x.hi), cmp(P::eq, y.lo, y.hi)),
+                      cmp(P::eq, x.lo, y.lo));
+    r = p == P::eq ? boolean(overlap, notI(same))
+                   : boolean(notI(same), overlap);
+    break;
+  }
+  default:
+    return anyBool();
+  }
+  if (nonNeg)
+    r = boolean(orI(r.canT, notI(nonNeg)), orI(r.canF, notI(nonNeg)));
+  return r;
+}
+
+void Interpreter::visit(Operation *op) {
+  auto result = [&](Abstract a) { values[op->getResult(0)] = a; };
+  if (op->getNumResults() != 1)
+    return;
+  Type type = op->getResult(0).getType();
+  // Scalars of at most 64 bits only (floats, vectors, wider integers:
+  // unknown).
+  if (!type.isIndex() &&
+      !(type.isSignlessInteger() && type.getIntOrFloatBitWidth() <= 64))
+    return;
+  APInt c;
+  if (matchPattern(op->getResult(0), m_ConstantInt(&c))) {
+    if (type.isInteger(1))
+      result(boolean(i1(!c.isZero()), i1(c.isZero())));
+    else
+      result(exact(idx(c.getSExtValue())));
+    return;
+  }
+  if (isa<arith::IndexCastOp, arith::ExtSIOp, arith::TruncIOp>(op)) {
+    // (Positions and their arithmetic stay far from the narrow types'
+    // bounds.)
+    if (Abstract a = asInt(op->getOperand(0)); a.isInt())
+      result(a);
+    return;
+  }
+  if (isa<arith::AddIOp, arith::SubIOp, arith::MulIOp, arith::MinSIOp,
+          arith::MaxSIOp, arith::FloorDivSIOp, arith::DivSIOp>(op) &&
+      !type.isInteger(1)) {
+    Abstract x = asInt(op->getOperand(0)), y = asInt(op->getOperand(1));
+    if (!x.isInt() || !y.isInt())
+      return;
+    if (isa<arith::AddIOp>(op))
+      return result(range(add(x.lo, y.lo), add(x.hi, y.hi)));
+    if (isa<arith::SubIOp>(op))
+      return result(range(sub(x.lo, y.hi), sub(x.hi, y.lo)));
+    if (isa<arith::MinSIOp>(op))
+      return result(range(minS(x.lo, y.lo), minS(x.hi, y.hi)));
+    if (isa<arith::MaxSIOp>(op))
+      return result(range(maxS(x.lo, y.lo), maxS(x.hi, y.hi)));
+    // Multiplication and division by a constant: monotone, in the constant's
+    // direction.
+    APInt k;
+    bool constRhs = matchPattern(op->getOperand(1), m_ConstantInt(&k));
+    if (isa<arith::MulIOp>(op)) {
+      APInt kl;
+      bool constLhs = matchPattern(op->getOperand(0), m_ConstantInt(&kl));
+      if (!constRhs && !constLhs)
+        return;
+      Abstract v = constRhs ? x : y;
+      int64_t f = constRhs ? k.getSExtValue() : kl.getSExtValue();
+      Value lo = mul(v.lo, idx(f)), hi = mul(v.hi, idx(f));
+      return result(f >= 0 ? range(lo, hi) : range(hi, lo));
+    }
+    if (!constRhs || k.getSExtValue() <= 0)
+      return;
+    Value kv = idx(k.getSExtValue());
+    if (isa<arith::FloorDivSIOp>(op))
+      return result(range(b.createOrFold<arith::FloorDivSIOp>(loc, x.lo, kv),
+                          b.createOrFold<arith::FloorDivSIOp>(loc, x.hi, kv)));
+    return result(range(b.createOrFold<arith::DivSIOp>(loc, x.lo, kv),
+                        b.createOrFold<arith::DivSIOp>(loc, x.hi, kv)));
+  }
+  if (auto cmpOp = dyn_cast<arith::CmpIOp>(op)) {
+    if (cmpOp.getLhs().getType().isInteger(1)) {
+      // eq / ne of booleans: xor and its negation.
+      Abstract x = asBool(cmpOp.getLhs()), y = asBool(cmpOp.getRhs());
+      Value t = orI(andI(x.canT, y.canF), andI(x.canF, y.canT));
+      Value f = orI(andI(x.canT, y.canT), andI(x.canF, y.canF));
+      if (cmpOp.getPredicate() == arith::CmpIPredicate::eq)
+        return result(boolean(f, t));
+      if (cmpOp.getPredicate() == arith::CmpIPredicate::ne)
+        return result(boolean(t, f));
+      return result(anyBool());
+    }
+    return result(compare(cmpOp.getPredicate(), asInt(cmpOp.getLhs()),
+                          asInt(cmpOp.getRhs())));
+  }
+  if (type.isInteger(1) &&
+      isa<arith::AndIOp, arith::OrIOp, arith::XOrIOp>(op)) {
+    Abstract x = asBool(op->getOperand(0)), y = asBool(op->getOperand(1));
+    if (isa<arith::AndIOp>(op))
+      return result(boolean(andI(x.canT, y.canT), orI(x.canF, y.canF)));
+    if (isa<arith::OrIOp>(op))
+      return result(boolean(orI(x.canT, y.canT), andI(x.canF, y.canF)));
+    return result(boolean(orI(andI(x.canT, y.canF), andI(x.canF, y.canT)),
+                          orI(andI(x.canT, y.canT), andI(x.canF, y.canF))));
+  }
+  if (auto sel = dyn_cast<arith::SelectOp>(op)) {
+    Abstract c = asBool(sel.getCondition());
+    if (type.isInteger(1)) {
+      Abstract x = asBool(sel.getTrueValue()), y = asBool(sel.getFalseValue());
+      return result(boolean(orI(andI(c.canT, x.canT), andI(c.canF, y.canT)),
+                            orI(andI(c.canT, x.canF), andI(c.canF, y.canF))));
+    }
+    Abstract x = asInt(sel.getTrueValue()), y = asInt(sel.getFalseValue());
+    if (x.isInt() && y.isInt())
+      return result(range(minS(x.lo, y.lo), maxS(x.hi, y.hi)));
+    return;
+  }
+  // Anything else: unknown (booleans may be either value).
+}
+
+} // namespace
+
+BlockVerdict mlir::fa::detail::buildMaskModBlockVerdict(
+    OpBuilder &b, Location loc, Region &maskMod, Value batch, Value head,
+    Value iLo, Value iHi, Value jLo, Value jHi) {
+  Interpreter interp(b, loc);
+  Block &body = maskMod.front();
+  interp.values[body.getArgument(0)] = interp.exact(batch);
+  interp.values[body.getArgument(1)] = interp.exact(head);
+  interp.values[body.getArgument(2)] = interp.range(iLo, iHi);
+  interp.values[body.getArgument(3)] = interp.range(jLo, jHi);
+  for (Operation &op : body.without_terminator())
+    interp.visit(&op);
+  Abstract verdict = interp.asBool(body.getTerminator()->getOperand(0));
+  return {verdict.canT, verdict.canF};
+}
