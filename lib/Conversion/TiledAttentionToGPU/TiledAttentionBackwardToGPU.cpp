@@ -2090,6 +2090,13 @@ LogicalResult mlir::fa::convertTiledAttentionBackwardToGPU(
   Location loc = deltaOp.getLoc();
   std::optional<KeyBlockNest> keyNest;
   std::optional<QueryBlockNest> queryNest;
+  // (Before matching: fa-tile-attention-backward nests a mask_mod's steps in
+  // per-block scf.if.)
+  for (AttentionBackwardStepOp step : steps)
+    if (step.hasModifiers())
+      return step.emitError("fa-convert-tiled-attention-backward-to-gpu: "
+                            "score_mod and mask_mod have no GPU lowering yet "
+                            "(the fa-tiled-cpu pipeline runs them)");
   for (AttentionBackwardStepOp step : steps) {
     if (step.getDkAcc()) {
       if (keyNest)

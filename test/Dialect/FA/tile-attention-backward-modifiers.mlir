@@ -6,9 +6,21 @@
 // score_mod_grad) cloned, the captures passed on, the tile's batch and
 // query head as `at(...)`, its positions as `masked(...)`.
 
+// A mask_mod is decided per (query block, key block) as in
+// fa-specialize-masks: a block it may not see keeps the accumulators, one it
+// cannot hide runs the step without it.
 // CHECK-LABEL: func.func @mask_mod
-// CHECK:         fa.attention_backward_step {{.*}} masked({{.*}}) at({{.*}}) scale {{.*}} mask_mod(
-// CHECK:           arith.cmpi ule
+// CHECK:         %[[HIDE:.*]] = arith.ori
+// CHECK:         %[[SEE:.*]] = arith.ori
+// CHECK:         scf.if %[[SEE]] -> (
+// CHECK:           scf.if %[[HIDE]] -> (
+// CHECK:             fa.attention_backward_step {{.*}} masked({{.*}}) at({{.*}}) scale {{.*}} mask_mod(
+// CHECK:               arith.cmpi ule
+// CHECK:           } else {
+// CHECK-NOT:         mask_mod
+// CHECK:             fa.attention_backward_step {{.*}} masked({{.*}}) scale {{.*}} : tensor
+// CHECK:         } else {
+// CHECK-NEXT:      scf.yield %{{.*}}, %{{.*}}, %{{.*}} : tensor<16x32xf32>, tensor<16x32xf32>, tensor<16x32xf32>
 // The decomposition ANDs it into the visibility of the recomputed P.
 // LINALG-LABEL: func.func @mask_mod
 // LINALG-NOT:     fa.attention_backward_step

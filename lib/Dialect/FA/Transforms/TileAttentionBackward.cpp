@@ -50,6 +50,7 @@
 #include "fa/Dialect/FA/Transforms/Passes.h"
 
 #include "BuilderUtils.h"
+#include "MaskModBlocks.h"
 
 #include "mlir/Dialect/Arith/Utils/Utils.h"
 #include "mlir/Dialect/Tensor/Utils/Utils.h"
@@ -312,33 +313,90 @@ static KeyBlock loadKeyBlock(OpBuilder &b, const BackwardPlan &p, Value batch,
   return blk;
 }
 
+namespace {
+/// The updated accumulators of a step (null where it has none).
+struct StepResults {
+  Value dk, dv, dq;
+};
+} // namespace
+
 /// The one fa.attention_backward_step of a (query block, key block) pair,
 /// updating the accumulators given (dK/dV, dQ, or all three). It is masked
 /// when the op has a mask hiding keys or the keys may have a tail; padded
-/// query rows need no mask (their LSE is +inf, hence P = 0).
-static AttentionBackwardStepOp buildStep(OpBuilder &b, const BackwardPlan &p,
-                                         const QueryBlock &qBlk,
-                                         const KeyBlock &kBlk, Value dkAcc,
-                                         Value dvAcc, Value dqAcc) {
+/// query rows need no mask (their LSE is +inf, hence P = 0). A mask_mod is
+/// decided per block as in fa-specialize-masks: a block it hides leaves the
+/// accumulators as they are, one it shows whole runs without it.
+static StepResults buildStep(OpBuilder &b, const BackwardPlan &p,
+                             const QueryBlock &qBlk, const KeyBlock &kBlk,
+                             Value dkAcc, Value dvAcc, Value dqAcc) {
   SmallVector<Value> position;
   if (p.mask || p.keyTail || p.modifiers)
     position = {qBlk.start, kBlk.start, p.seqQ, p.seqK};
+  auto results = [](AttentionBackwardStepOp step) {
+    return StepResults{step.getNewDk(), step.getNewDv(), step.getNewDq()};
+  };
   if (!p.modifiers)
-    return AttentionBackwardStepOp::create(
+    return results(AttentionBackwardStepOp::create(
         b, p.loc, qBlk.q, kBlk.k, kBlk.v, qBlk.dout, qBlk.lse, qBlk.delta,
         dkAcc, dvAcc, dqAcc, position, p.scalars, p.mask,
-        p.mask ? p.maskOperands : ValueRange());
+        p.mask ? p.maskOperands : ValueRange()));
   // The modifiers at the tile's batch and query head (the regions cloned).
-  auto step = AttentionBackwardStepOp::create(
-      b, p.loc, qBlk.q, kBlk.k, kBlk.v, qBlk.dout, qBlk.lse, qBlk.delta, dkAcc,
-      dvAcc, dqAcc, position, p.scalars, p.mask,
-      p.mask ? p.maskOperands : ValueRange(), qBlk.batch, qBlk.head,
-      p.modifiers.getCaptures());
-  IRMapping none;
-  p.modifiers.getScoreMod().cloneInto(&step.getScoreMod(), none);
-  p.modifiers.getMaskMod().cloneInto(&step.getMaskMod(), none);
-  p.modifiers.getScoreModGrad().cloneInto(&step.getScoreModGrad(), none);
-  return step;
+  auto makeStep = [&](OpBuilder &sb, bool withMaskMod) {
+    bool regions = withMaskMod || p.modifiers.hasScoreMod();
+    auto step = AttentionBackwardStepOp::create(
+        sb, p.loc, qBlk.q, kBlk.k, kBlk.v, qBlk.dout, qBlk.lse, qBlk.delta,
+        dkAcc, dvAcc, dqAcc, position, p.scalars, p.mask,
+        p.mask ? p.maskOperands : ValueRange(),
+        regions ? qBlk.batch : Value(), regions ? qBlk.head : Value(),
+        regions ? ValueRange(p.modifiers.getCaptures()) : ValueRange());
+    IRMapping none;
+    p.modifiers.getScoreMod().cloneInto(&step.getScoreMod(), none);
+    if (withMaskMod)
+      p.modifiers.getMaskMod().cloneInto(&step.getMaskMod(), none);
+    p.modifiers.getScoreModGrad().cloneInto(&step.getScoreModGrad(), none);
+    return step;
+  };
+  if (!p.modifiers.hasMaskMod())
+    return results(makeStep(b, /*withMaskMod=*/false));
+
+  Location loc = p.loc;
+  auto lastOf = [&](Value start, int64_t size, Value len) {
+    Value end = b.createOrFold<arith::AddIOp>(loc, start,
+                                              indexConst(b, loc, size));
+    end = b.createOrFold<arith::MinSIOp>(loc, end, len);
+    return b.createOrFold<arith::SubIOp>(loc, end, indexConst(b, loc, 1));
+  };
+  fa::detail::BlockVerdict verdict = fa::detail::buildMaskModBlockVerdict(
+      b, loc, p.modifiers.getMaskMod(), qBlk.batch, qBlk.head, qBlk.start,
+      lastOf(qBlk.start, p.blockQ, p.seqQ), kBlk.start,
+      lastOf(kBlk.start, p.blockKV, p.seqK));
+  SmallVector<Value> accs;
+  for (Value acc : {dkAcc, dvAcc, dqAcc})
+    if (acc)
+      accs.push_back(acc);
+  auto seen = scf::IfOp::create(
+      b, loc, verdict.maySee,
+      [&](OpBuilder &tb, Location tl) {
+        auto partial = scf::IfOp::create(
+            tb, tl, verdict.mayHide,
+            [&](OpBuilder &mb, Location ml) {
+              scf::YieldOp::create(mb, ml, makeStep(mb, true).getResults());
+            },
+            [&](OpBuilder &fb, Location fl) {
+              scf::YieldOp::create(fb, fl, makeStep(fb, false).getResults());
+            });
+        scf::YieldOp::create(tb, tl, partial.getResults());
+      },
+      [&](OpBuilder &eb, Location el) { scf::YieldOp::create(eb, el, accs); });
+  StepResults r;
+  unsigned next = 0;
+  if (dkAcc)
+    r.dk = seen.getResult(next++);
+  if (dvAcc)
+    r.dv = seen.getResult(next++);
+  if (dqAcc)
+    r.dq = seen.getResult(next++);
+  return r;
 }
 
 //===----------------------------------------------------------------------===//
@@ -437,12 +495,12 @@ static KeyBlockGradients buildKeyBlockGradients(OpBuilder &b,
                 dq = tensor::ExtractSliceOp::create(nb, nl, tileType, acc[2],
                                                     offsets, sizes, strides);
               }
-              AttentionBackwardStepOp step =
+              StepResults step =
                   buildStep(nb, p, qBlk, kBlk, acc[0], acc[1], dq);
-              SmallVector<Value> next = {step.getNewDk(), step.getNewDv()};
+              SmallVector<Value> next = {step.dk, step.dv};
               if (dqGroup)
                 next.push_back(tensor::InsertSliceOp::create(
-                    nb, nl, step.getNewDq(), acc[2], offsets, sizes, strides));
+                    nb, nl, step.dq, acc[2], offsets, sizes, strides));
               scf::YieldOp::create(nb, nl, next);
             });
         scf::YieldOp::create(hb, hl, blockLoop.getResults());
@@ -734,9 +792,9 @@ static Value buildDeterministicQueryGradient(OpBuilder &b,
       b, loc, kbLo, kbHi, indexConst(b, loc, 1), ValueRange{init},
       [&](OpBuilder &nb, Location nl, Value kb, ValueRange acc) {
         KeyBlock kBlk = loadKeyBlock(nb, p, batch, kvHead, kb);
-        AttentionBackwardStepOp step = buildStep(
-            nb, p, qBlk, kBlk, /*dkAcc=*/nullptr, /*dvAcc=*/nullptr, acc[0]);
-        scf::YieldOp::create(nb, nl, step.getNewDq());
+        StepResults step = buildStep(nb, p, qBlk, kBlk, /*dkAcc=*/nullptr,
+                                     /*dvAcc=*/nullptr, acc[0]);
+        scf::YieldOp::create(nb, nl, step.dq);
       });
   Value dq = buildEpilogue(b, loc, keyLoop.getResult(0), p.scale, p.elemType);
   dq = clipRows(b, loc, dq, 0, qBlk.len);
