@@ -311,6 +311,14 @@ FailureOr<TiledAttention> matchTiledAttention(scf::ForallOp forall) {
                 "on a 3-d scf.forall over (batch, head, query block)");
   ta.blockDims = *blockDims;
 
+  // (fa-specialize-masks nests a mask_mod's steps in per-block scf.if.)
+  WalkResult modifiers = forall.walk([](OnlineAttentionOp step) {
+    return step.hasModifiers() ? WalkResult::interrupt()
+                               : WalkResult::advance();
+  });
+  if (modifiers.wasInterrupted())
+    return fail("score_mod and mask_mod have no GPU lowering yet (the "
+                "fa-tiled-cpu pipeline runs them)");
   std::optional<TileSource> k, v;
   OnlineAttentionFinalizeOp finalize;
   for (Operation &op : forall.getBody()->without_terminator()) {
@@ -321,14 +329,6 @@ FailureOr<TiledAttention> matchTiledAttention(scf::ForallOp forall) {
     auto loop = dyn_cast<scf::ForOp>(op);
     if (!loop)
       continue;
-    // (fa-specialize-masks nests a mask_mod's steps in per-block scf.if.)
-    WalkResult modifiers = loop.walk([](OnlineAttentionOp step) {
-      return step.hasModifiers() ? WalkResult::interrupt()
-                                 : WalkResult::advance();
-    });
-    if (modifiers.wasInterrupted())
-      return fail("score_mod and mask_mod have no GPU lowering yet (the "
-                  "fa-tiled-cpu pipeline runs them)");
     auto steps = loop.getBody()->getOps<OnlineAttentionOp>();
     if (!llvm::hasSingleElement(steps))
       return fail("a key loop must hold exactly one fa.online_attention");

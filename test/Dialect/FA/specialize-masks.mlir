@@ -170,17 +170,36 @@ func.func @runtime_window(%q: tensor<64x64xf16>, %k: tensor<32x64xf16>, %v: tens
 
 // -----
 
-// A step with a mask_mod keeps its loop whole (the modifier may hide any
-// key) and is decided per block: interval arithmetic over the region, on the
-// block's rows [q0, min(q0 + 64, Nq) - 1] and keys [k0, min(k0 + 32, Nk) -
-// 1], says whether the block may be seen (else the state passes through)
-// and may be hidden (else the step runs without the mask_mod; the attribute
-// mask and the tail stay). Here i - j < 64 unsigned: exact where i - j >= 0
-// over the block, either value where it may be negative.
+// A step with a mask_mod is split by its mask attribute like any other (the
+// full loop keeps the positions, which the modifier reads, and drops only
+// the attribute), in a range narrowed to the key blocks the mask_mod may
+// see: a scan in front of the loops runs the block verdict over [lo, hi)
+// and keeps [first seen, last seen + Bc). Each step is then decided per
+// block: interval arithmetic over the region, on the block's rows [q0,
+// min(q0 + 64, Nq) - 1] and keys [k0, min(k0 + 32, Nk) - 1], says whether
+// the block may be seen (else the state passes through) and may be hidden
+// (else the step runs without the mask_mod; the attribute mask and the
+// tail stay). Here i - j < 64 unsigned: exact where i - j >= 0 over the
+// block, either value where it may be negative.
 
 // CHECK-LABEL: func.func @modifier
 // CHECK-SAME:    %[[Q0:[a-z0-9]+]]: index, %[[NQ:[a-z0-9]+]]: index, %[[NK:[a-z0-9]+]]: index, %{{.*}}: index, %{{.*}}: index)
-// CHECK:         scf.for %[[K0:[a-z0-9]+]] = %{{.*}} to %[[NK]]
+// The causal range: [0, HI).
+// CHECK:         %[[HI:.*]] = arith.minsi %{{.*}}, %[[NK]] : index
+// The scan: first and last + Bc of the blocks the mask_mod may see.
+// CHECK:         %[[SCAN:.*]]:2 = scf.for %[[S0:.*]] = %{{.*}} to %[[HI]] step %{{.*}} iter_args(%[[FIRST:.*]] = %[[HI]], %[[LAST:.*]] = %{{.*}}) -> (index, index)
+// CHECK:           %[[UNSET:.*]] = arith.cmpi eq, %[[FIRST]], %[[HI]] : index
+// CHECK:           %[[NEW:.*]] = arith.andi %[[MAYSEE:.*]], %[[UNSET]] : i1
+// CHECK:           arith.select %[[NEW]], %[[S0]], %[[FIRST]] : index
+// CHECK:           arith.select %[[MAYSEE]], %{{.*}}, %[[LAST]] : index
+// CHECK:         %[[END:.*]] = arith.maxsi %[[SCAN]]#1, %[[SCAN]]#0 : index
+// Every bound clamped into [first, end).
+// CHECK:         arith.minsi %{{.*}}, %[[END]] : index
+// CHECK:         %[[LO:.*]] = arith.minsi %{{.*}}, %[[END]] : index
+// CHECK:         %[[FULLHI:.*]] = arith.minsi %{{.*}}, %[[END]] : index
+// CHECK:         %[[TAILHI:.*]] = arith.minsi %{{.*}}, %[[END]] : index
+// Fully visible under the attribute: no mask attribute, positions kept.
+// CHECK:         %[[FULL:.*]]:3 = scf.for %[[K0:[a-z0-9]+]] = %[[LO]] to %[[FULLHI]]
 // CHECK:           %[[KE:.*]] = arith.minsi %{{.*}}, %[[NK]] : index
 // CHECK:           %[[KL:.*]] = arith.subi %[[KE]], %{{.*}} : index
 // CHECK:           %[[QE:.*]] = arith.minsi %{{.*}}, %[[NQ]] : index
@@ -195,11 +214,18 @@ func.func @runtime_window(%q: tensor<64x64xf16>, %k: tensor<32x64xf16>, %v: tens
 // CHECK:           %[[SEE:.*]] = arith.ori %[[SEE0]], %{{.*}} : i1
 // CHECK:           scf.if %[[SEE]]
 // CHECK:             scf.if %[[HIDE]]
-// CHECK:               fa.online_attention {{.*}} masked({{.*}}) at({{.*}}) mask<causal> scale 1.250000e-01 mask_mod(
+// CHECK:               fa.online_attention {{.*}} masked({{.*}}) at({{.*}}) scale 1.250000e-01 mask_mod(
 // CHECK:             } else {
-// CHECK:               fa.online_attention {{.*}} masked(%[[Q0]], %[[K0]], %[[NQ]], %[[NK]]) mask<causal> scale 1.250000e-01 :
+// CHECK:               fa.online_attention {{.*}} masked(%[[Q0]], %[[K0]], %[[NQ]], %[[NK]]) scale 1.250000e-01 :
 // CHECK:           } else {
 // CHECK-NEXT:        scf.yield %{{.*}}, %{{.*}}, %{{.*}} :
+// The diagonal blocks: masked by the attribute, decided the same way.
+// CHECK:         scf.for %{{.*}} = %[[FULLHI]] to %[[TAILHI]] {{.*}} iter_args(%{{.*}} = %[[FULL]]#0
+// CHECK:           scf.if
+// CHECK:             scf.if
+// CHECK:               fa.online_attention {{.*}} masked({{.*}}) at({{.*}}) mask<causal> scale 1.250000e-01 mask_mod(
+// CHECK:             } else {
+// CHECK:               fa.online_attention {{.*}} masked({{.*}}) mask<causal> scale 1.250000e-01 :
 // CHECK-NOT:     scf.for
 func.func @modifier(%q: tensor<64x64xf16>, %k: tensor<32x64xf16>, %v: tensor<32x64xf16>, %acc: tensor<64x64xf32>, %m: tensor<64xf32>, %l: tensor<64xf32>, %q0: index, %nq: index, %nk: index, %b: index, %h: index) -> (tensor<64x64xf32>, tensor<64xf32>, tensor<64xf32>) {
   %c0 = arith.constant 0 : index
@@ -211,6 +237,39 @@ func.func @modifier(%q: tensor<64x64xf16>, %k: tensor<32x64xf16>, %v: tensor<32x
           %c64 = arith.constant 64 : index
           %v2 = arith.cmpi ult, %d, %c64 : index
           fa.yield %v2 : i1
+        } : tensor<64x64xf16>, tensor<32x64xf16>, tensor<32x64xf16> -> tensor<64x64xf32>, tensor<64xf32>
+    scf.yield %n#0, %n#1, %n#2 : tensor<64x64xf32>, tensor<64xf32>, tensor<64xf32>
+  }
+  return %r#0, %r#1, %r#2 : tensor<64x64xf32>, tensor<64xf32>, tensor<64xf32>
+}
+
+// -----
+
+// A mask_mod that reads a capture (a document id per token) may see and
+// hide any block: no scan, every block stays (the full blocks and the key
+// tail's), each with the mask_mod.
+
+// CHECK-LABEL: func.func @capture_mask_mod
+// CHECK-NOT:     -> (index, index)
+// CHECK:         scf.for
+// CHECK:           %[[T:.*]] = arith.constant true
+// CHECK:           scf.if %{{.*}}
+// CHECK-NEXT:        scf.if %[[T]]
+// CHECK-NEXT:          fa.online_attention {{.*}} masked({{.*}}) at({{.*}}) scale 1.250000e-01 captures(
+// CHECK:         scf.for
+// CHECK:           fa.online_attention {{.*}} masked({{.*}}) at({{.*}}) scale 1.250000e-01 captures(
+// CHECK-NOT:     scf.for
+func.func @capture_mask_mod(%q: tensor<64x64xf16>, %k: tensor<32x64xf16>, %v: tensor<32x64xf16>, %acc: tensor<64x64xf32>, %m: tensor<64xf32>, %l: tensor<64xf32>, %q0: index, %nq: index, %nk: index, %b: index, %h: index, %doc: tensor<128xi32>) -> (tensor<64x64xf32>, tensor<64xf32>, tensor<64xf32>) {
+  %c0 = arith.constant 0 : index
+  %c32 = arith.constant 32 : index
+  %r:3 = scf.for %k0 = %c0 to %nk step %c32 iter_args(%a = %acc, %mm = %m, %ll = %l) -> (tensor<64x64xf32>, tensor<64xf32>, tensor<64xf32>) {
+    %n:3 = fa.online_attention %q, %k, %v into %a, %mm, %ll masked(%q0, %k0, %nq, %nk) at(%b, %h) scale 0.125
+        captures(%doc : tensor<128xi32>)
+        mask_mod(%bb: index, %hh: index, %i: index, %j: index, %d: tensor<128xi32>) {
+          %di = tensor.extract %d[%i] : tensor<128xi32>
+          %dj = tensor.extract %d[%j] : tensor<128xi32>
+          %same = arith.cmpi eq, %di, %dj : i32
+          fa.yield %same : i1
         } : tensor<64x64xf16>, tensor<32x64xf16>, tensor<32x64xf16> -> tensor<64x64xf32>, tensor<64xf32>
     scf.yield %n#0, %n#1, %n#2 : tensor<64x64xf32>, tensor<64xf32>, tensor<64xf32>
   }

@@ -77,13 +77,14 @@ OnlineAttentionOp getSpecializableStep(scf::ForOp loop) {
       stepSize.getSExtValue() != keyType.getDimSize(0) ||
       cast<RankedTensorType>(step.getQuery().getType()).isDynamicDim(0))
     return nullptr;
-  // A modifier needs every block's positions and may hide any key: no
-  // block is known to be fully visible or skippable.
-  if (step.hasModifiers())
-    return nullptr;
-  // Bounds are computed in front of the loop from these.
-  for (Value v : {step.getQStart(), step.getQLen(), step.getKLen()})
-    if (!loop.isDefinedOutsideOfLoop(v))
+  // Bounds are computed in front of the loop from these (and, for a
+  // mask_mod's range, the tile's batch and head).
+  SmallVector<Value> invariants = {step.getQStart(), step.getQLen(),
+                                   step.getKLen()};
+  if (step.hasMaskMod())
+    invariants.append({step.getBatchIndex(), step.getHeadIndex()});
+  for (Value v : invariants)
+    if (!v || !loop.isDefinedOutsideOfLoop(v))
       return nullptr;
   // The loop only threads (acc, max, sum) through the step, so skipping an
   // iteration whose step would be a no-op leaves the results unchanged.
@@ -96,10 +97,19 @@ OnlineAttentionOp getSpecializableStep(scf::ForOp loop) {
   return step;
 }
 
-/// Replaces `step` (masked) with the same step without any mask.
+/// Replaces `step` (masked) with the same step without any mask. A step
+/// with modifiers keeps its positions (the modifiers read them) and
+/// mask_mod, and drops only the mask attribute.
 void dropMask(RewriterBase &rewriter, OnlineAttentionOp step) {
   OpBuilder::InsertionGuard guard(rewriter);
   rewriter.setInsertionPoint(step);
+  if (step.hasModifiers()) {
+    rewriter.modifyOpInPlace(step, [&] {
+      step.removeMaskAttr();
+      step.getMaskOperandsMutable().clear();
+    });
+    return;
+  }
   auto unmasked = OnlineAttentionOp::create(
       rewriter, step.getLoc(), step.getNewAcc().getType(),
       step.getNewMax().getType(), step.getNewSum().getType(), step.getQuery(),
@@ -111,6 +121,55 @@ void dropMask(RewriterBase &rewriter, OnlineAttentionOp step) {
       step.getScaleAttr(), /*mask=*/nullptr, step.getSoftcapAttr(),
       step.getExp2Attr());
   rewriter.replaceOp(step, unmasked.getResults());
+}
+
+/// The last of `size` positions from `start`, clipped to `len`.
+Value lastOf(OpBuilder &b, Location loc, Value start, int64_t size,
+             Value len) {
+  Value end = b.createOrFold<arith::AddIOp>(
+      loc, start, arith::ConstantIndexOp::create(b, loc, size));
+  end = b.createOrFold<arith::MinSIOp>(loc, end, len);
+  return b.createOrFold<arith::SubIOp>(
+      loc, end, arith::ConstantIndexOp::create(b, loc, 1));
+}
+
+/// The key blocks of [lo, hi) that `step`'s mask_mod may see, as
+/// [first, last + Bc) clipped to hi (empty when it sees none): a scan over
+/// the blocks' verdicts in front of the loop. None when the verdict cannot
+/// rule a block out (e.g. it reads a capture): every block stays.
+std::optional<std::pair<Value, Value>>
+buildMaskModKeyRange(RewriterBase &rewriter, OnlineAttentionOp step, Value lo,
+                     Value hi, int64_t br, int64_t bc) {
+  Location loc = step.getLoc();
+  Value qLast = lastOf(rewriter, loc, step.getQStart(), br, step.getQLen());
+  Value bcValue = arith::ConstantIndexOp::create(rewriter, loc, bc);
+  bool alwaysSeen = false;
+  auto scan = scf::ForOp::create(
+      rewriter, loc, lo, hi, bcValue, ValueRange{hi, lo},
+      [&](OpBuilder &b, Location l, Value k0, ValueRange acc) {
+        fa::detail::BlockVerdict verdict = fa::detail::buildMaskModBlockVerdict(
+            b, l, step.getMaskMod(), step.getBatchIndex(), step.getHeadIndex(),
+            step.getQStart(), qLast, k0,
+            lastOf(b, l, k0, bc, step.getKLen()));
+        alwaysSeen = matchPattern(verdict.maySee, m_One());
+        Value unset =
+            b.createOrFold<arith::CmpIOp>(l, arith::CmpIPredicate::eq, acc[0], hi);
+        Value first = b.createOrFold<arith::SelectOp>(
+            l, b.createOrFold<arith::AndIOp>(l, verdict.maySee, unset), k0,
+            acc[0]);
+        Value end = b.createOrFold<arith::MinSIOp>(
+            l, b.createOrFold<arith::AddIOp>(l, k0, bcValue), hi);
+        Value last =
+            b.createOrFold<arith::SelectOp>(l, verdict.maySee, end, acc[1]);
+        scf::YieldOp::create(b, l, ValueRange{first, last});
+      });
+  if (alwaysSeen) {
+    rewriter.eraseOp(scan);
+    return std::nullopt;
+  }
+  Value first = scan.getResult(0);
+  return std::make_pair(first, rewriter.createOrFold<arith::MaxSIOp>(
+                                   loc, scan.getResult(1), first));
 }
 
 /// Splits `loop` into boundary / full / boundary loops (see file header).
@@ -136,6 +195,9 @@ void specializeKeyLoop(RewriterBase &rewriter, scf::ForOp loop,
   // to it too.
   Value lo = blocks.begin, fullLo = blocks.fullBegin, fullHi = blocks.fullEnd,
         hi = blocks.end;
+  // A rule that leaves no partial block before the full ones (no left
+  // bound): no left boundary loop.
+  bool leftBoundary = blocks.fullBegin != blocks.begin;
   Value ub = loop.getUpperBound();
   if (ub != step.getKLen()) {
     auto clip = [&](Value &v) {
@@ -143,6 +205,18 @@ void specializeKeyLoop(RewriterBase &rewriter, scf::ForOp loop,
     };
     for (Value *v : {&lo, &fullLo, &fullHi, &hi})
       clip(*v);
+  }
+  // A mask_mod narrows the range to the key blocks it may see.
+  if (step.hasMaskMod()) {
+    if (std::optional<std::pair<Value, Value>> seen =
+            buildMaskModKeyRange(rewriter, step, lo, hi, br, bc)) {
+      auto clamp = [&](Value &v) {
+        v = rewriter.createOrFold<arith::MaxSIOp>(loc, v, seen->first);
+        v = rewriter.createOrFold<arith::MinSIOp>(loc, v, seen->second);
+      };
+      for (Value *v : {&lo, &fullLo, &fullHi, &hi})
+        clamp(*v);
+    }
   }
 
   auto cloneWithBounds = [&](Value from, Value to, ValueRange inits) {
@@ -156,9 +230,7 @@ void specializeKeyLoop(RewriterBase &rewriter, scf::ForOp loop,
   };
 
   ValueRange state = loop.getInitArgs();
-  // A rule that leaves no partial block before the full ones (no left
-  // bound): no left boundary loop.
-  if (blocks.fullBegin != blocks.begin)
+  if (leftBoundary)
     state = cloneWithBounds(lo, fullLo, state).getResults();
   scf::ForOp full = cloneWithBounds(fullLo, fullHi, state);
   dropMask(rewriter, *full.getBody()->getOps<OnlineAttentionOp>().begin());
@@ -194,20 +266,14 @@ void specializeMaskMod(RewriterBase &rewriter, OnlineAttentionOp step) {
   rewriter.setInsertionPoint(step);
   int64_t br = cast<RankedTensorType>(step.getQuery().getType()).getDimSize(0);
   int64_t bc = cast<RankedTensorType>(step.getKey().getType()).getDimSize(0);
-  auto lastOf = [&](Value start, int64_t size, Value len) {
-    Value end = rewriter.createOrFold<arith::AddIOp>(
-        loc, start, arith::ConstantIndexOp::create(rewriter, loc, size));
-    end = rewriter.createOrFold<arith::MinSIOp>(loc, end, len);
-    return rewriter.createOrFold<arith::SubIOp>(
-        loc, end, arith::ConstantIndexOp::create(rewriter, loc, 1));
-  };
   // Rows and keys past the sequence are padding: the decomposition gives
   // them the last valid position, inside these ranges.
   fa::detail::BlockVerdict verdict = fa::detail::buildMaskModBlockVerdict(
       rewriter, loc, step.getMaskMod(), step.getBatchIndex(),
       step.getHeadIndex(), step.getQStart(),
-      lastOf(step.getQStart(), br, step.getQLen()), step.getKStart(),
-      lastOf(step.getKStart(), bc, step.getKLen()));
+      lastOf(rewriter, loc, step.getQStart(), br, step.getQLen()),
+      step.getKStart(),
+      lastOf(rewriter, loc, step.getKStart(), bc, step.getKLen()));
   auto seen = scf::IfOp::create(
       rewriter, loc, verdict.maySee,
       [&](OpBuilder &b, Location l) {
@@ -243,14 +309,15 @@ struct FASpecializeMasksPass final
       if (OnlineAttentionOp step = getSpecializableStep(loop))
         loops.emplace_back(loop, step);
     });
+    IRRewriter rewriter(&getContext());
+    for (auto [loop, step] : loops)
+      specializeKeyLoop(rewriter, loop, step);
+    // (After the split: each of a loop's steps is decided per block.)
     SmallVector<OnlineAttentionOp> maskMods;
     getOperation()->walk([&](OnlineAttentionOp step) {
       if (step.hasMaskMod() && step.isMasked() && step.getBatchIndex())
         maskMods.push_back(step);
     });
-    IRRewriter rewriter(&getContext());
-    for (auto [loop, step] : loops)
-      specializeKeyLoop(rewriter, loop, step);
     for (OnlineAttentionOp step : maskMods)
       specializeMaskMod(rewriter, step);
   }
