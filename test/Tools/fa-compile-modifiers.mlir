@@ -1,18 +1,67 @@
-// No GPU kernel computes score_mod or mask_mod yet: fa-compile refuses the
-// op with a precise error rather than compile it without its modifier.
-// RUN: not fa-compile %s --chip=sm_80 -o %t 2>&1 | FileCheck %s
-// CHECK: error: 'fa.attention' op fa-compile: no GPU kernel computes score_mod or mask_mod yet (the fa-reference-cpu pipeline lowers them)
+// REQUIRES: ptxas
+// fa-compile --modifiers gives the forward kernel the score_mod / mask_mod of
+// another file's fa.attention (Inputs/alibi-prefix-lm.mlir: ALiBi slopes as
+// a capture, prefix-LM): the captures become the host function's last
+// memref arguments, `capture<n>` with dims `capture<n>_<d>` in the manifest,
+// which lists them (dtype, static shape) under "modifiers" with the
+// runtime's key. Both chips' kernels assemble without spills.
+// RUN: rm -rf %t && mkdir -p %t
+// RUN: fa-compile --modifiers=%S/Inputs/alibi-prefix-lm.mlir --modifiers-key=k1 --head-dim=128 --dtype=bf16 --chip=sm_90a -o %t | FileCheck %s --check-prefix=WROTE
+// RUN: FileCheck %s < %t/fa_fwd_d128_bf16_sm90a_mod.json
+// RUN: FileCheck %s --check-prefix=PTX < %t/fa_fwd_d128_bf16_sm90a_mod.ptx
+// RUN: %ptxas -arch=sm_90a -v %t/fa_fwd_d128_bf16_sm90a_mod.ptx -o /dev/null 2>&1 | FileCheck %s --check-prefix=PTXAS
+// RUN: fa-compile --modifiers=%S/Inputs/alibi-prefix-lm.mlir --head-dim=64 --dtype=f16 --chip=sm_80 -o %t > /dev/null
+// RUN: FileCheck %s --check-prefix=SM80 < %t/fa_fwd_d64_f16_sm80_mod.json
+// RUN: %ptxas -arch=sm_80 -v %t/fa_fwd_d64_f16_sm80_mod.ptx -o /dev/null 2>&1 | FileCheck %s --check-prefix=PTXAS
 
-func.func @fa_fwd(%q: memref<1x2x128x64xf16>, %out: memref<1x2x128x64xf16>, %lse: memref<1x2x128xf32>) {
+// WROTE: fa_fwd_d128_bf16_sm90a_mod.ptx
+// CHECK: "modifiers": {
+// CHECK-NEXT:   "captures": [
+// CHECK-NEXT:     {
+// CHECK-NEXT:       "dtype": "f32",
+// CHECK-NEXT:       "name": "capture0",
+// CHECK-NEXT:       "shape": [
+// CHECK-NEXT:         8
+// CHECK-NEXT:       ]
+// CHECK-NEXT:     }
+// CHECK-NEXT:   ],
+// CHECK-NEXT:   "key": "k1"
+// CHECK:      "params": [
+// CHECK:        "name": "capture0",
+// CHECK-NEXT:   "rank": 1,
+// CHECK-NEXT:   "type": "memref"
+// The kernel reads the capture (the slope of its head) and computes the
+// modifiers' index arithmetic in 32 bits.
+// PTX: .entry fa_fwd_kernel(
+// PTX: ld.global.b32
+// PTX: setp.lt.u32
+// PTXAS-NOT:  bytes spill stores
+// PTXAS: 0 bytes spill stores
+// PTXAS-NOT:  bytes spill stores
+
+// SM80: "mma": "mma.sync"
+// SM80: "name": "capture0"
+// SM80: "key": null
+
+// No GPU backward kernel computes them yet: fa-compile refuses the op with
+// a precise error rather than compile it without its modifier.
+// RUN: not fa-compile %s --chip=sm_80 -o %t 2>&1 | FileCheck %s --check-prefix=BWD
+// BWD: error: 'fa.attention_backward' op fa-compile: no GPU backward kernel computes score_mod or mask_mod yet (the fa-reference-cpu and fa-tiled-cpu pipelines lower them)
+// RUN: not fa-compile --modifiers-key=k1 -o %t 2>&1 | FileCheck %s --check-prefix=KEY
+// KEY: fa-compile: --modifiers-key needs --modifiers
+// RUN: not fa-compile --modifiers=%s -o %t 2>&1 | FileCheck %s --check-prefix=NOMOD
+// NOMOD: has no fa.attention with score_mod or mask_mod
+
+func.func @fa_bwd(%q: memref<1x2x128x64xf16>, %lse: memref<1x2x128xf32>,
+                  %dq: memref<1x2x128x64xf16>) {
   %qt = bufferization.to_tensor %q restrict : memref<1x2x128x64xf16> to tensor<1x2x128x64xf16>
-  %o, %l = fa.attention %qt, %qt, %qt
-      mask_mod(%b: index, %h: index, %i: index, %j: index) {
+  %lt = bufferization.to_tensor %lse restrict : memref<1x2x128xf32> to tensor<1x2x128xf32>
+  %a, %b, %c = fa.attention_backward %qt, %qt, %qt, %qt, %lt, %qt
+      mask_mod(%bb: index, %h: index, %i: index, %j: index) {
         %v = arith.cmpi ule, %j, %i : index
         fa.yield %v : i1
       }
-      : (tensor<1x2x128x64xf16>, tensor<1x2x128x64xf16>, tensor<1x2x128x64xf16>)
-      -> (tensor<1x2x128x64xf16>, tensor<1x2x128xf32>)
-  bufferization.materialize_in_destination %o in restrict writable %out : (tensor<1x2x128x64xf16>, memref<1x2x128x64xf16>) -> ()
-  bufferization.materialize_in_destination %l in restrict writable %lse : (tensor<1x2x128xf32>, memref<1x2x128xf32>) -> ()
+      : (tensor<1x2x128x64xf16>, tensor<1x2x128x64xf16>, tensor<1x2x128x64xf16>, tensor<1x2x128x64xf16>, tensor<1x2x128xf32>, tensor<1x2x128x64xf16>) -> (tensor<1x2x128x64xf16>, tensor<1x2x128x64xf16>, tensor<1x2x128x64xf16>)
+  bufferization.materialize_in_destination %a in restrict writable %dq : (tensor<1x2x128x64xf16>, memref<1x2x128x64xf16>) -> ()
   return
 }

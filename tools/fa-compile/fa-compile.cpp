@@ -19,11 +19,13 @@
 #include "fa/Pipelines/GPUPipelines.h"
 #include "fa/Pipelines/LaunchDescription.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Matchers.h"
+#include "mlir/IR/Verifier.h"
 #include "mlir/InitAllDialects.h"
 #include "mlir/InitAllExtensions.h"
 #include "mlir/InitAllPasses.h"
@@ -183,6 +185,18 @@ static cl::opt<int64_t>
              cl::desc("--form=paged: keys per page S (a multiple of 16; the "
                       "key blocks divide it)"),
              cl::init(256), cl::cat(category));
+static cl::opt<std::string> modifiersFile(
+    "modifiers",
+    cl::desc("A file whose first fa.attention holds score_mod / mask_mod "
+             "regions and captures (e.g. flashmlir.trace_modifiers(...)"
+             ".module(...)): the forward kernel computes them; the captures "
+             "become memref arguments capture0, capture1, ..."),
+    cl::init(""), cl::cat(category));
+static cl::opt<std::string> modifiersKey(
+    "modifiers-key",
+    cl::desc("With --modifiers: a string the manifest keeps as "
+             "modifiers.key (a runtime's cache key of the modifiers)"),
+    cl::init(""), cl::cat(category));
 static cl::opt<bool> emitMLIR("emit-mlir",
                               cl::desc("Also write <name>.mlir (final IR)"),
                               cl::init(false), cl::cat(category));
@@ -567,6 +581,10 @@ ArrayRef<fa::HostArgument> backwardArgs() {
 StringRef dtypeName(Type elt) {
   if (elt.isInteger(32))
     return "i32";
+  if (elt.isInteger(64))
+    return "i64";
+  if (elt.isInteger(1))
+    return "i1";
   return elt.isBF16() ? "bf16" : elt.isF16() ? "f16" : "f32";
 }
 
@@ -967,8 +985,77 @@ int64_t spillBytes(StringRef ptxas, StringRef ptx, StringRef chip) {
   return rc == 0 ? spills : -1;
 }
 
+/// The captures of a `--modifiers` op, as the host function's trailing
+/// memref arguments `capture<n>` with dims `capture<n>_<d>` (names that
+/// outlive the manifest's writing).
+struct CaptureArgs {
+  /// Whether the op got modifiers (the default name says so).
+  bool modifiers = false;
+  std::vector<std::string> names;
+  std::vector<std::vector<std::string>> dims;
+  SmallVector<RankedTensorType> types;
+};
+
+/// Gives the module's fa.attention the regions and captures of `mods`: a
+/// memref argument per capture (static shape, any strides), read through
+/// bufferization.to_tensor.
+LogicalResult spliceModifiers(ModuleOp module, fa::AttentionOp mods,
+                              CaptureArgs &captureArgs) {
+  fa::AttentionOp op;
+  module->walk([&](fa::AttentionOp a) {
+    if (!op)
+      op = a;
+  });
+  if (!op)
+    return mods->emitError("fa-compile: --modifiers gives a forward kernel "
+                           "score_mod / mask_mod; this kernel has no "
+                           "fa.attention");
+  if (op.hasModifiers())
+    return op->emitError("fa-compile: the input already has modifiers; "
+                         "--modifiers would replace them");
+  MLIRContext *ctx = module.getContext();
+  auto func = op->getParentOfType<func::FuncOp>();
+  OpBuilder b(op);
+  Location loc = op.getLoc();
+  SmallVector<Value> captures;
+  for (Value c : mods.getCaptures()) {
+    auto type = cast<RankedTensorType>(c.getType());
+    if (!type.hasStaticShape())
+      return mods->emitError("fa-compile: captures must have static shapes, "
+                             "got ")
+             << type;
+    SmallVector<int64_t> strides(type.getRank(), ShapedType::kDynamic);
+    auto memrefType = MemRefType::get(
+        type.getShape(), type.getElementType(),
+        StridedLayoutAttr::get(ctx, ShapedType::kDynamic, strides));
+    BlockArgument arg = func.front().addArgument(memrefType, loc);
+    captures.push_back(bufferization::ToTensorOp::create(
+        b, loc, type, arg, /*restrict=*/true, /*writable=*/false));
+    unsigned n = captureArgs.names.size();
+    captureArgs.names.push_back("capture" + std::to_string(n));
+    captureArgs.dims.emplace_back();
+    for (int64_t d = 0; d < type.getRank(); ++d)
+      captureArgs.dims.back().push_back(llvm::formatv("capture{0}_{1}", n, d));
+    captureArgs.types.push_back(type);
+  }
+  func.setType(FunctionType::get(ctx, func.front().getArgumentTypes(),
+                                 func.getResultTypes()));
+  captureArgs.modifiers = true;
+  auto modified = fa::AttentionOp::create(
+      b, loc, op.getQuery(), op.getKey(), op.getValue(), op.getScaleAttr(),
+      op.getMaskAttr(), op.getSoftcapAttr(), op.getDynamicScale(),
+      op.getDynamicSoftcap(), op.getMaskOperands(), captures);
+  IRMapping none;
+  mods.getScoreMod().cloneInto(&modified.getScoreMod(), none);
+  mods.getMaskMod().cloneInto(&modified.getMaskMod(), none);
+  op->replaceAllUsesWith(modified);
+  op->erase();
+  return mlir::verify(module);
+}
+
 LogicalResult compileOne(MLIRContext &ctx, const KernelConfig &flags,
-                         OwningOpRef<ModuleOp> module) {
+                         OwningOpRef<ModuleOp> module,
+                         const CaptureArgs &captureArgs) {
   // Find the op and derive the config from it.
   Operation *attention = nullptr, *unsupported = nullptr, *modified = nullptr;
   module->walk([&](Operation *op) {
@@ -979,10 +1066,8 @@ LogicalResult compileOne(MLIRContext &ctx, const KernelConfig &flags,
     auto varlenBwd = dyn_cast<fa::AttentionVarlenBackwardOp>(op);
     if (!unsupported && varlenBwd && varlenBwd.getDeterministic())
       unsupported = op;
-    auto fwd = dyn_cast<fa::AttentionOp>(op);
     auto bwd = dyn_cast<fa::AttentionBackwardOp>(op);
-    if (!modified &&
-        ((fwd && fwd.hasModifiers()) || (bwd && bwd.hasModifiers())))
+    if (!modified && bwd && bwd.hasModifiers())
       modified = op;
   });
   if (unsupported)
@@ -992,8 +1077,8 @@ LogicalResult compileOne(MLIRContext &ctx, const KernelConfig &flags,
         "fa-tiled-cpu lower it)");
   if (modified)
     return modified->emitOpError(
-        "fa-compile: no GPU kernel computes score_mod or mask_mod yet (the "
-        "fa-reference-cpu pipeline lowers them)");
+        "fa-compile: no GPU backward kernel computes score_mod or mask_mod "
+        "yet (the fa-reference-cpu and fa-tiled-cpu pipelines lower them)");
   if (!attention)
     return module->emitError(
         "fa-compile: no fa.attention, fa.attention_backward, "
@@ -1082,7 +1167,9 @@ LogicalResult compileOne(MLIRContext &ctx, const KernelConfig &flags,
     roles[arg.getArgNumber()] = role;
   }
   std::string name =
-      kernelName.empty() || defaultSet ? config.defaultName() : kernelName;
+      kernelName.empty() || defaultSet
+          ? config.defaultName() + (captureArgs.modifiers ? "_mod" : "")
+          : kernelName;
   bool ownConfig = attention->hasAttr("kernel_config");
   std::string hostName =
       attention->getParentOfType<func::FuncOp>().getName().str();
@@ -1177,12 +1264,39 @@ LogicalResult compileOne(MLIRContext &ctx, const KernelConfig &flags,
                                   ? llvm::json::Value("auto")
                                   : llvm::json::Value(config.kvSplits);
   }
-  ArrayRef<fa::HostArgument> hostArgs =
+  SmallVector<fa::HostArgument> hostArgs(
       config.backward()
           ? (config.form == "varlen" ? varlenBackwardArgs() : backwardArgs())
       : config.form == "varlen" ? varlenArgs()
       : config.form == "paged"  ? pagedArgs()
-                                : forwardArgs();
+                                : forwardArgs());
+  // The captures: the host function's last arguments (after the scalars,
+  // which the manifest names by role).
+  llvm::json::Array captureList;
+  if (captureArgs.modifiers) {
+    unsigned first =
+        host.getNumArguments() - static_cast<unsigned>(captureArgs.names.size());
+    hostArgs.resize(first, fa::HostArgument{"", {}});
+    for (auto [i, name] : llvm::enumerate(captureArgs.names)) {
+      fa::HostArgument a{name, {}};
+      llvm::json::Array shape;
+      for (const std::string &d : captureArgs.dims[i])
+        a.dims.push_back(d);
+      for (int64_t d : captureArgs.types[i].getShape())
+        shape.push_back(d);
+      hostArgs.push_back(a);
+      captureList.push_back(llvm::json::Object{
+          {"name", name},
+          {"dtype", dtypeName(captureArgs.types[i].getElementType())},
+          {"shape", std::move(shape)}});
+    }
+    // The modifiers' captures in the op's order (memref parameters of the
+    // same names) and the runtime's key, if given.
+    manifest["modifiers"] = llvm::json::Object{
+        {"key", modifiersKey.empty() ? llvm::json::Value(nullptr)
+                                     : llvm::json::Value(modifiersKey)},
+        {"captures", std::move(captureList)}};
+  }
   FailureOr<llvm::json::Array> workspace = describeWorkspace(host, hostArgs);
   if (failed(workspace))
     return failure();
@@ -1466,6 +1580,31 @@ int main(int argc, char **argv) {
     configs.push_back(*flags);
   }
 
+  // --modifiers: the regions and captures to give the kernel's op.
+  OwningOpRef<ModuleOp> modsModule;
+  fa::AttentionOp mods;
+  if (!modifiersFile.empty()) {
+    if (defaultSet)
+      return llvm::errs() << "fa-compile: --modifiers and --default-set "
+                             "exclude each other\n",
+             1;
+    modsModule = parseSourceFile<ModuleOp>(modifiersFile, &ctx);
+    if (!modsModule)
+      return 1;
+    modsModule->walk([&](fa::AttentionOp a) {
+      if (!mods && a.hasModifiers())
+        mods = a;
+    });
+    if (!mods) {
+      llvm::errs() << "fa-compile: " << modifiersFile
+                   << " has no fa.attention with score_mod or mask_mod\n";
+      return 1;
+    }
+  } else if (!modifiersKey.empty()) {
+    llvm::errs() << "fa-compile: --modifiers-key needs --modifiers\n";
+    return 1;
+  }
+
   for (const KernelConfig &config : configs) {
     OwningOpRef<ModuleOp> module;
     if (!inputFile.empty() && !defaultSet) {
@@ -1480,7 +1619,10 @@ int main(int argc, char **argv) {
     }
     if (!module)
       return 1;
-    if (failed(compileOne(ctx, config, std::move(module))))
+    CaptureArgs captureArgs;
+    if (mods && failed(spliceModifiers(*module, mods, captureArgs)))
+      return 1;
+    if (failed(compileOne(ctx, config, std::move(module), captureArgs)))
       return 1;
   }
   return 0;

@@ -17,6 +17,7 @@
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
@@ -253,12 +254,40 @@ public:
     // a host value, passed in.
     if (isa<fagpu::HostMultiprocessorCountOp>(def))
       return v;
+    // A loop of index arithmetic (fa-specialize-masks's scan of a
+    // mask_mod's block verdicts): the values it reads from the nest first,
+    // then the loop whole.
+    if (auto loop = dyn_cast<scf::ForOp>(def)) {
+      if (!isScalarLoop(loop))
+        return fail(v);
+      loop.walk([&](Operation *op) {
+        for (Value operand : op->getOperands())
+          if (!loop->isAncestor(operand.getParentRegion()->getParentOp()))
+            (void)clone(operand, mapping);
+      });
+      Operation *copy = b.clone(*loop, mapping);
+      return copy->getResult(cast<OpResult>(v).getResultNumber());
+    }
     if (def->getNumRegions() != 0 || !isMemoryEffectFree(def))
       return fail(v);
     for (Value operand : def->getOperands())
       (void)clone(operand, mapping);
     Operation *copy = b.clone(*def, mapping);
     return copy->getResult(cast<OpResult>(v).getResultNumber());
+  }
+
+  /// Whether `loop` computes only index and i1 values from values defined
+  /// above it (with ops free of memory effects): a loop `clone` copies.
+  static bool isScalarLoop(scf::ForOp loop) {
+    for (Type t : loop.getResultTypes())
+      if (!t.isIndex() && !t.isInteger(1))
+        return false;
+    WalkResult r = loop.getBody()->walk([&](Operation *op) {
+      if (op->getNumRegions() != 0 || !isMemoryEffectFree(op))
+        return WalkResult::interrupt();
+      return WalkResult::advance();
+    });
+    return !r.wasInterrupted();
   }
 
   /// The loop nest being converted.
@@ -273,6 +302,160 @@ private:
     failed = true;
     return idx(0);
   }
+};
+
+/// Inlines a modifier region (score_mod or mask_mod of a tile step) at
+/// score elements of a thread's fragments. Each op is cloned once per class
+/// of the positions it depends on: ops of b, h and the captures once (per
+/// inliner), those of q_idx only once per row, those of kv_idx only once per
+/// column, the rest per element; a row's or column's position itself is
+/// made at its first use (`rowOf` / `colOf`), so that few stay live. Index
+/// arithmetic runs in i32 (positions, batch and head are below 2^31, as in
+/// FlexAttention's kernels); a capture's `tensor.extract` becomes a load of
+/// its memref, `tensor.dim` a `memref.dim`. One inliner serves one
+/// straight-line stretch of code (its clones dominate only that).
+class ModifierInliner {
+public:
+  /// `region` takes (score if `score`), b, h, q_idx, kv_idx and the captures,
+  /// whose kernel memrefs are `captures`; `batch` and `head` are i32.
+  ModifierInliner(OpBuilder &b, Location loc, Region &region, bool score,
+                  ValueRange captures, Value batch, Value head,
+                  std::function<Value(int64_t)> rowOf,
+                  std::function<Value(int64_t)> colOf)
+      : b(b), loc(loc), body(region.front()), score(score),
+        rowOf(std::move(rowOf)), colOf(std::move(colOf)) {
+    unsigned first = score ? 1 : 0;
+    invariant.map(body.getArgument(first), batch);
+    invariant.map(body.getArgument(first + 1), head);
+    for (auto [arg, memref] :
+         llvm::zip_equal(body.getArguments().drop_front(first + 4), captures))
+      memrefs[arg] = memref;
+    if (score)
+      classes[body.getArgument(0)] = kScore;
+    classes[body.getArgument(first + 2)] = kRow;
+    classes[body.getArgument(first + 3)] = kCol;
+    for (Operation &op : body.without_terminator()) {
+      unsigned c = 0;
+      for (Value operand : op.getOperands())
+        c |= classes.lookup(operand);
+      for (Value result : op.getResults())
+        classes[result] = c;
+    }
+  }
+
+  /// Whether the kernels inline every op of `region` (arith and math ops,
+  /// and reads of the captures); else the first op they do not.
+  static Operation *findUnsupported(Region &region) {
+    Block &body = region.front();
+    for (Operation &op : body.without_terminator()) {
+      if (isa<tensor::ExtractOp, tensor::DimOp>(op)) {
+        Value source = op.getOperand(0);
+        auto arg = dyn_cast<BlockArgument>(source);
+        if (!arg || arg.getOwner() != &body)
+          return &op;
+        continue;
+      }
+      if (op.getNumRegions() != 0 ||
+          !isa<arith::ArithDialect, math::MathDialect>(op.getDialect()))
+        return &op;
+    }
+    return nullptr;
+  }
+
+  /// The region's value at the element of row `rowKey` and column `colKey`
+  /// with score `s` (score_mod).
+  Value at(Value s, int64_t rowKey, int64_t colKey) {
+    unsigned first = score ? 1 : 0;
+    IRMapping &rows = rowMaps[rowKey], &cols = colMaps[colKey];
+    IRMapping elem;
+    if (score)
+      elem.map(body.getArgument(0), s);
+    Value rowArg = body.getArgument(first + 2),
+          colArg = body.getArgument(first + 3);
+    auto lookup = [&](Value v) -> Value {
+      if (v == rowArg && !rows.contains(v))
+        rows.map(v, rowOf(rowKey));
+      if (v == colArg && !cols.contains(v))
+        cols.map(v, colOf(colKey));
+      for (IRMapping *m : {&elem, &rows, &cols, &invariant})
+        if (Value r = m->lookupOrNull(v))
+          return r;
+      return v;
+    };
+    Type i32 = b.getI32Type();
+    auto toIndex = [&](Value v) -> Value {
+      return v.getType().isIndex()
+                 ? v
+                 : arith::IndexCastOp::create(b, loc, b.getIndexType(), v);
+    };
+    for (Operation &op : body.without_terminator()) {
+      unsigned c = op.getNumResults() ? classes.lookup(op.getResult(0)) : 0;
+      IRMapping &target = c == 0      ? invariant
+                          : c == kRow ? rows
+                          : c == kCol ? cols
+                                      : elem;
+      if (op.getNumResults() && target.contains(op.getResult(0)))
+        continue;
+      Value result;
+      if (auto extract = dyn_cast<tensor::ExtractOp>(op)) {
+        SmallVector<Value> indices;
+        for (Value i : extract.getIndices())
+          indices.push_back(toIndex(lookup(i)));
+        result = memref::LoadOp::create(b, loc, memrefs[extract.getTensor()],
+                                        indices);
+      } else if (auto dim = dyn_cast<tensor::DimOp>(op)) {
+        result = arith::IndexCastOp::create(
+            b, loc, i32,
+            memref::DimOp::create(b, loc, memrefs[dim.getSource()],
+                                  toIndex(lookup(dim.getIndex()))));
+      } else if (auto cst = dyn_cast<arith::ConstantOp>(op);
+                 cst && cst.getType().isIndex()) {
+        result = arith::ConstantIntOp::create(
+            b, loc, i32, cast<IntegerAttr>(cst.getValue()).getInt());
+      } else if (isa<arith::IndexCastOp, arith::IndexCastUIOp>(op)) {
+        // Between i32 (for index) and the other integer type.
+        Value in = lookup(op.getOperand(0));
+        Type out = op.getResult(0).getType().isIndex()
+                       ? i32
+                       : op.getResult(0).getType();
+        unsigned from = in.getType().getIntOrFloatBitWidth(),
+                 to = out.getIntOrFloatBitWidth();
+        bool isSigned = isa<arith::IndexCastOp>(op);
+        if (from == to)
+          result = in;
+        else if (from > to)
+          result = arith::TruncIOp::create(b, loc, out, in);
+        else if (isSigned)
+          result = arith::ExtSIOp::create(b, loc, out, in);
+        else
+          result = arith::ExtUIOp::create(b, loc, out, in);
+      } else {
+        IRMapping operands;
+        for (Value operand : op.getOperands())
+          operands.map(operand, lookup(operand));
+        Operation *copy = b.clone(op, operands);
+        for (OpResult r : copy->getResults())
+          if (r.getType().isIndex())
+            r.setType(i32);
+        target.map(op.getResults(), copy->getResults());
+        continue;
+      }
+      target.map(op.getResult(0), result);
+    }
+    return lookup(body.getTerminator()->getOperand(0));
+  }
+
+private:
+  static constexpr unsigned kScore = 1, kRow = 2, kCol = 4;
+  OpBuilder &b;
+  Location loc;
+  Block &body;
+  bool score;
+  std::function<Value(int64_t)> rowOf, colOf;
+  llvm::DenseMap<Value, unsigned> classes;
+  llvm::DenseMap<Value, Value> memrefs;
+  IRMapping invariant;
+  llvm::DenseMap<int64_t, IRMapping> rowMaps, colMaps;
 };
 
 /// Register fragments of one warp for mma.sync m16n8k16 (f16/bf16 in, f32

@@ -144,12 +144,95 @@ FailureOr<TileSource> traceTile(Value tile) {
   return src;
 }
 
+/// How a key loop decides its mask_mod per block (fa-specialize-masks's
+/// nest of scf.if over the block verdicts): a node tests `cond` (a value of
+/// the loop body) and goes on to node `then` or `otherwise`; a leaf says
+/// whether the block runs with the mask_mod. A block the nest skips runs
+/// with it too: it hides every key then, leaving the state as skipping
+/// does.
+struct VerdictNode {
+  Value cond;
+  int then = -1, otherwise = -1;
+  bool withMaskMod = false;
+};
+
 /// One key loop of a query block: `scf.for` threading (acc, max, sum)
-/// through a single `fa.online_attention`.
+/// through a single `fa.online_attention`, or through a mask_mod's steps
+/// under its block verdicts (with and without the mask_mod, otherwise
+/// alike).
 struct KeyLoop {
   scf::ForOp loop;
+  /// The step the kernel computes: the one with the mask_mod if any.
   OnlineAttentionOp step;
+  /// The verdict nest (node 0 the root); empty: `step` everywhere.
+  SmallVector<VerdictNode> verdict;
 };
+
+/// Parses the block of a key loop or of one of its verdict's scf.if
+/// branches into `kl.verdict`: the node index, or -1 on a shape that is not
+/// fa-specialize-masks's.
+int parseVerdict(Block &block, KeyLoop &kl, OnlineAttentionOp &withMod,
+                 OnlineAttentionOp &without) {
+  ValueRange state = kl.loop.getRegionIterArgs();
+  Operation *last = nullptr;
+  for (Operation &op : block.without_terminator()) {
+    if (isa<OnlineAttentionOp, scf::IfOp>(op)) {
+      if (last)
+        return -1;
+      last = &op;
+    } else if (!isMemoryEffectFree(&op)) {
+      // (The block's tiles and verdict arithmetic only.)
+      return -1;
+    }
+  }
+  ValueRange yielded = block.getTerminator()->getOperands();
+  int index = kl.verdict.size();
+  kl.verdict.emplace_back();
+  if (!last) {
+    // Skipped: the state passes through.
+    if (yielded != state)
+      return -1;
+    kl.verdict[index].withMaskMod = true;
+    return index;
+  }
+  if (yielded != ValueRange(last->getResults()))
+    return -1;
+  if (auto step = dyn_cast<OnlineAttentionOp>(last)) {
+    if (ValueRange{step.getAcc(), step.getMax(), step.getSum()} != state)
+      return -1;
+    OnlineAttentionOp &slot = step.hasMaskMod() ? withMod : without;
+    if (slot && slot != step)
+      return -1;
+    slot = step;
+    kl.verdict[index].withMaskMod = step.hasMaskMod();
+    return index;
+  }
+  auto ifOp = cast<scf::IfOp>(last);
+  if (ifOp.getElseRegion().empty())
+    return -1;
+  kl.verdict[index].cond = ifOp.getCondition();
+  int then = parseVerdict(ifOp.getThenRegion().front(), kl, withMod, without);
+  if (then < 0)
+    return -1;
+  int otherwise =
+      parseVerdict(ifOp.getElseRegion().front(), kl, withMod, without);
+  if (otherwise < 0)
+    return -1;
+  kl.verdict[index].then = then;
+  kl.verdict[index].otherwise = otherwise;
+  return index;
+}
+
+/// Whether `a` and `b` are the same step up to b's lacking the mask_mod.
+bool sameStepButMaskMod(OnlineAttentionOp a, OnlineAttentionOp b) {
+  return a.getQuery() == b.getQuery() && a.getKey() == b.getKey() &&
+         a.getValue() == b.getValue() && a.getQStart() == b.getQStart() &&
+         a.getKStart() == b.getKStart() && a.getQLen() == b.getQLen() &&
+         a.getKLen() == b.getKLen() && a.getMaskAttr() == b.getMaskAttr() &&
+         a.getMaskOperands() == b.getMaskOperands() &&
+         a.getScoreScalars() == b.getScoreScalars() &&
+         a.hasScoreMod() == b.hasScoreMod() && !b.hasMaskMod();
+}
 
 /// Everything the kernel needs from one tiled-attention `scf.forall`.
 struct TiledAttention {
@@ -188,6 +271,18 @@ bool isClonable(Value v, scf::ForallOp forall, Value loopIV = {}) {
   if (auto extract = dyn_cast<tensor::ExtractOp>(def))
     return extract.getTensor().getDefiningOp<bufferization::ToTensorOp>() &&
            operandsClonable(extract.getIndices());
+  if (auto scan = dyn_cast<scf::ForOp>(def)) {
+    // (fa-specialize-masks's scan of a mask_mod's block verdicts.)
+    if (!NestCloner::isScalarLoop(scan))
+      return false;
+    bool clonable = true;
+    scan.walk([&](Operation *op) {
+      for (Value operand : op->getOperands())
+        if (!scan->isAncestor(operand.getParentRegion()->getParentOp()))
+          clonable &= isClonable(operand, forall, loopIV);
+    });
+    return clonable;
+  }
   if (def->getNumRegions() != 0 || !isMemoryEffectFree(def))
     return false;
   return operandsClonable(def->getOperands());
@@ -311,14 +406,6 @@ FailureOr<TiledAttention> matchTiledAttention(scf::ForallOp forall) {
                 "on a 3-d scf.forall over (batch, head, query block)");
   ta.blockDims = *blockDims;
 
-  // (fa-specialize-masks nests a mask_mod's steps in per-block scf.if.)
-  WalkResult modifiers = forall.walk([](OnlineAttentionOp step) {
-    return step.hasModifiers() ? WalkResult::interrupt()
-                               : WalkResult::advance();
-  });
-  if (modifiers.wasInterrupted())
-    return fail("score_mod and mask_mod have no GPU lowering yet (the "
-                "fa-tiled-cpu pipeline runs them)");
   std::optional<TileSource> k, v;
   OnlineAttentionFinalizeOp finalize;
   for (Operation &op : forall.getBody()->without_terminator()) {
@@ -327,19 +414,50 @@ FailureOr<TiledAttention> matchTiledAttention(scf::ForallOp forall) {
       continue;
     }
     auto loop = dyn_cast<scf::ForOp>(op);
-    if (!loop)
+    // (A loop of index arithmetic, such as a mask_mod's key-range scan, is
+    // cloned where its results are used.)
+    if (!loop || NestCloner::isScalarLoop(loop))
       continue;
-    auto steps = loop.getBody()->getOps<OnlineAttentionOp>();
-    if (!llvm::hasSingleElement(steps))
-      return fail("a key loop must hold exactly one fa.online_attention");
-    OnlineAttentionOp step = *steps.begin();
-    auto yield = cast<scf::YieldOp>(loop.getBody()->getTerminator());
+    KeyLoop kl{loop, {}, {}};
+    OnlineAttentionOp withMod, without;
     if (loop.getNumRegionIterArgs() != 3 ||
-        yield.getOperands() != ValueRange(step.getResults()) ||
-        ValueRange{step.getAcc(), step.getMax(), step.getSum()} !=
-            ValueRange(loop.getRegionIterArgs()))
-      return fail("a key loop may only thread (acc, max, sum) through its "
-                  "step");
+        parseVerdict(*loop.getBody(), kl, withMod, without) != 0)
+      return fail("a key loop may only thread (acc, max, sum) through one "
+                  "fa.online_attention, or through a mask_mod's steps under "
+                  "its block verdict (fa-specialize-masks)");
+    if (withMod && without && !sameStepButMaskMod(withMod, without))
+      return fail("the steps of a mask_mod's block verdict must differ in "
+                  "the mask_mod only");
+    OnlineAttentionOp step = withMod ? withMod : without;
+    kl.step = step;
+    // A single step needs no verdict; a skipped block needs the step with
+    // the mask_mod (which then hides every key).
+    if (!kl.verdict.front().cond)
+      kl.verdict.clear();
+    else if (!withMod)
+      return fail("a mask_mod's block verdict skips blocks but has no step "
+                  "with the mask_mod");
+    for (const VerdictNode &node : kl.verdict)
+      if (node.cond && !isClonable(node.cond, forall, loop.getInductionVar()))
+        return fail("a block verdict of the mask_mod cannot be recomputed in "
+                    "the kernel");
+    if (step.hasModifiers()) {
+      if (!step.isMasked())
+        return fail("a step with score_mod or mask_mod needs its positions");
+      for (Value capture : step.getCaptures()) {
+        auto toTensor = capture.getDefiningOp<bufferization::ToTensorOp>();
+        if (!toTensor || !isa<MemRefType>(toTensor.getBuffer().getType()))
+          return fail("the captures of score_mod and mask_mod must be "
+                      "memrefs (through bufferization.to_tensor)");
+      }
+      for (Region *region : {&step.getScoreMod(), &step.getMaskMod()})
+        if (!region->empty())
+          if (Operation *op = ModifierInliner::findUnsupported(*region))
+            return fail(Twine("the kernels inline arith and math ops and "
+                              "reads of the captures (tensor.extract, "
+                              "tensor.dim) in score_mod and mask_mod, not ") +
+                        op->getName().getStringRef());
+    }
     if (step.isMasked() && step.getKStart() != loop.getInductionVar())
       return fail("the masked step must start at the loop's key offset");
     if (failed(matchKeyTile(step.getKey(), loop, forall, k)) ||
@@ -351,11 +469,13 @@ FailureOr<TiledAttention> matchTiledAttention(scf::ForallOp forall) {
       if (loop.getInitArgs() != ValueRange(prev.loop.getResults()) ||
           loop.getLowerBound() != prev.loop.getUpperBound() ||
           step.getQuery() != prev.step.getQuery() ||
-          !(step.getScoreScalars() == prev.step.getScoreScalars()))
+          !(step.getScoreScalars() == prev.step.getScoreScalars()) ||
+          step.hasScoreMod() != prev.step.hasScoreMod() ||
+          step.getCaptures() != prev.step.getCaptures())
         return fail("key loops must run back to back over the same query "
                     "tile and state");
     }
-    ta.loops.push_back({loop, step});
+    ta.loops.push_back(std::move(kl));
   }
   if (ta.loops.empty() || !finalize ||
       ValueRange(finalize->getOperands()) !=
@@ -449,6 +569,8 @@ FailureOr<TiledAttention> matchTiledAttention(scf::ForallOp forall) {
     if (kl.step.isMasked())
       needed.append(
           {kl.step.getQStart(), kl.step.getQLen(), kl.step.getKLen()});
+    if (kl.step.hasModifiers())
+      needed.append({kl.step.getBatchIndex(), kl.step.getHeadIndex()});
   }
   for (OpFoldResult ofr : needed)
     if (!isClonable(ofr, forall))
@@ -547,7 +669,7 @@ getKernelConfig(TiledAttention &ta,
                 ")");
   cfg.elt = qType.getElementType();
   cfg.scalars = step.getScoreScalars();
-  for (KeyLoop kl : ta.loops)
+  for (KeyLoop &kl : ta.loops)
     if (kl.step.isMasked() && kl.step.hasMaskRule()) {
       cfg.mask = kl.step.getMaskAttr();
       cfg.maskOperands = kl.step.getMaskOperands();
@@ -575,7 +697,7 @@ getKernelConfig(TiledAttention &ta,
     return fail("block-q must be a multiple of 16 * warps");
   if (cfg.bc % 16 != 0 || cfg.d % 16 != 0 || cfg.dv % 16 != 0)
     return fail("block-kv and the head dims must be multiples of 16");
-  for (KeyLoop kl : ta.loops)
+  for (KeyLoop &kl : ta.loops)
     if (getConstantIntValue(kl.loop.getStep()) != cfg.bc)
       return fail("key loops must step by whole key tiles");
   for (Value m : {ta.q.memref, ta.k.memref, ta.v.memref, ta.out})
@@ -702,16 +824,25 @@ static Value treeReduce(SmallVector<Value> vals,
   return vals.front();
 }
 
+/// The score factors of a step with a score_mod, which reads natural-unit
+/// scores: s = score_mod(scale * x), then u = tanh(s / softcap) with
+/// exponent u * (softcap * log2(e)), or the exponent s * log2(e). Host
+/// values (kernel parameters or constants); null without a score_mod.
+struct ModifierFactors {
+  Value scale, softcap, expFactor;
+};
+
 class ForwardKernelEmitter : public NestCloner {
 public:
   /// `factors` are values of the host (see convertForall).
   ForwardKernelEmitter(OpBuilder &b, Location loc, TiledAttention &ta,
                        const KernelConfig &cfg, ScoreFactors factors,
-                       Value kMapHost = {}, Value vMapHost = {},
-                       Value qMapHost = {}, Value oMapHost = {},
-                       Value counter = {})
+                       ModifierFactors modFactors, Value kMapHost = {},
+                       Value vMapHost = {}, Value qMapHost = {},
+                       Value oMapHost = {}, Value counter = {})
       : NestCloner(b, loc), ta(ta), cfg(cfg), frags(b, loc, cfg.elt),
-        wg(b, loc, cfg.elt), factors(factors), kMapHost(kMapHost),
+        wg(b, loc, cfg.elt), factors(factors), modFactors(modFactors),
+        kMapHost(kMapHost),
         vMapHost(vMapHost), qMapHost(qMapHost), oMapHost(oMapHost),
         counter(counter) {}
 
@@ -808,7 +939,8 @@ private:
   /// held in rows [k0, +keys) of the current block's buffer (kBlock,
   /// vBlock). The state is (acc..., max..., sum...).
   SmallVector<Value> emitStep(OnlineAttentionOp step, Value kStart, int64_t k0,
-                              int64_t keys, ValueRange state);
+                              int64_t keys, ValueRange state,
+                              Value maskModIf = {});
   // The pieces of a step (wgmma), shared by emitStep and the overlapped
   // schedule.
   /// S = Q K^T for keys [k0, +keys) of kDescBlock: issued and committed, not
@@ -821,17 +953,22 @@ private:
     /// exp2(old max - new max) per row: the factor of O.
     SmallVector<Value> alphas;
   };
-  /// Score function, mask and online-softmax update of one step.
+  /// Score function, mask and online-softmax update of one step. A step
+  /// with a mask_mod applies it where `maskModIf` (an i1 of the block's
+  /// verdict) holds, or everywhere when null.
   SoftmaxUpdate emitSoftmax(OnlineAttentionOp step, Value kStart, int64_t keys,
                             ArrayRef<Value> s, ValueRange maxIn,
-                            ValueRange sumIn);
+                            ValueRange sumIn, Value maskModIf = {});
+  /// Whether block `kStart` of `kl` runs with the mask_mod (its verdict
+  /// nest's leaf), or null when the loop has no verdict.
+  Value maskModVerdict(KeyLoop &kl, Value kStart);
   Value pFrag(ArrayRef<Value> p, int64_t keys, int64_t mt, int64_t nt);
   /// P as the register A operand of wgmma (4 x i32 per 16 keys).
   SmallVector<Value> packP(ArrayRef<Value> p, int64_t keys);
   /// O += P V on V rows [k0, +keys) of `vDescOf`: issued and committed.
   SmallVector<Value> issuePV(ArrayRef<Value> pRegs, ArrayRef<Value> o,
                              Value vDescOf, int64_t k0, int64_t keys);
-  void emitKeyLoop(KeyLoop kl, SmallVector<Value> &state);
+  void emitKeyLoop(KeyLoop &kl, SmallVector<Value> &state);
   /// All key loops with the overlapped schedule (cfg.overlap): a prologue
   /// computes P of the first block, each iteration issues S of its block
   /// and P V of the one before, an epilogue adds the last P V.
@@ -862,6 +999,8 @@ private:
   /// The exponent factors, computed by the host: kernel parameters (or
   /// constants) that the score FMAs read directly.
   ScoreFactors factors;
+  /// With a score_mod: the factors of its natural-unit scores.
+  ModifierFactors modFactors;
   /// The mask's band, its run-time widths computed once at the kernel's
   /// start.
   KernelMask kmask;
@@ -1256,29 +1395,122 @@ SmallVector<Value> ForwardKernelEmitter::issueScores(int64_t k0, int64_t keys) {
   return acc;
 }
 
+Value ForwardKernelEmitter::maskModVerdict(KeyLoop &kl, Value kStart) {
+  if (kl.verdict.empty())
+    return Value();
+  // The conditions depend on the block: cloned with the loop's induction
+  // variable mapped, without leaving block-local values in `mapping`.
+  IRMapping local = mapping;
+  local.map(kl.loop.getInductionVar(), kStart);
+  std::function<Value(int)> build = [&](int node) -> Value {
+    const VerdictNode &n = kl.verdict[node];
+    if (!n.cond)
+      return arith::ConstantIntOp::create(b, loc, n.withMaskMod, 1);
+    Value cond = NestCloner::clone(n.cond, local);
+    return b.createOrFold<arith::SelectOp>(loc, cond, build(n.then),
+                                           build(n.otherwise));
+  };
+  return build(0);
+}
+
 ForwardKernelEmitter::SoftmaxUpdate
 ForwardKernelEmitter::emitSoftmax(OnlineAttentionOp step, Value kStart,
                                   int64_t keys, ArrayRef<Value> s,
-                                  ValueRange maxIn, ValueRange sumIn) {
+                                  ValueRange maxIn, ValueRange sumIn,
+                                  Value maskModIf) {
   const int64_t m = cfg.mTiles, ns = keys / 8;
   // Scores u (before the exp2 factor c): p = exp2(u * c - m), m in log2
   // units. With softcap, u = tanh(s * scale / softcap), c = softcap * log2e.
-  Value cst = factors.expFactor;
+  // With a score_mod, u = score_mod(s * scale) (tanh(. / softcap)), c =
+  // log2e (softcap * log2e).
+  bool scoreMod = step.hasScoreMod(), maskMod = step.hasMaskMod();
+  Value cst = scoreMod ? modFactors.expFactor : factors.expFactor;
   Value negInf = f32(-std::numeric_limits<double>::infinity());
   SmallVector<Value> uVals(m * ns * 4);
   auto u = [&](int64_t mt, int64_t nt, int64_t h, int64_t e) -> Value & {
     return uVals[((mt * ns + nt) * 2 + h) * 2 + e];
   };
+  // The modifiers' positions (i32): this lane's rows and columns, clamped
+  // to the sequence's last (padding reads the last row's / key's values,
+  // then is discarded / masked); made where first used.
+  SmallVector<Value> captures;
+  Value batch, head, row0, col0, qLast, kLast;
+  std::function<Value(int64_t)> rowOf, colOf;
+  if (scoreMod || maskMod) {
+    qLast = toI32(sub(clone(step.getQLen()), idx(1)));
+    kLast = toI32(sub(clone(step.getKLen()), idx(1)));
+    row0 = toI32(add(add(clone(step.getQStart()), warpRow), g));
+    col0 = toI32(add(kStart, mul(tig, idx(2))));
+    // rowKey = 2 mt + h, colKey = 2 nt + e.
+    rowOf = [&](int64_t r) -> Value {
+      return arith::MinSIOp::create(
+          b, loc, addNsw(row0, i32(16 * (r / 2) + 8 * (r % 2))), qLast);
+    };
+    colOf = [&](int64_t c) -> Value {
+      return arith::MinSIOp::create(
+          b, loc, addNsw(col0, i32(8 * (c / 2) + c % 2)), kLast);
+    };
+    batch = toI32(clone(step.getBatchIndex()));
+    head = toI32(clone(step.getHeadIndex()));
+    for (Value c : step.getCaptures())
+      captures.push_back(
+          c.getDefiningOp<bufferization::ToTensorOp>().getBuffer());
+  }
+  std::optional<ModifierInliner> scoreInliner;
+  Value capInv;
+  if (scoreMod) {
+    scoreInliner.emplace(b, loc, step.getScoreMod(), /*score=*/true, captures,
+                         batch, head, rowOf, colOf);
+    if (modFactors.softcap)
+      capInv = arith::DivFOp::create(b, loc, f32(1.0), modFactors.softcap);
+  }
   for (int64_t mt = 0; mt < m; ++mt)
     for (int64_t nt = 0; nt < ns; ++nt)
       for (int64_t h = 0; h < 2; ++h)
         for (int64_t e = 0; e < 2; ++e) {
           Value x = frags.element(s[mt * ns + nt], h, e);
-          if (factors.capIn)
+          if (scoreMod) {
+            x = arith::MulFOp::create(b, loc, x, modFactors.scale);
+            x = scoreInliner->at(x, mt * 2 + h, nt * 2 + e);
+            if (capInv)
+              x = math::TanhOp::create(b, loc,
+                                       arith::MulFOp::create(b, loc, x, capInv));
+          } else if (factors.capIn) {
             x = math::TanhOp::create(
                 b, loc, arith::MulFOp::create(b, loc, x, factors.capIn));
+          }
           u(mt, nt, h, e) = x;
         }
+
+  if (maskMod) {
+    // Keys the mask_mod hides: -inf (where the block's verdict says so).
+    auto apply = [&] {
+      ModifierInliner inliner(b, loc, step.getMaskMod(), /*score=*/false,
+                              captures, batch, head, rowOf, colOf);
+      for (int64_t mt = 0; mt < m; ++mt)
+        for (int64_t nt = 0; nt < ns; ++nt)
+          for (int64_t h = 0; h < 2; ++h)
+            for (int64_t e = 0; e < 2; ++e) {
+              Value visible = inliner.at(Value(), mt * 2 + h, nt * 2 + e);
+              Value &x = u(mt, nt, h, e);
+              x = arith::SelectOp::create(b, loc, visible, x, negInf);
+            }
+    };
+    if (!maskModIf || matchPattern(maskModIf, m_One())) {
+      apply();
+    } else if (!matchPattern(maskModIf, m_Zero())) {
+      SmallVector<Value> before = uVals;
+      auto ifOp = scf::IfOp::create(b, loc, TypeRange(ValueRange(uVals)),
+                                    maskModIf, /*withElseRegion=*/true);
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(ifOp.elseBlock());
+      scf::YieldOp::create(b, loc, before);
+      b.setInsertionPointToStart(ifOp.thenBlock());
+      apply();
+      scf::YieldOp::create(b, loc, uVals);
+      uVals.assign(ifOp.getResults().begin(), ifOp.getResults().end());
+    }
+  }
 
   if (step.isMasked()) {
     // col - row = d0 + (8 nt + e - 16 mt - 8 h) with the lane's
@@ -1292,11 +1524,14 @@ ForwardKernelEmitter::emitSoftmax(OnlineAttentionOp step, Value kStart,
     Value off = toI32(sub(kLen, qLen));
     Value keyLimit = toI32(sub(kLen, col0)); // 8 nt + e < keyLimit
     Value rightLimit, leftLimit;
-    if (kmask.hasRight())
+    // (A step without the mask attribute, masked for its modifiers or the
+    // key tail, compares the tail only.)
+    bool band = step.hasMaskRule();
+    if (band && kmask.hasRight())
       rightLimit =
           sub(arith::AddIOp::create(b, loc, off, kmask.rightWidth(b, loc)),
               d0); // cst <= rightLimit
-    if (kmask.hasLeft())
+    if (band && kmask.hasLeft())
       leftLimit =
           sub(arith::SubIOp::create(b, loc, off, kmask.leftWidth(b, loc)),
               d0); // cst >= leftLimit
@@ -1432,7 +1667,8 @@ SmallVector<Value> ForwardKernelEmitter::issuePV(ArrayRef<Value> pRegs,
 SmallVector<Value> ForwardKernelEmitter::emitStep(OnlineAttentionOp step,
                                                   Value kStart, int64_t k0,
                                                   int64_t keys,
-                                                  ValueRange state) {
+                                                  ValueRange state,
+                                                  Value maskModIf) {
   const int64_t m = cfg.mTiles, ns = keys / 8, nd = cfg.dv / 8;
   ValueRange accIn = state.take_front(m * nd);
   ValueRange maxIn = state.slice(m * nd, 2 * m);
@@ -1467,7 +1703,8 @@ SmallVector<Value> ForwardKernelEmitter::emitStep(OnlineAttentionOp step,
     }
   }
 
-  SoftmaxUpdate sm = emitSoftmax(step, kStart, keys, s, maxIn, sumIn);
+  SoftmaxUpdate sm =
+      emitSoftmax(step, kStart, keys, s, maxIn, sumIn, maskModIf);
 
   // O = alpha * O + P V, P taken from the score fragments.
   SmallVector<Value> acc;
@@ -1511,7 +1748,8 @@ SmallVector<Value> ForwardKernelEmitter::emitStep(OnlineAttentionOp step,
   return result;
 }
 
-void ForwardKernelEmitter::emitKeyLoop(KeyLoop kl, SmallVector<Value> &state) {
+void ForwardKernelEmitter::emitKeyLoop(KeyLoop &kl,
+                                       SmallVector<Value> &state) {
   Value lb = clone(kl.loop.getLowerBound()),
         ub = clone(kl.loop.getUpperBound());
   auto loop = scf::ForOp::create(b, loc, lb, ub, idx(cfg.bc), state);
@@ -1525,7 +1763,8 @@ void ForwardKernelEmitter::emitKeyLoop(KeyLoop kl, SmallVector<Value> &state) {
     kDescBlock = stageDescriptor(kDesc, kTile.bytes(2), cfg.stages, item);
     vDescBlock = stageDescriptor(vDesc, vTile.bytes(2), cfg.stages, item);
     SmallVector<Value> newState(loop.getRegionIterArgs());
-    newState = emitStep(kl.step, kStart, 0, cfg.bc, newState);
+    newState = emitStep(kl.step, kStart, 0, cfg.bc, newState,
+                        maskModVerdict(kl, kStart));
     scf::YieldOp::create(b, loc, newState);
     state.assign(loop.getResults().begin(), loop.getResults().end());
     return;
@@ -1568,9 +1807,10 @@ void ForwardKernelEmitter::emitKeyLoop(KeyLoop kl, SmallVector<Value> &state) {
   // The softmax runs on sub-blocks of `cfg.softmaxKeys` keys: fewer live
   // score registers, one more rescale of O per sub-block.
   SmallVector<Value> newState(loop.getRegionIterArgs());
+  Value maskModIf = maskModVerdict(kl, kStart);
   for (int64_t k0 = 0; k0 < cfg.bc; k0 += cfg.softmaxKeys)
-    newState =
-        emitStep(kl.step, add(kStart, idx(k0)), k0, cfg.softmaxKeys, newState);
+    newState = emitStep(kl.step, add(kStart, idx(k0)), k0, cfg.softmaxKeys,
+                        newState, maskModIf);
 
   if (cfg.stages == 1) {
     gpu::BarrierOp::create(b, loc);
@@ -1599,14 +1839,20 @@ void ForwardKernelEmitter::emitOverlappedLoops(SmallVector<Value> &state) {
     startTurns();
   Value nextWg = remu(add(wgIdx, idx(1)), consumers);
 
-  // Prologue: block lo. A masked step's mask is exact for any block, so the
-  // first masked step (if any) serves whichever loop holds lo.
+  // Prologue: block lo. A masked step's mask (and mask_mod, applied to the
+  // whole block) is exact for any block, so the first step with the mask
+  // attribute, else the first masked one (if any), serves whichever loop
+  // holds lo.
   OnlineAttentionOp firstStep = ta.loops.front().step;
-  for (KeyLoop kl : ta.loops)
-    if (kl.step.isMasked()) {
-      firstStep = kl.step;
+  for (bool rule : {true, false}) {
+    auto it = llvm::find_if(ta.loops, [&](KeyLoop &kl) {
+      return rule ? kl.step.hasMaskRule() : kl.step.isMasked();
+    });
+    if (it != ta.loops.end()) {
+      firstStep = it->step;
       break;
     }
+  }
   const int64_t pCount = keys / 4;
   SmallVector<Value> init = state;
   init.append(pCount, i32(0));
@@ -1640,7 +1886,7 @@ void ForwardKernelEmitter::emitOverlappedLoops(SmallVector<Value> &state) {
 
   // Blocks lo + bc, ...: each loop clipped to start there.
   Value second = add(lo, idx(cfg.bc));
-  for (KeyLoop kl : ta.loops) {
+  for (KeyLoop &kl : ta.loops) {
     Value lb =
         arith::MaxSIOp::create(b, loc, clone(kl.loop.getLowerBound()), second);
     Value ub = clone(kl.loop.getUpperBound());
@@ -1675,9 +1921,9 @@ void ForwardKernelEmitter::emitOverlappedLoops(SmallVector<Value> &state) {
     wg.wait(1);
     sAcc = wg.fenceOperands(sAcc);
     fagpu::ChannelReleaseOp::create(b, loc, kChannel, it);
-    SoftmaxUpdate sm =
-        emitSoftmax(kl.step, kStart, keys, frags.fromAccumulator(sAcc),
-                    st.slice(nd, 2), st.slice(nd + 2, 2));
+    SoftmaxUpdate sm = emitSoftmax(
+        kl.step, kStart, keys, frags.fromAccumulator(sAcc), st.slice(nd, 2),
+        st.slice(nd + 2, 2), maskModVerdict(kl, kStart));
     wg.wait(0);
     o = wg.fenceOperands(o);
     fagpu::ChannelReleaseOp::create(b, loc, vChannel, prev);
@@ -2282,12 +2528,15 @@ void ForwardKernelEmitter::emit(gpu::LaunchOp launch) {
     hi = clone(ta.loops.back().loop.getUpperBound());
     // Clone every other index here too, so that the clones dominate all
     // uses.
-    for (KeyLoop kl : ta.loops) {
+    for (KeyLoop &kl : ta.loops) {
       clone(kl.loop.getLowerBound());
       clone(kl.loop.getUpperBound());
       if (kl.step.isMasked())
         for (Value v :
              {kl.step.getQStart(), kl.step.getQLen(), kl.step.getKLen()})
+          clone(v);
+      if (kl.step.hasModifiers())
+        for (Value v : {kl.step.getBatchIndex(), kl.step.getHeadIndex()})
           clone(v);
     }
     for (OpFoldResult ofr : ta.outOffsets)
@@ -2434,7 +2683,7 @@ void ForwardKernelEmitter::emit(gpu::LaunchOp launch) {
   if (cfg.overlap) {
     emitOverlappedLoops(state);
   } else {
-    for (KeyLoop kl : ta.loops)
+    for (KeyLoop &kl : ta.loops)
       emitKeyLoop(kl, state);
   }
   // No copy may still be in flight when the block exits (e.g. Q when no key
@@ -2539,6 +2788,19 @@ LogicalResult mlir::fa::convertTiledAttentionToGPU(
   ScoreFactors factors =
       ScoreFactors::build(rewriter, loc, cfg->scalars.buildScale(rewriter, loc),
                           cfg->scalars.buildSoftcap(rewriter, loc), kLog2e);
+  // A score_mod reads natural-unit scores: the scale and softcap themselves
+  // (and softcap * log2(e)).
+  ModifierFactors modFactors;
+  if (ta->loops.front().step.hasScoreMod()) {
+    modFactors.scale = cfg->scalars.buildScale(rewriter, loc);
+    modFactors.softcap = cfg->scalars.buildSoftcap(rewriter, loc);
+    Value log2e = arith::ConstantOp::create(
+        rewriter, loc, rewriter.getF32FloatAttr(static_cast<float>(kLog2e)));
+    modFactors.expFactor =
+        modFactors.softcap ? rewriter.createOrFold<arith::MulFOp>(
+                                 loc, modFactors.softcap, log2e)
+                           : log2e;
+  }
   // Warp-specialized: the TMA tensor maps of K and V (one 64-column panel
   // of Bc keys per box, 128-byte swizzle), encoded by the runtime.
   // Persistent, Q's too (one box of block-q rows per panel).
@@ -2570,8 +2832,8 @@ LogicalResult mlir::fa::convertTiledAttentionToGPU(
   auto launch = gpu::LaunchOp::create(rewriter, loc, grid[0], grid[1], grid[2],
                                       threads, one, one, smemBytes);
   rewriter.setInsertionPointToStart(&launch.getBody().front());
-  ForwardKernelEmitter emitter(rewriter, loc, *ta, *cfg, factors, kMap, vMap,
-                               qMap, oMap, counter);
+  ForwardKernelEmitter emitter(rewriter, loc, *ta, *cfg, factors, modFactors,
+                               kMap, vMap, qMap, oMap, counter);
   emitter.emit(launch);
   assert(!emitter.failed && "matchTiledAttention checked every index");
   // (A warp-specialized kernel ends inside its consumer role.)

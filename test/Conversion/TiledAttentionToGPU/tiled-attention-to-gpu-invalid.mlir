@@ -4,13 +4,12 @@
 // RUN: fa-opt %s --split-input-file --fa-tile-attention="block-q=64 block-kv=64" --fa-specialize-masks --fa-convert-tiled-attention-to-gpu --verify-diagnostics
 
 // Score and mask modifiers reach the tile step (fa-tile-attention carries
-// them) but no GPU kernel computes them yet: the conversion says so rather
-// than dropping them. (The GPU pipelines refuse them earlier, in
-// fa-select-kernel-config.)
+// them); the kernels read the captures from memrefs, and inline arith and
+// math ops only.
 func.func @score_mod(%q: memref<1x2x128x64xf16>, %o: memref<1x2x128x64xf16>,
                      %l: memref<1x2x128xf32>, %slopes: tensor<2xf32>) {
   %qt = bufferization.to_tensor %q restrict : memref<1x2x128x64xf16> to tensor<1x2x128x64xf16>
-  // expected-error @below {{fa-convert-tiled-attention-to-gpu: score_mod and mask_mod have no GPU lowering yet (the fa-tiled-cpu pipeline runs them)}}
+  // expected-error @below {{fa-convert-tiled-attention-to-gpu: the captures of score_mod and mask_mod must be memrefs (through bufferization.to_tensor)}}
   %out, %lse = fa.attention %qt, %qt, %qt captures(%slopes)
       score_mod(%s: f32, %b: index, %h: index, %i: index, %j: index,
                 %sl: tensor<2xf32>) {
@@ -27,15 +26,17 @@ func.func @score_mod(%q: memref<1x2x128x64xf16>, %o: memref<1x2x128x64xf16>,
 
 // -----
 
-// A mask_mod (after fa-specialize-masks: its steps nested in scf.if).
+// A mask_mod with an op the kernels do not inline (after fa-specialize-masks
+// too: its steps nested in scf.if).
 func.func @mask_mod(%q: memref<1x2x128x64xf16>, %o: memref<1x2x128x64xf16>,
                     %l: memref<1x2x128xf32>) {
   %qt = bufferization.to_tensor %q restrict : memref<1x2x128x64xf16> to tensor<1x2x128x64xf16>
-  // expected-error @below {{fa-convert-tiled-attention-to-gpu: score_mod and mask_mod have no GPU lowering yet (the fa-tiled-cpu pipeline runs them)}}
+  // expected-error @below {{fa-convert-tiled-attention-to-gpu: the kernels inline arith and math ops and reads of the captures (tensor.extract, tensor.dim) in score_mod and mask_mod, not affine.apply}}
   %out, %lse = fa.attention %qt, %qt, %qt
       mask_mod(%b: index, %h: index, %i: index, %j: index) {
         %c16 = arith.constant 16 : index
-        %v = arith.cmpi ult, %j, %c16 : index
+        %half = affine.apply affine_map<(d0) -> (d0 floordiv 2)>(%j)
+        %v = arith.cmpi ult, %half, %c16 : index
         fa.yield %v : i1
       }
       : (tensor<1x2x128x64xf16>, tensor<1x2x128x64xf16>, tensor<1x2x128x64xf16>)

@@ -258,6 +258,10 @@ FailureOr<OpTraits> traitsOf(Operation *op) {
   };
   if (auto fwd = dyn_cast<AttentionOp>(op)) {
     fill(fwd);
+    // A score_mod is score code; a mask_mod makes tiles unequal as a mask
+    // rule does.
+    t.plain &= !fwd.hasModifiers();
+    t.masked |= fwd.hasMaskMod();
   } else if (auto bwd = dyn_cast<AttentionBackwardOp>(op)) {
     fill(bwd);
     t.backward = true;
@@ -427,13 +431,13 @@ struct FASelectKernelConfigPass final
                         "(fa-reference-cpu, fa-tiled-cpu) lower this op");
         return WalkResult::interrupt();
       }
-      // Nor do the kernels compute the modifier regions yet.
-      auto fwd = dyn_cast<AttentionOp>(op);
+      // Nor do the backward kernels compute the modifier regions yet.
       auto bwd = dyn_cast<AttentionBackwardOp>(op);
-      if ((fwd && fwd.hasModifiers()) || (bwd && bwd.hasModifiers())) {
-        op->emitOpError("has a score_mod or mask_mod, which no GPU kernel "
-                        "computes yet: fa-select-kernel-config refuses it; "
-                        "the fa-reference-cpu pipeline lowers it");
+      if (bwd && bwd.hasModifiers()) {
+        op->emitOpError("has a score_mod or mask_mod, which no GPU backward "
+                        "kernel computes yet: fa-select-kernel-config refuses "
+                        "it; the fa-reference-cpu and fa-tiled-cpu pipelines "
+                        "lower it");
         return WalkResult::interrupt();
       }
       if (!isa<AttentionOp, AttentionBackwardOp, AttentionVarlenOp,
