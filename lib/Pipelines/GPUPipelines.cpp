@@ -135,6 +135,8 @@ void mlir::fa::buildGPUForwardPipeline(
 void mlir::fa::buildGPUBackwardPipeline(
     OpPassManager &pm, const GPUBackwardPipelineOptions &options) {
   addSelectKernelConfig(pm, options);
+  // The score_mod's derivative, which the tile steps read.
+  pm.addPass(createFADifferentiateScoreMod());
   pm.addPass(createFATileAttentionBackward());
   // CSE only: canonicalization would fold the nest's single-iteration loops
   // (one query head per kv head, static lengths), which the conversion

@@ -35,33 +35,49 @@
 // PTX: .entry fa_fwd_kernel(
 // PTX: ld.global.b32
 // PTX: setp.lt.u32
-// PTXAS-NOT:  bytes spill stores
+// PTXAS-NOT: {{ [1-9][0-9]* bytes spill stores}}
 // PTXAS: 0 bytes spill stores
-// PTXAS-NOT:  bytes spill stores
+// PTXAS-NOT: {{ [1-9][0-9]* bytes spill stores}}
 
 // SM80: "mma": "mma.sync"
 // SM80: "name": "capture0"
 // SM80: "key": null
 
-// No GPU backward kernel computes them yet: fa-compile refuses the op with
-// a precise error rather than compile it without its modifier.
-// RUN: not fa-compile %s --chip=sm_80 -o %t 2>&1 | FileCheck %s --check-prefix=BWD
-// BWD: error: 'fa.attention_backward' op fa-compile: no GPU backward kernel computes score_mod or mask_mod yet (the fa-reference-cpu and fa-tiled-cpu pipelines lower them)
+// The backward: its dK/dV kernel (and a separate dQ kernel, if any) takes
+// the captures; fa-differentiate-score-mod gives the step the
+// score_mod's derivative.
+// RUN: fa-compile --kind=backward --modifiers=%S/Inputs/alibi-prefix-lm.mlir --head-dim=128 --dtype=bf16 --chip=sm_90a -o %t > /dev/null
+// RUN: FileCheck %s --check-prefix=BWD < %t/fa_bwd_d128_bf16_sm90a_mod.json
+// RUN: %ptxas -arch=sm_90a -v %t/fa_bwd_d128_bf16_sm90a_mod.ptx -o /dev/null 2>&1 | FileCheck %s --check-prefix=PTXAS
+// BWD: "kernels": [
+// BWD:   "entry": "fa_bwd_kernel",
+// BWD:   "name": "capture0",
+// BWD: "modifiers": {
 // RUN: not fa-compile --modifiers-key=k1 -o %t 2>&1 | FileCheck %s --check-prefix=KEY
 // KEY: fa-compile: --modifiers-key needs --modifiers
+// This file's op is a backward: not a modifiers file.
 // RUN: not fa-compile --modifiers=%s -o %t 2>&1 | FileCheck %s --check-prefix=NOMOD
 // NOMOD: has no fa.attention with score_mod or mask_mod
 
-func.func @fa_bwd(%q: memref<1x2x128x64xf16>, %lse: memref<1x2x128xf32>,
-                  %dq: memref<1x2x128x64xf16>) {
+func.func @fa_bwd(%q: memref<1x2x128x64xf16>, %k: memref<1x2x128x64xf16>,
+                  %v: memref<1x2x128x64xf16>, %out: memref<1x2x128x64xf16>,
+                  %dout: memref<1x2x128x64xf16>, %lse: memref<1x2x128xf32>,
+                  %dq: memref<1x2x128x64xf16>, %dk: memref<1x2x128x64xf16>,
+                  %dv: memref<1x2x128x64xf16>) {
   %qt = bufferization.to_tensor %q restrict : memref<1x2x128x64xf16> to tensor<1x2x128x64xf16>
+  %kt = bufferization.to_tensor %k restrict : memref<1x2x128x64xf16> to tensor<1x2x128x64xf16>
+  %vt = bufferization.to_tensor %v restrict : memref<1x2x128x64xf16> to tensor<1x2x128x64xf16>
+  %ot = bufferization.to_tensor %out restrict : memref<1x2x128x64xf16> to tensor<1x2x128x64xf16>
   %lt = bufferization.to_tensor %lse restrict : memref<1x2x128xf32> to tensor<1x2x128xf32>
-  %a, %b, %c = fa.attention_backward %qt, %qt, %qt, %qt, %lt, %qt
+  %dot = bufferization.to_tensor %dout restrict : memref<1x2x128x64xf16> to tensor<1x2x128x64xf16>
+  %a, %b, %c = fa.attention_backward %qt, %kt, %vt, %ot, %lt, %dot
       mask_mod(%bb: index, %h: index, %i: index, %j: index) {
-        %v = arith.cmpi ule, %j, %i : index
-        fa.yield %v : i1
+        %vis = arith.cmpi ule, %j, %i : index
+        fa.yield %vis : i1
       }
       : (tensor<1x2x128x64xf16>, tensor<1x2x128x64xf16>, tensor<1x2x128x64xf16>, tensor<1x2x128x64xf16>, tensor<1x2x128xf32>, tensor<1x2x128x64xf16>) -> (tensor<1x2x128x64xf16>, tensor<1x2x128x64xf16>, tensor<1x2x128x64xf16>)
   bufferization.materialize_in_destination %a in restrict writable %dq : (tensor<1x2x128x64xf16>, memref<1x2x128x64xf16>) -> ()
+  bufferization.materialize_in_destination %b in restrict writable %dk : (tensor<1x2x128x64xf16>, memref<1x2x128x64xf16>) -> ()
+  bufferization.materialize_in_destination %c in restrict writable %dv : (tensor<1x2x128x64xf16>, memref<1x2x128x64xf16>) -> ()
   return
 }

@@ -1001,22 +1001,24 @@ struct CaptureArgs {
 /// bufferization.to_tensor.
 LogicalResult spliceModifiers(ModuleOp module, fa::AttentionOp mods,
                               CaptureArgs &captureArgs) {
-  fa::AttentionOp op;
-  module->walk([&](fa::AttentionOp a) {
-    if (!op)
+  Operation *op = nullptr;
+  module->walk([&](Operation *a) {
+    if (!op && isa<fa::AttentionOp, fa::AttentionBackwardOp>(a))
       op = a;
   });
   if (!op)
-    return mods->emitError("fa-compile: --modifiers gives a forward kernel "
+    return mods->emitError("fa-compile: --modifiers gives a dense kernel "
                            "score_mod / mask_mod; this kernel has no "
-                           "fa.attention");
-  if (op.hasModifiers())
+                           "fa.attention or fa.attention_backward");
+  auto fwd = dyn_cast<fa::AttentionOp>(op);
+  auto bwd = dyn_cast<fa::AttentionBackwardOp>(op);
+  if (fwd ? fwd.hasModifiers() : bwd.hasModifiers())
     return op->emitError("fa-compile: the input already has modifiers; "
                          "--modifiers would replace them");
   MLIRContext *ctx = module.getContext();
   auto func = op->getParentOfType<func::FuncOp>();
   OpBuilder b(op);
-  Location loc = op.getLoc();
+  Location loc = op->getLoc();
   SmallVector<Value> captures;
   for (Value c : mods.getCaptures()) {
     auto type = cast<RankedTensorType>(c.getType());
@@ -1041,13 +1043,30 @@ LogicalResult spliceModifiers(ModuleOp module, fa::AttentionOp mods,
   func.setType(FunctionType::get(ctx, func.front().getArgumentTypes(),
                                  func.getResultTypes()));
   captureArgs.modifiers = true;
-  auto modified = fa::AttentionOp::create(
-      b, loc, op.getQuery(), op.getKey(), op.getValue(), op.getScaleAttr(),
-      op.getMaskAttr(), op.getSoftcapAttr(), op.getDynamicScale(),
-      op.getDynamicSoftcap(), op.getMaskOperands(), captures);
+  Operation *modified;
+  Region *scoreMod, *maskMod;
+  if (fwd) {
+    auto m = fa::AttentionOp::create(
+        b, loc, fwd.getQuery(), fwd.getKey(), fwd.getValue(),
+        fwd.getScaleAttr(), fwd.getMaskAttr(), fwd.getSoftcapAttr(),
+        fwd.getDynamicScale(), fwd.getDynamicSoftcap(), fwd.getMaskOperands(),
+        captures);
+    modified = m;
+    scoreMod = &m.getScoreMod();
+    maskMod = &m.getMaskMod();
+  } else {
+    auto m = fa::AttentionBackwardOp::create(
+        b, loc, bwd.getQuery(), bwd.getKey(), bwd.getValue(), bwd.getOut(),
+        bwd.getLse(), bwd.getDout(), bwd.getScaleAttr(), bwd.getMaskAttr(),
+        bwd.getSoftcapAttr(), bwd.getDeterministic(), bwd.getDynamicScale(),
+        bwd.getDynamicSoftcap(), bwd.getMaskOperands(), captures);
+    modified = m;
+    scoreMod = &m.getScoreMod();
+    maskMod = &m.getMaskMod();
+  }
   IRMapping none;
-  mods.getScoreMod().cloneInto(&modified.getScoreMod(), none);
-  mods.getMaskMod().cloneInto(&modified.getMaskMod(), none);
+  mods.getScoreMod().cloneInto(scoreMod, none);
+  mods.getMaskMod().cloneInto(maskMod, none);
   op->replaceAllUsesWith(modified);
   op->erase();
   return mlir::verify(module);
@@ -1057,7 +1076,7 @@ LogicalResult compileOne(MLIRContext &ctx, const KernelConfig &flags,
                          OwningOpRef<ModuleOp> module,
                          const CaptureArgs &captureArgs) {
   // Find the op and derive the config from it.
-  Operation *attention = nullptr, *unsupported = nullptr, *modified = nullptr;
+  Operation *attention = nullptr, *unsupported = nullptr;
   module->walk([&](Operation *op) {
     if (!attention &&
         isa<fa::AttentionOp, fa::AttentionBackwardOp, fa::AttentionVarlenOp,
@@ -1066,19 +1085,12 @@ LogicalResult compileOne(MLIRContext &ctx, const KernelConfig &flags,
     auto varlenBwd = dyn_cast<fa::AttentionVarlenBackwardOp>(op);
     if (!unsupported && varlenBwd && varlenBwd.getDeterministic())
       unsupported = op;
-    auto bwd = dyn_cast<fa::AttentionBackwardOp>(op);
-    if (!modified && bwd && bwd.hasModifiers())
-      modified = op;
   });
   if (unsupported)
     return unsupported->emitOpError(
         "fa-compile: no deterministic GPU kernel for packed sequences yet "
         "(the fast mode has one; the CPU pipelines fa-reference-cpu and "
         "fa-tiled-cpu lower it)");
-  if (modified)
-    return modified->emitOpError(
-        "fa-compile: no GPU backward kernel computes score_mod or mask_mod "
-        "yet (the fa-reference-cpu and fa-tiled-cpu pipelines lower them)");
   if (!attention)
     return module->emitError(
         "fa-compile: no fa.attention, fa.attention_backward, "

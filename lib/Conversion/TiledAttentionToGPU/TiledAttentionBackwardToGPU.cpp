@@ -244,6 +244,13 @@ struct BackwardConfig {
   ScoreFactors factors;
   /// The mask's band, its run-time widths built by bindScalars.
   KernelMask kmask;
+  /// The step's score_mod / mask_mod (and score_mod_grad), if any: a
+  /// score_mod's scores are natural units, s = score_mod(scale x), u =
+  /// tanh(s / softcap) (modSoftcap) or s, p = exp2(u modExp - lse2); dS
+  /// gains score_mod_grad(scale x) (the scale itself comes last, as for
+  /// every kernel).
+  AttentionBackwardStepOp modifiers;
+  Value modScale, modSoftcap, modExp;
   /// Columns of dQ per work unit of the key-block kernel.
   int64_t dqChunk = 64;
   /// sm_90 8-byte f32 reductions (red.global.add.v2.f32) for dQ.
@@ -282,6 +289,14 @@ struct BackwardConfig {
                                   kLog2e);
     kmask = KernelMask::build(b, loc, masked ? mask : MaskAttrInterface(),
                               maskOperands);
+    if (modifiers && modifiers.hasScoreMod()) {
+      modScale = scale;
+      modSoftcap = scalars.buildSoftcap(b, loc);
+      Value log2e = arith::ConstantOp::create(
+          b, loc, b.getF32FloatAttr(static_cast<float>(kLog2e)));
+      modExp = modSoftcap ? b.createOrFold<arith::MulFOp>(loc, modSoftcap, log2e)
+                          : log2e;
+    }
   }
 };
 
@@ -292,9 +307,28 @@ FailureOr<BackwardConfig> getConfig(AttentionBackwardStepOp step, int64_t warps,
     anchor->emitError("fa-convert-tiled-attention-backward-to-gpu: ") << why;
     return failure();
   };
-  if (step.hasModifiers())
-    return fail("score_mod and mask_mod have no GPU lowering yet (the "
-                "fa-tiled-cpu pipeline runs them)");
+  if (step.hasModifiers()) {
+    if (!step.isMasked() || !step.getBatchIndex())
+      return fail("a step with score_mod or mask_mod needs its positions and "
+                  "at(batch, head)");
+    if (step.hasScoreMod() && step.getScoreModGrad().empty())
+      return fail("a score_mod needs its derivative score_mod_grad "
+                  "(fa-differentiate-score-mod)");
+    for (Value capture : step.getCaptures()) {
+      auto toTensor = capture.getDefiningOp<bufferization::ToTensorOp>();
+      if (!toTensor || !isa<MemRefType>(toTensor.getBuffer().getType()))
+        return fail("the captures of score_mod and mask_mod must be memrefs "
+                    "(through bufferization.to_tensor)");
+    }
+    for (Region *region : {&step.getScoreMod(), &step.getMaskMod(),
+                           &step.getScoreModGrad()})
+      if (!region->empty())
+        if (Operation *op = ModifierInliner::findUnsupported(*region))
+          return fail(Twine("the kernels inline arith and math ops and reads "
+                            "of the captures (tensor.extract, tensor.dim) in "
+                            "score_mod and mask_mod, not ") +
+                      op->getName().getStringRef());
+  }
   auto qType = cast<RankedTensorType>(step.getQuery().getType());
   auto kType = cast<RankedTensorType>(step.getKey().getType());
   auto vType = cast<RankedTensorType>(step.getValue().getType());
@@ -307,6 +341,8 @@ FailureOr<BackwardConfig> getConfig(AttentionBackwardStepOp step, int64_t warps,
   cfg.elt = qType.getElementType();
   cfg.scalars = step.getScoreScalars();
   cfg.masked = step.isMasked();
+  if (step.hasModifiers())
+    cfg.modifiers = step;
   if (step.hasMaskRule()) {
     cfg.mask = step.getMaskAttr();
     cfg.maskOperands = step.getMaskOperands();
@@ -355,6 +391,16 @@ FailureOr<BackwardConfig> getConfig(AttentionBackwardStepOp step, int64_t warps,
 /// (i32; a null limit is an unbounded side).
 struct MaskLimits {
   Value keyLimit, rightLimit, leftLimit;
+};
+
+/// Where a score element of the tile lies for the modifiers: keys naming
+/// its query row and key column (the same key, the same position), and the
+/// clamped positions (i32) they stand for, made at first use.
+struct ElementPositions {
+  function_ref<int64_t(int64_t frag, int64_t h, int64_t el)> queryKey, keyKey;
+  std::function<Value(int64_t)> queryOf, keyOf;
+  Value batch, head;
+  SmallVector<Value> captures;
 };
 
 class BackwardEmitter : public NestCloner {
@@ -548,6 +594,17 @@ public:
         }
       }
     }
+  }
+
+  /// The modifiers' batch and query head (i32) and capture memrefs of
+  /// `step`, in the kernel.
+  void bindModifierOperands(ElementPositions &pos, AttentionBackwardStepOp step,
+                            IRMapping &it) {
+    pos.batch = toI32(clone(step.getBatchIndex(), it));
+    pos.head = toI32(clone(step.getHeadIndex(), it));
+    for (Value c : step.getCaptures())
+      pos.captures.push_back(
+          c.getDefiningOp<bufferization::ToTensorOp>().getBuffer());
   }
 
   /// The limits for a lane whose first element pairs key `key0` with query
@@ -829,29 +886,66 @@ std::pair<SmallVector<Value>, SmallVector<Value>> scoreGradients(
     ArrayRef<Value> s, ArrayRef<Value> dp,
     function_ref<Value(int64_t frag, int64_t h, int64_t el)> lse2,
     function_ref<Value(int64_t frag, int64_t h, int64_t el)> delta,
-    function_ref<Value(int64_t frag, int64_t h, int64_t el)> visible) {
+    function_ref<Value(int64_t frag, int64_t h, int64_t el)> visible,
+    const ElementPositions *positions = nullptr) {
   OpBuilder &b = e.b;
   Location loc = e.loc;
-  Value c = cfg.factors.expFactor, zero = e.f32(0.0), one = e.f32(1.0);
+  AttentionBackwardStepOp mods = cfg.modifiers;
+  bool scoreMod = mods && mods.hasScoreMod(),
+       maskMod = mods && mods.hasMaskMod();
+  assert((!mods || positions) && "modifiers need the elements' positions");
+  Value c = scoreMod ? cfg.modExp : cfg.factors.expFactor,
+        zero = e.f32(0.0), one = e.f32(1.0);
+  std::optional<ModifierInliner> scoreInl, gradInl, maskInl;
+  Value capInv;
+  auto inliner = [&](std::optional<ModifierInliner> &inl, Region &region,
+                     bool score) {
+    inl.emplace(b, loc, region, score, positions->captures, positions->batch,
+                positions->head, positions->queryOf, positions->keyOf);
+  };
+  if (scoreMod) {
+    inliner(scoreInl, mods.getScoreMod(), true);
+    inliner(gradInl, mods.getScoreModGrad(), true);
+    if (cfg.modSoftcap)
+      capInv = arith::DivFOp::create(b, loc, one, cfg.modSoftcap);
+  }
+  if (maskMod)
+    inliner(maskInl, mods.getMaskMod(), false);
   SmallVector<Value> pFrags, dsFrags;
   for (size_t f = 0; f < s.size(); ++f) {
     SmallVector<Value> pe, dse;
     for (int64_t h = 0; h < 2; ++h)
       for (int64_t el = 0; el < 2; ++el) {
-        Value u = frags.element(s[f], h, el);
-        if (cfg.softcap())
+        Value u = frags.element(s[f], h, el), grad;
+        int64_t qKey = positions ? positions->queryKey(f, h, el) : 0,
+                kKey = positions ? positions->keyKey(f, h, el) : 0;
+        if (scoreMod) {
+          Value x = e.fmul(u, cfg.modScale);
+          u = scoreInl->at(x, qKey, kKey);
+          grad = gradInl->at(x, qKey, kKey);
+          if (capInv)
+            u = math::TanhOp::create(b, loc, e.fmul(u, capInv));
+        } else if (cfg.softcap()) {
           u = math::TanhOp::create(b, loc, e.fmul(u, cfg.factors.capIn));
+        }
         // P = exp2(u c - lse2); lse2 = +inf (padded or empty rows) gives 0.
         Value p = math::Exp2Op::create(
             b, loc,
             math::FmaOp::create(b, loc, u, c,
                                 arith::NegFOp::create(b, loc, lse2(f, h, el))));
-        if (Value vis = visible(f, h, el))
+        Value vis = visible(f, h, el);
+        if (maskMod) {
+          Value seen = maskInl->at(Value(), qKey, kKey);
+          vis = vis ? arith::AndIOp::create(b, loc, vis, seen) : seen;
+        }
+        if (vis)
           p = arith::SelectOp::create(b, loc, vis, p, zero);
         Value ds =
             e.fmul(p, e.fsub(frags.element(dp[f], h, el), delta(f, h, el)));
         if (cfg.softcap())
           ds = e.fmul(ds, e.fsub(one, e.fmul(u, u)));
+        if (grad)
+          ds = e.fmul(ds, grad);
         pe.push_back(p);
         dse.push_back(ds);
       }
@@ -1141,13 +1235,17 @@ KeyBlockKernel::gradients(IRMapping &it, Value qRow0, ArrayRef<Value> s,
   // with d0 = (kStart + warpKey0 + g) - (qStart + 2 tig).
   MaskLimits lim;
   AttentionBackwardStepOp step = n.in.step;
+  ElementPositions pos;
+  Value key0, query0, qLast, kLast;
   if (cfg.masked) {
     Value qStart = clone(step.getQStart(), it),
           kS = clone(step.getKStart(), it), qLen = clone(step.getQLen(), it),
           kLen = clone(step.getKLen(), it);
-    Value key0 = add(add(kS, warpKey0), g);
-    Value query0 = add(add(qStart, qOff), mul(tig, idx(2)));
+    key0 = add(add(kS, warpKey0), g);
+    query0 = add(add(qStart, qOff), mul(tig, idx(2)));
     lim = maskLimits(cfg, key0, query0, qLen, kLen);
+    qLast = toI32(sub(qLen, idx(1)));
+    kLast = toI32(sub(kLen, idx(1)));
   }
   auto visible = [&](int64_t f, int64_t h, int64_t el) -> Value {
     if (!cfg.masked)
@@ -1155,6 +1253,25 @@ KeyBlockKernel::gradients(IRMapping &it, Value qRow0, ArrayRef<Value> s,
     int64_t mt = f / nqt, nt = f % nqt, keyOff = 16 * mt + 8 * h;
     return visibleAt(lim, keyOff, keyOff - 8 * nt - el);
   };
+  // Keys as rows: query 8 nt + el, key 16 mt + 8 h past the lane's first.
+  if (cfg.modifiers) {
+    Value q0 = toI32(query0), k0 = toI32(key0);
+    pos.queryKey = [&](int64_t f, int64_t, int64_t el) {
+      return (f % nqt) * 2 + el;
+    };
+    pos.keyKey = [&](int64_t f, int64_t h, int64_t) {
+      return (f / nqt) * 2 + h;
+    };
+    pos.queryOf = [this, q0, qLast](int64_t key) -> Value {
+      return arith::MinSIOp::create(
+          b, loc, addNsw(q0, i32(8 * (key / 2) + key % 2)), qLast);
+    };
+    pos.keyOf = [this, k0, kLast](int64_t key) -> Value {
+      return arith::MinSIOp::create(
+          b, loc, addNsw(k0, i32(16 * (key / 2) + 8 * (key % 2))), kLast);
+    };
+    bindModifierOperands(pos, step, it);
+  }
 
   return scoreGradients(
       *this, frags, cfg, s, dpT,
@@ -1162,7 +1279,7 @@ KeyBlockKernel::gradients(IRMapping &it, Value qRow0, ArrayRef<Value> s,
       [&](int64_t f, int64_t, int64_t el) {
         return colValue(deltaCols, f, el);
       },
-      visible);
+      visible, cfg.modifiers ? &pos : nullptr);
 }
 
 SmallVector<Value> KeyBlockKernel::body(Value t, Value buf, ValueRange acc) {
@@ -2005,12 +2122,15 @@ int64_t QueryBlockKernel::emit(gpu::LaunchOp launch) {
     // 8 h), d0 = (kStart + 2 tig) - (qStart + warpRow + g).
     MaskLimits lim;
     AttentionBackwardStepOp step = n.in.step;
+    Value col0, row0, qLast, kLast;
     if (cfg.masked) {
       Value qS = clone(step.getQStart(), it), kS = clone(step.getKStart(), it),
             qLen = clone(step.getQLen(), it), kLen = clone(step.getKLen(), it);
-      Value col0 = add(kS, mul(tig, idx(2)));
-      Value row0 = add(add(qS, warpRow), g);
+      col0 = add(kS, mul(tig, idx(2)));
+      row0 = add(add(qS, warpRow), g);
       lim = maskLimits(cfg, col0, row0, qLen, kLen);
+      qLast = toI32(sub(qLen, idx(1)));
+      kLast = toI32(sub(kLen, idx(1)));
     }
     auto visible = [&](int64_t f, int64_t h, int64_t el) -> Value {
       if (!cfg.masked)
@@ -2018,6 +2138,27 @@ int64_t QueryBlockKernel::emit(gpu::LaunchOp launch) {
       int64_t mt = f / nkt, nt = f % nkt, keyOff = 8 * nt + el;
       return visibleAt(lim, keyOff, keyOff - 16 * mt - 8 * h);
     };
+    // Queries as rows: query 16 mt + 8 h, key 8 nt + el past the lane's
+    // first.
+    ElementPositions pos;
+    if (cfg.modifiers) {
+      Value r0 = toI32(row0), c0 = toI32(col0);
+      pos.queryKey = [&](int64_t f, int64_t h, int64_t) {
+        return (f / nkt) * 2 + h;
+      };
+      pos.keyKey = [&](int64_t f, int64_t, int64_t el) {
+        return (f % nkt) * 2 + el;
+      };
+      pos.queryOf = [this, r0, qLast](int64_t key) -> Value {
+        return arith::MinSIOp::create(
+            b, loc, addNsw(r0, i32(16 * (key / 2) + 8 * (key % 2))), qLast);
+      };
+      pos.keyOf = [this, c0, kLast](int64_t key) -> Value {
+        return arith::MinSIOp::create(
+            b, loc, addNsw(c0, i32(8 * (key / 2) + key % 2)), kLast);
+      };
+      bindModifierOperands(pos, step, it);
+    }
     SmallVector<Value> dp = gemm(doTile, laneDo, vTile, laneVB, cfg.dv);
     auto [p, ds] = scoreGradients(
         *this, frags, cfg, s, dp,
@@ -2027,7 +2168,7 @@ int64_t QueryBlockKernel::emit(gpu::LaunchOp launch) {
         [&](int64_t f, int64_t h, int64_t) {
           return rowDelta[(f / nkt) * 2 + h];
         },
-        visible);
+        visible, cfg.modifiers ? &pos : nullptr);
     (void)p;
     // dQ += dS K.
     SmallVector<Value> dq(loop.getRegionIterArgs());
@@ -2090,13 +2231,6 @@ LogicalResult mlir::fa::convertTiledAttentionBackwardToGPU(
   Location loc = deltaOp.getLoc();
   std::optional<KeyBlockNest> keyNest;
   std::optional<QueryBlockNest> queryNest;
-  // (Before matching: fa-tile-attention-backward nests a mask_mod's steps in
-  // per-block scf.if.)
-  for (AttentionBackwardStepOp step : steps)
-    if (step.hasModifiers())
-      return step.emitError("fa-convert-tiled-attention-backward-to-gpu: "
-                            "score_mod and mask_mod have no GPU lowering yet "
-                            "(the fa-tiled-cpu pipeline runs them)");
   for (AttentionBackwardStepOp step : steps) {
     if (step.getDkAcc()) {
       if (keyNest)
@@ -2354,6 +2488,35 @@ LogicalResult mlir::fa::convertTiledAttentionBackwardToGPU(
   return success();
 }
 
+/// fa-tile-attention-backward decides a mask_mod per block: `scf.if %maySee
+/// { scf.if %mayHide { step } else { step without the mask_mod } } else {
+/// accumulators }`. The kernels run the step with the mask_mod on every
+/// block (exact for any block: one it hides whole leaves the accumulators
+/// as they are), so the nest becomes that step.
+static void collapseMaskModVerdicts(RewriterBase &rewriter, Operation *root) {
+  SmallVector<AttentionBackwardStepOp> masked;
+  root->walk([&](AttentionBackwardStepOp step) {
+    if (step.hasMaskMod() && isa<scf::IfOp>(step->getParentOp()))
+      masked.push_back(step);
+  });
+  for (AttentionBackwardStepOp step : masked) {
+    // The outermost scf.if of the nest that yields the step's results.
+    Operation *top = step;
+    while (auto ifOp = dyn_cast<scf::IfOp>(top->getParentOp())) {
+      auto yield = cast<scf::YieldOp>(top->getBlock()->getTerminator());
+      if (yield.getOperands() != ValueRange(top->getResults()) ||
+          ifOp.getNumResults() != top->getNumResults())
+        break;
+      top = ifOp;
+    }
+    if (top == step)
+      continue;
+    rewriter.setInsertionPoint(top);
+    Operation *copy = rewriter.clone(*step);
+    rewriter.replaceOp(top, copy->getResults());
+  }
+}
+
 namespace {
 
 struct FAConvertTiledAttentionBackwardToGPUPass final
@@ -2362,6 +2525,8 @@ struct FAConvertTiledAttentionBackwardToGPUPass final
   using Base::Base;
 
   void runOnOperation() override {
+    IRRewriter rewriter(&getContext());
+    collapseMaskModVerdicts(rewriter, getOperation());
     // Group the steps by the delta they read: one group per backward op.
     llvm::MapVector<Operation *, SmallVector<AttentionBackwardStepOp>> groups;
     bool ok = true;
@@ -2382,7 +2547,6 @@ struct FAConvertTiledAttentionBackwardToGPUPass final
       return signalPassFailure();
     FAConvertTiledAttentionBackwardToGPUOptions options{warps, vectorAtomics,
                                                         wgmma};
-    IRRewriter rewriter(&getContext());
     for (auto &[op, steps] : groups)
       if (failed(convertTiledAttentionBackwardToGPU(
               rewriter, cast<linalg::GenericOp>(op), steps, options)))

@@ -158,7 +158,8 @@ func.func @unmarked(%arg0: memref<1x1x64x16xf16>, %arg1: memref<1x1x64x16xf16>, 
 // -----
 
 // A mask_mod reaches the backward tile steps (fa-tile-attention-backward
-// carries it) but no GPU kernel computes it: refused, not dropped.
+// carries it); the kernels inline arith and math ops only: refused, not
+// dropped.
 !q = memref<1x2x128x64xf16, strided<[?, ?, ?, 1], offset: ?>>
 !l = memref<1x2x128xf32, strided<[?, ?, 1], offset: ?>>
 !t = tensor<1x2x128x64xf16>
@@ -170,10 +171,11 @@ func.func @mask_mod(%q: !q, %k: !q, %v: !q, %out: !q, %dout: !q, %lse: !l, %dq: 
   %ot = bufferization.to_tensor %out restrict : !q to !t
   %dot = bufferization.to_tensor %dout restrict : !q to !t
   %lt = bufferization.to_tensor %lse restrict : !l to !lt
-  // expected-error @below {{fa-convert-tiled-attention-backward-to-gpu: score_mod and mask_mod have no GPU lowering yet (the fa-tiled-cpu pipeline runs them)}}
+  // expected-error @below {{fa-convert-tiled-attention-backward-to-gpu: the kernels inline arith and math ops and reads of the captures (tensor.extract, tensor.dim) in score_mod and mask_mod, not affine.apply}}
   %gq, %gk, %gv = fa.attention_backward %qt, %kt, %vt, %ot, %lt, %dot
       mask_mod(%b: index, %h: index, %i: index, %j: index) {
-        %vis = arith.cmpi ule, %j, %i : index
+        %i2 = affine.apply affine_map<(d0) -> (d0 floordiv 2)>(%i)
+        %vis = arith.cmpi ule, %j, %i2 : index
         fa.yield %vis : i1
       }
       : (!t, !t, !t, !t, !lt, !t) -> (!t, !t, !t)

@@ -68,18 +68,3 @@ func.func @f(%q: tensor<1x1x1x64xf16>, %kp: tensor<?x1x64x64xf16>, %t: tensor<1x
   %o, %l = fa.attention_paged %q, %kp, %kp pages(%t) seqlens(%n) : (tensor<1x1x1x64xf16>, tensor<?x1x64x64xf16>, tensor<?x1x64x64xf16>, tensor<1x?xi32>, tensor<1xi32>) -> (tensor<1x1x1x64xf16>, tensor<1x1x1xf32>)
   return %o, %l : tensor<1x1x1x64xf16>, tensor<1x1x1xf32>
 }
-
-// -----
-
-// No GPU backward kernel computes the modifier regions yet.
-func.func @f(%q: tensor<1x2x128x64xf16>, %lse: tensor<1x2x128xf32>)
-    -> (tensor<1x2x128x64xf16>, tensor<1x2x128x64xf16>, tensor<1x2x128x64xf16>) {
-  // expected-error @below {{has a score_mod or mask_mod, which no GPU backward kernel computes yet: fa-select-kernel-config refuses it; the fa-reference-cpu and fa-tiled-cpu pipelines lower it}}
-  %dq, %dk, %dv = fa.attention_backward %q, %q, %q, %q, %lse, %q
-      mask_mod(%b: index, %h: index, %i: index, %j: index) {
-        %v = arith.cmpi ule, %j, %i : index
-        fa.yield %v : i1
-      }
-      : (tensor<1x2x128x64xf16>, tensor<1x2x128x64xf16>, tensor<1x2x128x64xf16>, tensor<1x2x128x64xf16>, tensor<1x2x128xf32>, tensor<1x2x128x64xf16>) -> (tensor<1x2x128x64xf16>, tensor<1x2x128x64xf16>, tensor<1x2x128x64xf16>)
-  return %dq, %dk, %dv : tensor<1x2x128x64xf16>, tensor<1x2x128x64xf16>, tensor<1x2x128x64xf16>
-}

@@ -264,6 +264,8 @@ FailureOr<OpTraits> traitsOf(Operation *op) {
     t.masked |= fwd.hasMaskMod();
   } else if (auto bwd = dyn_cast<AttentionBackwardOp>(op)) {
     fill(bwd);
+    t.plain &= !bwd.hasModifiers();
+    t.masked |= bwd.hasMaskMod();
     t.backward = true;
     t.deterministic = bwd.getDeterministic();
   } else if (auto varlen = dyn_cast<AttentionVarlenOp>(op)) {
@@ -429,15 +431,6 @@ struct FASelectKernelConfigPass final
         op->emitOpError("has no deterministic GPU kernel yet (the fast mode, "
                         "dQ by atomics, has one): the CPU pipelines "
                         "(fa-reference-cpu, fa-tiled-cpu) lower this op");
-        return WalkResult::interrupt();
-      }
-      // Nor do the backward kernels compute the modifier regions yet.
-      auto bwd = dyn_cast<AttentionBackwardOp>(op);
-      if (bwd && bwd.hasModifiers()) {
-        op->emitOpError("has a score_mod or mask_mod, which no GPU backward "
-                        "kernel computes yet: fa-select-kernel-config refuses "
-                        "it; the fa-reference-cpu and fa-tiled-cpu pipelines "
-                        "lower it");
         return WalkResult::interrupt();
       }
       if (!isa<AttentionOp, AttentionBackwardOp, AttentionVarlenOp,
