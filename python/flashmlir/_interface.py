@@ -9,9 +9,11 @@ gradient element and initialise their workspace themselves."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import threading
+import warnings
 from dataclasses import dataclass
 from typing import Optional, Tuple
 
@@ -22,8 +24,7 @@ from . import _backward as _bwd
 from . import _cuda, _kernels, _launch, _plan, _reference
 from . import _manifest as M
 from . import _validate as V
-from ._errors import (CudaError, CudaUnavailableError, KernelNotFoundError, LaunchError,
-                      UnsupportedError)
+from ._errors import CudaError, CudaUnavailableError, KernelNotFoundError, LaunchError
 
 _DTYPES = {torch.float16: "f16", torch.bfloat16: "bf16"}
 
@@ -56,12 +57,14 @@ class _Call:
     device: torch.device
     layout: str
     deterministic: bool = False
+    modifiers: Optional[_kernels.Modifiers] = None   # score_mod / mask_mod
 
     def request(self, kind: str = "forward") -> _kernels.KernelRequest:
         left, right = self.opts.mask
         return _kernels.KernelRequest(kind, _DTYPES[self.dtype], self.dims.D, self.dims.Dv,
                                       (left, right), self.opts.softcap, self.opts.scale,
-                                      self.deterministic and kind == "backward")
+                                      self.deterministic and kind == "backward",
+                                      modifiers=self.modifiers)
 
     def scalars(self):
         """Values scalar kernel parameters may name in their manifest."""
@@ -219,6 +222,19 @@ def backward_available(dtype=torch.bfloat16, head_dim: int = 128, causal: bool =
     return True
 
 
+def forward_request(q, k, v, causal=False, window=None, scale=None, softcap=None,
+                    layout="bhsd", score_mod=None, mask_mod=None) -> _kernels.KernelRequest:
+    """The KernelRequest of the forward kernel `attention(q, k, v, ...)` looks
+    up (q, k and v may be meta tensors), e.g. to compile kernels ahead of
+    the calls (scripts/build-modifier-kernels.py). Raises as attention()."""
+    c = _validate(q, k, v, causal, window, scale, softcap, layout, check_strides=False)
+    if score_mod is not None or mask_mod is not None:
+        from . import _modifiers
+        c = dataclasses.replace(c, modifiers=_kernels.Modifiers.of(
+            _modifiers.trace(score_mod, mask_mod)))
+    return c.request("forward")
+
+
 # ---------------------------------------------------------------------------
 # Plans: what a call of given shapes, strides, dtypes, devices and options
 # needs, made (with the full validation) on its first call and reused after.
@@ -320,9 +336,7 @@ class _BackwardPlan:
 
     def __init__(self, fwd: "_ForwardPlan", q, k, v, out, lse, dout, deterministic: bool,
                  clone_dout: bool):
-        c = fwd.call if fwd.call.deterministic == deterministic else \
-            _Call(fwd.call.dims, fwd.call.opts, fwd.call.dtype, fwd.call.device,
-                  fwd.call.layout, deterministic)
+        c = dataclasses.replace(fwd.call, deterministic=deterministic)
         self.dtype, self.device, self.ordinal = c.dtype, c.device, fwd.ordinal
         self.clone_dout = clone_dout
         self.grad_shapes = (tuple(q.shape), tuple(k.shape), tuple(v.shape))
@@ -413,12 +427,14 @@ class _WorkspaceForward:
     __slots__ = ("seq", "ws_bytes", "ws_zeroed", "spec")
 
     @staticmethod
-    def build(spec, ordinal, tensors, env, scalars, device) -> "_WorkspaceForward":
+    def build(spec, ordinal, tensors, env, scalars, device,
+              names=_FORWARD_TENSORS) -> "_WorkspaceForward":
+        """`names`: the call's tensors (those of the op, then captures)."""
         plan = _WorkspaceForward()
         plan.spec = spec
         plan.ws_zeroed = spec.zeroed_workspace
         plan.seq, _, _, plan.ws_bytes = _multi_launch_sequence(
-            spec, ordinal, tensors, env, scalars, _FORWARD_TENSORS + (_WORKSPACE,), device)
+            spec, ordinal, tensors, env, scalars, tuple(names) + (_WORKSPACE,), device)
         return plan
 
     @staticmethod
@@ -462,23 +478,25 @@ class _WorkspaceForward:
             scalars.update(window_left=-1, window_right=-1, causal=0)
         return _WorkspaceForward.build(spec, ordinal, tensors, env, scalars, c.device)
 
-    def run(self, q, k, v, out, lse, stream: int) -> None:
+    def run(self, q, k, v, out, lse, stream: int, captures=()) -> None:
         if self.ws_zeroed:
             ws = q.new_zeros(self.ws_bytes, dtype=torch.uint8)
         else:
             ws = q.new_empty(self.ws_bytes, dtype=torch.uint8)
-        self.seq.launch((q, k, v, out, lse, ws), stream)
+        self.seq.launch((q, k, v, out, lse, *captures, ws), stream)
 
 
 class _ForwardPlan:
     """A validated forward call: the output shapes and, unless the problem is
     empty, the kernel's LaunchPlan (or, decoding, the split-KV kernels');
-    plus the backward plans made from it."""
+    plus the backward plans made from it. A call with modifiers
+    (`c.modifiers`) runs their kernel, its captured tensors (`captures`, as
+    the kernel's capture<n> parameters) bound at every launch."""
 
     __slots__ = ("call", "mode", "launch", "split", "multi", "out_shape", "lse_shape", "dtype",
                  "device", "ordinal", "bwd", "out_like", "__weakref__")
 
-    def __init__(self, q, k, v, c: _Call, out=None, lse=None):
+    def __init__(self, q, k, v, c: _Call, out=None, lse=None, captures=()):
         self.call = c
         self.dtype, self.device = c.dtype, c.device
         self.ordinal = _device_ordinal(c.device)
@@ -495,25 +513,32 @@ class _ForwardPlan:
             self.mode = _NO_KEYS   # every row sees no key: out = 0, lse = +inf
         else:
             self.mode = _LAUNCH
-            self.split = _WorkspaceForward.split(q, k, v, out, lse, c, self.ordinal)
-            if self.split is not None:
-                return
+            if c.modifiers is None:   # (no split-KV kernel computes modifiers)
+                self.split = _WorkspaceForward.split(q, k, v, out, lse, c, self.ordinal)
+                if self.split is not None:
+                    return
             spec, ordinal = _find_spec(c, "forward")
             L = c.layout
             args = {"q": _bhsd(q, L), "k": _bhsd(k, L), "v": _bhsd(v, L), "out": _bhsd(out, L),
                     "lse": lse}
+            caps = _capture_args(spec, captures)
+            args.update(caps)
+            names = _FORWARD_TENSORS + tuple(caps)
+            env = {**d.env(), **spec.capture_dims()}
             if spec.is_multi_launch:
                 # (The dynamic tile scheduler's counter.)
-                env = {**d.env(), "SMS": _launch.multiprocessors(
-                    _cuda.device_info(ordinal).sm_count)}
+                env["SMS"] = _launch.multiprocessors(_cuda.device_info(ordinal).sm_count)
                 self.multi = _WorkspaceForward.build(spec, ordinal, args, env, c.scalars(),
-                                                     c.device)
+                                                     c.device, names)
                 return
             args.update(c.scalars())
-            prep = _launch.prepare(_kernels.load_kernel(spec, ordinal), args, d.env())
-            self.launch = _plan.LaunchPlan(prep, _FORWARD_TENSORS)
+            prep = _launch.prepare(_kernels.load_kernel(spec, ordinal), args, env)
+            self.launch = _plan.LaunchPlan(prep, names)
 
-    def run(self, q, k, v, out=None, lse=None):
+    def run(self, q, k, v, out=None, lse=None, captures=()):
+        """`captures`: a call with modifiers' captured tensors (16-byte aligned,
+        see _aligned), with the shapes, strides, dtypes and device of the
+        plan's."""
         if out is None:
             # q's dtype and device, as _outputs; contiguous either way
             out = torch.empty_like(q) if self.out_like else q.new_empty(self.out_shape)
@@ -522,9 +547,9 @@ class _ForwardPlan:
         if self.split is not None:
             self.split.run(q, k, v, out, lse, _current_stream(self.ordinal))
         elif self.multi is not None:
-            self.multi.run(q, k, v, out, lse, _current_stream(self.ordinal))
+            self.multi.run(q, k, v, out, lse, _current_stream(self.ordinal), captures)
         elif self.mode is _LAUNCH:
-            self.launch.launch((q, k, v, out, lse), _current_stream(self.ordinal))
+            self.launch.launch((q, k, v, out, lse, *captures), _current_stream(self.ordinal))
         elif self.mode is _NO_KEYS:
             out.zero_()
             lse.fill_(math.inf)
@@ -604,10 +629,16 @@ def _kernel_tensors(*ts) -> bool:
 
 
 def _forward_plan(q, k, v, causal, window, scale, softcap, layout, deterministic,
-                  out=None, lse=None) -> Optional[_ForwardPlan]:
+                  out=None, lse=None, traced=None) -> Optional[_ForwardPlan]:
     """The plan of a call on plain kernel-device tensors, made with the full
-    validation on first use; None for other tensors (CPU, meta, fake)."""
+    validation on first use; None for other tensors (CPU, meta, fake).
+    `traced`: the call's modifiers (a _modifiers.Traced); its plans are kept
+    per traced IR and the shapes, strides, dtypes and devices of its
+    captured tensors."""
     key = _plan_key(q, k, v, causal, window, scale, softcap, layout, deterministic, out, lse)
+    if traced is not None and key is not None:
+        key = (key, traced.key(), tuple((t.shape, t.stride(), t.dtype, t.device)
+                                        for t in traced.captures))
     try:
         plan = _plans.get(key)
     except TypeError:   # an unhashable option: no plan for it (the checks explain)
@@ -619,7 +650,12 @@ def _forward_plan(q, k, v, causal, window, scale, softcap, layout, deterministic
                   check_strides=False)   # errors for non-tensors, bad options
         return None
     c = _validate(q, k, v, causal, window, scale, softcap, layout, deterministic)
-    plan = _ForwardPlan(q, k, v, c, out, lse)
+    captures = ()
+    if traced is not None:
+        _check_capture_devices(traced.captures, c.device)
+        c = dataclasses.replace(c, modifiers=_kernels.Modifiers.of(traced))
+        captures = aligned_captures(traced.captures)
+    plan = _ForwardPlan(q, k, v, c, out, lse, captures)
     if key is not None:
         with _plans_lock:
             if len(_plans) >= _MAX_PLANS:
@@ -750,25 +786,96 @@ def fake_backward(dout, q, k, v, causal, window, scale, softcap, layout, determi
 # Public entry points
 # ---------------------------------------------------------------------------
 
-def _needs_grad(q, k, v) -> bool:
-    return torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad)
+def _needs_grad(*tensors) -> bool:
+    return torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
+
+
+# ---------------------------------------------------------------------------
+# Score and mask modifiers
+# ---------------------------------------------------------------------------
+
+def _check_capture_devices(captures, device) -> None:
+    for n, t in enumerate(captures):
+        if t.device != device:
+            raise ValueError(
+                f"score_mod / mask_mod read a tensor on {t.device} (capture {n}: "
+                f"{t.dtype} of shape {tuple(t.shape)}) but q, k and v are on {device}: "
+                "create it on their device")
+
+
+def _capture_args(spec, captures):
+    """The captured tensors by kernel parameter name (capture<n>), checked
+    against the kernel's manifest (count, dtype, shape)."""
+    from ._modifiers import _CAPTURE_TYPES
+    want = spec.captures
+    if len(captures) != len(want):
+        raise ValueError(f"score_mod / mask_mod read {len(captures)} tensor(s) but kernel "
+                         f"{spec.name} takes {len(want)} ({spec.json_path})")
+    for n, (t, w) in enumerate(zip(captures, want)):
+        if (_CAPTURE_TYPES.get(t.dtype), tuple(t.shape)) != (w.dtype, w.shape):
+            raise ValueError(
+                f"score_mod / mask_mod: capture {n} is a {t.dtype} tensor of shape "
+                f"{tuple(t.shape)} but kernel {spec.name} takes {w.dtype} of shape "
+                f"{list(w.shape)} ({spec.json_path})")
+    return {w.name: t for t, w in zip(captures, want)}
+
+
+def _aligned(t: torch.Tensor) -> torch.Tensor:
+    """t, or (when its data pointer is not 16-byte aligned, as the launch path
+    needs every pointer) a copy with the same sizes and strides."""
+    if t.data_ptr() % _launch.POINTER_ALIGNMENT == 0:
+        return t
+    if t.numel() == 0:
+        return t.new_empty_strided(t.shape, t.stride())
+    extent = 1 + sum((n - 1) * st for n, st in zip(t.shape, t.stride()))
+    flat = t.new_empty(extent)
+    flat.copy_(t.as_strided((extent,), (1,)))      # (from t's storage offset)
+    return flat.as_strided(t.shape, t.stride())
+
+
+def aligned_captures(captures) -> Tuple[torch.Tensor, ...]:
+    return tuple(_aligned(t) for t in captures)
+
+
+_GRAD_WARNING = (
+    "flashmlir.attention: score_mod / mask_mod have no GPU backward kernel yet, so with "
+    "q, k, v or a captured tensor requiring grad the call runs the PyTorch reference "
+    "(differentiable, but it materializes the [Nq, Nk] scores: O(N^2) memory and time); "
+    "without grad (torch.no_grad(), inference) the compiled forward kernel runs")
+_warned = [False]
+
+
+def _warn_no_backward() -> None:
+    if not _warned[0]:
+        _warned[0] = True
+        warnings.warn(_GRAD_WARNING, UserWarning, stacklevel=4)
 
 
 def _modified(q, k, v, causal, window, scale, softcap, layout, deterministic, out, lse,
               score_mod, mask_mod):
-    """attention with score_mod / mask_mod: traced first (the modifiers'
-    errors surface for every device), then the PyTorch reference on CPU
-    tensors; plain torch ops, so autograd and torch.compile trace through."""
+    """attention with score_mod / mask_mod, traced first (the modifiers'
+    errors surface for every device; see _modifiers.traced). Plain tensors
+    on the kernels' device run the compiled forward kernel of the
+    modifiers, with their captured tensors bound at each call. The PyTorch
+    reference (plain torch ops, so autograd and torch.compile trace through)
+    runs CPU tensors, calls under torch.compile and, with a warning, kernel
+    tensors when q, k, v or a captured tensor requires grad (no backward
+    kernel with modifiers yet)."""
     from . import _modifiers
     compiling = torch.compiler.is_compiling()   # (torch.compile traces the reference)
+    captures = ()
     if not compiling:
-        _modifiers.trace(score_mod, mask_mod)
+        traced = _modifiers.traced(score_mod, mask_mod)
+        captures = traced.captures
+        if _kernel_tensors(q, k, v, out, lse) and not _needs_grad(q, k, v, *captures):
+            plan = _forward_plan(q, k, v, causal, window, scale, softcap, layout,
+                                 deterministic, out, lse, traced)
+            return plan.run(q, k, v, out, lse, aligned_captures(captures))
     c = _validate(q, k, v, causal, window, scale, softcap, layout, deterministic,
                   check_strides=not compiling)
-    if any(t.device.type != "cpu" for t in (q, k, v)):
-        raise UnsupportedError(
-            "score_mod / mask_mod have no GPU kernels yet (issue 14: the regions are in the "
-            "dialect and its CPU pipelines); CPU tensors run them in the PyTorch reference")
+    _check_capture_devices(captures, c.device)
+    if not compiling and _kernel_tensors(q, k, v):
+        _warn_no_backward()
     if (out is not None or lse is not None) and _needs_grad(q, k, v):
         raise ValueError("out= and lse= cannot be used when q, k or v requires grad")
     o, l = _reference.attention_modified(
@@ -790,7 +897,7 @@ def attention(q, k, v, causal=False, window=None, scale=None, softcap=None,
 
     attention(q, k, v, causal=False, window=None, scale=None, softcap=None,
               return_lse=False, layout="bhsd", *, out=None, lse=None,
-              deterministic=False)
+              deterministic=False, score_mod=None, mask_mod=None)
 
     Args:
       q: [B, Hq, Nq, D] (layout "bhsd") or [B, Nq, Hq, D] (layout "bshd"),
@@ -818,11 +925,20 @@ def attention(q, k, v, causal=False, window=None, scale=None, softcap=None,
          with causal / window); h is the query head, q_idx and kv_idx 0-based
          positions (not aligned: a bottom-right causal mask with Nq != Nk is
          kv_idx <= q_idx + Nk - Nq). They may index tensors defined outside
-         them (captures; gradients flow to those that require grad). Traced
-         to the fa dialect's regions (flashmlir.trace_modifiers; unsupported
-         Python raises UnsupportedError). CPU tensors run them in the
-         PyTorch reference; there are no GPU kernels with modifiers yet
-         (UnsupportedError on CUDA tensors).
+         them (captures, on q's device; gradients flow to those that
+         require grad). Traced to the fa dialect's regions at every call
+         (flashmlir.trace_modifiers; unsupported Python raises
+         UnsupportedError). On CUDA tensors the forward runs a kernel
+         compiled for the traced modifiers, with any causal / window /
+         softcap / scale, both layouts and GQA: found in the kernel folders
+         or compiled once with fa-compile into the cache (their key, the
+         traced IR and the captures' dtypes and shapes, names the kernel;
+         the captures' values are read at each call, any strides). There
+         is no GPU backward with modifiers yet: when q, k, v or a capture
+         requires grad the call runs the PyTorch reference (differentiable,
+         O(Nq * Nk) memory) with a one-time warning. torch.compile traces
+         the reference (no custom op with modifiers yet); CPU tensors run
+         it too.
 
     Rows that see no key give out = 0 and lse = +inf. The last dimension of
     every tensor must be contiguous and data pointers 16-byte aligned.

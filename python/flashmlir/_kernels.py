@@ -92,6 +92,43 @@ def find_compiler() -> Optional[str]:
 
 
 @dataclass(frozen=True)
+class Modifiers:
+    """The score_mod / mask_mod of a request (`Modifiers.of(traced)`, from a
+    `_modifiers.Traced`): `key`, the sha256 of the traced regions and the
+    captures' types (what a kernel's manifest names as its modifiers key);
+    `module`, the MLIR fa-compile --modifiers reads; `captures`, each
+    captured tensor's (dtype, shape). Requests compare by key."""
+
+    key: str
+    module: str = dataclasses.field(compare=False, repr=False, default="")
+    captures: Tuple[Tuple[str, Tuple[int, ...]], ...] = dataclasses.field(
+        compare=False, default=())
+
+    # The q / k / v shapes of the module (fa-compile's flags describe the
+    # kernel; the module only brings the regions and their captures).
+    _SHAPE = (1, 1, 128, 64)
+
+    @staticmethod
+    def of(traced) -> "Modifiers":
+        return Modifiers(traced.digest(), traced.module(Modifiers._SHAPE, Modifiers._SHAPE,
+                                                        Modifiers._SHAPE, "bf16"),
+                         tuple(traced.capture_specs()))
+
+    def write(self, folder: str) -> str:
+        """Writes `module` to <folder>/modifiers-<key>.mlir; returns the path."""
+        os.makedirs(folder, exist_ok=True)
+        path = os.path.join(folder, f"modifiers-{self.key}.mlir")
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(self.module)
+        return path
+
+
+# Hex digits of the modifiers key in the names of the kernels compiled for
+# them (so the cache files of different modifiers never collide).
+MODIFIERS_NAME_DIGITS = 16
+
+
+@dataclass(frozen=True)
 class KernelRequest:
     """What a call needs: every compile-time property of a kernel. Only a
     backward has two modes (`deterministic`: dq without atomics, bitwise
@@ -113,6 +150,9 @@ class KernelRequest:
     # kernels of its form (and page size) only.
     form: str = M.DENSE
     page_size: Optional[int] = None
+    # A score_mod / mask_mod (Modifiers): a request matches kernels of its
+    # modifiers' key only, a request without them no kernel with modifiers.
+    modifiers: Optional[Modifiers] = None
 
     def __post_init__(self):
         if self.kind not in M.KINDS:
@@ -130,6 +170,12 @@ class KernelRequest:
         if self.form == M.VARLEN and self.split_kv:
             raise ValueError("split_kv takes dense tensors or a paged cache, not packed "
                              "sequences")
+        if self.modifiers is not None and (self.kind != "forward" or self.form != M.DENSE
+                                           or self.split_kv):
+            raise ValueError("score_mod / mask_mod have dense forward kernels only (no "
+                             "backward, split-KV, packed or paged kernel computes them yet)")
+        if self.modifiers is not None and not isinstance(self.modifiers, Modifiers):
+            raise TypeError(f"modifiers must be a Modifiers, got {type(self.modifiers).__name__}")
         if (self.form == M.PAGED) != (self.page_size is not None):
             raise ValueError("page_size is required by the paged form and only by it")
         if self.page_size is not None and (
@@ -145,14 +191,15 @@ class KernelRequest:
              causal: bool = False, window=None, softcap: Optional[float] = None,
              scale: Optional[float] = None, deterministic: bool = False,
              split_kv: bool = False, form: str = M.DENSE,
-             page_size: Optional[int] = None) -> "KernelRequest":
+             page_size: Optional[int] = None,
+             modifiers: Optional[Modifiers] = None) -> "KernelRequest":
         return KernelRequest(kind, M.normalize_dtype(dtype), int(head_dim),
                              int(value_head_dim if value_head_dim is not None else head_dim),
                              M.canonical_mask(causal, window),
                              None if softcap is None else float(softcap),
                              float(scale) if scale is not None else M.default_scale(head_dim),
                              bool(deterministic), bool(split_kv), form,
-                             None if page_size is None else int(page_size))
+                             None if page_size is None else int(page_size), modifiers)
 
     @property
     def causal(self) -> bool:
@@ -163,6 +210,12 @@ class KernelRequest:
                 self.kind, self.dtype, self.head_dim, self.value_head_dim):
             return False
         if (spec.form, spec.page_size) != (self.form, self.page_size):
+            return False
+        # Kernels with modifiers serve requests of their key only (a kernel
+        # compiled without a key none), the others requests without any.
+        if (spec.modifiers is None) != (self.modifiers is None):
+            return False
+        if self.modifiers is not None and spec.modifiers_key != self.modifiers.key:
             return False
         if self.kind == "backward" and spec.deterministic != self.deterministic:
             return False
@@ -193,7 +246,26 @@ class KernelRequest:
             bits.append(f"deterministic={self.deterministic}")
         if self.split_kv:
             bits.append("split_kv=True")
+        if self.modifiers is not None:
+            bits.append(f"modifiers={self.modifiers.key[:MODIFIERS_NAME_DIGITS]}")
         return " ".join(bits)
+
+    def kernel_name(self, chip: str) -> str:
+        """The --name of a kernel with modifiers: fa-compile's kind of name
+        plus a hash of the key, unique per variant and modifiers."""
+        left, right = self.mask
+        bits = [f"fa_fwd_d{self.head_dim}"]
+        if self.value_head_dim != self.head_dim:
+            bits.append(f"dv{self.value_head_dim}")
+        bits.append(self.dtype)
+        if right == 0:
+            bits.append("causal")
+        if M.is_windowed(self.mask):
+            bits.append("window")
+        if self.softcap is not None:
+            bits.append("softcap")
+        bits += [chip.replace("_", ""), "mod", self.modifiers.key[:MODIFIERS_NAME_DIGITS]]
+        return "_".join(bits)
 
     def compile_args(self, chip: str, out_dir: str) -> List[str]:
         args = [f"--kind={self.kind}", f"--head-dim={self.head_dim}",
@@ -217,6 +289,12 @@ class KernelRequest:
             args.append("--deterministic")
         if self.split_kv:
             args.append("--kv-splits=auto")
+        if self.modifiers is not None:
+            # (The module in a folder of its own: _compile_one moves the
+            # compile's files into the cache.)
+            source = self.modifiers.write(os.path.join(out_dir, "modifiers"))
+            args += [f"--modifiers={source}", f"--modifiers-key={self.modifiers.key}",
+                     f"--name={self.kernel_name(chip)}"]
         args += [f"--chip={chip}", "-o", out_dir]
         return args
 
@@ -385,6 +463,11 @@ class KernelRegistry:
                              + ", ".join(sorted({str(d[1]) for d in dims})) + ".")
         else:
             lines.append(f"No {what} kernels were found at all.")
+        if request.modifiers is not None:
+            lines.append(f"Kernels with modifiers serve their key only; none has key "
+                         f"{request.modifiers.key} (score_mod / mask_mod traced with these "
+                         "captures' shapes and dtypes). Compile it where fa-compile is "
+                         "(KernelRegistry.find) into a folder on FLASHMLIR_KERNEL_DIR.")
         lines.append("Searched: " + ", ".join(self.search_dirs + (
             [self.cache] if self.cache not in self.search_dirs else [])))
         bad = self.invalid()

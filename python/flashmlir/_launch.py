@@ -22,7 +22,7 @@ _TORCH_DTYPES = {
     "torch.float16": "f16", "torch.bfloat16": "bf16", "torch.float32": "f32",
     "torch.float64": "f64", "torch.int8": "i8", "torch.uint8": "u8",
     "torch.int16": "i16", "torch.int32": "i32", "torch.int64": "i64",
-    "torch.uint32": "u32", "torch.uint64": "u64",
+    "torch.uint32": "u32", "torch.uint64": "u64", "torch.bool": "i1",
 }
 
 POINTER_ALIGNMENT = 16
@@ -111,9 +111,10 @@ def pack_params(spec: M.KernelSpec, args: Mapping[str, Any],
     """Expands the manifest's parameters, in PTX order, from `args` (memref
     parameters: tensors or Memref; scalar parameters: evaluated from their
     manifest 'value' against `env` plus the non-tensor entries of `args`).
-    Checks rank, dtype, dims (against `env`), unit last stride and 16-byte
-    alignment of every memref, and that the driver can map each tensor map
-    parameter's memref (its encoding, `_tensormap.encoding`)."""
+    Checks rank, dtype, dims (against `env`), unit last stride (not of a
+    modifier's captured tensor) and 16-byte alignment of every memref, and
+    that the driver can map each tensor map parameter's memref (its
+    encoding, `_tensormap.encoding`)."""
     out: List[PackedParam] = []
     scalar_env = dict(env)
     for k, v in args.items():
@@ -168,7 +169,9 @@ def _memref(spec: M.KernelSpec, p: M.ParamSpec, args: Mapping[str, Any],
                 f"[{', '.join(d.text for d in p.dims)}] = {list(want)}")
     if any(s < 0 for s in m.sizes) or any(s < 0 for s in m.strides):
         raise LaunchError(f"{where}: negative size or stride {m.sizes} {m.strides}")
-    if p.rank > 0 and m.sizes[-1] > 1 and m.strides[-1] != 1:
+    # (A modifier's captured tensor may have any strides: its kernel reads
+    # elements one at a time, at the descriptor's strides.)
+    if p.rank > 0 and m.sizes[-1] > 1 and m.strides[-1] != 1 and not M.is_capture_param(p):
         raise LaunchError(f"{where}: the last dimension must be contiguous "
                           f"(stride 1), got strides {list(m.strides)}")
     if m.aligned % POINTER_ALIGNMENT:

@@ -66,7 +66,8 @@ MANIFEST_VERSION = 1
 KINDS = ("forward", "backward")
 
 # Element types a memref parameter may have, with their size in bytes.
-ELEMENT_SIZES = {"f16": 2, "bf16": 2, "f32": 4, "f64": 8, "i8": 1, "u8": 1,
+# (i1: a bool tensor, one byte per element, as torch.bool; captures only.)
+ELEMENT_SIZES = {"f16": 2, "bf16": 2, "f32": 4, "f64": 8, "i8": 1, "i1": 1, "u8": 1,
                  "i16": 2, "i32": 4, "u32": 4, "i64": 8, "u64": 8}
 
 # Scalar parameter types: size in bytes of the kernel parameter.
@@ -168,6 +169,29 @@ FORM_REQUIRED = {
 # Page sizes fa-compile takes (--page-size: a multiple of 16 in [16, 4096]).
 PAGE_SIZE_MULTIPLE = 16
 MAX_PAGE_SIZE = 4096
+
+# Score / mask modifiers (a forward's "modifiers" section): the element
+# types a captured tensor may have, and the names of its kernel parameter
+# (capture<n>, in the order of the section's captures) and of its dims
+# (capture<n>_<d>, bound to the capture's static shape).
+CAPTURE_DTYPES = ("f32", "f16", "bf16", "i32", "i64", "i1")
+CAPTURE_NAME_RE = re.compile(r"^capture(\d+)$")
+MAX_CAPTURE_RANK = 8
+
+
+def capture_name(n: int) -> str:
+    return f"capture{n}"
+
+
+def capture_dim_name(n: int, d: int) -> str:
+    return f"capture{n}_{d}"
+
+
+def is_capture_param(p: "ParamSpec") -> bool:
+    """Whether memref parameter `p` is a captured tensor of a modifier (the
+    parser accepts such names only as the captures of a modifiers section)."""
+    return p.is_memref and CAPTURE_NAME_RE.match(p.name) is not None
+
 
 # Sample shapes on which manifest dims are compared with USER_TENSORS (two
 # sets of distinct values, so that swapped names cannot agree by accident).
@@ -389,6 +413,33 @@ class WorkspaceSpec:
 
 
 @dataclass(frozen=True)
+class CaptureSpec:
+    """A tensor a score_mod / mask_mod reads: kernel parameter `name`
+    (capture<n>), of element type `dtype` (CAPTURE_DTYPES) and a static
+    shape; any strides (the kernel reads them from the memref descriptor)."""
+
+    name: str
+    dtype: str
+    shape: Tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class ModifiersSpec:
+    """A forward's "modifiers" section: the kernel computes a score_mod /
+    mask_mod; `key` is the runtime's cache key of them (fa-compile
+    --modifiers-key; None: the kernel serves no request), `captures` the
+    tensors they read, in the order of their parameters."""
+
+    key: Optional[str]
+    captures: Tuple[CaptureSpec, ...] = ()
+
+    def dims(self) -> Dict[str, int]:
+        """The capture dims' names (capture<n>_<d>) bound to their sizes."""
+        return {capture_dim_name(n, d): size for n, c in enumerate(self.captures)
+                for d, size in enumerate(c.shape)}
+
+
+@dataclass(frozen=True)
 class KernelSpec(_Params):
     """A validated manifest. A forward manifest is one launch, described by
     entry/threads/dynamic_shared_memory/grid/params (and `kernels` holds it
@@ -426,7 +477,23 @@ class KernelSpec(_Params):
     # The tensor form (FORMS) and, for "paged", the keys per page S.
     form: str = DENSE
     page_size: Optional[int] = None
+    # The score_mod / mask_mod the kernel computes (None: none).
+    modifiers: Optional[ModifiersSpec] = None
     raw: Dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def modifiers_key(self) -> Optional[str]:
+        """The key of the kernel's modifiers (None without modifiers, and for
+        modifiers compiled without a key)."""
+        return self.modifiers.key if self.modifiers is not None else None
+
+    @property
+    def captures(self) -> Tuple[CaptureSpec, ...]:
+        return self.modifiers.captures if self.modifiers is not None else ()
+
+    def capture_dims(self) -> Dict[str, int]:
+        """What the capture parameters' dims name (see ModifiersSpec.dims)."""
+        return self.modifiers.dims() if self.modifiers is not None else {}
 
     @property
     def mask(self) -> Tuple[int, int]:
@@ -503,6 +570,9 @@ class KernelSpec(_Params):
             bits.append("deterministic")
         if self.kv_splits is not None:
             bits.append(f"kv_splits={self.kv_splits}")
+        if self.modifiers is not None:
+            key = self.modifiers.key
+            bits.append(f"modifiers={key[:16] if key else '(no key)'}")
         return f"{self.name} [{' '.join(bits)}]"
 
 
@@ -737,7 +807,7 @@ def _check_memrefs(params: Tuple[ParamSpec, ...], ctx: _Ctx, where: str, dtype: 
     tensors = FORM_TENSORS[form]
     envs = _sample_envs(page_size)
     for p in params:
-        if not p.is_memref:
+        if not p.is_memref or is_capture_param(p):   # (captures: _check_captures)
             continue
         pw = f"{where}parameter {p.name}"
         if p.name in tensors:
@@ -765,7 +835,7 @@ def _check_memrefs(params: Tuple[ParamSpec, ...], ctx: _Ctx, where: str, dtype: 
 
 def _parse_kernel(k, i: int, ctx: _Ctx, manifest_name: str, dtype: str,
                   workspace: Dict[str, WorkspaceSpec], form: str = DENSE,
-                  page_size: Optional[int] = None) -> EntrySpec:
+                  page_size: Optional[int] = None, capture_dims=()) -> EntrySpec:
     where = f"kernels[{i}]"
     if not isinstance(k, dict):
         raise ctx.fail(f"{where} must be an object, got {k!r}")
@@ -786,9 +856,104 @@ def _parse_kernel(k, i: int, ctx: _Ctx, manifest_name: str, dtype: str,
         raise ctx.fail(f"{where}: block {list(block)} has {block3[0] * block3[1] * block3[2]} "
                        f"threads but threads is {threads}")
     smem = _parse_smem(k, ctx, where)
-    params = _parse_params(k.get("params"), ctx, FORM_NAMES[form] + ("SMS",), f"{where}: ")
+    params = _parse_params(k.get("params"), ctx, FORM_NAMES[form] + ("SMS",) + capture_dims,
+                           f"{where}: ")
     _check_memrefs(params, ctx, f"{where}: ", dtype, workspace, form, page_size)
     return EntrySpec(f"{manifest_name}:{entry}", entry, grid, threads, block3, smem, params)
+
+
+def _parse_modifiers(data: dict, ctx: _Ctx, kind: str, form: str,
+                     kv_splits) -> Optional[ModifiersSpec]:
+    """The "modifiers" section (absent or null: none)."""
+    mods = data.get("modifiers")
+    if mods is None:
+        return None
+    if not isinstance(mods, dict):
+        raise ctx.fail(f"modifiers must be an object, got {mods!r}")
+    unknown = sorted(set(mods) - {"key", "captures"})
+    if unknown:
+        raise ctx.fail(f"modifiers: unknown field(s) {', '.join(unknown)} (known: key, captures)")
+    if kind != "forward" or form != DENSE or kv_splits is not None:
+        raise ctx.fail("modifiers: only a dense forward kernel (not split-KV) computes score_mod / "
+                       f"mask_mod; this manifest is a {form} {kind}"
+                       + (" with kv_splits" if kv_splits is not None else ""))
+    key = mods.get("key")
+    if key is not None and (not isinstance(key, str) or not key):
+        raise ctx.fail(f"modifiers: key must be a non-empty string or null, got {key!r}")
+    caps = mods.get("captures")
+    if not isinstance(caps, list):
+        raise ctx.fail(f"modifiers: captures must be a list, got {caps!r}")
+    out = []
+    for n, c in enumerate(caps):
+        where = f"modifiers.captures[{n}]"
+        if not isinstance(c, dict):
+            raise ctx.fail(f"{where} must be an object, got {c!r}")
+        name = _get(c, "name", ctx, str, where=where)
+        if name != capture_name(n):
+            raise ctx.fail(f"{where}: name must be {capture_name(n)!r} (captures are listed in "
+                           f"the order of their parameters), got {name!r}")
+        dtype = _get(c, "dtype", ctx, str, where=where)
+        if dtype not in CAPTURE_DTYPES:
+            raise ctx.fail(f"{where}: unknown dtype {dtype!r} (known: {', '.join(CAPTURE_DTYPES)})")
+        shape = c.get("shape")
+        if (not isinstance(shape, list) or not 1 <= len(shape) <= MAX_CAPTURE_RANK
+                or any(isinstance(x, bool) or not isinstance(x, int) or x < 0 for x in shape)):
+            raise ctx.fail(f"{where}: shape must be a list of 1 to {MAX_CAPTURE_RANK} sizes "
+                           f"(integers >= 0), got {shape!r}")
+        out.append(CaptureSpec(name, dtype, tuple(shape)))
+    return ModifiersSpec(key, tuple(out))
+
+
+def _capture_dims_ok(dims, want: List[str], shape: Tuple[int, ...], env) -> bool:
+    """Whether each of `dims` names its own capture dim `want[d]` (or none)
+    and evaluates to `shape[d]`."""
+    if dims is None:
+        return False
+    try:
+        return all(set(x.names) <= {w} and x.evaluate(env) == size
+                   for x, w, size in zip(dims, want, shape))
+    except ExpressionError:
+        return False
+
+
+def _check_captures(entries: Tuple[EntrySpec, ...], modifiers: Optional[ModifiersSpec],
+                    ctx: _Ctx) -> None:
+    """Every capture of the modifiers section is a memref parameter of some
+    launch, of its rank, dtype and dims [capture<n>_0, ...] (each the
+    capture's dim name or its size); a parameter named like a capture is
+    one; no other parameter's dims name a capture's."""
+    captures = {c.name: c for c in (modifiers.captures if modifiers else ())}
+    env = modifiers.dims() if modifiers else {}
+    taken = set()
+    for e in entries:
+        for p in e.params:
+            pw = (f"kernels ({e.entry}): " if len(entries) > 1 else "") + f"parameter {p.name}"
+            if CAPTURE_NAME_RE.match(p.name) is None:
+                if p.dims is not None and any(n in env for d in p.dims for n in d.names):
+                    raise ctx.fail(f"{pw}: its dims name a capture's "
+                                   f"([{', '.join(d.text for d in p.dims)}])")
+                continue
+            c = captures.get(p.name)
+            if c is None:
+                raise ctx.fail(f"{pw} is named like a captured tensor but "
+                               + ("the modifiers section lists no such capture" if modifiers
+                                  else "the manifest has no 'modifiers' section"))
+            if not p.is_memref:
+                raise ctx.fail(f"{pw} must be a memref (the captured tensor), got {p.type}")
+            if p.rank != len(c.shape) or p.dtype != c.dtype:
+                raise ctx.fail(f"{pw} is rank {p.rank} {p.dtype} but the capture is "
+                               f"{c.dtype} of shape {list(c.shape)}")
+            n = int(CAPTURE_NAME_RE.match(p.name).group(1))
+            want = [capture_dim_name(n, d) for d in range(len(c.shape))]
+            if not _capture_dims_ok(p.dims, want, c.shape, env):
+                got = "none" if p.dims is None else ", ".join(d.text for d in p.dims)
+                raise ctx.fail(f"{pw} has dims [{got}] but must be [{', '.join(want)}] "
+                               f"= {list(c.shape)} (the capture's shape)")
+            taken.add(p.name)
+    missing = [n for n in captures if n not in taken]
+    if missing:
+        raise ctx.fail(f"modifiers: no kernel parameter takes {', '.join(missing)} (every "
+                       "capture is a memref parameter of that name)")
 
 
 def parse_manifest(data: Any, json_path: str = "<manifest>",
@@ -845,6 +1010,8 @@ def parse_manifest(data: Any, json_path: str = "<manifest>",
         if kv_splits != "auto" and (isinstance(kv_splits, bool) or not isinstance(kv_splits, int)
                                     or kv_splits < 1):
             raise ctx.fail(f"kv_splits must be \"auto\" or a positive integer, got {kv_splits!r}")
+    modifiers = _parse_modifiers(data, ctx, kind, form, kv_splits)
+    capture_dims = tuple(modifiers.dims()) if modifiers is not None else ()
     # A backward, a split-KV forward (the split kernel, then the merge) and a
     # forward with a workspace (the dynamic tile scheduler's counter) list
     # their launches in 'kernels', with their workspace.
@@ -906,8 +1073,8 @@ def parse_manifest(data: Any, json_path: str = "<manifest>",
         if not isinstance(kernels, list) or not kernels:
             raise ctx.fail("kernels must be a non-empty list of launches")
         ws = {w.name: w for w in workspace}
-        entries = tuple(_parse_kernel(k, i, ctx, name, dtype, ws, form, page_size)
-                        for i, k in enumerate(kernels))
+        entries = tuple(_parse_kernel(k, i, ctx, name, dtype, ws, form, page_size,
+                                      capture_dims) for i, k in enumerate(kernels))
         taken = {p.name for e in entries for p in e.params if p.is_memref}
         wanted = GRADIENTS if backward else FORM_REQUIRED[form] if form != DENSE else \
             ("out", "lse")
@@ -925,7 +1092,7 @@ def parse_manifest(data: Any, json_path: str = "<manifest>",
         threads = _parse_threads(data, ctx, "manifest")
         smem = _parse_smem(data, ctx, "manifest")
         grid_e = _parse_grid(data.get("grid"), ctx, form_grid_names(form))
-        parsed = _parse_params(data.get("params"), ctx, FORM_NAMES[form])
+        parsed = _parse_params(data.get("params"), ctx, FORM_NAMES[form] + capture_dims)
         workspace = ()
         if form != DENSE:
             # (Dense single-launch manifests predate these checks.)
@@ -936,6 +1103,7 @@ def parse_manifest(data: Any, json_path: str = "<manifest>",
                 raise ctx.fail(f"a {form} kernel must take {', '.join(missing)} (its "
                                f"tensors: {', '.join(FORM_REQUIRED[form])})")
         entries = (EntrySpec(name, entry, grid_e, threads, (threads, 1, 1), smem, parsed),)
+    _check_captures(entries, modifiers, ctx)
     # A run-time scalar must reach the kernels: some scalar parameter names it.
     named = set()
     for e in entries:
@@ -973,7 +1141,7 @@ def parse_manifest(data: Any, json_path: str = "<manifest>",
         params=parsed, json_path=os.path.abspath(json_path) if json_path != "<manifest>" else json_path,
         ptx_path=ptx_path, warps=warps, kernels=entries, workspace=workspace,
         deterministic=deterministic, kv_splits=kv_splits, form=form, page_size=page_size,
-        raw=data, **extras)
+        modifiers=modifiers, raw=data, **extras)
 
 
 def load_manifest(json_path: str, check_files: bool = True) -> KernelSpec:

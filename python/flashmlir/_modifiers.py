@@ -23,7 +23,10 @@ values and other torch functions raise UnsupportedError naming them.
 
 from __future__ import annotations
 
+import hashlib
 import math
+import threading
+import weakref
 from typing import Callable, Dict, List, Optional, Tuple
 
 import torch
@@ -356,6 +359,7 @@ class Traced:
     def __init__(self, score_mod: Optional[str], mask_mod: Optional[str],
                  captures: List[torch.Tensor]):
         self.score_mod, self.mask_mod, self.captures = score_mod, mask_mod, captures
+        self._key = self._digest = None
 
     def regions(self) -> str:
         """`captures(...) score_mod(...) {...} mask_mod(...) {...}` for an
@@ -371,6 +375,10 @@ class Traced:
 
     def capture_types(self) -> List[str]:
         return [capture_type(t) for t in self.captures]
+
+    def capture_specs(self) -> List[Tuple[str, Tuple[int, ...]]]:
+        """(element type, shape) of each capture, as a kernel manifest lists them."""
+        return [(_CAPTURE_TYPES[t.dtype], tuple(t.shape)) for t in self.captures]
 
     def module(self, q_shape, k_shape, v_shape, elt: str = "f16", attrs: str = "") -> str:
         """A func.func applying fa.attention with these modifiers to q, k, v of
@@ -393,7 +401,15 @@ class Traced:
     def key(self) -> str:
         """The traced IR and the captures' types: what a compiled kernel of
         these modifiers is cached by (the captures' values are arguments)."""
-        return self.regions() + "|" + ",".join(self.capture_types())
+        if self._key is None:
+            self._key = self.regions() + "|" + ",".join(self.capture_types())
+        return self._key
+
+    def digest(self) -> str:
+        """sha256 (hex) of key(): the modifiers key of a kernel's manifest."""
+        if self._digest is None:
+            self._digest = hashlib.sha256(self.key().encode()).hexdigest()
+        return self._digest
 
 
 def _region(fn, captures, score: bool) -> str:
@@ -453,6 +469,57 @@ def trace(score_mod: Optional[Callable] = None,
         texts.append(f"{name}({', '.join(args)}) {{\n{body}\n  fa.yield {result.name} : "
                      f"{want}\n}}")
     return Traced(texts[0], texts[1], captures)
+
+
+# The last Traced of each (score_mod, mask_mod): see traced().
+_cache: Dict[Tuple[int, int], Tuple[object, object, Traced]] = {}
+_cache_lock = threading.Lock()
+_CACHE_SIZE = 256
+
+
+def _ref(fn, slot):
+    """A weak reference to `fn` that drops the cache entry `slot` with it
+    (None for None); fn itself when it takes none."""
+    if fn is None:
+        return None
+
+    def drop(ref):
+        entry = _cache.get(slot)
+        if entry is not None and any(ref is r for r in entry[:2]):
+            _cache.pop(slot, None)   # (no lock: this may run inside a locked section)
+    try:
+        return weakref.ref(fn, drop)
+    except TypeError:
+        return fn
+
+
+def _alive(ref, fn) -> bool:
+    return (ref() if isinstance(ref, weakref.ref) else ref) is fn
+
+
+def traced(score_mod: Optional[Callable] = None,
+           mask_mod: Optional[Callable] = None) -> Traced:
+    """trace(score_mod, mask_mod), returning the Traced of the previous call
+    of the same function objects when the new trace is the same IR over the
+    same tensor objects (so its key, digest and module are computed once).
+    The functions are traced on every call: what they read (globals, closure
+    cells, attributes, Python numbers that become constants) may change
+    between calls, and only tracing sees it."""
+    new = trace(score_mod, mask_mod)
+    slot = (id(score_mod), id(mask_mod))
+    with _cache_lock:
+        hit = _cache.get(slot)
+    if hit is not None:
+        sref, mref, old = hit
+        if (_alive(sref, score_mod) and _alive(mref, mask_mod) and old.key() == new.key()
+                and len(old.captures) == len(new.captures)
+                and all(a is b for a, b in zip(old.captures, new.captures))):
+            return old
+    with _cache_lock:
+        if len(_cache) >= _CACHE_SIZE:
+            _cache.clear()
+        _cache[slot] = (_ref(score_mod, slot), _ref(mask_mod, slot), new)
+    return new
 
 
 def trace_modifiers(score_mod: Optional[Callable] = None,

@@ -37,7 +37,7 @@ from helpers import backward_example
 from test_cuda_fake import FakeCuda, decode_fake_map
 
 TORCH_DTYPES = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32,
-                "i64": torch.int64, "i32": torch.int32}
+                "i64": torch.int64, "i32": torch.int32, "i1": torch.bool}
 
 
 def tensor_at(ptr, sizes, strides, dtype):
@@ -66,11 +66,14 @@ class EmulatingCuda(FakeCuda):
         self.calls = []            # (driver function name) of every call, see count()
         self.skip = set()          # entries whose launches compute nothing
         self.counters = []         # the tile counter at each dynamic-scheduler launch
+        self.regions = {}          # manifest name -> (score_mod, mask_mod) region text
 
     def _cuModuleLoadDataEx(self, pmod, image, nopts, opts, vals):
         text = ctypes.string_at(image).decode()
         self.loaded_images.append(text)
         name = text.split("// manifest: ", 1)[1].split()[0]
+        if _MODIFIERS_MARK in text:
+            self.regions[name] = modifier_regions(text.split(_MODIFIERS_MARK, 1)[1])
         h = 0x2000 + 0x100 * len(self.modules)
         self.modules[h] = (name, M.parse_ptx(text))
         self.events.append(("load", name))
@@ -199,9 +202,29 @@ class EmulatingCuda(FakeCuda):
         if spec.form != M.DENSE:
             return getattr(self, "_run_" + spec.form)(spec, a)
         mask, scale, softcap = self._scalars(spec, a)
-        out, lse = _reference.attention(a["q"], a["k"], a["v"], mask, scale, softcap)
+        if spec.modifiers is not None:
+            out, lse = self._modified(spec, a, mask, scale, softcap)
+        else:
+            out, lse = _reference.attention(a["q"], a["k"], a["v"], mask, scale, softcap)
         a["out"].copy_(out)
         a["lse"].copy_(lse)
+
+    def _modified(self, spec, a, mask, scale, softcap):
+        """The kernel of the traced regions its PTX carries (what fa-compile
+        compiled), run on the captured tensors the launch got (capture<n>)."""
+        from test_modifiers import evaluate_region
+        caps = [a[c.name] for c in spec.captures]
+        score, mask_text = self.regions[spec.name]
+        names = ("%b", "%h", "%i", "%j")
+        score_mod = mask_mod = None
+        if score is not None:
+            def score_mod(s, *idx):
+                return evaluate_region(score, dict(zip(("%s",) + names, (s,) + idx)), caps)
+        if mask_text is not None:
+            def mask_mod(*idx):
+                return evaluate_region(mask_text, dict(zip(names, idx)), caps)
+        return _reference.attention_modified(a["q"], a["k"], a["v"], mask, scale, softcap,
+                                             score_mod, mask_mod)
 
     def _run_split_fa_fwd_kernel(self, spec, a):
         """The partials of S chunks of whole 64-key blocks: chunk s of head h
@@ -425,6 +448,39 @@ def check_map(p, rec, t):
 
 
 # -- kernels made on demand -------------------------------------------------------------
+
+# What precedes the modifiers' MLIR (commented out) in a fake PTX.
+_MODIFIERS_MARK = "// modifiers:\n"
+
+
+def modifier_regions(text):
+    """The score_mod and mask_mod regions (their text, None when absent) of
+    the MLIR of Traced.module, its lines commented out or not."""
+    found = {}
+    lines = [line[3:] if line.startswith("// ") else line for line in text.splitlines()]
+    for n, line in enumerate(lines):
+        head = line.strip()
+        for region in ("score_mod", "mask_mod"):
+            if head.startswith(region + "("):
+                end = next(m for m in range(n, len(lines)) if lines[m].strip() == "}")
+                found[region] = "\n".join(lines[n:end + 1])
+    return found.get("score_mod"), found.get("mask_mod")
+
+
+def _with_modifiers(m, mods):
+    """m as fa-compile --modifiers writes it: the modifiers section and a
+    capture<n> memref (dims capture<n>_<d>) per capture, before out."""
+    caps = [{"name": f"capture{n}", "dtype": dt, "shape": list(shape)}
+            for n, (dt, shape) in enumerate(mods.captures)]
+    m["modifiers"] = {"key": mods.key, "captures": caps}
+    params = [{"name": c["name"], "type": "memref", "rank": len(c["shape"]),
+               "dtype": c["dtype"], "dims": [f"{c['name']}_{d}" for d in range(len(c["shape"]))]}
+              for c in caps]
+    for launch in m["kernels"] if "kernels" in m else [m]:
+        at = next(i for i, p in enumerate(launch["params"]) if p["name"] == "out")
+        launch["params"][at:at] = params
+    return m
+
 
 def _ptx(name, chip, launches):
     body = [f"// manifest: {name}\n.version 8.4\n.target {chip}\n.address_size 64\n"]
@@ -749,10 +805,15 @@ class GenRegistry(_kernels.KernelRegistry):
             m = forward_manifest(request, chip, name, self.tensormaps)
         else:
             m = backward_manifest(request, chip, name)
-        launches = m["kernels"] if "kernels" in m else [m]
+        if request.modifiers is not None:
+            _with_modifiers(m, request.modifiers)
+        ptx = _ptx(name, chip, m["kernels"] if "kernels" in m else [m])
+        if request.modifiers is not None:   # (the kernel computes the MLIR it was given)
+            ptx += _MODIFIERS_MARK + "".join(
+                "// " + line + "\n" for line in request.modifiers.module.splitlines())
         os.makedirs(self.cache, exist_ok=True)
         with open(os.path.join(self.cache, name + ".ptx"), "w") as f:
-            f.write(_ptx(name, chip, launches))
+            f.write(ptx)
         with open(os.path.join(self.cache, name + ".json"), "w") as f:
             json.dump(m, f)
         self.generated.append(request)

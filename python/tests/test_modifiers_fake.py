@@ -1,0 +1,489 @@
+"""Kernels with score_mod / mask_mod: their manifests (fa-compile's
+"modifiers" section and capture<n> parameters, against the real fa-compile
+when it is built), requests and selection (a kernel serves its modifiers'
+key only), compile_args, and flashmlir.attention on the fake GPU of
+fake_gpu.py, whose kernels compute the traced regions their PTX carries
+on the captured tensors each launch binds (compared with the PyTorch
+reference of the Python functions). The manifest and request tests need
+no torch."""
+
+import json
+import os
+import re
+import subprocess
+import sys
+import warnings
+
+import pytest
+
+from flashmlir import _kernels
+from flashmlir import _manifest as M
+from flashmlir._errors import KernelNotFoundError, ManifestError
+
+from helpers import backward_example, forward_manifest, write_kernel
+
+try:
+    import torch
+except ImportError:
+    torch = None
+needs_torch = pytest.mark.skipif(torch is None, reason="needs torch")
+
+_REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+_INPUT = os.path.join(_REPO, "test", "Tools", "Inputs", "alibi-prefix-lm.mlir")
+KEY = "a" * 64
+
+
+def mods(key=KEY, captures=(("f32", (8,)),)):
+    """A request's Modifiers (the module of fa-compile's lit test input)."""
+    with open(_INPUT) as f:
+        return _kernels.Modifiers(key, f.read(), tuple(captures))
+
+
+def mod_manifest(key=KEY, captures=(("f32", [8]),), name="fa_fwd_mod"):
+    """A forward manifest as fa-compile --modifiers writes it: the section,
+    and a capture<n> memref per capture before out."""
+    m = forward_manifest(name, chip="sm_90a", d=128)
+    caps = [{"name": f"capture{n}", "dtype": dt, "shape": list(shape)}
+            for n, (dt, shape) in enumerate(captures)]
+    m["modifiers"] = {"key": key, "captures": caps}
+    at = next(i for i, p in enumerate(m["params"]) if p["name"] == "out")
+    m["params"][at:at] = [{"name": c["name"], "type": "memref", "rank": len(c["shape"]),
+                           "dtype": c["dtype"],
+                           "dims": [f"{c['name']}_{d}" for d in range(len(c["shape"]))]}
+                          for c in caps]
+    return m
+
+
+def parse(m):
+    return M.parse_manifest(m, check_files=False)
+
+
+def param(m, name):
+    return next(p for p in m["params"] if p["name"] == name)
+
+
+def request(modifiers=None, **kw):
+    return _kernels.KernelRequest.make("forward", "bf16", 128, modifiers=modifiers, **kw)
+
+
+# -- manifests ---------------------------------------------------------------------------
+
+def _fa_compile():
+    path = os.path.join(os.environ.get("FA_BUILD_DIR", os.path.join(_REPO, "build")), "bin",
+                        "fa-compile")
+    if not os.path.exists(path):
+        pytest.skip("fa-compile not built")
+    return path
+
+
+def test_real_fa_compile_manifests(tmp_path):
+    """fa-compile's manifests: through the registry (compile_args: the
+    module, the key, a name with the key's hash) and without a key (which
+    serves no request)."""
+    compiler = _fa_compile()
+    r = request(mods())
+    reg = _kernels.KernelRegistry([], cache=str(tmp_path / "cache"), compiler=compiler)
+    spec = reg.find(r, (9, 0))
+    assert spec.name == r.kernel_name("sm_90a") and spec.chip == "sm_90a"
+    assert spec.modifiers_key == KEY and r.matches(spec) and not request().matches(spec)
+    assert spec.captures == (M.CaptureSpec("capture0", "f32", (8,)),)
+    assert spec.capture_dims() == {"capture0_0": 8} and spec.param("capture0").rank == 1
+    assert sorted(os.listdir(tmp_path / "cache")) == [spec.name + ".json", spec.name + ".ptx"]
+    subprocess.run([compiler, f"--modifiers={_INPUT}", "--head-dim=64", "--dtype=f16",
+                    "--chip=sm_80", "-o", str(tmp_path)], check=True, capture_output=True)
+    nokey = M.load_manifest(str(tmp_path / "fa_fwd_d64_f16_sm80_mod.json"))
+    assert nokey.modifiers is not None and nokey.modifiers_key is None
+    assert not any(r.matches(nokey) for r in (
+        _kernels.KernelRequest.make("forward", "f16", 64, modifiers=mods()),
+        _kernels.KernelRequest.make("forward", "f16", 64)))
+
+
+def test_section_parses():
+    s = parse(mod_manifest(captures=(("i1", [3, 5]), ("bf16", [7]))))
+    assert s.modifiers_key == KEY and [c.dtype for c in s.captures] == ["i1", "bf16"]
+    assert s.capture_dims() == {"capture0_0": 3, "capture0_1": 5, "capture1_0": 7}
+    assert "modifiers=aaaaaaaaaaaaaaaa" in s.describe()
+    plain = parse(forward_manifest("plain", chip="sm_90a", d=128))
+    assert plain.modifiers is None and plain.modifiers_key is None and plain.captures == ()
+    m = mod_manifest(captures=())
+    assert parse(m).captures == () and parse(dict(m, modifiers=None)).modifiers is None
+    m = mod_manifest()
+    param(m, "capture0")["dims"] = ["8"]      # a size for the name
+    assert parse(m).captures[0].shape == (8,)
+
+
+def _edit(fn):
+    m = mod_manifest(captures=(("f32", [8]), ("i32", [2, 3])))
+    fn(m)
+    return m
+
+
+@pytest.mark.parametrize("edit,match", [
+    (lambda m: m["modifiers"]["captures"][0].update(dtype="f64"), "unknown dtype 'f64'"),
+    (lambda m: param(m, "capture1").update(dims=["2", "4"]),
+     r"dims \[2, 4\] but must be \[capture1_0, capture1_1\] = \[2, 3\]"),
+    (lambda m: param(m, "capture0").update(dims=["16"]), r"must be \[capture0_0\] = \[8\]"),
+    (lambda m: param(m, "capture1").update(dims=["capture1_1", "capture1_0"]),
+     "must be"),
+    (lambda m: param(m, "capture1").update(dims=None), r"dims \[none\]"),
+    (lambda m: param(m, "capture0").update(dtype="f16"), "is rank 1 f16 but the capture"),
+    (lambda m: m["params"].remove(param(m, "capture1")), "no kernel parameter takes capture1"),
+    (lambda m: m["modifiers"]["captures"].pop(), "unknown name.* capture1_0"),
+    (lambda m: (m["modifiers"]["captures"].pop(), param(m, "capture1").update(dims=["2", "3"])),
+     "lists no such capture"),
+    (lambda m: (m.pop("modifiers"), param(m, "capture0").update(dims=["8"]),
+                param(m, "capture1").update(dims=["2", "3"])), "has no 'modifiers' section"),
+    (lambda m: m["modifiers"]["captures"][0].update(name="cap0"), "name must be 'capture0'"),
+    (lambda m: m["modifiers"]["captures"].reverse(), "name must be 'capture0'"),
+    (lambda m: m["modifiers"]["captures"][0].update(shape=[True]), "shape must be a list"),
+    (lambda m: m["modifiers"]["captures"][0].update(shape=[]), "shape must be a list"),
+    (lambda m: m["modifiers"]["captures"][0].update(shape=[-1]), "shape must be a list"),
+    (lambda m: m["modifiers"].update(key=""), "key must be a non-empty string"),
+    (lambda m: m["modifiers"].update(key=7), "key must be a non-empty string"),
+    (lambda m: m["modifiers"].update(grad=True), "unknown field"),
+    (lambda m: m.update(modifiers=[]), "modifiers must be an object"),
+    (lambda m: m["modifiers"].update(captures=None), "captures must be a list"),
+    (lambda m: param(m, "q").update(dims=["B", "Hq", "capture0_0", "D"]),
+     "its dims name a capture's"),
+    (lambda m: param(m, "capture0").update(type="i64", value="1"), "must be a memref"),
+])
+def test_bad_sections(edit, match):
+    with pytest.raises(ManifestError, match=match):
+        parse(_edit(edit))
+
+
+def test_only_dense_forwards_have_modifiers():
+    b = backward_example(False)
+    b["modifiers"] = {"key": KEY, "captures": []}
+    with pytest.raises(ManifestError, match="only a dense forward kernel"):
+        parse(b)
+    for kw in (dict(kind="backward"), dict(split_kv=True),
+               dict(form="paged", page_size=64)):
+        with pytest.raises(ValueError, match="dense forward kernels only"):
+            _kernels.KernelRequest.make(kw.pop("kind", "forward"), "bf16", 128,
+                                        modifiers=mods(), **kw)
+
+
+# -- requests and selection --------------------------------------------------------------
+
+def test_a_kernel_serves_its_key_only():
+    spec = parse(mod_manifest())
+    plain = parse(forward_manifest("plain", chip="sm_90a", d=128))
+    assert request(mods()).matches(spec) and not request(mods()).matches(plain)
+    assert not request().matches(spec) and request().matches(plain)
+    assert not request(mods("b" * 64)).matches(spec)
+    assert not request(mods()).matches(parse(mod_manifest(key=None)))
+    # (the key names the captures' types; requests compare by it)
+    assert request(mods(captures=())) == request(mods()) != request(mods("b" * 64))
+    assert "modifiers=aaaaaaaaaaaaaaaa" in request(mods()).describe()
+
+
+def test_compile_args(tmp_path):
+    r = request(mods(), causal=True, softcap=5.0)
+    args = r.compile_args("sm_90a", str(tmp_path))
+    source = next(a for a in args if a.startswith("--modifiers="))[len("--modifiers="):]
+    with open(source) as f:
+        assert f.read() == r.modifiers.module
+    assert os.path.dirname(source) == str(tmp_path / "modifiers")   # not moved to the cache
+    assert f"--modifiers-key={KEY}" in args and "--causal" in args and "--softcap" in args
+    name = r.kernel_name("sm_90a")
+    assert f"--name={name}" in args
+    assert name == "fa_fwd_d128_bf16_causal_softcap_sm90a_mod_" + KEY[:16]
+    others = {request(mods("b" * 64), causal=True, softcap=5.0).kernel_name("sm_90a"),
+              r.kernel_name("sm_80"), request(mods(), window=(3, 4)).kernel_name("sm_90a")}
+    assert name not in others and len(others) == 3
+    assert not any(a.startswith("--modifiers") for a in request().compile_args("sm_90a", "o"))
+
+
+def test_registry_finds_precompiled_kernels(tmp_path, monkeypatch):
+    """A folder of kernels with modifiers on FLASHMLIR_KERNEL_DIR serves
+    their keys, with no compiler."""
+    m = mod_manifest(name="precompiled")
+    write_kernel(str(tmp_path / "k"), m)
+    monkeypatch.setenv("FLASHMLIR_KERNEL_DIR", str(tmp_path / "k"))
+    reg = _kernels.KernelRegistry(cache=str(tmp_path / "cache"), compiler=None)
+    assert reg.find(request(mods()), (9, 0)).name == "precompiled"
+    with pytest.raises(KernelNotFoundError, match="none has key " + "b" * 64):
+        reg.find(request(mods("b" * 64)), (9, 0))
+    with pytest.raises(KernelNotFoundError):
+        reg.find(request(), (9, 0))
+
+
+# -- the fake GPU ------------------------------------------------------------------------
+
+if torch is not None:
+    import flashmlir
+    from flashmlir import _interface, _modifiers, _reference
+
+    import fake_gpu
+    import modifier_cases as mc
+
+
+@pytest.fixture
+def gpu(monkeypatch, tmp_path):
+    if torch is None:
+        pytest.skip("needs torch")
+    fake = fake_gpu.install(monkeypatch, tmp_path)
+    monkeypatch.setattr(_interface, "_warned", [False])
+    yield fake
+    fake_gpu.uninstall(fake)
+
+
+def close(got, want, dtype):
+    tol = 2e-2 if dtype == torch.bfloat16 else 4e-3
+    torch.testing.assert_close(got.float(), want.float(), atol=tol, rtol=tol)
+
+
+def run(p, case, q, k, v, layout="bhsd", **kw):
+    return flashmlir.attention(q, k, v, layout=layout, score_mod=case.score_mod,
+                               mask_mod=case.mask_mod, return_lse=True, **p.kwargs, **kw)
+
+
+def check(p, case, out, lse, q, k, v, layout="bhsd"):
+    want, wlse = mc.reference(p, case, q, k, v, layout)
+    close(out, want, p.torch_dtype)
+    torch.testing.assert_close(lse, wlse, atol=1e-4, rtol=1e-4)
+
+
+@needs_torch
+def test_gpu_test_problems(gpu):
+    """Every problem of the GPU test on the fake GPU, alternating layouts:
+    the kernel of its modifiers against the reference, the captures bound
+    in place, and the built-in equivalents (what the GPU test compares)."""
+    for i, p in enumerate(mc.GPU_TEST_PROBLEMS):
+        layout = ("bhsd", "bshd")[i % 2]
+        case = p.build()
+        q, k, v = p.inputs(layout=layout)
+        out, lse = run(p, case, q, k, v, layout)
+        check(p, case, out, lse, q, k, v, layout)
+        spec = gpu.registry.spec_named(gpu.ran[-1][0])
+        assert spec.modifiers_key == case_key(case), p.id
+        bound = [gpu.decoded[-1][c.name] for c in spec.captures]
+        assert [t.data_ptr() for t in bound] == [t.data_ptr() for t in case.captures.values()]
+        if case.builtin is not None:
+            same, same_lse = flashmlir.attention(q, k, v, layout=layout, return_lse=True,
+                                                 **case.builtin)
+            assert gpu.registry.spec_named(gpu.ran[-1][0]).modifiers is None
+            close(out, same, p.torch_dtype)
+            torch.testing.assert_close(lse, same_lse, atol=1e-4, rtol=1e-4)
+    # (what the build script compiles for the GPU machine covers them)
+    assert set(gpu.registry.generated) <= set(mc.requests(mc.GPU_TEST_PROBLEMS))
+
+
+def case_key(case):
+    return _modifiers.trace(case.score_mod, case.mask_mod).digest()
+
+
+def set_cell(fn, name, value):
+    fn.__closure__[fn.__code__.co_freevars.index(name)].cell_contents = value
+
+
+@needs_torch
+def test_steady_state_and_retracing(gpu):
+    p = mc.Problem("rel_bias", 2, 4, 2, 30, 50, 64)
+    case = p.build()
+    q, k, v = p.inputs()
+    run(p, case, q, k, v)
+    gpu.count()
+    out, lse = run(p, case, q, k, v)
+    assert gpu.count().get("cuLaunchKernel") == 1 and len(gpu.registry.generated) == 1
+    check(p, case, out, lse, q, k, v)
+    case.captures["table"].mul_(-1)      # read at each launch
+    out, lse = run(p, case, q, k, v)
+    check(p, case, out, lse, q, k, v)
+    # Another tensor of the same shape in the closure: the same kernel and
+    # plan, that tensor bound.
+    table = torch.randn(p.Nq + p.Nk - 1)
+    set_cell(case.score_mod, "table", table)
+    gpu.count()
+    out, lse = run(p, case, q, k, v)
+    assert gpu.count().get("cuLaunchKernel") == 1 and len(gpu.registry.generated) == 1
+    assert gpu.decoded[-1]["capture0"].data_ptr() == table.data_ptr()
+    check(p, case, out, lse, q, k, v)
+    # Another constant: another kernel.
+    set_cell(case.score_mod, "offset", p.Nk - 2)
+    out, lse = run(p, case, q, k, v)
+    assert len(gpu.registry.generated) == 2
+    check(p, case, out, lse, q, k, v)
+
+
+@needs_torch
+def test_traced_is_cached_per_functions_and_captures():
+    x = torch.ones(4)
+
+    def f(s, b, h, i, j):
+        return s + x[h]
+    a = _modifiers.traced(f)
+    assert _modifiers.traced(f) is a and a.digest() == _modifiers.trace(f).digest()
+    x = torch.zeros(4)
+    b = _modifiers.traced(f)
+    assert b is not a and b.captures[0] is x and b.digest() == a.digest()
+    x = torch.zeros(5)
+    assert _modifiers.traced(f).digest() != a.digest()
+    slot = (id(f), id(None))
+    del f
+    assert slot not in _modifiers._cache    # (dropped with the function)
+
+
+@needs_torch
+@pytest.mark.parametrize("make", [
+    lambda t: t[::2],                             # strided
+    lambda t: t[1:9],                             # not 16-byte aligned
+    lambda t: t[3:4].expand(8),                   # stride 0, misaligned
+])
+def test_any_capture_strides_and_offsets(gpu, make):
+    base = torch.randn(17)
+    slopes = make(base)
+    p = mc.Problem("alibi", 1, 8, 4, 20, 33, 64)
+    case = mc.Case(lambda s, b, h, i, j: s + slopes[h] * (j - i), None, {"slopes": slopes},
+                   None)
+    q, k, v = p.inputs()
+    for _ in range(2):
+        out, lse = run(p, case, q, k, v)
+        check(p, case, out, lse, q, k, v)
+        got = gpu.decoded[-1]["capture0"]
+        assert got.stride() == slopes.stride()
+        if slopes.data_ptr() % 16 == 0:     # (else a copy, freed since: stream-ordered)
+            assert got.data_ptr() == slopes.data_ptr()
+        else:
+            assert got.data_ptr() % 16 == 0
+
+
+@needs_torch
+def test_bool_and_2d_captures(gpu):
+    p = mc.Problem("document", 2, 4, 2, 40, 40, 64, "f16")
+    allowed = torch.rand(40) > 0.3
+    bias = torch.randn(40, 4).t()                         # [4, 40], transposed strides
+    case = mc.Case(lambda s, b, h, i, j: s + bias[h, j], lambda b, h, i, j: allowed[j] | (i == j),
+                   {}, None)
+    q, k, v = p.inputs()
+    out, lse = run(p, case, q, k, v)
+    check(p, case, out, lse, q, k, v)
+    assert gpu.decoded[-1]["capture1"].dtype == torch.bool
+    assert gpu.decoded[-1]["capture0"].stride() == (1, 4)
+
+
+@needs_torch
+def test_out_lse_and_options(gpu):
+    p = mc.Problem("prefix_lm", 2, 6, 2, 33, 65, 64, "bf16",
+                   (("causal", True), ("window", (40, 0)), ("softcap", 3.0), ("scale", 0.3)))
+    case = p.build()
+    q, k, v = p.inputs(layout="bshd")
+    out = torch.empty(2, 33, 6, 64, dtype=torch.bfloat16)
+    lse = torch.empty(2, 6, 33)
+    o, l = run(p, case, q, k, v, "bshd", out=out, lse=lse)
+    assert o is out and l is lse
+    check(p, case, out, lse, q, k, v, "bshd")
+    a = gpu.decoded[-1]
+    assert a["window_left"] == 40 and "capture0" not in a   # (no captures)
+
+
+@needs_torch
+def test_capture_errors(gpu):
+    p = mc.Problem("alibi", 1, 4, 2, 20, 20, 64)
+    q, k, v = p.inputs()
+    slopes = torch.ones(4, device="meta")
+    with pytest.raises(ValueError, match="read a tensor on meta .*capture 0.* q, k and v are "
+                                         "on cpu"):
+        flashmlir.attention(q, k, v, score_mod=lambda s, b, h, i, j: s + slopes[h])
+    # A kernel whose manifest disagrees with its key's captures.
+    slopes = torch.ones(4)
+    case = mc.Case(lambda s, b, h, i, j: s + slopes[h], None, {}, None)
+    r = p.request(case)
+    spec = gpu.registry.generate(r)
+    with open(spec.json_path) as f:
+        m = json.load(f)
+    m["modifiers"]["captures"][0]["shape"] = [5]
+    with open(spec.json_path, "w") as f:
+        json.dump(m, f)
+    gpu.registry.refresh()
+    with pytest.raises(ValueError, match=re.escape("capture 0 is a torch.float32 tensor of "
+                                                   "shape (4,) but kernel") + ".* takes f32 "
+                                                   r"of shape \[5\]"):
+        run(p, case, q, k, v)
+
+
+@needs_torch
+def test_grad_falls_back_to_the_reference(gpu):
+    p = mc.Problem("alibi", 1, 4, 2, 20, 30, 64)
+    case = p.build()
+    slopes = case.captures["slopes"].requires_grad_(True)
+    q, k, v = p.inputs(requires_grad=True)
+    with pytest.warns(UserWarning, match=r"no GPU backward kernel yet.*O\(N\^2\)"):
+        out, lse = run(p, case, q, k, v)
+    assert gpu.ran == []
+    with warnings.catch_warnings(record=True) as again:
+        warnings.simplefilter("always")
+        out, lse = run(p, case, q, k, v)
+    assert not any("no GPU backward" in str(w.message) for w in again)   # once
+    check(p, case, out, lse, q.detach(), k.detach(), v.detach())
+    out.float().sum().backward()
+    assert all(t.grad is not None for t in (q, k, v, slopes))
+    with torch.no_grad():                     # no grad: the kernel
+        out, _ = run(p, case, q, k, v)
+    assert len(gpu.ran) == 1
+
+
+@needs_torch
+def test_no_split_kv_with_modifiers(gpu):
+    """A decode call with modifiers runs their kernel, not a split-KV one."""
+    p = mc.Problem("causal", 1, 4, 2, 1, 300, 64)
+    case = p.build()
+    gpu.registry.generate(_kernels.KernelRequest.make("forward", "bf16", 64, split_kv=True))
+    q, k, v = p.inputs()
+    out, lse = run(p, case, q, k, v)
+    check(p, case, out, lse, q, k, v)
+    assert len(gpu.ran) == 1 and gpu.registry.spec_named(gpu.ran[0][0]).modifiers is not None
+
+
+@needs_torch
+def test_workspace_kernels_bind_captures(monkeypatch, tmp_path):
+    """Captures of a kernel listing its launch with a workspace (the dynamic
+    tile scheduler's counter)."""
+    fake = fake_gpu.install(monkeypatch, tmp_path, dynamic=True)
+    try:
+        p = mc.Problem("alibi", 2, 4, 2, 40, 70, 64, "bf16", (("causal", True),))
+        case = p.build()
+        q, k, v = p.inputs()
+        for _ in range(2):
+            out, lse = run(p, case, q, k, v)
+            check(p, case, out, lse, q, k, v)
+        spec = fake.registry.spec_named(fake.ran[-1][0])
+        assert spec.is_multi_launch and spec.modifiers is not None and fake.counters == [0, 0]
+    finally:
+        fake_gpu.uninstall(fake)
+
+
+@needs_torch
+def test_torch_compile_runs_the_reference(gpu):
+    p = mc.Problem("document_causal", 1, 4, 2, 24, 24, 64)
+    case = p.build()
+    q, k, v = p.inputs()
+    f = torch.compile(lambda q, k, v: run(p, case, q, k, v), backend="eager", fullgraph=True)
+    out, lse = f(q, k, v)
+    check(p, case, out, lse, q, k, v)
+    assert gpu.ran == []
+
+
+@needs_torch
+def test_build_script_lists_the_problems_kernels():
+    script = os.path.join(_REPO, "scripts", "build-modifier-kernels.py")
+    r = subprocess.run([sys.executable, script, "unused", "--dry-run", "--sm80"],
+                       capture_output=True, text=True, check=True)
+    n = len(mc.requests(mc.GPU_TEST_PROBLEMS + mc.BENCH_PROBLEMS))
+    assert f": {n} kernels (" in r.stdout.splitlines()[0]
+    assert sum(line.startswith("  sm_") for line in r.stdout.splitlines()) == 2 * n
+
+
+@needs_torch
+def test_problem_lists_cover_the_matrix():
+    ps = mc.GPU_TEST_PROBLEMS
+    assert {p.case for p in ps} == set(mc.CASES)
+    assert {p.D for p in ps} == {64, 128} and {p.dtype for p in ps} == {"bf16", "f16"}
+    assert any(p.Hq != p.Hkv for p in ps) and any(p.Hq == p.Hkv for p in ps)
+    assert {1, 17, 300, 1000} <= {p.Nq for p in ps} and any(p.Nq > p.Nk for p in ps)
+    for name in mc.CASES:   # every case meets both dtypes and head dims
+        assert {(p.dtype, p.D) for p in ps if p.case == name} >= {("bf16", 128), ("f16", 64)}
+    assert all((p.D, p.dtype, p.B * p.Nq, p.Hq) == (128, "bf16", mc.BENCH_TOKENS, 16)
+               for p in mc.BENCH_PROBLEMS)
+    assert {p.Nq for p in mc.BENCH_PROBLEMS} == {4096, 16384}
