@@ -429,6 +429,31 @@ public:
           result = arith::ExtSIOp::create(b, loc, out, in);
         else
           result = arith::ExtUIOp::create(b, loc, out, in);
+      } else if (auto ext = isa<arith::SIToFPOp>(op)
+                                ? lookup(op.getOperand(0))
+                                      .getDefiningOp<arith::ExtSIOp>()
+                                : arith::ExtSIOp()) {
+        // sitofp(extsi(x : i32)) is sitofp(x): the narrowed index arithmetic
+        // left the extension; 32-bit conversions are the cheap ones.
+        result = arith::SIToFPOp::create(b, loc, op.getResult(0).getType(),
+                                         ext.getIn());
+      } else if (auto div = dyn_cast<arith::DivFOp>(op);
+                 div && classes.lookup(div.getRhs()) != kElem &&
+                 (classes.lookup(div.getRhs()) & kScore) == 0) {
+        // x / y with y the same for a row, a column or everywhere: x times
+        // 1 / y, the reciprocal computed once there (within 1.5 ulp of the
+        // quotient; the GPU's IEEE division costs about ten instructions).
+        Value rhs = lookup(div.getRhs());
+        Value recip = reciprocals.lookup(rhs);
+        if (!recip) {
+          recip = arith::DivFOp::create(
+              b, loc,
+              arith::ConstantOp::create(b, loc,
+                                        b.getFloatAttr(rhs.getType(), 1.0)),
+              rhs);
+          reciprocals[rhs] = recip;
+        }
+        result = arith::MulFOp::create(b, loc, lookup(div.getLhs()), recip);
       } else {
         IRMapping operands;
         for (Value operand : op.getOperands())
@@ -446,7 +471,8 @@ public:
   }
 
 private:
-  static constexpr unsigned kScore = 1, kRow = 2, kCol = 4;
+  static constexpr unsigned kScore = 1, kRow = 2, kCol = 4,
+                            kElem = kRow | kCol;
   OpBuilder &b;
   Location loc;
   Block &body;
@@ -456,6 +482,8 @@ private:
   llvm::DenseMap<Value, Value> memrefs;
   IRMapping invariant;
   llvm::DenseMap<int64_t, IRMapping> rowMaps, colMaps;
+  /// 1 / y of each divisor y made so far (see `at`).
+  llvm::DenseMap<Value, Value> reciprocals;
 };
 
 /// Register fragments of one warp for mma.sync m16n8k16 (f16/bf16 in, f32

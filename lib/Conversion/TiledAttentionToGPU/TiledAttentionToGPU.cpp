@@ -1538,23 +1538,45 @@ ForwardKernelEmitter::emitSoftmax(OnlineAttentionOp step, Value kStart,
     auto cmp = [&](arith::CmpIPredicate pred, int64_t lhs, Value rhs) {
       return arith::CmpIOp::create(b, loc, pred, i32(lhs), rhs);
     };
-    for (int64_t mt = 0; mt < m; ++mt)
-      for (int64_t nt = 0; nt < ns; ++nt)
-        for (int64_t h = 0; h < 2; ++h)
-          for (int64_t e = 0; e < 2; ++e) {
-            int64_t colOff = 8 * nt + e, diff = colOff - 16 * mt - 8 * h;
-            Value visible = cmp(arith::CmpIPredicate::slt, colOff, keyLimit);
-            if (rightLimit)
-              visible = arith::AndIOp::create(
-                  b, loc, visible,
-                  cmp(arith::CmpIPredicate::sle, diff, rightLimit));
-            if (leftLimit)
-              visible = arith::AndIOp::create(
-                  b, loc, visible,
-                  cmp(arith::CmpIPredicate::sge, diff, leftLimit));
-            Value &x = u(mt, nt, h, e);
-            x = arith::SelectOp::create(b, loc, visible, x, negInf);
-          }
+    auto apply = [&] {
+      for (int64_t mt = 0; mt < m; ++mt)
+        for (int64_t nt = 0; nt < ns; ++nt)
+          for (int64_t h = 0; h < 2; ++h)
+            for (int64_t e = 0; e < 2; ++e) {
+              int64_t colOff = 8 * nt + e, diff = colOff - 16 * mt - 8 * h;
+              Value visible =
+                  cmp(arith::CmpIPredicate::slt, colOff, keyLimit);
+              if (rightLimit)
+                visible = arith::AndIOp::create(
+                    b, loc, visible,
+                    cmp(arith::CmpIPredicate::sle, diff, rightLimit));
+              if (leftLimit)
+                visible = arith::AndIOp::create(
+                    b, loc, visible,
+                    cmp(arith::CmpIPredicate::sge, diff, leftLimit));
+              Value &x = u(mt, nt, h, e);
+              x = arith::SelectOp::create(b, loc, visible, x, negInf);
+            }
+    };
+    if (band || !(scoreMod || maskMod)) {
+      apply();
+    } else {
+      // A modifier's step is masked for its positions: most of its blocks
+      // are whole, and only the sequence's last needs the tail compare.
+      SmallVector<Value> before = uVals;
+      auto ifOp = scf::IfOp::create(
+          b, loc, TypeRange(ValueRange(uVals)),
+          arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sgt,
+                                add(kStart, idx(keys)), kLen),
+          /*withElseRegion=*/true);
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(ifOp.elseBlock());
+      scf::YieldOp::create(b, loc, before);
+      b.setInsertionPointToStart(ifOp.thenBlock());
+      apply();
+      scf::YieldOp::create(b, loc, uVals);
+      uVals.assign(ifOp.getResults().begin(), ifOp.getResults().end());
+    }
   }
 
   // 2^x: flushing denormal results (faptx.ex2) saves ptxas's rescaling of

@@ -173,8 +173,9 @@ func.func @runtime_window(%q: tensor<64x64xf16>, %k: tensor<32x64xf16>, %v: tens
 // A step with a mask_mod is split by its mask attribute like any other (the
 // full loop keeps the positions, which the modifier reads, and drops only
 // the attribute), in a range narrowed to the key blocks the mask_mod may
-// see: a scan in front of the loops runs the block verdict over [lo, hi)
-// and keeps [first seen, last seen + Bc). Each step is then decided per
+// see: a scan in front of the loops runs the verdicts over [lo, hi), chunk
+// by chunk, then block by block in the first and the last chunk that may
+// see, and keeps [first seen, last seen + Bc). Each step is then decided per
 // block: interval arithmetic over the region, on the block's rows [q0,
 // min(q0 + 64, Nq) - 1] and keys [k0, min(k0 + 32, Nk) - 1], says whether
 // the block may be seen (else the state passes through) and may be hidden
@@ -186,13 +187,22 @@ func.func @runtime_window(%q: tensor<64x64xf16>, %k: tensor<32x64xf16>, %v: tens
 // CHECK-SAME:    %[[Q0:[a-z0-9]+]]: index, %[[NQ:[a-z0-9]+]]: index, %[[NK:[a-z0-9]+]]: index, %{{.*}}: index, %{{.*}}: index)
 // The causal range: [0, HI).
 // CHECK:         %[[HI:.*]] = arith.minsi %{{.*}}, %[[NK]] : index
-// The scan: first and last + Bc of the blocks the mask_mod may see.
-// CHECK:         %[[SCAN:.*]]:2 = scf.for %[[S0:.*]] = %{{.*}} to %[[HI]] step %{{.*}} iter_args(%[[FIRST:.*]] = %[[HI]], %[[LAST:.*]] = %{{.*}}) -> (index, index)
-// CHECK:           %[[UNSET:.*]] = arith.cmpi eq, %[[FIRST]], %[[HI]] : index
+// The scan: chunks of 8 blocks (256 keys) first, the first and the last
+// chunk that may see (HI if none) ...
+// CHECK:         %[[CH:.*]]:2 = scf.for %[[C0:.*]] = %{{.*}} to %[[HI]] step %c256 iter_args(%[[FC:.*]] = %[[HI]], %[[LC:.*]] = %[[HI]]) -> (index, index)
+// CHECK:           %[[UNSET:.*]] = arith.cmpi eq, %[[FC]], %[[HI]] : index
 // CHECK:           %[[NEW:.*]] = arith.andi %[[MAYSEE:.*]], %[[UNSET]] : i1
-// CHECK:           arith.select %[[NEW]], %[[S0]], %[[FIRST]] : index
-// CHECK:           arith.select %[[MAYSEE]], %{{.*}}, %[[LAST]] : index
-// CHECK:         %[[END:.*]] = arith.maxsi %[[SCAN]]#1, %[[SCAN]]#0 : index
+// CHECK:           arith.select %[[NEW]], %[[C0]], %[[FC]] : index
+// CHECK:           arith.select %[[MAYSEE]], %[[C0]], %[[LC]] : index
+// ... then block by block: the first block of the first chunk that may see,
+// CHECK:         %[[FIRST:.*]] = scf.for %{{.*}} = %[[CH]]#0 to %{{.*}} step %{{.*}} iter_args(%{{.*}} = %[[HI]]) -> (index)
+// and the end of the last such block of the last chunk.
+// CHECK:         %[[LAST:.*]] = scf.for %{{.*}} = %[[CH]]#1 to %{{.*}} step %{{.*}} iter_args(%{{.*}} = %[[HI]]) -> (index)
+// A chunk whose blocks all turn out unseen keeps its bound.
+// CHECK:         %[[NONE:.*]] = arith.cmpi eq, %[[FIRST]], %[[HI]] : index
+// CHECK:         %[[BEGIN:.*]] = arith.select %[[NONE]], %[[CH]]#0, %[[FIRST]] : index
+// CHECK:         %[[END0:.*]] = arith.select %{{.*}}, %{{.*}}, %[[LAST]] : index
+// CHECK:         %[[END:.*]] = arith.maxsi %[[END0]], %[[BEGIN]] : index
 // Every bound clamped into [first, end).
 // CHECK:         arith.minsi %{{.*}}, %[[END]] : index
 // CHECK:         %[[LO:.*]] = arith.minsi %{{.*}}, %[[END]] : index

@@ -1,0 +1,38 @@
+#!/bin/bash
+# H200, thirteenth session: score_mod / mask_mod kernels (issue 14). Carry
+# build/modifier-kernels.tar.xz
+# (scripts/build-modifier-kernels.py: the modifier kernels and their
+# built-in equivalents) and build/lib/libflashmlir_launcher.so.
+# One call: test_gpu_modifiers.py (FlashAttention's rule against float64,
+# built-ins bitwise), compute-sanitizer memcheck and racecheck (fa_ kernels
+# only) over a subset, then bench/bench_modifiers.py against FlexAttention.
+# At most 8 files in $OUT.
+source "$(dirname "${BASH_SOURCE[0]}")/device-env.sh"
+if [ -f build/modifier-kernels.tar.xz ] && [ ! -d build/modifier-kernels ]; then
+  tar -xJf build/modifier-kernels.tar.xz -C build
+fi
+export FLASHMLIR_KERNEL_DIR=$PWD/build/modifier-kernels
+export FLASHMLIR_REQUIRE_KERNELS=1
+export PYTHONPATH="$PWD/python/tests:$PYTHONPATH"
+timeout ${TEST_S:-240} $PY -m pytest -q -p no:cacheprovider -x -rs \
+  python/tests/test_gpu_modifiers.py > "$OUT/tests.txt" 2>&1
+tail -3 "$OUT/tests.txt"
+grep -E "^FAILED|Error|assert" "$OUT/tests.txt" | head -10
+echo "tests done $(elapsed)"
+if [ -n "${SANITIZE:-1}" ]; then
+  for tool in memcheck racecheck; do
+    filt=""; [ $tool = racecheck ] && filt="--kernel-name regex:fa_"
+    echo "== $tool" >> "$OUT/sanitize.txt"
+    timeout 150 compute-sanitizer --tool $tool $filt --error-exitcode 99 --print-limit 20 \
+      $PY -m pytest -q -p no:cacheprovider -x python/tests/test_gpu_modifiers.py \
+      -k "300x450 and bhsd" >> "$OUT/sanitize.txt" 2>&1
+    echo "$tool rc=$?"
+  done
+  grep -E "ERROR SUMMARY|RACECHECK SUMMARY|passed|failed" "$OUT/sanitize.txt" | head
+  echo "sanitizers done $(elapsed)"
+fi
+timeout ${BENCH_S:-300} $PY bench/bench_modifiers.py --out "$OUT/bench" ${BENCH_ARGS:-} \
+  > "$OUT/bench.txt" 2>&1
+grep -E "^\|" "$OUT/bench.txt"
+tail -3 "$OUT/bench.txt" | grep -v "^|"
+echo "bench done $(elapsed)"
