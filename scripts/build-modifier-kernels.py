@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """Compiles the kernels of the score_mod / mask_mod problems of
-python/tests/modifier_cases.py (GPU_TEST_PROBLEMS and BENCH_PROBLEMS: the
-kernels of the modifiers and of their built-in equivalents) into OUT_DIR,
-with the package's own requests and registry, so that a machine without
-fa-compile (the H200) finds them:
+python/tests/modifier_cases.py (modifier_cases.kernel_requests: the forward
+of GPU_TEST_PROBLEMS and BENCH_PROBLEMS, the backward of
+GPU_BACKWARD_PROBLEMS, deterministic too for GPU_DETERMINISTIC_PROBLEMS,
+and of BENCH_PROBLEMS; the kernels of the modifiers and of their built-in
+equivalents) into OUT_DIR, with the package's own requests and registry,
+so that a machine without fa-compile (the H200) finds them:
 
     python3 scripts/build-modifier-kernels.py build/modifier-kernels [--sm80] [-j 2]
     FLASHMLIR_KERNEL_DIR=build/modifier-kernels python3 -m pytest python/tests/test_gpu_modifiers.py
@@ -68,12 +70,14 @@ def main() -> int:
     os.environ.pop("FLASHMLIR_CHIP", None)   # (selection below is per chip)
 
     problems = {"gpu": mc.GPU_TEST_PROBLEMS, "bench": mc.BENCH_PROBLEMS}
-    chosen = [p for name, ps in problems.items() if args.only in (None, name) for p in ps]
-    requests = mc.requests(chosen)
+    which = [name for name in problems if args.only in (None, name)]
+    chosen = [p for name in which for p in problems[name]]
+    requests = mc.kernel_requests(which)
     chips = ["sm_90a"] + (["sm_80"] if args.sm80 else [])
     jobs = [(r, chip) for chip in chips for r in requests]
     print(f"{len(chosen)} problems: {len(requests)} kernels "
-          f"({sum(r.modifiers is not None for r in requests)} with modifiers) "
+          f"({sum(r.modifiers is not None for r in requests)} with modifiers, "
+          f"{sum(r.kind == 'backward' for r in requests)} backward) "
           f"x {len(chips)} chip(s)", flush=True)
     if args.dry_run:
         for r, chip in jobs:

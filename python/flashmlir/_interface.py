@@ -227,12 +227,28 @@ def forward_request(q, k, v, causal=False, window=None, scale=None, softcap=None
     """The KernelRequest of the forward kernel `attention(q, k, v, ...)` looks
     up (q, k and v may be meta tensors), e.g. to compile kernels ahead of
     the calls (scripts/build-modifier-kernels.py). Raises as attention()."""
-    c = _validate(q, k, v, causal, window, scale, softcap, layout, check_strides=False)
+    return _request("forward", q, k, v, causal, window, scale, softcap, layout, False,
+                    score_mod, mask_mod)
+
+
+def backward_request(q, k, v, causal=False, window=None, scale=None, softcap=None,
+                     layout="bhsd", deterministic=False, score_mod=None,
+                     mask_mod=None) -> _kernels.KernelRequest:
+    """The KernelRequest of the backward kernels `attention(q, k, v, ...)`
+    looks up when q, k or v requires grad (as forward_request)."""
+    return _request("backward", q, k, v, causal, window, scale, softcap, layout, deterministic,
+                    score_mod, mask_mod)
+
+
+def _request(kind, q, k, v, causal, window, scale, softcap, layout, deterministic, score_mod,
+             mask_mod) -> _kernels.KernelRequest:
+    c = _validate(q, k, v, causal, window, scale, softcap, layout, deterministic,
+                  check_strides=False)
     if score_mod is not None or mask_mod is not None:
         from . import _modifiers
         c = dataclasses.replace(c, modifiers=_kernels.Modifiers.of(
             _modifiers.trace(score_mod, mask_mod)))
-    return c.request("forward")
+    return c.request(kind)
 
 
 # ---------------------------------------------------------------------------
@@ -329,13 +345,15 @@ class _BackwardPlan:
     The workspace buffers are carved out of one byte allocation per call
     (bound by offset, see _plan.LaunchPlan's views); a call's buffers are
     its own, so calls on different streams or in CUDA-graph capture never
-    share scratch memory."""
+    share scratch memory. A forward plan with modifiers has backward
+    kernels of the same modifiers' key, their captured tensors (those the
+    forward bound) bound at every call as the kernels' capture<n>."""
 
     __slots__ = ("mode", "seq", "grad_shapes", "workspace", "dtype", "device", "ordinal",
                  "clone_dout", "ws_offsets", "ws_bytes", "like")
 
     def __init__(self, fwd: "_ForwardPlan", q, k, v, out, lse, dout, deterministic: bool,
-                 clone_dout: bool):
+                 clone_dout: bool, captures=()):
         c = dataclasses.replace(fwd.call, deterministic=deterministic)
         self.dtype, self.device, self.ordinal = c.dtype, c.device, fwd.ordinal
         self.clone_dout = clone_dout
@@ -356,11 +374,14 @@ class _BackwardPlan:
         tensors = {"q": _bhsd(q, L), "k": _bhsd(k, L), "v": _bhsd(v, L), "out": _bhsd(out, L),
                    "dout": _bhsd(dout, L), "lse": lse,
                    "dq": _bhsd(dq, L), "dk": _bhsd(dk, L), "dv": _bhsd(dv, L)}
+        caps = _capture_args(spec, captures)
+        tensors.update(caps)
         self.seq, self.workspace, self.ws_offsets, self.ws_bytes = _multi_launch_sequence(
-            spec, ordinal, tensors, d.env(), c.scalars(), _BACKWARD_TENSORS + (_WORKSPACE,),
-            c.device)
+            spec, ordinal, tensors, {**d.env(), **spec.capture_dims()}, c.scalars(),
+            _BACKWARD_TENSORS + tuple(caps) + (_WORKSPACE,), c.device)
 
-    def run(self, q, k, v, out, lse, dout, copied=False):
+    def run(self, q, k, v, out, lse, dout, copied=False, captures=()):
+        """`captures`: as _ForwardPlan.run's (the forward's)."""
         if self.clone_dout and not copied:
             dout = dout.clone(memory_format=torch.contiguous_format)
         # Contiguous gradients with q's dtype and device (plans are for plain
@@ -380,7 +401,8 @@ class _BackwardPlan:
             for t in (dq, dk, dv):
                 t.fill_(math.nan)
             ws.fill_(255)   # all-ones bytes: NaN in every float type
-        self.seq.launch((q, k, v, out, dout, lse, dq, dk, dv, ws), _current_stream(self.ordinal))
+        self.seq.launch((q, k, v, out, dout, lse, dq, dk, dv, *captures, ws),
+                        _current_stream(self.ordinal))
         return dq, dk, dv
 
 
@@ -555,27 +577,31 @@ class _ForwardPlan:
             lse.fill_(math.inf)
         return out, lse
 
-    def backward(self, q, k, v, out, lse, dout, deterministic: bool):
-        """dq, dk, dv (shaped like q, k, v) for a dout of the output's shape."""
+    def backward(self, q, k, v, out, lse, dout, deterministic: bool, captures=()):
+        """dq, dk, dv (shaped like q, k, v) for a dout of the output's shape.
+        `captures`: those the forward ran with (a plan with modifiers; its
+        backward plans, kept here, are of its modifiers' key and captures'
+        layout, as the plan is)."""
         key = None
         if isinstance(dout, torch.Tensor):
             key = _dout_key(dout, out, lse, deterministic)
             plan = self.bwd.get(key)
             if plan is not None and (plan.clone_dout or
                                      dout.data_ptr() % _launch.POINTER_ALIGNMENT == 0):
-                return plan.run(q, k, v, out, lse, dout)
+                return plan.run(q, k, v, out, lse, dout, False, captures)
         checked = _check_dout(dout, self.call)      # the full check; may copy
         if key is not None and checked is not dout and not _strides_ok(dout):
             # A strided or expanded dout: copied on every call of this kind.
-            plan = _BackwardPlan(self, q, k, v, out, lse, checked, deterministic, True)
+            plan = _BackwardPlan(self, q, k, v, out, lse, checked, deterministic, True, captures)
             self._remember(key, plan)
-            return plan.run(q, k, v, out, lse, checked, copied=True)
+            return plan.run(q, k, v, out, lse, checked, True, captures)
         ckey = _dout_key(checked, out, lse, deterministic)
         plan = self.bwd.get(ckey)
         if plan is None:
-            plan = _BackwardPlan(self, q, k, v, out, lse, checked, deterministic, False)
+            plan = _BackwardPlan(self, q, k, v, out, lse, checked, deterministic, False,
+                                 captures)
             self._remember(ckey, plan)
-        return plan.run(q, k, v, out, lse, checked, copied=True)
+        return plan.run(q, k, v, out, lse, checked, True, captures)
 
     def _remember(self, key, plan):
         if len(self.bwd) >= 64:
@@ -666,14 +692,17 @@ def _forward_plan(q, k, v, causal, window, scale, softcap, layout, deterministic
 
 class _FlashAttention(torch.autograd.Function):
     """Eager autograd over a forward plan (torch.compile uses the custom ops
-    of _ops.py instead; both run the same plans)."""
+    of _ops.py instead; both run the same plans). A plan with modifiers
+    takes its captured tensors (aligned, none requiring grad) after
+    `deterministic`: bound in the forward's and the backward's launches,
+    saved for the backward (an in-place change in between raises there)."""
 
     @staticmethod
-    def forward(ctx, q, k, v, plan, deterministic):
-        out, lse = plan.run(q, k, v)
+    def forward(ctx, q, k, v, plan, deterministic, *captures):
+        out, lse = plan.run(q, k, v, None, None, captures)
         # lse is not differentiable: no zero dlse to allocate and fill per call.
         ctx.set_materialize_grads(False)
-        ctx.save_for_backward(q, k, v, out, lse)
+        ctx.save_for_backward(q, k, v, out, lse, *captures)
         ctx.plan = plan
         ctx.deterministic = deterministic
         ctx.mark_non_differentiable(lse)
@@ -689,11 +718,14 @@ class _FlashAttention(torch.autograd.Function):
 
 
 def _flash_backward(ctx, dout, dlse):
-    q, k, v, out, lse = ctx.saved_tensors
-    dq, dk, dv = ctx.plan.backward(q, k, v, out, lse, dout, ctx.deterministic)
+    saved = ctx.saved_tensors
+    q, k, v, out, lse = saved[:5]
+    captures = saved[5:]
+    dq, dk, dv = ctx.plan.backward(q, k, v, out, lse, dout, ctx.deterministic, captures)
     need = ctx.needs_input_grad
-    return (dq if need[0] else None, dk if need[1] else None,
-            dv if need[2] else None, None, None)
+    grads = (dq if need[0] else None, dk if need[1] else None,
+             dv if need[2] else None, None, None)
+    return grads + (None,) * len(captures) if captures else grads
 
 
 _once_backward = once_differentiable(_flash_backward)
@@ -838,14 +870,15 @@ def aligned_captures(captures) -> Tuple[torch.Tensor, ...]:
 
 
 _GRAD_WARNING = (
-    "flashmlir.attention: score_mod / mask_mod have no GPU backward kernel yet, so with "
-    "q, k, v or a captured tensor requiring grad the call runs the PyTorch reference "
-    "(differentiable, but it materializes the [Nq, Nk] scores: O(N^2) memory and time); "
-    "without grad (torch.no_grad(), inference) the compiled forward kernel runs")
+    "flashmlir.attention: a tensor that score_mod / mask_mod read requires grad, and "
+    "gradients of captured tensors are not computed by the kernels, so the call runs the "
+    "PyTorch reference (differentiable, but it materializes the [Nq, Nk] scores: O(N^2) "
+    "memory and time); with captured tensors that do not require grad (e.g. detached) the "
+    "compiled forward and backward kernels run, giving q, k and v their gradients")
 _warned = [False]
 
 
-def _warn_no_backward() -> None:
+def _warn_no_capture_grads() -> None:
     if not _warned[0]:
         _warned[0] = True
         warnings.warn(_GRAD_WARNING, UserWarning, stacklevel=4)
@@ -856,26 +889,33 @@ def _modified(q, k, v, causal, window, scale, softcap, layout, deterministic, ou
     """attention with score_mod / mask_mod, traced first (the modifiers'
     errors surface for every device; see _modifiers.traced). Plain tensors
     on the kernels' device run the compiled forward kernel of the
-    modifiers, with their captured tensors bound at each call. The PyTorch
-    reference (plain torch ops, so autograd and torch.compile trace through)
-    runs CPU tensors, calls under torch.compile and, with a warning, kernel
-    tensors when q, k, v or a captured tensor requires grad (no backward
-    kernel with modifiers yet)."""
+    modifiers, with their captured tensors bound at each call, and when q,
+    k or v requires grad, _FlashAttention over it (the backward kernels of
+    the same modifiers, the captures bound again). The PyTorch reference
+    (plain torch ops, so autograd and torch.compile trace through) runs CPU
+    tensors, calls under torch.compile and, with a warning, kernel tensors
+    when a captured tensor requires grad (the kernels compute no gradients
+    of captured tensors)."""
     from . import _modifiers
     compiling = torch.compiler.is_compiling()   # (torch.compile traces the reference)
     captures = ()
     if not compiling:
         traced = _modifiers.traced(score_mod, mask_mod)
         captures = traced.captures
-        if _kernel_tensors(q, k, v, out, lse) and not _needs_grad(q, k, v, *captures):
+        if _kernel_tensors(q, k, v, out, lse) and not _needs_grad(*captures):
             plan = _forward_plan(q, k, v, causal, window, scale, softcap, layout,
                                  deterministic, out, lse, traced)
+            if _needs_grad(q, k, v):
+                if out is not None or lse is not None:
+                    raise ValueError("out= and lse= cannot be used when q, k or v requires grad")
+                return _FlashAttention.apply(q, k, v, plan, deterministic,
+                                             *aligned_captures(captures))
             return plan.run(q, k, v, out, lse, aligned_captures(captures))
     c = _validate(q, k, v, causal, window, scale, softcap, layout, deterministic,
                   check_strides=not compiling)
     _check_capture_devices(captures, c.device)
-    if not compiling and _kernel_tensors(q, k, v):
-        _warn_no_backward()
+    if not compiling and _kernel_tensors(q, k, v) and _needs_grad(*captures):
+        _warn_no_capture_grads()
     if (out is not None or lse is not None) and _needs_grad(q, k, v):
         raise ValueError("out= and lse= cannot be used when q, k or v requires grad")
     o, l = _reference.attention_modified(
@@ -933,12 +973,14 @@ def attention(q, k, v, causal=False, window=None, scale=None, softcap=None,
          softcap / scale, both layouts and GQA: found in the kernel folders
          or compiled once with fa-compile into the cache (their key, the
          traced IR and the captures' dtypes and shapes, names the kernel;
-         the captures' values are read at each call, any strides). There
-         is no GPU backward with modifiers yet: when q, k, v or a capture
-         requires grad the call runs the PyTorch reference (differentiable,
-         O(Nq * Nk) memory) with a one-time warning. torch.compile traces
-         the reference (no custom op with modifiers yet); CPU tensors run
-         it too.
+         the captures' values are read at each call, any strides). When q,
+         k or v requires grad, the backward runs the backward kernels of
+         the same modifiers (deterministic= as without modifiers). The
+         kernels compute no gradients of captured tensors: when a capture
+         requires grad, the call runs the PyTorch reference
+         (differentiable, O(Nq * Nk) memory) with a one-time warning.
+         torch.compile traces the reference (no custom op with modifiers
+         yet); CPU tensors run it too.
 
     Rows that see no key give out = 0 and lse = +inf. The last dimension of
     every tensor must be contiguous and data pointers 16-byte aligned.

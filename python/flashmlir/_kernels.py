@@ -170,10 +170,9 @@ class KernelRequest:
         if self.form == M.VARLEN and self.split_kv:
             raise ValueError("split_kv takes dense tensors or a paged cache, not packed "
                              "sequences")
-        if self.modifiers is not None and (self.kind != "forward" or self.form != M.DENSE
-                                           or self.split_kv):
-            raise ValueError("score_mod / mask_mod have dense forward kernels only (no "
-                             "backward, split-KV, packed or paged kernel computes them yet)")
+        if self.modifiers is not None and (self.form != M.DENSE or self.split_kv):
+            raise ValueError("score_mod / mask_mod have dense forward and backward kernels "
+                             "only (no split-KV, packed or paged kernel computes them yet)")
         if self.modifiers is not None and not isinstance(self.modifiers, Modifiers):
             raise TypeError(f"modifiers must be a Modifiers, got {type(self.modifiers).__name__}")
         if (self.form == M.PAGED) != (self.page_size is not None):
@@ -252,9 +251,10 @@ class KernelRequest:
 
     def kernel_name(self, chip: str) -> str:
         """The --name of a kernel with modifiers: fa-compile's kind of name
-        plus a hash of the key, unique per variant and modifiers."""
+        (fa_fwd_... / fa_bwd_..._det) plus a hash of the key, unique per
+        variant and modifiers."""
         left, right = self.mask
-        bits = [f"fa_fwd_d{self.head_dim}"]
+        bits = [f"fa_{'bwd' if self.kind == 'backward' else 'fwd'}_d{self.head_dim}"]
         if self.value_head_dim != self.head_dim:
             bits.append(f"dv{self.value_head_dim}")
         bits.append(self.dtype)
@@ -264,6 +264,8 @@ class KernelRequest:
             bits.append("window")
         if self.softcap is not None:
             bits.append("softcap")
+        if self.deterministic:
+            bits.append("det")
         bits += [chip.replace("_", ""), "mod", self.modifiers.key[:MODIFIERS_NAME_DIGITS]]
         return "_".join(bits)
 

@@ -45,6 +45,13 @@ A tensor map parameter (``{"name": ..., "type": "tensormap", "tensor": <a
 memref parameter of the same kernel>, "dtype": ..., "box": [...], "swizzle":
 ...}``, see `_tensormap`) passes the 128-byte CUtensorMap of that tensor,
 encoded at launch (in the PTX: ``.param .align 64 .b8 name[128]``).
+
+A kernel compiled with a score_mod / mask_mod (fa-compile --modifiers; a
+dense forward, not split-KV, or a dense backward) has a ``"modifiers"``
+section, ``{"key": <the runtime's key or null>, "captures": [{"name":
+"capture0", "dtype": "f32", "shape": [8]}, ...]}``, and takes each captured
+tensor as memref parameter ``capture<n>`` of dims ``capture<n>_<d>`` (in a
+backward, in whichever of its launches read them).
 """
 
 from __future__ import annotations
@@ -170,10 +177,11 @@ FORM_REQUIRED = {
 PAGE_SIZE_MULTIPLE = 16
 MAX_PAGE_SIZE = 4096
 
-# Score / mask modifiers (a forward's "modifiers" section): the element
-# types a captured tensor may have, and the names of its kernel parameter
-# (capture<n>, in the order of the section's captures) and of its dims
-# (capture<n>_<d>, bound to the capture's static shape).
+# Score / mask modifiers (the "modifiers" section of a dense forward, not
+# split-KV, or of a dense backward): the element types a captured tensor
+# may have, and the names of its kernel parameter (capture<n>, in the order
+# of the section's captures; in a backward, of any of its launches) and of
+# its dims (capture<n>_<d>, bound to the capture's static shape).
 CAPTURE_DTYPES = ("f32", "f16", "bf16", "i32", "i64", "i1")
 CAPTURE_NAME_RE = re.compile(r"^capture(\d+)$")
 MAX_CAPTURE_RANK = 8
@@ -425,10 +433,12 @@ class CaptureSpec:
 
 @dataclass(frozen=True)
 class ModifiersSpec:
-    """A forward's "modifiers" section: the kernel computes a score_mod /
-    mask_mod; `key` is the runtime's cache key of them (fa-compile
-    --modifiers-key; None: the kernel serves no request), `captures` the
-    tensors they read, in the order of their parameters."""
+    """The "modifiers" section of a dense forward or backward: the kernels
+    compute a score_mod / mask_mod (a backward: P recomputed with them, dS
+    times the score_mod's derivative; no gradients of the captures); `key`
+    is the runtime's cache key of them (fa-compile --modifiers-key; None:
+    the kernel serves no request), `captures` the tensors they read, in the
+    order of their parameters."""
 
     key: Optional[str]
     captures: Tuple[CaptureSpec, ...] = ()
@@ -873,9 +883,9 @@ def _parse_modifiers(data: dict, ctx: _Ctx, kind: str, form: str,
     unknown = sorted(set(mods) - {"key", "captures"})
     if unknown:
         raise ctx.fail(f"modifiers: unknown field(s) {', '.join(unknown)} (known: key, captures)")
-    if kind != "forward" or form != DENSE or kv_splits is not None:
-        raise ctx.fail("modifiers: only a dense forward kernel (not split-KV) computes score_mod / "
-                       f"mask_mod; this manifest is a {form} {kind}"
+    if form != DENSE or kv_splits is not None:
+        raise ctx.fail("modifiers: only dense kernels (a forward, not split-KV, or a backward) "
+                       f"compute score_mod / mask_mod; this manifest is a {form} {kind}"
                        + (" with kv_splits" if kv_splits is not None else ""))
     key = mods.get("key")
     if key is not None and (not isinstance(key, str) or not key):

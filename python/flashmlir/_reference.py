@@ -80,26 +80,13 @@ def attention_modified(q, k, v, mask, scale, softcap, score_mod, mask_mod):
     -inf unless the mask and mask_mod see the key (the order of fa.attention,
     docs/ARCHITECTURE.md). Differentiable by autograd in q, k, v and in the
     tensors the modifiers read."""
-    from ._modifiers import index_grids
     g = q.shape[1] // k.shape[1]
     kf = k.float()
     if g > 1:
         kf = kf.repeat_interleave(g, dim=1)
-    b, hq, nq, nk = q.shape[0], q.shape[1], q.shape[2], k.shape[2]
-    s = torch.matmul(q.float(), kf.transpose(-1, -2)) * scale
-    bi, hi, qi, ki = index_grids(b, hq, nq, nk, q.device)
-    if score_mod is not None:
-        s = torch.broadcast_to(score_mod(s, bi, hi, qi, ki), s.shape).float()
-    if softcap is not None:
-        s = softcap * torch.tanh(s / softcap)
-    vis = visible(nq, nk, mask, q.device).expand(b, hq, nq, nk)
-    if mask_mod is not None:
-        mm = torch.as_tensor(mask_mod(bi, hi, qi, ki), device=q.device)
-        if mm.dtype != torch.bool:
-            raise TypeError(f"mask_mod returned {mm.dtype} values, not booleans")
-        vis = vis & torch.broadcast_to(mm, vis.shape)
+    s, vis = modified_scores(torch.matmul(q.float(), kf.transpose(-1, -2)) * scale, mask,
+                             softcap, score_mod, mask_mod)
     rows = vis.any(-1)
-    s = s.masked_fill(~vis, -math.inf)
     # (As _probabilities, with rows per batch and head.)
     lse = torch.logsumexp(s.masked_fill(~rows[..., None], 0.0), dim=-1)
     p = torch.exp(s - lse[..., None])
@@ -109,6 +96,27 @@ def attention_modified(q, k, v, mask, scale, softcap, score_mod, mask_mod):
     out = torch.matmul(p, vf)
     lse = torch.where(rows, lse, torch.full((), math.inf, device=q.device))
     return out.to(q.dtype), lse
+
+
+def modified_scores(s, mask, softcap, score_mod, mask_mod):
+    """The scores of `attention_modified` from the scaled s = scale * q k^T
+    [B, Hq, Nq, Nk] (f32): score_mod, the softcap, -inf where the mask or
+    the mask_mod hide the key; and that visibility [B, Hq, Nq, Nk] (bool).
+    Differentiable in s (and the tensors the modifiers read)."""
+    from ._modifiers import index_grids
+    b, hq, nq, nk = s.shape
+    bi, hi, qi, ki = index_grids(b, hq, nq, nk, s.device)
+    if score_mod is not None:
+        s = torch.broadcast_to(score_mod(s, bi, hi, qi, ki), s.shape).float()
+    if softcap is not None:
+        s = softcap * torch.tanh(s / softcap)
+    vis = visible(nq, nk, mask, s.device).expand(b, hq, nq, nk)
+    if mask_mod is not None:
+        mm = torch.as_tensor(mask_mod(bi, hi, qi, ki), device=s.device)
+        if mm.dtype != torch.bool:
+            raise TypeError(f"mask_mod returned {mm.dtype} values, not booleans")
+        vis = vis & torch.broadcast_to(mm, vis.shape)
+    return s.masked_fill(~vis, -math.inf), vis
 
 
 def _group_sum(x, hkv):

@@ -10,8 +10,10 @@ PTX), packing, and one cuLaunchKernel per kernel with the packed `void*[]`.
 The fake decodes those bytes with the manifest's parameter list (memrefs
 into tensors at the pointers they carry, with their sizes and strides;
 scalars by type) and runs the named kernel: the forward with the PyTorch
-reference, the backward kernels with FlashAttention's formulas. Every
-launch is logged.
+reference, the backward kernels with FlashAttention's formulas; kernels
+with score_mod / mask_mod evaluate the traced regions their PTX carries on
+the captured tensors the launch got (the backward: P of the modified
+scores, dS through them by autograd). Every launch is logged.
 
 Kernels are made on demand by `GenRegistry` (the registry's compile step
 writes a manifest and a matching PTX stub), with scalar parameters mixed
@@ -209,9 +211,10 @@ class EmulatingCuda(FakeCuda):
         a["out"].copy_(out)
         a["lse"].copy_(lse)
 
-    def _modified(self, spec, a, mask, scale, softcap):
-        """The kernel of the traced regions its PTX carries (what fa-compile
-        compiled), run on the captured tensors the launch got (capture<n>)."""
+    def _region_fns(self, spec, a):
+        """score_mod, mask_mod (None: absent) of the traced regions the
+        kernel's PTX carries (what fa-compile compiled), evaluated on the
+        captured tensors the launch got (capture<n>)."""
         from test_modifiers import evaluate_region
         caps = [a[c.name] for c in spec.captures]
         score, mask_text = self.regions[spec.name]
@@ -223,8 +226,11 @@ class EmulatingCuda(FakeCuda):
         if mask_text is not None:
             def mask_mod(*idx):
                 return evaluate_region(mask_text, dict(zip(names, idx)), caps)
+        return score_mod, mask_mod
+
+    def _modified(self, spec, a, mask, scale, softcap):
         return _reference.attention_modified(a["q"], a["k"], a["v"], mask, scale, softcap,
-                                             score_mod, mask_mod)
+                                             *self._region_fns(spec, a))
 
     def _run_split_fa_fwd_kernel(self, spec, a):
         """The partials of S chunks of whole 64-key blocks: chunk s of head h
@@ -337,16 +343,28 @@ class EmulatingCuda(FakeCuda):
 
     def _ds(self, spec, a):
         """P from the saved lse and dS = P (dP - delta), with the delta the
-        preprocess kernel wrote (as the real kernels do)."""
+        preprocess kernel wrote (as the real kernels do). With modifiers
+        (the regions the PTX carries, on the captures the launch got), P of
+        the modified scores and dS through the softcap and the score_mod
+        by autograd (the real kernels: times score_mod's derivative)."""
         mask, scale, softcap = self._scalars(spec, a)
-        s, t, _, _ = _reference._scores(a["q"], a["k"], mask, scale, softcap)
-        p = torch.exp(s - a["lse"][..., None])   # lse = +inf on rows that see no key: p = 0
         g = a["q"].shape[1] // a["k"].shape[1]
+        if spec.modifiers is not None:
+            kk = a["k"].float().repeat_interleave(g, dim=1)
+            with torch.enable_grad():
+                x = (torch.matmul(a["q"].float(), kk.transpose(-1, -2)) * scale).requires_grad_()
+                s, _ = _reference.modified_scores(x, mask, softcap, *self._region_fns(spec, a))
+            t = None
+        else:
+            s, t, _, _ = _reference._scores(a["q"], a["k"], mask, scale, softcap)
+        p = torch.exp(s.detach() - a["lse"][..., None])   # lse = +inf (no key): p = 0
         vv = a["v"].float().repeat_interleave(g, dim=1)
         dp = torch.matmul(a["dout"].float(), vv.transpose(-1, -2))
         ds = p * (dp - a["delta"][..., None])
         if t is not None:
             ds = ds * (1 - t * t)
+        if spec.modifiers is not None:
+            ds = torch.autograd.grad(s, x, ds)[0]
         return p, ds, scale, g
 
     def _run_fa_bwd_kernel(self, spec, a):
@@ -469,7 +487,9 @@ def modifier_regions(text):
 
 def _with_modifiers(m, mods):
     """m as fa-compile --modifiers writes it: the modifiers section and a
-    capture<n> memref (dims capture<n>_<d>) per capture, before out."""
+    capture<n> memref (dims capture<n>_<d>) per capture: a forward's before
+    out, a backward's last in the launches that read k (the dK/dV kernel
+    and the deterministic dQ one)."""
     caps = [{"name": f"capture{n}", "dtype": dt, "shape": list(shape)}
             for n, (dt, shape) in enumerate(mods.captures)]
     m["modifiers"] = {"key": mods.key, "captures": caps}
@@ -477,8 +497,13 @@ def _with_modifiers(m, mods):
                "dtype": c["dtype"], "dims": [f"{c['name']}_{d}" for d in range(len(c["shape"]))]}
               for c in caps]
     for launch in m["kernels"] if "kernels" in m else [m]:
-        at = next(i for i, p in enumerate(launch["params"]) if p["name"] == "out")
-        launch["params"][at:at] = params
+        names = [p["name"] for p in launch["params"]]
+        if m["kind"] == "backward":
+            if "k" in names:
+                launch["params"] += params
+        else:
+            at = names.index("out")
+            launch["params"][at:at] = params
     return m
 
 

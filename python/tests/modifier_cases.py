@@ -17,6 +17,12 @@ machine (no fa-compile) finds them in FLASHMLIR_KERNEL_DIR.
         if case.builtin is not None:       # the same without modifiers
             same = flashmlir.attention(q, k, v, layout=layout, **case.builtin)
 
+    for p in GPU_BACKWARD_PROBLEMS:        # (and GPU_DETERMINISTIC_PROBLEMS)
+        q, k, v = p.inputs(device, layout, requires_grad=True)
+        out = flashmlir.attention(q, k, v, ..., deterministic=det)   # as above
+        out.backward(dout)                 # the backward kernels of the modifiers
+        want = reference_gradients(p, case, q, k, v, dout, layout)
+
 CASES maps a name to its builder: builder(problem, device, generator) ->
 Case. Positions are FlexAttention's (0-based q_idx and kv_idx, not
 aligned); the masks that have a built-in equivalent align themselves to
@@ -99,18 +105,27 @@ class Problem:
         return tuple(torch.empty((self.B, h, n, self.D), dtype=self.torch_dtype, device="meta")
                      for h, n in ((self.Hq, self.Nq), (self.Hkv, self.Nk), (self.Hkv, self.Nk)))
 
-    def request(self, case: Optional[Case] = None):
-        """The forward KernelRequest the modified call looks up."""
+    def request(self, case: Optional[Case] = None, kind: str = "forward",
+                deterministic: bool = False):
+        """The KernelRequest the modified call looks up: its forward, or
+        (kind "backward") its backward kernels'."""
         case = case or self.build()
-        return _interface.forward_request(*self._meta(), score_mod=case.score_mod,
-                                          mask_mod=case.mask_mod, **self.kwargs)
+        return self._request(kind, deterministic, score_mod=case.score_mod,
+                             mask_mod=case.mask_mod, **self.kwargs)
 
-    def builtin_request(self, case: Optional[Case] = None):
+    def builtin_request(self, case: Optional[Case] = None, kind: str = "forward",
+                        deterministic: bool = False):
         """The KernelRequest of the built-in equivalent (None: none)."""
         case = case or self.build()
         if case.builtin is None:
             return None
-        return _interface.forward_request(*self._meta(), **case.builtin)
+        return self._request(kind, deterministic, **case.builtin)
+
+    def _request(self, kind, deterministic, **kw):
+        if kind == "forward":
+            assert not deterministic, "deterministic applies to the backward"
+            return _interface.forward_request(*self._meta(), **kw)
+        return _interface.backward_request(*self._meta(), deterministic=deterministic, **kw)
 
 
 def _builtin(p: Problem, **extra) -> Dict[str, Any]:
@@ -233,22 +248,69 @@ def _gpu_test_problems():
 
 GPU_TEST_PROBLEMS = _gpu_test_problems()
 
+
+def _gpu_backward_problems():
+    """Of the GPU test's problems: each case at two of the sizes (rotating,
+    so each size meets four cases), one bf16 d128 GQA, one f16 d64 MHA;
+    then every problem with built-in options or queries outnumbering keys
+    (rows that see no key: zero dq)."""
+    per_case = len(_SIZES)
+    out = [p for n, p in enumerate(GPU_TEST_PROBLEMS[:len(CASES) * per_case])
+           if (n // per_case + n % per_case) % len(_CONFIGS) in (0, 1)]
+    return out + GPU_TEST_PROBLEMS[len(CASES) * per_case:]
+
+
+# The problems the GPU test runs the backward of (kernels built for them:
+# the modified calls' and their built-in equivalents'), and those it also
+# runs with deterministic=True (the deterministic backward kernels).
+GPU_BACKWARD_PROBLEMS = _gpu_backward_problems()
+GPU_DETERMINISTIC_PROBLEMS = [p for p in GPU_BACKWARD_PROBLEMS
+                              if p.case in ("alibi", "document_causal")]
+
 # -- the benchmark's problems: 16k tokens, 16 heads of 128, bf16 ----------------------
 BENCH_TOKENS = 16384
 BENCH_PROBLEMS = [Problem(name, BENCH_TOKENS // n, 16, 16, n, n, 128, "bf16")
                   for n in (4096, 16384) for name in CASES]
 
 
-def requests(problems):
-    """The distinct forward KernelRequests of `problems` (the modified calls
-    and their built-in equivalents), in first-use order."""
+def requests(problems, kind: str = "forward", deterministic: bool = False):
+    """The distinct KernelRequests of `problems` (the modified calls and
+    their built-in equivalents; their forward, or their backward kernels),
+    in first-use order."""
     out = []
     for p in problems:
         case = p.build()
-        for r in (p.request(case), p.builtin_request(case)):
+        for r in (p.request(case, kind, deterministic),
+                  p.builtin_request(case, kind, deterministic)):
             if r is not None and r not in out:
                 out.append(r)
     return out
+
+
+def kernel_requests(which=("gpu", "bench")):
+    """Every kernel the GPU test ("gpu") and the benchmark ("bench") look
+    up: the forward of their problems, the backward of
+    GPU_BACKWARD_PROBLEMS (deterministic too for GPU_DETERMINISTIC_PROBLEMS)
+    and of BENCH_PROBLEMS. Distinct, in first-use order (what
+    scripts/build-modifier-kernels.py compiles)."""
+    lists = {"gpu": [requests(GPU_TEST_PROBLEMS), requests(GPU_BACKWARD_PROBLEMS, "backward"),
+                     requests(GPU_DETERMINISTIC_PROBLEMS, "backward", True)],
+             "bench": [requests(BENCH_PROBLEMS), requests(BENCH_PROBLEMS, "backward")]}
+    out = []
+    for name in which:
+        for r in (r for rs in lists[name] for r in rs):
+            if r not in out:
+                out.append(r)
+    return out
+
+
+def reference_gradients(p: Problem, case: Case, q, k, v, dout, layout: str = "bhsd"):
+    """dq, dk, dv of the modified call (typed like q, k, v) by autograd of
+    `reference` on detached copies (its f32 math; materializes [Nq, Nk])."""
+    q, k, v = (t.detach().requires_grad_() for t in (q, k, v))
+    with torch.enable_grad():
+        out, _ = reference(p, case, q, k, v, layout)
+        return torch.autograd.grad(out, (q, k, v), dout)
 
 
 def reference(p: Problem, case: Case, q, k, v, layout: str = "bhsd"):

@@ -7,6 +7,7 @@ on the captured tensors each launch binds (compared with the PyTorch
 reference of the Python functions). The manifest and request tests need
 no torch."""
 
+import dataclasses
 import json
 import os
 import re
@@ -62,8 +63,25 @@ def param(m, name):
     return next(p for p in m["params"] if p["name"] == name)
 
 
-def request(modifiers=None, **kw):
-    return _kernels.KernelRequest.make("forward", "bf16", 128, modifiers=modifiers, **kw)
+def request(modifiers=None, kind="forward", **kw):
+    return _kernels.KernelRequest.make(kind, "bf16", 128, modifiers=modifiers, **kw)
+
+
+def mod_backward(deterministic=False, key=KEY, captures=(("f32", [8]),)):
+    """A backward manifest as fa-compile --kind=backward --modifiers writes
+    it: the section, a capture<n> memref per capture last in the launches
+    that read k."""
+    m = backward_example(deterministic, d=128, causal=False)
+    caps = [{"name": f"capture{n}", "dtype": dt, "shape": list(shape)}
+            for n, (dt, shape) in enumerate(captures)]
+    m["modifiers"] = {"key": key, "captures": caps}
+    for launch in m["kernels"]:
+        if any(p["name"] == "k" for p in launch["params"]):
+            launch["params"] += [{"name": c["name"], "type": "memref", "rank": len(c["shape"]),
+                                  "dtype": c["dtype"],
+                                  "dims": [f"{c['name']}_{d}" for d in range(len(c["shape"]))]}
+                                 for c in caps]
+    return m
 
 
 # -- manifests ---------------------------------------------------------------------------
@@ -96,6 +114,31 @@ def test_real_fa_compile_manifests(tmp_path):
     assert not any(r.matches(nokey) for r in (
         _kernels.KernelRequest.make("forward", "f16", 64, modifiers=mods()),
         _kernels.KernelRequest.make("forward", "f16", 64)))
+
+
+def test_real_fa_compile_backward_manifests(tmp_path):
+    """fa-compile --kind=backward --modifiers through the registry: the
+    section and capture<n> in the kernels that recompute P (the dK/dV
+    kernel, the deterministic dQ kernel), fa-compile's name plus the key's
+    hash; each serves its request only."""
+    compiler = _fa_compile()
+    reg = _kernels.KernelRegistry([], cache=str(tmp_path / "cache"), compiler=compiler)
+    plain = request(mods(), kind="backward")
+    det = _kernels.KernelRequest.make("backward", "f16", 64, causal=True, deterministic=True,
+                                      modifiers=mods())
+    for r, entries in ((plain, {"fa_bwd_kernel"}), (det, {"fa_bwd_kernel", "fa_bwd_dq_kernel"})):
+        spec = reg.find(r, (9, 0))
+        assert spec.name == r.kernel_name("sm_90a") and spec.kind == "backward"
+        assert spec.deterministic == r.deterministic and spec.modifiers_key == KEY
+        assert spec.captures == (M.CaptureSpec("capture0", "f32", (8,)),)
+        assert {k.entry for k in spec.kernels
+                if any(p.name == "capture0" for p in k.params)} == entries
+        others = (request(mods()), request(kind="backward"),
+                  dataclasses.replace(r, deterministic=not r.deterministic),
+                  dataclasses.replace(r, modifiers=mods("b" * 64)))
+        assert r.matches(spec) and not any(o.matches(spec) for o in others)
+    assert spec.name == "fa_bwd_d64_f16_causal_det_sm90a_mod_" + KEY[:16]
+    assert len(os.listdir(tmp_path / "cache")) == 4
 
 
 def test_section_parses():
@@ -152,16 +195,65 @@ def test_bad_sections(edit, match):
         parse(_edit(edit))
 
 
-def test_only_dense_forwards_have_modifiers():
-    b = backward_example(False)
-    b["modifiers"] = {"key": KEY, "captures": []}
-    with pytest.raises(ManifestError, match="only a dense forward kernel"):
-        parse(b)
-    for kw in (dict(kind="backward"), dict(split_kv=True),
-               dict(form="paged", page_size=64)):
-        with pytest.raises(ValueError, match="dense forward kernels only"):
+@pytest.mark.parametrize("deterministic", [False, True])
+def test_backward_sections_parse(deterministic):
+    s = parse(mod_backward(deterministic, captures=(("i32", [2, 3]), ("f32", [8]))))
+    assert s.kind == "backward" and s.modifiers_key == KEY
+    assert s.capture_dims() == {"capture0_0": 2, "capture0_1": 3, "capture1_0": 8}
+    assert request(mods(), kind="backward", deterministic=deterministic).matches(
+        parse(mod_backward(deterministic)))
+    b = backward_example(deterministic)
+    b["modifiers"] = {"key": KEY, "captures": []}     # (modifiers that read no tensor)
+    assert parse(b).captures == ()
+
+
+def _edit_backward(fn):
+    m = mod_backward(True, captures=(("f32", [8]), ("i32", [2, 3])))
+    fn(m)
+    return m
+
+
+def _kernel(m, entry):
+    return next(k for k in m["kernels"] if k["entry"] == entry)
+
+
+def _kparam(m, entry, name):
+    return next(p for p in _kernel(m, entry)["params"] if p["name"] == name)
+
+
+@pytest.mark.parametrize("edit,match", [
+    (lambda m: _kparam(m, "fa_bwd_dq_kernel", "capture1").update(dims=["2", "4"]),
+     r"kernels \(fa_bwd_dq_kernel\): parameter capture1 has dims \[2, 4\]"),
+    (lambda m: _kparam(m, "fa_bwd_kernel", "capture0").update(dtype="f16"),
+     r"kernels \(fa_bwd_kernel\): parameter capture0 is rank 1 f16"),
+    (lambda m: [k["params"].remove(_kparam(m, k["entry"], "capture1"))
+                for k in m["kernels"] if k["entry"] != "fa_bwd_preprocess_kernel"],
+     "no kernel parameter takes capture1"),
+    (lambda m: (m.pop("modifiers"),), "unknown name"),
+    (lambda m: _kparam(m, "fa_bwd_kernel", "dk").update(dims=["B", "Hkv", "capture0_0", "D"]),
+     r"parameter dk has dims \[B, Hkv, capture0_0, D\] but must be"),
+])
+def test_bad_backward_sections(edit, match):
+    with pytest.raises(ManifestError, match=match):
+        parse(_edit_backward(edit))
+
+
+def test_only_dense_kernels_have_modifiers():
+    """A split-KV or packed manifest with modifiers is refused, as are such
+    requests; dense forward and backward requests take them."""
+    with pytest.raises(ManifestError, match="only dense kernels .* this manifest is a dense "
+                                            "forward with kv_splits"):
+        parse(dict(mod_manifest(), kv_splits="auto"))
+    with pytest.raises(ManifestError, match="only dense kernels .* this manifest is a varlen "
+                                            "backward"):
+        parse(dict(mod_backward(), form="varlen"))
+    for kw in (dict(split_kv=True), dict(form="paged", page_size=64),
+               dict(kind="backward", form="varlen")):
+        with pytest.raises(ValueError, match="dense forward and backward kernels only"):
             _kernels.KernelRequest.make(kw.pop("kind", "forward"), "bf16", 128,
                                         modifiers=mods(), **kw)
+    for kind in ("forward", "backward"):
+        assert request(mods(), kind=kind).modifiers.key == KEY
 
 
 # -- requests and selection --------------------------------------------------------------
@@ -205,8 +297,8 @@ def test_registry_finds_precompiled_kernels(tmp_path, monkeypatch):
     assert reg.find(request(mods()), (9, 0)).name == "precompiled"
     with pytest.raises(KernelNotFoundError, match="none has key " + "b" * 64):
         reg.find(request(mods("b" * 64)), (9, 0))
-    with pytest.raises(KernelNotFoundError):
-        reg.find(request(), (9, 0))
+    # (A plain request: the plain kernels of the default folders, if any.)
+    assert all(s.modifiers is None for s in reg.candidates(request(), (9, 0)))
 
 
 # -- the fake GPU ------------------------------------------------------------------------
@@ -403,25 +495,234 @@ def test_capture_errors(gpu):
         run(p, case, q, k, v)
 
 
+# -- the backward on the fake GPU -------------------------------------------------------
+
+def kernel_path(out):
+    """Whether `out` came from the kernels' autograd node (not the reference's ops)."""
+    return type(out.grad_fn).__name__ == "_FlashAttentionBackward"
+
+
+def backward_launches(gpu, since=0):
+    """(spec, entry, decoded args) of the backward launches after launch `since`."""
+    out = []
+    for (name, entry), args in zip(gpu.ran[since:], gpu.decoded[since:]):
+        spec = gpu.registry.spec_named(name)
+        if spec.kind == "backward":
+            out.append((spec, entry, args))
+    return out
+
+
+def check_grads(p, case, q, k, v, dout, grads, layout="bhsd"):
+    want = mc.reference_gradients(p, case, q, k, v, dout, layout)
+    for name, got, w in zip("qkv", grads, want):
+        assert got.shape == w.shape and got.dtype == w.dtype, name
+        close(got, w, p.torch_dtype)
+
+
+def run_backward(gpu, p, case, layout="bhsd", deterministic=False, seed=0):
+    """The modified call with q, k, v requiring grad, then its backward on
+    the fake GPU: checks the kernel path ran (forward and backward kernels
+    of the case's key, the captures bound in the backward launches) and
+    the gradients against autograd of the reference."""
+    q, k, v = p.inputs(layout=layout, seed=seed, requires_grad=True)
+    since = len(gpu.ran)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")            # (no fallback warning)
+        out, lse = run(p, case, q, k, v, layout, deterministic=deterministic)
+    assert kernel_path(out), p.id
+    check(p, case, out.detach(), lse, q.detach(), k.detach(), v.detach(), layout)
+    dout = torch.randn(out.shape, generator=torch.Generator().manual_seed(seed + 9)).to(out.dtype)
+    grads = torch.autograd.grad(out, (q, k, v), dout)
+    check_grads(p, case, q, k, v, dout, grads, layout)
+    launches = backward_launches(gpu, since)
+    key = case_key(case)
+    assert launches and {s.modifiers_key for s, _, _ in launches} == {key}, p.id
+    assert {s.deterministic for s, _, _ in launches} == {deterministic}
+    caps = list(case.captures.values())
+    for spec, entry, args in launches:    # (the launches that take them)
+        if entry in ("fa_bwd_kernel", "fa_bwd_dq_kernel"):
+            assert [args[c.name].data_ptr() for c in spec.captures] == \
+                [t.data_ptr() for t in caps], (p.id, entry)
+    entries = [e for _, e, _ in launches]
+    assert ("fa_bwd_dq_kernel" in entries) == deterministic, entries
+    return q, k, v, dout, grads
+
+
 @needs_torch
-def test_grad_falls_back_to_the_reference(gpu):
+def test_gpu_backward_problems(gpu):
+    """The backward of the problems the GPU test differentiates, on the
+    fake GPU (alternating layouts; GQA, odd sizes, rows that see no key):
+    the backward kernels of the modifiers' key, the captures bound, the
+    gradients of autograd of the reference; deterministic=True takes the
+    deterministic kernels. What the build script compiles covers them (the
+    1000 x 1000 problems: their requests only)."""
+    wanted = set(mc.kernel_requests(["gpu"]))
+    for i, p in enumerate(mc.GPU_BACKWARD_PROBLEMS):
+        layout = ("bshd", "bhsd")[i % 2]
+        for det in (False, True) if p in mc.GPU_DETERMINISTIC_PROBLEMS else (False,):
+            if p.Nq * p.Nk > 200_000:      # (the same code as smaller ones, slow here)
+                assert p.request(kind="backward", deterministic=det) in wanted, p.id
+            else:
+                run_backward(gpu, p, p.build(), layout, det)
+    assert set(gpu.registry.generated) <= wanted
+    assert {r.kind for r in gpu.registry.generated} == {"forward", "backward"}
+
+
+@needs_torch
+@pytest.mark.parametrize("layout", ["bhsd", "bshd"])
+@pytest.mark.parametrize("args", [     # (modifier_cases.Problem's)
+    ("alibi", 2, 6, 2, 33, 70, 64, "bf16", (("causal", True),)),
+    ("rel_bias", 1, 4, 4, 40, 40, 128, "f16", (("softcap", 5.0), ("scale", 0.3))),
+    ("document_causal", 2, 4, 1, 50, 50, 64, "f16", (("window", (20, 0)),)),
+    ("softcap", 1, 8, 2, 45, 30, 64, "bf16"),
+    ("prefix_lm", 1, 4, 2, 30, 64, 64, "bf16", (("window", (7, 9)),)),
+], ids=lambda a: "-".join(str(x) for x in a[:1] + a[4:8]))
+@pytest.mark.parametrize("deterministic", [False, True])
+def test_backward_gradients(gpu, args, layout, deterministic):
+    p = mc.Problem(*args)
+    run_backward(gpu, p, p.build(), layout, deterministic)
+
+
+@needs_torch
+def test_backward_steady_state(gpu):
+    """A second step reuses the plans (one launch per kernel, nothing
+    compiled); another tensor of the captures' shape in the closure is
+    bound in the backward too; an in-place change of a capture between
+    forward and backward raises (it is saved for the backward)."""
+    p = mc.Problem("rel_bias", 2, 4, 2, 30, 50, 64)
+    case = p.build()
+    run_backward(gpu, p, case)
+    generated = len(gpu.registry.generated)
+    gpu.count()
+    run_backward(gpu, p, case, seed=3)
+    assert gpu.count().get("cuLaunchKernel") == 1 + 3 and len(gpu.registry.generated) == generated
+    table = torch.randn(p.Nq + p.Nk - 1)
+    set_cell(case.score_mod, "table", table)
+    case.captures["table"] = table
+    gpu.count()
+    run_backward(gpu, p, case, seed=4)
+    assert gpu.count().get("cuLaunchKernel") == 1 + 3 and len(gpu.registry.generated) == generated
+    q, k, v = p.inputs(requires_grad=True)
+    out, _ = run(p, case, q, k, v)
+    table.mul_(2)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        out.float().sum().backward()
+
+
+@needs_torch
+def test_backward_misaligned_and_strided_captures(gpu):
+    """A capture at a misaligned offset is copied for the forward, and the
+    copy (saved) bound in the backward; a strided one is bound as it is."""
+    base = torch.randn(17)
+    for slopes in (base[1:9], base[::2]):
+        p = mc.Problem("alibi", 1, 8, 4, 20, 33, 64)
+        case = mc.Case(lambda s, b, h, i, j: s + slopes[h] * (j - i), None, {"slopes": slopes},
+                       None)
+        q, k, v = p.inputs(requires_grad=True)
+        since = len(gpu.ran)
+        out, _ = run(p, case, q, k, v)
+        assert kernel_path(out)
+        dout = torch.randn(out.shape).to(out.dtype)
+        grads = torch.autograd.grad(out, (q, k, v), dout)
+        check_grads(p, case, q, k, v, dout, grads)
+        (spec, _, fwd), = [(gpu.registry.spec_named(n), e, a) for (n, e), a in
+                           zip(gpu.ran[since:], gpu.decoded[since:]) if e == "fa_fwd_kernel"]
+        bound = [a["capture0"] for s, e, a in backward_launches(gpu, since) if e == "fa_bwd_kernel"]
+        assert bound[0].stride() == slopes.stride() and bound[0].data_ptr() % 16 == 0
+        assert bound[0].data_ptr() == fwd["capture0"].data_ptr()   # (the forward's)
+        if slopes.data_ptr() % 16 == 0:
+            assert bound[0].data_ptr() == slopes.data_ptr()
+
+
+@needs_torch
+def test_some_inputs_require_grad(gpu):
+    """Only v requiring grad: the kernel path, dq and dk not returned."""
+    p = mc.Problem("document", 1, 4, 2, 24, 40, 64)
+    case = p.build()
+    q, k, v = p.inputs()
+    v.requires_grad_(True)
+    out, _ = run(p, case, q, k, v)
+    assert kernel_path(out)
+    dout = torch.randn(out.shape).to(out.dtype)
+    (dv,) = torch.autograd.grad(out, (v,), dout)
+    close(dv, mc.reference_gradients(p, case, q, k, v, dout)[2], p.torch_dtype)
+    with pytest.raises(ValueError, match="out= and lse= cannot be used"):
+        run(p, case, q, k, v, out=torch.empty_like(q), lse=torch.empty(1, 4, 24))
+
+
+@needs_torch
+def test_backward_kernel_disagreeing_with_its_key(gpu):
+    """A backward manifest whose captures disagree with the key's: the
+    backward raises naming it (before any backward launch)."""
+    p = mc.Problem("alibi", 1, 4, 2, 20, 20, 64)
+    case = p.build()
+    spec = gpu.registry.generate(p.request(case, "backward"))
+    with open(spec.json_path) as f:
+        m = json.load(f)
+    m["modifiers"]["captures"][0]["dtype"] = "bf16"
+    for k in m["kernels"]:
+        for prm in k["params"]:
+            if prm["name"] == "capture0":
+                prm["dtype"] = "bf16"
+    with open(spec.json_path, "w") as f:
+        json.dump(m, f)
+    gpu.registry.refresh()
+    q, k, v = p.inputs(requires_grad=True)
+    out, _ = run(p, case, q, k, v)
+    since = len(gpu.ran)
+    with pytest.raises(ValueError, match=re.escape("capture 0 is a torch.float32 tensor of "
+                                                   "shape (4,) but kernel") + ".* takes bf16"):
+        out.float().sum().backward()
+    assert len(gpu.ran) == since
+
+
+@needs_torch
+def test_capture_requiring_grad_falls_back_to_the_reference(gpu):
+    """A captured tensor requiring grad (e.g. learned slopes): the reference,
+    once a warning; its gradient and q, k, v's. Detached: the kernels."""
     p = mc.Problem("alibi", 1, 4, 2, 20, 30, 64)
     case = p.build()
     slopes = case.captures["slopes"].requires_grad_(True)
     q, k, v = p.inputs(requires_grad=True)
-    with pytest.warns(UserWarning, match=r"no GPU backward kernel yet.*O\(N\^2\)"):
+    with pytest.warns(UserWarning, match=r"gradients of captured tensors are not computed by "
+                                         r"the kernels.*O\(N\^2\)"):
         out, lse = run(p, case, q, k, v)
-    assert gpu.ran == []
+    assert gpu.ran == [] and not kernel_path(out)
     with warnings.catch_warnings(record=True) as again:
         warnings.simplefilter("always")
         out, lse = run(p, case, q, k, v)
-    assert not any("no GPU backward" in str(w.message) for w in again)   # once
+    assert not any("captured tensors" in str(w.message) for w in again)   # once
     check(p, case, out, lse, q.detach(), k.detach(), v.detach())
     out.float().sum().backward()
     assert all(t.grad is not None for t in (q, k, v, slopes))
     with torch.no_grad():                     # no grad: the kernel
         out, _ = run(p, case, q, k, v)
     assert len(gpu.ran) == 1
+    slopes.requires_grad_(False)              # q, k, v only: the kernels, both ways
+    run_backward(gpu, p, case)
+
+
+@needs_torch
+def test_plain_calls_never_get_modifier_kernels(gpu):
+    """After a modified call's forward and backward, the same call without
+    modifiers runs plain kernels (and a plain backward request matches no
+    kernel with modifiers); the modified call again its own."""
+    p = mc.Problem("causal", 2, 4, 2, 40, 40, 64)
+    case = p.build()
+    run_backward(gpu, p, case)
+    q, k, v = p.inputs(requires_grad=True)
+    since = len(gpu.ran)
+    out = flashmlir.attention(q, k, v, causal=True)
+    out.float().sum().backward()
+    specs = [gpu.registry.spec_named(n) for n, _ in gpu.ran[since:]]
+    assert {s.kind for s in specs} == {"forward", "backward"}
+    assert all(s.modifiers is None for s in specs)
+    plain = _kernels.KernelRequest.make("backward", "bf16", 64, causal=True)
+    assert all(s.modifiers is None for s in gpu.registry.candidates(plain, (9, 0)))
+    modified = p.request(case, "backward")
+    assert all(s.modifiers_key == case_key(case)
+               for s in gpu.registry.candidates(modified, (9, 0)))
+    run_backward(gpu, p, case)
 
 
 @needs_torch
@@ -470,9 +771,16 @@ def test_build_script_lists_the_problems_kernels():
     script = os.path.join(_REPO, "scripts", "build-modifier-kernels.py")
     r = subprocess.run([sys.executable, script, "unused", "--dry-run", "--sm80"],
                        capture_output=True, text=True, check=True)
-    n = len(mc.requests(mc.GPU_TEST_PROBLEMS + mc.BENCH_PROBLEMS))
+    want = mc.kernel_requests()
+    n, nb = len(want), sum(r.kind == "backward" for r in want)
+    assert want[:len(mc.requests(mc.GPU_TEST_PROBLEMS))] == mc.requests(mc.GPU_TEST_PROBLEMS)
+    assert set(mc.requests(mc.BENCH_PROBLEMS, "backward")) <= set(want)
     assert f": {n} kernels (" in r.stdout.splitlines()[0]
+    assert f", {nb} backward)" in r.stdout.splitlines()[0] and nb > 0
     assert sum(line.startswith("  sm_") for line in r.stdout.splitlines()) == 2 * n
+    r = subprocess.run([sys.executable, script, "unused", "--dry-run", "--only", "bench"],
+                       capture_output=True, text=True, check=True)
+    assert f": {len(mc.kernel_requests(['bench']))} kernels (" in r.stdout.splitlines()[0]
 
 
 @needs_torch
@@ -486,4 +794,16 @@ def test_problem_lists_cover_the_matrix():
         assert {(p.dtype, p.D) for p in ps if p.case == name} >= {("bf16", 128), ("f16", 64)}
     assert all((p.D, p.dtype, p.B * p.Nq, p.Hq) == (128, "bf16", mc.BENCH_TOKENS, 16)
                for p in mc.BENCH_PROBLEMS)
+    # The backward's: a subset, every case meeting both dtypes and head dims
+    # (GQA and not), every size, rows that see no key, built-in options.
+    bs = mc.GPU_BACKWARD_PROBLEMS
+    assert set(bs) <= set(ps) and len(set(bs)) == len(bs) < len(ps)
+    for name in mc.CASES:
+        assert {(p.dtype, p.D, p.Hq != p.Hkv) for p in bs if p.case == name} >= {
+            ("bf16", 128, True), ("f16", 64, False)}, name
+    assert {(p.Nq, p.Nk) for p in bs} >= set(mc._SIZES) and any(p.Nq > p.Nk for p in bs)
+    assert any(p.options for p in bs)
+    ds = mc.GPU_DETERMINISTIC_PROBLEMS
+    assert set(ds) <= set(bs) and {p.D for p in ds} == {64, 128} and any(
+        p.case == "alibi" for p in ds)
     assert {p.Nq for p in mc.BENCH_PROBLEMS} == {4096, 16384}
