@@ -109,6 +109,8 @@ static void addSelectKernelConfig(OpPassManager &pm, const Options &options,
 
 void mlir::fa::buildGPUForwardPipeline(
     OpPassManager &pm, const GPUForwardPipelineOptions &options) {
+  // Modifiers that state a built-in run the built-in's kernel code.
+  pm.addPass(createFARecognizeBuiltinModifiers());
   addSelectKernelConfig(pm, options, options.schedule, options.tileScheduler);
   // The tiled form the conversion consumes; the tiles and everything the
   // conversion needs come from the kernel configuration.
@@ -134,6 +136,7 @@ void mlir::fa::buildGPUForwardPipeline(
 
 void mlir::fa::buildGPUBackwardPipeline(
     OpPassManager &pm, const GPUBackwardPipelineOptions &options) {
+  pm.addPass(createFARecognizeBuiltinModifiers());
   addSelectKernelConfig(pm, options);
   // The score_mod's derivative, which the tile steps read.
   pm.addPass(createFADifferentiateScoreMod());

@@ -78,13 +78,6 @@ std::string attributeText(const AttentionProblem &p) {
   return s;
 }
 
-std::string dims(llvm::ArrayRef<int64_t> shape) {
-  std::string s;
-  for (int64_t d : shape)
-    s += std::to_string(d) + "x";
-  return s + "f32";
-}
-
 /// The shaped-type body of an attention tensor ([B, H, N(, D)]) with the
 /// problem's dynamic dimensions as `?` (the captures stay static).
 std::string dims(const AttentionProblem &p, llvm::ArrayRef<int64_t> shape) {

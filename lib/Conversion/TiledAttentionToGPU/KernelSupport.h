@@ -462,6 +462,13 @@ public:
         for (OpResult r : copy->getResults())
           if (r.getType().isIndex())
             r.setType(i32);
+        // A product feeding a sum may fuse into one fma (as ptxas does in
+        // FlexAttention's kernels): only the rounding between them goes.
+        if (isa<arith::AddFOp, arith::SubFOp, arith::MulFOp>(copy))
+          copy->setAttr(
+              cast<arith::ArithFastMathInterface>(copy).getFastMathAttrName(),
+              arith::FastMathFlagsAttr::get(b.getContext(),
+                                            arith::FastMathFlags::contract));
         target.map(op.getResults(), copy->getResults());
         continue;
       }

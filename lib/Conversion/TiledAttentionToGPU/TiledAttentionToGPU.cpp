@@ -1470,7 +1470,9 @@ ForwardKernelEmitter::emitSoftmax(OnlineAttentionOp step, Value kStart,
         for (int64_t e = 0; e < 2; ++e) {
           Value x = frags.element(s[mt * ns + nt], h, e);
           if (scoreMod) {
-            x = arith::MulFOp::create(b, loc, x, modFactors.scale);
+            // (contract: scale x + bias may become one fma.)
+            x = arith::MulFOp::create(b, loc, x, modFactors.scale,
+                                      arith::FastMathFlags::contract);
             x = scoreInliner->at(x, mt * 2 + h, nt * 2 + e);
             if (capInv)
               x = math::TanhOp::create(b, loc,

@@ -184,7 +184,10 @@ def FASpecializeMasks : Pass<"fa-specialize-masks"> {
     computed per query block at run time from `q_start`, `q_len`, `k_len` and
     the op's mask.
 
-    A step with a `mask_mod` keeps its loop whole and is decided per block:
+    A step with modifiers is split the same way (its positions kept in the
+    fully visible loop, which the modifiers read). A `mask_mod` narrows the
+    range to the key blocks it may see (a scan of its block verdicts, by
+    chunks of 8 blocks then block by block) and is decided per block:
     interval arithmetic over the region on the block's rows and keys says
     whether the block may be seen (else the state passes through) and may be
     hidden (else the step runs without the mask_mod), as nested `scf.if`.
@@ -194,6 +197,33 @@ def FASpecializeMasks : Pass<"fa-specialize-masks"> {
   }];
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::scf::SCFDialect"];
+}
+
+def FARecognizeBuiltinModifiers : Pass<"fa-recognize-builtin-modifiers"> {
+  let summary = "Turn score_mods that state the softcap into the attribute";
+  let description = [{
+    A `score_mod` that is exactly the softcap, `c * tanh(s / c)` (or
+    `tanh(s * (1 / c)) * c`) with a constant `c > 0` and nothing else,
+    becomes the op's `softcap c` (when it has none): the kernels' built-in
+    softcap computes the same function with the exponent factors folded
+    (`tanh(x * scale / c)`, then `c * log2 e`), about twice as fast as the
+    modifier's `scale x`, division and product per score. Captures no
+    region reads any more are dropped. `fa.attention` and
+    `fa.attention_backward`.
+
+    ```mlir
+    %o, %l = fa.attention %q, %k, %v
+        score_mod(%s: f32, %b: index, %h: index, %i: index, %j: index) {
+          %c = arith.constant 3.0e+01 : f32
+          %x = arith.divf %s, %c : f32
+          %t = math.tanh %x : f32
+          %r = arith.mulf %c, %t : f32
+          fa.yield %r : f32
+        } : ...
+    // becomes
+    %o, %l = fa.attention %q, %k, %v softcap 3.0e+01 : ...
+    ```
+  }];
 }
 
 def FASplitKV : Pass<"fa-split-kv"> {
