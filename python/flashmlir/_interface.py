@@ -66,10 +66,15 @@ class _Call:
                                       self.deterministic and kind == "backward",
                                       modifiers=self.modifiers)
 
-    def scalars(self):
-        """Values scalar kernel parameters may name in their manifest."""
+    def scalars(self, spec=None):
+        """Values scalar kernel parameters may name in `spec`'s manifest (a
+        modifiers kernel may build in the softcap its score_mod states)."""
         left, right = self.opts.mask
-        return {**M.score_scalars(self.opts.scale, self.opts.softcap),
+        softcap = self.opts.softcap
+        if softcap is None and spec is not None and spec.modifiers is not None \
+                and spec.softcap not in (None, M.RUNTIME):
+            softcap = spec.softcap
+        return {**M.score_scalars(self.opts.scale, softcap),
                 "window_left": left, "window_right": right, "causal": int(right == 0)}
 
 
@@ -377,7 +382,7 @@ class _BackwardPlan:
         caps = _capture_args(spec, captures)
         tensors.update(caps)
         self.seq, self.workspace, self.ws_offsets, self.ws_bytes = _multi_launch_sequence(
-            spec, ordinal, tensors, {**d.env(), **spec.capture_dims()}, c.scalars(),
+            spec, ordinal, tensors, {**d.env(), **spec.capture_dims()}, c.scalars(spec),
             _BACKWARD_TENSORS + tuple(caps) + (_WORKSPACE,), c.device)
 
     def run(self, q, k, v, out, lse, dout, copied=False, captures=()):
@@ -495,7 +500,7 @@ class _WorkspaceForward:
         if packed:
             env.update(Hq=d.Hkv, Nq=rows, G=1)
             tensors.update(grouped)
-        scalars = c.scalars()
+        scalars = c.scalars(spec)
         if packed:   # the packed rows take the kernel without a mask
             scalars.update(window_left=-1, window_right=-1, causal=0)
         return _WorkspaceForward.build(spec, ordinal, tensors, env, scalars, c.device)
@@ -550,10 +555,10 @@ class _ForwardPlan:
             if spec.is_multi_launch:
                 # (The dynamic tile scheduler's counter.)
                 env["SMS"] = _launch.multiprocessors(_cuda.device_info(ordinal).sm_count)
-                self.multi = _WorkspaceForward.build(spec, ordinal, args, env, c.scalars(),
+                self.multi = _WorkspaceForward.build(spec, ordinal, args, env, c.scalars(spec),
                                                      c.device, names)
                 return
-            args.update(c.scalars())
+            args.update(c.scalars(spec))
             prep = _launch.prepare(_kernels.load_kernel(spec, ordinal), args, env)
             self.launch = _plan.LaunchPlan(prep, names)
 

@@ -528,7 +528,11 @@ class KernelSpec(_Params):
     def serves_scalars(self, scale: float, softcap: Optional[float]) -> bool:
         """Whether this kernel computes with `scale` and `softcap` (None: no
         softcap): a run-time parameter takes any value, a built-in value
-        only itself."""
+        only itself. A modifiers kernel's built-in softcap is the one its
+        score_mod states (fa-recognize-builtin-modifiers), for calls
+        without a softcap of their own."""
+        if self.modifiers is not None and self.softcap not in (None, RUNTIME):
+            return softcap is None and (self.scale is None or same_float(self.scale, scale))
         if (self.softcap is None) != (softcap is None):
             return False
         if self.softcap not in (None, RUNTIME) and not same_float(self.softcap, softcap):
@@ -1120,7 +1124,10 @@ def parse_manifest(data: Any, json_path: str = "<manifest>",
         for p in e.params:
             if p.is_scalar:
                 named.update(p.value.names)
-    if scale is None and not any(c <= named for c in _SCALE_CARRIERS):
+    # (With a built-in softcap, scale / softcap alone determines the scale.)
+    carriers = _SCALE_CARRIERS + (({"scale_over_softcap"},)
+                                  if softcap not in (None, RUNTIME) else ())
+    if scale is None and not any(c <= named for c in carriers):
         raise ctx.fail("scale is null (a run-time parameter) but no kernel parameter "
                        "takes it (a scalar whose value names 'scale' or 'log2e_scale', "
                        "or 'scale_over_softcap' and 'log2e_softcap')")

@@ -53,6 +53,13 @@
 // BWD:   "entry": "fa_bwd_kernel",
 // BWD:   "name": "capture0",
 // BWD: "modifiers": {
+
+// A softcap score_mod is the built-in softcap, built in: the manifest has
+// its value and the forward takes scale / softcap as the built-in does.
+// RUN: fa-compile --modifiers=%S/Inputs/softcap-score-mod.mlir --modifiers-key=k2 --head-dim=64 --dtype=bf16 --chip=sm_90a -o %t > /dev/null
+// RUN: FileCheck %s --check-prefix=SOFTCAP < %t/fa_fwd_d64_bf16_softcap_sm90a_mod.json
+// SOFTCAP: "role": "scale_over_softcap"
+// SOFTCAP: "softcap": 30
 // RUN: not fa-compile --modifiers-key=k1 -o %t 2>&1 | FileCheck %s --check-prefix=KEY
 // KEY: fa-compile: --modifiers-key needs --modifiers
 // This file's op is a backward: not a modifiers file.

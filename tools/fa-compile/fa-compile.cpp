@@ -622,9 +622,13 @@ std::optional<std::string> scalarRole(Value v, func::FuncOp host,
     }
     return std::nullopt;
   }
+  // scale / softcap; the softcap may be a constant (the manifest's number:
+  // fa-recognize-builtin-modifiers' softcap from a score_mod).
+  FloatAttr cap;
   if (isa<arith::DivFOp>(op) &&
       scalarRole(op->getOperand(0), host, roles) == "scale" &&
-      scalarRole(op->getOperand(1), host, roles) == "softcap")
+      (scalarRole(op->getOperand(1), host, roles) == "softcap" ||
+       matchPattern(op->getOperand(1), m_Constant(&cap))))
     return std::string("scale_over_softcap");
   return std::nullopt;
 }
@@ -1075,6 +1079,12 @@ LogicalResult spliceModifiers(ModuleOp module, fa::AttentionOp mods,
 LogicalResult compileOne(MLIRContext &ctx, const KernelConfig &flags,
                          OwningOpRef<ModuleOp> module,
                          const CaptureArgs &captureArgs) {
+  // Modifiers that state a built-in become its attributes first (the GPU
+  // pipelines' first pass, run here too so the manifest describes them).
+  PassManager recognizePm(&ctx);
+  recognizePm.addPass(fa::createFARecognizeBuiltinModifiers());
+  if (failed(recognizePm.run(*module)))
+    return failure();
   // Find the op and derive the config from it.
   Operation *attention = nullptr, *unsupported = nullptr;
   module->walk([&](Operation *op) {
