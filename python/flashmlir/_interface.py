@@ -71,9 +71,8 @@ class _Call:
         modifiers kernel may build in the softcap its score_mod states)."""
         left, right = self.opts.mask
         softcap = self.opts.softcap
-        if softcap is None and spec is not None and spec.modifiers is not None \
-                and spec.softcap not in (None, M.RUNTIME):
-            softcap = spec.softcap
+        if softcap is None and spec is not None and spec.modifiers is not None:
+            softcap = spec.modifiers.softcap
         return {**M.score_scalars(self.opts.scale, softcap),
                 "window_left": left, "window_right": right, "causal": int(right == 0)}
 

@@ -652,16 +652,39 @@ def _load(spec: M.KernelSpec, ordinal: int, key_extra) -> Tuple[LoadedKernel, ..
         with open(spec.ptx_path, "rb") as f:
             image = f.read()
         M.check_against_ptx(spec, image.decode("utf-8", errors="replace"))
+        what = spec.ptx_path
+        binary = _cubin_for(spec, dev.cc)
+        if binary is not None:
+            image, what = binary, spec.cubin_path
         with drv.context(dev.context):
             mkey = (ordinal, fkey)
             if mkey not in _modules:
-                _modules[mkey] = drv.load_module(image, what=spec.ptx_path)
+                _modules[mkey] = drv.load_module(image, what=what)
             module, jit_log = _modules[mkey]
             launches = (spec,) if not spec.is_multi_launch else spec.kernels
             loaded = tuple(_load_function(drv, dev, module, jit_log, spec, ls)
                            for ls in launches)
         _loaded[key] = loaded
         return loaded
+
+
+# The compute capability a chip's cubin runs on (exactly; "a" features).
+_CUBIN_CC = {"sm_90a": (9, 0), "sm_80": (8, 0)}
+
+
+def _cubin_for(spec: M.KernelSpec, cc) -> Optional[bytes]:
+    """The manifest's cubin when it was made for this device's chip and is
+    no older than the PTX (made from it), else None: the PTX is loaded."""
+    path = spec.cubin_path
+    if path is None or _CUBIN_CC.get(spec.chip) != tuple(cc):
+        return None
+    try:
+        if os.stat(path).st_mtime_ns < os.stat(spec.ptx_path).st_mtime_ns:
+            return None
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError:
+        return None
 
 
 def load_kernel(spec: M.KernelSpec, ordinal: int) -> LoadedKernel:

@@ -442,6 +442,10 @@ class ModifiersSpec:
 
     key: Optional[str]
     captures: Tuple[CaptureSpec, ...] = ()
+    # The softcap the score_mod states, built into the kernels
+    # (fa-recognize-builtin-modifiers; None: none): a call of these
+    # modifiers gives no softcap of its own, the launch binds this one.
+    softcap: Optional[float] = None
 
     def dims(self) -> Dict[str, int]:
         """The capture dims' names (capture<n>_<d>) bound to their sizes."""
@@ -489,6 +493,9 @@ class KernelSpec(_Params):
     page_size: Optional[int] = None
     # The score_mod / mask_mod the kernel computes (None: none).
     modifiers: Optional[ModifiersSpec] = None
+    # ptxas's binary of the PTX for `chip` (None: none), loaded instead of
+    # the PTX on a device of exactly that chip (no JIT at load).
+    cubin_path: Optional[str] = None
     raw: Dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -528,10 +535,9 @@ class KernelSpec(_Params):
     def serves_scalars(self, scale: float, softcap: Optional[float]) -> bool:
         """Whether this kernel computes with `scale` and `softcap` (None: no
         softcap): a run-time parameter takes any value, a built-in value
-        only itself. A modifiers kernel's built-in softcap is the one its
-        score_mod states (fa-recognize-builtin-modifiers), for calls
-        without a softcap of their own."""
-        if self.modifiers is not None and self.softcap not in (None, RUNTIME):
+        only itself. A softcap that the modifiers state is built in for
+        calls without a softcap of their own."""
+        if self.modifiers is not None and self.modifiers.softcap is not None:
             return softcap is None and (self.scale is None or same_float(self.scale, scale))
         if (self.softcap is None) != (softcap is None):
             return False
@@ -884,9 +890,18 @@ def _parse_modifiers(data: dict, ctx: _Ctx, kind: str, form: str,
         return None
     if not isinstance(mods, dict):
         raise ctx.fail(f"modifiers must be an object, got {mods!r}")
-    unknown = sorted(set(mods) - {"key", "captures"})
+    unknown = sorted(set(mods) - {"key", "captures", "softcap"})
     if unknown:
-        raise ctx.fail(f"modifiers: unknown field(s) {', '.join(unknown)} (known: key, captures)")
+        raise ctx.fail(f"modifiers: unknown field(s) {', '.join(unknown)} "
+                       "(known: key, captures, softcap)")
+    cap = mods.get("softcap")
+    if cap is not None and (isinstance(cap, bool) or not isinstance(cap, (int, float))
+                            or not math.isfinite(cap) or cap <= 0):
+        raise ctx.fail(f"modifiers: softcap must be a finite number > 0 or null, got {cap!r}")
+    if cap is not None and not (isinstance(data.get("softcap"), (int, float))
+                                and same_float(float(data["softcap"]), float(cap))):
+        raise ctx.fail(f"modifiers: softcap {cap!r} is built in, so the manifest's softcap "
+                       f"must be the same number, got {data.get('softcap')!r}")
     if form != DENSE or kv_splits is not None:
         raise ctx.fail("modifiers: only dense kernels (a forward, not split-KV, or a backward) "
                        f"compute score_mod / mask_mod; this manifest is a {form} {kind}"
@@ -915,7 +930,7 @@ def _parse_modifiers(data: dict, ctx: _Ctx, kind: str, form: str,
             raise ctx.fail(f"{where}: shape must be a list of 1 to {MAX_CAPTURE_RANK} sizes "
                            f"(integers >= 0), got {shape!r}")
         out.append(CaptureSpec(name, dtype, tuple(shape)))
-    return ModifiersSpec(key, tuple(out))
+    return ModifiersSpec(key, tuple(out), None if cap is None else float(cap))
 
 
 def _capture_dims_ok(dims, want: List[str], shape: Tuple[int, ...], env) -> bool:
@@ -1149,6 +1164,12 @@ def parse_manifest(data: Any, json_path: str = "<manifest>",
     ptx_path = os.path.join(os.path.dirname(os.path.abspath(json_path)), ptx_name)
     if check_files and json_path != "<manifest>" and not os.path.isfile(ptx_path):
         raise ctx.fail(f"PTX file {ptx_path} is missing")
+    cubin_path = None
+    if "cubin" in data:
+        cubin = data["cubin"]
+        if not isinstance(cubin, str) or not cubin or os.path.basename(cubin) != cubin:
+            raise ctx.fail(f"'cubin' must be a file name in the manifest's folder, got {cubin!r}")
+        cubin_path = os.path.join(os.path.dirname(ptx_path), cubin)
     return KernelSpec(
         name=name, kind=kind, chip=chip, entry=entry, dtype=dtype,
         head_dim=head_dim, value_head_dim=value_head_dim, causal=causal,
@@ -1158,7 +1179,7 @@ def parse_manifest(data: Any, json_path: str = "<manifest>",
         params=parsed, json_path=os.path.abspath(json_path) if json_path != "<manifest>" else json_path,
         ptx_path=ptx_path, warps=warps, kernels=entries, workspace=workspace,
         deterministic=deterministic, kv_splits=kv_splits, form=form, page_size=page_size,
-        modifiers=modifiers, raw=data, **extras)
+        modifiers=modifiers, cubin_path=cubin_path, raw=data, **extras)
 
 
 def load_manifest(json_path: str, check_files: bool = True) -> KernelSpec:

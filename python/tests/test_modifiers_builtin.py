@@ -55,7 +55,7 @@ def test_softcap_score_mod_is_the_builtin_kernel(tmp_path, kind):
     spec = M.load_manifest(str(tmp_path / "mod.json"))
     builtin = M.load_manifest(str(tmp_path / "builtin.json"))
     assert spec.softcap == 30.0 and builtin.softcap == M.RUNTIME
-    assert spec.modifiers is not None and spec.captures == ()
+    assert spec.modifiers.softcap == 30.0 and spec.captures == ()
     mods_req = _kernels.Modifiers(KEY, SOFTCAP_MODULE, ())
     plain = _kernels.KernelRequest.make(kind, "bf16", 64, modifiers=mods_req)
     assert plain.matches(spec)
@@ -72,3 +72,27 @@ def test_softcap_score_mod_is_the_builtin_kernel(tmp_path, kind):
     assert not names & {"softcap", "log2e_softcap"}
     if kind == "forward":
         assert "scale_over_softcap" in names
+
+
+@pytest.mark.parametrize("cap, top, match", [
+    (0, 0, "finite number > 0"), (True, 1.0, "finite number > 0"),
+    ("30", 30.0, "finite number > 0"), (30.0, None, "must be the same number"),
+    (30.0, "runtime", "must be the same number"), (30.0, 20.0, "must be the same number")])
+def test_bad_modifiers_softcap(cap, top, match):
+    from flashmlir._errors import ManifestError
+    from helpers import forward_manifest
+    m = forward_manifest("fa_fwd_mod", chip="sm_90a", d=128)
+    m["modifiers"] = {"key": KEY, "captures": [], "softcap": cap}
+    m["softcap"] = top
+    with pytest.raises(ManifestError, match=match):
+        M.parse_manifest(m, check_files=False)
+
+
+def test_modifiers_softcap_parses():
+    from helpers import forward_manifest
+    m = forward_manifest("fa_fwd_mod", chip="sm_90a", d=128)
+    m["modifiers"] = {"key": KEY, "captures": [], "softcap": 30}
+    m["softcap"] = 30
+    spec = M.parse_manifest(m, check_files=False)
+    assert spec.modifiers.softcap == 30.0 and spec.serves_scalars(0.125, None)
+    assert not spec.serves_scalars(0.125, 30.0)

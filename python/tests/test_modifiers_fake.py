@@ -106,7 +106,9 @@ def test_real_fa_compile_manifests(tmp_path):
     assert spec.modifiers_key == KEY and r.matches(spec) and not request().matches(spec)
     assert spec.captures == (M.CaptureSpec("capture0", "f32", (8,)),)
     assert spec.capture_dims() == {"capture0_0": 8} and spec.param("capture0").rank == 1
-    assert sorted(os.listdir(tmp_path / "cache")) == [spec.name + ".json", spec.name + ".ptx"]
+    # (and ptxas's cubin, when fa-compile found ptxas)
+    assert {spec.name + ".json", spec.name + ".ptx"} <= set(os.listdir(tmp_path / "cache"))
+    assert set(os.listdir(tmp_path / "cache")) <= {spec.name + e for e in (".json", ".ptx", ".cubin")}
     subprocess.run([compiler, f"--modifiers={_INPUT}", "--head-dim=64", "--dtype=f16",
                     "--chip=sm_80", "-o", str(tmp_path)], check=True, capture_output=True)
     nokey = M.load_manifest(str(tmp_path / "fa_fwd_d64_f16_sm80_mod.json"))
@@ -138,7 +140,7 @@ def test_real_fa_compile_backward_manifests(tmp_path):
                   dataclasses.replace(r, modifiers=mods("b" * 64)))
         assert r.matches(spec) and not any(o.matches(spec) for o in others)
     assert spec.name == "fa_bwd_d64_f16_causal_det_sm90a_mod_" + KEY[:16]
-    assert len(os.listdir(tmp_path / "cache")) == 4
+    assert len([f for f in os.listdir(tmp_path / "cache") if not f.endswith(".cubin")]) == 4
 
 
 def test_section_parses():

@@ -953,11 +953,15 @@ std::string findPtxas() {
 }
 
 /// Bytes of register spills (stores) ptxas reports for the kernels of
-/// `ptx`, or -1 when it does not assemble.
-int64_t spillBytes(StringRef ptxas, StringRef ptx, StringRef chip) {
-  SmallString<128> in, log;
+/// `ptx`, or -1 when it does not assemble; `cubin` gets the binary (empty
+/// when ptxas fails).
+int64_t spillBytes(StringRef ptxas, StringRef ptx, StringRef chip,
+                   std::string &cubin) {
+  cubin.clear();
+  SmallString<128> in, log, out;
   if (llvm::sys::fs::createTemporaryFile("fa-compile", "ptx", in) ||
-      llvm::sys::fs::createTemporaryFile("fa-compile", "log", log))
+      llvm::sys::fs::createTemporaryFile("fa-compile", "log", log) ||
+      llvm::sys::fs::createTemporaryFile("fa-compile", "cubin", out))
     return 0;
   {
     std::error_code ec;
@@ -965,7 +969,7 @@ int64_t spillBytes(StringRef ptxas, StringRef ptx, StringRef chip) {
     os << ptx;
   }
   std::string arch = ("-arch=" + chip).str();
-  StringRef args[] = {ptxas, arch, "-v", in, "-o", "/dev/null"};
+  StringRef args[] = {ptxas, arch, "-v", in, "-o", out};
   std::optional<StringRef> redirects[] = {std::nullopt, StringRef(log),
                                           StringRef(log)};
   int rc = llvm::sys::ExecuteAndWait(ptxas, args, std::nullopt, redirects);
@@ -984,8 +988,12 @@ int64_t spillBytes(StringRef ptxas, StringRef ptx, StringRef chip) {
         spills += n;
     }
   }
+  if (rc == 0)
+    if (auto buf = llvm::MemoryBuffer::getFile(out, /*IsText=*/false))
+      cubin = (*buf)->getBuffer().str();
   llvm::sys::fs::remove(in);
   llvm::sys::fs::remove(log);
+  llvm::sys::fs::remove(out);
   return rc == 0 ? spills : -1;
 }
 
@@ -1081,10 +1089,24 @@ LogicalResult compileOne(MLIRContext &ctx, const KernelConfig &flags,
                          const CaptureArgs &captureArgs) {
   // Modifiers that state a built-in become its attributes first (the GPU
   // pipelines' first pass, run here too so the manifest describes them).
+  auto softcapOf = [&]() -> std::optional<double> {
+    std::optional<double> cap;
+    module->walk([&](Operation *op) {
+      FloatAttr s;
+      if (isa<fa::AttentionOp, fa::AttentionBackwardOp>(op) &&
+          (s = op->getAttrOfType<FloatAttr>("softcap")))
+        cap = s.getValueAsDouble();
+    });
+    return cap;
+  };
+  std::optional<double> givenSoftcap = softcapOf();
   PassManager recognizePm(&ctx);
   recognizePm.addPass(fa::createFARecognizeBuiltinModifiers());
   if (failed(recognizePm.run(*module)))
     return failure();
+  std::optional<double> recognizedSoftcap;
+  if (!givenSoftcap)
+    recognizedSoftcap = softcapOf();
   // Find the op and derive the config from it.
   Operation *attention = nullptr, *unsupported = nullptr;
   module->walk([&](Operation *op) {
@@ -1205,7 +1227,7 @@ LogicalResult compileOne(MLIRContext &ctx, const KernelConfig &flags,
   // (when ptxas is at hand) is taken, else the one that spills least.
   OwningOpRef<ModuleOp> best;
   fa::KernelConfigAttr kernelConfig;
-  std::string ptx;
+  std::string ptx, cubin;
   int64_t bestSpills = -1;
   for (int64_t skip = 0; skip < kMaxCandidates; ++skip) {
     OwningOpRef<ModuleOp> work = cast<ModuleOp>(module->clone());
@@ -1216,7 +1238,9 @@ LogicalResult compileOne(MLIRContext &ctx, const KernelConfig &flags,
         return failure();
       break; // no further candidate
     }
-    int64_t spills = ptxas.empty() ? 0 : spillBytes(ptxas, c->ptx, config.chip);
+    std::string binary;
+    int64_t spills =
+        ptxas.empty() ? 0 : spillBytes(ptxas, c->ptx, config.chip, binary);
     if (spills < 0)
       return module->emitError("fa-compile: ptxas rejects the PTX of ")
              << name << " (" << Attribute(c->config) << ")";
@@ -1224,6 +1248,7 @@ LogicalResult compileOne(MLIRContext &ctx, const KernelConfig &flags,
       best = std::move(work);
       kernelConfig = c->config;
       ptx = c->ptx;
+      cubin = std::move(binary);
       bestSpills = spills;
     }
     if (spills == 0 || ownConfig || allFixed)
@@ -1314,10 +1339,15 @@ LogicalResult compileOne(MLIRContext &ctx, const KernelConfig &flags,
     }
     // The modifiers' captures in the op's order (memref parameters of the
     // same names) and the runtime's key, if given.
-    manifest["modifiers"] = llvm::json::Object{
+    // A softcap the score_mod stated is built in ("softcap" above): a call
+    // of these modifiers gives none of its own.
+    llvm::json::Object section{
         {"key", modifiersKey.empty() ? llvm::json::Value(nullptr)
                                      : llvm::json::Value(modifiersKey)},
         {"captures", std::move(captureList)}};
+    if (recognizedSoftcap)
+      section["softcap"] = *recognizedSoftcap;
+    manifest["modifiers"] = std::move(section);
   }
   FailureOr<llvm::json::Array> workspace = describeWorkspace(host, hostArgs);
   if (failed(workspace))
@@ -1363,11 +1393,19 @@ LogicalResult compileOne(MLIRContext &ctx, const KernelConfig &flags,
     llvm::outs() << "wrote " << path << "\n";
     return success();
   };
+  // The binary ptxas made of the PTX while counting spills: the runtime
+  // loads it on a device of exactly this chip (no JIT at load), the PTX
+  // elsewhere.
+  if (!cubin.empty())
+    manifest["cubin"] = name + ".cubin";
   if (failed(write(".ptx", [&](raw_ostream &os) { os << ptx; })) ||
       failed(write(".json", [&](raw_ostream &os) {
         os << llvm::formatv("{0:2}", llvm::json::Value(std::move(manifest)))
            << "\n";
       })))
+    return failure();
+  if (!cubin.empty() &&
+      failed(write(".cubin", [&](raw_ostream &os) { os << cubin; })))
     return failure();
   if (emitMLIR &&
       failed(write(".mlir", [&](raw_ostream &os) { module->print(os); })))
