@@ -33,6 +33,7 @@
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Support/FileUtilities.h"
+#include "mlir/Support/Timing.h"
 #include "mlir/Target/LLVMIR/Dialect/All.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/CommandLine.h"
@@ -909,6 +910,13 @@ FailureOr<CompiledCandidate> compileCandidate(MLIRContext &ctx, ModuleOp module,
                           config.kvSplits)
                 .str());
   PassManager pm(&ctx);
+  if (failed(applyPassManagerCLOptions(pm)))
+    return failure();
+  // --mlir-timing: a report per candidate (when the pass manager goes).
+  auto timing = std::make_unique<DefaultTimingManager>();
+  applyDefaultTimingManagerCLOptions(*timing);
+  if (timing->isEnabled())
+    pm.enableTiming(std::move(timing));
   if (failed(parsePassPipeline(pipeline, pm, llvm::errs())))
     return module->emitError("fa-compile: cannot build pipeline '")
            << pipeline << "'";
@@ -1604,6 +1612,9 @@ int main(int argc, char **argv) {
   llvm::InitLLVM y(argc, argv);
   registerAllPasses();
   fa::registerAllFAPasses();
+  // --mlir-timing, --mlir-print-ir-after-all, ... for the GPU pipeline.
+  registerPassManagerCLOptions();
+  registerDefaultTimingManagerCLOptions();
   cl::HideUnrelatedOptions(category);
   cl::ParseCommandLineOptions(argc, argv,
                               "FlashMLIR compile driver: fa.attention -> PTX "
