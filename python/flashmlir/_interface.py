@@ -188,6 +188,21 @@ def checked_dout(dout, shape, dtype, device, shape_note: str = "") -> torch.Tens
     return dout
 
 
+def copy_into(o, l, out, lse):
+    """An op's results written into the caller's out/lse (when given): the
+    entry points whose ops have no out= variant (packed sequences,
+    modifiers)."""
+    for name, res, dst in (("out", o, out), ("lse", l, lse)):
+        if dst is None:
+            continue
+        _check_tensor(name, dst)
+        if tuple(dst.shape) != tuple(res.shape) or dst.dtype != res.dtype:
+            raise ValueError(f"{name} must have shape {tuple(res.shape)} and dtype {res.dtype}, "
+                             f"got {tuple(dst.shape)} {dst.dtype}")
+        dst.copy_(res)
+    return (o if out is None else out), (l if lse is None else lse)
+
+
 def _check_dout(dout, c: _Call) -> torch.Tensor:
     """checked_dout for a dense call (in its layout)."""
     return checked_dout(dout, _out_shape(c), c.dtype, c.device, f" (layout={c.layout!r})")
@@ -789,6 +804,47 @@ def backward_impl(dout, q, k, v, out, lse, causal, window, scale, softcap, layou
     return tuple(_bhsd(g, L).contiguous() for g in grads)
 
 
+def modified_forward_impl(q, k, v, captures, key, causal, window, scale, softcap, layout,
+                          deterministic):
+    """forward_impl with score_mod / mask_mod, given as their traced key and
+    the captured tensors (see _modifiers.from_key): the kernels of the
+    modifiers for CUDA tensors (the plan eager calls use), the reference
+    on the evaluated regions for CPU ones. Returns out, lse (contiguous)."""
+    from . import _modifiers
+    traced = _modifiers.from_key(key, captures)
+    plan = _forward_plan(q, k, v, causal, window, scale, softcap, layout, deterministic,
+                         traced=traced)
+    if plan is not None:
+        return plan.run(q, k, v, None, None, aligned_captures(captures))
+    c = _validate(q, k, v, causal, window, scale, softcap, layout, deterministic)
+    _check_capture_devices(captures, c.device)
+    score_mod, mask_mod, _ = traced.functions()
+    L = c.layout
+    o, l = _reference.attention_modified(_bhsd(q, L), _bhsd(k, L), _bhsd(v, L), c.opts.mask,
+                                         c.opts.scale, c.opts.softcap, score_mod, mask_mod)
+    return _bhsd(o, L).contiguous(), l
+
+
+def modified_backward_impl(dout, q, k, v, out, lse, captures, key, causal, window, scale,
+                           softcap, layout, deterministic):
+    """backward_impl with score_mod / mask_mod (as modified_forward_impl)."""
+    from . import _modifiers
+    traced = _modifiers.from_key(key, captures)
+    plan = _forward_plan(q, k, v, causal, window, scale, softcap, layout, deterministic,
+                         traced=traced)
+    if plan is not None:
+        return plan.backward(q, k, v, out, lse, dout, deterministic, aligned_captures(captures))
+    c = _validate(q, k, v, causal, window, scale, softcap, layout, deterministic)
+    _check_capture_devices(captures, c.device)
+    dout = _check_dout(dout, c)
+    _, mask_mod, score_mod_grad = traced.functions()
+    L = c.layout
+    grads = _reference.attention_modified_backward(
+        _bhsd(dout, L), _bhsd(q, L), _bhsd(k, L), _bhsd(v, L), c.opts.mask, c.opts.scale,
+        c.opts.softcap, score_mod_grad, mask_mod)
+    return tuple(_bhsd(g, L).contiguous() for g in grads)
+
+
 def _traced_options(window, scale, softcap):
     """Options as the fake implementations can check them: under dynamic
     shapes torch.compile may pass the window bounds as SymInts (the real
@@ -816,6 +872,27 @@ def fake_backward(dout, q, k, v, causal, window, scale, softcap, layout, determi
     window, scale, softcap = _traced_options(window, scale, softcap)
     _validate(q, k, v, causal, window, scale, softcap, layout, deterministic, check_strides=False)
     return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
+
+
+def fake_modified_forward(q, k, v, captures, key, causal, window, scale, softcap, layout,
+                          deterministic):
+    """fake_forward with score_mod / mask_mod: also the captures against the
+    key (number, dtypes, shapes) and their device."""
+    from . import _modifiers
+    _modifiers.from_key(key, captures)
+    out = fake_forward(q, k, v, causal, window, scale, softcap, layout, deterministic)
+    _check_capture_devices(captures, q.device)
+    return out
+
+
+def fake_modified_backward(dout, q, k, v, captures, key, causal, window, scale, softcap,
+                           layout, deterministic):
+    """fake_backward with score_mod / mask_mod (as fake_modified_forward)."""
+    from . import _modifiers
+    _modifiers.from_key(key, captures)
+    grads = fake_backward(dout, q, k, v, causal, window, scale, softcap, layout, deterministic)
+    _check_capture_devices(captures, q.device)
+    return grads
 
 
 # ---------------------------------------------------------------------------
@@ -895,18 +972,24 @@ def _modified(q, k, v, causal, window, scale, softcap, layout, deterministic, ou
     on the kernels' device run the compiled forward kernel of the
     modifiers, with their captured tensors bound at each call, and when q,
     k or v requires grad, _FlashAttention over it (the backward kernels of
-    the same modifiers, the captures bound again). The PyTorch reference
-    (plain torch ops, so autograd and torch.compile trace through) runs CPU
-    tensors, calls under torch.compile and, with a warning, kernel tensors
-    when a captured tensor requires grad (the kernels compute no gradients
-    of captured tensors)."""
+    the same modifiers, the captures bound again). Other tensors (CPU,
+    meta, fake) and calls under torch.compile take the custom ops of
+    _ops.py, given the traced key and the captures, which run the same
+    kernels (CPU tensors: the reference on the evaluated regions). When a
+    captured tensor requires grad (the kernels compute no gradients of
+    captured tensors) the call runs the PyTorch reference on the Python
+    functions (plain torch ops, so autograd and torch.compile trace
+    through), with a warning for kernel tensors in eager mode (dynamo
+    traces no warnings.warn)."""
     from . import _modifiers
-    compiling = torch.compiler.is_compiling()   # (torch.compile traces the reference)
-    captures = ()
-    if not compiling:
-        traced = _modifiers.traced(score_mod, mask_mod)
-        captures = traced.captures
-        if _kernel_tensors(q, k, v, out, lse) and not _needs_grad(*captures):
+    compiling = torch.compiler.is_compiling()
+    # (Under torch.compile dynamo traces the tracer itself, see _ops.py: the
+    # key is a constant of the graph, the captures its tensors.)
+    traced = _modifiers.trace(score_mod, mask_mod) if compiling else \
+        _modifiers.traced(score_mod, mask_mod)
+    captures = traced.captures
+    if not _needs_grad(*captures):
+        if not compiling and _kernel_tensors(q, k, v, out, lse):
             plan = _forward_plan(q, k, v, causal, window, scale, softcap, layout,
                                  deterministic, out, lse, traced)
             if _needs_grad(q, k, v):
@@ -915,10 +998,12 @@ def _modified(q, k, v, causal, window, scale, softcap, layout, deterministic, ou
                 return _FlashAttention.apply(q, k, v, plan, deterministic,
                                              *aligned_captures(captures))
             return plan.run(q, k, v, out, lse, aligned_captures(captures))
+        return _ops.attention_modified(q, k, v, traced, causal, window, scale, softcap, layout,
+                                       deterministic, out, lse)
     c = _validate(q, k, v, causal, window, scale, softcap, layout, deterministic,
                   check_strides=not compiling)
     _check_capture_devices(captures, c.device)
-    if not compiling and _kernel_tensors(q, k, v) and _needs_grad(*captures):
+    if not compiling and _kernel_tensors(q, k, v):
         _warn_no_capture_grads()
     if (out is not None or lse is not None) and _needs_grad(q, k, v):
         raise ValueError("out= and lse= cannot be used when q, k or v requires grad")
@@ -982,9 +1067,16 @@ def attention(q, k, v, causal=False, window=None, scale=None, softcap=None,
          the same modifiers (deterministic= as without modifiers). The
          kernels compute no gradients of captured tensors: when a capture
          requires grad, the call runs the PyTorch reference
-         (differentiable, O(Nq * Nk) memory) with a one-time warning.
-         torch.compile traces the reference (no custom op with modifiers
-         yet); CPU tensors run it too.
+         (differentiable, O(Nq * Nk) memory) with a one-time warning (none
+         under torch.compile). torch.compile(fullgraph=True) traces the
+         modifiers at compile time into the custom ops
+         torch.ops.flashmlir.attention_forward_mod / attention_backward_mod
+         (the key a constant, the captures graph tensors), which run the
+         same kernels; CPU tensors run them too, the reference on the
+         traced regions. Python numbers the functions read and the
+         captures' shapes are constants of the graph (a recompile per
+         value, as a kernel per value); comparing a traced value with a
+         symbolic int does not trace (see _ops.py).
 
     Rows that see no key give out = 0 and lse = +inf. The last dimension of
     every tensor must be contiguous and data pointers 16-byte aligned.

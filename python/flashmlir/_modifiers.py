@@ -11,7 +11,10 @@ and `mask_mod`), traced into the fa dialect's regions.
 and records every operation as MLIR (arith, math, tensor.extract of the
 captured tensors): the regions of `fa.attention` (docs/ARCHITECTURE.md,
 "Score and mask modifiers"). The same functions evaluated on torch index
-tensors are the CPU reference (`_reference.attention_modified`).
+tensors are the CPU reference (`_reference.attention_modified`); the
+custom ops, which get the traced key instead of the functions (_ops.py),
+evaluate the traced regions on those tensors (`from_key`,
+`Traced.functions`). Under torch.compile, dynamo traces `trace` itself.
 
 Supported: + - * / // % and unary -, comparisons, & | ^ ~ on booleans,
 abs(), Python int / float / bool constants, torch.where, torch.maximum /
@@ -25,11 +28,15 @@ from __future__ import annotations
 
 import hashlib
 import math
+import operator
+import re
+import struct
 import threading
 import weakref
 from typing import Callable, Dict, List, Optional, Tuple
 
 import torch
+from torch.overrides import TorchFunctionMode
 
 from ._errors import UnsupportedError
 
@@ -54,6 +61,7 @@ class _Tracer:
         return Sym(self, name, type_)
 
     def const(self, value, type_: str) -> "Sym":
+        value = _python_number(value)
         if type_ == "i1":
             return self.emit(f"arith.constant {'true' if value else 'false'}", "i1")
         if type_ == "f32":
@@ -80,8 +88,28 @@ class _Tracer:
         return len(self.captures) - 1
 
 
+def _python_number(x):
+    """x, a Python bool, int or float, as a constant of a region. Under
+    torch.compile (whose dynamo traces this module, see _ops.py) sizes and
+    numbers the compiled code receives may be symbolic (SymInt, SymFloat),
+    and str() of one does not trace: operator.index and as_integer_ratio
+    make dynamo specialize it, guarding on its value (a kernel builds its
+    constants in, so another value is another kernel anyway)."""
+    if isinstance(x, bool):
+        return x
+    if isinstance(x, int):
+        return operator.index(x)
+    if x != x or x in (math.inf, -math.inf):   # (no integer ratio)
+        return float(x)
+    n, d = x.as_integer_ratio()
+    return n / d
+
+
 def capture_type(t: torch.Tensor) -> str:
-    return "tensor<" + "x".join(str(d) for d in t.shape) + "x" + _CAPTURE_TYPES[t.dtype] + ">"
+    """A capture's MLIR type; its sizes specialized under torch.compile (see
+    _python_number: a kernel is compiled for the captures' shapes)."""
+    return ("tensor<" + "x".join(str(operator.index(d)) for d in t.shape) + "x"
+            + _CAPTURE_TYPES[t.dtype] + ">")
 
 
 def _unsupported(what: str, hint: str = ""):
@@ -344,12 +372,32 @@ _TORCH: Dict[Callable, Callable] = {
     torch.clamp: _clamp,
     torch.sigmoid: _sigmoid,
     torch.Tensor.__getitem__: _getitem,
+    operator.getitem: _getitem,   # (what strict torch.export's dynamo hands the mode)
     torch.abs: abs,
 }
 for _name, _op in (("tanh", "tanh"), ("exp", "exp"), ("exp2", "exp2"), ("log", "log"),
                    ("log2", "log2"), ("sqrt", "sqrt"), ("rsqrt", "rsqrt"), ("sin", "sin"),
                    ("cos", "cos"), ("floor", "floor"), ("ceil", "ceil")):
     _TORCH[getattr(torch, _name)] = (lambda op: lambda x: _math(op, x))(_op)
+
+
+def _has_sym(args) -> bool:
+    return any(isinstance(a, Sym) or (isinstance(a, (tuple, list)) and _has_sym(a))
+               for a in args)
+
+
+class _TracingMode(TorchFunctionMode):
+    """Active while a modifier runs on traced values: a torch function given
+    one anywhere in its arguments goes to the tracer's handlers (as through
+    Sym.__torch_function__), others run. Under torch.compile, dynamo looks
+    for __torch_function__ in the arguments but not inside tuples, so that
+    `table[h, kv_idx]` reaches the tracer through the mode only."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if _has_sym(args) or _has_sym(kwargs.values()):
+            return Sym.__torch_function__(func, types, args, kwargs)
+        return func(*args, **kwargs)
 
 
 class Traced:
@@ -364,14 +412,7 @@ class Traced:
     def regions(self) -> str:
         """`captures(...) score_mod(...) {...} mask_mod(...) {...}` for an
         fa.attention whose capture operands are %cap0, %cap1, ..."""
-        parts = []
-        if self.captures:
-            parts.append("captures(" + ", ".join(f"%cap{n}" for n in range(len(self.captures)))
-                         + ")")
-        for text in (self.score_mod, self.mask_mod):
-            if text is not None:
-                parts.append(text)
-        return "\n".join(parts)
+        return _regions(self.score_mod, self.mask_mod, len(self.captures))
 
     def capture_types(self) -> List[str]:
         return [capture_type(t) for t in self.captures]
@@ -411,6 +452,34 @@ class Traced:
             self._digest = hashlib.sha256(self.key().encode()).hexdigest()
         return self._digest
 
+    def functions(self):
+        """score_mod(s, b, h, q_idx, kv_idx), mask_mod(b, h, q_idx, kv_idx)
+        and score_mod_grad(s, b, h, q_idx, kv_idx) -> (score, d score / d s)
+        (None for an absent region): the traced regions evaluated on torch
+        tensors, reading the captures. What the custom ops run for CPU
+        tensors, where only the IR is at hand (see from_key); in the
+        kernels' types (f32 math, index arithmetic in int64), the
+        derivative by the chain rule over the region's operations."""
+        env = {f"%c{n}": t for n, t in enumerate(self.captures)}
+
+        def bound(text, score, grad):
+            program = _program(text)
+            names = ("%s", "%b", "%h", "%i", "%j") if score else ("%b", "%h", "%i", "%j")
+            return lambda *args: _run(program, dict(env, **dict(zip(names, args))), grad)
+        score, mask = self.score_mod, self.mask_mod
+        return (score and bound(score, True, False), mask and bound(mask, False, False),
+                score and bound(score, True, True))
+
+
+def _regions(score_mod: Optional[str], mask_mod: Optional[str], captures: int) -> str:
+    parts = []
+    if captures:
+        parts.append("captures(" + ", ".join(f"%cap{n}" for n in range(captures)) + ")")
+    for text in (score_mod, mask_mod):
+        if text is not None:
+            parts.append(text)
+    return "\n".join(parts)
+
 
 def _region(fn, captures, score: bool) -> str:
     tr = _Tracer(captures)
@@ -447,13 +516,14 @@ def trace(score_mod: Optional[Callable] = None,
     mask_mod(b, h, q_idx, kv_idx) -> bool into fa.attention's regions."""
     captures: List[torch.Tensor] = []
     traced = []
-    for fn, score in ((score_mod, True), (mask_mod, False)):
-        if fn is None:
-            traced.append(None)
-            continue
-        if not callable(fn):
-            raise TypeError(f"{'score_mod' if score else 'mask_mod'} must be callable")
-        traced.append(_region(fn, captures, score))
+    with _TracingMode():
+        for fn, score in ((score_mod, True), (mask_mod, False)):
+            if fn is None:
+                traced.append(None)
+                continue
+            if not callable(fn):
+                raise TypeError(f"{'score_mod' if score else 'mask_mod'} must be callable")
+            traced.append(_region(fn, captures, score))
     texts = []
     for item, score in zip(traced, (True, False)):
         if item is None:
@@ -539,3 +609,181 @@ def index_grids(b: int, h: int, nq: int, nk: int, device) -> Tuple[torch.Tensor,
         shape[dim] = n
         return torch.arange(n, device=device).view(shape)
     return ar(b, 0), ar(h, 1), ar(nq, 2), ar(nk, 3)
+
+
+# ---------------------------------------------------------------------------
+# A Traced from its key, and its regions on torch tensors: the custom ops
+# with modifiers (_ops.py) take the key, so the IR travels in the graph
+# (a compiled or exported graph needs nothing registered at trace time).
+# ---------------------------------------------------------------------------
+
+_KEYS_CACHED = 256
+_keys: Dict[str, Tuple[Optional[str], Optional[str], Tuple[str, ...]]] = {}
+
+
+def _parse_key(key: str):
+    """(score_mod region, mask_mod region, capture types) of a Traced.key()."""
+    hit = _keys.get(key)
+    if hit is not None:
+        return hit
+    regions, _, types = key.rpartition("|")
+    lines = regions.splitlines()
+    found = {}
+    for n, line in enumerate(lines):
+        for name in ("score_mod", "mask_mod"):
+            if line.startswith(name + "(") and "}" in lines[n:]:
+                found[name] = "\n".join(lines[n:lines.index("}", n) + 1])
+    parsed = (found.get("score_mod"), found.get("mask_mod"),
+              tuple(types.split(",")) if types else ())
+    if not found or _regions(parsed[0], parsed[1], len(parsed[2])) != regions:
+        raise ValueError(f"not the key of traced modifiers (Traced.key()): {key[:60]!r}...")
+    with _cache_lock:
+        if len(_keys) >= _KEYS_CACHED:
+            _keys.clear()
+        _keys[key] = parsed
+    return parsed
+
+
+def from_key(key: str, captures) -> Traced:
+    """The Traced whose key() is `key`, reading `captures`; ValueError when
+    they are not the tensors its regions read (number, dtypes, shapes:
+    checked without their data, so for fake tensors too)."""
+    score_mod, mask_mod, types = _parse_key(key)
+    got = tuple(capture_type(t) if t.dtype in _CAPTURE_TYPES else str(t.dtype)
+                for t in captures)
+    if got != types:
+        raise ValueError(f"score_mod / mask_mod read {len(types)} tensor(s) of types "
+                         f"{list(types)}, got {len(got)}: {list(got)}")
+    traced = Traced(score_mod, mask_mod, list(captures))
+    traced._key = key
+    return traced
+
+
+_TORCH_TYPES = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16,
+                "index": torch.int64, "i64": torch.int64, "i32": torch.int32, "i1": torch.bool}
+_UNARY = {"arith.negf": torch.neg, "math.tanh": torch.tanh, "math.exp": torch.exp,
+          "math.exp2": torch.exp2, "math.log": torch.log, "math.log2": torch.log2,
+          "math.sqrt": torch.sqrt, "math.rsqrt": torch.rsqrt, "math.sin": torch.sin,
+          "math.cos": torch.cos, "math.floor": torch.floor, "math.ceil": torch.ceil,
+          "math.absf": torch.abs}
+_BINARY = {"arith.addi": torch.add, "arith.addf": torch.add, "arith.subi": torch.sub,
+           "arith.subf": torch.sub, "arith.muli": torch.mul, "arith.mulf": torch.mul,
+           "arith.divf": torch.div,
+           "arith.floordivsi": lambda a, b: torch.div(a, b, rounding_mode="floor"),
+           "arith.maxsi": torch.maximum, "arith.maximumf": torch.maximum,
+           "arith.minsi": torch.minimum, "arith.minimumf": torch.minimum,
+           "arith.andi": torch.bitwise_and, "arith.ori": torch.bitwise_or,
+           "arith.xori": torch.bitwise_xor}
+_PREDICATES = {"slt": torch.lt, "sle": torch.le, "sgt": torch.gt, "sge": torch.ge,
+               "eq": torch.eq, "ne": torch.ne, "olt": torch.lt, "ole": torch.le,
+               "ogt": torch.gt, "oge": torch.ge, "oeq": torch.eq, "une": torch.ne}
+_CASTS = ("arith.extf", "arith.sitofp", "arith.index_cast")
+_programs: Dict[str, tuple] = {}
+
+
+def _constant(literal: str, type_: str) -> torch.Tensor:
+    if not type_:
+        return torch.tensor(literal == "true")
+    if literal.startswith("0x"):   # (infinities and NaN: their f32 bits)
+        value = struct.unpack(">f", bytes.fromhex(literal[2:]))[0]
+    else:
+        value = float(literal) if type_ == "f32" else int(literal)
+    return torch.tensor(value, dtype=_TORCH_TYPES[type_])
+
+
+def _program(text: str):
+    """A region's operations as (result, op, operands, attribute, result
+    dtype), and the name it yields (parsed once per region)."""
+    hit = _programs.get(text)
+    if hit is not None:
+        return hit
+    steps = []
+    for line in text.splitlines()[1:-1]:
+        line = line.strip()
+        if line.startswith("fa.yield "):
+            break
+        name, rhs = line.split(" = ", 1)
+        op, _, rest = rhs.partition(" ")
+        body, _, type_ = rest.partition(" : ")
+        attr = None
+        if op == "arith.constant":
+            attr = _constant(body, type_)
+            type_ = type_ or "i1"
+        elif op in ("arith.cmpi", "arith.cmpf"):
+            attr, type_ = _PREDICATES[body.split(",")[0]], "i1"
+        elif op == "tensor.extract":
+            type_ = type_[:-1].rsplit("x", 1)[1]   # the element type of tensor<...xT>
+        elif " to " in type_:
+            type_ = type_.split(" to ")[1]
+        steps.append((name, op, re.findall(r"%\w+", body), attr, _TORCH_TYPES[type_]))
+    program = (steps, line.split()[1])
+    with _cache_lock:
+        if len(_programs) >= _KEYS_CACHED:
+            _programs.clear()
+        _programs[text] = program
+    return program
+
+
+def _run(program, env, grad: bool):
+    """A region's yield on the tensors of `env` (block arguments and
+    captures by name); with `grad`, and its derivative in %s (None: 0)."""
+    steps, result = program
+    tangents = {"%s": torch.ones(())} if grad else {}
+    for name, op, operands, attr, dtype in steps:
+        x = [env[o] for o in operands]
+        if op == "arith.constant":
+            y = attr
+        elif op == "tensor.extract":
+            y = x[0][tuple(x[1:])]
+        elif attr is not None:
+            y = attr(x[0], x[1])
+        elif op == "arith.select":
+            y = torch.where(x[0], x[1], x[2])
+        elif op in _CASTS:
+            y = x[0]
+        elif op in _UNARY:
+            y = _UNARY[op](x[0])
+        else:
+            y = _BINARY[op](x[0], x[1])
+        env[name] = y = y.to(dtype)
+        if grad and dtype == torch.float32:
+            t = _tangent(op, x, [tangents.get(o) for o in operands], y)
+            if t is not None:
+                tangents[name] = t
+    return (env[result], tangents.get(result)) if grad else env[result]
+
+
+def _plus(a, b):
+    return a if b is None else b if a is None else a + b
+
+
+def _tangent(op, x, t, y):
+    """The derivative of an f32 operation's result y from its operands x and
+    theirs t (None: 0); None when 0."""
+    if all(d is None for d in t):
+        return None
+    if op == "arith.addf":
+        return _plus(t[0], t[1])
+    if op == "arith.subf":
+        return _plus(t[0], None if t[1] is None else -t[1])
+    if op == "arith.mulf":
+        return _plus(None if t[0] is None else t[0] * x[1],
+                     None if t[1] is None else x[0] * t[1])
+    if op == "arith.divf":
+        return _plus(None if t[0] is None else t[0] / x[1],
+                     None if t[1] is None else -y * t[1] / x[1])
+    zero = torch.zeros(())
+    if op in ("arith.maximumf", "arith.minimumf"):
+        first = x[0] >= x[1] if op == "arith.maximumf" else x[0] <= x[1]
+        return torch.where(first, _plus(t[0], zero), _plus(t[1], zero))
+    if op == "arith.select":
+        return torch.where(x[0], _plus(t[1], zero), _plus(t[2], zero))
+    d = t[0]
+    rules = {"arith.negf": lambda: -d, "math.tanh": lambda: (1 - y * y) * d,
+             "math.exp": lambda: y * d, "math.exp2": lambda: y * math.log(2.0) * d,
+             "math.log": lambda: d / x[0], "math.log2": lambda: d / (x[0] * math.log(2.0)),
+             "math.sqrt": lambda: d / (2 * y), "math.rsqrt": lambda: -0.5 * y * y * y * d,
+             "math.sin": lambda: torch.cos(x[0]) * d, "math.cos": lambda: -torch.sin(x[0]) * d,
+             "math.absf": lambda: torch.sign(x[0]) * d}
+    rule = rules.get(op)   # (floor and ceil: 0)
+    return None if rule is None else rule()

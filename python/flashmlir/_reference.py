@@ -119,6 +119,60 @@ def modified_scores(s, mask, softcap, score_mod, mask_mod):
     return s.masked_fill(~vis, -math.inf), vis
 
 
+def modified_scores_grad(s, mask, softcap, score_mod_grad, mask_mod):
+    """`modified_scores` with modifiers given as their traced regions
+    (`Traced.functions()`: custom ops run no autograd), for a backward:
+    the scores, the visibility, the softcap's tanh (None without) and the
+    score_mod's derivative (`score_mod_grad(s, b, h, i, j)` -> (score,
+    d score / d s); None without a score_mod)."""
+    from ._modifiers import index_grids
+    b, hq, nq, nk = s.shape
+    grids = index_grids(b, hq, nq, nk, s.device)
+    chain = None
+    if score_mod_grad is not None:
+        s, chain = score_mod_grad(s, *grids)
+        s = torch.broadcast_to(s, (b, hq, nq, nk)).float()
+    t = None
+    if softcap is not None:
+        t = torch.tanh(s / softcap)
+        s = softcap * t
+    vis = visible(nq, nk, mask, s.device).expand(b, hq, nq, nk)
+    if mask_mod is not None:
+        vis = vis & torch.broadcast_to(mask_mod(*grids), vis.shape)
+    return s.masked_fill(~vis, -math.inf), vis, t, chain
+
+
+def attention_modified_backward(dout, q, k, v, mask, scale, softcap, score_mod_grad, mask_mod):
+    """(dq, dk, dv) of `attention_modified` with modifiers given as in
+    `modified_scores_grad`: FlashAttention's backward formulas on the
+    modified scores, dS through the softcap and times the score_mod's
+    derivative, as the kernels compute it. Typed like q, k, v (dk, dv
+    summed over each GQA group); bhsd views."""
+    hkv = k.shape[1]
+    g = q.shape[1] // hkv
+    kf, vf = k.float(), v.float()
+    if g > 1:
+        kf = kf.repeat_interleave(g, dim=1)
+        vf = vf.repeat_interleave(g, dim=1)
+    s, vis, t, chain = modified_scores_grad(torch.matmul(q.float(), kf.transpose(-1, -2)) * scale,
+                                            mask, softcap, score_mod_grad, mask_mod)
+    rows = vis.any(-1)
+    lse = torch.logsumexp(s.masked_fill(~rows[..., None], 0.0), dim=-1)
+    p = torch.exp(s - lse[..., None])
+    do = dout.float()
+    dv = torch.matmul(p.transpose(-1, -2), do)
+    dp = torch.matmul(do, vf.transpose(-1, -2))
+    delta = (do * torch.matmul(p, vf)).sum(-1, keepdim=True)
+    ds = p * (dp - delta)
+    if t is not None:
+        ds = ds * (1 - t * t)
+    if chain is not None:   # (hidden scores: 0, whatever the derivative there)
+        ds = torch.where(vis, ds * chain, 0.0)
+    dq = torch.matmul(ds, kf) * scale
+    dk = torch.matmul(ds.transpose(-1, -2), q.float()) * scale
+    return (dq.to(q.dtype), _group_sum(dk, hkv).to(k.dtype), _group_sum(dv, hkv).to(v.dtype))
+
+
 def _group_sum(x, hkv):
     b, hq, n, d = x.shape
     return x.view(b, hkv, hq // hkv, n, d).sum(2)

@@ -649,7 +649,7 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seql
     wl, wr = (-1, -1) if window is None else window
     o, l = _op_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal,
                       wl, wr, scale, softcap)
-    o, l = _copy_into(o, l, out, lse)
+    o, l = I.copy_into(o, l, out, lse)
     return (o, l) if return_lse else o
 
 
@@ -690,19 +690,6 @@ def _varlen_by_sequence(q, k, v, cu_q, cu_k, max_seqlen_q, max_seqlen_k, causal,
     if not outs:
         return q.new_zeros(c.out_shape), q.new_full(c.lse_shape, math.inf, dtype=torch.float32)
     return torch.cat(outs, 0), torch.cat(lses, 1)
-
-
-def _copy_into(o, l, out, lse):
-    """The op's results written into the caller's out/lse (when given)."""
-    for name, res, dst in (("out", o, out), ("lse", l, lse)):
-        if dst is None:
-            continue
-        _check_tensor(name, dst)
-        if tuple(dst.shape) != tuple(res.shape) or dst.dtype != res.dtype:
-            raise ValueError(f"{name} must have shape {tuple(res.shape)} and dtype {res.dtype}, "
-                             f"got {tuple(dst.shape)} {dst.dtype}")
-        dst.copy_(res)
-    return (o if out is None else out), (l if lse is None else lse)
 
 
 # ---------------------------------------------------------------------------
@@ -1074,7 +1061,7 @@ def attention_with_kvcache(q, k_cache, v_cache, cache_seqlens, page_table=None, 
     wl, wr = (-1, -1) if window is None else window
     o, l = _op_kvcache(q, k_cache, v_cache, cache_seqlens, page_table, causal, wl, wr, scale,
                        softcap)
-    o, l = _copy_into(o, l, out, lse)
+    o, l = I.copy_into(o, l, out, lse)
     return (o, l) if return_lse else o
 
 

@@ -13,7 +13,8 @@ scalars by type) and runs the named kernel: the forward with the PyTorch
 reference, the backward kernels with FlashAttention's formulas; kernels
 with score_mod / mask_mod evaluate the traced regions their PTX carries on
 the captured tensors the launch got (the backward: P of the modified
-scores, dS through them by autograd). Every launch is logged.
+scores, dS times the score_mod's derivative, as the real kernels). Every
+launch is logged.
 
 Kernels are made on demand by `GenRegistry` (the registry's compile step
 writes a manifest and a matching PTX stub), with scalar parameters mixed
@@ -31,7 +32,7 @@ import os
 
 import torch
 
-from flashmlir import _cuda, _interface, _kernels, _reference
+from flashmlir import _cuda, _interface, _kernels, _modifiers, _reference
 from flashmlir import _manifest as M
 from flashmlir import _tensormap as T
 
@@ -345,26 +346,31 @@ class EmulatingCuda(FakeCuda):
         """P from the saved lse and dS = P (dP - delta), with the delta the
         preprocess kernel wrote (as the real kernels do). With modifiers
         (the regions the PTX carries, on the captures the launch got), P of
-        the modified scores and dS through the softcap and the score_mod
-        by autograd (the real kernels: times score_mod's derivative)."""
+        the modified scores and dS through the softcap and times the
+        score_mod's derivative, as the real kernels, evaluated by
+        Traced.functions (no autograd: under torch.compile the launches run
+        inside the custom ops, which have none)."""
         mask, scale, softcap = self._scalars(spec, a)
         g = a["q"].shape[1] // a["k"].shape[1]
+        vis = chain = None
         if spec.modifiers is not None:
             kk = a["k"].float().repeat_interleave(g, dim=1)
-            with torch.enable_grad():
-                x = (torch.matmul(a["q"].float(), kk.transpose(-1, -2)) * scale).requires_grad_()
-                s, _ = _reference.modified_scores(x, mask, softcap, *self._region_fns(spec, a))
-            t = None
+            traced = _modifiers.Traced(*self.regions[spec.name],
+                                       [a[c.name] for c in spec.captures])
+            _, mask_mod, score_mod_grad = traced.functions()
+            s, vis, t, chain = _reference.modified_scores_grad(
+                torch.matmul(a["q"].float(), kk.transpose(-1, -2)) * scale, mask, softcap,
+                score_mod_grad, mask_mod)
         else:
             s, t, _, _ = _reference._scores(a["q"], a["k"], mask, scale, softcap)
-        p = torch.exp(s.detach() - a["lse"][..., None])   # lse = +inf (no key): p = 0
+        p = torch.exp(s - a["lse"][..., None])   # lse = +inf (no key): p = 0
         vv = a["v"].float().repeat_interleave(g, dim=1)
         dp = torch.matmul(a["dout"].float(), vv.transpose(-1, -2))
         ds = p * (dp - a["delta"][..., None])
         if t is not None:
             ds = ds * (1 - t * t)
-        if spec.modifiers is not None:
-            ds = torch.autograd.grad(s, x, ds)[0]
+        if chain is not None:
+            ds = torch.where(vis, ds * chain, 0.0)
         return p, ds, scale, g
 
     def _run_fa_bwd_kernel(self, spec, a):

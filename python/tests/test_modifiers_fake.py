@@ -4,8 +4,9 @@ when it is built), requests and selection (a kernel serves its modifiers'
 key only), compile_args, and flashmlir.attention on the fake GPU of
 fake_gpu.py, whose kernels compute the traced regions their PTX carries
 on the captured tensors each launch binds (compared with the PyTorch
-reference of the Python functions). The manifest and request tests need
-no torch."""
+reference of the Python functions), eager and under torch.compile (the
+custom ops with modifiers). The manifest and request tests need no
+torch."""
 
 import dataclasses
 import json
@@ -758,14 +759,30 @@ def test_workspace_kernels_bind_captures(monkeypatch, tmp_path):
 
 
 @needs_torch
-def test_torch_compile_runs_the_reference(gpu):
+@pytest.mark.parametrize("deterministic", [False, True])
+def test_torch_compile_runs_the_kernels(gpu, deterministic):
+    """torch.compile(fullgraph=True) takes the custom ops with modifiers
+    (the traced key and the captures as their arguments), which run the
+    kernels eager calls run, forward and backward (deterministic= picking
+    the backward's)."""
+    torch._dynamo.reset()
     p = mc.Problem("document_causal", 1, 4, 2, 24, 24, 64)
     case = p.build()
-    q, k, v = p.inputs()
-    f = torch.compile(lambda q, k, v: run(p, case, q, k, v), backend="eager", fullgraph=True)
+    q, k, v = p.inputs(requires_grad=True)
+    f = torch.compile(lambda q, k, v: run(p, case, q, k, v, deterministic=deterministic),
+                      backend="aot_eager", fullgraph=True)
     out, lse = f(q, k, v)
-    check(p, case, out, lse, q, k, v)
-    assert gpu.ran == []
+    assert [gpu.registry.spec_named(n).modifiers_key for n, _ in gpu.ran] == [case_key(case)]
+    check(p, case, out.detach(), lse, q.detach(), k.detach(), v.detach())
+    dout = torch.randn(out.shape, generator=torch.Generator().manual_seed(3)).to(out.dtype)
+    grads = torch.autograd.grad(out, (q, k, v), dout)
+    check_grads(p, case, q, k, v, dout, grads)
+    launches = backward_launches(gpu)
+    assert launches and {s.modifiers_key for s, _, _ in launches} == {case_key(case)}
+    assert {s.deterministic for s, _, _ in launches} == {deterministic}
+    bound = [t.data_ptr() for t in case.captures.values()]
+    assert all([args[c.name].data_ptr() for c in spec.captures] == bound
+               for spec, entry, args in launches if entry == "fa_bwd_kernel")
 
 
 @needs_torch
