@@ -712,18 +712,22 @@ def _forward_plan(q, k, v, causal, window, scale, softcap, layout, deterministic
 class _FlashAttention(torch.autograd.Function):
     """Eager autograd over a forward plan (torch.compile uses the custom ops
     of _ops.py instead; both run the same plans). A plan with modifiers
-    takes its captured tensors (aligned, none requiring grad) after
-    `deterministic`: bound in the forward's and the backward's launches,
-    saved for the backward (an in-place change in between raises there)."""
+    takes its captured tensors (aligned) after `deterministic` and
+    `modifiers`: bound in the forward's and the backward's launches, saved
+    for the backward (an in-place change in between raises there).
+    `modifiers` is (score_mod, mask_mod, the captures as the functions read
+    them) when a capture requires grad (None otherwise): the backward then
+    adds the captures' gradients by row chunks (_capture_grads)."""
 
     @staticmethod
-    def forward(ctx, q, k, v, plan, deterministic, *captures):
+    def forward(ctx, q, k, v, plan, deterministic, modifiers, *captures):
         out, lse = plan.run(q, k, v, None, None, captures)
         # lse is not differentiable: no zero dlse to allocate and fill per call.
         ctx.set_materialize_grads(False)
         ctx.save_for_backward(q, k, v, out, lse, *captures)
         ctx.plan = plan
         ctx.deterministic = deterministic
+        ctx.modifiers = modifiers
         ctx.mark_non_differentiable(lse)
         return out, lse
 
@@ -740,11 +744,38 @@ def _flash_backward(ctx, dout, dlse):
     saved = ctx.saved_tensors
     q, k, v, out, lse = saved[:5]
     captures = saved[5:]
-    dq, dk, dv = ctx.plan.backward(q, k, v, out, lse, dout, ctx.deterministic, captures)
     need = ctx.needs_input_grad
+    dq = dk = dv = None
+    if dout is not None and any(need[:3]):
+        dq, dk, dv = ctx.plan.backward(q, k, v, out, lse, dout, ctx.deterministic, captures)
     grads = (dq if need[0] else None, dk if need[1] else None,
-             dv if need[2] else None, None, None)
-    return grads + (None,) * len(captures) if captures else grads
+             dv if need[2] else None, None, None, None)
+    dcaps = [None] * len(captures)
+    wanted = [n for n, want in enumerate(need[6:]) if want]
+    if wanted and dout is not None:
+        dcaps = _capture_grad_list(ctx, q, k, v, out, lse, dout, captures, wanted)
+    return grads + tuple(dcaps)
+
+
+def _capture_grad_list(ctx, q, k, v, out, lse, dout, captures, wanted):
+    """The captures' gradients (None where not wanted): _capture_grads on
+    the functions' own captures (`ctx.modifiers`), returned for the aligned
+    ones the Function took (the same values)."""
+    from . import _capture_grads
+    score_mod, mask_mod, originals = ctx.modifiers
+    out_list = [None] * len(captures)
+    c, L = ctx.plan.call, ctx.plan.call.layout
+    if score_mod is None:   # (a mask_mod's reads get no gradient)
+        for n in wanted:
+            out_list[n] = torch.zeros_like(captures[n])
+        return out_list
+    got = _capture_grads.capture_gradients(
+        _bhsd(dout, L), _bhsd(q, L), _bhsd(k, L), _bhsd(v, L), _bhsd(out, L), lse,
+        c.opts.mask, c.opts.scale, c.opts.softcap, score_mod, mask_mod,
+        [originals[n] for n in wanted])
+    for n, g in zip(wanted, got):
+        out_list[n] = g
+    return out_list
 
 
 _once_backward = once_differentiable(_flash_backward)
@@ -950,21 +981,6 @@ def aligned_captures(captures) -> Tuple[torch.Tensor, ...]:
     return tuple(_aligned(t) for t in captures)
 
 
-_GRAD_WARNING = (
-    "flashmlir.attention: a tensor that score_mod / mask_mod read requires grad, and "
-    "gradients of captured tensors are not computed by the kernels, so the call runs the "
-    "PyTorch reference (differentiable, but it materializes the [Nq, Nk] scores: O(N^2) "
-    "memory and time); with captured tensors that do not require grad (e.g. detached) the "
-    "compiled forward and backward kernels run, giving q, k and v their gradients")
-_warned = [False]
-
-
-def _warn_no_capture_grads() -> None:
-    if not _warned[0]:
-        _warned[0] = True
-        warnings.warn(_GRAD_WARNING, UserWarning, stacklevel=4)
-
-
 def _modified(q, k, v, causal, window, scale, softcap, layout, deterministic, out, lse,
               score_mod, mask_mod):
     """attention with score_mod / mask_mod, traced first (the modifiers'
@@ -976,11 +992,11 @@ def _modified(q, k, v, causal, window, scale, softcap, layout, deterministic, ou
     meta, fake) and calls under torch.compile take the custom ops of
     _ops.py, given the traced key and the captures, which run the same
     kernels (CPU tensors: the reference on the evaluated regions). When a
-    captured tensor requires grad (the kernels compute no gradients of
-    captured tensors) the call runs the PyTorch reference on the Python
-    functions (plain torch ops, so autograd and torch.compile trace
-    through), with a warning for kernel tensors in eager mode (dynamo
-    traces no warnings.warn)."""
+    captured tensor requires grad, kernel tensors in eager mode run
+    _FlashAttention with the functions (the captures' gradients by row
+    chunks, _capture_grads); other tensors and torch.compile the PyTorch
+    reference on the Python functions (plain torch ops, so autograd and
+    torch.compile trace through)."""
     from . import _modifiers
     compiling = torch.compiler.is_compiling()
     # (Under torch.compile dynamo traces the tracer itself, see _ops.py: the
@@ -995,16 +1011,24 @@ def _modified(q, k, v, causal, window, scale, softcap, layout, deterministic, ou
             if _needs_grad(q, k, v):
                 if out is not None or lse is not None:
                     raise ValueError("out= and lse= cannot be used when q, k or v requires grad")
-                return _FlashAttention.apply(q, k, v, plan, deterministic,
+                return _FlashAttention.apply(q, k, v, plan, deterministic, None,
                                              *aligned_captures(captures))
             return plan.run(q, k, v, out, lse, aligned_captures(captures))
         return _ops.attention_modified(q, k, v, traced, causal, window, scale, softcap, layout,
                                        deterministic, out, lse)
+    if not compiling and _kernel_tensors(q, k, v, out, lse):
+        # The kernels for out, lse and dq, dk, dv; the captures' gradients
+        # by row chunks in the backward.
+        if out is not None or lse is not None:
+            raise ValueError("out= and lse= cannot be used when a tensor requires grad")
+        plan = _forward_plan(q, k, v, causal, window, scale, softcap, layout, deterministic,
+                             None, None, traced)
+        return _FlashAttention.apply(q, k, v, plan, deterministic,
+                                     (score_mod, mask_mod, captures),
+                                     *aligned_captures(captures))
     c = _validate(q, k, v, causal, window, scale, softcap, layout, deterministic,
                   check_strides=not compiling)
     _check_capture_devices(captures, c.device)
-    if not compiling and _kernel_tensors(q, k, v):
-        _warn_no_capture_grads()
     if (out is not None or lse is not None) and _needs_grad(q, k, v):
         raise ValueError("out= and lse= cannot be used when q, k or v requires grad")
     o, l = _reference.attention_modified(
@@ -1064,11 +1088,12 @@ def attention(q, k, v, causal=False, window=None, scale=None, softcap=None,
          traced IR and the captures' dtypes and shapes, names the kernel;
          the captures' values are read at each call, any strides). When q,
          k or v requires grad, the backward runs the backward kernels of
-         the same modifiers (deterministic= as without modifiers). The
-         kernels compute no gradients of captured tensors: when a capture
-         requires grad, the call runs the PyTorch reference
-         (differentiable, O(Nq * Nk) memory) with a one-time warning (none
-         under torch.compile). torch.compile(fullgraph=True) traces the
+         the same modifiers (deterministic= as without modifiers). A
+         captured tensor that requires grad (a learned bias table) gets
+         its gradient after the backward kernels, from the saved out and
+         lse by rows in chunks in PyTorch (O(chunk * Nk) memory; about a
+         reference backward's time); under torch.compile such a call
+         traces the PyTorch reference (O(Nq * Nk) memory). torch.compile(fullgraph=True) traces the
          modifiers at compile time into the custom ops
          torch.ops.flashmlir.attention_forward_mod / attention_backward_mod
          (the key a constant, the captures graph tensors), which run the
@@ -1100,7 +1125,7 @@ def attention(q, k, v, causal=False, window=None, scale=None, softcap=None,
             if _needs_grad(q, k, v):
                 if out is not None or lse is not None:
                     raise ValueError("out= and lse= cannot be used when q, k or v requires grad")
-                o, l = _FlashAttention.apply(q, k, v, plan, deterministic)
+                o, l = _FlashAttention.apply(q, k, v, plan, deterministic, None)
             else:
                 o, l = plan.run(q, k, v, out, lse)
             return (o, l) if return_lse else o

@@ -242,3 +242,33 @@ def test_backward_deterministic(p, poison):
         again = run_backward(p, case, q, k, v, dout, "bhsd", deterministic=True)
         for name, a, b in zip(("dq", "dk", "dv"), first, again):
             assert torch.equal(a, b), f"{p.id}: deterministic {name} differs between runs"
+
+
+CAPTURE_GRAD_PROBLEMS = [p for p in MC.GPU_BACKWARD_PROBLEMS
+                         if p.case in ("alibi", "rel_bias") and not p.options][:4]
+
+
+@pytest.mark.parametrize("p", CAPTURE_GRAD_PROBLEMS, ids=lambda p: p.id)
+def test_capture_gradients(p, poison):
+    """A capture requiring grad (ALiBi slopes, a bias table): the kernels
+    give out, dq, dk, dv (the gradient rule), the capture's gradient comes
+    by row chunks; against float64 autograd within 2% (relative L2: a sum
+    over every score, from the rounded out)."""
+    case = p.build("cuda", seed=R.seed_for(p.id))
+    cap = next(iter(case.captures.values())).requires_grad_(True)
+    q, k, v = p.inputs("cuda", "bhsd", seed=R.seed_for(p.id, "cap"))
+    dout = R.make_dout((p.B, p.Hq, p.Nq, p.D), p.torch_dtype, seed=R.seed_for(p.id, "dcap"))
+    qq, kk, vv = (t.detach().clone().requires_grad_() for t in (q, k, v))
+    try:
+        out = flashmlir.attention(qq, kk, vv, score_mod=case.score_mod, **p.kwargs)
+        assert type(out.grad_fn).__name__ == "_FlashAttentionBackward"
+        *grads, dcap = torch.autograd.grad(out, (qq, kk, vv, cap), dout)
+    except flashmlir.KernelNotFoundError as exc:
+        skip_missing(exc)
+    check_modified_grads(p, case, grads, q, k, v, dout, f"{p.id} with capture grad")
+    qr, kr, vr = (t.detach().requires_grad_() for t in (q, k, v))
+    with torch.enable_grad():
+        ref, _, _ = modified_ref(p, case, qr, kr, vr, True)
+        (want,) = torch.autograd.grad(ref, (cap,), dout.double())
+    rel = ((dcap.double() - want).norm() / want.norm()).item()
+    assert torch.isfinite(dcap).all() and rel <= 2e-2, f"{p.id}: capture grad rel L2 {rel:.3g}"

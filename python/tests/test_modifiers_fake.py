@@ -319,7 +319,6 @@ def gpu(monkeypatch, tmp_path):
     if torch is None:
         pytest.skip("needs torch")
     fake = fake_gpu.install(monkeypatch, tmp_path)
-    monkeypatch.setattr(_interface, "_warned", [False])
     yield fake
     fake_gpu.uninstall(fake)
 
@@ -680,29 +679,51 @@ def test_backward_kernel_disagreeing_with_its_key(gpu):
 
 
 @needs_torch
-def test_capture_requiring_grad_falls_back_to_the_reference(gpu):
-    """A captured tensor requiring grad (e.g. learned slopes): the reference,
-    once a warning; its gradient and q, k, v's. Detached: the kernels."""
+@pytest.mark.parametrize("name", ["alibi", "rel_bias"])
+def test_capture_requiring_grad(gpu, name):
+    """A captured tensor requiring grad (learned slopes, a bias table): the
+    forward and backward kernels for out, dq, dk, dv, the capture's
+    gradient by row chunks (_capture_grads), all against the reference's
+    autograd; with only the capture requiring grad no backward kernel
+    runs."""
+    p = mc.Problem(name, 2, 4, 2, 20, 30, 64, "f16")
+    case = p.build()
+    cap = next(iter(case.captures.values())).requires_grad_(True)
+    q, k, v = p.inputs(requires_grad=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out, lse = run(p, case, q, k, v)
+    assert kernel_path(out) and len(gpu.ran) == 1
+    check(p, case, out, lse, q.detach(), k.detach(), v.detach())
+    dout = torch.randn(out.shape, generator=torch.Generator().manual_seed(3)).to(out.dtype)
+    got = torch.autograd.grad(out, (q, k, v, cap), dout)
+    assert len(gpu.ran) > 1                     # the backward kernels
+    qr, kr, vr = (t.detach().requires_grad_() for t in (q, k, v))
+    ref, _ = mc.reference(p, case, qr, kr, vr)
+    want = torch.autograd.grad(ref, (qr, kr, vr, cap), dout)
+    for g, w in zip(got[:3], want[:3]):
+        close(g, w, p.torch_dtype)
+    # (A sum over every score: relative to its norm; delta uses the f16 out.)
+    assert (got[3] - want[3]).norm() <= 1e-2 * want[3].norm()
+    # Only the capture: no dq / dk / dv kernels.
+    qd, kd, vd = (t.detach() for t in (q, k, v))
+    out, _ = run(p, case, qd, kd, vd)
+    since = len(gpu.ran)
+    (g,) = torch.autograd.grad(out, (cap,), dout)
+    assert len(gpu.ran) == since
+    torch.testing.assert_close(g, got[3])
+
+
+@needs_torch
+def test_capture_requiring_grad_with_out_is_an_error(gpu):
     p = mc.Problem("alibi", 1, 4, 2, 20, 30, 64)
     case = p.build()
-    slopes = case.captures["slopes"].requires_grad_(True)
-    q, k, v = p.inputs(requires_grad=True)
-    with pytest.warns(UserWarning, match=r"gradients of captured tensors are not computed by "
-                                         r"the kernels.*O\(N\^2\)"):
-        out, lse = run(p, case, q, k, v)
-    assert gpu.ran == [] and not kernel_path(out)
-    with warnings.catch_warnings(record=True) as again:
-        warnings.simplefilter("always")
-        out, lse = run(p, case, q, k, v)
-    assert not any("captured tensors" in str(w.message) for w in again)   # once
-    check(p, case, out, lse, q.detach(), k.detach(), v.detach())
-    out.float().sum().backward()
-    assert all(t.grad is not None for t in (q, k, v, slopes))
-    with torch.no_grad():                     # no grad: the kernel
-        out, _ = run(p, case, q, k, v)
-    assert len(gpu.ran) == 1
-    slopes.requires_grad_(False)              # q, k, v only: the kernels, both ways
-    run_backward(gpu, p, case)
+    case.captures["slopes"].requires_grad_(True)
+    q, k, v = p.inputs()
+    out, lse = (torch.empty(t.shape, dtype=t.dtype) for t in run(p, case, q, k, v))
+    with pytest.raises(ValueError, match="out= and lse= cannot be used when a tensor "
+                                         "requires grad"):
+        run(p, case, q, k, v, out=out, lse=lse)
 
 
 @needs_torch
