@@ -44,6 +44,9 @@ def parse_args(argv=None):
     p.add_argument("--warmup", type=int, default=25)
     p.add_argument("--rep", type=int, default=100)
     p.add_argument("--no-flex", action="store_true")
+    p.add_argument("--capture-grad", action="store_true",
+                   help="the backward also differentiates the float captures (ALiBi "
+                        "slopes, the bias table); cases without them are skipped")
     return p.parse_args(argv)
 
 
@@ -113,18 +116,23 @@ class Bench:
     def time_backward(self, impl, p, case, q, k, v, gen):
         torch = self.torch
         qg, kg, vg = (t.detach().clone().requires_grad_() for t in (q, k, v))
+        inputs = (qg, kg, vg)
+        if self.args.capture_grad:
+            inputs += tuple(c.requires_grad_() for c in case.captures.values()
+                            if c.is_floating_point())
         fn = self.make_fn(impl, p, case, qg, kg, vg)
         out = fn()
         dout = torch.randn(out.shape, device=out.device, dtype=out.dtype, generator=gen)
-        torch.autograd.grad(out, (qg, kg, vg), dout, retain_graph=True)
+        torch.autograd.grad(out, inputs, dout, retain_graph=True)
         torch.cuda.synchronize()
-        return self.time_ms(lambda: torch.autograd.grad(out, (qg, kg, vg), dout,
-                                                        retain_graph=True))
+        return self.time_ms(lambda: torch.autograd.grad(out, inputs, dout, retain_graph=True))
 
     def run_problem(self, p):
         torch = self.torch
         args = self.args
         case = p.build("cuda", seed=1)
+        if args.capture_grad and not any(c.is_floating_point() for c in case.captures.values()):
+            return
         q, k, v = p.inputs("cuda", "bhsd", seed=2)
         dens = density(torch, p, case, "cuda")
         impls = ["flashmlir"] + (["builtin"] if case.builtin is not None else []) + \
