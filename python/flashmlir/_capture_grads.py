@@ -6,7 +6,8 @@ O(chunk * Nk), never O(Nq * Nk).
 With u = softcap(score_mod(scale * q k^T)) the final scores (natural
 units, -inf where hidden), P = exp(u - lse) and dP = dO V^T, the loss's
 gradient in u is FlashAttention's dS = P * (dP - delta) with
-delta = rowsum(dO * O); a captured tensor's gradient is dS pulled back
+delta = rowsum(P * dP) (that is rowsum(dO * O), but without O's rounding:
+a capture's gradient sums dS over every score); a captured tensor's gradient is dS pulled back
 through the score_mod by autograd (`torch.autograd.grad(u, captures, dS)`),
 chunk by chunk, summed. The kernels give dq, dk and dv; this adds two
 GEMMs per chunk and the score_mod's elementwise work (PyTorch ops), so a
@@ -67,7 +68,6 @@ def capture_gradients(dout, q, k, v, out, lse, mask, scale, softcap, score_mod, 
             s = torch.matmul(q[:, :, r0:r1].to(ct), kt) * scale
             do = dout[:, :, r0:r1].to(ct)
             dp = torch.matmul(do, vt)
-            delta = (do * out[:, :, r0:r1].to(ct)).sum(-1, keepdim=True)
             vis = _visible_rows(r0, r1, nq, nk, mask, dev).expand(b, hq, r1 - r0, nk)
             if mask_mod is not None:
                 vis = vis & torch.broadcast_to(
@@ -78,6 +78,10 @@ def capture_gradients(dout, q, k, v, out, lse, mask, scale, softcap, score_mod, 
                 u = softcap * torch.tanh(u / softcap)
             with torch.no_grad():
                 p = torch.exp(u.detach() - lse[:, :, r0:r1, None]).masked_fill_(~vis, 0.0)
+                # delta = rowsum(P * dP) = rowsum(dO * O) exactly, but not
+                # from the rounded O: a capture's gradient sums dS over
+                # every score, and delta's rounding error does not cancel.
+                delta = (p * dp).sum(-1, keepdim=True)
                 ds = p.mul_(dp.sub_(delta))
             parts = torch.autograd.grad(u, list(captures), ds, allow_unused=True)
         for acc, part in zip(grads, parts):
