@@ -75,6 +75,8 @@ std::string attributeText(const AttentionProblem &p) {
     os << " softcap " << llvm::formatv("{0:e9}", double(*p.softcap));
   if (p.scale)
     os << " scale " << llvm::formatv("{0:e9}", double(*p.scale));
+  if (p.deterministic)
+    os << " deterministic";
   return s;
 }
 
@@ -708,6 +710,62 @@ TEST_P(BackwardModifierNumerics, MatchesFiniteDifferences) {
 TEST_P(BackwardModifierNumerics, TiledMatchesFiniteDifferences) {
   checkBackwardModifierCase(GetParam(), tiledModifierPipeline());
 }
+
+/// A band mask_mod whose left bound depends on the query head, over more
+/// than 8 blocks of 16 each way: the tiled backward bounds each key block's
+/// query loop (and, deterministic, each query block's key loop) by a scan of
+/// the mask_mod's block verdicts, over the group's heads. Blocks dropped
+/// wrongly, or a range taken from one head only, change the gradients; the
+/// reference lowering has no blocks.
+ModifierCase headBandMaskMod(bool deterministic) {
+  ModifierCase c;
+  c.name = deterministic ? "head_band_deterministic" : "head_band";
+  c.problem = problem(150, 170, 4, 2);
+  c.problem.deterministic = deterministic;
+  c.maskMod = R"(
+      %off = arith.constant 20 : index
+      %w0 = arith.constant 24 : index
+      %w1 = arith.constant 40 : index
+      %diag = arith.addi %i, %off : index
+      %wh = arith.muli %h, %w1 : index
+      %w = arith.addi %w0, %wh : index
+      %lo = arith.subi %diag, %w : index
+      %ge = arith.cmpi sge, %j, %lo : index
+      %le = arith.cmpi sle, %j, %diag : index
+      %v = arith.andi %ge, %le : i1
+      fa.yield %v : i1)";
+  c.mask = [](int64_t, int64_t h, int64_t i, int64_t j) {
+    int64_t diag = i + 20;
+    return j <= diag && j >= diag - (24 + 40 * h);
+  };
+  return c;
+}
+
+class TiledBackwardMaskModRange
+    : public ::testing::TestWithParam<ModifierCase> {};
+
+TEST_P(TiledBackwardMaskModRange, EqualsReference) {
+  const ModifierCase &c = GetParam();
+  AttentionInputs in =
+      makeRandomInputs(c.problem, std::hash<std::string>{}(c.name));
+  ForwardResult fwd = float64WithModifiers(c, in);
+  for (double &x : fwd.out.data)
+    x = roundTo(x, ElementType::F32);
+  auto want = runBackwardModifierCase(c, in, fwd);
+  ASSERT_TRUE(!!want) << llvm::toString(want.takeError());
+  auto got = runBackwardModifierCase(c, in, fwd, tiledModifierPipeline());
+  ASSERT_TRUE(!!got) << llvm::toString(got.takeError());
+  EXPECT_TRUE(allClose("dq", got->dq, want->dq, 1e-5));
+  EXPECT_TRUE(allClose("dk", got->dk, want->dk, 1e-5));
+  EXPECT_TRUE(allClose("dv", got->dv, want->dv, 1e-5));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    TiledCPU, TiledBackwardMaskModRange,
+    ::testing::Values(headBandMaskMod(false), headBandMaskMod(true)),
+    [](const ::testing::TestParamInfo<ModifierCase> &info) {
+      return info.param.name;
+    });
 
 INSTANTIATE_TEST_SUITE_P(
     ReferenceCPU, BackwardModifierNumerics,

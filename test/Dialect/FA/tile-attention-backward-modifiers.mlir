@@ -6,10 +6,21 @@
 // score_mod_grad) cloned, the captures passed on, the tile's batch and
 // query head as `at(...)`, its positions as `masked(...)`.
 
-// A mask_mod is decided per (query block, key block) as in
-// fa-specialize-masks: a block it may not see keeps the accumulators, one it
-// cannot hide runs the step without it.
+// A mask_mod bounds each key block's query-block loop to the blocks it may
+// see for some head of the group (a scan of its block verdicts in front of
+// the loop: by chunks of 8 blocks, then block by block at both ends), and
+// is decided per (query block, key block) as in fa-specialize-masks: a
+// block it may not see keeps the accumulators, one it cannot hide runs the
+// step without it.
 // CHECK-LABEL: func.func @mask_mod
+// CHECK:         scf.for {{.*}} -> (index, index) {
+// CHECK:         %[[FIRST:.*]] = scf.for {{.*}} -> (index) {
+// CHECK:         %[[LAST:.*]] = scf.for {{.*}} -> (index) {
+// CHECK:         %[[BEGIN:.*]] = arith.select {{.*}}, %[[FIRST]] : index
+// CHECK:         %[[END:.*]] = arith.select {{.*}}, %[[LAST]] : index
+// CHECK:         %[[LO:.*]] = arith.divui %[[BEGIN]], %{{.*}} : index
+// CHECK:         %[[HI:.*]] = arith.ceildivui %{{.*}}, %{{.*}} : index
+// CHECK:         scf.for %{{.*}} = %[[LO]] to %[[HI]] step
 // CHECK:         %[[HIDE:.*]] = arith.ori
 // CHECK:         %[[SEE:.*]] = arith.ori
 // CHECK:         scf.if %[[SEE]] -> (
@@ -57,4 +68,27 @@ func.func @score_mod(%q: tensor<1x2x16x32xf32>, %lse: tensor<1x2x16xf32>)
       }
       : (tensor<1x2x16x32xf32>, tensor<1x2x16x32xf32>, tensor<1x2x16x32xf32>, tensor<1x2x16x32xf32>, tensor<1x2x16xf32>, tensor<1x2x16x32xf32>) -> (tensor<1x2x16x32xf32>, tensor<1x2x16x32xf32>, tensor<1x2x16x32xf32>)
   return %dq, %dk, %dv : tensor<1x2x16x32xf32>, tensor<1x2x16x32xf32>, tensor<1x2x16x32xf32>
+}
+
+// -----
+
+// Deterministic dQ: each query block's key loop is bounded the same way
+// (the scan along the keys, at the block's query head).
+// CHECK-LABEL: func.func @mask_mod_deterministic
+// CHECK:         scf.forall
+// CHECK:         scf.forall
+// CHECK:         scf.for {{.*}} -> (index, index) {
+// CHECK:         %[[LO:.*]] = arith.divui
+// CHECK:         %[[HI:.*]] = arith.ceildivui
+// CHECK:         scf.for %{{.*}} = %[[LO]] to %[[HI]] step {{.*}} -> (tensor<16x32xf32>)
+// CHECK:           fa.attention_backward_step {{.*}} dq({{.*}}) masked({{.*}}) at({{.*}}) scale {{.*}} mask_mod(
+func.func @mask_mod_deterministic(%q: tensor<1x2x64x32xf32>, %lse: tensor<1x2x64xf32>)
+    -> (tensor<1x2x64x32xf32>, tensor<1x2x64x32xf32>, tensor<1x2x64x32xf32>) {
+  %dq, %dk, %dv = fa.attention_backward %q, %q, %q, %q, %lse, %q deterministic
+      mask_mod(%b: index, %h: index, %i: index, %j: index) {
+        %v = arith.cmpi ule, %j, %i : index
+        fa.yield %v : i1
+      }
+      : (tensor<1x2x64x32xf32>, tensor<1x2x64x32xf32>, tensor<1x2x64x32xf32>, tensor<1x2x64x32xf32>, tensor<1x2x64xf32>, tensor<1x2x64x32xf32>) -> (tensor<1x2x64x32xf32>, tensor<1x2x64x32xf32>, tensor<1x2x64x32xf32>)
+  return %dq, %dk, %dv : tensor<1x2x64x32xf32>, tensor<1x2x64x32xf32>, tensor<1x2x64x32xf32>
 }

@@ -10,6 +10,7 @@
 #include "MaskModBlocks.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/Matchers.h"
 #include "llvm/ADT/DenseMap.h"
 
@@ -251,15 +252,106 @@ void Interpreter::visit(Operation *op) {
 
 BlockVerdict mlir::fa::detail::buildMaskModBlockVerdict(
     OpBuilder &b, Location loc, Region &maskMod, Value batch, Value head,
-    Value iLo, Value iHi, Value jLo, Value jHi) {
+    Value iLo, Value iHi, Value jLo, Value jHi, Value headLast) {
   Interpreter interp(b, loc);
   Block &body = maskMod.front();
   interp.values[body.getArgument(0)] = interp.exact(batch);
-  interp.values[body.getArgument(1)] = interp.exact(head);
+  interp.values[body.getArgument(1)] =
+      headLast ? interp.range(head, headLast) : interp.exact(head);
   interp.values[body.getArgument(2)] = interp.range(iLo, iHi);
   interp.values[body.getArgument(3)] = interp.range(jLo, jHi);
   for (Operation &op : body.without_terminator())
     interp.visit(&op);
   Abstract verdict = interp.asBool(body.getTerminator()->getOperand(0));
   return {verdict.canT, verdict.canF};
+}
+
+Value mlir::fa::detail::lastPosition(OpBuilder &b, Location loc, Value start,
+                                     int64_t size, Value len) {
+  Value end = b.createOrFold<arith::AddIOp>(
+      loc, start, arith::ConstantIndexOp::create(b, loc, size));
+  end = b.createOrFold<arith::MinSIOp>(loc, end, len);
+  return b.createOrFold<arith::SubIOp>(
+      loc, end, arith::ConstantIndexOp::create(b, loc, 1));
+}
+
+/// Blocks per chunk of the coarse scan.
+static constexpr int64_t kScanChunk = 8;
+
+std::optional<std::pair<Value, Value>>
+mlir::fa::detail::buildMaskModVisibleRange(RewriterBase &rewriter,
+                                           Location loc,
+                                           const MaskModScan &scan, Value lo,
+                                           Value hi) {
+  int64_t bs = scan.block;
+  Value blockValue = arith::ConstantIndexOp::create(rewriter, loc, bs);
+  int64_t chunk = kScanChunk * bs;
+  Value chunkValue = arith::ConstantIndexOp::create(rewriter, loc, chunk);
+  // Whether the mask_mod may see something of the `size` positions from x0.
+  auto maySee = [&](OpBuilder &b, Location l, Value x0, int64_t size) {
+    Value xLast = lastPosition(b, l, x0, size, scan.len);
+    Value iLo = scan.scanKeys ? scan.fixedLo : x0,
+          iHi = scan.scanKeys ? scan.fixedLast : xLast,
+          jLo = scan.scanKeys ? x0 : scan.fixedLo,
+          jHi = scan.scanKeys ? xLast : scan.fixedLast;
+    return buildMaskModBlockVerdict(b, l, *scan.maskMod, scan.batch, scan.head,
+                                    iLo, iHi, jLo, jHi, scan.headLast)
+        .maySee;
+  };
+  auto select = [](OpBuilder &b, Location l, Value c, Value x, Value y) {
+    return b.createOrFold<arith::SelectOp>(l, c, x, y);
+  };
+  auto isUnset = [&](OpBuilder &b, Location l, Value v, Value unset) {
+    return b.createOrFold<arith::CmpIOp>(l, arith::CmpIPredicate::eq, v,
+                                         unset);
+  };
+  // Coarse: the first and the last chunk that may see (hi if none).
+  bool alwaysSeen = false;
+  auto coarse = scf::ForOp::create(
+      rewriter, loc, lo, hi, chunkValue, ValueRange{hi, hi},
+      [&](OpBuilder &b, Location l, Value c0, ValueRange acc) {
+        Value see = maySee(b, l, c0, chunk);
+        alwaysSeen = matchPattern(see, m_One());
+        Value first = select(
+            b, l,
+            b.createOrFold<arith::AndIOp>(l, see, isUnset(b, l, acc[0], hi)),
+            c0, acc[0]);
+        scf::YieldOp::create(b, l,
+                             ValueRange{first, select(b, l, see, c0, acc[1])});
+      });
+  if (alwaysSeen) {
+    rewriter.eraseOp(coarse);
+    return std::nullopt;
+  }
+  Value firstChunk = coarse.getResult(0), lastChunk = coarse.getResult(1);
+  auto chunkEnd = [&](Value c0) {
+    return rewriter.createOrFold<arith::MinSIOp>(
+        loc, rewriter.createOrFold<arith::AddIOp>(loc, c0, chunkValue), hi);
+  };
+  // Fine: the first block of the first chunk that may see (the chunk's
+  // start if none does), and the end of the last chunk's last such block.
+  auto first = scf::ForOp::create(
+      rewriter, loc, firstChunk, chunkEnd(firstChunk), blockValue,
+      ValueRange{hi}, [&](OpBuilder &b, Location l, Value x0, ValueRange acc) {
+        Value take = b.createOrFold<arith::AndIOp>(l, maySee(b, l, x0, bs),
+                                                   isUnset(b, l, acc[0], hi));
+        scf::YieldOp::create(b, l, select(b, l, take, x0, acc[0]));
+      });
+  auto last = scf::ForOp::create(
+      rewriter, loc, lastChunk, chunkEnd(lastChunk), blockValue,
+      ValueRange{hi}, [&](OpBuilder &b, Location l, Value x0, ValueRange acc) {
+        Value end = b.createOrFold<arith::MinSIOp>(
+            l, b.createOrFold<arith::AddIOp>(l, x0, blockValue), hi);
+        scf::YieldOp::create(b, l,
+                             select(b, l, maySee(b, l, x0, bs), end, acc[0]));
+      });
+  Value begin = select(rewriter, loc,
+                       isUnset(rewriter, loc, first.getResult(0), hi),
+                       firstChunk, first.getResult(0));
+  Value end = select(rewriter, loc,
+                     isUnset(rewriter, loc, last.getResult(0), hi),
+                     chunkEnd(lastChunk), last.getResult(0));
+  // (No chunk may see: begin = hi, end = hi.)
+  return std::make_pair(begin,
+                        rewriter.createOrFold<arith::MaxSIOp>(loc, end, begin));
 }

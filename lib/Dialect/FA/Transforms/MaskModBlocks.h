@@ -10,7 +10,11 @@
 #define FA_DIALECT_FA_TRANSFORMS_MASKMODBLOCKS_H
 
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/PatternMatch.h"
 #include "mlir/IR/Region.h"
+
+#include <optional>
+#include <utility>
 
 namespace mlir::fa::detail {
 
@@ -21,14 +25,45 @@ namespace mlir::fa::detail {
 /// comparisons, and / or / xor / select of booleans; anything else (a
 /// capture's element, floating-point values) may be anything, so a block it
 /// decides is kept and masked. `iLo > iHi` (a block without rows) may give
-/// any answer: such a block stores nothing.
+/// any answer: such a block stores nothing. With `headLast` the verdict
+/// holds for every head of [head, headLast] (a group of query heads).
 struct BlockVerdict {
   Value maySee, mayHide;
 };
 BlockVerdict buildMaskModBlockVerdict(OpBuilder &b, Location loc,
                                       Region &maskMod, Value batch, Value head,
                                       Value iLo, Value iHi, Value jLo,
-                                      Value jHi);
+                                      Value jHi, Value headLast = Value());
+
+/// The last of `size` positions from `start`, clipped to `len`.
+Value lastPosition(OpBuilder &b, Location loc, Value start, int64_t size,
+                   Value len);
+
+/// Where a mask_mod's blocks are scanned, and against what: blocks of
+/// `block` positions along the queries (`scanKeys` false) or the keys, from
+/// the element offsets [lo, hi) of a sequence of `len`, against the fixed
+/// positions [fixedLo, fixedLast] of the other axis, at (batch, head) or
+/// every head of [head, headLast].
+struct MaskModScan {
+  Region *maskMod;
+  Value batch, head, headLast;
+  bool scanKeys;
+  Value fixedLo, fixedLast;
+  int64_t block;
+  Value len;
+};
+
+/// The blocks of [lo, hi) that the mask_mod may see, as element offsets
+/// [first, last + block) clipped to hi (begin = end = hi when it sees
+/// none), computed in front of the loop that uses them: a coarse scan over
+/// chunks of 8 blocks (one verdict per chunk), then the first and the last
+/// chunk that may see block by block (a chunk whose blocks all turn out
+/// unseen keeps its bound: the range stays a superset). None when the
+/// verdict cannot rule a block out (e.g. it reads a capture): every block
+/// stays.
+std::optional<std::pair<Value, Value>>
+buildMaskModVisibleRange(RewriterBase &rewriter, Location loc,
+                         const MaskModScan &scan, Value lo, Value hi);
 
 } // namespace mlir::fa::detail
 

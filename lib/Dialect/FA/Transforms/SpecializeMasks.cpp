@@ -123,98 +123,25 @@ void dropMask(RewriterBase &rewriter, OnlineAttentionOp step) {
   rewriter.replaceOp(step, unmasked.getResults());
 }
 
-/// The last of `size` positions from `start`, clipped to `len`.
-Value lastOf(OpBuilder &b, Location loc, Value start, int64_t size,
-             Value len) {
-  Value end = b.createOrFold<arith::AddIOp>(
-      loc, start, arith::ConstantIndexOp::create(b, loc, size));
-  end = b.createOrFold<arith::MinSIOp>(loc, end, len);
-  return b.createOrFold<arith::SubIOp>(
-      loc, end, arith::ConstantIndexOp::create(b, loc, 1));
-}
+using fa::detail::lastPosition;
 
-/// Key blocks per chunk of the coarse scan below.
-constexpr int64_t kScanChunk = 8;
-
-/// The key blocks of [lo, hi) that `step`'s mask_mod may see, as
-/// [first, last + Bc) clipped to hi (empty when it sees none), from the
-/// block verdicts, in front of the loop: a coarse scan over chunks of
-/// kScanChunk blocks (one verdict per chunk, over its keys), then the first
-/// and the last chunk that may see block by block (a chunk whose blocks all
-/// turn out unseen keeps its bound: the range stays a superset). None when
-/// the verdict cannot rule a block out (e.g. it reads a capture): every
-/// block stays.
+/// The key blocks of [lo, hi) that `step`'s mask_mod may see (see
+/// buildMaskModVisibleRange), for this step's query block.
 std::optional<std::pair<Value, Value>>
 buildMaskModKeyRange(RewriterBase &rewriter, OnlineAttentionOp step, Value lo,
                      Value hi, int64_t br, int64_t bc) {
   Location loc = step.getLoc();
-  Value qLast = lastOf(rewriter, loc, step.getQStart(), br, step.getQLen());
-  Value bcValue = arith::ConstantIndexOp::create(rewriter, loc, bc);
-  int64_t chunk = kScanChunk * bc;
-  Value chunkValue = arith::ConstantIndexOp::create(rewriter, loc, chunk);
-  auto maySee = [&](OpBuilder &b, Location l, Value k0, int64_t keys) {
-    return fa::detail::buildMaskModBlockVerdict(
-               b, l, step.getMaskMod(), step.getBatchIndex(),
-               step.getHeadIndex(), step.getQStart(), qLast, k0,
-               lastOf(b, l, k0, keys, step.getKLen()))
-        .maySee;
-  };
-  auto select = [](OpBuilder &b, Location l, Value c, Value x, Value y) {
-    return b.createOrFold<arith::SelectOp>(l, c, x, y);
-  };
-  auto isUnset = [&](OpBuilder &b, Location l, Value v, Value unset) {
-    return b.createOrFold<arith::CmpIOp>(l, arith::CmpIPredicate::eq, v,
-                                         unset);
-  };
-  // Coarse: the first and the last chunk that may see (hi if none).
-  bool alwaysSeen = false;
-  auto coarse = scf::ForOp::create(
-      rewriter, loc, lo, hi, chunkValue, ValueRange{hi, hi},
-      [&](OpBuilder &b, Location l, Value c0, ValueRange acc) {
-        Value see = maySee(b, l, c0, chunk);
-        alwaysSeen = matchPattern(see, m_One());
-        Value first = select(
-            b, l, b.createOrFold<arith::AndIOp>(l, see, isUnset(b, l, acc[0], hi)),
-            c0, acc[0]);
-        scf::YieldOp::create(b, l,
-                             ValueRange{first, select(b, l, see, c0, acc[1])});
-      });
-  if (alwaysSeen) {
-    rewriter.eraseOp(coarse);
-    return std::nullopt;
-  }
-  Value firstChunk = coarse.getResult(0), lastChunk = coarse.getResult(1);
-  auto chunkEnd = [&](Value c0) {
-    return rewriter.createOrFold<arith::MinSIOp>(
-        loc, rewriter.createOrFold<arith::AddIOp>(loc, c0, chunkValue), hi);
-  };
-  // Fine: the first block of the first chunk that may see (the chunk's
-  // start if none does), and the end of the last chunk's last such block.
-  auto first = scf::ForOp::create(
-      rewriter, loc, firstChunk, chunkEnd(firstChunk), bcValue,
-      ValueRange{hi},
-      [&](OpBuilder &b, Location l, Value k0, ValueRange acc) {
-        Value take = b.createOrFold<arith::AndIOp>(l, maySee(b, l, k0, bc),
-                                                   isUnset(b, l, acc[0], hi));
-        scf::YieldOp::create(b, l, select(b, l, take, k0, acc[0]));
-      });
-  auto last = scf::ForOp::create(
-      rewriter, loc, lastChunk, chunkEnd(lastChunk), bcValue, ValueRange{hi},
-      [&](OpBuilder &b, Location l, Value k0, ValueRange acc) {
-        Value end = b.createOrFold<arith::MinSIOp>(
-            l, b.createOrFold<arith::AddIOp>(l, k0, bcValue), hi);
-        scf::YieldOp::create(b, l,
-                             select(b, l, maySee(b, l, k0, bc), end, acc[0]));
-      });
-  Value begin = select(rewriter, loc,
-                       isUnset(rewriter, loc, first.getResult(0), hi),
-                       firstChunk, first.getResult(0));
-  Value end = select(rewriter, loc,
-                     isUnset(rewriter, loc, last.getResult(0), hi),
-                     chunkEnd(lastChunk), last.getResult(0));
-  // (No chunk may see: begin = hi, end = hi.)
-  return std::make_pair(begin,
-                        rewriter.createOrFold<arith::MaxSIOp>(loc, end, begin));
+  fa::detail::MaskModScan scan;
+  scan.maskMod = &step.getMaskMod();
+  scan.batch = step.getBatchIndex();
+  scan.head = step.getHeadIndex();
+  scan.scanKeys = true;
+  scan.fixedLo = step.getQStart();
+  scan.fixedLast =
+      lastPosition(rewriter, loc, step.getQStart(), br, step.getQLen());
+  scan.block = bc;
+  scan.len = step.getKLen();
+  return fa::detail::buildMaskModVisibleRange(rewriter, loc, scan, lo, hi);
 }
 
 /// Splits `loop` into boundary / full / boundary loops (see file header).
@@ -316,9 +243,9 @@ void specializeMaskMod(RewriterBase &rewriter, OnlineAttentionOp step) {
   fa::detail::BlockVerdict verdict = fa::detail::buildMaskModBlockVerdict(
       rewriter, loc, step.getMaskMod(), step.getBatchIndex(),
       step.getHeadIndex(), step.getQStart(),
-      lastOf(rewriter, loc, step.getQStart(), br, step.getQLen()),
+      lastPosition(rewriter, loc, step.getQStart(), br, step.getQLen()),
       step.getKStart(),
-      lastOf(rewriter, loc, step.getKStart(), bc, step.getKLen()));
+      lastPosition(rewriter, loc, step.getKStart(), bc, step.getKLen()));
   auto seen = scf::IfOp::create(
       rewriter, loc, verdict.maySee,
       [&](OpBuilder &b, Location l) {

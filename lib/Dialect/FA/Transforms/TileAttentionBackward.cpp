@@ -425,6 +425,31 @@ visibleQueryBlocks(OpBuilder &b, const BackwardPlan &p, Value kStart) {
   return blockNumbers(b, p.loc, r, p.blockQ);
 }
 
+/// Blocks [lo, hi) (block numbers along the scanned axis) narrowed to those
+/// the op's mask_mod may see (a scan of its block verdicts in front of the
+/// loop, fa::detail::buildMaskModVisibleRange); as they are without a
+/// mask_mod or when its verdicts cannot rule a block out.
+static std::pair<Value, Value>
+narrowToMaskMod(OpBuilder &b, const BackwardPlan &p, Value lo, Value hi,
+                fa::detail::MaskModScan scan) {
+  if (!p.modifiers || !p.modifiers.hasMaskMod() || p.packed)
+    return {lo, hi};
+  Location loc = p.loc;
+  Value size = indexConst(b, loc, scan.block);
+  scan.maskMod = &p.modifiers.getMaskMod();
+  IRRewriter rewriter(b);
+  Value loEl = b.createOrFold<arith::MulIOp>(loc, lo, size);
+  Value hiEl = b.createOrFold<arith::MinSIOp>(
+      loc, b.createOrFold<arith::MulIOp>(loc, hi, size), scan.len);
+  std::optional<std::pair<Value, Value>> seen =
+      fa::detail::buildMaskModVisibleRange(rewriter, loc, scan, loEl, hiEl);
+  if (!seen)
+    return {lo, hi};
+  // [begin, end): a block's first element (or hiEl) and at most hiEl.
+  return {b.createOrFold<arith::DivUIOp>(loc, seen->first, size),
+          b.createOrFold<arith::CeilDivUIOp>(loc, seen->second, size)};
+}
+
 /// Key blocks [lo, hi) holding a key visible from some row of [qStart,
 /// qStart + Br): the mask's key-block range.
 static std::pair<Value, Value>
@@ -459,7 +484,24 @@ static KeyBlockGradients buildKeyBlockGradients(OpBuilder &b,
                                                 Value kBlock, Value dqGroup) {
   Location loc = p.loc;
   KeyBlock kBlk = loadKeyBlock(b, p, batch, kvHead, kBlock);
+  Value one = indexConst(b, loc, 1);
+  Value firstHead = arith::MulIOp::create(b, loc, kvHead, p.groupSize);
   auto [qbLo, qbHi] = visibleQueryBlocks(b, p, kBlk.start);
+  if (p.modifiers && p.modifiers.hasMaskMod()) {
+    // The query blocks that some head of the group may see.
+    fa::detail::MaskModScan scan;
+    scan.batch = batch;
+    scan.head = firstHead;
+    scan.headLast = b.createOrFold<arith::SubIOp>(
+        loc, b.createOrFold<arith::AddIOp>(loc, firstHead, p.groupSize), one);
+    scan.scanKeys = false;
+    scan.fixedLo = kBlk.start;
+    scan.fixedLast = fa::detail::lastPosition(b, loc, kBlk.start, p.blockKV,
+                                              p.seqK);
+    scan.block = p.blockQ;
+    scan.len = p.seqQ;
+    std::tie(qbLo, qbHi) = narrowToMaskMod(b, p, qbLo, qbHi, scan);
+  }
   if (p.packed) {
     // A block without keys is seen by no query.
     Value hasKeys = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sgt,
@@ -471,8 +513,7 @@ static KeyBlockGradients buildKeyBlockGradients(OpBuilder &b,
       zeroTile(b, loc, {p.blockKV, p.valueHeadDim}, p.f32Type)};
   if (dqGroup)
     init.push_back(dqGroup);
-  Value zero = indexConst(b, loc, 0), one = indexConst(b, loc, 1);
-  Value firstHead = arith::MulIOp::create(b, loc, kvHead, p.groupSize);
+  Value zero = indexConst(b, loc, 0);
 
   auto headLoop = scf::ForOp::create(
       b, loc, zero, p.groupSize, one, init,
@@ -787,6 +828,18 @@ static Value buildDeterministicQueryGradient(OpBuilder &b,
   QueryBlock qBlk =
       loadQueryBlock(b, p, batch, qHead, forall.getInductionVar(2));
   auto [kbLo, kbHi] = visibleKeyBlocks(b, p, qBlk.start);
+  if (p.modifiers && p.modifiers.hasMaskMod()) {
+    fa::detail::MaskModScan scan;
+    scan.batch = batch;
+    scan.head = qHead;
+    scan.scanKeys = true;
+    scan.fixedLo = qBlk.start;
+    scan.fixedLast =
+        fa::detail::lastPosition(b, loc, qBlk.start, p.blockQ, p.seqQ);
+    scan.block = p.blockKV;
+    scan.len = p.seqK;
+    std::tie(kbLo, kbHi) = narrowToMaskMod(b, p, kbLo, kbHi, scan);
+  }
   Value init = zeroTile(b, loc, {p.blockQ, p.headDim}, p.f32Type);
   auto keyLoop = scf::ForOp::create(
       b, loc, kbLo, kbHi, indexConst(b, loc, 1), ValueRange{init},
