@@ -446,6 +446,15 @@ class Traced:
             self._key = self.regions() + "|" + ",".join(self.capture_types())
         return self._key
 
+    def op_key(self) -> str:
+        """key() on one line (backslash and line break escaped as \\\\ and
+        \\n): the custom ops' argument, which from_key also takes.
+        Inductor's generated wrapper repeats a graph's arguments in
+        comments, where the IR's line breaks would end the comment and
+        leave MLIR as Python source (a SyntaxError in the compiled backward
+        on CUDA). (str methods: dynamo traces them.)"""
+        return self.key().replace("\\", "\\\\").replace("\n", "\\n")
+
     def digest(self) -> str:
         """sha256 (hex) of key(): the modifiers key of a kernel's manifest."""
         if self._digest is None:
@@ -647,7 +656,10 @@ def _parse_key(key: str):
 def from_key(key: str, captures) -> Traced:
     """The Traced whose key() is `key`, reading `captures`; ValueError when
     they are not the tensors its regions read (number, dtypes, shapes:
-    checked without their data, so for fake tensors too)."""
+    checked without their data, so for fake tensors too). `key` may be
+    in op_key()'s form."""
+    if "\n" not in key:   # (every key() has several lines)
+        key = re.sub(r"\\(.)", lambda m: "\n" if m.group(1) == "n" else m.group(1), key)
     score_mod, mask_mod, types = _parse_key(key)
     got = tuple(capture_type(t) if t.dtype in _CAPTURE_TYPES else str(t.dtype)
                 for t in captures)

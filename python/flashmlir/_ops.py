@@ -28,8 +28,9 @@ With score_mod / mask_mod (Python functions, see _modifiers):
     flashmlir::attention_backward_mod(dout, q, k, v, out, lse, captures, key,
         ...) -> (dq, dk, dv)
 
-`key` is the traced modifiers' Traced.key(): their regions' MLIR and the
-captures' types, the string kernels of the modifiers are cached by. The
+`key` is the traced modifiers' Traced.op_key(): their Traced.key() (the
+regions' MLIR and the captures' types, the string kernels of the modifiers
+are cached by) on one line, as inductor's generated code needs. The
 IR travels in the graph, so the real implementations rebuild the Traced
 from it (_modifiers.from_key, parsed once per key): a compiled, cached or
 exported graph needs nothing registered when it was traced. `captures`
@@ -249,7 +250,7 @@ def attention_modified(q, k, v, traced, causal, window, scale, softcap, layout, 
     if (out is not None or lse is not None) and I._needs_grad(q, k, v):
         raise ValueError("out= and lse= cannot be used when q, k or v requires grad")
     wl, wr = (-1, -1) if window is None else window
-    o, l = attention_forward_mod(q, k, v, list(traced.captures), traced.key(), causal, wl, wr,
+    o, l = attention_forward_mod(q, k, v, list(traced.captures), traced.op_key(), causal, wl, wr,
                                  scale, softcap, layout, deterministic)
     return I.copy_into(o, l, out, lse)
 
