@@ -55,6 +55,10 @@ struct ModifierCase {
   std::string scoreMod, maskMod;
   ScoreFn score;
   MaskFn mask;
+  /// fa.attention's key_ranges [B, Hq, ceil(Nq / rows), 2] (ints), when
+  /// keyRangeRows > 0.
+  Capture keyRanges;
+  int64_t keyRangeRows = 0;
 };
 
 void PrintTo(const ModifierCase &c, std::ostream *os) { *os << c.name; }
@@ -167,9 +171,18 @@ std::vector<Arg> inputArgs(const ModifierCase &c, bool backward) {
         {"lse", dims(p, std::vector<int64_t>{p.batch, p.headsQ, p.seqQ})});
     ins.push_back({"dout", dims(p, p.outShape())});
   }
+  if (c.keyRangeRows > 0)
+    ins.push_back({"kr", c.keyRanges.body()});
   for (auto [n, cap] : llvm::enumerate(c.captures))
     ins.push_back({"a" + std::to_string(n), cap.body()});
   return ins;
+}
+
+/// ` key_ranges(%kr_t rows G)` when the case has them.
+std::string keyRangesText(const ModifierCase &c) {
+  if (c.keyRangeRows <= 0)
+    return "";
+  return " key_ranges(%kr_t rows " + std::to_string(c.keyRangeRows) + ")";
 }
 
 /// The forward: fa.attention with the case's attributes and regions.
@@ -179,7 +192,8 @@ std::string modifierModule(const ModifierCase &c) {
       inputArgs(c, /*backward=*/false),
       {{"o", dims(p, p.outShape())},
        {"l", dims(p, std::vector<int64_t>{p.batch, p.headsQ, p.seqQ})}},
-      "fa.attention %q_t, %k_t, %v_t" + attributeText(p) + modifierText(c));
+      "fa.attention %q_t, %k_t, %v_t" + attributeText(p) + keyRangesText(c) +
+          modifierText(c));
 }
 
 /// The backward: fa.attention_backward with the same attributes and regions
@@ -266,6 +280,8 @@ runModifierCase(const ModifierCase &c, const AttentionInputs &in,
   std::vector<void *> descriptors = {qb.descriptorPtr(), kb.descriptorPtr(),
                                      vb.descriptorPtr()};
   CaptureBuffers captures;
+  if (c.keyRangeRows > 0)
+    captures.append({c.keyRanges}, descriptors);
   captures.append(c.captures, descriptors);
   descriptors.push_back(ob.descriptorPtr());
   descriptors.push_back(lb.descriptorPtr());
@@ -680,6 +696,115 @@ ModifierCase backwardEmptyRows() {
   c.problem.window = {{4, 2}};
   return c;
 }
+
+//===----------------------------------------------------------------------===//
+// key_ranges: where a data-dependent mask's keys lie, given at run time
+//===----------------------------------------------------------------------===//
+
+/// Packed documents of a batch of 2 (ids per batch and token, different
+/// boundaries per batch) as a mask_mod; per group of `rows` query rows the
+/// keys of the documents its rows are in, from the ids, as a caller (the
+/// Python package) computes them. `causal` adds the causal attribute. (A
+/// document starts at row 24: with groups of 8 the second group of the
+/// block [16, 32) needs keys past the first group's.)
+ModifierCase documentsWithRanges(int64_t rows, bool causal) {
+  ModifierCase c;
+  c.name = "documents_rows" + std::to_string(rows) + (causal ? "_causal" : "");
+  const int64_t n = 150;
+  c.problem = problem(n, n, 4, 2, /*batch=*/2);
+  c.problem.causal = causal;
+  HostTensor doc(std::vector<int64_t>{2, n});
+  const int64_t ends[2][4] = {{24, 61, 130, n}, {9, 100, 101, n}};
+  for (int64_t b = 0; b < 2; ++b)
+    for (int64_t t = 0, d = 0; t < n; ++t) {
+      while (t >= ends[b][d])
+        ++d;
+      doc.data[b * n + t] = d;
+    }
+  c.captures = {{doc, /*ints=*/true}};
+  c.maskMod = R"(
+      %di = tensor.extract %cap0[%b, %i] : tensor<2x150xi32>
+      %dj = tensor.extract %cap0[%b, %j] : tensor<2x150xi32>
+      %same = arith.cmpi eq, %di, %dj : i32
+      fa.yield %same : i1)";
+  c.mask = [doc](int64_t b, int64_t, int64_t i, int64_t j) {
+    return doc.data[b * 150 + i] == doc.data[b * 150 + j];
+  };
+  int64_t groups = llvm::divideCeil(n, rows);
+  HostTensor r(std::vector<int64_t>{2, 4, groups, 2});
+  for (int64_t b = 0; b < 2; ++b)
+    for (int64_t h = 0; h < 4; ++h)
+      for (int64_t g = 0; g < groups; ++g) {
+        int64_t lo = n, hi = 0;
+        for (int64_t i = g * rows; i < std::min(n, (g + 1) * rows); ++i)
+          for (int64_t j = 0; j < n; ++j)
+            if (c.mask(b, h, i, j) && (!causal || j <= i)) {
+              lo = std::min(lo, j);
+              hi = std::max(hi, j + 1);
+            }
+        r.data[((b * 4 + h) * groups + g) * 2] = lo;
+        r.data[((b * 4 + h) * groups + g) * 2 + 1] = hi;
+      }
+  c.keyRanges = {r, /*ints=*/true};
+  c.keyRangeRows = rows;
+  return c;
+}
+
+::testing::AssertionResult bitwiseEqual(const std::string &what,
+                                        const HostTensor &a,
+                                        const HostTensor &b);
+
+class KeyRangesNumerics : public ::testing::TestWithParam<ModifierCase> {};
+
+/// The tiled pipeline visits only the key blocks of the ranges: bitwise the
+/// results without them (a block the mask hides whole leaves the state as
+/// it was), and right against float64. Row groups smaller than, equal to
+/// and not dividing the 16-row blocks.
+TEST_P(KeyRangesNumerics, TiledEqualsWithoutRanges) {
+  const ModifierCase &c = GetParam();
+  AttentionInputs in =
+      makeRandomInputs(c.problem, std::hash<std::string>{}(c.name));
+  ModifierCase without = c;
+  without.keyRangeRows = 0;
+  auto want = runModifierCase(without, in, tiledModifierPipeline());
+  ASSERT_TRUE(!!want) << llvm::toString(want.takeError());
+  auto got = runModifierCase(c, in, tiledModifierPipeline());
+  ASSERT_TRUE(!!got) << llvm::toString(got.takeError());
+  EXPECT_TRUE(bitwiseEqual("out", got->out, want->out));
+  EXPECT_TRUE(bitwiseEqual("lse", got->lse, want->lse));
+  ForwardResult exact = float64WithModifiers(c, in);
+  EXPECT_TRUE(allClose("out", got->out, exact.out, 2e-5));
+  // The reference ignores the ranges.
+  auto ref = runModifierCase(c, in);
+  ASSERT_TRUE(!!ref) << llvm::toString(ref.takeError());
+  EXPECT_TRUE(allClose("out", ref->out, exact.out, 2e-5));
+}
+
+/// The ranges are read: narrowed by one key block at the start of every
+/// group, the tiled results lose keys (so the equality above is not the
+/// ranges being ignored).
+TEST(KeyRangesNumerics, NarrowerRangesDropKeys) {
+  ModifierCase c = documentsWithRanges(16, /*causal=*/false);
+  for (size_t n = 0; n < c.keyRanges.values.data.size(); n += 2)
+    c.keyRanges.values.data[n] += 16;
+  AttentionInputs in =
+      makeRandomInputs(c.problem, std::hash<std::string>{}(c.name));
+  auto got = runModifierCase(c, in, tiledModifierPipeline());
+  ASSERT_TRUE(!!got) << llvm::toString(got.takeError());
+  ForwardResult exact = float64WithModifiers(c, in);
+  EXPECT_FALSE(allClose("out", got->out, exact.out, 2e-5));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    TiledCPU, KeyRangesNumerics,
+    ::testing::Values(documentsWithRanges(16, false),
+                      documentsWithRanges(8, false),
+                      documentsWithRanges(8, true),
+                      documentsWithRanges(24, false),
+                      documentsWithRanges(64, true)),
+    [](const ::testing::TestParamInfo<ModifierCase> &info) {
+      return info.param.name;
+    });
 
 class BackwardModifierNumerics : public ::testing::TestWithParam<ModifierCase> {
 };

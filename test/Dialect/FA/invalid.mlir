@@ -406,7 +406,7 @@ func.func @f(%q: tensor<1x4x128x64xf16>, %k: tensor<1x4x128x64xf16>, %v: tensor<
 // Mask operands without a mask (generic form).
 func.func @f(%q: tensor<1x4x128x64xf16>, %l: i64) {
   // expected-error @below {{has 2 mask operands but no mask to take them}}
-  %out:2 = "fa.attention"(%q, %q, %q, %l, %l) <{operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 2, 0>}> ({}, {})
+  %out:2 = "fa.attention"(%q, %q, %q, %l, %l) <{operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 2, 0, 0>}> ({}, {})
       : (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, i64, i64)
       -> (tensor<1x4x128x64xf16>, tensor<1x4x128xf32>)
   return
@@ -417,7 +417,7 @@ func.func @f(%q: tensor<1x4x128x64xf16>, %l: i64) {
 // The mask attribute must implement the mask interface (generic form).
 func.func @f(%q: tensor<1x4x128x64xf16>) {
   // expected-error @below {{Invalid attribute `mask` in property conversion: array<i64: 16, 0>}}
-  %out:2 = "fa.attention"(%q, %q, %q) <{operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 0, 0>, mask = array<i64: 16, 0>}> ({}, {})
+  %out:2 = "fa.attention"(%q, %q, %q) <{operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 0, 0, 0>, mask = array<i64: 16, 0>}> ({}, {})
       : (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>)
       -> (tensor<1x4x128x64xf16>, tensor<1x4x128xf32>)
   return
@@ -560,7 +560,7 @@ func.func @f(%q: tensor<1x4x128x64xf16>) {
 // The scale is an f32 attribute (generic form).
 func.func @f(%q: tensor<1x4x128x64xf16>) {
   // expected-error @below {{attribute 'scale' failed to satisfy constraint: 32-bit float attribute}}
-  %out:2 = "fa.attention"(%q, %q, %q) <{operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 0, 0>, scale = 1.250000e-01 : f64}> ({}, {})
+  %out:2 = "fa.attention"(%q, %q, %q) <{operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 0, 0, 0>, scale = 1.250000e-01 : f64}> ({}, {})
       : (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>)
       -> (tensor<1x4x128x64xf16>, tensor<1x4x128xf32>)
   return
@@ -1785,7 +1785,7 @@ func.func @f(%t: tensor<64x64xf16>, %r: tensor<64xf32>, %d: tensor<?xf32>, %acc:
 func.func @f(%q: tensor<1x4x128x64xf16>, %s: f32) {
   // expected-error @below {{scale must be an attribute or an operand, not both}}
   %out:2 = "fa.attention"(%q, %q, %q, %s)
-      <{operandSegmentSizes = array<i32: 1, 1, 1, 0, 1, 0, 0>, scale = 1.250000e-01 : f32}> ({}, {})
+      <{operandSegmentSizes = array<i32: 1, 1, 1, 0, 1, 0, 0, 0>, scale = 1.250000e-01 : f32}> ({}, {})
       : (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, f32)
       -> (tensor<1x4x128x64xf16>, tensor<1x4x128xf32>)
   return
@@ -1811,7 +1811,7 @@ func.func @f(%t: tensor<64x64xf16>, %acc: tensor<64x64xf32>, %m: tensor<64xf32>,
 func.func @f(%q: tensor<1x4x128x64xf16>, %s: f16) {
   // expected-error @below {{operand #3 must be 32-bit float, but got 'f16'}}
   %out:2 = "fa.attention"(%q, %q, %q, %s)
-      <{operandSegmentSizes = array<i32: 1, 1, 1, 0, 1, 0, 0>}> ({}, {})
+      <{operandSegmentSizes = array<i32: 1, 1, 1, 0, 1, 0, 0, 0>}> ({}, {})
       : (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, f16)
       -> (tensor<1x4x128x64xf16>, tensor<1x4x128xf32>)
   return
@@ -2119,4 +2119,67 @@ func.func @paged_key_block_element_type(%p: tensor<?x8x16x128xbf16>, %t: tensor<
   // expected-error @below {{'fa.paged_key_block' op block element type 'f16' must be the pages' 'bf16'}}
   %k = fa.paged_key_block %p[%i, %i, %i] table(%t) limit(%i) : tensor<?x8x16x128xbf16>, tensor<?x?xi32> -> tensor<64x128xf16>
   return %k : tensor<64x128xf16>
+}
+
+// -----
+
+// key_ranges: one [begin, end) per batch, query head and group of rows.
+func.func @f(%q: tensor<2x4x128x64xf16>, %r: tensor<2x4x3x2xi32>) {
+  // expected-error @below {{key_ranges dimension 2 must be ceil(Nq / rows) = 2, got 3}}
+  %out:2 = fa.attention %q, %q, %q key_ranges(%r rows 64)
+      : (tensor<2x4x128x64xf16>, tensor<2x4x128x64xf16>, tensor<2x4x128x64xf16>, tensor<2x4x3x2xi32>)
+      -> (tensor<2x4x128x64xf16>, tensor<2x4x128xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<2x4x128x64xf16>, %r: tensor<2x2x2x2xi32>) {
+  // expected-error @below {{key_ranges dimension 1 must be Hq = 4, got 2}}
+  %out:2 = fa.attention %q, %q, %q key_ranges(%r rows 64)
+      : (tensor<2x4x128x64xf16>, tensor<2x4x128x64xf16>, tensor<2x4x128x64xf16>, tensor<2x2x2x2xi32>)
+      -> (tensor<2x4x128x64xf16>, tensor<2x4x128xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<2x4x128x64xf16>, %r: tensor<2x4x2xi32>) {
+  // expected-error @below {{key_ranges must be [B, Hq, ceil(Nq / rows), 2], got rank 3}}
+  %out:2 = fa.attention %q, %q, %q key_ranges(%r rows 64)
+      : (tensor<2x4x128x64xf16>, tensor<2x4x128x64xf16>, tensor<2x4x128x64xf16>, tensor<2x4x2xi32>)
+      -> (tensor<2x4x128x64xf16>, tensor<2x4x128xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<2x4x128x64xf16>, %r: tensor<2x4x?x2xi32>) {
+  // expected-error @below {{key_ranges rows must be > 0, got 0}}
+  %out:2 = fa.attention %q, %q, %q key_ranges(%r rows 0)
+      : (tensor<2x4x128x64xf16>, tensor<2x4x128x64xf16>, tensor<2x4x128x64xf16>, tensor<2x4x?x2xi32>)
+      -> (tensor<2x4x128x64xf16>, tensor<2x4x128xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<2x4x128x64xf16>, %r: tensor<2x4x2x2xf32>) {
+  // expected-error @below {{operand #3 must be ranked tensor of 32-bit signless integer values}}
+  %out:2 = fa.attention %q, %q, %q key_ranges(%r rows 64)
+      : (tensor<2x4x128x64xf16>, tensor<2x4x128x64xf16>, tensor<2x4x128x64xf16>, tensor<2x4x2x2xf32>)
+      -> (tensor<2x4x128x64xf16>, tensor<2x4x128xf32>)
+  return
+}
+
+// -----
+
+// (Generic form) the ranges without their row count.
+func.func @f(%q: tensor<2x4x128x64xf16>, %r: tensor<2x4x2x2xi32>) {
+  // expected-error @below {{key_ranges and key_range_rows go together}}
+  %out:2 = "fa.attention"(%q, %q, %q, %r)
+      <{operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 0, 1, 0>}> ({}, {})
+      : (tensor<2x4x128x64xf16>, tensor<2x4x128x64xf16>, tensor<2x4x128x64xf16>, tensor<2x4x2x2xi32>)
+      -> (tensor<2x4x128x64xf16>, tensor<2x4x128xf32>)
+  return
 }

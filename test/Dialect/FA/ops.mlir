@@ -74,7 +74,7 @@ func.func @attention_window(%q: tensor<1x4x128x64xf16>, %k: tensor<1x4x128x64xf1
 // CHECK: fa.attention_backward %{{.*}} mask<window ?, 0>(%[[L]]) :
 // CHECK: fa.online_attention %{{.*}} masked(%{{.*}}) mask<window ?, ?>(%[[L]], %[[R]]) scale 1.250000e-01 :
 // CHECK: fa.attention_backward_step %{{.*}} masked(%{{.*}}) mask<window ?, 0>(%[[L]]) scale 1.250000e-01 :
-// GENERIC: "fa.attention"(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) <{mask = #fa.mask<window ?, ?>, operandSegmentSizes = array<i32: 1, 1, 1, 0, 1, 2, 0>}>
+// GENERIC: "fa.attention"(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) <{mask = #fa.mask<window ?, ?>, operandSegmentSizes = array<i32: 1, 1, 1, 0, 1, 2, 0, 0>}>
 func.func @attention_runtime_window(%q: tensor<1x4x128x64xf16>, %l: i64, %r: i64,
                                     %s: f32, %lse: tensor<1x4x128xf32>,
                                     %t: tensor<64x64xf16>, %acc: tensor<64x64xf32>,
@@ -147,7 +147,7 @@ func.func @attention_softcap(%q: tensor<1x4x128x64xf16>, %k: tensor<1x4x128x64xf
 // CHECK-LABEL: func.func @attention_all_attributes
 // CHECK: fa.attention %{{.*}}, %{{.*}}, %{{.*}} mask<window 256, 0> softcap 5.000000e+01 scale 2.500000e-01 :
 // GENERIC-LABEL: sym_name = "attention_all_attributes"
-// GENERIC: "fa.attention"(%{{.*}}, %{{.*}}, %{{.*}}) <{mask = #fa.mask<window 256, 0>, operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 0, 0>, scale = 2.500000e-01 : f32, softcap = 5.000000e+01 : f32}>
+// GENERIC: "fa.attention"(%{{.*}}, %{{.*}}, %{{.*}}) <{mask = #fa.mask<window 256, 0>, operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 0, 0, 0>, scale = 2.500000e-01 : f32, softcap = 5.000000e+01 : f32}>
 // CHECK: fa.attention %{{.*}}, %{{.*}}, %{{.*}} mask<window 64, 0> scale 5.000000e-01 :
 func.func @attention_all_attributes(%q: tensor<1x4x128x128xbf16>,
                                     %k: tensor<1x4x128x128xbf16>,
@@ -276,7 +276,7 @@ func.func @attention_empty(%q: tensor<0x4x16x64xf32>, %k: tensor<0x4x0x64xf32>,
 // CHECK: } : (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<4xf32>)
 // CHECK-NOT: mask_mod
 // GENERIC-LABEL: sym_name = "attention_alibi"
-// GENERIC: "fa.attention"({{.*}}) <{mask = #fa.mask<causal>, operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 0, 1>}> ({
+// GENERIC: "fa.attention"({{.*}}) <{mask = #fa.mask<causal>, operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 0, 0, 1>}> ({
 // GENERIC: ^bb0(%{{.*}}: f32, %{{.*}}: index, %{{.*}}: index, %{{.*}}: index, %{{.*}}: index, %{{.*}}: tensor<4xf32>):
 // GENERIC: "fa.yield"(%{{.*}}) : (f32) -> ()
 // GENERIC-NEXT: }, {
@@ -337,7 +337,7 @@ func.func @attention_prefix_lm(%q: tensor<1x4x128x64xf16>)
 // CHECK: fa.yield %{{.*}} : i1
 // CHECK-NEXT: } {note} : (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, f32, tensor<255xf32>, tensor<128xi32>)
 // GENERIC-LABEL: sym_name = "attention_all_modifiers"
-// GENERIC: "fa.attention"({{.*}}) <{mask = #fa.mask<window 64, 0>, operandSegmentSizes = array<i32: 1, 1, 1, 0, 1, 0, 2>, softcap = 3.000000e+01 : f32}> ({
+// GENERIC: "fa.attention"({{.*}}) <{mask = #fa.mask<window 64, 0>, operandSegmentSizes = array<i32: 1, 1, 1, 0, 1, 0, 0, 2>, softcap = 3.000000e+01 : f32}> ({
 func.func @attention_all_modifiers(%q: tensor<1x4x128x64xf16>,
                                    %table: tensor<255xf32>,
                                    %doc: tensor<128xi32>, %scale: f32)
@@ -663,7 +663,7 @@ func.func @attention_backward_step_dq(%q: tensor<?x64xf32>, %k: tensor<?x64xf32>
 // CHECK-SAME: (tensor<1x4x?x64xbf16>, tensor<1x4x?x64xbf16>, tensor<1x4x?x64xbf16>, f32, f32)
 // CHECK: fa.attention_backward {{.*}} mask<window 8, 8> scale %[[S]] deterministic :
 // GENERIC-LABEL: sym_name = "attention_runtime_scalars"
-// GENERIC: "fa.attention"({{.*}}) <{mask = #fa.mask<causal>, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 0, 0>}>
+// GENERIC: "fa.attention"({{.*}}) <{mask = #fa.mask<causal>, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 0, 0, 0>}>
 // GENERIC: "fa.attention_backward"({{.*}}) <{deterministic, mask = #fa.mask<window 8, 8>, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 1, 0, 0>}>
 func.func @attention_runtime_scalars(%q: tensor<1x4x?x64xbf16>, %s: f32, %c: f32)
     -> tensor<1x4x?x64xbf16> {
@@ -814,4 +814,26 @@ func.func @paged_key_block(%pages: tensor<?x8x16x128xbf16>, %t: tensor<?x?xi32>,
   %k = fa.paged_key_block %pages[%b, %h, %k0] table(%t) limit(%n)
       : tensor<?x8x16x128xbf16>, tensor<?x?xi32> -> tensor<64x128xbf16>
   return %k : tensor<64x128xbf16>
+}
+
+// Run-time key ranges (a document mask): per batch, query head and group of
+// 64 query rows, the keys [r[..., 0], r[..., 1]) the mask may show.
+// CHECK-LABEL: func.func @attention_key_ranges
+// CHECK: fa.attention %{{.*}}, %{{.*}}, %{{.*}} key_ranges(%{{.*}} rows 64) captures(%{{.*}}) mask_mod(
+// GENERIC-LABEL: sym_name = "attention_key_ranges"
+// GENERIC: "fa.attention"({{.*}}) <{key_range_rows = 64 : i64, operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 0, 1, 1>}> ({
+func.func @attention_key_ranges(%q: tensor<2x4x?x64xbf16>, %r: tensor<2x4x?x2xi32>,
+                                %doc: tensor<2x?xi32>)
+    -> (tensor<2x4x?x64xbf16>, tensor<2x4x?xf32>) {
+  %out, %lse = fa.attention %q, %q, %q key_ranges(%r rows 64) captures(%doc)
+      mask_mod(%b: index, %h: index, %i: index, %j: index, %d: tensor<2x?xi32>) {
+        %di = tensor.extract %d[%b, %i] : tensor<2x?xi32>
+        %dj = tensor.extract %d[%b, %j] : tensor<2x?xi32>
+        %same = arith.cmpi eq, %di, %dj : i32
+        fa.yield %same : i1
+      }
+      : (tensor<2x4x?x64xbf16>, tensor<2x4x?x64xbf16>, tensor<2x4x?x64xbf16>,
+         tensor<2x4x?x2xi32>, tensor<2x?xi32>)
+      -> (tensor<2x4x?x64xbf16>, tensor<2x4x?xf32>)
+  return %out, %lse : tensor<2x4x?x64xbf16>, tensor<2x4x?xf32>
 }

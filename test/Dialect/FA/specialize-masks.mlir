@@ -285,3 +285,50 @@ func.func @capture_mask_mod(%q: tensor<64x64xf16>, %k: tensor<32x64xf16>, %v: te
   }
   return %r#0, %r#1, %r#2 : tensor<64x64xf32>, tensor<64xf32>, tensor<64xf32>
 }
+
+// -----
+
+// A key loop that starts past 0 at a multiple of the tile (fa.attention's
+// key_ranges rounded down) and ends before Nk: the mask's bounds stay
+// inside [lb, ub).
+
+// CHECK-LABEL: func.func @from_key_range
+// CHECK-SAME:    %[[X:[a-zA-Z0-9]+]]: index, %[[UB:[a-zA-Z0-9]+]]: index)
+// CHECK:         %[[LB:.*]] = arith.muli %[[X]], %{{.*}} : index
+// The mask's bounds clipped to ub, then raised to lb.
+// CHECK:         %[[FULLHI:.*]] = arith.minsi %{{.*}}, %[[UB]] : index
+// CHECK:         %[[HI:.*]] = arith.minsi %{{.*}}, %[[UB]] : index
+// CHECK:         arith.maxsi %{{.*}}, %[[LB]] : index
+// CHECK:         %[[FROM:.*]] = arith.maxsi %{{.*}}, %[[LB]] : index
+// CHECK:         %[[TO:.*]] = arith.maxsi %[[FULLHI]], %[[LB]] : index
+// CHECK:         %[[END:.*]] = arith.maxsi %[[HI]], %[[LB]] : index
+// CHECK:         %[[FULL:.*]]:3 = scf.for %{{.*}} = %[[FROM]] to %[[TO]] step
+// CHECK:           fa.online_attention %{{.*}} into %{{.*}} scale 1.250000e-01 :
+// CHECK:         scf.for %{{.*}} = %[[TO]] to %[[END]] step {{.*}} iter_args(%{{.*}} = %[[FULL]]#0
+// CHECK:           fa.online_attention {{.*}} masked({{.*}}) mask<causal> scale 1.250000e-01
+func.func @from_key_range(%q: tensor<64x64xf16>, %k: tensor<32x64xf16>, %v: tensor<32x64xf16>, %acc: tensor<64x64xf32>, %m: tensor<64xf32>, %l: tensor<64xf32>, %q0: index, %nq: index, %nk: index, %x: index, %ub: index) -> (tensor<64x64xf32>, tensor<64xf32>, tensor<64xf32>) {
+  %c32 = arith.constant 32 : index
+  %lb = arith.muli %x, %c32 : index
+  %r:3 = scf.for %k0 = %lb to %ub step %c32 iter_args(%a = %acc, %mm = %m, %ll = %l) -> (tensor<64x64xf32>, tensor<64xf32>, tensor<64xf32>) {
+    %n:3 = fa.online_attention %q, %k, %v into %a, %mm, %ll masked(%q0, %k0, %nq, %nk) mask<causal> scale 0.125 : tensor<64x64xf16>, tensor<32x64xf16>, tensor<32x64xf16> -> tensor<64x64xf32>, tensor<64xf32>
+    scf.yield %n#0, %n#1, %n#2 : tensor<64x64xf32>, tensor<64xf32>, tensor<64xf32>
+  }
+  return %r#0, %r#1, %r#2 : tensor<64x64xf32>, tensor<64xf32>, tensor<64xf32>
+}
+
+// -----
+
+// A start that may not be a multiple of the tile: the loop stays as it is.
+
+// CHECK-LABEL: func.func @unaligned_start
+// CHECK:         scf.for %{{.*}} = %{{.*}} to %{{.*}} step
+// CHECK-NEXT:      fa.online_attention {{.*}} masked({{.*}}) mask<causal>
+// CHECK-NOT:     scf.for
+func.func @unaligned_start(%q: tensor<64x64xf16>, %k: tensor<32x64xf16>, %v: tensor<32x64xf16>, %acc: tensor<64x64xf32>, %m: tensor<64xf32>, %l: tensor<64xf32>, %q0: index, %nq: index, %nk: index, %lb: index) -> (tensor<64x64xf32>, tensor<64xf32>, tensor<64xf32>) {
+  %c32 = arith.constant 32 : index
+  %r:3 = scf.for %k0 = %lb to %nk step %c32 iter_args(%a = %acc, %mm = %m, %ll = %l) -> (tensor<64x64xf32>, tensor<64xf32>, tensor<64xf32>) {
+    %n:3 = fa.online_attention %q, %k, %v into %a, %mm, %ll masked(%q0, %k0, %nq, %nk) mask<causal> scale 0.125 : tensor<64x64xf16>, tensor<32x64xf16>, tensor<32x64xf16> -> tensor<64x64xf32>, tensor<64xf32>
+    scf.yield %n#0, %n#1, %n#2 : tensor<64x64xf32>, tensor<64xf32>, tensor<64xf32>
+  }
+  return %r#0, %r#1, %r#2 : tensor<64x64xf32>, tensor<64xf32>, tensor<64xf32>
+}

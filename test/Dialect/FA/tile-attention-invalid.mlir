@@ -1,6 +1,7 @@
 // RUN: fa-opt %s --split-input-file --fa-tile-attention="block-q=24" --verify-diagnostics
 // RUN: not fa-opt %s --fa-tile-attention="block-kv=0" 2>&1 | FileCheck %s --check-prefix=ZERO
 // RUN: not fa-opt %s --fa-tile-attention="block-q=512" 2>&1 | FileCheck %s --check-prefix=LARGE
+// RUN: fa-opt %S/Inputs/key-ranges-small-rows.mlir --fa-tile-attention="block-q=64" --verify-diagnostics
 
 // Block sizes must fill whole 16-row tensor-core fragments.
 

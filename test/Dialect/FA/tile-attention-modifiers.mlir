@@ -72,3 +72,42 @@ func.func @mask_only(%q: tensor<1x2x32x64xf16>)
       -> (tensor<1x2x32x64xf16>, tensor<1x2x32xf32>)
   return %o, %l : tensor<1x2x32x64xf16>, tensor<1x2x32xf32>
 }
+
+// -----
+
+// key_ranges (a document mask the passes cannot analyze; the ranges come at
+// run time): each query block reads the ranges of the row groups it holds
+// (two groups of 8 rows per 16-row block; an empty range adds nothing),
+// takes their union, rounds its start down to a key block and clips it to
+// Nk: the key loop's bounds. The steps keep the mask_mod (a range is no
+// mask).
+// CHECK-LABEL: func.func @key_ranges
+// CHECK-SAME:    %{{.*}}: tensor<2x2x?x64xf16>, %[[R:.*]]: tensor<2x2x?x2xi32>
+// CHECK:         scf.forall (%[[B:.*]], %[[H:.*]], %{{.*}}) in
+// CHECK:           %[[G0:.*]] = arith.minui
+// CHECK:           %[[LO0:.*]] = tensor.extract %[[R]][%[[B]], %[[H]], %[[G0]], %{{.*}}] : tensor<2x2x?x2xi32>
+// CHECK:           %[[HI0:.*]] = tensor.extract %[[R]][%[[B]], %[[H]], %[[G0]], %{{.*}}] : tensor<2x2x?x2xi32>
+// CHECK:           %[[G1:.*]] = arith.minui
+// CHECK:           tensor.extract %[[R]][%[[B]], %[[H]], %[[G1]], %{{.*}}] : tensor<2x2x?x2xi32>
+// CHECK:           %[[BEGIN:.*]] = arith.minsi
+// CHECK:           %[[END:.*]] = arith.maxsi
+// CHECK:           %[[BLK:.*]] = arith.divui %{{.*}}, %[[BC:.*]] : index
+// CHECK:           %[[LB:.*]] = arith.muli %[[BLK]], %[[BC]] : index
+// CHECK:           %[[CLIP:.*]] = arith.minsi %[[END]], %{{.*}} : index
+// CHECK:           %[[UB:.*]] = arith.maxsi %[[CLIP]], %[[LB]] : index
+// CHECK:           scf.for %{{.*}} = %[[LB]] to %[[UB]] step
+// CHECK:             fa.online_attention {{.*}} mask<causal> {{.*}} captures({{.*}}) mask_mod(
+func.func @key_ranges(%q: tensor<2x2x?x64xf16>, %r: tensor<2x2x?x2xi32>,
+                      %doc: tensor<2x?xi32>)
+    -> (tensor<2x2x?x64xf16>, tensor<2x2x?xf32>) {
+  %o, %l = fa.attention %q, %q, %q mask<causal> key_ranges(%r rows 8) captures(%doc)
+      mask_mod(%b: index, %h: index, %i: index, %j: index, %d: tensor<2x?xi32>) {
+        %di = tensor.extract %d[%b, %i] : tensor<2x?xi32>
+        %dj = tensor.extract %d[%b, %j] : tensor<2x?xi32>
+        %same = arith.cmpi eq, %di, %dj : i32
+        fa.yield %same : i1
+      }
+      : (tensor<2x2x?x64xf16>, tensor<2x2x?x64xf16>, tensor<2x2x?x64xf16>,
+         tensor<2x2x?x2xi32>, tensor<2x?xi32>) -> (tensor<2x2x?x64xf16>, tensor<2x2x?xf32>)
+  return %o, %l : tensor<2x2x?x64xf16>, tensor<2x2x?xf32>
+}

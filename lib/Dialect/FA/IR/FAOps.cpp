@@ -778,7 +778,8 @@ void AttentionOp::build(OpBuilder &b, OperationState &state, Value query,
                         Value key, Value value, FloatAttr scale,
                         MaskAttrInterface mask, FloatAttr softcap,
                         Value dynamicScale, Value dynamicSoftcap,
-                        ValueRange maskOperands, ValueRange captures) {
+                        ValueRange maskOperands, ValueRange captures,
+                        Value keyRanges, int64_t keyRangeRows) {
   auto q = cast<RankedTensorType>(query.getType());
   auto v = cast<RankedTensorType>(value.getType());
   auto out = RankedTensorType::get(
@@ -786,7 +787,41 @@ void AttentionOp::build(OpBuilder &b, OperationState &state, Value query,
       q.getElementType());
   auto lse = RankedTensorType::get(q.getShape().take_front(3), b.getF32Type());
   build(b, state, out, lse, query, key, value, dynamicSoftcap, dynamicScale,
-        maskOperands, captures, scale, mask, softcap, KernelConfigAttr());
+        maskOperands, keyRanges, captures, scale, mask, softcap,
+        KernelConfigAttr(),
+        keyRanges ? b.getI64IntegerAttr(keyRangeRows) : IntegerAttr());
+}
+
+/// key_ranges [B, Hq, ceil(Nq / rows), 2] i32 with rows > 0, both or none.
+static LogicalResult verifyKeyRanges(Operation *op, RankedTensorType q,
+                                     Value ranges, IntegerAttr rowsAttr) {
+  if (!ranges && !rowsAttr)
+    return success();
+  if (!ranges || !rowsAttr)
+    return op->emitOpError("key_ranges and key_range_rows go together");
+  int64_t rows = rowsAttr.getInt();
+  if (rows <= 0)
+    return op->emitOpError("key_ranges rows must be > 0, got ") << rows;
+  auto type = cast<RankedTensorType>(ranges.getType());
+  if (type.getRank() != 4)
+    return op->emitOpError("key_ranges must be [B, Hq, ceil(Nq / rows), 2], "
+                           "got rank ")
+           << type.getRank();
+  auto mismatch = [&](int64_t got, int64_t want) {
+    return !ShapedType::isDynamic(got) && !ShapedType::isDynamic(want) &&
+           got != want;
+  };
+  int64_t nq = q.getDimSize(2);
+  int64_t groups =
+      ShapedType::isDynamic(nq) ? ShapedType::kDynamic : llvm::divideCeil(nq, rows);
+  const int64_t want[] = {q.getDimSize(0), q.getDimSize(1), groups, 2};
+  const char *names[] = {"B", "Hq", "ceil(Nq / rows)", "2"};
+  for (int i = 0; i < 4; ++i)
+    if (mismatch(type.getDimSize(i), want[i]))
+      return op->emitOpError("key_ranges dimension ")
+             << i << " must be " << names[i] << " = " << want[i] << ", got "
+             << type.getDimSize(i);
+  return success();
 }
 
 FloatAttr AttentionOp::getStaticScale() { return staticScaleOf(*this); }
@@ -804,7 +839,9 @@ LogicalResult AttentionOp::verify() {
   t.likeLse.push_back({"lse", getLse().getType()});
   if (failed(verifyScoreScalars(*this, getScoreScalars())) ||
       failed(verifyAttention(*this, t, getScaleAttr(), getMaskAttr(),
-                             getMaskOperands(), getSoftcapAttr())))
+                             getMaskOperands(), getSoftcapAttr())) ||
+      failed(verifyKeyRanges(*this, t.q, getKeyRanges(),
+                             getKeyRangeRowsAttr())))
     return failure();
   return verifyConfigOf(*this, /*backward=*/false, /*deterministic=*/false);
 }

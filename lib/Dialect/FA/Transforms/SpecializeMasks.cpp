@@ -59,6 +59,15 @@ using namespace mlir::fa;
 
 namespace {
 
+/// Whether `v` is a constant multiple of `n`, or a product with one.
+bool isMultipleOf(Value v, int64_t n) {
+  APInt c;
+  if (matchPattern(v, m_ConstantInt(&c)))
+    return c.getSExtValue() % n == 0;
+  auto mul = v.getDefiningOp<arith::MulIOp>();
+  return mul && (isMultipleOf(mul.getLhs(), n) || isMultipleOf(mul.getRhs(), n));
+}
+
 /// Returns the masked step of a key loop this pass can specialize, or null.
 OnlineAttentionOp getSpecializableStep(scf::ForOp loop) {
   Block *body = loop.getBody();
@@ -68,14 +77,15 @@ OnlineAttentionOp getSpecializableStep(scf::ForOp loop) {
   OnlineAttentionOp step = *steps.begin();
   if (!step.isMasked() || step.getKStart() != loop.getInductionVar())
     return nullptr;
-  // The loop starts at key 0 and advances by whole key tiles.
+  // The loop advances by whole key tiles from a multiple of the tile (0,
+  // or fa.attention's key_ranges rounded down: `x * Bc`).
   APInt stepSize;
   auto keyType = cast<RankedTensorType>(step.getKey().getType());
-  if (!matchPattern(loop.getLowerBound(), m_Zero()) ||
-      !matchPattern(loop.getStep(), m_ConstantInt(&stepSize)) ||
+  if (!matchPattern(loop.getStep(), m_ConstantInt(&stepSize)) ||
       keyType.isDynamicDim(0) ||
       stepSize.getSExtValue() != keyType.getDimSize(0) ||
-      cast<RankedTensorType>(step.getQuery().getType()).isDynamicDim(0))
+      cast<RankedTensorType>(step.getQuery().getType()).isDynamicDim(0) ||
+      !isMultipleOf(loop.getLowerBound(), stepSize.getSExtValue()))
     return nullptr;
   // Bounds are computed in front of the loop from these (and, for a
   // mask_mod's range, the tile's batch and head).
@@ -177,6 +187,13 @@ void specializeKeyLoop(RewriterBase &rewriter, scf::ForOp loop,
     };
     for (Value *v : {&lo, &fullLo, &fullHi, &hi})
       clip(*v);
+  }
+  // A loop that starts past 0 (fa.attention's key_ranges): nothing before
+  // its start (a multiple of Bc, as the mask's bounds).
+  Value lb = loop.getLowerBound();
+  if (!matchPattern(lb, m_Zero())) {
+    for (Value *v : {&lo, &fullLo, &fullHi, &hi})
+      *v = rewriter.createOrFold<arith::MaxSIOp>(loc, *v, lb);
   }
   // A mask_mod narrows the range to the key blocks it may see.
   if (step.hasMaskMod()) {

@@ -143,6 +143,59 @@ template <typename OffsetsFn> auto slicedKeyTile(OffsetsFn offsets) {
   };
 }
 
+/// Query-row groups of key_ranges a block of `blockQ` rows may touch: the
+/// ranges of that many groups are read (unrolled) per block.
+int64_t keyRangeGroupsPerBlock(int64_t blockQ, int64_t rows) {
+  return llvm::divideCeil(blockQ, rows) + (blockQ % rows != 0);
+}
+constexpr int64_t kMaxKeyRangeGroups = 16;
+
+/// The key offsets [begin, end) a query block visits under fa.attention's
+/// key_ranges: the union of the ranges of the row groups holding rows
+/// [qStart, qStart + qLen) (qLen >= 1), begin rounded down to a key block,
+/// both within [0, nk].
+std::pair<Value, Value> keyRangeOfBlock(OpBuilder &b, Location loc,
+                                        AttentionOp op, Value batch,
+                                        Value head, Value qStart, Value qLen,
+                                        int64_t blockQ, int64_t blockKV,
+                                        Value nk) {
+  int64_t rows = op.getKeyRangeRows().value();
+  auto cst = [&](int64_t v) { return arith::ConstantIndexOp::create(b, loc, v); };
+  Value rowsV = cst(rows), zero = cst(0), one = cst(1);
+  Value first = arith::DivUIOp::create(b, loc, qStart, rowsV);
+  Value lastRow = arith::SubIOp::create(
+      b, loc, arith::AddIOp::create(b, loc, qStart, qLen), one);
+  Value last = arith::DivUIOp::create(b, loc, lastRow, rowsV);
+  Value ranges = op.getKeyRanges();
+  auto bound = [&](Value g, Value side) -> Value {
+    Value x = tensor::ExtractOp::create(b, loc, ranges,
+                                        ValueRange{batch, head, g, side});
+    return arith::IndexCastOp::create(b, loc, b.getIndexType(), x);
+  };
+  Value begin, end;
+  for (int64_t t = 0, n = keyRangeGroupsPerBlock(blockQ, rows); t < n; ++t) {
+    // (Groups past the block's last repeat it.)
+    Value g = arith::MinUIOp::create(
+        b, loc, arith::AddIOp::create(b, loc, first, cst(t)), last);
+    Value lo = bound(g, zero), hi = bound(g, one);
+    // An empty range adds nothing: it becomes [nk, 0).
+    Value empty =
+        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sge, lo, hi);
+    lo = arith::SelectOp::create(b, loc, empty, nk, lo);
+    hi = arith::SelectOp::create(b, loc, empty, zero, hi);
+    begin = begin ? arith::MinSIOp::create(b, loc, begin, lo) : lo;
+    end = end ? arith::MaxSIOp::create(b, loc, end, hi) : hi;
+  }
+  Value bc = cst(blockKV);
+  begin = arith::MaxSIOp::create(b, loc, begin, zero);
+  begin = arith::MulIOp::create(b, loc,
+                                arith::DivUIOp::create(b, loc, begin, bc), bc);
+  end = arith::MinSIOp::create(b, loc, end, nk);
+  // Nothing to visit: an empty loop from begin.
+  end = arith::MaxSIOp::create(b, loc, end, begin);
+  return {begin, end};
+}
+
 /// Builds the FlashAttention loop nest of `op` (fa.attention or one of its
 /// varlen / paged forms) for `form`, and replaces the op with it.
 template <typename OpT>
@@ -216,8 +269,17 @@ void buildNest(PatternRewriter &rewriter, OpT op, const NestForm &form,
                                   -std::numeric_limits<double>::infinity());
   Value sum0 = createFilledTensor(rewriter, loc, {blockQ}, f32, 0.0);
 
+  // Run-time key ranges (fa.attention's key_ranges): only those keys.
+  Value keyBegin = zero;
+  if constexpr (std::is_same_v<OpT, AttentionOp>) {
+    if (op.getKeyRanges())
+      std::tie(keyBegin, keyEnd) =
+          keyRangeOfBlock(rewriter, loc, op, seq.index, h, qStart, qLen,
+                          blockQ, blockKV, seq.nk);
+  }
+
   auto loop = scf::ForOp::create(
-      rewriter, loc, zero, keyEnd, bc, ValueRange{acc0, max0, sum0},
+      rewriter, loc, keyBegin, keyEnd, bc, ValueRange{acc0, max0, sum0},
       [&](OpBuilder &nb, Location nloc, Value kStart, ValueRange state) {
         Value kLen = tileLength(nb, nloc, kStart, seq.nk, bc);
         Value kTile =
@@ -453,6 +515,22 @@ struct FATileAttentionPass final
         return signalPassFailure();
       }
     }
+    // key_ranges are read per block, unrolled over the row groups it spans.
+    WalkResult ranges = root->walk([&](AttentionOp op) {
+      if (!op.getKeyRanges())
+        return WalkResult::advance();
+      int64_t rows = *op.getKeyRangeRows();
+      int64_t bq = blockSizes(op, blockQ, blockKV).first;
+      if (keyRangeGroupsPerBlock(bq, rows) <= kMaxKeyRangeGroups)
+        return WalkResult::advance();
+      op.emitError() << "fa-tile-attention: key_ranges rows " << rows
+                     << " split a block of " << bq
+                     << " query rows into more than " << kMaxKeyRangeGroups
+                     << " groups";
+      return WalkResult::interrupt();
+    });
+    if (ranges.wasInterrupted())
+      return signalPassFailure();
     RewritePatternSet patterns(&getContext());
     patterns.add<TileAttentionPattern<AttentionOp>,
                  TileAttentionPattern<AttentionVarlenOp>,

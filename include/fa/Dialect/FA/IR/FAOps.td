@@ -116,6 +116,16 @@ def FA_AttentionOp : FA_AttentionOpBase<"attention", [IsolatedFromAbove]> {
 
     A row with no visible key gives `out = 0` and `lse = +inf`.
 
+    Optional `key_ranges(%r rows G)`: where the visible keys lie, computed
+    at run time for a mask that no pass can analyze (a document mask over
+    per-token ids; FlexAttention's BlockMask plays this part). `%r` is an
+    i32 tensor [B, Hq, ceil(Nq / G), 2]: for batch b, query head h and the
+    query rows [g G, (g + 1) G), every key that the mask and the mask_mod
+    show lies in [r[b, h, g, 0], r[b, h, g, 1]) (empty when the first is
+    not below the second). It is a promise about the mask, not a mask: the
+    tiled lowerings visit only the key blocks of that range, the reference
+    ignores it; a range that hides a visible key gives unspecified results.
+
     Example:
 
     ```mlir
@@ -166,11 +176,13 @@ def FA_AttentionOp : FA_AttentionOpBase<"attention", [IsolatedFromAbove]> {
     Optional<F32>:$dynamic_softcap,
     Optional<F32>:$dynamic_scale,
     Variadic<I64>:$mask_operands,
+    Optional<RankedTensorOf<[I32]>>:$key_ranges,
     Variadic<AnyRankedTensor>:$captures,
     OptionalAttr<F32Attr>:$scale,
     OptionalAttr<FA_MaskAttrInterface>:$mask,
     OptionalAttr<F32Attr>:$softcap,
-    OptionalAttr<FA_KernelConfigAttr>:$kernel_config
+    OptionalAttr<FA_KernelConfigAttr>:$kernel_config,
+    OptionalAttr<I64Attr>:$key_range_rows
   );
   let results = (outs FA_Rank4Tensor:$out, FA_LseTensor:$lse);
   let regions = (region MaxSizedRegion<1>:$score_mod,
@@ -181,6 +193,7 @@ def FA_AttentionOp : FA_AttentionOpBase<"attention", [IsolatedFromAbove]> {
     custom<Mask>($mask_operands, $mask)
     custom<Softcap>($dynamic_softcap, $softcap)
     custom<Scale>($dynamic_scale, $scale)
+    (`key_ranges` `(` $key_ranges^ `rows` $key_range_rows `)`)?
     custom<Modifiers>($captures, $score_mod, $mask_mod)
     attr-dict `:` functional-type(operands, results)
   }];
@@ -188,6 +201,7 @@ def FA_AttentionOp : FA_AttentionOpBase<"attention", [IsolatedFromAbove]> {
   let builders = [
     // Infers the result types from q and v. The modifier regions are left
     // empty (no modifier); a caller that gives `captures` fills them.
+    // `keyRanges` (with `keyRangeRows`) is the optional key_ranges operand.
     OpBuilder<(ins "::mlir::Value":$query, "::mlir::Value":$key,
                    "::mlir::Value":$value,
                    CArg<"::mlir::FloatAttr", "{}">:$scale,
@@ -196,7 +210,9 @@ def FA_AttentionOp : FA_AttentionOpBase<"attention", [IsolatedFromAbove]> {
                    CArg<"::mlir::Value", "{}">:$dynamicScale,
                    CArg<"::mlir::Value", "{}">:$dynamicSoftcap,
                    CArg<"::mlir::ValueRange", "{}">:$maskOperands,
-                   CArg<"::mlir::ValueRange", "{}">:$captures)>
+                   CArg<"::mlir::ValueRange", "{}">:$captures,
+                   CArg<"::mlir::Value", "{}">:$keyRanges,
+                   CArg<"int64_t", "0">:$keyRangeRows)>
   ];
 
   let hasVerifier = 1;
