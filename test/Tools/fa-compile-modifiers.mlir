@@ -60,6 +60,24 @@
 // RUN: FileCheck %s --check-prefix=SOFTCAP < %t/fa_fwd_d64_bf16_softcap_sm90a_mod.json
 // SOFTCAP: "role": "scale_over_softcap"
 // SOFTCAP: "softcap": 30
+// Run-time key ranges (a document mask): the host function's last memref
+// argument `key_ranges`, a kernel parameter the manifest describes under
+// "modifiers" with its row groups; both chips, no spills. The backward
+// kernels do not take them yet.
+// RUN: fa-compile --modifiers=%S/Inputs/document-key-ranges.mlir --head-dim=128 --dtype=bf16 --chip=sm_90a -o %t/ranges > /dev/null
+// RUN: FileCheck %s --check-prefix=RANGES < %t/ranges/fa_fwd_d128_bf16_sm90a_mod.json
+// RUN: %ptxas -arch=sm_90a -v %t/ranges/fa_fwd_d128_bf16_sm90a_mod.ptx -o /dev/null 2>&1 | FileCheck %s --check-prefix=PTXAS
+// RUN: fa-compile --modifiers=%S/Inputs/document-key-ranges.mlir --head-dim=64 --dtype=f16 --chip=sm_80 -o %t/ranges > /dev/null
+// RUN: %ptxas -arch=sm_80 -v %t/ranges/fa_fwd_d64_f16_sm80_mod.ptx -o /dev/null 2>&1 | FileCheck %s --check-prefix=PTXAS
+// RUN: not fa-compile --kind=backward --modifiers=%S/Inputs/document-key-ranges.mlir --head-dim=128 --dtype=bf16 --chip=sm_90a -o %t/ranges 2>&1 | FileCheck %s --check-prefix=RANGES-BWD
+// RANGES: "key_ranges": {
+// RANGES-NEXT: "name": "key_ranges",
+// RANGES-NEXT: "rows": 64
+// RANGES: "params": [
+// RANGES:   "key_ranges_0",
+// RANGES: "dtype": "i32",
+// RANGES-NEXT: "name": "key_ranges",
+// RANGES-BWD: fa-compile: key_ranges are a forward operand; the backward kernels do not take them yet
 // RUN: not fa-compile --modifiers-key=k1 -o %t 2>&1 | FileCheck %s --check-prefix=KEY
 // KEY: fa-compile: --modifiers-key needs --modifiers
 // This file's op is a backward: not a modifiers file.

@@ -1014,6 +1014,9 @@ struct CaptureArgs {
   std::vector<std::string> names;
   std::vector<std::vector<std::string>> dims;
   SmallVector<RankedTensorType> types;
+  /// The row groups of the op's key_ranges (0: none), the host function's
+  /// last argument `key_ranges` after the captures.
+  int64_t keyRangeRows = 0;
 };
 
 /// Gives the module's fa.attention the regions and captures of `mods`: a
@@ -1060,6 +1063,25 @@ LogicalResult spliceModifiers(ModuleOp module, fa::AttentionOp mods,
       captureArgs.dims.back().push_back(llvm::formatv("capture{0}_{1}", n, d));
     captureArgs.types.push_back(type);
   }
+  // key_ranges (forward only): [B, Hq, ceil(Nq / rows), 2] i32, any
+  // strides, read through bufferization.to_tensor as the captures.
+  Value keyRanges;
+  if (mods.getKeyRanges()) {
+    if (!fwd)
+      return mods->emitError("fa-compile: key_ranges are a forward operand; "
+                             "the backward kernels do not take them yet");
+    auto type = RankedTensorType::get(
+        {ShapedType::kDynamic, ShapedType::kDynamic, ShapedType::kDynamic, 2},
+        b.getI32Type());
+    SmallVector<int64_t> strides(4, ShapedType::kDynamic);
+    auto memrefType = MemRefType::get(
+        type.getShape(), type.getElementType(),
+        StridedLayoutAttr::get(ctx, ShapedType::kDynamic, strides));
+    BlockArgument arg = func.front().addArgument(memrefType, loc);
+    keyRanges = bufferization::ToTensorOp::create(
+        b, loc, type, arg, /*restrict=*/true, /*writable=*/false);
+    captureArgs.keyRangeRows = *mods.getKeyRangeRows();
+  }
   func.setType(FunctionType::get(ctx, func.front().getArgumentTypes(),
                                  func.getResultTypes()));
   captureArgs.modifiers = true;
@@ -1070,7 +1092,7 @@ LogicalResult spliceModifiers(ModuleOp module, fa::AttentionOp mods,
         b, loc, fwd.getQuery(), fwd.getKey(), fwd.getValue(),
         fwd.getScaleAttr(), fwd.getMaskAttr(), fwd.getSoftcapAttr(),
         fwd.getDynamicScale(), fwd.getDynamicSoftcap(), fwd.getMaskOperands(),
-        captures);
+        captures, keyRanges, captureArgs.keyRangeRows);
     modified = m;
     scoreMod = &m.getScoreMod();
     maskMod = &m.getMaskMod();
@@ -1329,8 +1351,9 @@ LogicalResult compileOne(MLIRContext &ctx, const KernelConfig &flags,
   // which the manifest names by role).
   llvm::json::Array captureList;
   if (captureArgs.modifiers) {
-    unsigned first =
-        host.getNumArguments() - static_cast<unsigned>(captureArgs.names.size());
+    bool ranges = captureArgs.keyRangeRows > 0;
+    unsigned first = host.getNumArguments() -
+                     static_cast<unsigned>(captureArgs.names.size()) - ranges;
     hostArgs.resize(first, fa::HostArgument{"", {}});
     for (auto [i, name] : llvm::enumerate(captureArgs.names)) {
       fa::HostArgument a{name, {}};
@@ -1353,6 +1376,14 @@ LogicalResult compileOne(MLIRContext &ctx, const KernelConfig &flags,
         {"key", modifiersKey.empty() ? llvm::json::Value(nullptr)
                                      : llvm::json::Value(modifiersKey)},
         {"captures", std::move(captureList)}};
+    // Run-time key ranges: the last parameter, [B, Hq, ceil(Nq / rows), 2].
+    if (ranges) {
+      hostArgs.push_back(fa::HostArgument{
+          "key_ranges",
+          {"key_ranges_0", "key_ranges_1", "key_ranges_2", "key_ranges_3"}});
+      section["key_ranges"] = llvm::json::Object{
+          {"name", "key_ranges"}, {"rows", captureArgs.keyRangeRows}};
+    }
     if (recognizedSoftcap)
       section["softcap"] = *recognizedSoftcap;
     manifest["modifiers"] = std::move(section);
