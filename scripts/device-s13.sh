@@ -4,7 +4,8 @@
 # (scripts/build-modifier-kernels.py: the modifier kernels and their
 # built-in equivalents) and build/lib/libflashmlir_launcher.so.
 # One call: test_gpu_modifiers.py (FlashAttention's rule against float64,
-# built-ins bitwise), compute-sanitizer memcheck and racecheck (fa_ kernels
+# built-ins bitwise) and test_gpu_modifiers_compile.py (torch.compile:
+# aot_eager, inductor, CUDA graphs), compute-sanitizer memcheck and racecheck (fa_ kernels
 # only) over a subset, then bench/bench_modifiers.py against FlexAttention.
 # TESTS=0 / SANITIZE=0 / BENCH=0 skip a part; SAN_K picks the sanitized
 # tests (pytest -k, with "300x450 and bhsd"). At most 8 files in $OUT.
@@ -15,8 +16,9 @@ fi
 export FLASHMLIR_KERNEL_DIR=$PWD/build/modifier-kernels
 export FLASHMLIR_REQUIRE_KERNELS=1
 export PYTHONPATH="$PWD/python/tests:$PYTHONPATH"
-[ "${TESTS:-1}" = 1 ] && timeout ${TEST_S:-240} $PY -m pytest -q -p no:cacheprovider -x -rs \
-  python/tests/test_gpu_modifiers.py > "$OUT/tests.txt" 2>&1
+[ "${TESTS:-1}" = 1 ] && timeout ${TEST_S:-240} $PY -m pytest -q -p no:cacheprovider -rs \
+  python/tests/test_gpu_modifiers.py python/tests/test_gpu_modifiers_compile.py \
+  > "$OUT/tests.txt" 2>&1
 tail -3 "$OUT/tests.txt"
 grep -E "^FAILED|Error|assert" "$OUT/tests.txt" | head -10
 echo "tests done $(elapsed)"
