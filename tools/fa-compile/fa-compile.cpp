@@ -1372,10 +1372,10 @@ LogicalResult compileOne(MLIRContext &ctx, const KernelConfig &flags,
     // same names) and the runtime's key, if given.
     // A softcap the score_mod stated is built in ("softcap" above): a call
     // of these modifiers gives none of its own.
-    llvm::json::Object section{
-        {"key", modifiersKey.empty() ? llvm::json::Value(nullptr)
-                                     : llvm::json::Value(modifiersKey)},
-        {"captures", std::move(captureList)}};
+    llvm::json::Object section{{"key", modifiersKey.empty()
+                                           ? llvm::json::Value(nullptr)
+                                           : llvm::json::Value(modifiersKey)},
+                               {"captures", std::move(captureList)}};
     // Run-time key ranges: the last parameter, [B, Hq, ceil(Nq / rows), 2].
     if (ranges) {
       hostArgs.push_back(fa::HostArgument{

@@ -259,10 +259,9 @@ PipelineBuilder tiledModifierPipeline() {
 
 /// Compiles the case's module with `pipeline` (default: the reference CPU
 /// pipeline) and runs it.
-llvm::Expected<ForwardResult>
-runModifierCase(const ModifierCase &c, const AttentionInputs &in,
-                const PipelineBuilder &pipeline =
-                    mlir::fa::buildReferenceCPUPipeline) {
+llvm::Expected<ForwardResult> runModifierCase(
+    const ModifierCase &c, const AttentionInputs &in,
+    const PipelineBuilder &pipeline = mlir::fa::buildReferenceCPUPipeline) {
   const AttentionProblem &p = c.problem;
   auto engine = compileModule(modifierModule(c), pipeline, c.name);
   if (!engine)
@@ -298,11 +297,9 @@ runModifierCase(const ModifierCase &c, const AttentionInputs &in,
 
 /// The backward of the case through the reference CPU pipeline, given the
 /// forward's `fwd` (out rounded to f32 on the way in).
-llvm::Expected<BackwardResult>
-runBackwardModifierCase(const ModifierCase &c, const AttentionInputs &in,
-                        const ForwardResult &fwd,
-                        const PipelineBuilder &pipeline =
-                            mlir::fa::buildReferenceCPUPipeline) {
+llvm::Expected<BackwardResult> runBackwardModifierCase(
+    const ModifierCase &c, const AttentionInputs &in, const ForwardResult &fwd,
+    const PipelineBuilder &pipeline = mlir::fa::buildReferenceCPUPipeline) {
   const AttentionProblem &p = c.problem;
   auto engine = compileModule(backwardModifierModule(c), pipeline, c.name);
   if (!engine)
@@ -750,9 +747,8 @@ ModifierCase documentsWithRanges(int64_t rows, bool causal) {
   return c;
 }
 
-::testing::AssertionResult bitwiseEqual(const std::string &what,
-                                        const HostTensor &a,
-                                        const HostTensor &b);
+::testing::AssertionResult
+bitwiseEqual(const std::string &what, const HostTensor &a, const HostTensor &b);
 
 class KeyRangesNumerics : public ::testing::TestWithParam<ModifierCase> {};
 

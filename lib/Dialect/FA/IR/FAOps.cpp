@@ -812,8 +812,8 @@ static LogicalResult verifyKeyRanges(Operation *op, RankedTensorType q,
            got != want;
   };
   int64_t nq = q.getDimSize(2);
-  int64_t groups =
-      ShapedType::isDynamic(nq) ? ShapedType::kDynamic : llvm::divideCeil(nq, rows);
+  int64_t groups = ShapedType::isDynamic(nq) ? ShapedType::kDynamic
+                                             : llvm::divideCeil(nq, rows);
   const int64_t want[] = {q.getDimSize(0), q.getDimSize(1), groups, 2};
   const char *names[] = {"B", "Hq", "ceil(Nq / rows)", "2"};
   for (int i = 0; i < 4; ++i)
@@ -840,8 +840,8 @@ LogicalResult AttentionOp::verify() {
   if (failed(verifyScoreScalars(*this, getScoreScalars())) ||
       failed(verifyAttention(*this, t, getScaleAttr(), getMaskAttr(),
                              getMaskOperands(), getSoftcapAttr())) ||
-      failed(verifyKeyRanges(*this, t.q, getKeyRanges(),
-                             getKeyRangeRowsAttr())))
+      failed(
+          verifyKeyRanges(*this, t.q, getKeyRanges(), getKeyRangeRowsAttr())))
     return failure();
   return verifyConfigOf(*this, /*backward=*/false, /*deterministic=*/false);
 }

@@ -279,8 +279,7 @@ Value mlir::fa::detail::lastPosition(OpBuilder &b, Location loc, Value start,
 static constexpr int64_t kScanChunk = 8;
 
 std::optional<std::pair<Value, Value>>
-mlir::fa::detail::buildMaskModVisibleRange(RewriterBase &rewriter,
-                                           Location loc,
+mlir::fa::detail::buildMaskModVisibleRange(RewriterBase &rewriter, Location loc,
                                            const MaskModScan &scan, Value lo,
                                            Value hi) {
   int64_t bs = scan.block;
@@ -302,8 +301,7 @@ mlir::fa::detail::buildMaskModVisibleRange(RewriterBase &rewriter,
     return b.createOrFold<arith::SelectOp>(l, c, x, y);
   };
   auto isUnset = [&](OpBuilder &b, Location l, Value v, Value unset) {
-    return b.createOrFold<arith::CmpIOp>(l, arith::CmpIPredicate::eq, v,
-                                         unset);
+    return b.createOrFold<arith::CmpIOp>(l, arith::CmpIPredicate::eq, v, unset);
   };
   // Coarse: the first and the last chunk that may see (hi if none).
   bool alwaysSeen = false;
@@ -338,19 +336,19 @@ mlir::fa::detail::buildMaskModVisibleRange(RewriterBase &rewriter,
         scf::YieldOp::create(b, l, select(b, l, take, x0, acc[0]));
       });
   auto last = scf::ForOp::create(
-      rewriter, loc, lastChunk, chunkEnd(lastChunk), blockValue,
-      ValueRange{hi}, [&](OpBuilder &b, Location l, Value x0, ValueRange acc) {
+      rewriter, loc, lastChunk, chunkEnd(lastChunk), blockValue, ValueRange{hi},
+      [&](OpBuilder &b, Location l, Value x0, ValueRange acc) {
         Value end = b.createOrFold<arith::MinSIOp>(
             l, b.createOrFold<arith::AddIOp>(l, x0, blockValue), hi);
         scf::YieldOp::create(b, l,
                              select(b, l, maySee(b, l, x0, bs), end, acc[0]));
       });
-  Value begin = select(rewriter, loc,
-                       isUnset(rewriter, loc, first.getResult(0), hi),
-                       firstChunk, first.getResult(0));
-  Value end = select(rewriter, loc,
-                     isUnset(rewriter, loc, last.getResult(0), hi),
-                     chunkEnd(lastChunk), last.getResult(0));
+  Value begin =
+      select(rewriter, loc, isUnset(rewriter, loc, first.getResult(0), hi),
+             firstChunk, first.getResult(0));
+  Value end =
+      select(rewriter, loc, isUnset(rewriter, loc, last.getResult(0), hi),
+             chunkEnd(lastChunk), last.getResult(0));
   // (No chunk may see: begin = hi, end = hi.)
   return std::make_pair(begin,
                         rewriter.createOrFold<arith::MaxSIOp>(loc, end, begin));

@@ -65,7 +65,8 @@ bool isMultipleOf(Value v, int64_t n) {
   if (matchPattern(v, m_ConstantInt(&c)))
     return c.getSExtValue() % n == 0;
   auto mul = v.getDefiningOp<arith::MulIOp>();
-  return mul && (isMultipleOf(mul.getLhs(), n) || isMultipleOf(mul.getRhs(), n));
+  return mul &&
+         (isMultipleOf(mul.getLhs(), n) || isMultipleOf(mul.getRhs(), n));
 }
 
 /// Returns the masked step of a key loop this pass can specialize, or null.

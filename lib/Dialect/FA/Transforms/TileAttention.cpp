@@ -155,12 +155,14 @@ constexpr int64_t kMaxKeyRangeGroups = 16;
 /// [qStart, qStart + qLen) (qLen >= 1), begin rounded down to a key block,
 /// both within [0, nk].
 std::pair<Value, Value> keyRangeOfBlock(OpBuilder &b, Location loc,
-                                        AttentionOp op, Value batch,
-                                        Value head, Value qStart, Value qLen,
+                                        AttentionOp op, Value batch, Value head,
+                                        Value qStart, Value qLen,
                                         int64_t blockQ, int64_t blockKV,
                                         Value nk) {
   int64_t rows = op.getKeyRangeRows().value();
-  auto cst = [&](int64_t v) { return arith::ConstantIndexOp::create(b, loc, v); };
+  auto cst = [&](int64_t v) {
+    return arith::ConstantIndexOp::create(b, loc, v);
+  };
   Value rowsV = cst(rows), zero = cst(0), one = cst(1);
   Value first = arith::DivUIOp::create(b, loc, qStart, rowsV);
   Value lastRow = arith::SubIOp::create(
@@ -274,8 +276,8 @@ void buildNest(PatternRewriter &rewriter, OpT op, const NestForm &form,
   if constexpr (std::is_same_v<OpT, AttentionOp>) {
     if (op.getKeyRanges())
       std::tie(keyBegin, keyEnd) =
-          keyRangeOfBlock(rewriter, loc, op, seq.index, h, qStart, qLen,
-                          blockQ, blockKV, seq.nk);
+          keyRangeOfBlock(rewriter, loc, op, seq.index, h, qStart, qLen, blockQ,
+                          blockKV, seq.nk);
   }
 
   auto loop = scf::ForOp::create(
@@ -397,13 +399,13 @@ NestForm nestForm(AttentionOp op, OpBuilder &b) {
     return Sequence{bi, nq, nk, Value(), Value()};
   };
   form.rowOffsets = batchRowOffsets;
-  form.keyTile = slicedKeyTile([](OpBuilder &nb, Location, const Sequence &seq,
-                                  Value kvh, Value row) {
-    SmallVector<OpFoldResult> offsets =
-        getAsOpFoldResult(ValueRange{seq.index, kvh, row});
-    offsets.push_back(nb.getIndexAttr(0));
-    return offsets;
-  });
+  form.keyTile = slicedKeyTile(
+      [](OpBuilder &nb, Location, const Sequence &seq, Value kvh, Value row) {
+        SmallVector<OpFoldResult> offsets =
+            getAsOpFoldResult(ValueRange{seq.index, kvh, row});
+        offsets.push_back(nb.getIndexAttr(0));
+        return offsets;
+      });
   return form;
 }
 

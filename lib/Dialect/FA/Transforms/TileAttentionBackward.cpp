@@ -346,8 +346,8 @@ static StepResults buildStep(OpBuilder &b, const BackwardPlan &p,
     auto step = AttentionBackwardStepOp::create(
         sb, p.loc, qBlk.q, kBlk.k, kBlk.v, qBlk.dout, qBlk.lse, qBlk.delta,
         dkAcc, dvAcc, dqAcc, position, p.scalars, p.mask,
-        p.mask ? p.maskOperands : ValueRange(),
-        regions ? qBlk.batch : Value(), regions ? qBlk.head : Value(),
+        p.mask ? p.maskOperands : ValueRange(), regions ? qBlk.batch : Value(),
+        regions ? qBlk.head : Value(),
         regions ? ValueRange(p.modifiers.getCaptures()) : ValueRange());
     IRMapping none;
     p.modifiers.getScoreMod().cloneInto(&step.getScoreMod(), none);
@@ -361,8 +361,8 @@ static StepResults buildStep(OpBuilder &b, const BackwardPlan &p,
 
   Location loc = p.loc;
   auto lastOf = [&](Value start, int64_t size, Value len) {
-    Value end = b.createOrFold<arith::AddIOp>(loc, start,
-                                              indexConst(b, loc, size));
+    Value end =
+        b.createOrFold<arith::AddIOp>(loc, start, indexConst(b, loc, size));
     end = b.createOrFold<arith::MinSIOp>(loc, end, len);
     return b.createOrFold<arith::SubIOp>(loc, end, indexConst(b, loc, 1));
   };
@@ -429,9 +429,10 @@ visibleQueryBlocks(OpBuilder &b, const BackwardPlan &p, Value kStart) {
 /// the op's mask_mod may see (a scan of its block verdicts in front of the
 /// loop, fa::detail::buildMaskModVisibleRange); as they are without a
 /// mask_mod or when its verdicts cannot rule a block out.
-static std::pair<Value, Value>
-narrowToMaskMod(OpBuilder &b, const BackwardPlan &p, Value lo, Value hi,
-                fa::detail::MaskModScan scan) {
+static std::pair<Value, Value> narrowToMaskMod(OpBuilder &b,
+                                               const BackwardPlan &p, Value lo,
+                                               Value hi,
+                                               fa::detail::MaskModScan scan) {
   if (!p.modifiers || !p.modifiers.hasMaskMod() || p.packed)
     return {lo, hi};
   Location loc = p.loc;
@@ -496,8 +497,8 @@ static KeyBlockGradients buildKeyBlockGradients(OpBuilder &b,
         loc, b.createOrFold<arith::AddIOp>(loc, firstHead, p.groupSize), one);
     scan.scanKeys = false;
     scan.fixedLo = kBlk.start;
-    scan.fixedLast = fa::detail::lastPosition(b, loc, kBlk.start, p.blockKV,
-                                              p.seqK);
+    scan.fixedLast =
+        fa::detail::lastPosition(b, loc, kBlk.start, p.blockKV, p.seqK);
     scan.block = p.blockQ;
     scan.len = p.seqQ;
     std::tie(qbLo, qbHi) = narrowToMaskMod(b, p, qbLo, qbHi, scan);
