@@ -1,0 +1,78 @@
+"""Run-time key ranges of a mask: what fa.attention's `key_ranges(%r rows
+G)` operand carries (docs/ARCHITECTURE.md 1.1) for masks no compiler pass
+can analyze, such as a document mask over per-token ids.
+
+For batch b, query head h and the query rows [g G, (g + 1) G), the range
+[r[b, h, g, 0], r[b, h, g, 1]) runs from the first to one past the last key
+that some row of the group sees; a group whose rows see no key gets
+(0, 0). The kernels then visit only the key blocks of each query block's
+ranges (FlexAttention's create_block_mask plays the same part, in block
+form). Computing it evaluates the mask on every (query, key) pair, so it is
+done once per mask and reused, not per call.
+
+Not yet used by the package's calls: the kernels take the ranges
+(fa-compile passes them as the forward's `key_ranges` parameter), the
+Python side that binds them is the next step (docs/STATUS.md).
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Optional, Tuple
+
+import torch
+
+# Elements of one [B, H, rows, Nk] chunk of the evaluated mask.
+CHUNK_ELEMENTS = 1 << 26
+
+
+def key_ranges(mask_mod: Optional[Callable], B: int, H: int, Nq: int, Nk: int,
+               rows: int = 64, device=None, mask: Tuple[int, int] = (-1, -1),
+               chunk_elements: int = CHUNK_ELEMENTS) -> torch.Tensor:
+    """[B, H, ceil(Nq / rows), 2] int32 (on `device`): per group of `rows`
+    query rows, the keys [first, last + 1) that `mask_mod(b, h, q_idx,
+    kv_idx)` AND the built-in `mask` (canonical (left, right), bottom-right
+    aligned; -1 unbounded) show to some row of the group."""
+    for name, v in (("B", B), ("H", H), ("Nq", Nq), ("Nk", Nk), ("rows", rows)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < (1 if name == "rows" else 0):
+            raise ValueError(f"key_ranges: {name} must be an integer >= "
+                             f"{1 if name == 'rows' else 0}, got {v!r}")
+    left, right = mask
+    groups = -(-Nq // rows)
+    out = torch.zeros((B, H, groups, 2), dtype=torch.int32, device=device)
+    if Nq == 0 or Nk == 0:
+        return out
+    bi = torch.arange(B, device=device).view(B, 1, 1, 1)
+    hi = torch.arange(H, device=device).view(1, H, 1, 1)
+    kj = torch.arange(Nk, device=device).view(1, 1, 1, Nk)
+    # Whole groups per chunk, at least one.
+    per_chunk = max(1, chunk_elements // max(1, B * H * Nk * rows)) * rows
+    for r0 in range(0, Nq, per_chunk):
+        r1 = min(Nq, r0 + per_chunk)
+        qi = torch.arange(r0, r1, device=device).view(1, 1, r1 - r0, 1)
+        vis = torch.ones((1, 1, r1 - r0, Nk), dtype=torch.bool, device=device)
+        diag = qi + (Nk - Nq)
+        if left >= 0:
+            vis = vis & (kj >= diag - left)
+        if right >= 0:
+            vis = vis & (kj <= diag + right)
+        if mask_mod is not None:
+            vis = vis & torch.as_tensor(mask_mod(bi, hi, qi, kj), device=device).bool()
+        vis = vis.expand(B, H, r1 - r0, Nk)
+        seen = vis.any(-1)
+        first = torch.where(seen, vis.int().argmax(-1), torch.full_like(seen, Nk, dtype=torch.long))
+        last = torch.where(seen, Nk - vis.flip(-1).int().argmax(-1),
+                           torch.zeros_like(seen, dtype=torch.long))
+        # Per group of rows (the chunk holds whole groups, the last maybe
+        # short): the union.
+        n = r1 - r0
+        pad = (-n) % rows
+        if pad:
+            first = torch.cat([first, first.new_full((B, H, pad), Nk)], -1)
+            last = torch.cat([last, last.new_zeros((B, H, pad))], -1)
+        lo = first.view(B, H, -1, rows).amin(-1)
+        hi_ = last.view(B, H, -1, rows).amax(-1)
+        empty = lo >= hi_
+        g0 = r0 // rows
+        out[:, :, g0:g0 + lo.shape[-1], 0] = torch.where(empty, 0, lo).to(torch.int32)
+        out[:, :, g0:g0 + lo.shape[-1], 1] = torch.where(empty, 0, hi_).to(torch.int32)
+    return out
