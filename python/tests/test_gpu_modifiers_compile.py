@@ -41,6 +41,21 @@ def run(fn, p, case, seed, nq=None):
     return (out, *torch.autograd.grad(out, (q, k, v), dout))
 
 
+def modified_call(name, seed):
+    """p, case and the eager call of the named case (its modifiers and
+    options), with dynamo's state and counters reset."""
+    p = PROBLEMS[name]
+    case = p.build("cuda", seed=seed)
+
+    def f(q, k, v):
+        return flashmlir.attention(q, k, v, score_mod=case.score_mod, mask_mod=case.mask_mod,
+                                   **p.kwargs)
+
+    torch._dynamo.reset()
+    counters.clear()
+    return p, case, f
+
+
 def check_equal(got, want, what):
     for name, a, b in zip(("out", "dq", "dk", "dv"), got, want):
         assert torch.isfinite(a).all(), f"{what}: {name} not finite"
@@ -51,15 +66,7 @@ def check_equal(got, want, what):
 @pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
 @pytest.mark.parametrize("name", CASES)
 def test_compiled_equals_eager(name, backend):
-    p = PROBLEMS[name]
-    case = p.build("cuda", seed=3)
-
-    def f(q, k, v):
-        return flashmlir.attention(q, k, v, score_mod=case.score_mod, mask_mod=case.mask_mod,
-                                   **p.kwargs)
-
-    torch._dynamo.reset()
-    counters.clear()
+    p, case, f = modified_call(name, seed=3)
     cf = torch.compile(f, fullgraph=True, dynamic=name == "alibi", backend=backend)
     # ALiBi at two lengths (not 1: dynamo specializes sizes of 1): the
     # same kernel, one graph.
@@ -78,15 +85,7 @@ def test_compiled_equals_eager(name, backend):
 def test_cuda_graphs(name):
     """mode="reduce-overhead": replays of the captured forward and
     backward equal eager."""
-    p = PROBLEMS[name]
-    case = p.build("cuda", seed=4)
-
-    def f(q, k, v):
-        return flashmlir.attention(q, k, v, score_mod=case.score_mod, mask_mod=case.mask_mod,
-                                   **p.kwargs)
-
-    torch._dynamo.reset()
-    counters.clear()
+    p, case, f = modified_call(name, seed=4)
     cf = torch.compile(f, fullgraph=True, mode="reduce-overhead")
     try:
         for _ in range(3):   # warm-up, record, replay

@@ -360,16 +360,11 @@ static StepResults buildStep(OpBuilder &b, const BackwardPlan &p,
     return results(makeStep(b, /*withMaskMod=*/false));
 
   Location loc = p.loc;
-  auto lastOf = [&](Value start, int64_t size, Value len) {
-    Value end =
-        b.createOrFold<arith::AddIOp>(loc, start, indexConst(b, loc, size));
-    end = b.createOrFold<arith::MinSIOp>(loc, end, len);
-    return b.createOrFold<arith::SubIOp>(loc, end, indexConst(b, loc, 1));
-  };
+  using fa::detail::lastPosition;
   fa::detail::BlockVerdict verdict = fa::detail::buildMaskModBlockVerdict(
       b, loc, p.modifiers.getMaskMod(), qBlk.batch, qBlk.head, qBlk.start,
-      lastOf(qBlk.start, p.blockQ, p.seqQ), kBlk.start,
-      lastOf(kBlk.start, p.blockKV, p.seqK));
+      lastPosition(b, loc, qBlk.start, p.blockQ, p.seqQ), kBlk.start,
+      lastPosition(b, loc, kBlk.start, p.blockKV, p.seqK));
   SmallVector<Value> accs;
   for (Value acc : {dkAcc, dvAcc, dqAcc})
     if (acc)
@@ -425,19 +420,35 @@ visibleQueryBlocks(OpBuilder &b, const BackwardPlan &p, Value kStart) {
   return blockNumbers(b, p.loc, r, p.blockQ);
 }
 
-/// Blocks [lo, hi) (block numbers along the scanned axis) narrowed to those
-/// the op's mask_mod may see (a scan of its block verdicts in front of the
-/// loop, fa::detail::buildMaskModVisibleRange); as they are without a
-/// mask_mod or when its verdicts cannot rule a block out.
-static std::pair<Value, Value> narrowToMaskMod(OpBuilder &b,
-                                               const BackwardPlan &p, Value lo,
-                                               Value hi,
-                                               fa::detail::MaskModScan scan) {
-  if (!p.modifiers || !p.modifiers.hasMaskMod() || p.packed)
+/// Blocks [lo, hi) (block numbers) narrowed to those the op's mask_mod may
+/// see (a scan of its block verdicts in front of the loop,
+/// fa::detail::buildMaskModVisibleRange): key blocks against the query block
+/// at `fixedStart` (`scanKeys`), else query blocks against the key block
+/// there, at (batch, head) or every head of [head, head + heads). As they are
+/// without a mask_mod or when its verdicts cannot rule a block out.
+static std::pair<Value, Value>
+narrowToMaskMod(OpBuilder &b, const BackwardPlan &p, Value lo, Value hi,
+                bool scanKeys, Value fixedStart, Value batch, Value head,
+                Value heads = Value()) {
+  if (!p.modifiers || !p.modifiers.hasMaskMod())
     return {lo, hi};
   Location loc = p.loc;
-  Value size = indexConst(b, loc, scan.block);
+  fa::detail::MaskModScan scan;
   scan.maskMod = &p.modifiers.getMaskMod();
+  scan.batch = batch;
+  scan.head = head;
+  if (heads)
+    scan.headLast = b.createOrFold<arith::SubIOp>(
+        loc, b.createOrFold<arith::AddIOp>(loc, head, heads),
+        indexConst(b, loc, 1));
+  scan.scanKeys = scanKeys;
+  scan.fixedLo = fixedStart;
+  scan.fixedLast = fa::detail::lastPosition(b, loc, fixedStart,
+                                            scanKeys ? p.blockQ : p.blockKV,
+                                            scanKeys ? p.seqQ : p.seqK);
+  scan.block = scanKeys ? p.blockKV : p.blockQ;
+  scan.len = scanKeys ? p.seqK : p.seqQ;
+  Value size = indexConst(b, loc, scan.block);
   IRRewriter rewriter(b);
   Value loEl = b.createOrFold<arith::MulIOp>(loc, lo, size);
   Value hiEl = b.createOrFold<arith::MinSIOp>(
@@ -488,21 +499,10 @@ static KeyBlockGradients buildKeyBlockGradients(OpBuilder &b,
   Value one = indexConst(b, loc, 1);
   Value firstHead = arith::MulIOp::create(b, loc, kvHead, p.groupSize);
   auto [qbLo, qbHi] = visibleQueryBlocks(b, p, kBlk.start);
-  if (p.modifiers && p.modifiers.hasMaskMod()) {
-    // The query blocks that some head of the group may see.
-    fa::detail::MaskModScan scan;
-    scan.batch = batch;
-    scan.head = firstHead;
-    scan.headLast = b.createOrFold<arith::SubIOp>(
-        loc, b.createOrFold<arith::AddIOp>(loc, firstHead, p.groupSize), one);
-    scan.scanKeys = false;
-    scan.fixedLo = kBlk.start;
-    scan.fixedLast =
-        fa::detail::lastPosition(b, loc, kBlk.start, p.blockKV, p.seqK);
-    scan.block = p.blockQ;
-    scan.len = p.seqQ;
-    std::tie(qbLo, qbHi) = narrowToMaskMod(b, p, qbLo, qbHi, scan);
-  }
+  // The query blocks that some head of the group may see.
+  std::tie(qbLo, qbHi) =
+      narrowToMaskMod(b, p, qbLo, qbHi, /*scanKeys=*/false, kBlk.start, batch,
+                      firstHead, p.groupSize);
   if (p.packed) {
     // A block without keys is seen by no query.
     Value hasKeys = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sgt,
@@ -829,18 +829,8 @@ static Value buildDeterministicQueryGradient(OpBuilder &b,
   QueryBlock qBlk =
       loadQueryBlock(b, p, batch, qHead, forall.getInductionVar(2));
   auto [kbLo, kbHi] = visibleKeyBlocks(b, p, qBlk.start);
-  if (p.modifiers && p.modifiers.hasMaskMod()) {
-    fa::detail::MaskModScan scan;
-    scan.batch = batch;
-    scan.head = qHead;
-    scan.scanKeys = true;
-    scan.fixedLo = qBlk.start;
-    scan.fixedLast =
-        fa::detail::lastPosition(b, loc, qBlk.start, p.blockQ, p.seqQ);
-    scan.block = p.blockKV;
-    scan.len = p.seqK;
-    std::tie(kbLo, kbHi) = narrowToMaskMod(b, p, kbLo, kbHi, scan);
-  }
+  std::tie(kbLo, kbHi) = narrowToMaskMod(b, p, kbLo, kbHi, /*scanKeys=*/true,
+                                         qBlk.start, batch, qHead);
   Value init = zeroTile(b, loc, {p.blockQ, p.headDim}, p.f32Type);
   auto keyLoop = scf::ForOp::create(
       b, loc, kbLo, kbHi, indexConst(b, loc, 1), ValueRange{init},
