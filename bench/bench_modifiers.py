@@ -91,8 +91,8 @@ class Bench:
         import flashmlir
         torch = self.torch
         if impl == "flashmlir":
-            return lambda: flashmlir.attention(q, k, v, score_mod=case.score_mod,
-                                               mask_mod=case.mask_mod, **p.kwargs)
+            kw = p.call_kwargs(case, q.device)   # (key ranges made once)
+            return lambda: flashmlir.attention(q, k, v, **kw)
         if impl == "builtin":
             return lambda: flashmlir.attention(q, k, v, **case.builtin)
         if impl == "flex":
@@ -138,6 +138,9 @@ class Bench:
         impls = ["flashmlir"] + (["builtin"] if case.builtin is not None else []) + \
             ([] if args.no_flex else ["flex"])
         dirs = ["fwd", "bwd"] if args.direction == "both" else [args.direction]
+        if p.key_range_rows is not None:
+            # (The backward takes no key ranges: the same kernels as without.)
+            dirs = [d for d in dirs if d == "fwd"]
         fwd_flops = 4.0 * p.B * p.Hq * p.Nq * p.Nk * p.D * dens
         for direction in dirs:
             best = {}
@@ -166,7 +169,8 @@ class Bench:
                     print(f"  {p.id} {direction} {impl} round {rnd}: {ms:.3f} ms "
                           f"({time.time() - t0:.1f} s)", flush=True)
             work = fwd_flops * (2.5 if direction == "bwd" else 1.0)
-            rec = dict(problem=p.id, case=p.case, N=p.Nq, B=p.B, H=p.Hq, D=p.D,
+            rec = dict(problem=p.id, case=p.case, key_range_rows=p.key_range_rows,
+                       N=p.Nq, B=p.B, H=p.Hq, D=p.D,
                        direction=direction, density=dens, errors=errors,
                        ms={i: best[i] for i in best},
                        tflops={i: work / (best[i] * 1e-3) / 1e12 for i in best})
@@ -188,7 +192,9 @@ def table(results):
             if name in t:
                 return f"{t[name]:.0f}"
             return "err" if name in r["errors"] else "-"
-        lines.append(f"| {r['case']} | {r['N']} | {r['direction']} | {r['density']:.3f} | "
+        name = r["case"] + (f" + key ranges ({r['key_range_rows']} rows)"
+                            if r.get("key_range_rows") else "")
+        lines.append(f"| {name} | {r['N']} | {r['direction']} | {r['density']:.3f} | "
                      f"{cell('flashmlir')} | {cell('flex')} | "
                      f"{r.get('x_flex', float('nan')):.2f} | {cell('builtin')} | "
                      f"{r.get('x_builtin', float('nan')):.2f} |")

@@ -28,7 +28,7 @@ from ._kernels import (KernelRegistry, KernelRequest, default_registry, default_
 __all__ = ["attention", "scaled_dot_product_attention", "flash_attn_func",
            "flash_attn_qkvpacked_func", "flash_attn_kvpacked_func", "attention_varlen",
            "attention_with_kvcache", "flash_attn_varlen_func", "flash_attn_with_kvcache",
-           "backward_available", "trace_modifiers",
+           "backward_available", "trace_modifiers", "key_ranges", "KeyRanges",
            "clear_caches", "KernelRegistry", "KernelRequest",
            "default_registry", "default_search_dirs", "set_default_registry",
            "FlashMLIRError", "ManifestError", "ExpressionError", "KernelNotFoundError",
@@ -40,17 +40,18 @@ __version__ = "0.2.0"
 _TORCH_API = ("attention", "backward_available", "clear_caches", "scaled_dot_product_attention",
               "flash_attn_func", "flash_attn_qkvpacked_func", "flash_attn_kvpacked_func",
               "attention_varlen", "attention_with_kvcache", "flash_attn_varlen_func",
-              "flash_attn_with_kvcache", "trace_modifiers")
+              "flash_attn_with_kvcache", "trace_modifiers", "key_ranges", "KeyRanges")
 
 
 def _load_torch_api():
     """Imports the torch-side modules (registering the custom ops) and binds
     their entry points as attributes of the package."""
-    from . import _compat, _interface, _modifiers, _sequences
+    from . import _compat, _interface, _key_ranges, _modifiers, _sequences
     g = globals()
     for name in _TORCH_API:
         g[name] = (getattr(_interface, name, None) or getattr(_sequences, name, None)
-                   or getattr(_modifiers, name, None) or getattr(_compat, name))
+                   or getattr(_modifiers, name, None) or getattr(_key_ranges, name, None)
+                   or getattr(_compat, name))
 
 
 def __getattr__(name):

@@ -64,7 +64,8 @@ class _Call:
         return _kernels.KernelRequest(kind, _DTYPES[self.dtype], self.dims.D, self.dims.Dv,
                                       (left, right), self.opts.softcap, self.opts.scale,
                                       self.deterministic and kind == "backward",
-                                      modifiers=self.modifiers)
+                                      modifiers=self.modifiers and
+                                      self.modifiers.for_kind(kind))
 
     def scalars(self, spec=None):
         """Values scalar kernel parameters may name in `spec`'s manifest (a
@@ -242,31 +243,38 @@ def backward_available(dtype=torch.bfloat16, head_dim: int = 128, causal: bool =
 
 
 def forward_request(q, k, v, causal=False, window=None, scale=None, softcap=None,
-                    layout="bhsd", score_mod=None, mask_mod=None) -> _kernels.KernelRequest:
+                    layout="bhsd", score_mod=None, mask_mod=None,
+                    key_ranges=None) -> _kernels.KernelRequest:
     """The KernelRequest of the forward kernel `attention(q, k, v, ...)` looks
     up (q, k and v may be meta tensors), e.g. to compile kernels ahead of
-    the calls (scripts/build-modifier-kernels.py). Raises as attention()."""
+    the calls (scripts/build-modifier-kernels.py). Raises as attention().
+    `key_ranges`: a KeyRanges, or its rows (the kernel depends on those
+    only)."""
     return _request("forward", q, k, v, causal, window, scale, softcap, layout, False,
-                    score_mod, mask_mod)
+                    score_mod, mask_mod, key_ranges)
 
 
 def backward_request(q, k, v, causal=False, window=None, scale=None, softcap=None,
                      layout="bhsd", deterministic=False, score_mod=None,
-                     mask_mod=None) -> _kernels.KernelRequest:
+                     mask_mod=None, key_ranges=None) -> _kernels.KernelRequest:
     """The KernelRequest of the backward kernels `attention(q, k, v, ...)`
-    looks up when q, k or v requires grad (as forward_request)."""
+    looks up when q, k or v requires grad (as forward_request; the backward
+    kernels take no key ranges)."""
     return _request("backward", q, k, v, causal, window, scale, softcap, layout, deterministic,
-                    score_mod, mask_mod)
+                    score_mod, mask_mod, key_ranges)
 
 
 def _request(kind, q, k, v, causal, window, scale, softcap, layout, deterministic, score_mod,
-             mask_mod) -> _kernels.KernelRequest:
+             mask_mod, key_ranges=None) -> _kernels.KernelRequest:
     c = _validate(q, k, v, causal, window, scale, softcap, layout, deterministic,
                   check_strides=False)
+    if key_ranges is not None and mask_mod is None:
+        raise ValueError("key_ranges bound where a mask_mod's keys lie: pass the mask_mod too")
     if score_mod is not None or mask_mod is not None:
         from . import _modifiers
+        rows = getattr(key_ranges, "rows", key_ranges)
         c = dataclasses.replace(c, modifiers=_kernels.Modifiers.of(
-            _modifiers.trace(score_mod, mask_mod)))
+            _modifiers.trace(score_mod, mask_mod).with_key_ranges(rows)))
     return c.request(kind)
 
 
@@ -532,12 +540,14 @@ class _ForwardPlan:
     empty, the kernel's LaunchPlan (or, decoding, the split-KV kernels');
     plus the backward plans made from it. A call with modifiers
     (`c.modifiers`) runs their kernel, its captured tensors (`captures`, as
-    the kernel's capture<n> parameters) bound at every launch."""
+    the kernel's capture<n> parameters) bound at every launch, and with
+    key ranges (`c.modifiers.key_range_rows`) the ranges tensor `ranges`
+    (checked, see _check_key_ranges) as its key_ranges parameter."""
 
     __slots__ = ("call", "mode", "launch", "split", "multi", "out_shape", "lse_shape", "dtype",
                  "device", "ordinal", "bwd", "out_like", "__weakref__")
 
-    def __init__(self, q, k, v, c: _Call, out=None, lse=None, captures=()):
+    def __init__(self, q, k, v, c: _Call, out=None, lse=None, captures=(), ranges=None):
         self.call = c
         self.dtype, self.device = c.dtype, c.device
         self.ordinal = _device_ordinal(c.device)
@@ -565,6 +575,9 @@ class _ForwardPlan:
             caps = _capture_args(spec, captures)
             args.update(caps)
             names = _FORWARD_TENSORS + tuple(caps)
+            if c.modifiers is not None and c.modifiers.key_range_rows is not None:
+                args[M.KEY_RANGES] = ranges
+                names += (M.KEY_RANGES,)
             env = {**d.env(), **spec.capture_dims()}
             if spec.is_multi_launch:
                 # (The dynamic tile scheduler's counter.)
@@ -576,10 +589,12 @@ class _ForwardPlan:
             prep = _launch.prepare(_kernels.load_kernel(spec, ordinal), args, env)
             self.launch = _plan.LaunchPlan(prep, names)
 
-    def run(self, q, k, v, out=None, lse=None, captures=()):
+    def run(self, q, k, v, out=None, lse=None, captures=(), ranges=None):
         """`captures`: a call with modifiers' captured tensors (16-byte aligned,
         see _aligned), with the shapes, strides, dtypes and device of the
-        plan's."""
+        plan's; `ranges` its key ranges (likewise), when the plan has them."""
+        if ranges is not None:
+            captures = (*captures, ranges)
         if out is None:
             # q's dtype and device, as _outputs; contiguous either way
             out = torch.empty_like(q) if self.out_like else q.new_empty(self.out_shape)
@@ -674,16 +689,21 @@ def _kernel_tensors(*ts) -> bool:
 
 
 def _forward_plan(q, k, v, causal, window, scale, softcap, layout, deterministic,
-                  out=None, lse=None, traced=None) -> Optional[_ForwardPlan]:
+                  out=None, lse=None, traced=None, ranges=None) -> Optional[_ForwardPlan]:
     """The plan of a call on plain kernel-device tensors, made with the full
     validation on first use; None for other tensors (CPU, meta, fake).
     `traced`: the call's modifiers (a _modifiers.Traced); its plans are kept
     per traced IR and the shapes, strides, dtypes and devices of its
-    captured tensors."""
+    captured tensors (and of `ranges`, its key ranges when traced has
+    them)."""
     key = _plan_key(q, k, v, causal, window, scale, softcap, layout, deterministic, out, lse)
     if traced is not None and key is not None:
         key = (key, traced.key(), tuple((t.shape, t.stride(), t.dtype, t.device)
                                         for t in traced.captures))
+        if traced.key_range_rows is not None:
+            key += ((type(ranges), getattr(ranges, "shape", None),
+                     ranges.stride() if isinstance(ranges, torch.Tensor) else None,
+                     getattr(ranges, "dtype", None), getattr(ranges, "device", None)),)
     try:
         plan = _plans.get(key)
     except TypeError:   # an unhashable option: no plan for it (the checks explain)
@@ -698,9 +718,12 @@ def _forward_plan(q, k, v, causal, window, scale, softcap, layout, deterministic
     captures = ()
     if traced is not None:
         _check_capture_devices(traced.captures, c.device)
+        _check_key_ranges(ranges, traced.key_range_rows, c)
         c = dataclasses.replace(c, modifiers=_kernels.Modifiers.of(traced))
         captures = aligned_captures(traced.captures)
-    plan = _ForwardPlan(q, k, v, c, out, lse, captures)
+        if ranges is not None:
+            ranges = _aligned(ranges)
+    plan = _ForwardPlan(q, k, v, c, out, lse, captures, ranges)
     if key is not None:
         with _plans_lock:
             if len(_plans) >= _MAX_PLANS:
@@ -712,16 +735,17 @@ def _forward_plan(q, k, v, causal, window, scale, softcap, layout, deterministic
 class _FlashAttention(torch.autograd.Function):
     """Eager autograd over a forward plan (torch.compile uses the custom ops
     of _ops.py instead; both run the same plans). A plan with modifiers
-    takes its captured tensors (aligned) after `deterministic` and
-    `modifiers`: bound in the forward's and the backward's launches, saved
-    for the backward (an in-place change in between raises there).
+    takes its captured tensors (aligned) after `deterministic`, `modifiers`
+    and `ranges` (its key ranges or None: the forward's only): bound in the
+    forward's and the backward's launches, saved for the backward (an
+    in-place change in between raises there).
     `modifiers` is (score_mod, mask_mod, the captures as the functions read
     them) when a capture requires grad (None otherwise): the backward then
     adds the captures' gradients by row chunks (_capture_grads)."""
 
     @staticmethod
-    def forward(ctx, q, k, v, plan, deterministic, modifiers, *captures):
-        out, lse = plan.run(q, k, v, None, None, captures)
+    def forward(ctx, q, k, v, plan, deterministic, modifiers, ranges, *captures):
+        out, lse = plan.run(q, k, v, None, None, captures, ranges)
         # lse is not differentiable: no zero dlse to allocate and fill per call.
         ctx.set_materialize_grads(False)
         ctx.save_for_backward(q, k, v, out, lse, *captures)
@@ -749,9 +773,9 @@ def _flash_backward(ctx, dout, dlse):
     if dout is not None and any(need[:3]):
         dq, dk, dv = ctx.plan.backward(q, k, v, out, lse, dout, ctx.deterministic, captures)
     grads = (dq if need[0] else None, dk if need[1] else None,
-             dv if need[2] else None, None, None, None)
+             dv if need[2] else None, None, None, None, None)
     dcaps = [None] * len(captures)
-    wanted = [n for n, want in enumerate(need[6:]) if want]
+    wanted = [n for n, want in enumerate(need[7:]) if want]
     if wanted and dout is not None:
         dcaps = _capture_grad_list(ctx, q, k, v, out, lse, dout, captures, wanted)
     return grads + tuple(dcaps)
@@ -836,19 +860,23 @@ def backward_impl(dout, q, k, v, out, lse, causal, window, scale, softcap, layou
 
 
 def modified_forward_impl(q, k, v, captures, key, causal, window, scale, softcap, layout,
-                          deterministic):
+                          deterministic, key_ranges=None):
     """forward_impl with score_mod / mask_mod, given as their traced key and
-    the captured tensors (see _modifiers.from_key): the kernels of the
-    modifiers for CUDA tensors (the plan eager calls use), the reference
-    on the evaluated regions for CPU ones. Returns out, lse (contiguous)."""
+    the captured tensors (see _modifiers.from_key), and the key ranges
+    tensor when the key has them: the kernels of the modifiers for CUDA
+    tensors (the plan eager calls use), the reference on the evaluated
+    regions for CPU ones (the ranges checked, not needed). Returns out, lse
+    (contiguous)."""
     from . import _modifiers
     traced = _modifiers.from_key(key, captures)
     plan = _forward_plan(q, k, v, causal, window, scale, softcap, layout, deterministic,
-                         traced=traced)
+                         traced=traced, ranges=key_ranges)
     if plan is not None:
-        return plan.run(q, k, v, None, None, aligned_captures(captures))
+        return plan.run(q, k, v, None, None, aligned_captures(captures),
+                        None if key_ranges is None else _aligned(key_ranges))
     c = _validate(q, k, v, causal, window, scale, softcap, layout, deterministic)
     _check_capture_devices(captures, c.device)
+    _check_key_ranges(key_ranges, traced.key_range_rows, c)
     score_mod, mask_mod, _ = traced.functions()
     L = c.layout
     o, l = _reference.attention_modified(_bhsd(q, L), _bhsd(k, L), _bhsd(v, L), c.opts.mask,
@@ -857,16 +885,18 @@ def modified_forward_impl(q, k, v, captures, key, causal, window, scale, softcap
 
 
 def modified_backward_impl(dout, q, k, v, out, lse, captures, key, causal, window, scale,
-                           softcap, layout, deterministic):
-    """backward_impl with score_mod / mask_mod (as modified_forward_impl)."""
+                           softcap, layout, deterministic, key_ranges=None):
+    """backward_impl with score_mod / mask_mod (as modified_forward_impl;
+    the backward kernels take no key ranges)."""
     from . import _modifiers
     traced = _modifiers.from_key(key, captures)
     plan = _forward_plan(q, k, v, causal, window, scale, softcap, layout, deterministic,
-                         traced=traced)
+                         traced=traced, ranges=key_ranges)
     if plan is not None:
         return plan.backward(q, k, v, out, lse, dout, deterministic, aligned_captures(captures))
     c = _validate(q, k, v, causal, window, scale, softcap, layout, deterministic)
     _check_capture_devices(captures, c.device)
+    _check_key_ranges(key_ranges, traced.key_range_rows, c)
     dout = _check_dout(dout, c)
     _, mask_mod, score_mod_grad = traced.functions()
     L = c.layout
@@ -906,24 +936,33 @@ def fake_backward(dout, q, k, v, causal, window, scale, softcap, layout, determi
 
 
 def fake_modified_forward(q, k, v, captures, key, causal, window, scale, softcap, layout,
-                          deterministic):
+                          deterministic, key_ranges=None):
     """fake_forward with score_mod / mask_mod: also the captures against the
-    key (number, dtypes, shapes) and their device."""
+    key (number, dtypes, shapes) and their device, and the key ranges."""
     from . import _modifiers
-    _modifiers.from_key(key, captures)
+    traced = _modifiers.from_key(key, captures)
     out = fake_forward(q, k, v, causal, window, scale, softcap, layout, deterministic)
     _check_capture_devices(captures, q.device)
+    _check_fake_key_ranges(key_ranges, traced, q, layout)
     return out
 
 
 def fake_modified_backward(dout, q, k, v, captures, key, causal, window, scale, softcap,
-                           layout, deterministic):
+                           layout, deterministic, key_ranges=None):
     """fake_backward with score_mod / mask_mod (as fake_modified_forward)."""
     from . import _modifiers
-    _modifiers.from_key(key, captures)
+    traced = _modifiers.from_key(key, captures)
     grads = fake_backward(dout, q, k, v, causal, window, scale, softcap, layout, deterministic)
     _check_capture_devices(captures, q.device)
+    _check_fake_key_ranges(key_ranges, traced, q, layout)
     return grads
+
+
+def _check_fake_key_ranges(ranges, traced, q, layout) -> None:
+    """_check_key_ranges on fake tensors (the dims from q's shape)."""
+    b, x, y = q.shape[:3]
+    hq, nq = (y, x) if str(layout).lower() == "bshd" else (x, y)
+    check_key_ranges(ranges, traced.key_range_rows, b, hq, nq, q.device)
 
 
 # ---------------------------------------------------------------------------
@@ -937,6 +976,31 @@ def _needs_grad(*tensors) -> bool:
 # ---------------------------------------------------------------------------
 # Score and mask modifiers
 # ---------------------------------------------------------------------------
+
+def check_key_ranges(ranges, rows, B, Hq, Nq, device) -> None:
+    """That `ranges` is the key ranges tensor of a call with `rows` query
+    rows per group (None: the call takes none): [B, Hq, ceil(Nq / rows), 2]
+    int32 on `device`."""
+    if rows is None:
+        if ranges is not None:
+            raise ValueError("key ranges given to modifiers compiled without them")
+        return
+    if not isinstance(ranges, torch.Tensor):
+        raise TypeError(f"key_ranges: the ranges must be a torch.Tensor, got "
+                        f"{type(ranges).__name__}")
+    want = (B, Hq, -(-Nq // rows), 2)
+    if ranges.dtype != torch.int32 or tuple(ranges.shape) != want:
+        raise ValueError(f"key_ranges: the ranges must be int32 of shape [B, Hq, ceil(Nq / "
+                         f"{rows}), 2] = {list(want)} for this call, got {ranges.dtype} of "
+                         f"shape {list(ranges.shape)} (flashmlir.key_ranges makes them)")
+    if ranges.device != device:
+        raise ValueError(f"key_ranges: the ranges are on {ranges.device} but q, k and v are "
+                         f"on {device}")
+
+
+def _check_key_ranges(ranges, rows, c: _Call) -> None:
+    check_key_ranges(ranges, rows, c.dims.B, c.dims.Hq, c.dims.Nq, c.device)
+
 
 def _check_capture_devices(captures, device) -> None:
     for n, t in enumerate(captures):
@@ -982,7 +1046,7 @@ def aligned_captures(captures) -> Tuple[torch.Tensor, ...]:
 
 
 def _modified(q, k, v, causal, window, scale, softcap, layout, deterministic, out, lse,
-              score_mod, mask_mod):
+              score_mod, mask_mod, key_ranges=None):
     """attention with score_mod / mask_mod, traced first (the modifiers'
     errors surface for every device; see _modifiers.traced). Plain tensors
     on the kernels' device run the compiled forward kernel of the
@@ -996,39 +1060,56 @@ def _modified(q, k, v, causal, window, scale, softcap, layout, deterministic, ou
     _FlashAttention with the functions (the captures' gradients by row
     chunks, _capture_grads); other tensors and torch.compile the PyTorch
     reference on the Python functions (plain torch ops, so autograd and
-    torch.compile trace through)."""
+    torch.compile trace through). `key_ranges` (a KeyRanges or None): the
+    forward kernel's run-time key ranges (the reference checks and ignores
+    them)."""
     from . import _modifiers
     compiling = torch.compiler.is_compiling()
     # (Under torch.compile dynamo traces the tracer itself, see _ops.py: the
     # key is a constant of the graph, the captures its tensors.)
     traced = _modifiers.trace(score_mod, mask_mod) if compiling else \
         _modifiers.traced(score_mod, mask_mod)
+    ranges = None
+    if key_ranges is not None:
+        if mask_mod is None:
+            raise ValueError("key_ranges bound where a mask_mod's keys lie: pass the "
+                             "mask_mod too")
+        if not isinstance(key_ranges, _key_ranges.KeyRanges):
+            raise TypeError(f"key_ranges must be a flashmlir.KeyRanges (from "
+                            f"flashmlir.key_ranges), got {type(key_ranges).__name__}")
+        # (int(): under torch.compile with dynamic shapes an int attribute of
+        # an input is symbolic; the rows select a kernel, so they specialize.)
+        traced = traced.with_key_ranges(int(key_ranges.rows))
+        ranges = key_ranges.ranges
     captures = traced.captures
     if not _needs_grad(*captures):
         if not compiling and _kernel_tensors(q, k, v, out, lse):
             plan = _forward_plan(q, k, v, causal, window, scale, softcap, layout,
-                                 deterministic, out, lse, traced)
+                                 deterministic, out, lse, traced, ranges)
+            ranges = None if ranges is None else _aligned(ranges)
             if _needs_grad(q, k, v):
                 if out is not None or lse is not None:
                     raise ValueError("out= and lse= cannot be used when q, k or v requires grad")
-                return _FlashAttention.apply(q, k, v, plan, deterministic, None,
+                return _FlashAttention.apply(q, k, v, plan, deterministic, None, ranges,
                                              *aligned_captures(captures))
-            return plan.run(q, k, v, out, lse, aligned_captures(captures))
+            return plan.run(q, k, v, out, lse, aligned_captures(captures), ranges)
         return _ops.attention_modified(q, k, v, traced, causal, window, scale, softcap, layout,
-                                       deterministic, out, lse)
+                                       deterministic, out, lse, ranges)
     if not compiling and _kernel_tensors(q, k, v, out, lse):
         # The kernels for out, lse and dq, dk, dv; the captures' gradients
         # by row chunks in the backward.
         if out is not None or lse is not None:
             raise ValueError("out= and lse= cannot be used when a tensor requires grad")
         plan = _forward_plan(q, k, v, causal, window, scale, softcap, layout, deterministic,
-                             None, None, traced)
+                             None, None, traced, ranges)
         return _FlashAttention.apply(q, k, v, plan, deterministic,
                                      (score_mod, mask_mod, captures),
+                                     None if ranges is None else _aligned(ranges),
                                      *aligned_captures(captures))
     c = _validate(q, k, v, causal, window, scale, softcap, layout, deterministic,
                   check_strides=not compiling)
     _check_capture_devices(captures, c.device)
+    _check_key_ranges(ranges, traced.key_range_rows, c)
     if (out is not None or lse is not None) and _needs_grad(q, k, v):
         raise ValueError("out= and lse= cannot be used when q, k or v requires grad")
     o, l = _reference.attention_modified(
@@ -1045,12 +1126,12 @@ def _modified(q, k, v, causal, window, scale, softcap, layout, deterministic, ou
 
 def attention(q, k, v, causal=False, window=None, scale=None, softcap=None,
               return_lse=False, layout="bhsd", *, out=None, lse=None, deterministic=False,
-              score_mod=None, mask_mod=None):
+              score_mod=None, mask_mod=None, key_ranges=None):
     """Exact scaled-dot-product attention, `softmax(scale * q k^T) v`.
 
     attention(q, k, v, causal=False, window=None, scale=None, softcap=None,
               return_lse=False, layout="bhsd", *, out=None, lse=None,
-              deterministic=False, score_mod=None, mask_mod=None)
+              deterministic=False, score_mod=None, mask_mod=None, key_ranges=None)
 
     Args:
       q: [B, Hq, Nq, D] (layout "bhsd") or [B, Nq, Hq, D] (layout "bshd"),
@@ -1102,6 +1183,15 @@ def attention(q, k, v, causal=False, window=None, scale=None, softcap=None,
          captures' shapes are constants of the graph (a recompile per
          value, as a kernel per value); comparing a traced value with a
          symbolic int does not trace (see _ops.py).
+      key_ranges: where a mask_mod's visible keys lie, for masks the
+         compiler cannot analyze (a document mask over per-token ids): a
+         flashmlir.KeyRanges from flashmlir.key_ranges(mask_mod, B, Hq, Nq,
+         Nk, causal=, window=), made once per mask and reused (as
+         FlexAttention's create_block_mask). The forward kernel then visits
+         only the key blocks of each query block's ranges; without them it
+         visits every block the built-in mask allows. A promise: keys
+         outside the ranges are treated as hidden (the reference and the
+         backward ignore the ranges).
 
     Rows that see no key give out = 0 and lse = +inf. The last dimension of
     every tensor must be contiguous and data pointers 16-byte aligned.
@@ -1113,9 +1203,9 @@ def attention(q, k, v, causal=False, window=None, scale=None, softcap=None,
 
     Returns: out, or (out, lse) when return_lse.
     """
-    if score_mod is not None or mask_mod is not None:
+    if score_mod is not None or mask_mod is not None or key_ranges is not None:
         o, l = _modified(q, k, v, causal, window, scale, softcap, layout, deterministic,
-                         out, lse, score_mod, mask_mod)
+                         out, lse, score_mod, mask_mod, key_ranges)
         return (o, l) if return_lse else o
     if not torch.compiler.is_compiling():
         # Eager, plain CUDA tensors: the cached plan, no dispatcher.
@@ -1125,7 +1215,7 @@ def attention(q, k, v, causal=False, window=None, scale=None, softcap=None,
             if _needs_grad(q, k, v):
                 if out is not None or lse is not None:
                     raise ValueError("out= and lse= cannot be used when q, k or v requires grad")
-                o, l = _FlashAttention.apply(q, k, v, plan, deterministic, None)
+                o, l = _FlashAttention.apply(q, k, v, plan, deterministic, None, None)
             else:
                 o, l = plan.run(q, k, v, out, lse)
             return (o, l) if return_lse else o
@@ -1135,4 +1225,4 @@ def attention(q, k, v, causal=False, window=None, scale=None, softcap=None,
     return (o, l) if return_lse else o
 
 
-from . import _ops  # noqa: E402  (registers the custom ops; imports this module)
+from . import _key_ranges, _ops  # noqa: E402  (_ops registers the custom ops; imports this module)

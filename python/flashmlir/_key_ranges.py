@@ -2,32 +2,81 @@
 G)` operand carries (docs/ARCHITECTURE.md 1.1) for masks no compiler pass
 can analyze, such as a document mask over per-token ids.
 
+    ranges = flashmlir.key_ranges(document, B, Hq, N, N, causal=True)
+    out = flashmlir.attention(q, k, v, causal=True, mask_mod=document,
+                              key_ranges=ranges)
+
 For batch b, query head h and the query rows [g G, (g + 1) G), the range
 [r[b, h, g, 0], r[b, h, g, 1]) runs from the first to one past the last key
 that some row of the group sees; a group whose rows see no key gets
-(0, 0). The kernels then visit only the key blocks of each query block's
-ranges (FlexAttention's create_block_mask plays the same part, in block
-form). Computing it evaluates the mask on every (query, key) pair, so it is
-done once per mask and reused, not per call.
-
-Not yet used by the package's calls: the kernels take the ranges
-(fa-compile passes them as the forward's `key_ranges` parameter), the
-Python side that binds them is the next step (docs/STATUS.md).
+(0, 0). The forward kernel then visits only the key blocks of each query
+block's ranges (FlexAttention's create_block_mask plays the same part, in
+block form). Computing it evaluates the mask on every (query, key) pair, so
+it is done once per mask and reused, not per call.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Callable, Optional, Tuple
 
 import torch
 
 # Elements of one [B, H, rows, Nk] chunk of the evaluated mask.
 CHUNK_ELEMENTS = 1 << 26
+# Query rows per group by default: a group lies inside one query block of
+# every kernel (64 or 128 rows), so a block's keys are its own groups' only.
+DEFAULT_ROWS = 64
 
 
-def key_ranges(mask_mod: Optional[Callable], B: int, H: int, Nq: int, Nk: int,
-               rows: int = 64, device=None, mask: Tuple[int, int] = (-1, -1),
-               chunk_elements: int = CHUNK_ELEMENTS) -> torch.Tensor:
+@dataclass(frozen=True)
+class KeyRanges:
+    """flashmlir.KeyRanges: the key ranges of a mask for calls of one [B, Hq,
+    Nq] (attention's key_ranges=): `ranges`, [B, Hq, ceil(Nq / rows), 2]
+    int32, per group of `rows` query rows the keys [first, last + 1) some
+    row sees ((0, 0): none). Kernels are compiled per `rows`."""
+
+    ranges: torch.Tensor
+    rows: int
+
+    def __post_init__(self):
+        if isinstance(self.rows, bool) or not isinstance(self.rows, int) or self.rows < 1:
+            raise ValueError(f"KeyRanges: rows must be an integer >= 1, got {self.rows!r}")
+        r = self.ranges
+        if not isinstance(r, torch.Tensor) or r.dtype != torch.int32 or r.dim() != 4 \
+                or r.shape[-1] != 2:
+            what = (f"{r.dtype} of shape {list(r.shape)}" if isinstance(r, torch.Tensor)
+                    else type(r).__name__)
+            raise ValueError(f"KeyRanges: ranges must be an int32 tensor [B, Hq, groups, 2], "
+                             f"got {what}")
+
+    def to(self, device) -> "KeyRanges":
+        return KeyRanges(self.ranges.to(device), self.rows)
+
+
+def key_ranges(mask_mod: Optional[Callable], B: int, H: int, Nq: int, Nk: int, *,
+               causal: bool = False, window=None, rows: int = DEFAULT_ROWS,
+               device=None) -> KeyRanges:
+    """flashmlir.key_ranges(mask_mod, B, H, Nq, Nk, *, causal=False,
+    window=None, rows=64, device=None): the KeyRanges of mask_mod(b, h,
+    q_idx, kv_idx) AND the built-in causal / window mask (as attention takes
+    them) for calls with q [B, H, Nq, .] (H the query heads) and Nk keys,
+    on `device` (default: where the mask_mod's captured tensors are, else
+    the CPU; it must be the calls' device). Evaluates the mask on every (query, key) pair, in chunks of
+    rows: make it once per mask, not per call."""
+    from . import _manifest as M
+    mask = M.canonical_mask(bool(causal), window)
+    if device is None and mask_mod is not None:
+        # Where the mask_mod's captured tensors are (its indices must be too).
+        from ._modifiers import trace
+        captures = trace(mask_mod=mask_mod).captures
+        device = captures[0].device if captures else None
+    return KeyRanges(range_tensor(mask_mod, B, H, Nq, Nk, rows, device, mask), rows)
+
+
+def range_tensor(mask_mod: Optional[Callable], B: int, H: int, Nq: int, Nk: int,
+                 rows: int = 64, device=None, mask: Tuple[int, int] = (-1, -1),
+                 chunk_elements: int = CHUNK_ELEMENTS) -> torch.Tensor:
     """[B, H, ceil(Nq / rows), 2] int32 (on `device`): per group of `rows`
     query rows, the keys [first, last + 1) that `mask_mod(b, h, q_idx,
     kv_idx)` AND the built-in `mask` (canonical (left, right), bottom-right

@@ -169,9 +169,10 @@ def _memref(spec: M.KernelSpec, p: M.ParamSpec, args: Mapping[str, Any],
                 f"[{', '.join(d.text for d in p.dims)}] = {list(want)}")
     if any(s < 0 for s in m.sizes) or any(s < 0 for s in m.strides):
         raise LaunchError(f"{where}: negative size or stride {m.sizes} {m.strides}")
-    # (A modifier's captured tensor may have any strides: its kernel reads
-    # elements one at a time, at the descriptor's strides.)
-    if p.rank > 0 and m.sizes[-1] > 1 and m.strides[-1] != 1 and not M.is_capture_param(p):
+    # (A modifier's captured tensor and the key ranges may have any strides:
+    # the kernel reads elements one at a time, at the descriptor's strides.)
+    if (p.rank > 0 and m.sizes[-1] > 1 and m.strides[-1] != 1 and not M.is_capture_param(p)
+            and p.name != M.KEY_RANGES):
         raise LaunchError(f"{where}: the last dimension must be contiguous "
                           f"(stride 1), got strides {list(m.strides)}")
     if m.aligned % POINTER_ALIGNMENT:

@@ -51,7 +51,10 @@ dense forward, not split-KV, or a dense backward) has a ``"modifiers"``
 section, ``{"key": <the runtime's key or null>, "captures": [{"name":
 "capture0", "dtype": "f32", "shape": [8]}, ...]}``, and takes each captured
 tensor as memref parameter ``capture<n>`` of dims ``capture<n>_<d>`` (in a
-backward, in whichever of its launches read them).
+backward, in whichever of its launches read them). A forward whose op has
+run-time key ranges (``key_ranges(%r rows G)``) says so in the section,
+``"key_ranges": {"name": "key_ranges", "rows": G}``, and takes them as
+memref parameter ``key_ranges``, i32 of dims [B, Hq, ceildiv(Nq, G), 2].
 """
 
 from __future__ import annotations
@@ -185,6 +188,16 @@ MAX_PAGE_SIZE = 4096
 CAPTURE_DTYPES = ("f32", "f16", "bf16", "i32", "i64", "i1")
 CAPTURE_NAME_RE = re.compile(r"^capture(\d+)$")
 MAX_CAPTURE_RANK = 8
+
+
+# The forward's run-time key ranges (the op's key_ranges operand): the
+# memref parameter's name.
+KEY_RANGES = "key_ranges"
+
+
+def key_ranges_dims(rows: int) -> Tuple[str, ...]:
+    """The dims of the key_ranges parameter for groups of `rows` query rows."""
+    return ("B", "Hq", f"ceildiv(Nq, {rows})", "2")
 
 
 def capture_name(n: int) -> str:
@@ -446,6 +459,9 @@ class ModifiersSpec:
     # (fa-recognize-builtin-modifiers; None: none): a call of these
     # modifiers gives no softcap of its own, the launch binds this one.
     softcap: Optional[float] = None
+    # The query rows per group of the forward's key_ranges parameter (None:
+    # the kernel takes none).
+    key_range_rows: Optional[int] = None
 
     def dims(self) -> Dict[str, int]:
         """The capture dims' names (capture<n>_<d>) bound to their sizes."""
@@ -785,6 +801,17 @@ def _same_dims(dims: Tuple[_expr.Expression, ...], names: Tuple[str, ...],
         return False
 
 
+def _dims_equal(dims: Tuple[_expr.Expression, ...], want: Tuple[str, ...]) -> bool:
+    """Whether `dims` equal the expressions `want` on the sample shapes."""
+    try:
+        want_e = tuple(_expr.parse(w) for w in want)
+        return len(dims) == len(want) and all(
+            tuple(d.evaluate(env) for d in dims) == tuple(w.evaluate(env) for w in want_e)
+            for env in _SAMPLE_ENVS)
+    except ExpressionError:
+        return False
+
+
 def _parse_workspace(ws, ctx: _Ctx, allowed=GRID_NAMES,
                      tensors=USER_TENSORS) -> Tuple[WorkspaceSpec, ...]:
     if not isinstance(ws, list):
@@ -827,8 +854,8 @@ def _check_memrefs(params: Tuple[ParamSpec, ...], ctx: _Ctx, where: str, dtype: 
     tensors = FORM_TENSORS[form]
     envs = _sample_envs(page_size)
     for p in params:
-        if not p.is_memref or is_capture_param(p):   # (captures: _check_captures)
-            continue
+        if not p.is_memref or is_capture_param(p) or p.name == KEY_RANGES:
+            continue   # (captures and key ranges: _check_captures)
         pw = f"{where}parameter {p.name}"
         if p.name in tensors:
             want_dtype, want_dims = tensors[p.name]
@@ -890,10 +917,22 @@ def _parse_modifiers(data: dict, ctx: _Ctx, kind: str, form: str,
         return None
     if not isinstance(mods, dict):
         raise ctx.fail(f"modifiers must be an object, got {mods!r}")
-    unknown = sorted(set(mods) - {"key", "captures", "softcap"})
+    unknown = sorted(set(mods) - {"key", "captures", "softcap", "key_ranges"})
     if unknown:
         raise ctx.fail(f"modifiers: unknown field(s) {', '.join(unknown)} "
-                       "(known: key, captures, softcap)")
+                       "(known: key, captures, softcap, key_ranges)")
+    rows = None
+    ranges = mods.get("key_ranges")
+    if ranges is not None:
+        if kind != "forward":
+            raise ctx.fail("modifiers: key_ranges are an operand of forward kernels only")
+        if not isinstance(ranges, dict) or set(ranges) != {"name", "rows"} \
+                or ranges["name"] != KEY_RANGES:
+            raise ctx.fail(f"modifiers: key_ranges must be {{\"name\": \"{KEY_RANGES}\", "
+                           f"\"rows\": <query rows per group>}}, got {ranges!r}")
+        rows = ranges["rows"]
+        if isinstance(rows, bool) or not isinstance(rows, int) or rows < 1:
+            raise ctx.fail(f"modifiers: key_ranges.rows must be an integer >= 1, got {rows!r}")
     cap = mods.get("softcap")
     if cap is not None and (isinstance(cap, bool) or not isinstance(cap, (int, float))
                             or not math.isfinite(cap) or cap <= 0):
@@ -930,7 +969,7 @@ def _parse_modifiers(data: dict, ctx: _Ctx, kind: str, form: str,
             raise ctx.fail(f"{where}: shape must be a list of 1 to {MAX_CAPTURE_RANK} sizes "
                            f"(integers >= 0), got {shape!r}")
         out.append(CaptureSpec(name, dtype, tuple(shape)))
-    return ModifiersSpec(key, tuple(out), None if cap is None else float(cap))
+    return ModifiersSpec(key, tuple(out), None if cap is None else float(cap), rows)
 
 
 def _capture_dims_ok(dims, want: List[str], shape: Tuple[int, ...], env) -> bool:
@@ -953,10 +992,23 @@ def _check_captures(entries: Tuple[EntrySpec, ...], modifiers: Optional[Modifier
     one; no other parameter's dims name a capture's."""
     captures = {c.name: c for c in (modifiers.captures if modifiers else ())}
     env = modifiers.dims() if modifiers else {}
+    rows = modifiers.key_range_rows if modifiers else None
     taken = set()
     for e in entries:
         for p in e.params:
             pw = (f"kernels ({e.entry}): " if len(entries) > 1 else "") + f"parameter {p.name}"
+            if p.name == KEY_RANGES and p.is_memref:
+                if rows is None:
+                    raise ctx.fail(f"{pw}: the kernel takes key ranges but its modifiers "
+                                   "section has no key_ranges")
+                want = key_ranges_dims(rows)
+                if (p.rank != 4 or p.dtype != "i32" or p.dims is None
+                        or not _dims_equal(p.dims, want)):
+                    got = "none" if p.dims is None else ", ".join(d.text for d in p.dims)
+                    raise ctx.fail(f"{pw} is rank {p.rank} {p.dtype} of dims [{got}] but must "
+                                   f"be i32 of dims [{', '.join(want)}]")
+                taken.add(KEY_RANGES)
+                continue
             if CAPTURE_NAME_RE.match(p.name) is None:
                 if p.dims is not None and any(n in env for d in p.dims for n in d.names):
                     raise ctx.fail(f"{pw}: its dims name a capture's "
@@ -979,6 +1031,8 @@ def _check_captures(entries: Tuple[EntrySpec, ...], modifiers: Optional[Modifier
                 raise ctx.fail(f"{pw} has dims [{got}] but must be [{', '.join(want)}] "
                                f"= {list(c.shape)} (the capture's shape)")
             taken.add(p.name)
+    if rows is not None and KEY_RANGES not in taken:
+        raise ctx.fail(f"modifiers: key_ranges: no kernel parameter {KEY_RANGES!r} takes them")
     missing = [n for n in captures if n not in taken]
     if missing:
         raise ctx.fail(f"modifiers: no kernel parameter takes {', '.join(missing)} (every "

@@ -405,9 +405,30 @@ class Traced:
     the tensors they read, in the order of the op's `captures(...)`."""
 
     def __init__(self, score_mod: Optional[str], mask_mod: Optional[str],
-                 captures: List[torch.Tensor]):
+                 captures: List[torch.Tensor], key_range_rows: Optional[int] = None):
         self.score_mod, self.mask_mod, self.captures = score_mod, mask_mod, captures
+        # The op's key_ranges(%r rows G) (None: none): a compile-time G, the
+        # [B, Hq, ceil(Nq / G), 2] int32 tensor an argument of each call.
+        self.key_range_rows = key_range_rows
         self._key = self._digest = None
+        self._ranged: Dict[int, "Traced"] = {}
+        self._base: Optional["Traced"] = None   # (with key_ranges: the one without)
+
+    def with_key_ranges(self, rows: Optional[int]) -> "Traced":
+        """These modifiers with key_ranges in groups of `rows` query rows
+        (None: without); one object per rows, so its key is made once."""
+        if rows == self.key_range_rows:
+            return self
+        if self.key_range_rows is not None and self._base is None:
+            self._base = Traced(self.score_mod, self.mask_mod, self.captures)
+        base = self._base or self
+        if rows is None:
+            return base
+        hit = base._ranged.get(rows)
+        if hit is None:
+            hit = base._ranged[rows] = Traced(base.score_mod, base.mask_mod, base.captures, rows)
+            hit._base = base
+        return hit
 
     def regions(self) -> str:
         """`captures(...) score_mod(...) {...} mask_mod(...) {...}` for an
@@ -431,8 +452,14 @@ class Traced:
         out_t, lse_t = t(o_shape), "tensor<" + "x".join(str(d) for d in q_shape[:3]) + "xf32>"
         caps = self.capture_types()
         args = [f"%q: {t(q_shape)}", f"%k: {t(k_shape)}", f"%v: {t(v_shape)}"]
+        ranges = []
+        if self.key_range_rows is not None:
+            groups = -(-q_shape[2] // self.key_range_rows)
+            ranges = [f"tensor<{q_shape[0]}x{q_shape[1]}x{groups}x2xi32>"]
+            args.append(f"%ranges: {ranges[0]}")
+            attrs = f"{attrs} key_ranges(%ranges rows {self.key_range_rows})".strip()
         args += [f"%cap{n}: {c}" for n, c in enumerate(caps)]
-        ins = ", ".join([t(q_shape), t(k_shape), t(v_shape)] + caps)
+        ins = ", ".join([t(q_shape), t(k_shape), t(v_shape)] + ranges + caps)
         body = "\n".join("    " + line for line in self.regions().splitlines())
         return (f"func.func @attention({', '.join(args)}) -> ({out_t}, {lse_t}) {{\n"
                 f"  %o, %l = fa.attention %q, %k, %v {attrs}\n{body}\n"
@@ -440,10 +467,13 @@ class Traced:
                 f"  return %o, %l : {out_t}, {lse_t}\n}}\n")
 
     def key(self) -> str:
-        """The traced IR and the captures' types: what a compiled kernel of
-        these modifiers is cached by (the captures' values are arguments)."""
+        """The traced IR, the captures' types and the key ranges' rows: what
+        a compiled kernel of these modifiers is cached by (the captures'
+        and the ranges' values are arguments)."""
         if self._key is None:
             self._key = self.regions() + "|" + ",".join(self.capture_types())
+            if self.key_range_rows is not None:
+                self._key += f"|key_ranges rows {self.key_range_rows}"
         return self._key
 
     def op_key(self) -> str:
@@ -627,15 +657,22 @@ def index_grids(b: int, h: int, nq: int, nk: int, device) -> Tuple[torch.Tensor,
 # ---------------------------------------------------------------------------
 
 _KEYS_CACHED = 256
-_keys: Dict[str, Tuple[Optional[str], Optional[str], Tuple[str, ...]]] = {}
+_keys: Dict[str, tuple] = {}
+# What key() appends for key_ranges(%r rows G).
+_RANGES_SUFFIX = re.compile(r"\|key_ranges rows (\d+)$")
 
 
 def _parse_key(key: str):
-    """(score_mod region, mask_mod region, capture types) of a Traced.key()."""
+    """(score_mod region, mask_mod region, capture types, key ranges' rows
+    or None) of a Traced.key()."""
     hit = _keys.get(key)
     if hit is not None:
         return hit
-    regions, _, types = key.rpartition("|")
+    body, rows = key, None
+    ranged = _RANGES_SUFFIX.search(key)
+    if ranged is not None:
+        body, rows = key[:ranged.start()], int(ranged.group(1))
+    regions, _, types = body.rpartition("|")
     lines = regions.splitlines()
     found = {}
     for n, line in enumerate(lines):
@@ -643,8 +680,9 @@ def _parse_key(key: str):
             if line.startswith(name + "(") and "}" in lines[n:]:
                 found[name] = "\n".join(lines[n:lines.index("}", n) + 1])
     parsed = (found.get("score_mod"), found.get("mask_mod"),
-              tuple(types.split(",")) if types else ())
-    if not found or _regions(parsed[0], parsed[1], len(parsed[2])) != regions:
+              tuple(types.split(",")) if types else (), rows)
+    if (not found or _regions(parsed[0], parsed[1], len(parsed[2])) != regions
+            or (rows is not None and rows < 1)):
         raise ValueError(f"not the key of traced modifiers (Traced.key()): {key[:60]!r}...")
     with _cache_lock:
         if len(_keys) >= _KEYS_CACHED:
@@ -660,13 +698,13 @@ def from_key(key: str, captures) -> Traced:
     in op_key()'s form."""
     if "\n" not in key:   # (every key() has several lines)
         key = re.sub(r"\\(.)", lambda m: "\n" if m.group(1) == "n" else m.group(1), key)
-    score_mod, mask_mod, types = _parse_key(key)
+    score_mod, mask_mod, types, rows = _parse_key(key)
     got = tuple(capture_type(t) if t.dtype in _CAPTURE_TYPES else str(t.dtype)
                 for t in captures)
     if got != types:
         raise ValueError(f"score_mod / mask_mod read {len(types)} tensor(s) of types "
                          f"{list(types)}, got {len(got)}: {list(got)}")
-    traced = Traced(score_mod, mask_mod, list(captures))
+    traced = Traced(score_mod, mask_mod, list(captures), rows)
     traced._key = key
     return traced
 

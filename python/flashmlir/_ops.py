@@ -23,10 +23,13 @@ select the deterministic kernels.
 With score_mod / mask_mod (Python functions, see _modifiers):
 
     flashmlir::attention_forward_mod(q, k, v, captures, key, causal,
-        window_left, window_right, scale, softcap, layout, deterministic)
-        -> (out, lse)
+        window_left, window_right, scale, softcap, layout, deterministic,
+        key_ranges=None) -> (out, lse)
     flashmlir::attention_backward_mod(dout, q, k, v, out, lse, captures, key,
-        ...) -> (dq, dk, dv)
+        ..., key_ranges=None) -> (dq, dk, dv)
+
+`key_ranges`: the forward kernel's run-time key ranges, when the key has
+them (Traced.key_range_rows; flashmlir.key_ranges makes the tensor).
 
 `key` is the traced modifiers' Traced.op_key(): their Traced.key() (the
 regions' MLIR and the captures' types, the string kernels of the modifiers
@@ -182,76 +185,84 @@ def attention(q, k, v, causal, window, scale, softcap, layout, deterministic, ou
 def attention_forward_mod(q: Tensor, k: Tensor, v: Tensor, captures: List[Tensor], key: str,
                           causal: bool, window_left: int, window_right: int,
                           scale: Optional[float], softcap: Optional[float], layout: str,
-                          deterministic: bool) -> Tuple[Tensor, Tensor]:
+                          deterministic: bool,
+                          key_ranges: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
     return I.modified_forward_impl(q, k, v, captures, key, causal,
                                    I._window_arg(window_left, window_right), scale, softcap,
-                                   layout, deterministic)
+                                   layout, deterministic, key_ranges)
 
 
 @attention_forward_mod.register_fake
 def _(q, k, v, captures, key, causal, window_left, window_right, scale, softcap, layout,
-      deterministic):
+      deterministic, key_ranges=None):
     return I.fake_modified_forward(q, k, v, captures, key, causal,
                                    I._window_arg(window_left, window_right), scale, softcap,
-                                   layout, deterministic)
+                                   layout, deterministic, key_ranges)
 
 
 @torch.library.custom_op(f"{_NS}::attention_backward_mod", mutates_args=())
 def attention_backward_mod(dout: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor,
                            lse: Tensor, captures: List[Tensor], key: str, causal: bool,
                            window_left: int, window_right: int, scale: Optional[float],
-                           softcap: Optional[float], layout: str,
-                           deterministic: bool) -> Tuple[Tensor, Tensor, Tensor]:
+                           softcap: Optional[float], layout: str, deterministic: bool,
+                           key_ranges: Optional[Tensor] = None
+                           ) -> Tuple[Tensor, Tensor, Tensor]:
     return I.modified_backward_impl(dout, q, k, v, out, lse, captures, key, causal,
                                     I._window_arg(window_left, window_right), scale, softcap,
-                                    layout, deterministic)
+                                    layout, deterministic, key_ranges)
 
 
 @attention_backward_mod.register_fake
 def _(dout, q, k, v, out, lse, captures, key, causal, window_left, window_right, scale,
-      softcap, layout, deterministic):
+      softcap, layout, deterministic, key_ranges=None):
     return I.fake_modified_backward(dout, q, k, v, captures, key, causal,
                                     I._window_arg(window_left, window_right), scale, softcap,
-                                    layout, deterministic)
+                                    layout, deterministic, key_ranges)
 
 
 def _setup_context_mod(ctx, inputs, output):
     q, k, v, captures, key = inputs[:5]
+    options, ranges = inputs[5:12], (inputs[12:] or (None,))[0]
     out, lse = output
     ctx.set_materialize_grads(False)
-    ctx.save_for_backward(q, k, v, out, lse, *captures)
-    ctx.key, ctx.options = key, inputs[5:]
+    # (The key ranges, when given, saved after the captures: the backward's
+    # plan is the forward's, keyed by them too.)
+    ctx.save_for_backward(q, k, v, out, lse, *captures, *([] if ranges is None else [ranges]))
+    ctx.key, ctx.options, ctx.ranged = key, options, ranges is not None
     ctx.mark_non_differentiable(lse)
 
 
 def _backward_mod(ctx, dout, dlse):
     q, k, v, out, lse, *captures = ctx.saved_tensors
+    ranges = captures.pop() if ctx.ranged else None
     if dout is None:
         dout = torch.zeros_like(out)
     dq, dk, dv = attention_backward_mod(dout, q, k, v, out, lse, captures, ctx.key,
-                                        *ctx.options)
+                                        *ctx.options, ranges)
     need = ctx.needs_input_grad
     # (No gradients of the captures: calls whose captures require grad run
     # the reference instead, see _interface._modified.)
+    # (As many as the call passed: a defaulted key_ranges may be left out.)
     return ((dq if need[0] else None, dk if need[1] else None, dv if need[2] else None,
-             [None] * len(captures)) + (None,) * 8)
+             [None] * len(captures)) + (None,) * (len(need) - 4))
 
 
 attention_forward_mod.register_autograd(_backward_mod, setup_context=_setup_context_mod)
 
 
 def attention_modified(q, k, v, traced, causal, window, scale, softcap, layout, deterministic,
-                       out, lse):
+                       out, lse, key_ranges=None):
     """flashmlir.attention with score_mod / mask_mod (`traced`, their Traced;
-    no captured tensor requires grad) through the custom ops, out= and lse=
-    copied from the results. Returns out, lse."""
+    no captured tensor requires grad) and the key ranges tensor when traced
+    has them, through the custom ops, out= and lse= copied from the results.
+    Returns out, lse."""
     if not torch.compiler.is_compiling():
         I.V.check_options(causal, window, scale, softcap, 8)   # messages before the dispatcher
     if (out is not None or lse is not None) and I._needs_grad(q, k, v):
         raise ValueError("out= and lse= cannot be used when q, k or v requires grad")
     wl, wr = (-1, -1) if window is None else window
     o, l = attention_forward_mod(q, k, v, list(traced.captures), traced.op_key(), causal, wl, wr,
-                                 scale, softcap, layout, deterministic)
+                                 scale, softcap, layout, deterministic, key_ranges)
     return I.copy_into(o, l, out, lse)
 
 

@@ -70,6 +70,7 @@ class EmulatingCuda(FakeCuda):
         self.skip = set()          # entries whose launches compute nothing
         self.counters = []         # the tile counter at each dynamic-scheduler launch
         self.regions = {}          # manifest name -> (score_mod, mask_mod) region text
+        self.key_ranges = []       # the key ranges tensor of each launch with them
 
     def _cuModuleLoadDataEx(self, pmod, image, nopts, opts, vals):
         text = ctypes.string_at(image).decode()
@@ -230,8 +231,22 @@ class EmulatingCuda(FakeCuda):
         return score_mod, mask_mod
 
     def _modified(self, spec, a, mask, scale, softcap):
+        score_mod, mask_mod = self._region_fns(spec, a)
+        rows = spec.modifiers.key_range_rows
+        if rows is not None:
+            # The kernel visits the keys of each row group's range only
+            # (the real one: whole key blocks; the same where the ranges
+            # hold every key the mask shows).
+            ranges = a[M.KEY_RANGES].long()
+            self.key_ranges.append(a[M.KEY_RANGES])
+            inner = mask_mod
+
+            def mask_mod(b, h, i, j):
+                r = ranges[b, h, i // rows]
+                seen = (j >= r[..., 0]) & (j < r[..., 1])
+                return seen if inner is None else seen & inner(b, h, i, j)
         return _reference.attention_modified(a["q"], a["k"], a["v"], mask, scale, softcap,
-                                             *self._region_fns(spec, a))
+                                             score_mod, mask_mod)
 
     def _run_split_fa_fwd_kernel(self, spec, a):
         """The partials of S chunks of whole 64-key blocks: chunk s of head h
@@ -502,6 +517,10 @@ def _with_modifiers(m, mods):
     params = [{"name": c["name"], "type": "memref", "rank": len(c["shape"]),
                "dtype": c["dtype"], "dims": [f"{c['name']}_{d}" for d in range(len(c["shape"]))]}
               for c in caps]
+    if mods.key_range_rows is not None:   # (a forward's: after the captures)
+        m["modifiers"]["key_ranges"] = {"name": M.KEY_RANGES, "rows": mods.key_range_rows}
+        params.append({"name": M.KEY_RANGES, "type": "memref", "rank": 4, "dtype": "i32",
+                       "dims": list(M.key_ranges_dims(mods.key_range_rows))})
     for launch in m["kernels"] if "kernels" in m else [m]:
         names = [p["name"] for p in launch["params"]]
         if m["kind"] == "backward":

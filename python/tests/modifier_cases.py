@@ -34,6 +34,7 @@ from typing import Any, Callable, Dict, Optional, Tuple
 
 import torch
 
+import flashmlir
 from flashmlir import _interface
 
 TORCH_DTYPES = {"bf16": torch.bfloat16, "f16": torch.float16}
@@ -69,10 +70,30 @@ class Problem:
     D: int
     dtype: str = "bf16"
     options: Tuple[Tuple[str, Any], ...] = ()
+    # Run-time key ranges of the case's mask_mod in groups of this many
+    # query rows (flashmlir.key_ranges; None: the call passes none).
+    key_range_rows: Optional[int] = None
 
     @property
     def kwargs(self) -> Dict[str, Any]:
         return dict(self.options)
+
+    def ranges(self, case: Case, device="cpu"):
+        """The call's flashmlir.KeyRanges (None without key_range_rows)."""
+        if self.key_range_rows is None:
+            return None
+        kw = self.kwargs
+        return flashmlir.key_ranges(case.mask_mod, self.B, self.Hq, self.Nq, self.Nk,
+                                    causal=kw.get("causal", False), window=kw.get("window"),
+                                    rows=self.key_range_rows, device=device)
+
+    def call_kwargs(self, case: Case, device="cpu") -> Dict[str, Any]:
+        """attention()'s keyword arguments of the modified call (the
+        modifiers, the key ranges when the problem has them, the options)."""
+        kw = dict(score_mod=case.score_mod, mask_mod=case.mask_mod, **self.kwargs)
+        if self.key_range_rows is not None:
+            kw["key_ranges"] = self.ranges(case, device)
+        return kw
 
     @property
     def torch_dtype(self) -> torch.dtype:
@@ -81,6 +102,8 @@ class Problem:
     @property
     def id(self) -> str:
         opts = "".join(f"-{k}={v}" for k, v in self.options)
+        if self.key_range_rows is not None:
+            opts += f"-kr{self.key_range_rows}"
         return (f"{self.case}-b{self.B}h{self.Hq}x{self.Hkv}-{self.Nq}x{self.Nk}-d{self.D}-"
                 f"{self.dtype}{opts}")
 
@@ -111,7 +134,8 @@ class Problem:
         (kind "backward") its backward kernels'."""
         case = case or self.build()
         return self._request(kind, deterministic, score_mod=case.score_mod,
-                             mask_mod=case.mask_mod, **self.kwargs)
+                             mask_mod=case.mask_mod, key_ranges=self.key_range_rows,
+                             **self.kwargs)
 
     def builtin_request(self, case: Optional[Case] = None, kind: str = "forward",
                         deterministic: bool = False):
@@ -242,6 +266,14 @@ def _gpu_test_problems():
                                                           ("scale", 0.2))),
         Problem("causal", 2, 4, 2, 450, 300, 128, "bf16"),
         Problem("sliding_window", 2, 4, 4, 450, 300, 64, "f16"),
+        # Document masks with run-time key ranges (group sizes below, at and
+        # above a query block; with a built-in window; queries outnumbering
+        # keys).
+        Problem("document", 1, 4, 2, 1000, 1000, 128, "bf16", key_range_rows=64),
+        Problem("document_causal", 2, 4, 4, 300, 450, 64, "f16", key_range_rows=128),
+        Problem("document", 1, 4, 2, 1000, 1000, 128, "bf16", (("window", (200, 0)),),
+                key_range_rows=200),
+        Problem("document_causal", 2, 4, 2, 450, 300, 128, "bf16", key_range_rows=32),
     ]
     return out
 
@@ -270,7 +302,9 @@ GPU_DETERMINISTIC_PROBLEMS = [p for p in GPU_BACKWARD_PROBLEMS
 # -- the benchmark's problems: 16k tokens, 16 heads of 128, bf16 ----------------------
 BENCH_TOKENS = 16384
 BENCH_PROBLEMS = [Problem(name, BENCH_TOKENS // n, 16, 16, n, n, 128, "bf16")
-                  for n in (4096, 16384) for name in CASES]
+                  for n in (4096, 16384) for name in CASES] + [
+    Problem(name, BENCH_TOKENS // n, 16, 16, n, n, 128, "bf16", key_range_rows=64)
+    for n in (4096, 16384) for name in ("document", "document_causal")]
 
 
 def requests(problems, kind: str = "forward", deterministic: bool = False):

@@ -104,7 +104,7 @@ def run_modified(p, case, q, k, v, layout):
     out, lse = R.poisoned_outputs(b, hq, nq, p.D, p.torch_dtype, layout)
     try:
         res = flashmlir.attention(q, k, v, layout=layout, return_lse=True, out=out, lse=lse,
-                                  score_mod=case.score_mod, mask_mod=case.mask_mod, **p.kwargs)
+                                  **p.call_kwargs(case, q.device))
     except flashmlir.KernelNotFoundError as exc:
         skip_missing(exc)
     assert res[0] is out and res[1] is lse
@@ -161,6 +161,30 @@ def test_capture_values_are_arguments():
     check_modified(p, case, out2, lse2, q, k, v, "alibi x4")
 
 
+def test_key_ranges_are_honored():
+    """The forward kernel visits the key blocks of the ranges only: ranges
+    of [0, 256) for every row group (whole key blocks) give the modified
+    attention of mask_mod AND kv_idx < 256 (the rows left with no key: out
+    = 0, lse = +inf), through the plan the correct ranges made."""
+    import dataclasses
+    p = next(p for p in MC.GPU_TEST_PROBLEMS if p.key_range_rows == 64)
+    case = p.build("cuda", seed=R.seed_for(p.id))
+    q, k, v = p.inputs("cuda", "bhsd", seed=R.seed_for(p.id, "honored"))
+    run_modified(p, case, q, k, v, "bhsd")
+    kr = p.ranges(case, "cuda")
+    narrow = kr.ranges.clone()
+    narrow[..., 0], narrow[..., 1] = 0, 256
+    out, lse = R.poisoned_outputs(p.B, p.Hq, p.Nq, p.D, p.torch_dtype, "bhsd")
+    flashmlir.attention(q, k, v, out=out, lse=lse, score_mod=case.score_mod,
+                        mask_mod=case.mask_mod, key_ranges=flashmlir.KeyRanges(narrow, 64),
+                        **p.kwargs)
+    torch.cuda.synchronize()
+    inner = case.mask_mod
+    cut = dataclasses.replace(case, mask_mod=lambda b, h, i, j: inner(b, h, i, j) & (j < 256))
+    check_modified(p, cut, out, lse, q, k, v, f"{p.id} ranges [0, 256)")
+    assert (lse == math.inf).any(), "some rows' documents start after key 256"
+
+
 # -- backward ----------------------------------------------------------------------------
 # FlashAttention's gradient rule: max error against the float64 reference
 # <= 3 x that of PyTorch's same-precision naive attention + 1e-3 x max|grad|
@@ -199,9 +223,8 @@ def check_modified_grads(p, case, grads, q, k, v, dout, what):
 def run_backward(p, case, q, k, v, dout, layout, deterministic=False):
     qq, kk, vv = (t.detach().clone().requires_grad_() for t in (q, k, v))
     try:
-        out = flashmlir.attention(qq, kk, vv, layout=layout, score_mod=case.score_mod,
-                                  mask_mod=case.mask_mod, deterministic=deterministic,
-                                  **p.kwargs)
+        out = flashmlir.attention(qq, kk, vv, layout=layout, deterministic=deterministic,
+                                  **p.call_kwargs(case, q.device))
         assert type(out.grad_fn).__name__ == "_FlashAttentionBackward", \
             f"{p.id}: the backward is not the kernels' ({type(out.grad_fn).__name__})"
         grads = torch.autograd.grad(out, (qq, kk, vv), dout)

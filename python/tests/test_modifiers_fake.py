@@ -329,8 +329,8 @@ def close(got, want, dtype):
 
 
 def run(p, case, q, k, v, layout="bhsd", **kw):
-    return flashmlir.attention(q, k, v, layout=layout, score_mod=case.score_mod,
-                               mask_mod=case.mask_mod, return_lse=True, **p.kwargs, **kw)
+    return flashmlir.attention(q, k, v, layout=layout, return_lse=True,
+                               **p.call_kwargs(case, q.device), **kw)
 
 
 def check(p, case, out, lse, q, k, v, layout="bhsd"):
@@ -351,7 +351,7 @@ def test_gpu_test_problems(gpu):
         out, lse = run(p, case, q, k, v, layout)
         check(p, case, out, lse, q, k, v, layout)
         spec = gpu.registry.spec_named(gpu.ran[-1][0])
-        assert spec.modifiers_key == case_key(case), p.id
+        assert spec.modifiers_key == case_key(case, p.key_range_rows), p.id
         bound = [gpu.decoded[-1][c.name] for c in spec.captures]
         assert [t.data_ptr() for t in bound] == [t.data_ptr() for t in case.captures.values()]
         if case.builtin is not None:
@@ -364,8 +364,8 @@ def test_gpu_test_problems(gpu):
     assert set(gpu.registry.generated) <= set(mc.requests(mc.GPU_TEST_PROBLEMS))
 
 
-def case_key(case):
-    return _modifiers.trace(case.score_mod, case.mask_mod).digest()
+def case_key(case, rows=None):
+    return _modifiers.trace(case.score_mod, case.mask_mod).with_key_ranges(rows).digest()
 
 
 def set_cell(fn, name, value):
@@ -847,3 +847,113 @@ def test_problem_lists_cover_the_matrix():
     assert set(ds) <= set(bs) and {p.D for p in ds} == {64, 128} and any(
         p.case == "alibi" for p in ds)
     assert {p.Nq for p in mc.BENCH_PROBLEMS} == {4096, 16384}
+
+
+# -- run-time key ranges -------------------------------------------------------------------
+
+@needs_torch
+def test_key_ranges_bound_and_honored(gpu):
+    """A document mask with key ranges: the forward kernel of the modifiers
+    with rows, the ranges bound as its key_ranges
+    parameter at each call (another tensor of the same shape: the same
+    plan, that tensor bound; misaligned: an aligned copy); ranges hiding
+    keys change the result (the fake kernel visits the ranges only, as
+    the real one visits their key blocks); the backward takes the kernels
+    without ranges."""
+    p = mc.Problem("document_causal", 2, 4, 2, 70, 90, 64, "bf16", key_range_rows=16)
+    case = p.build()
+    q, k, v = p.inputs(requires_grad=True)
+    kw = p.call_kwargs(case)
+    kr = kw["key_ranges"]
+    out, lse = flashmlir.attention(q, k, v, return_lse=True, **kw)
+    check(p, case, out.detach(), lse, q.detach(), k.detach(), v.detach())
+    spec = gpu.registry.spec_named(gpu.ran[-1][0])
+    assert spec.modifiers.key_range_rows == 16   # (fake kernels' names: gen_<hash>)
+    assert spec.modifiers_key == case_key(case, 16) != case_key(case)
+    assert gpu.key_ranges[-1].data_ptr() == kr.ranges.data_ptr()
+    dout = torch.randn(out.shape, generator=torch.Generator().manual_seed(5)).to(out.dtype)
+    grads = torch.autograd.grad(out, (q, k, v), dout)
+    check_grads(p, case, q, k, v, dout, grads)
+    launches = backward_launches(gpu)
+    assert launches and all(s.modifiers.key_range_rows is None
+                            and s.modifiers_key == case_key(case) for s, _, _ in launches)
+    # Steady state: one launch; other ranges of that shape bound, honored.
+    qd, kd, vd = (t.detach() for t in (q, k, v))
+    flashmlir.attention(qd, kd, vd, **kw)
+    gpu.count()
+    none = flashmlir.KeyRanges(torch.zeros_like(kr.ranges), 16)
+    out2, lse2 = flashmlir.attention(qd, kd, vd, return_lse=True, **dict(kw, key_ranges=none))
+    assert gpu.count().get("cuLaunchKernel") == 1
+    assert gpu.key_ranges[-1].data_ptr() == none.ranges.data_ptr()
+    assert bool((out2 == 0).all()) and bool(torch.isinf(lse2).all())
+    base = torch.zeros(kr.ranges.numel() + 1, dtype=torch.int32)
+    odd = base[1:].view(kr.ranges.shape).copy_(kr.ranges)     # 4-byte offset
+    out3 = flashmlir.attention(qd, kd, vd, **dict(kw, key_ranges=flashmlir.KeyRanges(odd, 16)))
+    assert gpu.key_ranges[-1].data_ptr() != odd.data_ptr()
+    assert torch.equal(out3, out.detach())
+    # Other rows: another kernel.
+    n = len(gpu.registry.generated)
+    kr8 = flashmlir.key_ranges(case.mask_mod, p.B, p.Hq, p.Nq, p.Nk, rows=8)
+    out4 = flashmlir.attention(qd, kd, vd, **dict(kw, key_ranges=kr8))
+    assert len(gpu.registry.generated) == n + 1 and torch.equal(out4, out.detach())
+
+
+@needs_torch
+def test_torch_compile_with_key_ranges_runs_the_kernels(gpu):
+    torch._dynamo.reset()
+    p = mc.Problem("document", 1, 4, 2, 40, 40, 64, key_range_rows=32)
+    case = p.build()
+    q, k, v = p.inputs(requires_grad=True)
+    kr = p.ranges(case)
+    f = torch.compile(lambda q, k, v, kr: flashmlir.attention(
+        q, k, v, mask_mod=case.mask_mod, key_ranges=kr, return_lse=True),
+        backend="aot_eager", fullgraph=True)
+    out, lse = f(q, k, v, kr)
+    spec = gpu.registry.spec_named(gpu.ran[-1][0])
+    assert spec.modifiers.key_range_rows == 32
+    assert gpu.key_ranges[-1].data_ptr() == kr.ranges.data_ptr()
+    check(p, case, out.detach(), lse, q.detach(), k.detach(), v.detach())
+    dout = torch.randn(out.shape, generator=torch.Generator().manual_seed(3)).to(out.dtype)
+    grads = torch.autograd.grad(out, (q, k, v), dout)
+    check_grads(p, case, q, k, v, dout, grads)
+    assert {s.modifiers.key_range_rows for s, _, _ in backward_launches(gpu)} == {None}
+
+
+@needs_torch
+def test_real_fa_compile_key_ranges_manifest(tmp_path):
+    """fa-compile through the registry for a request with key ranges: the
+    section's rows, the key_ranges parameter of dims [B, Hq, ceildiv(Nq,
+    rows), 2]; the manifest reader refuses a section or parameter that
+    disagree."""
+    compiler = _fa_compile()
+    doc = torch.zeros(1, 256, dtype=torch.int32)
+    traced = _modifiers.trace(mask_mod=lambda b, h, i, j: doc[b, i] == doc[b, j])
+    r = _kernels.KernelRequest.make("forward", "bf16", 64,
+                                    modifiers=_kernels.Modifiers.of(traced.with_key_ranges(48)))
+    reg = _kernels.KernelRegistry([], cache=str(tmp_path / "cache"), compiler=compiler)
+    spec = reg.find(r, (9, 0))
+    assert spec.name == r.kernel_name("sm_90a") and "_kr48_" in spec.name
+    assert spec.modifiers.key_range_rows == 48
+    assert [d.text for d in spec.param(M.KEY_RANGES).dims] == ["B", "Hq", "ceildiv(Nq, 48)",
+                                                              "2"]
+    with open(spec.json_path) as f:
+        good = json.load(f)
+    bad = json.loads(json.dumps(good))
+    bad["modifiers"]["key_ranges"]["rows"] = 64
+    with pytest.raises(ManifestError, match=r"parameter key_ranges is rank 4 i32 of dims "
+                                            r"\[B, Hq, ceildiv\(Nq, 48\), 2\] but must be i32 of "
+                                            r"dims \[B, Hq, ceildiv\(Nq, 64\), 2\]"):
+        parse(bad)
+    bad = json.loads(json.dumps(good))
+    del bad["modifiers"]["key_ranges"]
+    with pytest.raises(ManifestError, match="takes key ranges but its modifiers section has "
+                                            "no key_ranges"):
+        parse(bad)
+    bad = json.loads(json.dumps(good))
+    bad["params"] = [p for p in bad["params"] if p["name"] != M.KEY_RANGES]
+    with pytest.raises(ManifestError, match="no kernel parameter 'key_ranges' takes them"):
+        parse(bad)
+    bad = json.loads(json.dumps(good))
+    bad["modifiers"]["key_ranges"] = {"name": "ranges", "rows": 48}
+    with pytest.raises(ManifestError, match="key_ranges must be"):
+        parse(bad)

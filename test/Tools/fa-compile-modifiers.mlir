@@ -74,7 +74,7 @@
 // RANGES-NEXT: "name": "key_ranges",
 // RANGES-NEXT: "rows": 64
 // RANGES: "params": [
-// RANGES:   "key_ranges_0",
+// RANGES:   "ceildiv(Nq, 64)",
 // RANGES: "dtype": "i32",
 // RANGES-NEXT: "name": "key_ranges",
 // RANGES-BWD: fa-compile: key_ranges are a forward operand; the backward kernels do not take them yet

@@ -1015,8 +1015,10 @@ struct CaptureArgs {
   std::vector<std::vector<std::string>> dims;
   SmallVector<RankedTensorType> types;
   /// The row groups of the op's key_ranges (0: none), the host function's
-  /// last argument `key_ranges` after the captures.
+  /// last argument `key_ranges` after the captures, and its groups
+  /// dimension as a manifest expression (`ceildiv(Nq, rows)`).
   int64_t keyRangeRows = 0;
+  std::string keyRangeGroups;
 };
 
 /// Gives the module's fa.attention the regions and captures of `mods`: a
@@ -1081,6 +1083,8 @@ LogicalResult spliceModifiers(ModuleOp module, fa::AttentionOp mods,
     keyRanges = bufferization::ToTensorOp::create(
         b, loc, type, arg, /*restrict=*/true, /*writable=*/false);
     captureArgs.keyRangeRows = *mods.getKeyRangeRows();
+    captureArgs.keyRangeGroups =
+        llvm::formatv("ceildiv(Nq, {0})", captureArgs.keyRangeRows).str();
   }
   func.setType(FunctionType::get(ctx, func.front().getArgumentTypes(),
                                  func.getResultTypes()));
@@ -1376,11 +1380,11 @@ LogicalResult compileOne(MLIRContext &ctx, const KernelConfig &flags,
                                            ? llvm::json::Value(nullptr)
                                            : llvm::json::Value(modifiersKey)},
                                {"captures", std::move(captureList)}};
-    // Run-time key ranges: the last parameter, [B, Hq, ceil(Nq / rows), 2].
+    // Run-time key ranges: the last parameter, [B, Hq, ceil(Nq / rows), 2]
+    // (the dims state the shape, so the launch checks the tensor's).
     if (ranges) {
       hostArgs.push_back(fa::HostArgument{
-          "key_ranges",
-          {"key_ranges_0", "key_ranges_1", "key_ranges_2", "key_ranges_3"}});
+          "key_ranges", {"B", "Hq", captureArgs.keyRangeGroups, "2"}});
       section["key_ranges"] = llvm::json::Object{
           {"name", "key_ranges"}, {"rows", captureArgs.keyRangeRows}};
     }
