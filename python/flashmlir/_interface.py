@@ -979,7 +979,7 @@ def _needs_grad(*tensors) -> bool:
 
 def check_key_ranges(ranges, rows, B, Hq, Nq, device) -> None:
     """That `ranges` is the key ranges tensor of a call with `rows` query
-    rows per group (None: the call takes none): [B, Hq, ceil(Nq / rows), 2]
+    rows per group (None: the call takes none): [B, Hq, ceil(Nq / rows), 4]
     int32 on `device`."""
     if rows is None:
         if ranges is not None:
@@ -988,10 +988,10 @@ def check_key_ranges(ranges, rows, B, Hq, Nq, device) -> None:
     if not isinstance(ranges, torch.Tensor):
         raise TypeError(f"key_ranges: the ranges must be a torch.Tensor, got "
                         f"{type(ranges).__name__}")
-    want = (B, Hq, -(-Nq // rows), 2)
+    want = (B, Hq, -(-Nq // rows), _key_ranges.COLUMNS)
     if ranges.dtype != torch.int32 or tuple(ranges.shape) != want:
         raise ValueError(f"key_ranges: the ranges must be int32 of shape [B, Hq, ceil(Nq / "
-                         f"{rows}), 2] = {list(want)} for this call, got {ranges.dtype} of "
+                         f"{rows}), {want[3]}] = {list(want)} for this call, got {ranges.dtype} of "
                          f"shape {list(ranges.shape)} (flashmlir.key_ranges makes them)")
     if ranges.device != device:
         raise ValueError(f"key_ranges: the ranges are on {ranges.device} but q, k and v are "

@@ -24,17 +24,23 @@ import torch
 
 # Elements of one [B, H, rows, Nk] chunk of the evaluated mask.
 CHUNK_ELEMENTS = 1 << 26
-# Query rows per group by default: a group lies inside one query block of
-# every kernel (64 or 128 rows), so a block's keys are its own groups' only.
-DEFAULT_ROWS = 64
+# Query rows per group by default: the query block of the sm_90a kernels at
+# D = 128 (one group a block: the producer warp that reads the ranges
+# stays within its registers; 64 spills it).
+DEFAULT_ROWS = 128
+# The columns of the ranges: [first, end) of the keys some row of the group
+# sees, [first, end) of the keys the mask_mod shows every row of it.
+COLUMNS = 4
 
 
 @dataclass(frozen=True)
 class KeyRanges:
     """flashmlir.KeyRanges: the key ranges of a mask for calls of one [B, Hq,
-    Nq] (attention's key_ranges=): `ranges`, [B, Hq, ceil(Nq / rows), 2]
+    Nq] (attention's key_ranges=): `ranges`, [B, Hq, ceil(Nq / rows), 4]
     int32, per group of `rows` query rows the keys [first, last + 1) some
-    row sees ((0, 0): none). Kernels are compiled per `rows`."""
+    row sees ((0, 0): none), then the first run of keys [first, end) the
+    mask_mod shows every row of the group ((0, 0): none). Kernels are
+    compiled per `rows`."""
 
     ranges: torch.Tensor
     rows: int
@@ -44,10 +50,11 @@ class KeyRanges:
             raise ValueError(f"KeyRanges: rows must be an integer >= 1, got {self.rows!r}")
         r = self.ranges
         if not isinstance(r, torch.Tensor) or r.dtype != torch.int32 or r.dim() != 4 \
-                or r.shape[-1] != 2:
+                or r.shape[-1] != COLUMNS:
             what = (f"{r.dtype} of shape {list(r.shape)}" if isinstance(r, torch.Tensor)
                     else type(r).__name__)
-            raise ValueError(f"KeyRanges: ranges must be an int32 tensor [B, Hq, groups, 2], "
+            raise ValueError(f"KeyRanges: ranges must be an int32 tensor [B, Hq, groups, "
+                             f"{COLUMNS}], "
                              f"got {what}")
 
     def to(self, device) -> "KeyRanges":
@@ -77,17 +84,20 @@ def key_ranges(mask_mod: Optional[Callable], B: int, H: int, Nq: int, Nk: int, *
 def range_tensor(mask_mod: Optional[Callable], B: int, H: int, Nq: int, Nk: int,
                  rows: int = 64, device=None, mask: Tuple[int, int] = (-1, -1),
                  chunk_elements: int = CHUNK_ELEMENTS) -> torch.Tensor:
-    """[B, H, ceil(Nq / rows), 2] int32 (on `device`): per group of `rows`
+    """[B, H, ceil(Nq / rows), 4] int32 (on `device`): per group of `rows`
     query rows, the keys [first, last + 1) that `mask_mod(b, h, q_idx,
     kv_idx)` AND the built-in `mask` (canonical (left, right), bottom-right
-    aligned; -1 unbounded) show to some row of the group."""
+    aligned; -1 unbounded) show to some row of the group ((0, 0): none),
+    then the first run [first, end) of keys the mask_mod alone shows to
+    every row of it ((0, 0): none; the kernels run those key blocks without
+    the mask_mod, the built-in mask still applied)."""
     for name, v in (("B", B), ("H", H), ("Nq", Nq), ("Nk", Nk), ("rows", rows)):
         if isinstance(v, bool) or not isinstance(v, int) or v < (1 if name == "rows" else 0):
             raise ValueError(f"key_ranges: {name} must be an integer >= "
                              f"{1 if name == 'rows' else 0}, got {v!r}")
     left, right = mask
     groups = -(-Nq // rows)
-    out = torch.zeros((B, H, groups, 2), dtype=torch.int32, device=device)
+    out = torch.zeros((B, H, groups, COLUMNS), dtype=torch.int32, device=device)
     if Nq == 0 or Nk == 0:
         return out
     bi = torch.arange(B, device=device).view(B, 1, 1, 1)
@@ -104,9 +114,10 @@ def range_tensor(mask_mod: Optional[Callable], B: int, H: int, Nq: int, Nk: int,
             vis = vis & (kj >= diag - left)
         if right >= 0:
             vis = vis & (kj <= diag + right)
+        shown = torch.ones((B, H, r1 - r0, Nk), dtype=torch.bool, device=device)
         if mask_mod is not None:
-            vis = vis & torch.as_tensor(mask_mod(bi, hi, qi, kj), device=device).bool()
-        vis = vis.expand(B, H, r1 - r0, Nk)
+            shown = shown & torch.as_tensor(mask_mod(bi, hi, qi, kj), device=device).bool()
+        vis = vis & shown
         seen = vis.any(-1)
         first = torch.where(seen, vis.int().argmax(-1), torch.full_like(seen, Nk, dtype=torch.long))
         last = torch.where(seen, Nk - vis.flip(-1).int().argmax(-1),
@@ -122,6 +133,19 @@ def range_tensor(mask_mod: Optional[Callable], B: int, H: int, Nq: int, Nk: int,
         hi_ = last.view(B, H, -1, rows).amax(-1)
         empty = lo >= hi_
         g0 = r0 // rows
-        out[:, :, g0:g0 + lo.shape[-1], 0] = torch.where(empty, 0, lo).to(torch.int32)
-        out[:, :, g0:g0 + lo.shape[-1], 1] = torch.where(empty, 0, hi_).to(torch.int32)
+        g1 = g0 + lo.shape[-1]
+        out[:, :, g0:g1, 0] = torch.where(empty, 0, lo).to(torch.int32)
+        out[:, :, g0:g1, 1] = torch.where(empty, 0, hi_).to(torch.int32)
+        # The keys the mask_mod shows every row of the group (rows past Nq
+        # restrict nothing): the first run of them.
+        if pad:
+            shown = torch.cat([shown, shown.new_ones((B, H, pad, Nk))], -2)
+        common = shown.view(B, H, -1, rows, Nk).all(-2)
+        some = common.any(-1)
+        f0 = common.int().argmax(-1)
+        after = ~common & (kj.view(1, 1, 1, Nk) >= f0[..., None])
+        f1 = torch.where(after.any(-1), after.int().argmax(-1),
+                         torch.full_like(f0, Nk))
+        out[:, :, g0:g1, 2] = torch.where(some, f0, 0).to(torch.int32)
+        out[:, :, g0:g1, 3] = torch.where(some, f1, 0).to(torch.int32)
     return out

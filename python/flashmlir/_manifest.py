@@ -54,7 +54,8 @@ tensor as memref parameter ``capture<n>`` of dims ``capture<n>_<d>`` (in a
 backward, in whichever of its launches read them). A forward whose op has
 run-time key ranges (``key_ranges(%r rows G)``) says so in the section,
 ``"key_ranges": {"name": "key_ranges", "rows": G}``, and takes them as
-memref parameter ``key_ranges``, i32 of dims [B, Hq, ceildiv(Nq, G), 2].
+memref parameter ``key_ranges``, i32 of dims [B, Hq, ceildiv(Nq, G), 4] (or
+2: without the fully visible ranges).
 """
 
 from __future__ import annotations
@@ -195,9 +196,10 @@ MAX_CAPTURE_RANK = 8
 KEY_RANGES = "key_ranges"
 
 
-def key_ranges_dims(rows: int) -> Tuple[str, ...]:
-    """The dims of the key_ranges parameter for groups of `rows` query rows."""
-    return ("B", "Hq", f"ceildiv(Nq, {rows})", "2")
+def key_ranges_dims(rows: int, columns: int = 4) -> Tuple[str, ...]:
+    """The dims of the key_ranges parameter for groups of `rows` query rows
+    (4 columns: the key range and the fully visible one; 2: the first)."""
+    return ("B", "Hq", f"ceildiv(Nq, {rows})", str(columns))
 
 
 def capture_name(n: int) -> str:
@@ -1003,10 +1005,11 @@ def _check_captures(entries: Tuple[EntrySpec, ...], modifiers: Optional[Modifier
                                    "section has no key_ranges")
                 want = key_ranges_dims(rows)
                 if (p.rank != 4 or p.dtype != "i32" or p.dims is None
-                        or not _dims_equal(p.dims, want)):
+                        or not any(_dims_equal(p.dims, key_ranges_dims(rows, c))
+                                   for c in (4, 2))):
                     got = "none" if p.dims is None else ", ".join(d.text for d in p.dims)
                     raise ctx.fail(f"{pw} is rank {p.rank} {p.dtype} of dims [{got}] but must "
-                                   f"be i32 of dims [{', '.join(want)}]")
+                                   f"be i32 of dims [{', '.join(want)}] (or 2 columns)")
                 taken.add(KEY_RANGES)
                 continue
             if CAPTURE_NAME_RE.match(p.name) is None:

@@ -408,7 +408,7 @@ class Traced:
                  captures: List[torch.Tensor], key_range_rows: Optional[int] = None):
         self.score_mod, self.mask_mod, self.captures = score_mod, mask_mod, captures
         # The op's key_ranges(%r rows G) (None: none): a compile-time G, the
-        # [B, Hq, ceil(Nq / G), 2] int32 tensor an argument of each call.
+        # [B, Hq, ceil(Nq / G), 4] int32 tensor an argument of each call.
         self.key_range_rows = key_range_rows
         self._key = self._digest = None
         self._ranged: Dict[int, "Traced"] = {}
@@ -455,7 +455,7 @@ class Traced:
         ranges = []
         if self.key_range_rows is not None:
             groups = -(-q_shape[2] // self.key_range_rows)
-            ranges = [f"tensor<{q_shape[0]}x{q_shape[1]}x{groups}x2xi32>"]
+            ranges = [f"tensor<{q_shape[0]}x{q_shape[1]}x{groups}x4xi32>"]
             args.append(f"%ranges: {ranges[0]}")
             attrs = f"{attrs} key_ranges(%ranges rows {self.key_range_rows})".strip()
         args += [f"%cap{n}: {c}" for n, c in enumerate(caps)]

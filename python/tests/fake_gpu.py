@@ -242,9 +242,13 @@ class EmulatingCuda(FakeCuda):
             inner = mask_mod
 
             def mask_mod(b, h, i, j):
+                # Keys outside the first range are hidden; the mask_mod
+                # hides nothing inside the second (both whole key blocks
+                # in the real kernel: the same where the ranges are right).
                 r = ranges[b, h, i // rows]
                 seen = (j >= r[..., 0]) & (j < r[..., 1])
-                return seen if inner is None else seen & inner(b, h, i, j)
+                full = (j >= r[..., 2]) & (j < r[..., 3])
+                return seen if inner is None else seen & (full | inner(b, h, i, j))
         return _reference.attention_modified(a["q"], a["k"], a["v"], mask, scale, softcap,
                                              score_mod, mask_mod)
 

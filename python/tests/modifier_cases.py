@@ -303,7 +303,7 @@ GPU_DETERMINISTIC_PROBLEMS = [p for p in GPU_BACKWARD_PROBLEMS
 BENCH_TOKENS = 16384
 BENCH_PROBLEMS = [Problem(name, BENCH_TOKENS // n, 16, 16, n, n, 128, "bf16")
                   for n in (4096, 16384) for name in CASES] + [
-    Problem(name, BENCH_TOKENS // n, 16, 16, n, n, 128, "bf16", key_range_rows=64)
+    Problem(name, BENCH_TOKENS // n, 16, 16, n, n, 128, "bf16", key_range_rows=128)
     for n in (4096, 16384) for name in ("document", "document_causal")]
 
 

@@ -165,7 +165,8 @@ def test_key_ranges_are_honored():
     """The forward kernel visits the key blocks of the ranges only: ranges
     of [0, 256) for every row group (whole key blocks) give the modified
     attention of mask_mod AND kv_idx < 256 (the rows left with no key: out
-    = 0, lse = +inf), through the plan the correct ranges made."""
+    = 0, lse = +inf), through the plan the correct ranges made; and runs
+    the blocks of the fully visible ranges without the mask_mod."""
     import dataclasses
     p = next(p for p in MC.GPU_TEST_PROBLEMS if p.key_range_rows == 64)
     case = p.build("cuda", seed=R.seed_for(p.id))
@@ -183,6 +184,15 @@ def test_key_ranges_are_honored():
     cut = dataclasses.replace(case, mask_mod=lambda b, h, i, j: inner(b, h, i, j) & (j < 256))
     check_modified(p, cut, out, lse, q, k, v, f"{p.id} ranges [0, 256)")
     assert (lse == math.inf).any(), "some rows' documents start after key 256"
+    # The same keys claimed fully visible: those blocks run without the
+    # mask_mod (attention over the first 256 keys, unmasked).
+    narrow[..., 2], narrow[..., 3] = 0, 256
+    flashmlir.attention(q, k, v, out=out, lse=lse, score_mod=case.score_mod,
+                        mask_mod=case.mask_mod, key_ranges=flashmlir.KeyRanges(narrow, 64),
+                        **p.kwargs)
+    torch.cuda.synchronize()
+    every = dataclasses.replace(case, mask_mod=lambda b, h, i, j: j < 256)
+    check_modified(p, every, out, lse, q, k, v, f"{p.id} [0, 256) fully visible")
 
 
 # -- backward ----------------------------------------------------------------------------

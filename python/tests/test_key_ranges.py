@@ -11,20 +11,31 @@ from flashmlir._key_ranges import range_tensor  # noqa: E402
 
 
 def brute(mask_mod, B, H, Nq, Nk, rows, mask=(-1, -1)):
+    """Per group: [first, last + 1) of the keys some row sees (mask AND
+    mask_mod), then the first run of keys the mask_mod shows every row."""
     left, right = mask
     groups = -(-Nq // rows)
-    out = torch.zeros((B, H, groups, 2), dtype=torch.int32)
+    out = torch.zeros((B, H, groups, 4), dtype=torch.int32)
     for b in range(B):
         for h in range(H):
             for g in range(groups):
                 lo, hi = Nk, 0
+                common = [True] * Nk
                 for i in range(g * rows, min(Nq, (g + 1) * rows)):
                     for j in range(Nk):
                         diag = i + Nk - Nq
                         ok = (left < 0 or j >= diag - left) and (right < 0 or j <= diag + right)
-                        if ok and (mask_mod is None or bool(mask_mod(b, h, i, j))):
+                        shown = mask_mod is None or bool(mask_mod(b, h, i, j))
+                        common[j] = common[j] and shown
+                        if ok and shown:
                             lo, hi = min(lo, j), max(hi, j + 1)
-                out[b, h, g] = torch.tensor([lo, hi] if lo < hi else [0, 0])
+                f0 = f1 = 0
+                if any(common):
+                    f0 = common.index(True)
+                    f1 = f0
+                    while f1 < Nk and common[f1]:
+                        f1 += 1
+                out[b, h, g] = torch.tensor(([lo, hi] if lo < hi else [0, 0]) + [f0, f1])
     return out
 
 
@@ -81,8 +92,8 @@ def test_arguments_are_checked():
         range_tensor(None, 1, 1, 8, 8, rows=0)
     with pytest.raises(ValueError, match="Nq must be an integer >= 0"):
         range_tensor(None, 1, 1, -1, 8)
-    assert range_tensor(None, 1, 2, 0, 8).shape == (1, 2, 0, 2)
-    assert range_tensor(None, 1, 1, 5, 0).tolist() == [[[[0, 0]]]]
+    assert range_tensor(None, 1, 2, 0, 8).shape == (1, 2, 0, 4)
+    assert range_tensor(None, 1, 1, 5, 0).tolist() == [[[[0, 0, 0, 0]]]]
 
 
 # -- flashmlir.key_ranges and attention(key_ranges=) on the CPU ----------------------------
@@ -110,13 +121,14 @@ def qkv(nq=64, nk=64, grad=False, seed=0):
 def test_public_key_ranges():
     kr = flashmlir.key_ranges(document, 2, 4, 64, 64, causal=True, rows=16)
     assert isinstance(kr, flashmlir.KeyRanges) and kr.rows == 16
-    assert kr.ranges.device == DOCS.device and kr.ranges.shape == (2, 4, 4, 2)
+    assert kr.ranges.device == DOCS.device and kr.ranges.shape == (2, 4, 4, 4)
+    assert flashmlir.key_ranges(document, 2, 4, 64, 64).rows == 128
     assert torch.equal(kr.ranges, range_tensor(document, 2, 4, 64, 64, 16, mask=(-1, 0)))
     assert torch.equal(flashmlir.key_ranges(document, 2, 4, 64, 64, window=(5, 3), rows=16).ranges,
                        range_tensor(document, 2, 4, 64, 64, 16, mask=(5, 3)))
     with pytest.raises(ValueError, match="rows must be an integer >= 1"):
         flashmlir.KeyRanges(kr.ranges, 0)
-    with pytest.raises(ValueError, match=r"int32 tensor \[B, Hq, groups, 2\], got torch.int64"):
+    with pytest.raises(ValueError, match=r"int32 tensor \[B, Hq, groups, 4\], got torch.int64"):
         flashmlir.KeyRanges(kr.ranges.long(), 16)
     with pytest.raises(ValueError, match="right bound must be 0"):
         flashmlir.key_ranges(document, 2, 4, 64, 64, causal=True, window=(5, 3))
@@ -141,14 +153,14 @@ def test_cpu_calls_ignore_correct_ranges(causal):
 
 def test_bad_ranges_are_refused():
     q, k, v = qkv()
-    kr = flashmlir.key_ranges(document, 2, 4, 64, 64)
+    kr = flashmlir.key_ranges(document, 2, 4, 64, 64, rows=64)
     with pytest.raises(ValueError, match="pass the mask_mod too"):
         flashmlir.attention(q, k, v, key_ranges=kr)
     with pytest.raises(TypeError, match="must be a flashmlir.KeyRanges"):
         flashmlir.attention(q, k, v, mask_mod=document, key_ranges=kr.ranges)
     other_heads = flashmlir.key_ranges(document, 2, 2, 64, 64, rows=16)
-    with pytest.raises(ValueError, match=r"\[B, Hq, ceil\(Nq / 16\), 2\] = \[2, 4, 4, 2\] for "
-                                         r"this call, got torch.int32 of shape \[2, 2, 4, 2\]"):
+    with pytest.raises(ValueError, match=r"\[B, Hq, ceil\(Nq / 16\), 4\] = \[2, 4, 4, 4\] for "
+                                         r"this call, got torch.int32 of shape \[2, 2, 4, 4\]"):
         flashmlir.attention(q, k, v, mask_mod=document, key_ranges=other_heads)
     meta = flashmlir.KeyRanges(kr.ranges.to("meta"), 64)
     with pytest.raises(ValueError, match="the ranges are on meta but q, k and v are on cpu"):
@@ -165,7 +177,7 @@ def test_traced_with_key_ranges():
     assert back.key_range_rows == 64 and back.digest() == r64.digest()
     assert _modifiers.from_key(tr.op_key(), list(tr.captures)).key_range_rows is None
     text = r64.module((2, 4, 100, 32), (2, 2, 90, 32), (2, 2, 90, 32), "bf16", "mask<causal>")
-    assert "%ranges: tensor<2x4x2x2xi32>" in text
+    assert "%ranges: tensor<2x4x2x4xi32>" in text
     assert "fa.attention %q, %k, %v mask<causal> key_ranges(%ranges rows 64)" in text
 
 
@@ -232,13 +244,13 @@ def test_torch_compile_with_key_ranges():
 def test_custom_ops_check_the_ranges():
     q, k, v = qkv()
     tr = _modifiers.trace(mask_mod=document).with_key_ranges(64)
-    kr = flashmlir.key_ranges(document, 2, 4, 64, 64)
+    kr = flashmlir.key_ranges(document, 2, 4, 64, 64, rows=64)
     args = (q, k, v, list(tr.captures), tr.op_key(), False, -1, -1, None, None, "bhsd", False)
     torch.library.opcheck(_ops.attention_forward_mod, args + (kr.ranges,))
     with pytest.raises(TypeError, match="the ranges must be a torch.Tensor, got NoneType"):
         _ops.attention_forward_mod(*args)
     meta = [t.to("meta") for t in (q, k, v)]
-    with pytest.raises(ValueError, match=r"ceil\(Nq / 64\), 2\] = \[2, 4, 1, 2\]"):
+    with pytest.raises(ValueError, match=r"ceil\(Nq / 64\), 4\] = \[2, 4, 1, 4\]"):
         _ops.attention_forward_mod(*meta, [DOCS.to("meta")], *args[4:],
                                    kr.ranges[:, :1].to("meta"))
     plain = _modifiers.trace(mask_mod=document)

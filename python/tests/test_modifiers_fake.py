@@ -886,6 +886,13 @@ def test_key_ranges_bound_and_honored(gpu):
     assert gpu.count().get("cuLaunchKernel") == 1
     assert gpu.key_ranges[-1].data_ptr() == none.ranges.data_ptr()
     assert bool((out2 == 0).all()) and bool(torch.isinf(lse2).all())
+    # Every key claimed visible to every row: the mask_mod is not computed.
+    everything = torch.zeros_like(kr.ranges)
+    everything[..., 1] = everything[..., 3] = p.Nk
+    out5 = flashmlir.attention(qd, kd, vd, **dict(kw, key_ranges=flashmlir.KeyRanges(
+        everything, 16)))
+    torch.testing.assert_close(out5.float(), flashmlir.attention(qd, kd, vd).float(),
+                               atol=2e-2, rtol=2e-2)
     base = torch.zeros(kr.ranges.numel() + 1, dtype=torch.int32)
     odd = base[1:].view(kr.ranges.shape).copy_(kr.ranges)     # 4-byte offset
     out3 = flashmlir.attention(qd, kd, vd, **dict(kw, key_ranges=flashmlir.KeyRanges(odd, 16)))
@@ -923,7 +930,7 @@ def test_torch_compile_with_key_ranges_runs_the_kernels(gpu):
 def test_real_fa_compile_key_ranges_manifest(tmp_path):
     """fa-compile through the registry for a request with key ranges: the
     section's rows, the key_ranges parameter of dims [B, Hq, ceildiv(Nq,
-    rows), 2]; the manifest reader refuses a section or parameter that
+    rows), 4]; the manifest reader refuses a section or parameter that
     disagree."""
     compiler = _fa_compile()
     doc = torch.zeros(1, 256, dtype=torch.int32)
@@ -935,14 +942,14 @@ def test_real_fa_compile_key_ranges_manifest(tmp_path):
     assert spec.name == r.kernel_name("sm_90a") and "_kr48_" in spec.name
     assert spec.modifiers.key_range_rows == 48
     assert [d.text for d in spec.param(M.KEY_RANGES).dims] == ["B", "Hq", "ceildiv(Nq, 48)",
-                                                              "2"]
+                                                              "4"]
     with open(spec.json_path) as f:
         good = json.load(f)
     bad = json.loads(json.dumps(good))
     bad["modifiers"]["key_ranges"]["rows"] = 64
     with pytest.raises(ManifestError, match=r"parameter key_ranges is rank 4 i32 of dims "
-                                            r"\[B, Hq, ceildiv\(Nq, 48\), 2\] but must be i32 of "
-                                            r"dims \[B, Hq, ceildiv\(Nq, 64\), 2\]"):
+                                            r"\[B, Hq, ceildiv\(Nq, 48\), 4\] but must be i32 of "
+                                            r"dims \[B, Hq, ceildiv\(Nq, 64\), 4\] \(or 2 "):
         parse(bad)
     bad = json.loads(json.dumps(good))
     del bad["modifiers"]["key_ranges"]

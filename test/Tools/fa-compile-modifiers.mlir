@@ -78,6 +78,15 @@
 // RANGES: "dtype": "i32",
 // RANGES-NEXT: "name": "key_ranges",
 // RANGES-BWD: fa-compile: key_ranges are a forward operand; the backward kernels do not take them yet
+// With the fully visible ranges (4 columns, groups of 128 rows): the
+// parameter's dims say so; the warp-specialized kernel without spills.
+// RUN: fa-compile --modifiers=%S/Inputs/document-full-key-ranges.mlir --head-dim=128 --dtype=bf16 --chip=sm_90a --causal -o %t/full > /dev/null
+// RUN: FileCheck %s --check-prefix=FULL < %t/full/fa_fwd_d128_bf16_causal_sm90a_mod.json
+// RUN: %ptxas -arch=sm_90a -v %t/full/fa_fwd_d128_bf16_causal_sm90a_mod.ptx -o /dev/null 2>&1 | FileCheck %s --check-prefix=PTXAS
+// FULL: "rows": 128
+// FULL: "ceildiv(Nq, 128)",
+// FULL-NEXT: "4"
+// FULL: "schedule": "warp_specialized"
 // RUN: not fa-compile --modifiers-key=k1 -o %t 2>&1 | FileCheck %s --check-prefix=KEY
 // KEY: fa-compile: --modifiers-key needs --modifiers
 // This file's op is a backward: not a modifiers file.

@@ -1018,7 +1018,7 @@ struct CaptureArgs {
   /// last argument `key_ranges` after the captures, and its groups
   /// dimension as a manifest expression (`ceildiv(Nq, rows)`).
   int64_t keyRangeRows = 0;
-  std::string keyRangeGroups;
+  std::string keyRangeGroups, keyRangeColumns;
 };
 
 /// Gives the module's fa.attention the regions and captures of `mods`: a
@@ -1065,16 +1065,19 @@ LogicalResult spliceModifiers(ModuleOp module, fa::AttentionOp mods,
       captureArgs.dims.back().push_back(llvm::formatv("capture{0}_{1}", n, d));
     captureArgs.types.push_back(type);
   }
-  // key_ranges (forward only): [B, Hq, ceil(Nq / rows), 2] i32, any
+  // key_ranges (forward only): [B, Hq, ceil(Nq / rows), 2 or 4] i32, any
   // strides, read through bufferization.to_tensor as the captures.
   Value keyRanges;
   if (mods.getKeyRanges()) {
     if (!fwd)
       return mods->emitError("fa-compile: key_ranges are a forward operand; "
                              "the backward kernels do not take them yet");
-    auto type = RankedTensorType::get(
-        {ShapedType::kDynamic, ShapedType::kDynamic, ShapedType::kDynamic, 2},
-        b.getI32Type());
+    int64_t columns =
+        cast<RankedTensorType>(mods.getKeyRanges().getType()).getDimSize(3);
+    auto type = RankedTensorType::get({ShapedType::kDynamic,
+                                       ShapedType::kDynamic,
+                                       ShapedType::kDynamic, columns},
+                                      b.getI32Type());
     SmallVector<int64_t> strides(4, ShapedType::kDynamic);
     auto memrefType = MemRefType::get(
         type.getShape(), type.getElementType(),
@@ -1085,6 +1088,7 @@ LogicalResult spliceModifiers(ModuleOp module, fa::AttentionOp mods,
     captureArgs.keyRangeRows = *mods.getKeyRangeRows();
     captureArgs.keyRangeGroups =
         llvm::formatv("ceildiv(Nq, {0})", captureArgs.keyRangeRows).str();
+    captureArgs.keyRangeColumns = std::to_string(columns);
   }
   func.setType(FunctionType::get(ctx, func.front().getArgumentTypes(),
                                  func.getResultTypes()));
@@ -1380,11 +1384,12 @@ LogicalResult compileOne(MLIRContext &ctx, const KernelConfig &flags,
                                            ? llvm::json::Value(nullptr)
                                            : llvm::json::Value(modifiersKey)},
                                {"captures", std::move(captureList)}};
-    // Run-time key ranges: the last parameter, [B, Hq, ceil(Nq / rows), 2]
-    // (the dims state the shape, so the launch checks the tensor's).
+    // Run-time key ranges: the last parameter, [B, Hq, ceil(Nq / rows), 2
+    // or 4] (the dims state the shape, so the launch checks the tensor's).
     if (ranges) {
-      hostArgs.push_back(fa::HostArgument{
-          "key_ranges", {"B", "Hq", captureArgs.keyRangeGroups, "2"}});
+      hostArgs.push_back(fa::HostArgument{"key_ranges",
+                                          {"B", "Hq", captureArgs.keyRangeGroups,
+                                           captureArgs.keyRangeColumns}});
       section["key_ranges"] = llvm::json::Object{
           {"name", "key_ranges"}, {"rows", captureArgs.keyRangeRows}};
     }

@@ -703,10 +703,14 @@ ModifierCase backwardEmptyRows() {
 /// keys of the documents its rows are in, from the ids, as a caller (the
 /// Python package) computes them. `causal` adds the causal attribute. (A
 /// document starts at row 24: with groups of 8 the second group of the
-/// block [16, 32) needs keys past the first group's.)
-ModifierCase documentsWithRanges(int64_t rows, bool causal) {
+/// block [16, 32) needs keys past the first group's.) With `full`, 4
+/// columns: also the keys of the group's document when all its rows are in
+/// one (the mask_mod shows them to every row; the causal attribute still
+/// applies).
+ModifierCase documentsWithRanges(int64_t rows, bool causal, bool full = false) {
   ModifierCase c;
-  c.name = "documents_rows" + std::to_string(rows) + (causal ? "_causal" : "");
+  c.name = "documents_rows" + std::to_string(rows) + (causal ? "_causal" : "") +
+           (full ? "_full" : "");
   const int64_t n = 150;
   c.problem = problem(n, n, 4, 2, /*batch=*/2);
   c.problem.causal = causal;
@@ -728,19 +732,34 @@ ModifierCase documentsWithRanges(int64_t rows, bool causal) {
     return doc.data[b * 150 + i] == doc.data[b * 150 + j];
   };
   int64_t groups = llvm::divideCeil(n, rows);
-  HostTensor r(std::vector<int64_t>{2, 4, groups, 2});
+  const int64_t columns = full ? 4 : 2;
+  HostTensor r(std::vector<int64_t>{2, 4, groups, columns});
   for (int64_t b = 0; b < 2; ++b)
     for (int64_t h = 0; h < 4; ++h)
       for (int64_t g = 0; g < groups; ++g) {
         int64_t lo = n, hi = 0;
-        for (int64_t i = g * rows; i < std::min(n, (g + 1) * rows); ++i)
+        int64_t first = g * rows, last = std::min(n, (g + 1) * rows) - 1;
+        for (int64_t i = first; i <= last; ++i)
           for (int64_t j = 0; j < n; ++j)
             if (c.mask(b, h, i, j) && (!causal || j <= i)) {
               lo = std::min(lo, j);
               hi = std::max(hi, j + 1);
             }
-        r.data[((b * 4 + h) * groups + g) * 2] = lo;
-        r.data[((b * 4 + h) * groups + g) * 2 + 1] = hi;
+        double *at = &r.data[((b * 4 + h) * groups + g) * columns];
+        at[0] = lo;
+        at[1] = hi;
+        if (!full)
+          continue;
+        int64_t d = doc.data[b * n + first];
+        bool one = doc.data[b * n + last] == d;
+        int64_t f0 = 0, f1 = 0;
+        for (int64_t j = 0; one && j < n; ++j)
+          if (doc.data[b * n + j] == d) {
+            f0 = f1 == 0 ? j : f0;
+            f1 = j + 1;
+          }
+        at[2] = f0;
+        at[3] = f1;
       }
   c.keyRanges = {r, /*ints=*/true};
   c.keyRangeRows = rows;
@@ -776,6 +795,22 @@ TEST_P(KeyRangesNumerics, TiledEqualsWithoutRanges) {
   EXPECT_TRUE(allClose("out", ref->out, exact.out, 2e-5));
 }
 
+/// The fully visible ranges are read: claimed for every key, the tiled
+/// results take keys of other documents.
+TEST(KeyRangesNumerics, FullRangesDropTheMaskMod) {
+  ModifierCase c = documentsWithRanges(16, /*causal=*/false, /*full=*/true);
+  for (size_t n = 0; n < c.keyRanges.values.data.size(); n += 4) {
+    c.keyRanges.values.data[n + 2] = 0;
+    c.keyRanges.values.data[n + 3] = 150;
+  }
+  AttentionInputs in =
+      makeRandomInputs(c.problem, std::hash<std::string>{}(c.name));
+  auto got = runModifierCase(c, in, tiledModifierPipeline());
+  ASSERT_TRUE(!!got) << llvm::toString(got.takeError());
+  ForwardResult exact = float64WithModifiers(c, in);
+  EXPECT_FALSE(allClose("out", got->out, exact.out, 2e-5));
+}
+
 /// The ranges are read: narrowed by one key block at the start of every
 /// group, the tiled results lose keys (so the equality above is not the
 /// ranges being ignored).
@@ -797,7 +832,10 @@ INSTANTIATE_TEST_SUITE_P(
                       documentsWithRanges(8, false),
                       documentsWithRanges(8, true),
                       documentsWithRanges(24, false),
-                      documentsWithRanges(64, true)),
+                      documentsWithRanges(64, true),
+                      documentsWithRanges(16, false, true),
+                      documentsWithRanges(8, true, true),
+                      documentsWithRanges(24, false, true)),
     [](const ::testing::TestParamInfo<ModifierCase> &info) {
       return info.param.name;
     });

@@ -1193,7 +1193,7 @@ func.func @f(%t: tensor<64x64xf16>, %acc: tensor<64x64xf32>, %m: tensor<64xf32>,
              %i: index) {
   // expected-error @below {{masked needs all four of q_start, k_start, q_len and k_len}}
   %r:3 = "fa.online_attention"(%t, %t, %t, %acc, %m, %m, %i, %i)
-      <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0>,
+      <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>,
         scale = 1.250000e-01 : f32}> ({}, {})
       : (tensor<64x64xf16>, tensor<64x64xf16>, tensor<64x64xf16>,
          tensor<64x64xf32>, tensor<64xf32>, tensor<64xf32>, index, index)
@@ -1207,7 +1207,7 @@ func.func @f(%t: tensor<64x64xf16>, %acc: tensor<64x64xf32>, %m: tensor<64xf32>,
 func.func @f(%t: tensor<64x64xf16>, %acc: tensor<64x64xf32>, %m: tensor<64xf32>) {
   // expected-error @below {{failed to verify that all of {acc, new_acc} have same type}}
   %r:3 = "fa.online_attention"(%t, %t, %t, %acc, %m, %m)
-      <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>,
+      <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>,
         scale = 1.250000e-01 : f32}> ({}, {})
       : (tensor<64x64xf16>, tensor<64x64xf16>, tensor<64x64xf16>,
          tensor<64x64xf32>, tensor<64xf32>, tensor<64xf32>)
@@ -1221,7 +1221,7 @@ func.func @f(%t: tensor<64x64xf16>, %acc: tensor<64x64xf32>, %m: tensor<64xf32>,
              %s: tensor<?xf32>) {
   // expected-error @below {{failed to verify that all of {max, sum, new_max, new_sum} have same type}}
   %r:3 = "fa.online_attention"(%t, %t, %t, %acc, %m, %s)
-      <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>,
+      <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>,
         scale = 1.250000e-01 : f32}> ({}, {})
       : (tensor<64x64xf16>, tensor<64x64xf16>, tensor<64x64xf16>,
          tensor<64x64xf32>, tensor<64xf32>, tensor<?xf32>)
@@ -1235,7 +1235,7 @@ func.func @f(%t: tensor<64x64xf16>, %acc: tensor<64x64xf32>, %m: tensor<64xf32>,
 func.func @f(%t: tensor<64x64xf16>, %acc: tensor<64x64xf32>, %m: tensor<64xf32>) {
   // expected-error @below {{needs a scale: a constant or an f32 operand (scale %s)}}
   %r:3 = "fa.online_attention"(%t, %t, %t, %acc, %m, %m)
-      <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>}> ({}, {})
+      <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>}> ({}, {})
       : (tensor<64x64xf16>, tensor<64x64xf16>, tensor<64x64xf16>,
          tensor<64x64xf32>, tensor<64xf32>, tensor<64xf32>)
       -> (tensor<64x64xf32>, tensor<64xf32>, tensor<64xf32>)
@@ -1797,7 +1797,7 @@ func.func @f(%t: tensor<64x64xf16>, %acc: tensor<64x64xf32>, %m: tensor<64xf32>,
              %c: f32) {
   // expected-error @below {{softcap must be an attribute or an operand, not both}}
   %r:3 = "fa.online_attention"(%t, %t, %t, %acc, %m, %m, %c)
-      <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0>,
+      <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0>,
         scale = 1.250000e-01 : f32, softcap = 2.000000e+00 : f32}> ({}, {})
       : (tensor<64x64xf16>, tensor<64x64xf16>, tensor<64x64xf16>,
          tensor<64x64xf32>, tensor<64xf32>, tensor<64xf32>, f32)
@@ -2145,7 +2145,7 @@ func.func @f(%q: tensor<2x4x128x64xf16>, %r: tensor<2x2x2x2xi32>) {
 // -----
 
 func.func @f(%q: tensor<2x4x128x64xf16>, %r: tensor<2x4x2xi32>) {
-  // expected-error @below {{key_ranges must be [B, Hq, ceil(Nq / rows), 2], got rank 3}}
+  // expected-error @below {{key_ranges must be [B, Hq, ceil(Nq / rows), 2 or 4], got rank 3}}
   %out:2 = fa.attention %q, %q, %q key_ranges(%r rows 64)
       : (tensor<2x4x128x64xf16>, tensor<2x4x128x64xf16>, tensor<2x4x128x64xf16>, tensor<2x4x2xi32>)
       -> (tensor<2x4x128x64xf16>, tensor<2x4x128xf32>)
@@ -2181,5 +2181,56 @@ func.func @f(%q: tensor<2x4x128x64xf16>, %r: tensor<2x4x2x2xi32>) {
       <{operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 0, 1, 0>}> ({}, {})
       : (tensor<2x4x128x64xf16>, tensor<2x4x128x64xf16>, tensor<2x4x128x64xf16>, tensor<2x4x2x2xi32>)
       -> (tensor<2x4x128x64xf16>, tensor<2x4x128xf32>)
+  return
+}
+
+// -----
+
+// key_ranges: 2 columns (the key range) or 4 (and the fully visible one).
+func.func @f(%q: tensor<2x4x128x64xf16>, %r: tensor<2x4x2x3xi32>) {
+  // expected-error @below {{key_ranges dimension 3 must be 2 (the key range) or 4 (and the fully visible range), got 3}}
+  %out:2 = fa.attention %q, %q, %q key_ranges(%r rows 64)
+      : (tensor<2x4x128x64xf16>, tensor<2x4x128x64xf16>, tensor<2x4x128x64xf16>, tensor<2x4x2x3xi32>)
+      -> (tensor<2x4x128x64xf16>, tensor<2x4x128xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<2x4x128x64xf16>, %r: tensor<2x4x2x?xi32>) {
+  // expected-error @below {{key_ranges dimension 3 must be 2 (the key range) or 4 (and the fully visible range), got ?}}
+  %out:2 = fa.attention %q, %q, %q key_ranges(%r rows 64)
+      : (tensor<2x4x128x64xf16>, tensor<2x4x128x64xf16>, tensor<2x4x128x64xf16>, tensor<2x4x2x?xi32>)
+      -> (tensor<2x4x128x64xf16>, tensor<2x4x128xf32>)
+  return
+}
+
+// -----
+
+// full_keys: where a mask_mod hides nothing, so only with one.
+func.func @f(%q: tensor<64x64xf16>, %acc: tensor<64x64xf32>, %max: tensor<64xf32>,
+             %i: index) {
+  // expected-error @below {{full_keys says where a mask_mod hides nothing; the step has no mask_mod}}
+  %a:3 = fa.online_attention %q, %q, %q into %acc, %max, %max masked(%i, %i, %i, %i)
+      at(%i, %i) full_keys(%i, %i) scale 0.125
+      : tensor<64x64xf16>, tensor<64x64xf16>, tensor<64x64xf16> -> tensor<64x64xf32>, tensor<64xf32>
+  return
+}
+
+// -----
+
+// (Generic form) a begin without an end.
+func.func @f(%q: tensor<64x64xf16>, %acc: tensor<64x64xf32>, %max: tensor<64xf32>,
+             %i: index) {
+  // expected-error @below {{full_keys takes a begin and an end}}
+  %a:3 = "fa.online_attention"(%q, %q, %q, %acc, %max, %max, %i, %i, %i, %i, %i, %i, %i)
+      <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0>,
+        scale = 1.250000e-01 : f32}> ({}, {
+      ^bb0(%b: index, %h: index, %x: index, %y: index):
+        %t = arith.constant true
+        fa.yield %t : i1
+      }) : (tensor<64x64xf16>, tensor<64x64xf16>, tensor<64x64xf16>, tensor<64x64xf32>,
+            tensor<64xf32>, tensor<64xf32>, index, index, index, index, index, index, index)
+      -> (tensor<64x64xf32>, tensor<64xf32>, tensor<64xf32>)
   return
 }

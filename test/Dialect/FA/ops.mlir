@@ -457,7 +457,7 @@ func.func @attention_backward_modifiers(%q: tensor<1x2x16x32xf32>, %lse: tensor<
 // A fully visible block: no mask operands, natural-log units.
 // CHECK-LABEL: func.func @online_attention_unmasked
 // GENERIC-LABEL: sym_name = "online_attention_unmasked"
-// GENERIC: "fa.online_attention"({{.*}}) <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>, scale = 1.250000e-01 : f32}>
+// GENERIC: "fa.online_attention"({{.*}}) <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>, scale = 1.250000e-01 : f32}>
 // GENERIC: "fa.online_attention_finalize"({{.*}}) :
 // CHECK: %[[ACC:.*]], %[[MAX:.*]], %[[SUM:.*]] = fa.online_attention %{{.*}}, %{{.*}}, %{{.*}} into %{{.*}}, %{{.*}}, %{{.*}} scale 1.250000e-01 :
 // CHECK-SAME: tensor<64x64xf16>, tensor<32x64xf16>, tensor<32x64xf16> -> tensor<64x64xf32>, tensor<64xf32>
@@ -486,7 +486,7 @@ func.func @online_attention_unmasked(%q: tensor<64x64xf16>, %k: tensor<32x64xf16
 // CHECK: } mask_mod(
 // CHECK: fa.yield {{.*}} : i1
 // GENERIC-LABEL: sym_name = "online_attention_modifiers"
-// GENERIC: "fa.online_attention"({{.*}}) <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 1>, scale = 1.250000e-01 : f32}> ({
+// GENERIC: "fa.online_attention"({{.*}}) <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 1>, scale = 1.250000e-01 : f32}> ({
 func.func @online_attention_modifiers(%q: tensor<64x64xbf16>, %acc: tensor<64x64xf32>,
                                       %max: tensor<64xf32>, %i: index, %b: index,
                                       %h: index, %t: tensor<4xf32>) -> tensor<64x64xf32> {
@@ -512,7 +512,7 @@ func.func @online_attention_modifiers(%q: tensor<64x64xbf16>, %acc: tensor<64x64
 // CHECK-SAME: %[[QS:[a-zA-Z0-9]+]]: index, %[[KS:[a-zA-Z0-9]+]]: index, %[[QL:[a-zA-Z0-9]+]]: index, %[[KL:[a-zA-Z0-9]+]]: index
 // CHECK: fa.online_attention {{.*}} masked(%[[QS]], %[[KS]], %[[QL]], %[[KL]]) scale 1.250000e-01 :
 // GENERIC-LABEL: sym_name = "online_attention_masked"
-// GENERIC: "fa.online_attention"({{.*}}) <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0>, scale = 1.250000e-01 : f32}>
+// GENERIC: "fa.online_attention"({{.*}}) <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0>, scale = 1.250000e-01 : f32}>
 // CHECK: fa.online_attention {{.*}} masked(%[[QS]], %[[KS]], %[[QL]], %[[KL]]) mask<causal> scale 1.250000e-01 :
 // CHECK: fa.online_attention {{.*}} masked(%[[QS]], %[[KS]], %[[QL]], %[[KL]]) mask<window 128, 0> scale 1.250000e-01 :
 // CHECK: fa.online_attention {{.*}} masked(%[[QS]], %[[KS]], %[[QL]], %[[KL]]) mask<window 16, 16> scale 1.250000e-01 :
@@ -548,7 +548,7 @@ func.func @online_attention_masked(%q: tensor<64x64xbf16>, %k: tensor<64x64xbf16
 // CHECK: fa.online_attention {{.*}} masked({{.*}}) mask<causal> softcap 3.000000e+01 scale 0.180336893 exp2 :
 // CHECK: fa.online_attention_finalize %{{.*}}, %{{.*}}, %{{.*}} exp2 :
 // GENERIC-LABEL: sym_name = "online_attention_exp2_softcap"
-// GENERIC: "fa.online_attention"({{.*}}) <{exp2, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>, scale = 0.180336893 : f32, softcap = 3.000000e+01 : f32}>
+// GENERIC: "fa.online_attention"({{.*}}) <{exp2, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>, scale = 0.180336893 : f32, softcap = 3.000000e+01 : f32}>
 // GENERIC: "fa.online_attention_finalize"({{.*}}) <{exp2}>
 // CHECK-SAME: tensor<?x32xf32>, tensor<?xf32> -> tensor<?x32xf32>
 func.func @online_attention_exp2_softcap(%q: tensor<?x64xf32>, %k: tensor<?x64xf32>,
@@ -684,7 +684,7 @@ func.func @attention_runtime_scalars(%q: tensor<1x4x?x64xbf16>, %s: f32, %c: f32
 // CHECK: fa.online_attention {{.*}} softcap %[[C]] scale %[[S]] exp2 :
 // CHECK: fa.attention_backward_step {{.*}} dq(%{{.*}}) scale %[[S]] :
 // GENERIC-LABEL: sym_name = "tile_ops_runtime_scalars"
-// GENERIC: "fa.online_attention"({{.*}}) <{exp2, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 1, 1, 0, 0>}>
+// GENERIC: "fa.online_attention"({{.*}}) <{exp2, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 0, 0>}>
 // GENERIC: "fa.attention_backward_step"({{.*}}) <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0>, resultSegmentSizes = array<i32: 0, 0, 1>}>
 func.func @tile_ops_runtime_scalars(%t: tensor<64x64xf16>, %acc: tensor<64x64xf32>,
                                     %m: tensor<64xf32>, %s: f32, %c: f32)
@@ -836,4 +836,36 @@ func.func @attention_key_ranges(%q: tensor<2x4x?x64xbf16>, %r: tensor<2x4x?x2xi3
          tensor<2x4x?x2xi32>, tensor<2x?xi32>)
       -> (tensor<2x4x?x64xbf16>, tensor<2x4x?xf32>)
   return %out, %lse : tensor<2x4x?x64xbf16>, tensor<2x4x?xf32>
+}
+
+// With 4 columns the ranges also say which keys the mask_mod shows to every
+// row of a group; the tile step carries them for its query block.
+// CHECK-LABEL: func.func @attention_full_key_ranges
+// CHECK: fa.attention %{{.*}}, %{{.*}}, %{{.*}} key_ranges(%{{.*}} rows 32) mask_mod(
+// CHECK: fa.online_attention {{.*}} masked({{.*}}) at(%{{.*}}, %{{.*}}) full_keys(%[[F0:.*]], %[[F1:.*]]) scale 1.250000e-01 mask_mod(
+// GENERIC-LABEL: sym_name = "attention_full_key_ranges"
+// GENERIC: "fa.online_attention"({{.*}}) <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0>, scale = 1.250000e-01 : f32}> ({
+func.func @attention_full_key_ranges(%q: tensor<1x2x64x64xbf16>, %r: tensor<1x2x2x4xi32>,
+                                     %acc: tensor<64x64xf32>, %max: tensor<64xf32>,
+                                     %i: index, %b: index, %h: index, %f0: index,
+                                     %f1: index)
+    -> (tensor<1x2x64x64xbf16>, tensor<64x64xf32>) {
+  %out, %lse = fa.attention %q, %q, %q key_ranges(%r rows 32)
+      mask_mod(%bb: index, %hh: index, %x: index, %y: index) {
+        %v = arith.cmpi ule, %y, %x : index
+        fa.yield %v : i1
+      }
+      : (tensor<1x2x64x64xbf16>, tensor<1x2x64x64xbf16>, tensor<1x2x64x64xbf16>,
+         tensor<1x2x2x4xi32>) -> (tensor<1x2x64x64xbf16>, tensor<1x2x64xf32>)
+  %qt = tensor.extract_slice %q[0, 0, 0, 0] [1, 1, 64, 64] [1, 1, 1, 1]
+      : tensor<1x2x64x64xbf16> to tensor<64x64xbf16>
+  %a, %m, %s = fa.online_attention %qt, %qt, %qt into %acc, %max, %max
+      masked(%i, %i, %i, %i) at(%b, %h) full_keys(%f0, %f1) scale 0.125
+      mask_mod(%bb: index, %hh: index, %x: index, %y: index) {
+        %v = arith.cmpi ule, %y, %x : index
+        fa.yield %v : i1
+      }
+      : tensor<64x64xbf16>, tensor<64x64xbf16>, tensor<64x64xbf16>
+      -> tensor<64x64xf32>, tensor<64xf32>
+  return %out, %a : tensor<1x2x64x64xbf16>, tensor<64x64xf32>
 }

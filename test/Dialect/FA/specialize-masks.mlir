@@ -288,6 +288,44 @@ func.func @capture_mask_mod(%q: tensor<64x64xf16>, %k: tensor<32x64xf16>, %v: te
 
 // -----
 
+// The same with the keys the mask_mod shows every row (fa.attention's
+// 4-column key_ranges): a block inside [begin, end) runs without the
+// mask_mod; the masked step no longer carries them.
+
+// CHECK-LABEL: func.func @full_keys
+// CHECK-SAME:    %[[F0:[a-zA-Z0-9]+]]: index, %[[F1:[a-zA-Z0-9]+]]: index)
+// CHECK:         scf.for %[[K0:[a-z0-9]+]] = 
+// CHECK:           %[[LAST:.*]] = arith.subi
+// CHECK:           %[[GE:.*]] = arith.cmpi sge, %[[K0]], %[[F0]] : index
+// CHECK:           %[[LT:.*]] = arith.cmpi slt, %[[LAST]], %[[F1]] : index
+// CHECK:           %[[IN:.*]] = arith.andi %[[GE]], %[[LT]] : i1
+// CHECK:           %[[OUT:.*]] = arith.xori %[[IN]], %true
+// CHECK:           %[[HIDE:.*]] = arith.andi %true{{.*}}, %[[OUT]] : i1
+// CHECK:           scf.if %{{.*}}
+// CHECK-NEXT:        scf.if %[[HIDE]]
+// CHECK-NEXT:          fa.online_attention {{.*}} masked({{.*}}) at({{.*}}) scale 1.250000e-01 captures(
+// CHECK:             } else {
+// CHECK-NEXT:          fa.online_attention {{.*}} masked({{.*}}) scale 1.250000e-01 :
+// CHECK-NOT:     full_keys
+func.func @full_keys(%q: tensor<64x64xf16>, %k: tensor<32x64xf16>, %v: tensor<32x64xf16>, %acc: tensor<64x64xf32>, %m: tensor<64xf32>, %l: tensor<64xf32>, %q0: index, %nq: index, %nk: index, %b: index, %h: index, %doc: tensor<128xi32>, %f0: index, %f1: index) -> (tensor<64x64xf32>, tensor<64xf32>, tensor<64xf32>) {
+  %c0 = arith.constant 0 : index
+  %c32 = arith.constant 32 : index
+  %r:3 = scf.for %k0 = %c0 to %nk step %c32 iter_args(%a = %acc, %mm = %m, %ll = %l) -> (tensor<64x64xf32>, tensor<64xf32>, tensor<64xf32>) {
+    %n:3 = fa.online_attention %q, %k, %v into %a, %mm, %ll masked(%q0, %k0, %nq, %nk) at(%b, %h) full_keys(%f0, %f1) scale 0.125
+        captures(%doc : tensor<128xi32>)
+        mask_mod(%bb: index, %hh: index, %i: index, %j: index, %d: tensor<128xi32>) {
+          %di = tensor.extract %d[%i] : tensor<128xi32>
+          %dj = tensor.extract %d[%j] : tensor<128xi32>
+          %same = arith.cmpi eq, %di, %dj : i32
+          fa.yield %same : i1
+        } : tensor<64x64xf16>, tensor<32x64xf16>, tensor<32x64xf16> -> tensor<64x64xf32>, tensor<64xf32>
+    scf.yield %n#0, %n#1, %n#2 : tensor<64x64xf32>, tensor<64xf32>, tensor<64xf32>
+  }
+  return %r#0, %r#1, %r#2 : tensor<64x64xf32>, tensor<64xf32>, tensor<64xf32>
+}
+
+// -----
+
 // A key loop that starts past 0 at a multiple of the tile (fa.attention's
 // key_ranges rounded down) and ends before Nk: the mask's bounds stay
 // inside [lb, ub).

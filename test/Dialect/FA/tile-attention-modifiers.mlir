@@ -111,3 +111,35 @@ func.func @key_ranges(%q: tensor<2x2x?x64xf16>, %r: tensor<2x2x?x2xi32>,
          tensor<2x2x?x2xi32>, tensor<2x?xi32>) -> (tensor<2x2x?x64xf16>, tensor<2x2x?xf32>)
   return %o, %l : tensor<2x2x?x64xf16>, tensor<2x2x?xf32>
 }
+
+// -----
+
+// key_ranges with 4 columns: also the keys the mask_mod shows to every row
+// of a group; a block's are the intersection over its groups (the largest
+// begin, the smallest end), given to the step as full_keys.
+// CHECK-LABEL: func.func @full_key_ranges
+// CHECK-SAME:    %{{.*}}: tensor<2x2x?x64xf16>, %[[R:.*]]: tensor<2x2x?x4xi32>
+// CHECK:         scf.forall (%[[B:.*]], %[[H:.*]], %{{.*}}) in
+// CHECK:           %[[G0:.*]] = arith.minui
+// CHECK:           %[[F0:.*]] = tensor.extract %[[R]][%[[B]], %[[H]], %[[G0]], %c2{{.*}}] : tensor<2x2x?x4xi32>
+// CHECK:           %[[F1:.*]] = tensor.extract %[[R]][%[[B]], %[[H]], %[[G0]], %c3{{.*}}] : tensor<2x2x?x4xi32>
+// CHECK:           %[[G1:.*]] = arith.minui
+// CHECK:           tensor.extract %[[R]][%[[B]], %[[H]], %[[G1]], %c2{{.*}}] : tensor<2x2x?x4xi32>
+// CHECK:           %[[FB:.*]] = arith.maxsi
+// CHECK:           %[[FE:.*]] = arith.minsi
+// CHECK:           scf.for
+// CHECK:             fa.online_attention {{.*}} at({{.*}}) full_keys(%[[FB]], %[[FE]]) mask<causal> {{.*}} mask_mod(
+func.func @full_key_ranges(%q: tensor<2x2x?x64xf16>, %r: tensor<2x2x?x4xi32>,
+                           %doc: tensor<2x?xi32>)
+    -> (tensor<2x2x?x64xf16>, tensor<2x2x?xf32>) {
+  %o, %l = fa.attention %q, %q, %q mask<causal> key_ranges(%r rows 8) captures(%doc)
+      mask_mod(%b: index, %h: index, %i: index, %j: index, %d: tensor<2x?xi32>) {
+        %di = tensor.extract %d[%b, %i] : tensor<2x?xi32>
+        %dj = tensor.extract %d[%b, %j] : tensor<2x?xi32>
+        %same = arith.cmpi eq, %di, %dj : i32
+        fa.yield %same : i1
+      }
+      : (tensor<2x2x?x64xf16>, tensor<2x2x?x64xf16>, tensor<2x2x?x64xf16>,
+         tensor<2x2x?x4xi32>, tensor<2x?xi32>) -> (tensor<2x2x?x64xf16>, tensor<2x2x?xf32>)
+  return %o, %l : tensor<2x2x?x64xf16>, tensor<2x2x?xf32>
+}

@@ -792,7 +792,8 @@ void AttentionOp::build(OpBuilder &b, OperationState &state, Value query,
         keyRanges ? b.getI64IntegerAttr(keyRangeRows) : IntegerAttr());
 }
 
-/// key_ranges [B, Hq, ceil(Nq / rows), 2] i32 with rows > 0, both or none.
+/// key_ranges [B, Hq, ceil(Nq / rows), 2 or 4] i32 with rows > 0, both or
+/// none.
 static LogicalResult verifyKeyRanges(Operation *op, RankedTensorType q,
                                      Value ranges, IntegerAttr rowsAttr) {
   if (!ranges && !rowsAttr)
@@ -804,8 +805,8 @@ static LogicalResult verifyKeyRanges(Operation *op, RankedTensorType q,
     return op->emitOpError("key_ranges rows must be > 0, got ") << rows;
   auto type = cast<RankedTensorType>(ranges.getType());
   if (type.getRank() != 4)
-    return op->emitOpError("key_ranges must be [B, Hq, ceil(Nq / rows), 2], "
-                           "got rank ")
+    return op->emitOpError("key_ranges must be [B, Hq, ceil(Nq / rows), 2 or "
+                           "4], got rank ")
            << type.getRank();
   auto mismatch = [&](int64_t got, int64_t want) {
     return !ShapedType::isDynamic(got) && !ShapedType::isDynamic(want) &&
@@ -814,13 +815,20 @@ static LogicalResult verifyKeyRanges(Operation *op, RankedTensorType q,
   int64_t nq = q.getDimSize(2);
   int64_t groups = ShapedType::isDynamic(nq) ? ShapedType::kDynamic
                                              : llvm::divideCeil(nq, rows);
-  const int64_t want[] = {q.getDimSize(0), q.getDimSize(1), groups, 2};
-  const char *names[] = {"B", "Hq", "ceil(Nq / rows)", "2"};
-  for (int i = 0; i < 4; ++i)
+  const int64_t want[] = {q.getDimSize(0), q.getDimSize(1), groups};
+  const char *names[] = {"B", "Hq", "ceil(Nq / rows)"};
+  for (int i = 0; i < 3; ++i)
     if (mismatch(type.getDimSize(i), want[i]))
       return op->emitOpError("key_ranges dimension ")
              << i << " must be " << names[i] << " = " << want[i] << ", got "
              << type.getDimSize(i);
+  // (Static: the lowerings read the full ranges only when they are there.)
+  int64_t columns = type.getDimSize(3);
+  if (columns != 2 && columns != 4)
+    return op->emitOpError("key_ranges dimension 3 must be 2 (the key range) "
+                           "or 4 (and the fully visible range), got ")
+           << (ShapedType::isDynamic(columns) ? std::string("?")
+                                               : std::to_string(columns));
   return success();
 }
 
@@ -1103,6 +1111,11 @@ LogicalResult OnlineAttentionOp::verify() {
                           {{"value", v, 1}, {"acc", acc, 1}})))
     return failure();
 
+  if (!getFullKeysBegin() != !getFullKeysEnd())
+    return emitOpError("full_keys takes a begin and an end");
+  if (getFullKeysBegin() && !hasMaskMod())
+    return emitOpError("full_keys says where a mask_mod hides nothing; the "
+                       "step has no mask_mod");
   return verifyMaskedTileOp(*this);
 }
 

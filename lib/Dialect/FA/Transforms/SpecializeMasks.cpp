@@ -127,7 +127,9 @@ void dropMask(RewriterBase &rewriter, OnlineAttentionOp step) {
       step.getKey(), step.getValue(), step.getAcc(), step.getMax(),
       step.getSum(), /*q_start=*/Value(), /*k_start=*/Value(),
       /*q_len=*/Value(), /*k_len=*/Value(), /*batch_index=*/Value(),
-      /*head_index=*/Value(), step.getDynamicSoftcap(), step.getDynamicScale(),
+      /*head_index=*/Value(), /*full_keys_begin=*/Value(),
+      /*full_keys_end=*/Value(), step.getDynamicSoftcap(),
+      step.getDynamicScale(),
       /*mask_operands=*/ValueRange(), /*captures=*/ValueRange(),
       step.getScaleAttr(), /*mask=*/nullptr, step.getSoftcapAttr(),
       step.getExp2Attr());
@@ -196,8 +198,11 @@ void specializeKeyLoop(RewriterBase &rewriter, scf::ForOp loop,
     for (Value *v : {&lo, &fullLo, &fullHi, &hi})
       *v = rewriter.createOrFold<arith::MaxSIOp>(loc, *v, lb);
   }
-  // A mask_mod narrows the range to the key blocks it may see.
-  if (step.hasMaskMod()) {
+  // A mask_mod narrows the range to the key blocks it may see; not with
+  // fully visible ranges (fa.attention's 4-column key_ranges): the loop's
+  // bounds hold the keys some row of the block sees, at least as tight as
+  // the scan, which would add code (and registers) for nothing.
+  if (step.hasMaskMod() && !step.getFullKeysBegin()) {
     if (std::optional<std::pair<Value, Value>> seen =
             buildMaskModKeyRange(rewriter, step, lo, hi, br, bc)) {
       auto clamp = [&](Value &v) {
@@ -239,7 +244,8 @@ OnlineAttentionOp withoutMaskMod(RewriterBase &rewriter,
       step.getKey(), step.getValue(), step.getAcc(), step.getMax(),
       step.getSum(), step.getQStart(), step.getKStart(), step.getQLen(),
       step.getKLen(), keepScoreMod ? step.getBatchIndex() : Value(),
-      keepScoreMod ? step.getHeadIndex() : Value(), step.getDynamicSoftcap(),
+      keepScoreMod ? step.getHeadIndex() : Value(), /*full_keys_begin=*/Value(),
+      /*full_keys_end=*/Value(), step.getDynamicSoftcap(),
       step.getDynamicScale(), step.getMaskOperands(),
       keepScoreMod ? step.getCaptures() : ValueRange(), step.getScaleAttr(),
       step.getMaskAttr(), step.getSoftcapAttr(), step.getExp2Attr());
@@ -258,19 +264,37 @@ void specializeMaskMod(RewriterBase &rewriter, OnlineAttentionOp step) {
   int64_t bc = cast<RankedTensorType>(step.getKey().getType()).getDimSize(0);
   // Rows and keys past the sequence are padding: the decomposition gives
   // them the last valid position, inside these ranges.
+  Value kLast =
+      lastPosition(rewriter, loc, step.getKStart(), bc, step.getKLen());
   fa::detail::BlockVerdict verdict = fa::detail::buildMaskModBlockVerdict(
       rewriter, loc, step.getMaskMod(), step.getBatchIndex(),
       step.getHeadIndex(), step.getQStart(),
       lastPosition(rewriter, loc, step.getQStart(), br, step.getQLen()),
-      step.getKStart(),
-      lastPosition(rewriter, loc, step.getKStart(), bc, step.getKLen()));
+      step.getKStart(), kLast);
+  if (step.getFullKeysBegin()) {
+    // A block inside the run-time fully visible keys hides nothing.
+    Value fromBegin =
+        arith::CmpIOp::create(rewriter, loc, arith::CmpIPredicate::sge,
+                              step.getKStart(), step.getFullKeysBegin());
+    Value beforeEnd = arith::CmpIOp::create(
+        rewriter, loc, arith::CmpIPredicate::slt, kLast, step.getFullKeysEnd());
+    Value inside = arith::AndIOp::create(rewriter, loc, fromBegin, beforeEnd);
+    Value outside = arith::XOrIOp::create(
+        rewriter, loc, inside,
+        arith::ConstantIntOp::create(rewriter, loc, 1, 1));
+    verdict.mayHide =
+        arith::AndIOp::create(rewriter, loc, verdict.mayHide, outside);
+  }
   auto seen = scf::IfOp::create(
       rewriter, loc, verdict.maySee,
       [&](OpBuilder &b, Location l) {
         auto partial = scf::IfOp::create(
             b, l, verdict.mayHide,
             [&](OpBuilder &tb, Location tl) {
-              Operation *masked = tb.clone(*step);
+              auto masked = cast<OnlineAttentionOp>(tb.clone(*step));
+              // (Decided: the full keys have served.)
+              masked.getFullKeysBeginMutable().clear();
+              masked.getFullKeysEndMutable().clear();
               scf::YieldOp::create(tb, tl, masked->getResults());
             },
             [&](OpBuilder &eb, Location el) {

@@ -150,15 +150,22 @@ int64_t keyRangeGroupsPerBlock(int64_t blockQ, int64_t rows) {
 }
 constexpr int64_t kMaxKeyRangeGroups = 16;
 
-/// The key offsets [begin, end) a query block visits under fa.attention's
-/// key_ranges: the union of the ranges of the row groups holding rows
-/// [qStart, qStart + qLen) (qLen >= 1), begin rounded down to a key block,
-/// both within [0, nk].
-std::pair<Value, Value> keyRangeOfBlock(OpBuilder &b, Location loc,
-                                        AttentionOp op, Value batch, Value head,
-                                        Value qStart, Value qLen,
-                                        int64_t blockQ, int64_t blockKV,
-                                        Value nk) {
+/// What fa.attention's key_ranges say of one query block.
+struct BlockKeyRange {
+  /// The key offsets [begin, end) it visits.
+  Value begin, end;
+  /// With 4 columns: keys [fullBegin, fullEnd) the mask_mod shows to every
+  /// row of the block (null otherwise).
+  Value fullBegin, fullEnd;
+};
+
+/// The key ranges of the query block of rows [qStart, qStart + qLen) (qLen
+/// >= 1): the union of the ranges of the row groups holding them, begin
+/// rounded down to a key block, both within [0, nk]; and the intersection
+/// of their fully visible ranges.
+BlockKeyRange keyRangeOfBlock(OpBuilder &b, Location loc, AttentionOp op,
+                              Value batch, Value head, Value qStart, Value qLen,
+                              int64_t blockQ, int64_t blockKV, Value nk) {
   int64_t rows = op.getKeyRangeRows().value();
   auto cst = [&](int64_t v) {
     return arith::ConstantIndexOp::create(b, loc, v);
@@ -174,11 +181,17 @@ std::pair<Value, Value> keyRangeOfBlock(OpBuilder &b, Location loc,
                                         ValueRange{batch, head, g, side});
     return arith::IndexCastOp::create(b, loc, b.getIndexType(), x);
   };
-  Value begin, end;
+  bool full = cast<RankedTensorType>(ranges.getType()).getDimSize(3) == 4;
+  Value begin, end, fullBegin, fullEnd;
   for (int64_t t = 0, n = keyRangeGroupsPerBlock(blockQ, rows); t < n; ++t) {
     // (Groups past the block's last repeat it.)
     Value g = arith::MinUIOp::create(
         b, loc, arith::AddIOp::create(b, loc, first, cst(t)), last);
+    if (full) {
+      Value lo = bound(g, cst(2)), hi = bound(g, cst(3));
+      fullBegin = fullBegin ? arith::MaxSIOp::create(b, loc, fullBegin, lo) : lo;
+      fullEnd = fullEnd ? arith::MinSIOp::create(b, loc, fullEnd, hi) : hi;
+    }
     Value lo = bound(g, zero), hi = bound(g, one);
     // An empty range adds nothing: it becomes [nk, 0).
     Value empty =
@@ -195,7 +208,7 @@ std::pair<Value, Value> keyRangeOfBlock(OpBuilder &b, Location loc,
   end = arith::MinSIOp::create(b, loc, end, nk);
   // Nothing to visit: an empty loop from begin.
   end = arith::MaxSIOp::create(b, loc, end, begin);
-  return {begin, end};
+  return {begin, end, fullBegin, fullEnd};
 }
 
 /// Builds the FlashAttention loop nest of `op` (fa.attention or one of its
@@ -271,13 +284,20 @@ void buildNest(PatternRewriter &rewriter, OpT op, const NestForm &form,
                                   -std::numeric_limits<double>::infinity());
   Value sum0 = createFilledTensor(rewriter, loc, {blockQ}, f32, 0.0);
 
-  // Run-time key ranges (fa.attention's key_ranges): only those keys.
-  Value keyBegin = zero;
+  // Run-time key ranges (fa.attention's key_ranges): only those keys, and
+  // for the mask_mod the keys it shows to every row.
+  Value keyBegin = zero, fullBegin, fullEnd;
   if constexpr (std::is_same_v<OpT, AttentionOp>) {
-    if (op.getKeyRanges())
-      std::tie(keyBegin, keyEnd) =
-          keyRangeOfBlock(rewriter, loc, op, seq.index, h, qStart, qLen, blockQ,
-                          blockKV, seq.nk);
+    if (op.getKeyRanges()) {
+      BlockKeyRange r = keyRangeOfBlock(rewriter, loc, op, seq.index, h, qStart,
+                                        qLen, blockQ, blockKV, seq.nk);
+      keyBegin = r.begin;
+      keyEnd = r.end;
+      if (op.hasMaskMod()) {
+        fullBegin = r.fullBegin;
+        fullEnd = r.fullEnd;
+      }
+    }
   }
 
   auto loop = scf::ForOp::create(
@@ -303,7 +323,8 @@ void buildNest(PatternRewriter &rewriter, OpT op, const NestForm &form,
             nb, nloc, state[0].getType(), state[1].getType(),
             state[2].getType(), qTile, kTile, vTile, state[0], state[1],
             state[2], qStart, kStart, seq.nq, seq.nk, batchIndex, headIndex,
-            op.getDynamicSoftcap(), op.getDynamicScale(), op.getMaskOperands(),
+            fullBegin, fullEnd, op.getDynamicSoftcap(), op.getDynamicScale(),
+            op.getMaskOperands(),
             captures, op.getStaticScale(), op.getMaskAttr(),
             op.getSoftcapAttr(), /*exp2=*/nullptr);
         if constexpr (std::is_same_v<OpT, AttentionOp>) {

@@ -119,12 +119,16 @@ def FA_AttentionOp : FA_AttentionOpBase<"attention", [IsolatedFromAbove]> {
     Optional `key_ranges(%r rows G)`: where the visible keys lie, computed
     at run time for a mask that no pass can analyze (a document mask over
     per-token ids; FlexAttention's BlockMask plays this part). `%r` is an
-    i32 tensor [B, Hq, ceil(Nq / G), 2]: for batch b, query head h and the
-    query rows [g G, (g + 1) G), every key that the mask and the mask_mod
-    show lies in [r[b, h, g, 0], r[b, h, g, 1]) (empty when the first is
-    not below the second). It is a promise about the mask, not a mask: the
-    tiled lowerings visit only the key blocks of that range, the reference
-    ignores it; a range that hides a visible key gives unspecified results.
+    i32 tensor [B, Hq, ceil(Nq / G), 2 or 4]: for batch b, query head h and
+    the query rows [g G, (g + 1) G), every key that the mask and the
+    mask_mod show lies in [r[b, h, g, 0], r[b, h, g, 1]) (empty when the
+    first is not below the second), and with 4 columns the mask_mod shows
+    every key of [r[b, h, g, 2], r[b, h, g, 3]) to every row of the group
+    (the built-in mask still applies). It is a promise about the mask, not
+    a mask: the tiled lowerings visit only the key blocks of the first
+    range and run the blocks inside the second without the mask_mod, the
+    reference ignores it; ranges that break the promise give unspecified
+    results.
 
     Example:
 
@@ -703,6 +707,10 @@ def FA_OnlineAttentionOp : FA_Op<"online_attention", [Pure, IsolatedFromAbove,
     softcap and the log2(e) factor), `mask_mod(b, h, q_start + r,
     k_start + c, captures...)` AND-ed with the visibility. They need the
     positions (`masked (...)`) and the batch and query head (`at(%b, %h)`).
+    Optional `full_keys(%begin, %end)` (with a mask_mod): the mask_mod shows
+    every key of [begin, end) to every row of the step's query block (from
+    fa.attention's key_ranges); `fa-specialize-masks` runs a key block
+    inside it without the mask_mod.
 
     ```mlir
     %a, %m, %s = fa.online_attention %q, %k, %v into %acc, %max, %sum
@@ -728,6 +736,8 @@ def FA_OnlineAttentionOp : FA_Op<"online_attention", [Pure, IsolatedFromAbove,
     Optional<Index>:$k_len,
     Optional<Index>:$batch_index,
     Optional<Index>:$head_index,
+    Optional<Index>:$full_keys_begin,
+    Optional<Index>:$full_keys_end,
     Optional<F32>:$dynamic_softcap,
     Optional<F32>:$dynamic_scale,
     Variadic<I64>:$mask_operands,
@@ -746,6 +756,7 @@ def FA_OnlineAttentionOp : FA_Op<"online_attention", [Pure, IsolatedFromAbove,
     $query `,` $key `,` $value `into` $acc `,` $max `,` $sum
     (`masked` `(` $q_start^ `,` $k_start `,` $q_len `,` $k_len `)`)?
     (`at` `(` $batch_index^ `,` $head_index `)`)?
+    (`full_keys` `(` $full_keys_begin^ `,` $full_keys_end `)`)?
     custom<Mask>($mask_operands, $mask)
     custom<Softcap>($dynamic_softcap, $softcap)
     custom<Scale>($dynamic_scale, $scale)
