@@ -15,6 +15,12 @@
 // RUN: %ptxas -arch=sm_80 -v %t/fa_fwd_d64_f16_sm80_mod.ptx -o /dev/null 2>&1 | FileCheck %s --check-prefix=PTXAS
 
 // WROTE: fa_fwd_d128_bf16_sm90a_mod.ptx
+// (The first candidate, the dynamic tile scheduler's kernel, fits without
+// spills: its launch is listed in "kernels", with its counter.)
+// CHECK:      "params": [
+// CHECK:        "name": "capture0",
+// CHECK-NEXT:   "rank": 1,
+// CHECK-NEXT:   "type": "memref"
 // CHECK: "modifiers": {
 // CHECK-NEXT:   "captures": [
 // CHECK-NEXT:     {
@@ -26,10 +32,7 @@
 // CHECK-NEXT:     }
 // CHECK-NEXT:   ],
 // CHECK-NEXT:   "key": "k1"
-// CHECK:      "params": [
-// CHECK:        "name": "capture0",
-// CHECK-NEXT:   "rank": 1,
-// CHECK-NEXT:   "type": "memref"
+// CHECK: "tile_scheduler": "dynamic"
 // The kernel reads the capture (the slope of its head) and computes the
 // modifiers' index arithmetic in 32 bits.
 // PTX: .entry fa_fwd_kernel(

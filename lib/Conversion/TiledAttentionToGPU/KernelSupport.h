@@ -316,14 +316,31 @@ private:
 /// straight-line stretch of code (its clones dominate only that).
 class ModifierInliner {
 public:
+  /// Where a thread's rows and columns are: row `rowKey` is `rowBase +
+  /// rowOffset(rowKey)`, column `colKey` is `colBase + colOffset(colKey)`
+  /// (i32; before the clamp to the sequence that rowOf / colOf apply for
+  /// reading captures). With it, a value of the region that is an affine
+  /// function of kv_idx - q_idx (j - i, i + w - j, ...) is made from the
+  /// one difference colBase - rowBase plus a constant per element, and a
+  /// comparison of such values is one compare of that difference against
+  /// a constant (the built-in mask's d0 form): no per-column positions
+  /// held in registers. Padding rows and keys get unclamped positions
+  /// there; their results are discarded or masked.
+  struct Positions {
+    Value rowBase, colBase;
+    std::function<int64_t(int64_t)> rowOffset, colOffset;
+  };
+
   /// `region` takes (score if `score`), b, h, q_idx, kv_idx and the captures,
   /// whose kernel memrefs are `captures`; `batch` and `head` are i32.
   ModifierInliner(OpBuilder &b, Location loc, Region &region, bool score,
                   ValueRange captures, Value batch, Value head,
                   std::function<Value(int64_t)> rowOf,
-                  std::function<Value(int64_t)> colOf)
+                  std::function<Value(int64_t)> colOf,
+                  std::optional<Positions> positions = std::nullopt)
       : b(b), loc(loc), body(region.front()), score(score),
-        rowOf(std::move(rowOf)), colOf(std::move(colOf)) {
+        rowOf(std::move(rowOf)), colOf(std::move(colOf)),
+        positions(std::move(positions)) {
     unsigned first = score ? 1 : 0;
     invariant.map(body.getArgument(first), batch);
     invariant.map(body.getArgument(first + 1), head);
@@ -341,6 +358,8 @@ public:
       for (Value result : op.getResults())
         classes[result] = c;
     }
+    if (this->positions)
+      findAffine(body.getArgument(first + 2), body.getArgument(first + 3));
   }
 
   /// Whether the kernels inline every op of `region` (arith and math ops,
@@ -397,6 +416,15 @@ public:
       if (op.getNumResults() && target.contains(op.getResult(0)))
         continue;
       Value result;
+      if (c == kElem && positions) {
+        // (kv_idx - q_idx) forms: from the difference, see Positions.
+        int64_t k =
+            positions->colOffset(colKey) - positions->rowOffset(rowKey);
+        if (Value v = fromDifference(op, k)) {
+          target.map(op.getResult(0), v);
+          continue;
+        }
+      }
       if (auto extract = dyn_cast<tensor::ExtractOp>(op)) {
         SmallVector<Value> indices;
         for (Value i : extract.getIndices())
@@ -480,11 +508,152 @@ public:
 private:
   static constexpr unsigned kScore = 1, kRow = 2, kCol = 4,
                             kElem = kRow | kCol;
+
+  /// An integer value of the region as ci q_idx + cj kv_idx + c; `nonneg`:
+  /// known >= 0 (a position plus a constant >= 0).
+  struct Affine {
+    int64_t ci = 0, cj = 0, c = 0;
+    bool nonneg = false;
+  };
+
+  /// The affine forms of the region's index arithmetic over q_idx and
+  /// kv_idx (constants, add, sub, index casts; products by constants).
+  void findAffine(Value row, Value col) {
+    affine[row] = {1, 0, 0, true};
+    affine[col] = {0, 1, 0, true};
+    for (Operation &op : body.without_terminator()) {
+      if (op.getNumResults() != 1 ||
+          !op.getResult(0).getType().isSignlessIntOrIndex() ||
+          op.getResult(0).getType().isInteger(1))
+        continue;
+      Value r = op.getResult(0);
+      auto of = [&](Value v) { return affine.find(v); };
+      IntegerAttr cst;
+      if (matchPattern(r, m_Constant(&cst))) {
+        affine[r] = {0, 0, cst.getInt(), cst.getInt() >= 0};
+      } else if (isa<arith::IndexCastOp>(op) && of(op.getOperand(0)) !=
+                                                    affine.end()) {
+        affine[r] = affine[op.getOperand(0)];
+      } else if (isa<arith::AddIOp, arith::SubIOp>(op) &&
+                 of(op.getOperand(0)) != affine.end() &&
+                 of(op.getOperand(1)) != affine.end()) {
+        Affine x = affine[op.getOperand(0)], y = affine[op.getOperand(1)];
+        int64_t sign = isa<arith::SubIOp>(op) ? -1 : 1;
+        affine[r] = {x.ci + sign * y.ci, x.cj + sign * y.cj, x.c + sign * y.c,
+                     sign > 0 && x.nonneg && y.nonneg};
+      } else if (isa<arith::MulIOp>(op) &&
+                 of(op.getOperand(0)) != affine.end() &&
+                 of(op.getOperand(1)) != affine.end()) {
+        Affine x = affine[op.getOperand(0)], y = affine[op.getOperand(1)];
+        if (y.ci || y.cj)
+          std::swap(x, y);
+        if (y.ci || y.cj)
+          continue;
+        affine[r] = {x.ci * y.c, x.cj * y.c, x.c * y.c,
+                     x.nonneg && y.c >= 0};
+      }
+    }
+    // Values that reach a capture's index keep the clamped positions (a
+    // padding row or key must not read out of bounds).
+    for (Operation &op : llvm::reverse(body.without_terminator())) {
+      bool feeds = isa<tensor::ExtractOp, tensor::DimOp>(op) ||
+                   llvm::any_of(op.getResults(), [&](Value r) {
+                     return indexing.contains(r);
+                   });
+      if (!feeds)
+        continue;
+      for (Value operand : op.getOperands())
+        if (!isa<RankedTensorType>(operand.getType()))
+          indexing.insert(operand);
+    }
+  }
+
+  /// The difference colBase - rowBase (made at first use: the caller's
+  /// element loops are straight-line code in one block).
+  Value difference() {
+    if (!diff)
+      diff = arith::SubIOp::create(b, loc, positions->colBase,
+                                   positions->rowBase);
+    return diff;
+  }
+
+  /// `op` (of the element class) at the element whose kv_idx - q_idx is
+  /// difference() + k, when it is an affine function of that difference
+  /// (cj (j - i) + c, cj = +-1) or a comparison of two such; else null.
+  Value fromDifference(Operation &op, int64_t k) {
+    if (llvm::any_of(op.getResults(),
+                     [&](Value r) { return indexing.contains(r); }))
+      return Value();
+    Type i32 = b.getI32Type();
+    auto cst = [&](int64_t v) -> Value {
+      return arith::ConstantIntOp::create(b, loc, i32, v);
+    };
+    auto form = [&](Value v) -> std::optional<Affine> {
+      auto it = affine.find(v);
+      if (it == affine.end())
+        return std::nullopt;
+      return it->second;
+    };
+    if (auto cmp = dyn_cast<arith::CmpIOp>(op)) {
+      std::optional<Affine> l = form(cmp.getLhs()), r = form(cmp.getRhs());
+      if (!l || !r)
+        return Value();
+      Affine d{l->ci - r->ci, l->cj - r->cj, l->c - r->c};
+      if (d.ci != -d.cj || (d.cj != 1 && d.cj != -1))
+        return Value();
+      using P = arith::CmpIPredicate;
+      P pred = cmp.getPredicate();
+      // Unsigned compares equal the signed ones on values >= 0 only.
+      bool isUnsigned = pred == P::ult || pred == P::ule || pred == P::ugt ||
+                        pred == P::uge;
+      if (isUnsigned && !(l->nonneg && r->nonneg))
+        return Value();
+      P s = pred == P::ult   ? P::slt
+            : pred == P::ule ? P::sle
+            : pred == P::ugt ? P::sgt
+            : pred == P::uge ? P::sge
+                             : pred;
+      // lhs - rhs = cj (D + k) + c with D = difference(): compare D with a
+      // constant (the predicate mirrored when cj = -1).
+      if (d.cj == 1)
+        return arith::CmpIOp::create(b, loc, s, difference(),
+                                     cst(-(k + d.c)));
+      P mirrored = s == P::slt   ? P::sgt
+                   : s == P::sle ? P::sge
+                   : s == P::sgt ? P::slt
+                   : s == P::sge ? P::sle
+                                 : s;
+      return arith::CmpIOp::create(b, loc, mirrored, difference(),
+                                   cst(d.c - k));
+    }
+    if (op.getNumResults() != 1 ||
+        !(op.getResult(0).getType().isIndex() ||
+          op.getResult(0).getType().isInteger(32)))
+      return Value();
+    std::optional<Affine> v = form(op.getResult(0));
+    if (!v || v->ci != -v->cj || (v->cj != 1 && v->cj != -1))
+      return Value();
+    // cj (D + k) + c: D + (k + c) or (c - k) - D.
+    if (v->cj == 1)
+      return addNsw(difference(), cst(k + v->c));
+    return arith::SubIOp::create(b, loc, cst(v->c - k), difference(),
+                                 arith::IntegerOverflowFlags::nsw);
+  }
+
+  Value addNsw(Value x, Value y) {
+    return arith::AddIOp::create(b, loc, x, y,
+                                 arith::IntegerOverflowFlags::nsw);
+  }
+
   OpBuilder &b;
   Location loc;
   Block &body;
   bool score;
   std::function<Value(int64_t)> rowOf, colOf;
+  std::optional<Positions> positions;
+  llvm::DenseMap<Value, Affine> affine;
+  llvm::DenseSet<Value> indexing;
+  Value diff;
   llvm::DenseMap<Value, unsigned> classes;
   llvm::DenseMap<Value, Value> memrefs;
   IRMapping invariant;

@@ -1436,6 +1436,7 @@ ForwardKernelEmitter::emitSoftmax(OnlineAttentionOp step, Value kStart,
   SmallVector<Value> captures;
   Value batch, head, row0, col0, qLast, kLast;
   std::function<Value(int64_t)> rowOf, colOf;
+  std::optional<ModifierInliner::Positions> positions;
   if (scoreMod || maskMod) {
     qLast = toI32(sub(clone(step.getQLen()), idx(1)));
     kLast = toI32(sub(clone(step.getKLen()), idx(1)));
@@ -1450,6 +1451,9 @@ ForwardKernelEmitter::emitSoftmax(OnlineAttentionOp step, Value kStart,
       return arith::MinSIOp::create(
           b, loc, addNsw(col0, i32(8 * (c / 2) + c % 2)), kLast);
     };
+    positions = ModifierInliner::Positions{
+        row0, col0, [](int64_t r) { return 16 * (r / 2) + 8 * (r % 2); },
+        [](int64_t c) { return 8 * (c / 2) + c % 2; }};
     batch = toI32(clone(step.getBatchIndex()));
     head = toI32(clone(step.getHeadIndex()));
     for (Value c : step.getCaptures())
@@ -1460,7 +1464,7 @@ ForwardKernelEmitter::emitSoftmax(OnlineAttentionOp step, Value kStart,
   Value capInv;
   if (scoreMod) {
     scoreInliner.emplace(b, loc, step.getScoreMod(), /*score=*/true, captures,
-                         batch, head, rowOf, colOf);
+                         batch, head, rowOf, colOf, positions);
     if (modFactors.softcap)
       capInv = arith::DivFOp::create(b, loc, f32(1.0), modFactors.softcap);
   }
@@ -1488,7 +1492,7 @@ ForwardKernelEmitter::emitSoftmax(OnlineAttentionOp step, Value kStart,
     // Keys the mask_mod hides: -inf (where the block's verdict says so).
     auto apply = [&] {
       ModifierInliner inliner(b, loc, step.getMaskMod(), /*score=*/false,
-                              captures, batch, head, rowOf, colOf);
+                              captures, batch, head, rowOf, colOf, positions);
       for (int64_t mt = 0; mt < m; ++mt)
         for (int64_t nt = 0; nt < ns; ++nt)
           for (int64_t h = 0; h < 2; ++h)
