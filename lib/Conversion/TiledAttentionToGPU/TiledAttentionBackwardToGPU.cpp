@@ -399,6 +399,8 @@ struct MaskLimits {
 struct ElementPositions {
   function_ref<int64_t(int64_t frag, int64_t h, int64_t el)> queryKey, keyKey;
   std::function<Value(int64_t)> queryOf, keyOf;
+  /// The same as bases and offsets (ModifierInliner::Positions).
+  std::optional<ModifierInliner::Positions> affine;
   Value batch, head;
   SmallVector<Value> captures;
 };
@@ -901,7 +903,8 @@ std::pair<SmallVector<Value>, SmallVector<Value>> scoreGradients(
   auto inliner = [&](std::optional<ModifierInliner> &inl, Region &region,
                      bool score) {
     inl.emplace(b, loc, region, score, positions->captures, positions->batch,
-                positions->head, positions->queryOf, positions->keyOf);
+                positions->head, positions->queryOf, positions->keyOf,
+                positions->affine);
   };
   if (scoreMod) {
     inliner(scoreInl, mods.getScoreMod(), true);
@@ -1270,6 +1273,9 @@ KeyBlockKernel::gradients(IRMapping &it, Value qRow0, ArrayRef<Value> s,
       return arith::MinSIOp::create(
           b, loc, addNsw(k0, i32(16 * (key / 2) + 8 * (key % 2))), kLast);
     };
+    pos.affine = ModifierInliner::Positions{
+        q0, k0, [](int64_t key) { return 8 * (key / 2) + key % 2; },
+        [](int64_t key) { return 16 * (key / 2) + 8 * (key % 2); }};
     bindModifierOperands(pos, step, it);
   }
 
@@ -2157,6 +2163,9 @@ int64_t QueryBlockKernel::emit(gpu::LaunchOp launch) {
         return arith::MinSIOp::create(
             b, loc, addNsw(c0, i32(8 * (key / 2) + key % 2)), kLast);
       };
+      pos.affine = ModifierInliner::Positions{
+          r0, c0, [](int64_t key) { return 16 * (key / 2) + 8 * (key % 2); },
+          [](int64_t key) { return 8 * (key / 2) + key % 2; }};
       bindModifierOperands(pos, step, it);
     }
     SmallVector<Value> dp = gemm(doTile, laneDo, vTile, laneVB, cfg.dv);
