@@ -295,10 +295,10 @@ func.func @capture_mask_mod(%q: tensor<64x64xf16>, %k: tensor<32x64xf16>, %v: te
 // CHECK-LABEL: func.func @full_keys
 // CHECK-SAME:    %[[F0:[a-zA-Z0-9]+]]: index, %[[F1:[a-zA-Z0-9]+]]: index)
 // CHECK:         scf.for %[[K0:[a-z0-9]+]] = 
-// CHECK:           %[[LAST:.*]] = arith.subi
 // CHECK:           %[[GE:.*]] = arith.cmpi sge, %[[K0]], %[[F0]] : index
-// CHECK:           %[[LT:.*]] = arith.cmpi slt, %[[LAST]], %[[F1]] : index
-// CHECK:           %[[IN:.*]] = arith.andi %[[GE]], %[[LT]] : i1
+// CHECK:           %[[END:.*]] = arith.addi %[[K0]], %c32{{.*}} : index
+// CHECK:           %[[LE:.*]] = arith.cmpi sle, %[[END]], %[[F1]] : index
+// CHECK:           %[[IN:.*]] = arith.andi %[[GE]], %[[LE]] : i1
 // CHECK:           %[[OUT:.*]] = arith.xori %[[IN]], %true
 // CHECK:           %[[HIDE:.*]] = arith.andi %true{{.*}}, %[[OUT]] : i1
 // CHECK:           scf.if %{{.*}}

@@ -276,8 +276,13 @@ void specializeMaskMod(RewriterBase &rewriter, OnlineAttentionOp step) {
     Value fromBegin =
         arith::CmpIOp::create(rewriter, loc, arith::CmpIPredicate::sge,
                               step.getKStart(), step.getFullKeysBegin());
-    Value beforeEnd = arith::CmpIOp::create(
-        rewriter, loc, arith::CmpIPredicate::slt, kLast, step.getFullKeysEnd());
+    // (A whole block: the key tail's is never inside, the ranges end by Nk.)
+    Value blockEnd = arith::AddIOp::create(
+        rewriter, loc, step.getKStart(),
+        arith::ConstantIndexOp::create(rewriter, loc, bc));
+    Value beforeEnd =
+        arith::CmpIOp::create(rewriter, loc, arith::CmpIPredicate::sle,
+                              blockEnd, step.getFullKeysEnd());
     Value inside = arith::AndIOp::create(rewriter, loc, fromBegin, beforeEnd);
     Value outside = arith::XOrIOp::create(
         rewriter, loc, inside,
