@@ -427,8 +427,27 @@ public:
       }
       if (auto extract = dyn_cast<tensor::ExtractOp>(op)) {
         SmallVector<Value> indices;
-        for (Value i : extract.getIndices())
-          indices.push_back(toIndex(lookup(i)));
+        auto shape = extract.getTensor().getType().getShape();
+        for (auto [d, i] : llvm::enumerate(extract.getIndices())) {
+          // An index that is a function of kv_idx - q_idx (a relative
+          // position's table): from the difference, clamped into the
+          // dimension (only padding elements, whose results are dropped,
+          // reach past it; the clamped positions' index is the same
+          // elsewhere).
+          Value fromDiff;
+          if (positions && classes.lookup(i) == kElem &&
+              !ShapedType::isDynamic(shape[d]))
+            fromDiff = differenceForm(
+                i, positions->colOffset(colKey) - positions->rowOffset(rowKey));
+          if (fromDiff) {
+            fromDiff = arith::MaxSIOp::create(
+                b, loc, fromDiff, arith::ConstantIntOp::create(b, loc, i32, 0));
+            fromDiff = arith::MinSIOp::create(
+                b, loc, fromDiff,
+                arith::ConstantIntOp::create(b, loc, i32, shape[d] - 1));
+          }
+          indices.push_back(toIndex(fromDiff ? fromDiff : lookup(i)));
+        }
         result = memref::LoadOp::create(b, loc, memrefs[extract.getTensor()],
                                         indices);
       } else if (auto dim = dyn_cast<tensor::DimOp>(op)) {
@@ -626,17 +645,31 @@ private:
       return arith::CmpIOp::create(b, loc, mirrored, difference(),
                                    cst(d.c - k));
     }
-    if (op.getNumResults() != 1 ||
-        !(op.getResult(0).getType().isIndex() ||
-          op.getResult(0).getType().isInteger(32)))
+    if (op.getNumResults() != 1)
       return Value();
-    std::optional<Affine> v = form(op.getResult(0));
-    if (!v || v->ci != -v->cj || (v->cj != 1 && v->cj != -1))
+    return differenceForm(op.getResult(0), k);
+  }
+
+  /// Integer value `v` (index or i32) of the region at the element whose
+  /// kv_idx - q_idx is difference() + k, when it is cj (j - i) + c with
+  /// cj = +-1; else null.
+  Value differenceForm(Value v, int64_t k) {
+    if (!(v.getType().isIndex() || v.getType().isInteger(32)))
       return Value();
+    auto it = affine.find(v);
+    if (it == affine.end())
+      return Value();
+    const Affine &a = it->second;
+    if (a.ci != -a.cj || (a.cj != 1 && a.cj != -1))
+      return Value();
+    Type i32 = b.getI32Type();
+    auto cst = [&](int64_t x) -> Value {
+      return arith::ConstantIntOp::create(b, loc, i32, x);
+    };
     // cj (D + k) + c: D + (k + c) or (c - k) - D.
-    if (v->cj == 1)
-      return addNsw(difference(), cst(k + v->c));
-    return arith::SubIOp::create(b, loc, cst(v->c - k), difference(),
+    if (a.cj == 1)
+      return addNsw(difference(), cst(k + a.c));
+    return arith::SubIOp::create(b, loc, cst(a.c - k), difference(),
                                  arith::IntegerOverflowFlags::nsw);
   }
 
