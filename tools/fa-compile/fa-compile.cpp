@@ -1074,10 +1074,10 @@ LogicalResult spliceModifiers(ModuleOp module, fa::AttentionOp mods,
                              "the backward kernels do not take them yet");
     int64_t columns =
         cast<RankedTensorType>(mods.getKeyRanges().getType()).getDimSize(3);
-    auto type = RankedTensorType::get({ShapedType::kDynamic,
-                                       ShapedType::kDynamic,
-                                       ShapedType::kDynamic, columns},
-                                      b.getI32Type());
+    auto type =
+        RankedTensorType::get({ShapedType::kDynamic, ShapedType::kDynamic,
+                               ShapedType::kDynamic, columns},
+                              b.getI32Type());
     SmallVector<int64_t> strides(4, ShapedType::kDynamic);
     auto memrefType = MemRefType::get(
         type.getShape(), type.getElementType(),
@@ -1387,9 +1387,10 @@ LogicalResult compileOne(MLIRContext &ctx, const KernelConfig &flags,
     // Run-time key ranges: the last parameter, [B, Hq, ceil(Nq / rows), 2
     // or 4] (the dims state the shape, so the launch checks the tensor's).
     if (ranges) {
-      hostArgs.push_back(fa::HostArgument{"key_ranges",
-                                          {"B", "Hq", captureArgs.keyRangeGroups,
-                                           captureArgs.keyRangeColumns}});
+      hostArgs.push_back(
+          fa::HostArgument{"key_ranges",
+                           {"B", "Hq", captureArgs.keyRangeGroups,
+                            captureArgs.keyRangeColumns}});
       section["key_ranges"] = llvm::json::Object{
           {"name", "key_ranges"}, {"rows", captureArgs.keyRangeRows}};
     }

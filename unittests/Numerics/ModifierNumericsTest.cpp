@@ -828,14 +828,12 @@ TEST(KeyRangesNumerics, NarrowerRangesDropKeys) {
 
 INSTANTIATE_TEST_SUITE_P(
     TiledCPU, KeyRangesNumerics,
-    ::testing::Values(documentsWithRanges(16, false),
-                      documentsWithRanges(8, false),
-                      documentsWithRanges(8, true),
-                      documentsWithRanges(24, false),
-                      documentsWithRanges(64, true),
-                      documentsWithRanges(16, false, true),
-                      documentsWithRanges(8, true, true),
-                      documentsWithRanges(24, false, true)),
+    ::testing::Values(
+        documentsWithRanges(16, false), documentsWithRanges(8, false),
+        documentsWithRanges(8, true), documentsWithRanges(24, false),
+        documentsWithRanges(64, true), documentsWithRanges(16, false, true),
+        documentsWithRanges(8, true, true),
+        documentsWithRanges(24, false, true)),
     [](const ::testing::TestParamInfo<ModifierCase> &info) {
       return info.param.name;
     });

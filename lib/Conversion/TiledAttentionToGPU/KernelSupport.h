@@ -418,8 +418,7 @@ public:
       Value result;
       if (c == kElem && positions) {
         // (kv_idx - q_idx) forms: from the difference, see Positions.
-        int64_t k =
-            positions->colOffset(colKey) - positions->rowOffset(rowKey);
+        int64_t k = positions->colOffset(colKey) - positions->rowOffset(rowKey);
         if (Value v = fromDifference(op, k)) {
           target.map(op.getResult(0), v);
           continue;
@@ -437,8 +436,8 @@ public:
           Value fromDiff;
           if (positions && classes.lookup(i) == kElem &&
               !ShapedType::isDynamic(shape[d]))
-            fromDiff = differenceForm(
-                i, positions->colOffset(colKey) - positions->rowOffset(rowKey));
+            fromDiff = differenceForm(i, positions->colOffset(colKey) -
+                                             positions->rowOffset(rowKey));
           if (fromDiff) {
             fromDiff = arith::MaxSIOp::create(
                 b, loc, fromDiff, arith::ConstantIntOp::create(b, loc, i32, 0));
@@ -525,8 +524,7 @@ public:
   }
 
 private:
-  static constexpr unsigned kScore = 1, kRow = 2, kCol = 4,
-                            kElem = kRow | kCol;
+  static constexpr unsigned kScore = 1, kRow = 2, kCol = 4, kElem = kRow | kCol;
 
   /// An integer value of the region as ci q_idx + cj kv_idx + c; `nonneg`:
   /// known >= 0 (a position plus a constant >= 0).
@@ -550,8 +548,8 @@ private:
       IntegerAttr cst;
       if (matchPattern(r, m_Constant(&cst))) {
         affine[r] = {0, 0, cst.getInt(), cst.getInt() >= 0};
-      } else if (isa<arith::IndexCastOp>(op) && of(op.getOperand(0)) !=
-                                                    affine.end()) {
+      } else if (isa<arith::IndexCastOp>(op) &&
+                 of(op.getOperand(0)) != affine.end()) {
         affine[r] = affine[op.getOperand(0)];
       } else if (isa<arith::AddIOp, arith::SubIOp>(op) &&
                  of(op.getOperand(0)) != affine.end() &&
@@ -568,17 +566,15 @@ private:
           std::swap(x, y);
         if (y.ci || y.cj)
           continue;
-        affine[r] = {x.ci * y.c, x.cj * y.c, x.c * y.c,
-                     x.nonneg && y.c >= 0};
+        affine[r] = {x.ci * y.c, x.cj * y.c, x.c * y.c, x.nonneg && y.c >= 0};
       }
     }
     // Values that reach a capture's index keep the clamped positions (a
     // padding row or key must not read out of bounds).
     for (Operation &op : llvm::reverse(body.without_terminator())) {
       bool feeds = isa<tensor::ExtractOp, tensor::DimOp>(op) ||
-                   llvm::any_of(op.getResults(), [&](Value r) {
-                     return indexing.contains(r);
-                   });
+                   llvm::any_of(op.getResults(),
+                                [&](Value r) { return indexing.contains(r); });
       if (!feeds)
         continue;
       for (Value operand : op.getOperands())
@@ -591,8 +587,8 @@ private:
   /// element loops are straight-line code in one block).
   Value difference() {
     if (!diff)
-      diff = arith::SubIOp::create(b, loc, positions->colBase,
-                                   positions->rowBase);
+      diff =
+          arith::SubIOp::create(b, loc, positions->colBase, positions->rowBase);
     return diff;
   }
 
@@ -623,8 +619,8 @@ private:
       using P = arith::CmpIPredicate;
       P pred = cmp.getPredicate();
       // Unsigned compares equal the signed ones on values >= 0 only.
-      bool isUnsigned = pred == P::ult || pred == P::ule || pred == P::ugt ||
-                        pred == P::uge;
+      bool isUnsigned =
+          pred == P::ult || pred == P::ule || pred == P::ugt || pred == P::uge;
       if (isUnsigned && !(l->nonneg && r->nonneg))
         return Value();
       P s = pred == P::ult   ? P::slt
@@ -635,8 +631,7 @@ private:
       // lhs - rhs = cj (D + k) + c with D = difference(): compare D with a
       // constant (the predicate mirrored when cj = -1).
       if (d.cj == 1)
-        return arith::CmpIOp::create(b, loc, s, difference(),
-                                     cst(-(k + d.c)));
+        return arith::CmpIOp::create(b, loc, s, difference(), cst(-(k + d.c)));
       P mirrored = s == P::slt   ? P::sgt
                    : s == P::sle ? P::sge
                    : s == P::sgt ? P::slt

@@ -294,8 +294,9 @@ struct BackwardConfig {
       modSoftcap = scalars.buildSoftcap(b, loc);
       Value log2e = arith::ConstantOp::create(
           b, loc, b.getF32FloatAttr(static_cast<float>(kLog2e)));
-      modExp = modSoftcap ? b.createOrFold<arith::MulFOp>(loc, modSoftcap, log2e)
-                          : log2e;
+      modExp = modSoftcap
+                   ? b.createOrFold<arith::MulFOp>(loc, modSoftcap, log2e)
+                   : log2e;
     }
   }
 };
@@ -320,8 +321,8 @@ FailureOr<BackwardConfig> getConfig(AttentionBackwardStepOp step, int64_t warps,
         return fail("the captures of score_mod and mask_mod must be memrefs "
                     "(through bufferization.to_tensor)");
     }
-    for (Region *region : {&step.getScoreMod(), &step.getMaskMod(),
-                           &step.getScoreModGrad()})
+    for (Region *region :
+         {&step.getScoreMod(), &step.getMaskMod(), &step.getScoreModGrad()})
       if (!region->empty())
         if (Operation *op = ModifierInliner::findUnsupported(*region))
           return fail(Twine("the kernels inline arith and math ops and reads "
@@ -883,21 +884,21 @@ bool isZeroFill(Value init) {
 /// P and dS of one score tile held as C fragments `s` (scores) and `dp`,
 /// with per-element lse2 / delta / visibility supplied by the kernel.
 /// Returns {P, dS} as C fragments (f32).
-std::pair<SmallVector<Value>, SmallVector<Value>> scoreGradients(
-    BackwardEmitter &e, WarpFragments &frags, const BackwardConfig &cfg,
-    ArrayRef<Value> s, ArrayRef<Value> dp,
-    function_ref<Value(int64_t frag, int64_t h, int64_t el)> lse2,
-    function_ref<Value(int64_t frag, int64_t h, int64_t el)> delta,
-    function_ref<Value(int64_t frag, int64_t h, int64_t el)> visible,
-    const ElementPositions *positions = nullptr) {
+std::pair<SmallVector<Value>, SmallVector<Value>>
+scoreGradients(BackwardEmitter &e, WarpFragments &frags,
+               const BackwardConfig &cfg, ArrayRef<Value> s, ArrayRef<Value> dp,
+               function_ref<Value(int64_t frag, int64_t h, int64_t el)> lse2,
+               function_ref<Value(int64_t frag, int64_t h, int64_t el)> delta,
+               function_ref<Value(int64_t frag, int64_t h, int64_t el)> visible,
+               const ElementPositions *positions = nullptr) {
   OpBuilder &b = e.b;
   Location loc = e.loc;
   AttentionBackwardStepOp mods = cfg.modifiers;
   bool scoreMod = mods && mods.hasScoreMod(),
        maskMod = mods && mods.hasMaskMod();
   assert((!mods || positions) && "modifiers need the elements' positions");
-  Value c = scoreMod ? cfg.modExp : cfg.factors.expFactor,
-        zero = e.f32(0.0), one = e.f32(1.0);
+  Value c = scoreMod ? cfg.modExp : cfg.factors.expFactor, zero = e.f32(0.0),
+        one = e.f32(1.0);
   std::optional<ModifierInliner> scoreInl, gradInl, maskInl;
   Value capInv;
   auto inliner = [&](std::optional<ModifierInliner> &inl, Region &region,

@@ -842,9 +842,8 @@ public:
                        Value oMapHost = {}, Value counter = {})
       : NestCloner(b, loc), ta(ta), cfg(cfg), frags(b, loc, cfg.elt),
         wg(b, loc, cfg.elt), factors(factors), modFactors(modFactors),
-        kMapHost(kMapHost),
-        vMapHost(vMapHost), qMapHost(qMapHost), oMapHost(oMapHost),
-        counter(counter) {}
+        kMapHost(kMapHost), vMapHost(vMapHost), qMapHost(qMapHost),
+        oMapHost(oMapHost), counter(counter) {}
 
   void emit(gpu::LaunchOp launch);
 
@@ -1413,11 +1412,9 @@ Value ForwardKernelEmitter::maskModVerdict(KeyLoop &kl, Value kStart) {
   return build(0);
 }
 
-ForwardKernelEmitter::SoftmaxUpdate
-ForwardKernelEmitter::emitSoftmax(OnlineAttentionOp step, Value kStart,
-                                  int64_t keys, ArrayRef<Value> s,
-                                  ValueRange maxIn, ValueRange sumIn,
-                                  Value maskModIf) {
+ForwardKernelEmitter::SoftmaxUpdate ForwardKernelEmitter::emitSoftmax(
+    OnlineAttentionOp step, Value kStart, int64_t keys, ArrayRef<Value> s,
+    ValueRange maxIn, ValueRange sumIn, Value maskModIf) {
   const int64_t m = cfg.mTiles, ns = keys / 8;
   // Scores u (before the exp2 factor c): p = exp2(u * c - m), m in log2
   // units. With softcap, u = tanh(s * scale / softcap), c = softcap * log2e.
@@ -1479,8 +1476,8 @@ ForwardKernelEmitter::emitSoftmax(OnlineAttentionOp step, Value kStart,
                                       arith::FastMathFlags::contract);
             x = scoreInliner->at(x, mt * 2 + h, nt * 2 + e);
             if (capInv)
-              x = math::TanhOp::create(b, loc,
-                                       arith::MulFOp::create(b, loc, x, capInv));
+              x = math::TanhOp::create(
+                  b, loc, arith::MulFOp::create(b, loc, x, capInv));
           } else if (factors.capIn) {
             x = math::TanhOp::create(
                 b, loc, arith::MulFOp::create(b, loc, x, factors.capIn));
@@ -1550,8 +1547,7 @@ ForwardKernelEmitter::emitSoftmax(OnlineAttentionOp step, Value kStart,
           for (int64_t h = 0; h < 2; ++h)
             for (int64_t e = 0; e < 2; ++e) {
               int64_t colOff = 8 * nt + e, diff = colOff - 16 * mt - 8 * h;
-              Value visible =
-                  cmp(arith::CmpIPredicate::slt, colOff, keyLimit);
+              Value visible = cmp(arith::CmpIPredicate::slt, colOff, keyLimit);
               if (rightLimit)
                 visible = arith::AndIOp::create(
                     b, loc, visible,
@@ -1776,8 +1772,7 @@ SmallVector<Value> ForwardKernelEmitter::emitStep(OnlineAttentionOp step,
   return result;
 }
 
-void ForwardKernelEmitter::emitKeyLoop(KeyLoop &kl,
-                                       SmallVector<Value> &state) {
+void ForwardKernelEmitter::emitKeyLoop(KeyLoop &kl, SmallVector<Value> &state) {
   Value lb = clone(kl.loop.getLowerBound()),
         ub = clone(kl.loop.getUpperBound());
   auto loop = scf::ForOp::create(b, loc, lb, ub, idx(cfg.bc), state);
@@ -2148,8 +2143,8 @@ void ForwardKernelEmitter::emitTmaStore(ArrayRef<Value> outFrags, int64_t mt,
                               mul(row0, idx(TileLayout::kPanelCols * 2))));
     Value box =
         memref::ViewOp::create(b, loc, boxType, smemBase, offset, ValueRange{});
-    SmallVector<Value> coords = {idx(p * TileLayout::kPanelCols),
-                                 add(oq, row0), oh};
+    SmallVector<Value> coords = {idx(p * TileLayout::kPanelCols), add(oq, row0),
+                                 oh};
     if (!ta.packedOut)
       coords.push_back(ob);
     nvgpu::TmaAsyncStoreOp::create(b, loc, box, oMap, coords, Value());
@@ -2169,8 +2164,8 @@ void ForwardKernelEmitter::copyStagedRows(Value oh, Value oq, Value row0,
   Value lane = remu(tid, kWarpgroupThreads);
   auto vecType = VectorType::get({8}, cfg.elt);
   // (A loop, not unrolled here: the epilogue's registers are scarce.)
-  auto loop = scf::ForOp::create(b, loc, lane, idx(total),
-                                 idx(kWarpgroupThreads));
+  auto loop =
+      scf::ForOp::create(b, loc, lane, idx(total), idx(kWarpgroupThreads));
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(loop.getBody());
   {
@@ -2183,9 +2178,9 @@ void ForwardKernelEmitter::copyStagedRows(Value oh, Value oq, Value row0,
     Value at = add(add(mul(divu(c, 8), idx(cfg.br * TileLayout::kPanelCols)),
                        mul(tileRow, idx(TileLayout::kPanelCols))),
                    mul(swizzled, idx(8)));
-    Value chunk = vector::LoadOp::create(b, loc, vecType, oStage,
-                                         ValueRange{at}, /*nontemporal=*/false,
-                                         llvm::MaybeAlign(16));
+    Value chunk =
+        vector::LoadOp::create(b, loc, vecType, oStage, ValueRange{at},
+                               /*nontemporal=*/false, llvm::MaybeAlign(16));
     vector::StoreOp::create(b, loc, chunk, ta.out,
                             ValueRange{oh, add(oq, tileRow), mul(c, idx(8))},
                             /*nontemporal=*/false, llvm::MaybeAlign(16));
@@ -2824,10 +2819,10 @@ LogicalResult mlir::fa::convertTiledAttentionToGPU(
     modFactors.softcap = cfg->scalars.buildSoftcap(rewriter, loc);
     Value log2e = arith::ConstantOp::create(
         rewriter, loc, rewriter.getF32FloatAttr(static_cast<float>(kLog2e)));
-    modFactors.expFactor =
-        modFactors.softcap ? rewriter.createOrFold<arith::MulFOp>(
-                                 loc, modFactors.softcap, log2e)
-                           : log2e;
+    modFactors.expFactor = modFactors.softcap
+                               ? rewriter.createOrFold<arith::MulFOp>(
+                                     loc, modFactors.softcap, log2e)
+                               : log2e;
   }
   // Warp-specialized: the TMA tensor maps of K and V (one 64-column panel
   // of Bc keys per box, 128-byte swizzle), encoded by the runtime.

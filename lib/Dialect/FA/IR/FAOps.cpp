@@ -828,7 +828,7 @@ static LogicalResult verifyKeyRanges(Operation *op, RankedTensorType q,
     return op->emitOpError("key_ranges dimension 3 must be 2 (the key range) "
                            "or 4 (and the fully visible range), got ")
            << (ShapedType::isDynamic(columns) ? std::string("?")
-                                               : std::to_string(columns));
+                                              : std::to_string(columns));
   return success();
 }
 

@@ -189,7 +189,8 @@ BlockKeyRange keyRangeOfBlock(OpBuilder &b, Location loc, AttentionOp op,
         b, loc, arith::AddIOp::create(b, loc, first, cst(t)), last);
     if (full) {
       Value lo = bound(g, cst(2)), hi = bound(g, cst(3));
-      fullBegin = fullBegin ? arith::MaxSIOp::create(b, loc, fullBegin, lo) : lo;
+      fullBegin =
+          fullBegin ? arith::MaxSIOp::create(b, loc, fullBegin, lo) : lo;
       fullEnd = fullEnd ? arith::MinSIOp::create(b, loc, fullEnd, hi) : hi;
     }
     Value lo = bound(g, zero), hi = bound(g, one);
@@ -324,9 +325,8 @@ void buildNest(PatternRewriter &rewriter, OpT op, const NestForm &form,
             state[2].getType(), qTile, kTile, vTile, state[0], state[1],
             state[2], qStart, kStart, seq.nq, seq.nk, batchIndex, headIndex,
             fullBegin, fullEnd, op.getDynamicSoftcap(), op.getDynamicScale(),
-            op.getMaskOperands(),
-            captures, op.getStaticScale(), op.getMaskAttr(),
-            op.getSoftcapAttr(), /*exp2=*/nullptr);
+            op.getMaskOperands(), captures, op.getStaticScale(),
+            op.getMaskAttr(), op.getSoftcapAttr(), /*exp2=*/nullptr);
         if constexpr (std::is_same_v<OpT, AttentionOp>) {
           IRMapping none;
           op.getScoreMod().cloneInto(&step.getScoreMod(), none);
