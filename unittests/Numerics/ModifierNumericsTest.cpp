@@ -795,6 +795,17 @@ TEST_P(KeyRangesNumerics, TiledEqualsWithoutRanges) {
   EXPECT_TRUE(allClose("out", ref->out, exact.out, 2e-5));
 }
 
+/// That the tiled pipeline's out is not float64's for `c` (whose ranges
+/// were made wrong): the pipeline read them.
+void expectTiledDiffers(const ModifierCase &c) {
+  AttentionInputs in =
+      makeRandomInputs(c.problem, std::hash<std::string>{}(c.name));
+  auto got = runModifierCase(c, in, tiledModifierPipeline());
+  ASSERT_TRUE(!!got) << llvm::toString(got.takeError());
+  ForwardResult exact = float64WithModifiers(c, in);
+  EXPECT_FALSE(allClose("out", got->out, exact.out, 2e-5));
+}
+
 /// The fully visible ranges are read: claimed for every key, the tiled
 /// results take keys of other documents.
 TEST(KeyRangesNumerics, FullRangesDropTheMaskMod) {
@@ -803,12 +814,7 @@ TEST(KeyRangesNumerics, FullRangesDropTheMaskMod) {
     c.keyRanges.values.data[n + 2] = 0;
     c.keyRanges.values.data[n + 3] = 150;
   }
-  AttentionInputs in =
-      makeRandomInputs(c.problem, std::hash<std::string>{}(c.name));
-  auto got = runModifierCase(c, in, tiledModifierPipeline());
-  ASSERT_TRUE(!!got) << llvm::toString(got.takeError());
-  ForwardResult exact = float64WithModifiers(c, in);
-  EXPECT_FALSE(allClose("out", got->out, exact.out, 2e-5));
+  expectTiledDiffers(c);
 }
 
 /// The ranges are read: narrowed by one key block at the start of every
@@ -818,12 +824,7 @@ TEST(KeyRangesNumerics, NarrowerRangesDropKeys) {
   ModifierCase c = documentsWithRanges(16, /*causal=*/false);
   for (size_t n = 0; n < c.keyRanges.values.data.size(); n += 2)
     c.keyRanges.values.data[n] += 16;
-  AttentionInputs in =
-      makeRandomInputs(c.problem, std::hash<std::string>{}(c.name));
-  auto got = runModifierCase(c, in, tiledModifierPipeline());
-  ASSERT_TRUE(!!got) << llvm::toString(got.takeError());
-  ForwardResult exact = float64WithModifiers(c, in);
-  EXPECT_FALSE(allClose("out", got->out, exact.out, 2e-5));
+  expectTiledDiffers(c);
 }
 
 INSTANTIATE_TEST_SUITE_P(
