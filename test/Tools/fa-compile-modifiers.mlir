@@ -66,13 +66,20 @@
 // Run-time key ranges (a document mask): the host function's last memref
 // argument `key_ranges`, a kernel parameter the manifest describes under
 // "modifiers" with its row groups; both chips, no spills. The backward
-// kernels do not take them yet.
+// kernels take the transposed ranges `query_ranges` [B, Hkv, ceil(Nk /
+// rows), 2] (the queries that see each group of keys), and the deterministic
+// one the key ranges too, for its dQ pass.
 // RUN: fa-compile --modifiers=%S/Inputs/document-key-ranges.mlir --head-dim=128 --dtype=bf16 --chip=sm_90a -o %t/ranges > /dev/null
 // RUN: FileCheck %s --check-prefix=RANGES < %t/ranges/fa_fwd_d128_bf16_sm90a_mod.json
 // RUN: %ptxas -arch=sm_90a -v %t/ranges/fa_fwd_d128_bf16_sm90a_mod.ptx -o /dev/null 2>&1 | FileCheck %s --check-prefix=PTXAS
 // RUN: fa-compile --modifiers=%S/Inputs/document-key-ranges.mlir --head-dim=64 --dtype=f16 --chip=sm_80 -o %t/ranges > /dev/null
 // RUN: %ptxas -arch=sm_80 -v %t/ranges/fa_fwd_d64_f16_sm80_mod.ptx -o /dev/null 2>&1 | FileCheck %s --check-prefix=PTXAS
-// RUN: not fa-compile --kind=backward --modifiers=%S/Inputs/document-key-ranges.mlir --head-dim=128 --dtype=bf16 --chip=sm_90a -o %t/ranges 2>&1 | FileCheck %s --check-prefix=RANGES-BWD
+// RUN: fa-compile --kind=backward --modifiers=%S/Inputs/document-key-ranges.mlir --head-dim=128 --dtype=bf16 --chip=sm_90a -o %t/ranges > /dev/null
+// RUN: FileCheck %s --check-prefix=RANGES-BWD < %t/ranges/fa_bwd_d128_bf16_sm90a_mod.json
+// RUN: %ptxas -arch=sm_90a -v %t/ranges/fa_bwd_d128_bf16_sm90a_mod.ptx -o /dev/null 2>&1 | FileCheck %s --check-prefix=PTXAS
+// RUN: fa-compile --kind=backward --deterministic --modifiers=%S/Inputs/document-key-ranges.mlir --head-dim=64 --dtype=f16 --chip=sm_80 -o %t/ranges > /dev/null
+// RUN: FileCheck %s --check-prefix=RANGES-DET < %t/ranges/fa_bwd_d64_f16_det_sm80_mod.json
+// RUN: %ptxas -arch=sm_80 -v %t/ranges/fa_bwd_d64_f16_det_sm80_mod.ptx -o /dev/null 2>&1 | FileCheck %s --check-prefix=PTXAS
 // RANGES: "key_ranges": {
 // RANGES-NEXT: "name": "key_ranges",
 // RANGES-NEXT: "rows": 64
@@ -80,7 +87,19 @@
 // RANGES:   "ceildiv(Nq, 64)",
 // RANGES: "dtype": "i32",
 // RANGES-NEXT: "name": "key_ranges",
-// RANGES-BWD: fa-compile: key_ranges are a forward operand; the backward kernels do not take them yet
+// RANGES-BWD-NOT: "key_ranges"
+// RANGES-BWD: "ceildiv(Nk, 64)",
+// RANGES-BWD-NEXT: "2"
+// RANGES-BWD: "name": "query_ranges",
+// RANGES-BWD: "query_ranges": {
+// RANGES-BWD-NEXT: "name": "query_ranges",
+// RANGES-BWD-NEXT: "rows": 64
+// RANGES-DET: "ceildiv(Nk, 64)",
+// RANGES-DET: "name": "query_ranges",
+// RANGES-DET: "ceildiv(Nq, 64)",
+// RANGES-DET: "name": "key_ranges",
+// RANGES-DET: "key_ranges": {
+// RANGES-DET: "query_ranges": {
 // With the fully visible ranges (4 columns, groups of 128 rows): the
 // parameter's dims say so; the warp-specialized kernel without spills.
 // RUN: fa-compile --modifiers=%S/Inputs/document-full-key-ranges.mlir --head-dim=128 --dtype=bf16 --chip=sm_90a --causal -o %t/full > /dev/null

@@ -1014,11 +1014,14 @@ struct CaptureArgs {
   std::vector<std::string> names;
   std::vector<std::vector<std::string>> dims;
   SmallVector<RankedTensorType> types;
-  /// The row groups of the op's key_ranges (0: none), the host function's
-  /// last argument `key_ranges` after the captures, and its groups
-  /// dimension as a manifest expression (`ceildiv(Nq, rows)`).
+  /// The group size of the modifiers' key_ranges (0: none). A forward takes
+  /// them as its last argument `key_ranges` after the captures; a backward
+  /// takes `query_ranges` (groups of as many keys) there, then, when
+  /// deterministic, the forward's `key_ranges`. Their groups dimensions as
+  /// manifest expressions (`ceildiv(Nq, rows)`).
   int64_t keyRangeRows = 0;
-  std::string keyRangeGroups, keyRangeColumns;
+  bool keyRangesParam = false, queryRangesParam = false;
+  std::string keyRangeGroups, keyRangeColumns, queryRangeGroups;
 };
 
 /// Gives the module's fa.attention the regions and captures of `mods`: a
@@ -1065,15 +1068,9 @@ LogicalResult spliceModifiers(ModuleOp module, fa::AttentionOp mods,
       captureArgs.dims.back().push_back(llvm::formatv("capture{0}_{1}", n, d));
     captureArgs.types.push_back(type);
   }
-  // key_ranges (forward only): [B, Hq, ceil(Nq / rows), 2 or 4] i32, any
-  // strides, read through bufferization.to_tensor as the captures.
-  Value keyRanges;
-  if (mods.getKeyRanges()) {
-    if (!fwd)
-      return mods->emitError("fa-compile: key_ranges are a forward operand; "
-                             "the backward kernels do not take them yet");
-    int64_t columns =
-        cast<RankedTensorType>(mods.getKeyRanges().getType()).getDimSize(3);
+  // Ranges: [?, ?, ?, columns] i32, any strides, read through
+  // bufferization.to_tensor as the captures.
+  auto rangesArgument = [&](int64_t columns) -> Value {
     auto type =
         RankedTensorType::get({ShapedType::kDynamic, ShapedType::kDynamic,
                                ShapedType::kDynamic, columns},
@@ -1083,12 +1080,31 @@ LogicalResult spliceModifiers(ModuleOp module, fa::AttentionOp mods,
         type.getShape(), type.getElementType(),
         StridedLayoutAttr::get(ctx, ShapedType::kDynamic, strides));
     BlockArgument arg = func.front().addArgument(memrefType, loc);
-    keyRanges = bufferization::ToTensorOp::create(
+    return bufferization::ToTensorOp::create(
         b, loc, type, arg, /*restrict=*/true, /*writable=*/false);
+  };
+  // The modifiers' key_ranges ([B, Hq, ceil(Nq / rows), 2 or 4]): the
+  // forward reads them; the backward reads the queries of each group of as
+  // many keys ([B, Hkv, ceil(Nk / rows), 2], the caller's transpose of the
+  // same mask) and, when deterministic, the key ranges for dQ.
+  Value keyRanges, queryRanges;
+  if (mods.getKeyRanges()) {
+    int64_t columns =
+        cast<RankedTensorType>(mods.getKeyRanges().getType()).getDimSize(3);
     captureArgs.keyRangeRows = *mods.getKeyRangeRows();
     captureArgs.keyRangeGroups =
         llvm::formatv("ceildiv(Nq, {0})", captureArgs.keyRangeRows).str();
     captureArgs.keyRangeColumns = std::to_string(columns);
+    if (bwd) {
+      queryRanges = rangesArgument(2);
+      captureArgs.queryRangesParam = true;
+      captureArgs.queryRangeGroups =
+          llvm::formatv("ceildiv(Nk, {0})", captureArgs.keyRangeRows).str();
+    }
+    if (fwd || bwd.getDeterministic()) {
+      keyRanges = rangesArgument(columns);
+      captureArgs.keyRangesParam = true;
+    }
   }
   func.setType(FunctionType::get(ctx, func.front().getArgumentTypes(),
                                  func.getResultTypes()));
@@ -1109,7 +1125,8 @@ LogicalResult spliceModifiers(ModuleOp module, fa::AttentionOp mods,
         b, loc, bwd.getQuery(), bwd.getKey(), bwd.getValue(), bwd.getOut(),
         bwd.getLse(), bwd.getDout(), bwd.getScaleAttr(), bwd.getMaskAttr(),
         bwd.getSoftcapAttr(), bwd.getDeterministic(), bwd.getDynamicScale(),
-        bwd.getDynamicSoftcap(), bwd.getMaskOperands(), captures);
+        bwd.getDynamicSoftcap(), bwd.getMaskOperands(), captures, queryRanges,
+        captureArgs.keyRangeRows, keyRanges, captureArgs.keyRangeRows);
     modified = m;
     scoreMod = &m.getScoreMod();
     maskMod = &m.getMaskMod();
@@ -1359,7 +1376,7 @@ LogicalResult compileOne(MLIRContext &ctx, const KernelConfig &flags,
   // which the manifest names by role).
   llvm::json::Array captureList;
   if (captureArgs.modifiers) {
-    bool ranges = captureArgs.keyRangeRows > 0;
+    unsigned ranges = captureArgs.queryRangesParam + captureArgs.keyRangesParam;
     unsigned first = host.getNumArguments() -
                      static_cast<unsigned>(captureArgs.names.size()) - ranges;
     hostArgs.resize(first, fa::HostArgument{"", {}});
@@ -1384,9 +1401,17 @@ LogicalResult compileOne(MLIRContext &ctx, const KernelConfig &flags,
                                            ? llvm::json::Value(nullptr)
                                            : llvm::json::Value(modifiersKey)},
                                {"captures", std::move(captureList)}};
-    // Run-time key ranges: the last parameter, [B, Hq, ceil(Nq / rows), 2
-    // or 4] (the dims state the shape, so the launch checks the tensor's).
-    if (ranges) {
+    // Run-time ranges: the last parameters, the backward's query ranges
+    // [B, Hkv, ceil(Nk / rows), 2], then the key ranges [B, Hq, ceil(Nq /
+    // rows), 2 or 4] (the dims state the shapes, so the launch checks the
+    // tensors').
+    if (captureArgs.queryRangesParam) {
+      hostArgs.push_back(fa::HostArgument{
+          "query_ranges", {"B", "Hkv", captureArgs.queryRangeGroups, "2"}});
+      section["query_ranges"] = llvm::json::Object{
+          {"name", "query_ranges"}, {"rows", captureArgs.keyRangeRows}};
+    }
+    if (captureArgs.keyRangesParam) {
       hostArgs.push_back(
           fa::HostArgument{"key_ranges",
                            {"B", "Hq", captureArgs.keyRangeGroups,

@@ -2207,6 +2207,81 @@ func.func @f(%q: tensor<2x4x128x64xf16>, %r: tensor<2x4x2x?xi32>) {
 
 // -----
 
+// query_ranges: per batch, kv head and group of keys (GQA 4:2: Hkv = 2).
+func.func @f(%q: tensor<2x4x256x64xf16>, %k: tensor<2x2x128x64xf16>, %l: tensor<2x4x256xf32>, %r: tensor<2x4x2x2xi32>) {
+  // expected-error @below {{query_ranges dimension 1 must be Hkv = 2, got 4}}
+  %g:3 = fa.attention_backward %q, %k, %k, %q, %l, %q query_ranges(%r rows 64)
+      : (tensor<2x4x256x64xf16>, tensor<2x2x128x64xf16>, tensor<2x2x128x64xf16>, tensor<2x4x256x64xf16>, tensor<2x4x256xf32>, tensor<2x4x256x64xf16>, tensor<2x4x2x2xi32>)
+      -> (tensor<2x4x256x64xf16>, tensor<2x2x128x64xf16>, tensor<2x2x128x64xf16>)
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<2x4x256x64xf16>, %k: tensor<2x2x128x64xf16>, %l: tensor<2x4x256xf32>, %r: tensor<2x2x4x2xi32>) {
+  // expected-error @below {{query_ranges dimension 2 must be ceil(Nk / rows) = 2, got 4}}
+  %g:3 = fa.attention_backward %q, %k, %k, %q, %l, %q query_ranges(%r rows 64)
+      : (tensor<2x4x256x64xf16>, tensor<2x2x128x64xf16>, tensor<2x2x128x64xf16>, tensor<2x4x256x64xf16>, tensor<2x4x256xf32>, tensor<2x4x256x64xf16>, tensor<2x2x4x2xi32>)
+      -> (tensor<2x4x256x64xf16>, tensor<2x2x128x64xf16>, tensor<2x2x128x64xf16>)
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<2x4x256x64xf16>, %k: tensor<2x2x128x64xf16>, %l: tensor<2x4x256xf32>, %r: tensor<2x2x2xi32>) {
+  // expected-error @below {{query_ranges must be [B, Hkv, ceil(Nk / rows), 2], got rank 3}}
+  %g:3 = fa.attention_backward %q, %k, %k, %q, %l, %q query_ranges(%r rows 64)
+      : (tensor<2x4x256x64xf16>, tensor<2x2x128x64xf16>, tensor<2x2x128x64xf16>, tensor<2x4x256x64xf16>, tensor<2x4x256xf32>, tensor<2x4x256x64xf16>, tensor<2x2x2xi32>)
+      -> (tensor<2x4x256x64xf16>, tensor<2x2x128x64xf16>, tensor<2x2x128x64xf16>)
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<2x4x256x64xf16>, %k: tensor<2x2x128x64xf16>, %l: tensor<2x4x256xf32>, %r: tensor<2x2x?x2xi32>) {
+  // expected-error @below {{query_ranges rows must be > 0, got -1}}
+  %g:3 = fa.attention_backward %q, %k, %k, %q, %l, %q query_ranges(%r rows -1)
+      : (tensor<2x4x256x64xf16>, tensor<2x2x128x64xf16>, tensor<2x2x128x64xf16>, tensor<2x4x256x64xf16>, tensor<2x4x256xf32>, tensor<2x4x256x64xf16>, tensor<2x2x?x2xi32>)
+      -> (tensor<2x4x256x64xf16>, tensor<2x2x128x64xf16>, tensor<2x2x128x64xf16>)
+  return
+}
+
+// -----
+
+// query_ranges have no fully visible columns (the backward kernels mask every block they visit).
+func.func @f(%q: tensor<2x4x256x64xf16>, %k: tensor<2x2x128x64xf16>, %l: tensor<2x4x256xf32>, %r: tensor<2x2x2x4xi32>) {
+  // expected-error @below {{query_ranges dimension 3 must be 2 (the query range), got 4}}
+  %g:3 = fa.attention_backward %q, %k, %k, %q, %l, %q query_ranges(%r rows 64)
+      : (tensor<2x4x256x64xf16>, tensor<2x2x128x64xf16>, tensor<2x2x128x64xf16>, tensor<2x4x256x64xf16>, tensor<2x4x256xf32>, tensor<2x4x256x64xf16>, tensor<2x2x2x4xi32>)
+      -> (tensor<2x4x256x64xf16>, tensor<2x2x128x64xf16>, tensor<2x2x128x64xf16>)
+  return
+}
+
+// -----
+
+// The backward's key_ranges are the forward's: per query head and group of query rows.
+func.func @f(%q: tensor<2x4x256x64xf16>, %k: tensor<2x2x128x64xf16>, %l: tensor<2x4x256xf32>, %r: tensor<2x4x4x4xi32>) {
+  // expected-error @below {{key_ranges dimension 2 must be ceil(Nq / rows) = 2, got 4}}
+  %g:3 = fa.attention_backward %q, %k, %k, %q, %l, %q key_ranges(%r rows 128)
+      : (tensor<2x4x256x64xf16>, tensor<2x2x128x64xf16>, tensor<2x2x128x64xf16>, tensor<2x4x256x64xf16>, tensor<2x4x256xf32>, tensor<2x4x256x64xf16>, tensor<2x4x4x4xi32>)
+      -> (tensor<2x4x256x64xf16>, tensor<2x2x128x64xf16>, tensor<2x2x128x64xf16>)
+  return
+}
+
+// -----
+
+// (Generic form) the query ranges without their row count.
+func.func @f(%q: tensor<2x4x256x64xf16>, %k: tensor<2x2x128x64xf16>, %l: tensor<2x4x256xf32>, %r: tensor<2x2x2x2xi32>) {
+  // expected-error @below {{query_ranges and query_range_rows go together}}
+  %g:3 = "fa.attention_backward"(%q, %k, %k, %q, %l, %q, %r)
+      <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 0, 0, 1, 0, 0>}> ({}, {}, {})
+      : (tensor<2x4x256x64xf16>, tensor<2x2x128x64xf16>, tensor<2x2x128x64xf16>, tensor<2x4x256x64xf16>, tensor<2x4x256xf32>, tensor<2x4x256x64xf16>, tensor<2x2x2x2xi32>)
+      -> (tensor<2x4x256x64xf16>, tensor<2x2x128x64xf16>, tensor<2x2x128x64xf16>)
+  return
+}
+
+// -----
+
 // full_keys: where a mask_mod hides nothing, so only with one.
 func.func @f(%q: tensor<64x64xf16>, %acc: tensor<64x64xf32>, %max: tensor<64xf32>,
              %i: index) {

@@ -375,8 +375,8 @@ func.func @attention_all_modifiers(%q: tensor<1x4x128x64xf16>,
 // CHECK-SAME: -> (tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>, tensor<1x4x128x64xf16>)
 // CHECK: fa.attention_backward %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} mask<causal> deterministic :
 // GENERIC-LABEL: sym_name = "attention_backward"
-// GENERIC: "fa.attention_backward"(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 0, 0, 0>}>
-// GENERIC: "fa.attention_backward"(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) <{deterministic, mask = #fa.mask<causal>, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 0, 0, 0>}>
+// GENERIC: "fa.attention_backward"(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0>}>
+// GENERIC: "fa.attention_backward"(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) <{deterministic, mask = #fa.mask<causal>, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0>}>
 // CHECK: fa.attention_backward %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} mask<window 16, 0> softcap 2.000000e+01 scale 1.250000e-01 deterministic :
 func.func @attention_backward(%q: tensor<1x4x128x64xf16>, %k: tensor<1x4x128x64xf16>,
                               %v: tensor<1x4x128x64xf16>, %o: tensor<1x4x128x64xf16>,
@@ -426,7 +426,7 @@ func.func @attention_backward_gqa(%q: tensor<2x8x?x128xbf16>, %k: tensor<2x2x?x1
 // CHECK: fa.yield %{{.*}} : f32
 // CHECK-NEXT: } : (tensor<1x2x16x32xf32>, tensor<1x2x16x32xf32>, tensor<1x2x16x32xf32>, tensor<1x2x16x32xf32>, tensor<1x2x16xf32>, tensor<1x2x16x32xf32>, tensor<2xf32>)
 // GENERIC-LABEL: sym_name = "attention_backward_modifiers"
-// GENERIC: "fa.attention_backward"({{.*}}) <{deterministic, mask = #fa.mask<causal>, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 0, 0, 1>}> ({
+// GENERIC: "fa.attention_backward"({{.*}}) <{deterministic, mask = #fa.mask<causal>, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 1>}> ({
 func.func @attention_backward_modifiers(%q: tensor<1x2x16x32xf32>, %lse: tensor<1x2x16xf32>,
                                         %slopes: tensor<2xf32>) -> tensor<1x2x16x32xf32> {
   %dq, %dk, %dv = fa.attention_backward %q, %q, %q, %q, %lse, %q mask<causal>
@@ -664,7 +664,7 @@ func.func @attention_backward_step_dq(%q: tensor<?x64xf32>, %k: tensor<?x64xf32>
 // CHECK: fa.attention_backward {{.*}} mask<window 8, 8> scale %[[S]] deterministic :
 // GENERIC-LABEL: sym_name = "attention_runtime_scalars"
 // GENERIC: "fa.attention"({{.*}}) <{mask = #fa.mask<causal>, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 0, 0, 0>}>
-// GENERIC: "fa.attention_backward"({{.*}}) <{deterministic, mask = #fa.mask<window 8, 8>, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 1, 0, 0>}>
+// GENERIC: "fa.attention_backward"({{.*}}) <{deterministic, mask = #fa.mask<window 8, 8>, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 1, 0, 0, 0, 0>}>
 func.func @attention_runtime_scalars(%q: tensor<1x4x?x64xbf16>, %s: f32, %c: f32)
     -> tensor<1x4x?x64xbf16> {
   %out, %lse = fa.attention %q, %q, %q mask<causal> softcap %c scale %s
@@ -836,6 +836,32 @@ func.func @attention_key_ranges(%q: tensor<2x4x?x64xbf16>, %r: tensor<2x4x?x2xi3
          tensor<2x4x?x2xi32>, tensor<2x?xi32>)
       -> (tensor<2x4x?x64xbf16>, tensor<2x4x?xf32>)
   return %out, %lse : tensor<2x4x?x64xbf16>, tensor<2x4x?xf32>
+}
+
+// The backward's ranges: per batch, kv head and group of 64 keys the queries
+// [r[..., 0], r[..., 1]) that may see them (GQA 4:2), and the forward's key
+// ranges for the deterministic dQ.
+// CHECK-LABEL: func.func @attention_backward_ranges
+// CHECK: fa.attention_backward %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} deterministic query_ranges(%{{.*}} rows 64) key_ranges(%{{.*}} rows 128) captures(%{{.*}}) mask_mod(
+// GENERIC-LABEL: sym_name = "attention_backward_ranges"
+// GENERIC: "fa.attention_backward"({{.*}}) <{deterministic, key_range_rows = 128 : i64, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 0, 0, 1, 1, 1>, query_range_rows = 64 : i64}> ({
+func.func @attention_backward_ranges(%q: tensor<2x4x?x64xbf16>, %k: tensor<2x2x?x64xbf16>,
+                                     %l: tensor<2x4x?xf32>, %qr: tensor<2x2x?x2xi32>,
+                                     %kr: tensor<2x4x?x4xi32>, %doc: tensor<2x?xi32>)
+    -> (tensor<2x4x?x64xbf16>, tensor<2x2x?x64xbf16>, tensor<2x2x?x64xbf16>) {
+  %dq, %dk, %dv = fa.attention_backward %q, %k, %k, %q, %l, %q deterministic
+      query_ranges(%qr rows 64) key_ranges(%kr rows 128) captures(%doc)
+      mask_mod(%b: index, %h: index, %i: index, %j: index, %d: tensor<2x?xi32>) {
+        %di = tensor.extract %d[%b, %i] : tensor<2x?xi32>
+        %dj = tensor.extract %d[%b, %j] : tensor<2x?xi32>
+        %same = arith.cmpi eq, %di, %dj : i32
+        fa.yield %same : i1
+      }
+      : (tensor<2x4x?x64xbf16>, tensor<2x2x?x64xbf16>, tensor<2x2x?x64xbf16>,
+         tensor<2x4x?x64xbf16>, tensor<2x4x?xf32>, tensor<2x4x?x64xbf16>,
+         tensor<2x2x?x2xi32>, tensor<2x4x?x4xi32>, tensor<2x?xi32>)
+      -> (tensor<2x4x?x64xbf16>, tensor<2x2x?x64xbf16>, tensor<2x2x?x64xbf16>)
+  return %dq, %dk, %dv : tensor<2x4x?x64xbf16>, tensor<2x2x?x64xbf16>, tensor<2x2x?x64xbf16>
 }
 
 // With 4 columns the ranges also say which keys the mask_mod shows to every

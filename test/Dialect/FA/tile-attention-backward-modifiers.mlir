@@ -92,3 +92,72 @@ func.func @mask_mod_deterministic(%q: tensor<1x2x64x32xf32>, %lse: tensor<1x2x64
       : (tensor<1x2x64x32xf32>, tensor<1x2x64x32xf32>, tensor<1x2x64x32xf32>, tensor<1x2x64x32xf32>, tensor<1x2x64xf32>, tensor<1x2x64x32xf32>) -> (tensor<1x2x64x32xf32>, tensor<1x2x64x32xf32>, tensor<1x2x64x32xf32>)
   return %dq, %dk, %dv : tensor<1x2x64x32xf32>, tensor<1x2x64x32xf32>, tensor<1x2x64x32xf32>
 }
+
+// -----
+
+// query_ranges (a document mask, GQA 2:1): per key block the query blocks of
+// the union of the ranges of the key groups it spans (groups of 8 keys: two
+// per 16-key block), read at the block's batch and kv head.
+// CHECK-LABEL: func.func @query_ranges
+// CHECK:         scf.forall (%[[B:.*]], %[[KVH:.*]]) in
+// CHECK:         scf.for %[[KB:[a-z0-9_]+]] = {{.*}} -> (tensor<2x64x32xf32>, tensor<64x32xf32>, tensor<64x32xf32>)
+// CHECK:           %[[KS:.*]] = arith.muli %[[KB]], %c16
+// CHECK:           arith.divui %[[KS]], %c8
+// CHECK:           tensor.extract %{{.*}}[%[[B]], %[[KVH]], %{{.*}}, %c0{{.*}}] : tensor<1x1x8x2xi32>
+// CHECK:           tensor.extract %{{.*}}[%[[B]], %[[KVH]], %{{.*}}, %c1{{.*}}] : tensor<1x1x8x2xi32>
+// CHECK:           tensor.extract %{{.*}}[%[[B]], %[[KVH]], %{{.*}}, %c0{{.*}}] : tensor<1x1x8x2xi32>
+// CHECK:           tensor.extract %{{.*}}[%[[B]], %[[KVH]], %{{.*}}, %c1{{.*}}] : tensor<1x1x8x2xi32>
+// CHECK-NOT:       tensor<1x1x8x2xi32>
+// CHECK:           %[[LO:.*]] = arith.maxsi %c0{{.*}}, %{{.*}} : index
+// CHECK-NEXT:      %[[HI0:.*]] = arith.minsi %c4{{.*}}, %{{.*}} : index
+// CHECK-NEXT:      %[[HI:.*]] = arith.maxsi %[[HI0]], %[[LO]]
+// CHECK:           scf.for
+// CHECK:             scf.for %{{.*}} = %[[LO]] to %[[HI]]
+// CHECK:               fa.attention_backward_step
+func.func @query_ranges(%q: tensor<1x2x64x32xf32>, %k: tensor<1x1x64x32xf32>,
+                        %lse: tensor<1x2x64xf32>, %r: tensor<1x1x8x2xi32>,
+                        %doc: tensor<64xi32>)
+    -> (tensor<1x2x64x32xf32>, tensor<1x1x64x32xf32>, tensor<1x1x64x32xf32>) {
+  %dq, %dk, %dv = fa.attention_backward %q, %k, %k, %q, %lse, %q
+      query_ranges(%r rows 8) captures(%doc)
+      mask_mod(%b: index, %h: index, %i: index, %j: index, %d: tensor<64xi32>) {
+        %di = tensor.extract %d[%i] : tensor<64xi32>
+        %dj = tensor.extract %d[%j] : tensor<64xi32>
+        %v = arith.cmpi eq, %di, %dj : i32
+        fa.yield %v : i1
+      }
+      : (tensor<1x2x64x32xf32>, tensor<1x1x64x32xf32>, tensor<1x1x64x32xf32>, tensor<1x2x64x32xf32>, tensor<1x2x64xf32>, tensor<1x2x64x32xf32>, tensor<1x1x8x2xi32>, tensor<64xi32>) -> (tensor<1x2x64x32xf32>, tensor<1x1x64x32xf32>, tensor<1x1x64x32xf32>)
+  return %dq, %dk, %dv : tensor<1x2x64x32xf32>, tensor<1x1x64x32xf32>, tensor<1x1x64x32xf32>
+}
+
+// -----
+
+// Deterministic: the dK / dV nest reads query_ranges as above, the dQ nest
+// the forward's key_ranges (groups of 32 query rows: one per 16-row block)
+// at its batch and query head.
+// CHECK-LABEL: func.func @key_ranges_deterministic
+// CHECK:         scf.forall (%{{.*}}, %{{.*}}, %{{.*}}) in
+// CHECK:           tensor.extract %{{.*}} : tensor<1x1x4x2xi32>
+// CHECK:         scf.forall (%[[B:.*]], %[[H:.*]], %{{.*}}) in
+// CHECK:           tensor.extract %{{.*}}[%[[B]], %[[H]], %{{.*}}, %c0{{.*}}] : tensor<1x2x2x4xi32>
+// CHECK:           tensor.extract %{{.*}}[%[[B]], %[[H]], %{{.*}}, %c1{{.*}}] : tensor<1x2x2x4xi32>
+// CHECK:           %[[LO:.*]] = arith.maxsi %c0{{.*}}, %{{.*}} : index
+// CHECK-NEXT:      %[[HI0:.*]] = arith.minsi %c4{{.*}}, %{{.*}} : index
+// CHECK-NEXT:      %[[HI:.*]] = arith.maxsi %[[HI0]], %[[LO]]
+// CHECK:           scf.for %{{.*}} = %[[LO]] to %[[HI]] step {{.*}} -> (tensor<16x32xf32>)
+// CHECK:             fa.attention_backward_step {{.*}} dq(
+func.func @key_ranges_deterministic(%q: tensor<1x2x64x32xf32>, %k: tensor<1x1x64x32xf32>,
+                                    %lse: tensor<1x2x64xf32>, %qr: tensor<1x1x4x2xi32>,
+                                    %kr: tensor<1x2x2x4xi32>, %doc: tensor<64xi32>)
+    -> (tensor<1x2x64x32xf32>, tensor<1x1x64x32xf32>, tensor<1x1x64x32xf32>) {
+  %dq, %dk, %dv = fa.attention_backward %q, %k, %k, %q, %lse, %q deterministic
+      query_ranges(%qr rows 16) key_ranges(%kr rows 32) captures(%doc)
+      mask_mod(%b: index, %h: index, %i: index, %j: index, %d: tensor<64xi32>) {
+        %di = tensor.extract %d[%i] : tensor<64xi32>
+        %dj = tensor.extract %d[%j] : tensor<64xi32>
+        %v = arith.cmpi eq, %di, %dj : i32
+        fa.yield %v : i1
+      }
+      : (tensor<1x2x64x32xf32>, tensor<1x1x64x32xf32>, tensor<1x1x64x32xf32>, tensor<1x2x64x32xf32>, tensor<1x2x64xf32>, tensor<1x2x64x32xf32>, tensor<1x1x4x2xi32>, tensor<1x2x2x4xi32>, tensor<64xi32>) -> (tensor<1x2x64x32xf32>, tensor<1x1x64x32xf32>, tensor<1x1x64x32xf32>)
+  return %dq, %dk, %dv : tensor<1x2x64x32xf32>, tensor<1x1x64x32xf32>, tensor<1x1x64x32xf32>
+}

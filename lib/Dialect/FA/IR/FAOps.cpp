@@ -792,44 +792,62 @@ void AttentionOp::build(OpBuilder &b, OperationState &state, Value query,
         keyRanges ? b.getI64IntegerAttr(keyRangeRows) : IntegerAttr());
 }
 
-/// key_ranges [B, Hq, ceil(Nq / rows), 2 or 4] i32 with rows > 0, both or
-/// none.
-static LogicalResult verifyKeyRanges(Operation *op, RankedTensorType q,
-                                     Value ranges, IntegerAttr rowsAttr) {
+/// Run-time ranges `name` ([d0, d1, ceil(len / rows), columns] i32 with
+/// rows > 0, the operand and its rows both or none): fa.attention's and
+/// fa.attention_backward's key_ranges (d0, d1 = B, Hq and len = Nq, 2 or 4
+/// columns) and the backward's query_ranges (B, Hkv, Nk, 2 columns).
+static LogicalResult verifyRanges(Operation *op, StringRef name, Value ranges,
+                                  IntegerAttr rowsAttr, int64_t d0, int64_t d1,
+                                  int64_t len, StringRef h, StringRef n,
+                                  bool fourColumns) {
   if (!ranges && !rowsAttr)
     return success();
   if (!ranges || !rowsAttr)
-    return op->emitOpError("key_ranges and key_range_rows go together");
+    return op->emitOpError() << name << " and " << name.drop_back()
+                             << "_rows go together";
   int64_t rows = rowsAttr.getInt();
   if (rows <= 0)
-    return op->emitOpError("key_ranges rows must be > 0, got ") << rows;
+    return op->emitOpError() << name << " rows must be > 0, got " << rows;
+  std::string shape = ("[B, " + h + ", ceil(" + n + " / rows), " +
+                       (fourColumns ? "2 or 4" : "2") + "]")
+                          .str();
   auto type = cast<RankedTensorType>(ranges.getType());
   if (type.getRank() != 4)
-    return op->emitOpError("key_ranges must be [B, Hq, ceil(Nq / rows), 2 or "
-                           "4], got rank ")
-           << type.getRank();
+    return op->emitOpError() << name << " must be " << shape << ", got rank "
+                             << type.getRank();
   auto mismatch = [&](int64_t got, int64_t want) {
     return !ShapedType::isDynamic(got) && !ShapedType::isDynamic(want) &&
            got != want;
   };
-  int64_t nq = q.getDimSize(2);
-  int64_t groups = ShapedType::isDynamic(nq) ? ShapedType::kDynamic
-                                             : llvm::divideCeil(nq, rows);
-  const int64_t want[] = {q.getDimSize(0), q.getDimSize(1), groups};
-  const char *names[] = {"B", "Hq", "ceil(Nq / rows)"};
+  int64_t groups = ShapedType::isDynamic(len) ? ShapedType::kDynamic
+                                              : llvm::divideCeil(len, rows);
+  const int64_t want[] = {d0, d1, groups};
+  std::string groupsName = ("ceil(" + n + " / rows)").str();
+  const std::string names[] = {"B", h.str(), groupsName};
   for (int i = 0; i < 3; ++i)
     if (mismatch(type.getDimSize(i), want[i]))
-      return op->emitOpError("key_ranges dimension ")
-             << i << " must be " << names[i] << " = " << want[i] << ", got "
-             << type.getDimSize(i);
+      return op->emitOpError()
+             << name << " dimension " << i << " must be " << names[i] << " = "
+             << want[i] << ", got " << type.getDimSize(i);
   // (Static: the lowerings read the full ranges only when they are there.)
   int64_t columns = type.getDimSize(3);
-  if (columns != 2 && columns != 4)
-    return op->emitOpError("key_ranges dimension 3 must be 2 (the key range) "
-                           "or 4 (and the fully visible range), got ")
-           << (ShapedType::isDynamic(columns) ? std::string("?")
-                                              : std::to_string(columns));
-  return success();
+  if (columns == 2 || (fourColumns && columns == 4))
+    return success();
+  return op->emitOpError()
+         << name << " dimension 3 must be 2 (the "
+         << (name.starts_with("key") ? "key" : "query") << " range)"
+         << (fourColumns ? " or 4 (and the fully visible range)" : "")
+         << ", got "
+         << (ShapedType::isDynamic(columns) ? std::string("?")
+                                            : std::to_string(columns));
+}
+
+/// fa.attention's key_ranges (also the backward's).
+static LogicalResult verifyKeyRanges(Operation *op, RankedTensorType q,
+                                     Value ranges, IntegerAttr rowsAttr) {
+  return verifyRanges(op, "key_ranges", ranges, rowsAttr, q.getDimSize(0),
+                      q.getDimSize(1), q.getDimSize(2), "Hq", "Nq",
+                      /*fourColumns=*/true);
 }
 
 FloatAttr AttentionOp::getStaticScale() { return staticScaleOf(*this); }
@@ -868,10 +886,15 @@ void AttentionBackwardOp::build(OpBuilder &b, OperationState &state,
                                 MaskAttrInterface mask, FloatAttr softcap,
                                 bool deterministic, Value dynamicScale,
                                 Value dynamicSoftcap, ValueRange maskOperands,
-                                ValueRange captures) {
+                                ValueRange captures, Value queryRanges,
+                                int64_t queryRangeRows, Value keyRanges,
+                                int64_t keyRangeRows) {
   build(b, state, query.getType(), key.getType(), value.getType(), query, key,
         value, out, lse, dout, dynamicSoftcap, dynamicScale, maskOperands,
-        captures, scale, mask, softcap, deterministic, KernelConfigAttr());
+        queryRanges, keyRanges, captures, scale, mask, softcap, deterministic,
+        KernelConfigAttr(),
+        queryRanges ? b.getI64IntegerAttr(queryRangeRows) : IntegerAttr(),
+        keyRanges ? b.getI64IntegerAttr(keyRangeRows) : IntegerAttr());
 }
 
 FloatAttr AttentionBackwardOp::getStaticScale() { return staticScaleOf(*this); }
@@ -893,7 +916,13 @@ LogicalResult AttentionBackwardOp::verify() {
   t.likeLse.push_back({"lse", getLse().getType()});
   if (failed(verifyScoreScalars(*this, getScoreScalars())) ||
       failed(verifyAttention(*this, t, getScaleAttr(), getMaskAttr(),
-                             getMaskOperands(), getSoftcapAttr())))
+                             getMaskOperands(), getSoftcapAttr())) ||
+      failed(verifyRanges(*this, "query_ranges", getQueryRanges(),
+                          getQueryRangeRowsAttr(), t.k.getDimSize(0),
+                          t.k.getDimSize(1), t.k.getDimSize(2), "Hkv", "Nk",
+                          /*fourColumns=*/false)) ||
+      failed(verifyKeyRanges(*this, t.q, getKeyRanges(),
+                             getKeyRangeRowsAttr())))
     return failure();
   // The gradients have exactly the types of the inputs, not merely agreeing
   // ones: a size that is static in one and dynamic in the other is an error

@@ -11,6 +11,7 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/Matchers.h"
 #include "llvm/ADT/DenseMap.h"
 
@@ -352,4 +353,62 @@ mlir::fa::detail::buildMaskModVisibleRange(RewriterBase &rewriter, Location loc,
   // (No chunk may see: begin = hi, end = hi.)
   return std::make_pair(begin,
                         rewriter.createOrFold<arith::MaxSIOp>(loc, end, begin));
+}
+
+//===----------------------------------------------------------------------===//
+// Run-time ranges
+//===----------------------------------------------------------------------===//
+
+int64_t fa::detail::rangeGroupsPerBlock(int64_t block, int64_t rows) {
+  return llvm::divideCeil(block, rows) + (block % rows != 0);
+}
+
+fa::detail::BlockRange
+fa::detail::buildBlockRange(OpBuilder &b, Location loc, Value ranges,
+                            int64_t rows, Value batch, Value head, Value start,
+                            Value len, int64_t block, int64_t roundTo,
+                            Value limit) {
+  auto cst = [&](int64_t v) {
+    return arith::ConstantIndexOp::create(b, loc, v);
+  };
+  Value rowsV = cst(rows), zero = cst(0), one = cst(1);
+  Value first = arith::DivUIOp::create(b, loc, start, rowsV);
+  Value lastRow = arith::SubIOp::create(
+      b, loc, arith::AddIOp::create(b, loc, start, len), one);
+  Value last = arith::DivUIOp::create(b, loc, lastRow, rowsV);
+  auto bound = [&](Value g, Value side) -> Value {
+    Value x = tensor::ExtractOp::create(b, loc, ranges,
+                                        ValueRange{batch, head, g, side});
+    return arith::IndexCastOp::create(b, loc, b.getIndexType(), x);
+  };
+  bool full = cast<RankedTensorType>(ranges.getType()).getDimSize(3) == 4;
+  BlockRange r;
+  for (int64_t t = 0, n = rangeGroupsPerBlock(block, rows); t < n; ++t) {
+    // (Groups past the block's last repeat it.)
+    Value g = arith::MinUIOp::create(
+        b, loc, arith::AddIOp::create(b, loc, first, cst(t)), last);
+    if (full) {
+      Value lo = bound(g, cst(2)), hi = bound(g, cst(3));
+      r.fullBegin =
+          r.fullBegin ? arith::MaxSIOp::create(b, loc, r.fullBegin, lo) : lo;
+      r.fullEnd =
+          r.fullEnd ? arith::MinSIOp::create(b, loc, r.fullEnd, hi) : hi;
+    }
+    Value lo = bound(g, zero), hi = bound(g, one);
+    // An empty range adds nothing: it becomes [limit, 0).
+    Value empty =
+        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sge, lo, hi);
+    lo = arith::SelectOp::create(b, loc, empty, limit, lo);
+    hi = arith::SelectOp::create(b, loc, empty, zero, hi);
+    r.begin = r.begin ? arith::MinSIOp::create(b, loc, r.begin, lo) : lo;
+    r.end = r.end ? arith::MaxSIOp::create(b, loc, r.end, hi) : hi;
+  }
+  Value unit = cst(roundTo);
+  r.begin = arith::MaxSIOp::create(b, loc, r.begin, zero);
+  r.begin = arith::MulIOp::create(
+      b, loc, arith::DivUIOp::create(b, loc, r.begin, unit), unit);
+  r.end = arith::MinSIOp::create(b, loc, r.end, limit);
+  // Nothing to visit: an empty loop from begin.
+  r.end = arith::MaxSIOp::create(b, loc, r.end, r.begin);
+  return r;
 }

@@ -65,6 +65,30 @@ std::optional<std::pair<Value, Value>>
 buildMaskModVisibleRange(RewriterBase &rewriter, Location loc,
                          const MaskModScan &scan, Value lo, Value hi);
 
+/// Run-time ranges of a mask (fa.attention's key_ranges, the backward's
+/// query_ranges): per group of `rows` positions of one axis, [begin, end)
+/// along the other holds everything visible, and with 4 columns [fullBegin,
+/// fullEnd) is shown whole by the mask_mod.
+struct BlockRange {
+  /// The union of the block's groups, begin rounded down to a multiple of
+  /// `roundTo`, both within [0, limit], end >= begin.
+  Value begin, end;
+  /// With 4 columns: the intersection of the groups' full ranges (null
+  /// otherwise).
+  Value fullBegin, fullEnd;
+};
+/// The groups of `rows` positions a block of `block` positions may touch
+/// (the ranges of that many groups are read, unrolled, per block).
+int64_t rangeGroupsPerBlock(int64_t block, int64_t rows);
+/// At most this many groups per block.
+constexpr int64_t kMaxRangeGroups = 16;
+/// The ranges ([B, H, groups, 2 or 4] i32) of the block of positions
+/// [start, start + len) (len >= 1, len <= block) at (batch, head).
+BlockRange buildBlockRange(OpBuilder &b, Location loc, Value ranges,
+                           int64_t rows, Value batch, Value head, Value start,
+                           Value len, int64_t block, int64_t roundTo,
+                           Value limit);
+
 } // namespace mlir::fa::detail
 
 #endif // FA_DIALECT_FA_TRANSFORMS_MASKMODBLOCKS_H

@@ -24,6 +24,7 @@
 #include "fa/Dialect/FA/Transforms/Passes.h"
 
 #include "BuilderUtils.h"
+#include "MaskModBlocks.h"
 
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Tensor/Utils/Utils.h"
@@ -143,75 +144,6 @@ template <typename OffsetsFn> auto slicedKeyTile(OffsetsFn offsets) {
   };
 }
 
-/// Query-row groups of key_ranges a block of `blockQ` rows may touch: the
-/// ranges of that many groups are read (unrolled) per block.
-int64_t keyRangeGroupsPerBlock(int64_t blockQ, int64_t rows) {
-  return llvm::divideCeil(blockQ, rows) + (blockQ % rows != 0);
-}
-constexpr int64_t kMaxKeyRangeGroups = 16;
-
-/// What fa.attention's key_ranges say of one query block.
-struct BlockKeyRange {
-  /// The key offsets [begin, end) it visits.
-  Value begin, end;
-  /// With 4 columns: keys [fullBegin, fullEnd) the mask_mod shows to every
-  /// row of the block (null otherwise).
-  Value fullBegin, fullEnd;
-};
-
-/// The key ranges of the query block of rows [qStart, qStart + qLen) (qLen
-/// >= 1): the union of the ranges of the row groups holding them, begin
-/// rounded down to a key block, both within [0, nk]; and the intersection
-/// of their fully visible ranges.
-BlockKeyRange keyRangeOfBlock(OpBuilder &b, Location loc, AttentionOp op,
-                              Value batch, Value head, Value qStart, Value qLen,
-                              int64_t blockQ, int64_t blockKV, Value nk) {
-  int64_t rows = op.getKeyRangeRows().value();
-  auto cst = [&](int64_t v) {
-    return arith::ConstantIndexOp::create(b, loc, v);
-  };
-  Value rowsV = cst(rows), zero = cst(0), one = cst(1);
-  Value first = arith::DivUIOp::create(b, loc, qStart, rowsV);
-  Value lastRow = arith::SubIOp::create(
-      b, loc, arith::AddIOp::create(b, loc, qStart, qLen), one);
-  Value last = arith::DivUIOp::create(b, loc, lastRow, rowsV);
-  Value ranges = op.getKeyRanges();
-  auto bound = [&](Value g, Value side) -> Value {
-    Value x = tensor::ExtractOp::create(b, loc, ranges,
-                                        ValueRange{batch, head, g, side});
-    return arith::IndexCastOp::create(b, loc, b.getIndexType(), x);
-  };
-  bool full = cast<RankedTensorType>(ranges.getType()).getDimSize(3) == 4;
-  Value begin, end, fullBegin, fullEnd;
-  for (int64_t t = 0, n = keyRangeGroupsPerBlock(blockQ, rows); t < n; ++t) {
-    // (Groups past the block's last repeat it.)
-    Value g = arith::MinUIOp::create(
-        b, loc, arith::AddIOp::create(b, loc, first, cst(t)), last);
-    if (full) {
-      Value lo = bound(g, cst(2)), hi = bound(g, cst(3));
-      fullBegin =
-          fullBegin ? arith::MaxSIOp::create(b, loc, fullBegin, lo) : lo;
-      fullEnd = fullEnd ? arith::MinSIOp::create(b, loc, fullEnd, hi) : hi;
-    }
-    Value lo = bound(g, zero), hi = bound(g, one);
-    // An empty range adds nothing: it becomes [nk, 0).
-    Value empty =
-        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sge, lo, hi);
-    lo = arith::SelectOp::create(b, loc, empty, nk, lo);
-    hi = arith::SelectOp::create(b, loc, empty, zero, hi);
-    begin = begin ? arith::MinSIOp::create(b, loc, begin, lo) : lo;
-    end = end ? arith::MaxSIOp::create(b, loc, end, hi) : hi;
-  }
-  Value bc = cst(blockKV);
-  begin = arith::MaxSIOp::create(b, loc, begin, zero);
-  begin = arith::MulIOp::create(b, loc,
-                                arith::DivUIOp::create(b, loc, begin, bc), bc);
-  end = arith::MinSIOp::create(b, loc, end, nk);
-  // Nothing to visit: an empty loop from begin.
-  end = arith::MaxSIOp::create(b, loc, end, begin);
-  return {begin, end, fullBegin, fullEnd};
-}
-
 /// Builds the FlashAttention loop nest of `op` (fa.attention or one of its
 /// varlen / paged forms) for `form`, and replaces the op with it.
 template <typename OpT>
@@ -290,8 +222,9 @@ void buildNest(PatternRewriter &rewriter, OpT op, const NestForm &form,
   Value keyBegin = zero, fullBegin, fullEnd;
   if constexpr (std::is_same_v<OpT, AttentionOp>) {
     if (op.getKeyRanges()) {
-      BlockKeyRange r = keyRangeOfBlock(rewriter, loc, op, seq.index, h, qStart,
-                                        qLen, blockQ, blockKV, seq.nk);
+      fa::detail::BlockRange r = fa::detail::buildBlockRange(
+          rewriter, loc, op.getKeyRanges(), *op.getKeyRangeRows(), seq.index,
+          h, qStart, qLen, blockQ, blockKV, seq.nk);
       keyBegin = r.begin;
       keyEnd = r.end;
       if (op.hasMaskMod()) {
@@ -544,11 +477,13 @@ struct FATileAttentionPass final
         return WalkResult::advance();
       int64_t rows = *op.getKeyRangeRows();
       int64_t bq = blockSizes(op, blockQ, blockKV).first;
-      if (keyRangeGroupsPerBlock(bq, rows) <= kMaxKeyRangeGroups)
+      if (fa::detail::rangeGroupsPerBlock(bq, rows) <=
+          fa::detail::kMaxRangeGroups)
         return WalkResult::advance();
       op.emitError() << "fa-tile-attention: key_ranges rows " << rows
                      << " split a block of " << bq
-                     << " query rows into more than " << kMaxKeyRangeGroups
+                     << " query rows into more than "
+                     << fa::detail::kMaxRangeGroups
                      << " groups";
       return WalkResult::interrupt();
     });

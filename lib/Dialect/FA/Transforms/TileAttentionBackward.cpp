@@ -113,6 +113,12 @@ struct BackwardPlan {
   bool keyTail;
   /// The op's kernel configuration (or null), put on every loop nest made.
   KernelConfigAttr config;
+  /// The op's run-time ranges (null: none) and their group sizes: the
+  /// queries that see each key group (bounds the query blocks of a key
+  /// block's dK / dV) and the forward's key ranges (bound the deterministic
+  /// dQ's key blocks).
+  Value queryRanges, keyRanges;
+  int64_t queryRangeRows = 0, keyRangeRows = 0;
 };
 } // namespace
 
@@ -473,6 +479,27 @@ visibleKeyBlocks(OpBuilder &b, const BackwardPlan &p, Value qStart) {
   return blockNumbers(b, p.loc, r, p.blockKV);
 }
 
+/// Blocks [lo, hi) (block numbers of `block` positions) narrowed to what
+/// run-time `ranges` say of the other axis's block [start, start + width)
+/// at (batch, head): the blocks of their union.
+static std::pair<Value, Value>
+narrowToRanges(OpBuilder &b, Location loc, Value lo, Value hi, Value ranges,
+               int64_t rows, Value batch, Value head, Value start,
+               int64_t width, Value otherLen, int64_t block, Value len) {
+  if (!ranges)
+    return {lo, hi};
+  Value span = clippedLength(b, loc, start, width, otherLen);
+  fa::detail::BlockRange r = fa::detail::buildBlockRange(
+      b, loc, ranges, rows, batch, head, start, span, width, block, len);
+  MaskBlockRange range;
+  range.begin = r.begin;
+  range.end = r.end;
+  auto [first, end] = blockNumbers(b, loc, range, block);
+  lo = arith::MaxSIOp::create(b, loc, lo, first);
+  hi = arith::MinSIOp::create(b, loc, hi, end);
+  return {lo, arith::MaxSIOp::create(b, loc, hi, lo)};
+}
+
 //===----------------------------------------------------------------------===//
 // Loop nests
 //===----------------------------------------------------------------------===//
@@ -503,6 +530,10 @@ static KeyBlockGradients buildKeyBlockGradients(OpBuilder &b,
   std::tie(qbLo, qbHi) =
       narrowToMaskMod(b, p, qbLo, qbHi, /*scanKeys=*/false, kBlk.start, batch,
                       firstHead, p.groupSize);
+  // The queries the op's query_ranges give the key block.
+  std::tie(qbLo, qbHi) = narrowToRanges(
+      b, loc, qbLo, qbHi, p.queryRanges, p.queryRangeRows, batch, kvHead,
+      kBlk.start, p.blockKV, p.seqK, p.blockQ, p.seqQ);
   if (p.packed) {
     // A block without keys is seen by no query.
     Value hasKeys = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sgt,
@@ -831,6 +862,10 @@ static Value buildDeterministicQueryGradient(OpBuilder &b,
   auto [kbLo, kbHi] = visibleKeyBlocks(b, p, qBlk.start);
   std::tie(kbLo, kbHi) = narrowToMaskMod(b, p, kbLo, kbHi, /*scanKeys=*/true,
                                          qBlk.start, batch, qHead);
+  // The keys the op's key_ranges give the query block.
+  std::tie(kbLo, kbHi) = narrowToRanges(
+      b, loc, kbLo, kbHi, p.keyRanges, p.keyRangeRows, batch, qHead,
+      qBlk.start, p.blockQ, p.seqQ, p.blockKV, p.seqK);
   Value init = zeroTile(b, loc, {p.blockQ, p.headDim}, p.f32Type);
   auto keyLoop = scf::ForOp::create(
       b, loc, kbLo, kbHi, indexConst(b, loc, 1), ValueRange{init},
@@ -921,6 +956,10 @@ static BackwardPlan makePlan(OpBuilder &b, AttentionBackwardOp op,
   p.delta = buildDelta(b, loc, op.getOut(), op.getDout());
   if (op.hasModifiers())
     p.modifiers = op;
+  if ((p.queryRanges = op.getQueryRanges()))
+    p.queryRangeRows = *op.getQueryRangeRows();
+  if ((p.keyRanges = op.getKeyRanges()))
+    p.keyRangeRows = *op.getKeyRangeRows();
   return p;
 }
 
@@ -999,6 +1038,23 @@ struct FATileAttentionBackwardPass final
       }
       valid &= succeeded(checkBlockSize(op, "block-q", blockQ));
       valid &= succeeded(checkBlockSize(op, "block-kv", blockKV));
+      // Ranges are read per block, unrolled over the groups it spans.
+      KernelConfigAttr config = op.getKernelConfigAttr();
+      int64_t bq = config ? config.getBlockQ() : blockQ;
+      int64_t bkv = config ? config.getBlockKV() : blockKV;
+      for (auto [name, rows, width, what] :
+           {std::tuple<StringRef, std::optional<uint64_t>, int64_t, StringRef>{
+                "query_ranges", op.getQueryRangeRows(), bkv, "keys"},
+            {"key_ranges", op.getKeyRangeRows(), bq, "query rows"}}) {
+        if (!rows || fa::detail::rangeGroupsPerBlock(width, *rows) <=
+                         fa::detail::kMaxRangeGroups)
+          continue;
+        op.emitError() << "fa-tile-attention-backward: " << name << " rows "
+                       << *rows << " split a block of " << width << " "
+                       << what << " into more than "
+                       << fa::detail::kMaxRangeGroups << " groups";
+        valid = false;
+      }
     }
     if (!valid)
       return signalPassFailure();

@@ -271,6 +271,28 @@ def FA_AttentionBackwardOp
     rule). The captures are constants of the backward: no gradient flows to
     them.
 
+    Optional run-time ranges, promises about the mask as on `fa.attention`
+    (ranges that break them give unspecified results; the reference ignores
+    them):
+    - `query_ranges(%r rows G)`: an i32 tensor [B, Hkv, ceil(Nk / G), 2]:
+      for batch b, key/value head j and the keys [g G, (g + 1) G), every
+      query that the mask and the mask_mod let some query head of j's group
+      see one of those keys lies in [r[b, j, g, 0], r[b, j, g, 1]) (empty
+      when the first is not below the second). The lowerings visit only
+      the query blocks of that range when they accumulate dK and dV of a
+      key block.
+    - `key_ranges(%r rows G)`: the forward's (fa.attention's) key ranges;
+      the deterministic dQ pass visits only their key blocks.
+
+    ```mlir
+    %dq, %dk, %dv = fa.attention_backward %q, %k, %v, %o, %l, %do
+        query_ranges(%qr rows 128) key_ranges(%kr rows 128)
+        captures(%doc : tensor<4096xi32>)
+        mask_mod(%b: index, %h: index, %i: index, %j: index,
+                 %d: tensor<4096xi32>) { ... }
+        : (...) -> (...)
+    ```
+
     Example:
 
     ```mlir
@@ -294,12 +316,16 @@ def FA_AttentionBackwardOp
     Optional<F32>:$dynamic_softcap,
     Optional<F32>:$dynamic_scale,
     Variadic<I64>:$mask_operands,
+    Optional<RankedTensorOf<[I32]>>:$query_ranges,
+    Optional<RankedTensorOf<[I32]>>:$key_ranges,
     Variadic<AnyRankedTensor>:$captures,
     OptionalAttr<F32Attr>:$scale,
     OptionalAttr<FA_MaskAttrInterface>:$mask,
     OptionalAttr<F32Attr>:$softcap,
     UnitAttr:$deterministic,
-    OptionalAttr<FA_KernelConfigAttr>:$kernel_config
+    OptionalAttr<FA_KernelConfigAttr>:$kernel_config,
+    OptionalAttr<I64Attr>:$query_range_rows,
+    OptionalAttr<I64Attr>:$key_range_rows
   );
   let results = (outs FA_Rank4Tensor:$dq, FA_Rank4Tensor:$dk,
                       FA_Rank4Tensor:$dv);
@@ -313,6 +339,8 @@ def FA_AttentionBackwardOp
     custom<Softcap>($dynamic_softcap, $softcap)
     custom<Scale>($dynamic_scale, $scale)
     (`deterministic` $deterministic^)?
+    (`query_ranges` `(` $query_ranges^ `rows` $query_range_rows `)`)?
+    (`key_ranges` `(` $key_ranges^ `rows` $key_range_rows `)`)?
     custom<BackwardModifiers>($captures, $score_mod, $mask_mod,
                               $score_mod_grad)
     attr-dict `:` functional-type(operands, results)
@@ -329,7 +357,11 @@ def FA_AttentionBackwardOp
                    CArg<"::mlir::Value", "{}">:$dynamicScale,
                    CArg<"::mlir::Value", "{}">:$dynamicSoftcap,
                    CArg<"::mlir::ValueRange", "{}">:$maskOperands,
-                   CArg<"::mlir::ValueRange", "{}">:$captures)>
+                   CArg<"::mlir::ValueRange", "{}">:$captures,
+                   CArg<"::mlir::Value", "{}">:$queryRanges,
+                   CArg<"int64_t", "0">:$queryRangeRows,
+                   CArg<"::mlir::Value", "{}">:$keyRanges,
+                   CArg<"int64_t", "0">:$keyRangeRows)>
   ];
 
   let hasVerifier = 1;
