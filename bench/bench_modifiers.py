@@ -138,9 +138,6 @@ class Bench:
         impls = ["flashmlir"] + (["builtin"] if case.builtin is not None else []) + \
             ([] if args.no_flex else ["flex"])
         dirs = ["fwd", "bwd"] if args.direction == "both" else [args.direction]
-        if p.key_range_rows is not None:
-            # (The backward takes no key ranges: the same kernels as without.)
-            dirs = [d for d in dirs if d == "fwd"]
         fwd_flops = 4.0 * p.B * p.Hq * p.Nq * p.Nk * p.D * dens
         for direction in dirs:
             best = {}

@@ -64,8 +64,7 @@ class _Call:
         return _kernels.KernelRequest(kind, _DTYPES[self.dtype], self.dims.D, self.dims.Dv,
                                       (left, right), self.opts.softcap, self.opts.scale,
                                       self.deterministic and kind == "backward",
-                                      modifiers=self.modifiers and
-                                      self.modifiers.for_kind(kind))
+                                      modifiers=self.modifiers)
 
     def scalars(self, spec=None):
         """Values scalar kernel parameters may name in `spec`'s manifest (a
@@ -401,11 +400,19 @@ class _BackwardPlan:
         tensors = {"q": _bhsd(q, L), "k": _bhsd(k, L), "v": _bhsd(v, L), "out": _bhsd(out, L),
                    "dout": _bhsd(dout, L), "lse": lse,
                    "dq": _bhsd(dq, L), "dk": _bhsd(dk, L), "dv": _bhsd(dv, L)}
+        # A backward of modifiers with key ranges takes the query ranges (and
+        # deterministic, the key ranges) after the captures.
+        ranged = _backward_range_names(spec)
+        if ranged:
+            captures, ranges = captures[:-len(ranged)], captures[-len(ranged):]
         caps = _capture_args(spec, captures)
         tensors.update(caps)
+        if ranged:
+            _check_backward_ranges(ranges, ranged, spec, c)
+            tensors.update(zip(ranged, ranges))
         self.seq, self.workspace, self.ws_offsets, self.ws_bytes = _multi_launch_sequence(
             spec, ordinal, tensors, {**d.env(), **spec.capture_dims()}, c.scalars(spec),
-            _BACKWARD_TENSORS + tuple(caps) + (_WORKSPACE,), c.device)
+            _BACKWARD_TENSORS + tuple(caps) + ranged + (_WORKSPACE,), c.device)
 
     def run(self, q, k, v, out, lse, dout, copied=False, captures=()):
         """`captures`: as _ForwardPlan.run's (the forward's)."""
@@ -431,6 +438,44 @@ class _BackwardPlan:
         self.seq.launch((q, k, v, out, dout, lse, dq, dk, dv, *captures, ws),
                         _current_stream(self.ordinal))
         return dq, dk, dv
+
+
+def _backward_ranges(c: "_Call", key_ranges, query_ranges, deterministic: bool):
+    """The range tensors the backward kernels of `c`'s modifiers (with key
+    ranges of c.modifiers.key_range_rows) take after the captures: the query
+    ranges per key/value head ([B, Hkv, ceil(Nk / rows), 2], from the
+    per-query-head `query_ranges` or derived from `key_ranges`), then,
+    deterministic, the key ranges."""
+    d = c.dims
+    qr = _key_ranges.backward_query_ranges(key_ranges, query_ranges,
+                                           c.modifiers.key_range_rows, d.Hkv, d.Nq, d.Nk)
+    return (_aligned(qr),) + ((_aligned(key_ranges),) if deterministic else ())
+
+
+def _backward_range_names(spec) -> Tuple[str, ...]:
+    """The range parameters a backward kernel takes after its captures."""
+    mods = spec.modifiers
+    if mods is None or mods.query_range_rows is None:
+        return ()
+    return (M.QUERY_RANGES,) + ((M.KEY_RANGES,) if mods.key_range_rows is not None else ())
+
+
+def _check_backward_ranges(ranges, names, spec, c: "_Call") -> None:
+    """The backward's query ranges [B, Hkv, ceil(Nk / rows), 2] (and key
+    ranges) for call `c`: int32 of those shapes on its device."""
+    d = c.dims
+    rows = spec.modifiers.query_range_rows
+    want = {M.QUERY_RANGES: (d.B, d.Hkv, -(-d.Nk // rows), 2)}
+    for name, t in zip(names, ranges):
+        if name == M.KEY_RANGES:
+            check_key_ranges(t, rows, d.B, d.Hq, d.Nq, c.device)
+            continue
+        if (not isinstance(t, torch.Tensor) or t.dtype != torch.int32
+                or tuple(t.shape) != want[name] or t.device != c.device):
+            got = (f"{t.dtype} of shape {list(t.shape)} on {t.device}"
+                   if isinstance(t, torch.Tensor) else type(t).__name__)
+            raise ValueError(f"key_ranges: the backward's {name} must be int32 of shape "
+                             f"{list(want[name])} on {c.device}, got {got}")
 
 
 def _strides_ok(t) -> bool:
@@ -744,7 +789,7 @@ class _FlashAttention(torch.autograd.Function):
     adds the captures' gradients by row chunks (_capture_grads)."""
 
     @staticmethod
-    def forward(ctx, q, k, v, plan, deterministic, modifiers, ranges, *captures):
+    def forward(ctx, q, k, v, plan, deterministic, modifiers, ranges, query_ranges, *captures):
         out, lse = plan.run(q, k, v, None, None, captures, ranges)
         # lse is not differentiable: no zero dlse to allocate and fill per call.
         ctx.set_materialize_grads(False)
@@ -752,6 +797,10 @@ class _FlashAttention(torch.autograd.Function):
         ctx.plan = plan
         ctx.deterministic = deterministic
         ctx.modifiers = modifiers
+        # (With key ranges: the tensors the backward kernels take after the
+        # captures.)
+        ctx.ranges = () if ranges is None else _backward_ranges(
+            plan.call, ranges, query_ranges, deterministic)
         ctx.mark_non_differentiable(lse)
         return out, lse
 
@@ -771,11 +820,12 @@ def _flash_backward(ctx, dout, dlse):
     need = ctx.needs_input_grad
     dq = dk = dv = None
     if dout is not None and any(need[:3]):
-        dq, dk, dv = ctx.plan.backward(q, k, v, out, lse, dout, ctx.deterministic, captures)
+        dq, dk, dv = ctx.plan.backward(q, k, v, out, lse, dout, ctx.deterministic,
+                                       (*captures, *ctx.ranges))
     grads = (dq if need[0] else None, dk if need[1] else None,
-             dv if need[2] else None, None, None, None, None)
+             dv if need[2] else None, None, None, None, None, None)
     dcaps = [None] * len(captures)
-    wanted = [n for n, want in enumerate(need[7:]) if want]
+    wanted = [n for n, want in enumerate(need[8:]) if want]
     if wanted and dout is not None:
         dcaps = _capture_grad_list(ctx, q, k, v, out, lse, dout, captures, wanted)
     return grads + tuple(dcaps)
@@ -860,13 +910,14 @@ def backward_impl(dout, q, k, v, out, lse, causal, window, scale, softcap, layou
 
 
 def modified_forward_impl(q, k, v, captures, key, causal, window, scale, softcap, layout,
-                          deterministic, key_ranges=None):
+                          deterministic, key_ranges=None, query_ranges=None):
     """forward_impl with score_mod / mask_mod, given as their traced key and
     the captured tensors (see _modifiers.from_key), and the key ranges
     tensor when the key has them: the kernels of the modifiers for CUDA
     tensors (the plan eager calls use), the reference on the evaluated
-    regions for CPU ones (the ranges checked, not needed). Returns out, lse
-    (contiguous)."""
+    regions for CPU ones (the ranges checked, not needed). `query_ranges`
+    (the backward's, per query head, or None) are not read here. Returns
+    out, lse (contiguous)."""
     from . import _modifiers
     traced = _modifiers.from_key(key, captures)
     plan = _forward_plan(q, k, v, causal, window, scale, softcap, layout, deterministic,
@@ -885,15 +936,20 @@ def modified_forward_impl(q, k, v, captures, key, causal, window, scale, softcap
 
 
 def modified_backward_impl(dout, q, k, v, out, lse, captures, key, causal, window, scale,
-                           softcap, layout, deterministic, key_ranges=None):
+                           softcap, layout, deterministic, key_ranges=None, query_ranges=None):
     """backward_impl with score_mod / mask_mod (as modified_forward_impl;
-    the backward kernels take no key ranges)."""
+    with key ranges the kernels take the query ranges per key/value head,
+    from `query_ranges` per query head or derived from the key ranges, see
+    _backward_ranges)."""
     from . import _modifiers
     traced = _modifiers.from_key(key, captures)
     plan = _forward_plan(q, k, v, causal, window, scale, softcap, layout, deterministic,
                          traced=traced, ranges=key_ranges)
     if plan is not None:
-        return plan.backward(q, k, v, out, lse, dout, deterministic, aligned_captures(captures))
+        ranges = () if key_ranges is None else _backward_ranges(
+            plan.call, _aligned(key_ranges), query_ranges, deterministic)
+        return plan.backward(q, k, v, out, lse, dout, deterministic,
+                             (*aligned_captures(captures), *ranges))
     c = _validate(q, k, v, causal, window, scale, softcap, layout, deterministic)
     _check_capture_devices(captures, c.device)
     _check_key_ranges(key_ranges, traced.key_range_rows, c)
@@ -936,7 +992,7 @@ def fake_backward(dout, q, k, v, causal, window, scale, softcap, layout, determi
 
 
 def fake_modified_forward(q, k, v, captures, key, causal, window, scale, softcap, layout,
-                          deterministic, key_ranges=None):
+                          deterministic, key_ranges=None, query_ranges=None):
     """fake_forward with score_mod / mask_mod: also the captures against the
     key (number, dtypes, shapes) and their device, and the key ranges."""
     from . import _modifiers
@@ -948,7 +1004,7 @@ def fake_modified_forward(q, k, v, captures, key, causal, window, scale, softcap
 
 
 def fake_modified_backward(dout, q, k, v, captures, key, causal, window, scale, softcap,
-                           layout, deterministic, key_ranges=None):
+                           layout, deterministic, key_ranges=None, query_ranges=None):
     """fake_backward with score_mod / mask_mod (as fake_modified_forward)."""
     from . import _modifiers
     traced = _modifiers.from_key(key, captures)
@@ -1069,7 +1125,7 @@ def _modified(q, k, v, causal, window, scale, softcap, layout, deterministic, ou
     # key is a constant of the graph, the captures its tensors.)
     traced = _modifiers.trace(score_mod, mask_mod) if compiling else \
         _modifiers.traced(score_mod, mask_mod)
-    ranges = None
+    ranges = qranges = None
     if key_ranges is not None:
         if mask_mod is None:
             raise ValueError("key_ranges bound where a mask_mod's keys lie: pass the "
@@ -1080,7 +1136,7 @@ def _modified(q, k, v, causal, window, scale, softcap, layout, deterministic, ou
         # (int(): under torch.compile with dynamic shapes an int attribute of
         # an input is symbolic; the rows select a kernel, so they specialize.)
         traced = traced.with_key_ranges(int(key_ranges.rows))
-        ranges = key_ranges.ranges
+        ranges, qranges = key_ranges.ranges, key_ranges.query_ranges
     captures = traced.captures
     if not _needs_grad(*captures):
         if not compiling and _kernel_tensors(q, k, v, out, lse):
@@ -1091,10 +1147,10 @@ def _modified(q, k, v, causal, window, scale, softcap, layout, deterministic, ou
                 if out is not None or lse is not None:
                     raise ValueError("out= and lse= cannot be used when q, k or v requires grad")
                 return _FlashAttention.apply(q, k, v, plan, deterministic, None, ranges,
-                                             *aligned_captures(captures))
+                                             qranges, *aligned_captures(captures))
             return plan.run(q, k, v, out, lse, aligned_captures(captures), ranges)
         return _ops.attention_modified(q, k, v, traced, causal, window, scale, softcap, layout,
-                                       deterministic, out, lse, ranges)
+                                       deterministic, out, lse, ranges, qranges)
     if not compiling and _kernel_tensors(q, k, v, out, lse):
         # The kernels for out, lse and dq, dk, dv; the captures' gradients
         # by row chunks in the backward.
@@ -1104,7 +1160,7 @@ def _modified(q, k, v, causal, window, scale, softcap, layout, deterministic, ou
                              None, None, traced, ranges)
         return _FlashAttention.apply(q, k, v, plan, deterministic,
                                      (score_mod, mask_mod, captures),
-                                     None if ranges is None else _aligned(ranges),
+                                     None if ranges is None else _aligned(ranges), qranges,
                                      *aligned_captures(captures))
     c = _validate(q, k, v, causal, window, scale, softcap, layout, deterministic,
                   check_strides=not compiling)
@@ -1215,7 +1271,7 @@ def attention(q, k, v, causal=False, window=None, scale=None, softcap=None,
             if _needs_grad(q, k, v):
                 if out is not None or lse is not None:
                     raise ValueError("out= and lse= cannot be used when q, k or v requires grad")
-                o, l = _FlashAttention.apply(q, k, v, plan, deterministic, None, None)
+                o, l = _FlashAttention.apply(q, k, v, plan, deterministic, None, None, None)
             else:
                 o, l = plan.run(q, k, v, out, lse)
             return (o, l) if return_lse else o

@@ -103,12 +103,11 @@ class Modifiers:
     module: str = dataclasses.field(compare=False, repr=False, default="")
     captures: Tuple[Tuple[str, Tuple[int, ...]], ...] = dataclasses.field(
         compare=False, default=())
-    # The query rows per group of the forward's run-time key ranges (the
-    # op's key_ranges(%r rows G); None: none; part of the key), and the
-    # same modifiers without them: what the backward kernels compute (a
-    # range only skips keys the mask hides, so they are exact without).
+    # The query rows per group of the run-time key ranges (the op's
+    # key_ranges(%r rows G); None: none; part of the key). A forward kernel
+    # takes them; a backward one the queries of each group of G keys
+    # (query_ranges) and, deterministic, the key ranges too.
     key_range_rows: Optional[int] = dataclasses.field(compare=False, default=None)
-    plain: Optional["Modifiers"] = dataclasses.field(compare=False, repr=False, default=None)
 
     # The q / k / v shapes of the module (fa-compile's flags describe the
     # kernel; the module only brings the regions and their captures).
@@ -116,17 +115,9 @@ class Modifiers:
 
     @staticmethod
     def of(traced) -> "Modifiers":
-        plain = None
-        if traced.key_range_rows is not None:
-            plain = Modifiers.of(traced.with_key_ranges(None))
         return Modifiers(traced.digest(), traced.module(Modifiers._SHAPE, Modifiers._SHAPE,
                                                         Modifiers._SHAPE, "bf16"),
-                         tuple(traced.capture_specs()), traced.key_range_rows, plain)
-
-    def for_kind(self, kind: str) -> "Modifiers":
-        """The modifiers a kernel of `kind` computes (the backward's have no
-        key ranges)."""
-        return self.plain if kind == "backward" and self.plain is not None else self
+                         tuple(traced.capture_specs()), traced.key_range_rows)
 
     def write(self, folder: str) -> str:
         """Writes `module` to <folder>/modifiers-<key>.mlir; returns the path."""
@@ -189,10 +180,6 @@ class KernelRequest:
                              "only (no split-KV, packed or paged kernel computes them yet)")
         if self.modifiers is not None and not isinstance(self.modifiers, Modifiers):
             raise TypeError(f"modifiers must be a Modifiers, got {type(self.modifiers).__name__}")
-        if (self.modifiers is not None and self.modifiers.key_range_rows is not None
-                and self.kind != "forward"):
-            raise ValueError("key ranges apply to forward kernels only (the backward's "
-                             "modifiers are Modifiers.for_kind('backward'))")
         if (self.form == M.PAGED) != (self.page_size is not None):
             raise ValueError("page_size is required by the paged form and only by it")
         if self.page_size is not None and (

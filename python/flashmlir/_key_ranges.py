@@ -44,6 +44,12 @@ class KeyRanges:
 
     ranges: torch.Tensor
     rows: int
+    # [B, Hq, ceil(Nk / rows), 2] int32: per group of `rows` keys, the
+    # queries [first, last + 1) that see one of them ((0, 0): none), what
+    # the backward kernels visit per key block (flashmlir.key_ranges
+    # computes both; None: the backward derives them from `ranges`, at the
+    # granularity of its row groups).
+    query_ranges: Optional[torch.Tensor] = None
 
     def __post_init__(self):
         if isinstance(self.rows, bool) or not isinstance(self.rows, int) or self.rows < 1:
@@ -57,8 +63,36 @@ class KeyRanges:
                              f"{COLUMNS}], "
                              f"got {what}")
 
+        qr = self.query_ranges
+        if qr is not None and (not isinstance(qr, torch.Tensor) or qr.dtype != torch.int32
+                               or qr.dim() != 4 or qr.shape[-1] != 2
+                               or tuple(qr.shape[:2]) != tuple(r.shape[:2])
+                               or qr.device != r.device):
+            what = (f"{qr.dtype} of shape {list(qr.shape)} on {qr.device}"
+                    if isinstance(qr, torch.Tensor) else type(qr).__name__)
+            raise ValueError(f"KeyRanges: query_ranges must be an int32 tensor [B, Hq, "
+                             f"key groups, 2] with the ranges' B, Hq ({list(r.shape[:2])}) "
+                             f"and device ({r.device}), got {what}")
+
     def to(self, device) -> "KeyRanges":
-        return KeyRanges(self.ranges.to(device), self.rows)
+        return KeyRanges(self.ranges.to(device), self.rows,
+                         None if self.query_ranges is None else self.query_ranges.to(device))
+
+    def backward_ranges(self, Hkv: int, Nq: int, Nk: int) -> torch.Tensor:
+        """The backward kernels' query_ranges: [B, Hkv, ceil(Nk / rows), 2]
+        int32, per key/value head the union over its group of query heads
+        (query_ranges, or ranges transposed when it is None)."""
+        return backward_query_ranges(self.ranges, self.query_ranges, self.rows, Hkv, Nq, Nk)
+
+
+def backward_query_ranges(ranges: torch.Tensor, query_ranges: Optional[torch.Tensor],
+                          rows: int, Hkv: int, Nq: int, Nk: int) -> torch.Tensor:
+    """KeyRanges.backward_ranges on its tensors: [B, Hkv, ceil(Nk / rows), 2]
+    int32, contiguous."""
+    qr = query_ranges
+    if qr is None or qr.shape[2] != -(-Nk // rows):
+        qr = derive_query_ranges(ranges, rows, Nq, Nk)
+    return union_over_groups(qr, Hkv).contiguous()
 
 
 def key_ranges(mask_mod: Optional[Callable], B: int, H: int, Nq: int, Nk: int, *,
@@ -78,13 +112,64 @@ def key_ranges(mask_mod: Optional[Callable], B: int, H: int, Nq: int, Nk: int, *
         from ._modifiers import trace
         captures = trace(mask_mod=mask_mod).captures
         device = captures[0].device if captures else None
-    return KeyRanges(range_tensor(mask_mod, B, H, Nq, Nk, rows, device, mask), rows)
+    ranges, query_ranges = range_tensors(mask_mod, B, H, Nq, Nk, rows, device, mask)
+    return KeyRanges(ranges, rows, query_ranges)
+
+
+def derive_query_ranges(ranges: torch.Tensor, rows: int, Nq: int, Nk: int) -> torch.Tensor:
+    """[B, H, ceil(Nk / rows), 2] int32 from key ranges [B, H, ceil(Nq / rows),
+    2 or 4]: per group of `rows` keys, the rows of the query groups whose
+    key range meets it (a superset of the queries that see those keys)."""
+    B, H, gq = ranges.shape[:3]
+    gk = -(-Nk // rows)
+    lo, hi = ranges[..., 0].long(), ranges[..., 1].long()
+    k0 = torch.arange(gk, device=ranges.device) * rows
+    meets = ((lo < hi)[..., None] & (lo[..., None] < (k0 + rows).clamp(max=Nk))
+             & (hi[..., None] > k0))                                  # [B, H, gq, gk]
+    some = meets.any(2)
+    first = meets.int().argmax(2)
+    last = gq - 1 - meets.flip(2).int().argmax(2)
+    out = torch.zeros((B, H, gk, 2), dtype=torch.int32, device=ranges.device)
+    out[..., 0] = torch.where(some, first * rows, 0).to(torch.int32)
+    out[..., 1] = torch.where(some, ((last + 1) * rows).clamp(max=Nq), 0).to(torch.int32)
+    return out
+
+
+def union_over_groups(query_ranges: torch.Tensor, Hkv: int) -> torch.Tensor:
+    """[B, Hkv, G, 2] from per-query-head ranges [B, Hq, G, 2]: the union
+    over each key/value head's group of Hq / Hkv query heads."""
+    B, Hq, g, _ = query_ranges.shape
+    if Hkv == Hq:
+        return query_ranges
+    if Hkv <= 0 or Hq % Hkv:
+        raise ValueError(f"key_ranges: {Hq} query heads do not form groups of {Hkv} "
+                         f"key/value heads")
+    r = query_ranges.view(B, Hkv, Hq // Hkv, g, 2)
+    lo, hi = r[..., 0], r[..., 1]
+    empty = lo >= hi
+    big = torch.iinfo(torch.int32).max
+    ulo = torch.where(empty, big, lo).amin(2)
+    uhi = torch.where(empty, 0, hi).amax(2)
+    none = ulo >= uhi
+    return torch.stack([torch.where(none, 0, ulo), torch.where(none, 0, uhi)], -1
+                       ).to(torch.int32).contiguous()
 
 
 def range_tensor(mask_mod: Optional[Callable], B: int, H: int, Nq: int, Nk: int,
                  rows: int = 64, device=None, mask: Tuple[int, int] = (-1, -1),
                  chunk_elements: int = CHUNK_ELEMENTS) -> torch.Tensor:
-    """[B, H, ceil(Nq / rows), 4] int32 (on `device`): per group of `rows`
+    """range_tensors' key ranges."""
+    return range_tensors(mask_mod, B, H, Nq, Nk, rows, device, mask, chunk_elements)[0]
+
+
+def range_tensors(mask_mod: Optional[Callable], B: int, H: int, Nq: int, Nk: int,
+                  rows: int = 64, device=None, mask: Tuple[int, int] = (-1, -1),
+                  chunk_elements: int = CHUNK_ELEMENTS) -> Tuple[torch.Tensor, torch.Tensor]:
+    """The key ranges (below) and the query ranges, [B, H, ceil(Nk / rows),
+    2] int32: per group of `rows` keys the queries [first, last + 1) that
+    see one of them ((0, 0): none), from one evaluation of the mask.
+
+    The key ranges: [B, H, ceil(Nq / rows), 4] int32 (on `device`): per group of `rows`
     query rows, the keys [first, last + 1) that `mask_mod(b, h, q_idx,
     kv_idx)` AND the built-in `mask` (canonical (left, right), bottom-right
     aligned; -1 unbounded) show to some row of the group ((0, 0): none),
@@ -98,8 +183,13 @@ def range_tensor(mask_mod: Optional[Callable], B: int, H: int, Nq: int, Nk: int,
     left, right = mask
     groups = -(-Nq // rows)
     out = torch.zeros((B, H, groups, COLUMNS), dtype=torch.int32, device=device)
+    key_groups = -(-Nk // rows)
+    qout = torch.zeros((B, H, key_groups, 2), dtype=torch.int32, device=device)
     if Nq == 0 or Nk == 0:
-        return out
+        return out, qout
+    # Per key: the first and one past the last query that sees it.
+    qfirst = torch.full((B, H, Nk), Nq, dtype=torch.long, device=device)
+    qend = torch.zeros((B, H, Nk), dtype=torch.long, device=device)
     bi = torch.arange(B, device=device).view(B, 1, 1, 1)
     hi = torch.arange(H, device=device).view(1, H, 1, 1)
     kj = torch.arange(Nk, device=device).view(1, 1, 1, Nk)
@@ -118,6 +208,9 @@ def range_tensor(mask_mod: Optional[Callable], B: int, H: int, Nq: int, Nk: int,
         if mask_mod is not None:
             shown = shown & torch.as_tensor(mask_mod(bi, hi, qi, kj), device=device).bool()
         vis = vis & shown
+        seen_k = vis.any(-2)
+        qfirst = torch.where(seen_k, torch.minimum(qfirst, vis.int().argmax(-2) + r0), qfirst)
+        qend = torch.where(seen_k, torch.maximum(qend, r1 - vis.flip(-2).int().argmax(-2)), qend)
         seen = vis.any(-1)
         first = torch.where(seen, vis.int().argmax(-1), torch.full_like(seen, Nk, dtype=torch.long))
         last = torch.where(seen, Nk - vis.flip(-1).int().argmax(-1),
@@ -148,4 +241,14 @@ def range_tensor(mask_mod: Optional[Callable], B: int, H: int, Nq: int, Nk: int,
                          torch.full_like(f0, Nk))
         out[:, :, g0:g1, 2] = torch.where(some, f0, 0).to(torch.int32)
         out[:, :, g0:g1, 3] = torch.where(some, f1, 0).to(torch.int32)
-    return out
+    # Per group of keys: the union.
+    pad = key_groups * rows - Nk
+    if pad:
+        qfirst = torch.cat([qfirst, qfirst.new_full((B, H, pad), Nq)], -1)
+        qend = torch.cat([qend, qend.new_zeros((B, H, pad))], -1)
+    lo = qfirst.view(B, H, key_groups, rows).amin(-1)
+    hi_ = qend.view(B, H, key_groups, rows).amax(-1)
+    empty = lo >= hi_
+    qout[..., 0] = torch.where(empty, 0, lo).to(torch.int32)
+    qout[..., 1] = torch.where(empty, 0, hi_).to(torch.int32)
+    return out, qout

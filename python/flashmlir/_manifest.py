@@ -55,7 +55,10 @@ backward, in whichever of its launches read them). A forward whose op has
 run-time key ranges (``key_ranges(%r rows G)``) says so in the section,
 ``"key_ranges": {"name": "key_ranges", "rows": G}``, and takes them as
 memref parameter ``key_ranges``, i32 of dims [B, Hq, ceildiv(Nq, G), 4] (or
-2: without the fully visible ranges).
+2: without the fully visible ranges). A backward of such modifiers takes
+the queries of each group of G keys, ``"query_ranges": {"name":
+"query_ranges", "rows": G}``, memref parameter ``query_ranges`` of dims [B,
+Hkv, ceildiv(Nk, G), 2], and when deterministic the key ranges too.
 """
 
 from __future__ import annotations
@@ -194,6 +197,16 @@ MAX_CAPTURE_RANK = 8
 # The forward's run-time key ranges (the op's key_ranges operand): the
 # memref parameter's name.
 KEY_RANGES = "key_ranges"
+
+
+# The backward's run-time query ranges (fa.attention_backward's
+# query_ranges operand): the memref parameter's name.
+QUERY_RANGES = "query_ranges"
+
+
+def query_ranges_dims(rows: int) -> Tuple[str, ...]:
+    """The dims of the query_ranges parameter for groups of `rows` keys."""
+    return ("B", "Hkv", f"ceildiv(Nk, {rows})", "2")
 
 
 def key_ranges_dims(rows: int, columns: int = 4) -> Tuple[str, ...]:
@@ -461,9 +474,12 @@ class ModifiersSpec:
     # (fa-recognize-builtin-modifiers; None: none): a call of these
     # modifiers gives no softcap of its own, the launch binds this one.
     softcap: Optional[float] = None
-    # The query rows per group of the forward's key_ranges parameter (None:
-    # the kernel takes none).
+    # The query rows per group of the key_ranges parameter (None: the
+    # kernel takes none; a backward takes them when deterministic).
     key_range_rows: Optional[int] = None
+    # The keys per group of a backward's query_ranges parameter (None:
+    # none): the backward of modifiers with key ranges.
+    query_range_rows: Optional[int] = None
 
     def dims(self) -> Dict[str, int]:
         """The capture dims' names (capture<n>_<d>) bound to their sizes."""
@@ -856,8 +872,8 @@ def _check_memrefs(params: Tuple[ParamSpec, ...], ctx: _Ctx, where: str, dtype: 
     tensors = FORM_TENSORS[form]
     envs = _sample_envs(page_size)
     for p in params:
-        if not p.is_memref or is_capture_param(p) or p.name == KEY_RANGES:
-            continue   # (captures and key ranges: _check_captures)
+        if not p.is_memref or is_capture_param(p) or p.name in (KEY_RANGES, QUERY_RANGES):
+            continue   # (captures and ranges: _check_captures)
         pw = f"{where}parameter {p.name}"
         if p.name in tensors:
             want_dtype, want_dims = tensors[p.name]
@@ -919,22 +935,35 @@ def _parse_modifiers(data: dict, ctx: _Ctx, kind: str, form: str,
         return None
     if not isinstance(mods, dict):
         raise ctx.fail(f"modifiers must be an object, got {mods!r}")
-    unknown = sorted(set(mods) - {"key", "captures", "softcap", "key_ranges"})
+    unknown = sorted(set(mods) - {"key", "captures", "softcap", "key_ranges", "query_ranges"})
     if unknown:
         raise ctx.fail(f"modifiers: unknown field(s) {', '.join(unknown)} "
-                       "(known: key, captures, softcap, key_ranges)")
-    rows = None
-    ranges = mods.get("key_ranges")
-    if ranges is not None:
-        if kind != "forward":
-            raise ctx.fail("modifiers: key_ranges are an operand of forward kernels only")
+                       "(known: key, captures, softcap, key_ranges, query_ranges)")
+
+    def ranges_field(field: str, what: str) -> Optional[int]:
+        ranges = mods.get(field)
+        if ranges is None:
+            return None
         if not isinstance(ranges, dict) or set(ranges) != {"name", "rows"} \
-                or ranges["name"] != KEY_RANGES:
-            raise ctx.fail(f"modifiers: key_ranges must be {{\"name\": \"{KEY_RANGES}\", "
-                           f"\"rows\": <query rows per group>}}, got {ranges!r}")
+                or ranges["name"] != field:
+            raise ctx.fail(f"modifiers: {field} must be {{\"name\": \"{field}\", "
+                           f"\"rows\": <{what} per group>}}, got {ranges!r}")
         rows = ranges["rows"]
         if isinstance(rows, bool) or not isinstance(rows, int) or rows < 1:
-            raise ctx.fail(f"modifiers: key_ranges.rows must be an integer >= 1, got {rows!r}")
+            raise ctx.fail(f"modifiers: {field}.rows must be an integer >= 1, got {rows!r}")
+        return rows
+
+    rows = ranges_field(KEY_RANGES, "query rows")
+    qrows = ranges_field(QUERY_RANGES, "keys")
+    if kind == "forward" and qrows is not None:
+        raise ctx.fail("modifiers: query_ranges are an operand of backward kernels only")
+    if kind != "forward" and rows is not None and qrows != rows:
+        raise ctx.fail(f"modifiers: a backward's key_ranges (rows {rows}) come with "
+                       f"query_ranges of as many keys per group, got {mods.get(QUERY_RANGES)!r}")
+    if kind != "forward" and (rows is not None) != (qrows is not None
+                                                     and bool(data.get("deterministic"))):
+        raise ctx.fail("modifiers: a backward takes key_ranges exactly when it is "
+                       "deterministic and has query_ranges")
     cap = mods.get("softcap")
     if cap is not None and (isinstance(cap, bool) or not isinstance(cap, (int, float))
                             or not math.isfinite(cap) or cap <= 0):
@@ -971,7 +1000,7 @@ def _parse_modifiers(data: dict, ctx: _Ctx, kind: str, form: str,
             raise ctx.fail(f"{where}: shape must be a list of 1 to {MAX_CAPTURE_RANK} sizes "
                            f"(integers >= 0), got {shape!r}")
         out.append(CaptureSpec(name, dtype, tuple(shape)))
-    return ModifiersSpec(key, tuple(out), None if cap is None else float(cap), rows)
+    return ModifiersSpec(key, tuple(out), None if cap is None else float(cap), rows, qrows)
 
 
 def _capture_dims_ok(dims, want: List[str], shape: Tuple[int, ...], env) -> bool:
@@ -995,10 +1024,23 @@ def _check_captures(entries: Tuple[EntrySpec, ...], modifiers: Optional[Modifier
     captures = {c.name: c for c in (modifiers.captures if modifiers else ())}
     env = modifiers.dims() if modifiers else {}
     rows = modifiers.key_range_rows if modifiers else None
+    qrows = modifiers.query_range_rows if modifiers else None
     taken = set()
     for e in entries:
         for p in e.params:
             pw = (f"kernels ({e.entry}): " if len(entries) > 1 else "") + f"parameter {p.name}"
+            if p.name == QUERY_RANGES and p.is_memref:
+                if qrows is None:
+                    raise ctx.fail(f"{pw}: the kernel takes query ranges but its modifiers "
+                                   "section has no query_ranges")
+                want = query_ranges_dims(qrows)
+                if (p.rank != 4 or p.dtype != "i32" or p.dims is None
+                        or not _dims_equal(p.dims, want)):
+                    got = "none" if p.dims is None else ", ".join(d.text for d in p.dims)
+                    raise ctx.fail(f"{pw} is rank {p.rank} {p.dtype} of dims [{got}] but must "
+                                   f"be i32 of dims [{', '.join(want)}]")
+                taken.add(QUERY_RANGES)
+                continue
             if p.name == KEY_RANGES and p.is_memref:
                 if rows is None:
                     raise ctx.fail(f"{pw}: the kernel takes key ranges but its modifiers "
@@ -1036,6 +1078,9 @@ def _check_captures(entries: Tuple[EntrySpec, ...], modifiers: Optional[Modifier
             taken.add(p.name)
     if rows is not None and KEY_RANGES not in taken:
         raise ctx.fail(f"modifiers: key_ranges: no kernel parameter {KEY_RANGES!r} takes them")
+    if qrows is not None and QUERY_RANGES not in taken:
+        raise ctx.fail(f"modifiers: query_ranges: no kernel parameter {QUERY_RANGES!r} "
+                       "takes them")
     missing = [n for n in captures if n not in taken]
     if missing:
         raise ctx.fail(f"modifiers: no kernel parameter takes {', '.join(missing)} (every "

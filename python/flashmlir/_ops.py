@@ -186,18 +186,19 @@ def attention_forward_mod(q: Tensor, k: Tensor, v: Tensor, captures: List[Tensor
                           causal: bool, window_left: int, window_right: int,
                           scale: Optional[float], softcap: Optional[float], layout: str,
                           deterministic: bool,
-                          key_ranges: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
+                          key_ranges: Optional[Tensor] = None,
+                          query_ranges: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
     return I.modified_forward_impl(q, k, v, captures, key, causal,
                                    I._window_arg(window_left, window_right), scale, softcap,
-                                   layout, deterministic, key_ranges)
+                                   layout, deterministic, key_ranges, query_ranges)
 
 
 @attention_forward_mod.register_fake
 def _(q, k, v, captures, key, causal, window_left, window_right, scale, softcap, layout,
-      deterministic, key_ranges=None):
+      deterministic, key_ranges=None, query_ranges=None):
     return I.fake_modified_forward(q, k, v, captures, key, causal,
                                    I._window_arg(window_left, window_right), scale, softcap,
-                                   layout, deterministic, key_ranges)
+                                   layout, deterministic, key_ranges, query_ranges)
 
 
 @torch.library.custom_op(f"{_NS}::attention_backward_mod", mutates_args=())
@@ -205,40 +206,47 @@ def attention_backward_mod(dout: Tensor, q: Tensor, k: Tensor, v: Tensor, out: T
                            lse: Tensor, captures: List[Tensor], key: str, causal: bool,
                            window_left: int, window_right: int, scale: Optional[float],
                            softcap: Optional[float], layout: str, deterministic: bool,
-                           key_ranges: Optional[Tensor] = None
+                           key_ranges: Optional[Tensor] = None,
+                           query_ranges: Optional[Tensor] = None
                            ) -> Tuple[Tensor, Tensor, Tensor]:
     return I.modified_backward_impl(dout, q, k, v, out, lse, captures, key, causal,
                                     I._window_arg(window_left, window_right), scale, softcap,
-                                    layout, deterministic, key_ranges)
+                                    layout, deterministic, key_ranges, query_ranges)
 
 
 @attention_backward_mod.register_fake
 def _(dout, q, k, v, out, lse, captures, key, causal, window_left, window_right, scale,
-      softcap, layout, deterministic, key_ranges=None):
+      softcap, layout, deterministic, key_ranges=None, query_ranges=None):
     return I.fake_modified_backward(dout, q, k, v, captures, key, causal,
                                     I._window_arg(window_left, window_right), scale, softcap,
-                                    layout, deterministic, key_ranges)
+                                    layout, deterministic, key_ranges, query_ranges)
 
 
 def _setup_context_mod(ctx, inputs, output):
     q, k, v, captures, key = inputs[:5]
-    options, ranges = inputs[5:12], (inputs[12:] or (None,))[0]
+    options, extra = inputs[5:12], tuple(inputs[12:]) + (None, None)
+    ranges, qranges = extra[0], extra[1]
     out, lse = output
     ctx.set_materialize_grads(False)
-    # (The key ranges, when given, saved after the captures: the backward's
-    # plan is the forward's, keyed by them too.)
-    ctx.save_for_backward(q, k, v, out, lse, *captures, *([] if ranges is None else [ranges]))
-    ctx.key, ctx.options, ctx.ranged = key, options, ranges is not None
+    # (The key ranges and the backward's query ranges, when given, saved
+    # after the captures: the backward's plan is the forward's, keyed by
+    # them too.)
+    ctx.save_for_backward(q, k, v, out, lse, *captures,
+                          *([] if ranges is None else [ranges]),
+                          *([] if qranges is None else [qranges]))
+    ctx.key, ctx.options = key, options
+    ctx.ranged, ctx.qranged = ranges is not None, qranges is not None
     ctx.mark_non_differentiable(lse)
 
 
 def _backward_mod(ctx, dout, dlse):
     q, k, v, out, lse, *captures = ctx.saved_tensors
+    qranges = captures.pop() if ctx.qranged else None
     ranges = captures.pop() if ctx.ranged else None
     if dout is None:
         dout = torch.zeros_like(out)
     dq, dk, dv = attention_backward_mod(dout, q, k, v, out, lse, captures, ctx.key,
-                                        *ctx.options, ranges)
+                                        *ctx.options, ranges, qranges)
     need = ctx.needs_input_grad
     # (No gradients of the captures: calls whose captures require grad run
     # the reference instead, see _interface._modified.)
@@ -251,7 +259,7 @@ attention_forward_mod.register_autograd(_backward_mod, setup_context=_setup_cont
 
 
 def attention_modified(q, k, v, traced, causal, window, scale, softcap, layout, deterministic,
-                       out, lse, key_ranges=None):
+                       out, lse, key_ranges=None, query_ranges=None):
     """flashmlir.attention with score_mod / mask_mod (`traced`, their Traced;
     no captured tensor requires grad) and the key ranges tensor when traced
     has them, through the custom ops, out= and lse= copied from the results.
@@ -262,7 +270,8 @@ def attention_modified(q, k, v, traced, causal, window, scale, softcap, layout, 
         raise ValueError("out= and lse= cannot be used when q, k or v requires grad")
     wl, wr = (-1, -1) if window is None else window
     o, l = attention_forward_mod(q, k, v, list(traced.captures), traced.op_key(), causal, wl, wr,
-                                 scale, softcap, layout, deterministic, key_ranges)
+                                 scale, softcap, layout, deterministic, key_ranges,
+                                 query_ranges)
     return I.copy_into(o, l, out, lse)
 
 

@@ -71,6 +71,7 @@ class EmulatingCuda(FakeCuda):
         self.counters = []         # the tile counter at each dynamic-scheduler launch
         self.regions = {}          # manifest name -> (score_mod, mask_mod) region text
         self.key_ranges = []       # the key ranges tensor of each launch with them
+        self.query_ranges = []     # the query ranges tensor of each backward launch
 
     def _cuModuleLoadDataEx(self, pmod, image, nopts, opts, vals):
         text = ctypes.string_at(image).decode()
@@ -390,7 +391,33 @@ class EmulatingCuda(FakeCuda):
             ds = ds * (1 - t * t)
         if chain is not None:
             ds = torch.where(vis, ds * chain, 0.0)
+        visit = self._visited(spec, a, g)
+        if visit is not None:
+            p, ds = p * visit, ds * visit
         return p, ds, scale, g
+
+    def _visited(self, spec, a, g):
+        """The (query, key) pairs a ranged backward kernel visits (None: all):
+        the dK / dV kernel the queries of each key group's query_ranges (per
+        key/value head), the dQ kernel the keys of each query group's
+        key_ranges (the real ones: whole blocks; the same where the ranges
+        hold every pair the mask shows)."""
+        mods = spec.modifiers
+        if mods is None or mods.query_range_rows is None:
+            return None
+        b, hq, nq = a["q"].shape[:3]
+        nk = a["k"].shape[2]
+        i = torch.arange(nq).view(1, 1, nq, 1)
+        j = torch.arange(nk).view(1, 1, 1, nk)
+        if M.QUERY_RANGES in a:
+            rows = mods.query_range_rows
+            self.query_ranges.append(a[M.QUERY_RANGES])
+            r = a[M.QUERY_RANGES].long().repeat_interleave(g, dim=1)[:, :, j[0, 0, 0] // rows]
+            return ((i >= r[..., 0][:, :, None]) & (i < r[..., 1][:, :, None])).float()
+        rows = mods.key_range_rows
+        self.key_ranges.append(a[M.KEY_RANGES])
+        r = a[M.KEY_RANGES].long()[:, :, i[0, 0, :, 0] // rows]
+        return ((j >= r[..., 0][..., None]) & (j < r[..., 1][..., None])).float()
 
     def _run_fa_bwd_kernel(self, spec, a):
         p, ds, scale, g = self._ds(spec, a)
@@ -521,15 +548,29 @@ def _with_modifiers(m, mods):
     params = [{"name": c["name"], "type": "memref", "rank": len(c["shape"]),
                "dtype": c["dtype"], "dims": [f"{c['name']}_{d}" for d in range(len(c["shape"]))]}
               for c in caps]
-    if mods.key_range_rows is not None:   # (a forward's: after the captures)
-        m["modifiers"]["key_ranges"] = {"name": M.KEY_RANGES, "rows": mods.key_range_rows}
-        params.append({"name": M.KEY_RANGES, "type": "memref", "rank": 4, "dtype": "i32",
-                       "dims": list(M.key_ranges_dims(mods.key_range_rows))})
+    rows = mods.key_range_rows
+    key_ranges = {"name": M.KEY_RANGES, "type": "memref", "rank": 4, "dtype": "i32",
+                  "dims": list(M.key_ranges_dims(rows))} if rows is not None else None
+    backward = m["kind"] == "backward"
+    if rows is not None and not backward:   # (a forward's: after the captures)
+        m["modifiers"]["key_ranges"] = {"name": M.KEY_RANGES, "rows": rows}
+        params.append(key_ranges)
+    if rows is not None and backward:
+        # The dK / dV kernel reads the query ranges, the deterministic dQ
+        # one the key ranges (after the captures).
+        m["modifiers"]["query_ranges"] = {"name": M.QUERY_RANGES, "rows": rows}
+        if m["deterministic"]:
+            m["modifiers"]["key_ranges"] = {"name": M.KEY_RANGES, "rows": rows}
     for launch in m["kernels"] if "kernels" in m else [m]:
         names = [p["name"] for p in launch["params"]]
-        if m["kind"] == "backward":
+        if backward:
             if "k" in names:
                 launch["params"] += params
+            if rows is not None and launch["entry"] == "fa_bwd_kernel":
+                launch["params"].append({"name": M.QUERY_RANGES, "type": "memref", "rank": 4,
+                                         "dtype": "i32", "dims": list(M.query_ranges_dims(rows))})
+            if rows is not None and launch["entry"] == "fa_bwd_dq_kernel":
+                launch["params"].append(key_ranges)
         else:
             at = names.index("out")
             launch["params"][at:at] = params

@@ -7,7 +7,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from flashmlir._key_ranges import range_tensor  # noqa: E402
+from flashmlir._key_ranges import (backward_query_ranges, derive_query_ranges,  # noqa: E402
+                                   range_tensor, range_tensors, union_over_groups)
 
 
 def brute(mask_mod, B, H, Nq, Nk, rows, mask=(-1, -1)):
@@ -72,6 +73,61 @@ def test_against_brute_force(name, fn, B, H, Nq, Nk, mask, rows):
         got = range_tensor(fn, B, H, Nq, Nk, rows=rows, mask=mask, chunk_elements=chunk)
         assert got.dtype == torch.int32 and got.shape == want.shape
         assert torch.equal(got, want), f"{name} rows={rows} chunk={chunk}"
+
+
+def brute_queries(mask_mod, B, H, Nq, Nk, rows, mask=(-1, -1)):
+    """Per group of keys: [first, last + 1) of the queries that see one of
+    them (mask AND mask_mod)."""
+    left, right = mask
+    groups = -(-Nk // rows)
+    out = torch.zeros((B, H, groups, 2), dtype=torch.int32)
+    for b in range(B):
+        for h in range(H):
+            for g in range(groups):
+                lo, hi = Nq, 0
+                for j in range(g * rows, min(Nk, (g + 1) * rows)):
+                    for i in range(Nq):
+                        diag = i + Nk - Nq
+                        ok = (left < 0 or j >= diag - left) and (right < 0 or j <= diag + right)
+                        if ok and (mask_mod is None or bool(mask_mod(b, h, i, j))):
+                            lo, hi = min(lo, i), max(hi, i + 1)
+                if lo < hi:
+                    out[b, h, g] = torch.tensor([lo, hi])
+    return out
+
+
+@pytest.mark.parametrize("rows", [1, 7, 16, 64])
+@pytest.mark.parametrize("name,fn,B,H,Nq,Nk,mask", CASES, ids=[c[0] for c in CASES])
+def test_query_ranges_against_brute_force(name, fn, B, H, Nq, Nk, mask, rows):
+    """The backward's ranges (per group of keys, the queries that see
+    them), from the same evaluation as the key ranges; the ranges derived
+    from the key ranges alone hold them."""
+    want = brute_queries(fn, B, H, Nq, Nk, rows, mask)
+    for chunk in (1, 10**9):
+        keys, got = range_tensors(fn, B, H, Nq, Nk, rows=rows, mask=mask, chunk_elements=chunk)
+        assert got.dtype == torch.int32 and got.shape == want.shape
+        assert torch.equal(got, want), f"{name} rows={rows} chunk={chunk}"
+    derived = derive_query_ranges(keys, rows, Nq, Nk)
+    some = want[..., 0] < want[..., 1]
+    assert bool(((derived[..., 0] <= want[..., 0]) & (derived[..., 1] >= want[..., 1]))[some].all())
+    assert bool((derived[..., 1] <= Nq).all())
+
+
+def test_query_ranges_union_over_groups():
+    """Per key/value head: the union of its group's query heads' ranges
+    (an empty one adds nothing; all empty gives (0, 0))."""
+    qr = torch.tensor([[[[0, 4], [0, 0]], [[2, 9], [0, 0]],
+                        [[0, 0], [0, 0]], [[5, 6], [3, 3]]]], dtype=torch.int32)
+    got = union_over_groups(qr, 2)
+    assert got.tolist() == [[[[0, 9], [0, 0]], [[5, 6], [0, 0]]]]
+    assert union_over_groups(qr, 4) is qr
+    with pytest.raises(ValueError, match="do not form groups"):
+        union_over_groups(qr, 3)
+    # Given per-query-head ranges of another key-group count (another Nk):
+    # derived from the key ranges instead.
+    keys = range_tensor(documents, 2, 4, 33, 33, rows=8)
+    got = backward_query_ranges(keys, qr, 8, 2, 33, 33)
+    assert got.shape == (2, 2, 5, 2) and got.is_contiguous()
 
 
 def test_every_visible_key_is_inside():
@@ -205,9 +261,9 @@ def test_requests():
     plain = _interface.forward_request(*meta, mask_mod=document)
     assert fwd.modifiers.key_range_rows == 64 and fwd.modifiers.key != plain.modifiers.key
     assert "_kr64_sm90a_mod_" in fwd.kernel_name("sm_90a")
-    assert bwd.modifiers.key_range_rows is None and bwd.modifiers.key == plain.modifiers.key
-    with pytest.raises(ValueError, match="key ranges apply to forward kernels only"):
-        _kernels.KernelRequest.make("backward", "bf16", 32, modifiers=fwd.modifiers)
+    # The backward kernels of ranged modifiers take the query ranges.
+    assert bwd.modifiers.key_range_rows == 64 and bwd.modifiers.key == fwd.modifiers.key
+    assert "_kr64_sm90a_mod_" in bwd.kernel_name("sm_90a")
     with pytest.raises(ValueError, match="pass the mask_mod too"):
         _interface.forward_request(*meta, key_ranges=64)
 

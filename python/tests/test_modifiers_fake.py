@@ -311,7 +311,7 @@ def test_registry_finds_precompiled_kernels(tmp_path, monkeypatch):
 
 if torch is not None:
     import flashmlir
-    from flashmlir import _interface, _modifiers, _reference
+    from flashmlir import _interface, _key_ranges, _modifiers, _reference
 
     import fake_gpu
     import modifier_cases as mc
@@ -540,8 +540,16 @@ def run_backward(gpu, p, case, layout="bhsd", deterministic=False, seed=0):
     grads = torch.autograd.grad(out, (q, k, v), dout)
     check_grads(p, case, q, k, v, dout, grads, layout)
     launches = backward_launches(gpu, since)
-    key = case_key(case)
+    # (With key ranges the backward kernels are those of the ranged key:
+    # they take the query ranges, deterministic ones the key ranges too.)
+    key = case_key(case, p.key_range_rows)
     assert launches and {s.modifiers_key for s, _, _ in launches} == {key}, p.id
+    if p.key_range_rows is not None:
+        by_entry = {entry: args for _, entry, args in launches}
+        qr = by_entry["fa_bwd_kernel"][M.QUERY_RANGES]
+        assert qr.shape == (p.B, p.Hkv, -(-p.Nk // p.key_range_rows), 2), p.id
+        if deterministic:
+            assert M.KEY_RANGES in by_entry["fa_bwd_dq_kernel"], p.id
     assert {s.deterministic for s, _, _ in launches} == {deterministic}
     caps = list(case.captures.values())
     for spec, entry, args in launches:    # (the launches that take them)
@@ -861,8 +869,10 @@ def test_key_ranges_bound_and_honored(gpu):
     parameter at each call (another tensor of the same shape: the same
     plan, that tensor bound; misaligned: an aligned copy); ranges hiding
     keys change the result (the fake kernel visits the ranges only, as
-    the real one visits their key blocks); the backward takes the kernels
-    without ranges."""
+    the real one visits their key blocks); the backward kernels take the
+    query ranges of each key/value head (the union over its query heads)
+    and honor them; KeyRanges without query_ranges get them derived from
+    the key ranges."""
     p = mc.Problem("document_causal", 2, 4, 2, 70, 90, 64, "bf16", key_range_rows=16)
     case = p.build()
     q, k, v = p.inputs(requires_grad=True)
@@ -878,8 +888,26 @@ def test_key_ranges_bound_and_honored(gpu):
     grads = torch.autograd.grad(out, (q, k, v), dout)
     check_grads(p, case, q, k, v, dout, grads)
     launches = backward_launches(gpu)
-    assert launches and all(s.modifiers.key_range_rows is None
-                            and s.modifiers_key == case_key(case) for s, _, _ in launches)
+    assert launches and all(s.modifiers.query_range_rows == 16
+                            and s.modifiers_key == case_key(case, 16) for s, _, _ in launches)
+    want_qr = _key_ranges.union_over_groups(kr.query_ranges, p.Hkv)
+    assert torch.equal(gpu.query_ranges[-1], want_qr)
+    # Query ranges that hide the queries of the first key group: dK / dV of
+    # its keys are zero (the kernels skip the queries), the rest as before.
+    cut = flashmlir.KeyRanges(kr.ranges, 16, kr.query_ranges.clone())
+    cut.query_ranges[:, :, 0] = 0
+    grads2 = torch.autograd.grad(flashmlir.attention(q, k, v, **dict(kw, key_ranges=cut)),
+                                 (q, k, v), dout)
+    assert bool((grads2[1][:, :, :16] == 0).all()) and bool((grads2[2][:, :, :16] == 0).all())
+    assert bool((grads[1][:, :, :16] != 0).any())
+    torch.testing.assert_close(grads2[1][:, :, 16:], grads[1][:, :, 16:])
+    # Without query_ranges: derived from the key ranges (a superset), the
+    # same gradients.
+    derived = flashmlir.KeyRanges(kr.ranges, 16)
+    grads3 = torch.autograd.grad(flashmlir.attention(q, k, v, **dict(kw, key_ranges=derived)),
+                                 (q, k, v), dout)
+    for a, b in zip(grads3, grads):
+        torch.testing.assert_close(a, b)
     # Steady state: one launch; other ranges of that shape bound, honored.
     qd, kd, vd = (t.detach() for t in (q, k, v))
     flashmlir.attention(qd, kd, vd, **kw)
@@ -966,4 +994,45 @@ def test_real_fa_compile_key_ranges_manifest(tmp_path):
     bad = json.loads(json.dumps(good))
     bad["modifiers"]["key_ranges"] = {"name": "ranges", "rows": 48}
     with pytest.raises(ManifestError, match="key_ranges must be"):
+        parse(bad)
+
+
+@needs_torch
+def test_real_fa_compile_backward_ranges_manifest(tmp_path):
+    """fa-compile's backward kernels of modifiers with key ranges: the
+    query_ranges parameter [B, Hkv, ceildiv(Nk, rows), 2] (the dK / dV
+    launch), and deterministic also key_ranges (the dQ launch); the reader
+    refuses sections that disagree with the parameters or the mode."""
+    compiler = _fa_compile()
+    doc = torch.zeros(1, 256, dtype=torch.int32)
+    traced = _modifiers.trace(mask_mod=lambda b, h, i, j: doc[b, i] == doc[b, j])
+    mods_ = _kernels.Modifiers.of(traced.with_key_ranges(32))
+    reg = _kernels.KernelRegistry([], cache=str(tmp_path / "cache"), compiler=compiler)
+    fast = reg.find(_kernels.KernelRequest.make("backward", "bf16", 64, modifiers=mods_),
+                    (9, 0))
+    assert "_kr32_" in fast.name and fast.modifiers.query_range_rows == 32
+    assert fast.modifiers.key_range_rows is None
+    [qr] = [p for e in fast.kernels for p in e.params if p.name == M.QUERY_RANGES]
+    assert [d.text for d in qr.dims] == ["B", "Hkv", "ceildiv(Nk, 32)", "2"]
+    det = reg.find(_kernels.KernelRequest.make("backward", "bf16", 64, deterministic=True,
+                                               modifiers=mods_), (9, 0))
+    assert det.modifiers.query_range_rows == det.modifiers.key_range_rows == 32
+    by_entry = {e.entry: {p.name for p in e.params} for e in det.kernels}
+    assert M.QUERY_RANGES in by_entry["fa_bwd_kernel"]
+    assert M.KEY_RANGES in by_entry["fa_bwd_dq_kernel"]
+    with open(fast.json_path) as f:
+        good = json.load(f)
+    bad = json.loads(json.dumps(good))
+    bad["modifiers"]["key_ranges"] = {"name": "key_ranges", "rows": 32}
+    with pytest.raises(ManifestError, match="takes key_ranges exactly when it is deterministic"):
+        parse(bad)
+    bad = json.loads(json.dumps(good))
+    del bad["modifiers"]["query_ranges"]
+    with pytest.raises(ManifestError, match="takes query ranges but its modifiers section has "
+                                            "no query_ranges"):
+        parse(bad)
+    bad = json.loads(json.dumps(good))
+    bad["modifiers"]["query_ranges"]["rows"] = 64
+    with pytest.raises(ManifestError, match=r"parameter query_ranges is rank 4 i32 of dims "
+                                            r"\[B, Hkv, ceildiv\(Nk, 32\), 2\] but must be"):
         parse(bad)

@@ -59,6 +59,10 @@ struct ModifierCase {
   /// keyRangeRows > 0.
   Capture keyRanges;
   int64_t keyRangeRows = 0;
+  /// fa.attention_backward's query_ranges [B, Hkv, ceil(Nk / rows), 2]
+  /// (ints), when queryRangeRows > 0 (the backward module only).
+  Capture queryRanges;
+  int64_t queryRangeRows = 0;
 };
 
 void PrintTo(const ModifierCase &c, std::ostream *os) { *os << c.name; }
@@ -171,6 +175,8 @@ std::vector<Arg> inputArgs(const ModifierCase &c, bool backward) {
         {"lse", dims(p, std::vector<int64_t>{p.batch, p.headsQ, p.seqQ})});
     ins.push_back({"dout", dims(p, p.outShape())});
   }
+  if (backward && c.queryRangeRows > 0)
+    ins.push_back({"qr", c.queryRanges.body()});
   if (c.keyRangeRows > 0)
     ins.push_back({"kr", c.keyRanges.body()});
   for (auto [n, cap] : llvm::enumerate(c.captures))
@@ -183,6 +189,13 @@ std::string keyRangesText(const ModifierCase &c) {
   if (c.keyRangeRows <= 0)
     return "";
   return " key_ranges(%kr_t rows " + std::to_string(c.keyRangeRows) + ")";
+}
+
+/// ` query_ranges(%qr_t rows G)` when the case has them.
+std::string queryRangesText(const ModifierCase &c) {
+  if (c.queryRangeRows <= 0)
+    return "";
+  return " query_ranges(%qr_t rows " + std::to_string(c.queryRangeRows) + ")";
 }
 
 /// The forward: fa.attention with the case's attributes and regions.
@@ -206,7 +219,8 @@ std::string backwardModifierModule(const ModifierCase &c) {
                          {"dv", dims(p, p.vShape())}},
                         "fa.attention_backward %q_t, %k_t, %v_t, %out_t, "
                         "%lse_t, %dout_t" +
-                            attributeText(p) + modifierText(c));
+                            attributeText(p) + queryRangesText(c) +
+                            keyRangesText(c) + modifierText(c));
 }
 
 /// Memref arguments for the captures: f32 ones as KernelBuffers, i32 ones
@@ -321,6 +335,10 @@ llvm::Expected<BackwardResult> runBackwardModifierCase(
     descriptors.push_back(buffer.descriptorPtr());
   }
   CaptureBuffers captures;
+  if (c.queryRangeRows > 0)
+    captures.append({c.queryRanges}, descriptors);
+  if (c.keyRangeRows > 0)
+    captures.append({c.keyRanges}, descriptors);
   captures.append(c.captures, descriptors);
   buffers.emplace_back("dq", ElementType::F32, vec(p.qShape()));
   buffers.emplace_back("dk", ElementType::F32, vec(p.kShape()));
@@ -763,6 +781,26 @@ ModifierCase documentsWithRanges(int64_t rows, bool causal, bool full = false) {
       }
   c.keyRanges = {r, /*ints=*/true};
   c.keyRangeRows = rows;
+  // The backward's: per kv head and group of `rows` keys, the queries of
+  // its query heads (2 each) that see one of them.
+  HostTensor qr(std::vector<int64_t>{2, 2, groups, 2});
+  for (int64_t b = 0; b < 2; ++b)
+    for (int64_t kvh = 0; kvh < 2; ++kvh)
+      for (int64_t g = 0; g < groups; ++g) {
+        int64_t lo = n, hi = 0;
+        for (int64_t h = 2 * kvh; h < 2 * kvh + 2; ++h)
+          for (int64_t j = g * rows; j < std::min(n, (g + 1) * rows); ++j)
+            for (int64_t i = 0; i < n; ++i)
+              if (c.mask(b, h, i, j) && (!causal || j <= i)) {
+                lo = std::min(lo, i);
+                hi = std::max(hi, i + 1);
+              }
+        double *at = &qr.data[((b * 2 + kvh) * groups + g) * 2];
+        at[0] = lo < hi ? lo : 0;
+        at[1] = lo < hi ? hi : 0;
+      }
+  c.queryRanges = {qr, /*ints=*/true};
+  c.queryRangeRows = rows;
   return c;
 }
 
@@ -826,6 +864,87 @@ TEST(KeyRangesNumerics, NarrowerRangesDropKeys) {
     c.keyRanges.values.data[n] += 16;
   expectTiledDiffers(c);
 }
+
+/// The tiled backward visits, per key block, only the query blocks of its
+/// query_ranges (and deterministic, per query block of dQ, only the key
+/// blocks of its key_ranges): bitwise the gradients without them, and
+/// right against the reference lowering (which ignores them).
+class BackwardRangesNumerics
+    : public ::testing::TestWithParam<std::tuple<ModifierCase, bool>> {};
+
+/// The backward of `c` through the tiled pipeline, given the forward's out
+/// and lse (float64's, out rounded to f32).
+llvm::Expected<BackwardResult> tiledBackward(const ModifierCase &c,
+                                             const AttentionInputs &in) {
+  ForwardResult fwd = float64WithModifiers(c, in);
+  for (double &x : fwd.out.data)
+    x = roundTo(x, ElementType::F32);
+  return runBackwardModifierCase(c, in, fwd, tiledModifierPipeline());
+}
+
+TEST_P(BackwardRangesNumerics, TiledEqualsWithoutRanges) {
+  auto [base, deterministic] = GetParam();
+  ModifierCase c = base;
+  c.problem.deterministic = deterministic;
+  AttentionInputs in =
+      makeRandomInputs(c.problem, std::hash<std::string>{}(c.name));
+  ModifierCase without = c;
+  without.keyRangeRows = without.queryRangeRows = 0;
+  auto want = tiledBackward(without, in);
+  ASSERT_TRUE(!!want) << llvm::toString(want.takeError());
+  auto got = tiledBackward(c, in);
+  ASSERT_TRUE(!!got) << llvm::toString(got.takeError());
+  EXPECT_TRUE(bitwiseEqual("dq", got->dq, want->dq));
+  EXPECT_TRUE(bitwiseEqual("dk", got->dk, want->dk));
+  EXPECT_TRUE(bitwiseEqual("dv", got->dv, want->dv));
+  ForwardResult fwd = float64WithModifiers(c, in);
+  for (double &x : fwd.out.data)
+    x = roundTo(x, ElementType::F32);
+  auto ref = runBackwardModifierCase(c, in, fwd);
+  ASSERT_TRUE(!!ref) << llvm::toString(ref.takeError());
+  EXPECT_TRUE(allClose("dq", got->dq, ref->dq, 1e-5));
+  EXPECT_TRUE(allClose("dk", got->dk, ref->dk, 1e-5));
+  EXPECT_TRUE(allClose("dv", got->dv, ref->dv, 1e-5));
+}
+
+/// The ranges are read: query ranges that drop the first query block of
+/// every key group change dK / dV; key ranges that drop the first key
+/// block of every query group change the deterministic dQ.
+TEST(BackwardRangesNumerics, NarrowerRangesDropBlocks) {
+  for (bool keys : {false, true}) {
+    ModifierCase c = documentsWithRanges(16, /*causal=*/false);
+    c.problem.deterministic = keys;
+    Capture &r = keys ? c.keyRanges : c.queryRanges;
+    for (size_t n = 0; n < r.values.data.size(); n += 2)
+      r.values.data[n] += 16;
+    AttentionInputs in =
+        makeRandomInputs(c.problem, std::hash<std::string>{}(c.name));
+    auto got = tiledBackward(c, in);
+    ASSERT_TRUE(!!got) << llvm::toString(got.takeError());
+    ModifierCase without = c;
+    without.keyRangeRows = without.queryRangeRows = 0;
+    auto want = tiledBackward(without, in);
+    ASSERT_TRUE(!!want) << llvm::toString(want.takeError());
+    if (keys) {
+      EXPECT_FALSE(allClose("dq", got->dq, want->dq, 1e-5));
+    } else {
+      EXPECT_FALSE(allClose("dk", got->dk, want->dk, 1e-5));
+      EXPECT_FALSE(allClose("dv", got->dv, want->dv, 1e-5));
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    TiledCPU, BackwardRangesNumerics,
+    ::testing::Combine(::testing::Values(documentsWithRanges(16, false),
+                                         documentsWithRanges(8, true),
+                                         documentsWithRanges(24, false, true),
+                                         documentsWithRanges(64, true)),
+                       ::testing::Bool()),
+    [](const ::testing::TestParamInfo<std::tuple<ModifierCase, bool>> &info) {
+      return std::get<0>(info.param).name +
+             (std::get<1>(info.param) ? "_deterministic" : "");
+    });
 
 INSTANTIATE_TEST_SUITE_P(
     TiledCPU, KeyRangesNumerics,
