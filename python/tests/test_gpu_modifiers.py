@@ -263,6 +263,32 @@ def test_backward(p, layout, poison):
                          f"{p.id} {layout}")
 
 
+def test_query_ranges_are_honored(poison):
+    """The backward kernel visits, per key block, the query blocks of its
+    query ranges only: ranges of [0, 256) for every key group give the
+    gradients of the modified attention whose dout is zero past row 256
+    (those rows add nothing to dK / dV and get no dQ), not the full ones."""
+    p = next(p for p in MC.GPU_BACKWARD_PROBLEMS if p.key_range_rows == 64)
+    case = p.build("cuda", seed=R.seed_for(p.id))
+    q, k, v = p.inputs("cuda", "bhsd", seed=R.seed_for(p.id, "qr"))
+    dout = R.make_dout((p.B, p.Hq, p.Nq, p.D), p.torch_dtype, seed=R.seed_for(p.id, "qrd"))
+    kr = p.ranges(case, "cuda")
+    narrow = kr.query_ranges.clone()
+    narrow[..., 0], narrow[..., 1] = 0, 256
+    qq, kk, vv = (t.detach().clone().requires_grad_() for t in (q, k, v))
+    out = flashmlir.attention(qq, kk, vv, score_mod=case.score_mod, mask_mod=case.mask_mod,
+                              key_ranges=flashmlir.KeyRanges(kr.ranges, 64, narrow),
+                              **p.kwargs)
+    grads = torch.autograd.grad(out, (qq, kk, vv), dout)
+    torch.cuda.synchronize()
+    cut = dout.clone()
+    cut[:, :, 256:] = 0
+    check_modified_grads(p, case, grads, q, k, v, cut, f"{p.id} query ranges [0, 256)")
+    assert (grads[0][:, :, 256:] == 0).all()
+    full = run_backward(p, case, q, k, v, dout, "bhsd")
+    assert not torch.equal(full[1], grads[1])
+
+
 @pytest.mark.parametrize("p", MC.GPU_DETERMINISTIC_PROBLEMS, ids=lambda p: p.id)
 def test_backward_deterministic(p, poison):
     """deterministic=True: the same gradients bitwise over repeated runs."""
