@@ -593,6 +593,39 @@ INSTANTIATE_TEST_SUITE_P(
       return info.param.name;
     });
 
+ModifierCase headBandMaskMod(bool deterministic);
+
+/// A band the tiled pipelines bound without a scan (fa-specialize-masks'
+/// band ranges): the key bounds linear in the row with slope 2 and 1, a
+/// head term and a batch term (i - 40 - 3h <= j <= 2i - 30 + b), over
+/// several 16 x 16 blocks, GQA, Nq != Nk; the first rows see no key.
+ModifierCase linearBand() {
+  ModifierCase c;
+  c.name = "linear_band";
+  c.problem = problem(70, 90, 4, 2, /*batch=*/2);
+  c.maskMod = R"(
+      %c0 = arith.constant 0 : index
+      %c2 = arith.constant 2 : index
+      %c3 = arith.constant 3 : index
+      %c30 = arith.constant 30 : index
+      %c40 = arith.constant 40 : index
+      %i2 = arith.muli %c2, %i : index
+      %hi0 = arith.subi %i2, %c30 : index
+      %hi = arith.addi %hi0, %b : index
+      %le = arith.cmpi sle, %j, %hi : index
+      %h3 = arith.muli %h, %c3 : index
+      %lo0 = arith.subi %i, %c40 : index
+      %lo = arith.subi %lo0, %h3 : index
+      %jn = arith.subi %j, %lo : index
+      %ge = arith.cmpi sge, %jn, %c0 : index
+      %v = arith.andi %le, %ge : i1
+      fa.yield %v : i1)";
+  c.mask = [](int64_t b, int64_t h, int64_t i, int64_t j) {
+    return j <= 2 * i - 30 + b && j >= i - 40 - 3 * h;
+  };
+  return c;
+}
+
 /// The same cases through the tiled pipeline: the modifiers applied per
 /// tile at global positions, against float64 (the online softmax's
 /// rescaling and exp2 cost a little more than the reference's rounding).
@@ -612,7 +645,8 @@ TEST_P(TiledModifierNumerics, MatchesFloat64) {
 INSTANTIATE_TEST_SUITE_P(
     TiledCPU, TiledModifierNumerics,
     ::testing::Values(alibi(), alibiDynamic(), relativeBias(), documentMask(),
-                      prefixLM(), emptyRows()),
+                      prefixLM(), emptyRows(), linearBand(),
+                      headBandMaskMod(false)),
     [](const ::testing::TestParamInfo<ModifierCase> &info) {
       return info.param.name;
     });
@@ -1039,7 +1073,8 @@ TEST_P(TiledBackwardMaskModRange, EqualsReference) {
 
 INSTANTIATE_TEST_SUITE_P(
     TiledCPU, TiledBackwardMaskModRange,
-    ::testing::Values(headBandMaskMod(false), headBandMaskMod(true)),
+    ::testing::Values(headBandMaskMod(false), headBandMaskMod(true),
+                      linearBand()),
     [](const ::testing::TestParamInfo<ModifierCase> &info) {
       return info.param.name;
     });

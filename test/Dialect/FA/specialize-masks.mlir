@@ -255,6 +255,47 @@ func.func @modifier(%q: tensor<64x64xf16>, %k: tensor<32x64xf16>, %v: tensor<32x
 
 // -----
 
+// A band mask_mod (signed compares of index expressions linear in i and j,
+// the scanned j with coefficient +-1: a sliding window of 100 keys) needs
+// no scan: its bounds at the block's rows give the range. j >= i - 99 is
+// smallest at the first row q0, j <= i largest at the last row; the range
+// is widened to whole blocks from lo (0).
+// CHECK-LABEL: func.func @band_mask_mod
+// CHECK-SAME:    %[[Q0:[a-z0-9]+]]: index, %[[NQ:[a-z0-9]+]]: index, %[[NK:[a-z0-9]+]]: index, %{{.*}}: index, %{{.*}}: index)
+// CHECK-NOT:     scf.for {{.*}} -> (index
+// CHECK:         %[[QE:.*]] = arith.minsi %{{.*}}, %[[NQ]] : index
+// CHECK:         %[[QLAST:.*]] = arith.subi %[[QE]], %c1{{.*}} : index
+// CHECK:         %[[BEGIN:.*]] = arith.addi %[[Q0]], %c-99 : index
+// CHECK:         %[[X0:.*]] = arith.maxsi %[[BEGIN]], %{{.*}} : index
+// CHECK:         %[[END:.*]] = arith.addi %[[QLAST]], %c1{{.*}} : index
+// CHECK:         %[[X1:.*]] = arith.minsi %[[END]], %{{.*}} : index
+// CHECK:         %[[EMPTY:.*]] = arith.cmpi sle, %[[X1]], %[[X0]] : index
+// CHECK-NOT:     scf.for {{.*}} -> (index
+// CHECK:         scf.for {{.*}} -> (tensor<64x64xf32>, tensor<64xf32>, tensor<64xf32>)
+// CHECK:           scf.if
+// CHECK:             scf.if
+// CHECK:               fa.online_attention {{.*}} mask_mod(
+func.func @band_mask_mod(%q: tensor<64x64xf16>, %k: tensor<32x64xf16>, %v: tensor<32x64xf16>, %acc: tensor<64x64xf32>, %m: tensor<64xf32>, %l: tensor<64xf32>, %q0: index, %nq: index, %nk: index, %b: index, %h: index) -> (tensor<64x64xf32>, tensor<64xf32>, tensor<64xf32>) {
+  %c0 = arith.constant 0 : index
+  %c32 = arith.constant 32 : index
+  %r:3 = scf.for %k0 = %c0 to %nk step %c32 iter_args(%a = %acc, %mm = %m, %ll = %l) -> (tensor<64x64xf32>, tensor<64xf32>, tensor<64xf32>) {
+    %n:3 = fa.online_attention %q, %k, %v into %a, %mm, %ll masked(%q0, %k0, %nq, %nk) at(%b, %h) scale 0.125
+        mask_mod(%bb: index, %hh: index, %i: index, %j: index) {
+          %d = arith.subi %i, %j : index
+          %zero = arith.constant 0 : index
+          %c100 = arith.constant 100 : index
+          %ge = arith.cmpi sge, %d, %zero : index
+          %lt = arith.cmpi slt, %d, %c100 : index
+          %v2 = arith.andi %ge, %lt : i1
+          fa.yield %v2 : i1
+        } : tensor<64x64xf16>, tensor<32x64xf16>, tensor<32x64xf16> -> tensor<64x64xf32>, tensor<64xf32>
+    scf.yield %n#0, %n#1, %n#2 : tensor<64x64xf32>, tensor<64xf32>, tensor<64xf32>
+  }
+  return %r#0, %r#1, %r#2 : tensor<64x64xf32>, tensor<64xf32>, tensor<64xf32>
+}
+
+// -----
+
 // A mask_mod that reads a capture (a document id per token) may see and
 // hide any block: no scan, every block stays (the full blocks and the key
 // tail's), each with the mask_mod.

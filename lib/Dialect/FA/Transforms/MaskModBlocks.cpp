@@ -14,6 +14,10 @@
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/Matchers.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/STLExtras.h"
+
+#include <array>
+#include <cstdlib>
 
 using namespace mlir;
 using namespace mlir::fa;
@@ -279,10 +283,231 @@ Value mlir::fa::detail::lastPosition(OpBuilder &b, Location loc, Value start,
 /// Blocks per chunk of the coarse scan.
 static constexpr int64_t kScanChunk = 8;
 
+//===----------------------------------------------------------------------===//
+// Bands: mask_mods that bound the scanned index by linear functions
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// c + sum coef[n] * (b, h, i, j)[n] with constant coefficients.
+struct Linear {
+  std::array<int64_t, 4> coef = {0, 0, 0, 0};
+  int64_t c = 0;
+};
+
+/// Coefficients beyond this are not a band of interest (and could
+/// overflow).
+constexpr int64_t kMaxCoefficient = int64_t(1) << 40;
+
+bool small(const Linear &l) {
+  return std::abs(l.c) < kMaxCoefficient &&
+         llvm::all_of(l.coef,
+                      [](int64_t x) { return std::abs(x) < kMaxCoefficient; });
+}
+
+Linear combine(const Linear &x, const Linear &y, int64_t sign) {
+  Linear r;
+  for (int n = 0; n < 4; ++n)
+    r.coef[n] = x.coef[n] + sign * y.coef[n];
+  r.c = x.c + sign * y.c;
+  return r;
+}
+
+/// `v` (an index or integer value of the mask_mod's body) as a linear form
+/// of its index arguments, or none.
+std::optional<Linear> linearOf(Value v, Block &body) {
+  if (auto arg = dyn_cast<BlockArgument>(v)) {
+    if (arg.getOwner() != &body || arg.getArgNumber() >= 4)
+      return std::nullopt;
+    Linear l;
+    l.coef[arg.getArgNumber()] = 1;
+    return l;
+  }
+  Operation *def = v.getDefiningOp();
+  if (!def || def->getBlock() != &body)
+    return std::nullopt;
+  IntegerAttr cst;
+  if (matchPattern(v, m_Constant(&cst)) && cst.getType().isIndex()) {
+    Linear l;
+    l.c = cst.getInt();
+    return small(l) ? std::optional<Linear>(l) : std::nullopt;
+  }
+  std::optional<Linear> r;
+  if (isa<arith::AddIOp, arith::SubIOp, arith::MulIOp>(def)) {
+    std::optional<Linear> x = linearOf(def->getOperand(0), body);
+    std::optional<Linear> y = linearOf(def->getOperand(1), body);
+    if (!x || !y)
+      return std::nullopt;
+    if (isa<arith::AddIOp>(def))
+      r = combine(*x, *y, 1);
+    else if (isa<arith::SubIOp>(def))
+      r = combine(*x, *y, -1);
+    else {
+      // One side a constant.
+      bool xConst = llvm::all_of(x->coef, [](int64_t c) { return c == 0; });
+      bool yConst = llvm::all_of(y->coef, [](int64_t c) { return c == 0; });
+      if (!xConst && !yConst)
+        return std::nullopt;
+      const Linear &f = xConst ? *y : *x;
+      int64_t k = xConst ? x->c : y->c;
+      if (std::abs(k) >= kMaxCoefficient)
+        return std::nullopt;
+      Linear m;
+      for (int n = 0; n < 4; ++n)
+        m.coef[n] = f.coef[n] * k;
+      m.c = f.c * k;
+      r = m;
+    }
+  }
+  if (r && small(*r))
+    return r;
+  return std::nullopt;
+}
+
+/// Adds to `out` the constraints `F >= 0` that `v` (an i1 of the body)
+/// being true implies, or fails for a value it cannot read (it may then
+/// imply anything). Index comparisons with signed predicates, and of them.
+bool collectConstraints(Value v, Block &body, SmallVectorImpl<Linear> &out) {
+  Operation *def = v.getDefiningOp();
+  if (!def || def->getBlock() != &body)
+    return false;
+  if (isa<arith::AndIOp>(def))
+    return collectConstraints(def->getOperand(0), body, out) &&
+           collectConstraints(def->getOperand(1), body, out);
+  if (matchPattern(v, m_One()))
+    return true;
+  auto cmp = dyn_cast<arith::CmpIOp>(def);
+  if (!cmp || !cmp.getLhs().getType().isIndex())
+    return false;
+  std::optional<Linear> x = linearOf(cmp.getLhs(), body);
+  std::optional<Linear> y = linearOf(cmp.getRhs(), body);
+  if (!x || !y)
+    return false;
+  Linear d = combine(*x, *y, -1); // lhs - rhs
+  Linear neg = combine(Linear(), d, -1);
+  using P = arith::CmpIPredicate;
+  switch (cmp.getPredicate()) {
+  case P::sge:
+    out.push_back(d);
+    return true;
+  case P::sgt:
+    d.c -= 1;
+    out.push_back(d);
+    return true;
+  case P::sle:
+    out.push_back(neg);
+    return true;
+  case P::slt:
+    neg.c -= 1;
+    out.push_back(neg);
+    return true;
+  case P::eq:
+    out.push_back(d);
+    out.push_back(neg);
+    return true;
+  default:
+    // (Unsigned compares of index differences that may be negative are not
+    // linear constraints.)
+    return false;
+  }
+}
+
+} // namespace
+
+/// The element offsets [first, end) of the blocks of [lo, hi) that a
+/// mask_mod of linear bounds on the scanned index (unit coefficient: `j >=
+/// i - 99`, `j <= i`, ...) may see, computed from the bounds at the fixed
+/// block's rows and the head range without a scan; none when the mask_mod
+/// is not of that form or bounds nothing.
+static std::optional<std::pair<Value, Value>>
+buildBandRange(OpBuilder &b, Location loc, const MaskModScan &scan, Value lo,
+               Value hi) {
+  Block &body = scan.maskMod->front();
+  SmallVector<Linear> constraints;
+  if (!collectConstraints(body.getTerminator()->getOperand(0), body,
+                          constraints))
+    return std::nullopt;
+  // The scanned index's argument and the fixed one's.
+  int scanned = scan.scanKeys ? 3 : 2, fixed = scan.scanKeys ? 2 : 3;
+  auto idx = [&](int64_t v) -> Value {
+    return arith::ConstantIndexOp::create(b, loc, v);
+  };
+  // The extreme of `l` (without the scanned index) over the fixed block and
+  // the heads: its smallest value (`smallest`) or its largest.
+  auto extreme = [&](const Linear &l, bool smallest) -> Value {
+    Value v = idx(l.c);
+    auto term = [&](int64_t k, Value x) {
+      if (k != 0)
+        v = b.createOrFold<arith::AddIOp>(
+            loc, v, b.createOrFold<arith::MulIOp>(loc, idx(k), x));
+    };
+    term(l.coef[0], scan.batch);
+    Value headLast = scan.headLast ? scan.headLast : scan.head;
+    bool headLow = (l.coef[1] >= 0) == smallest;
+    term(l.coef[1], headLow ? scan.head : headLast);
+    bool fixedLow = (l.coef[fixed] >= 0) == smallest;
+    term(l.coef[fixed], fixedLow ? scan.fixedLo : scan.fixedLast);
+    return v;
+  };
+  Value begin, last;
+  for (const Linear &f : constraints) {
+    int64_t a = f.coef[scanned];
+    if (a == 0)
+      continue; // (a condition on the other indices: it only hides more)
+    if (a != 1 && a != -1)
+      return std::nullopt;
+    // a x + R >= 0: x >= -R (a = 1) or x <= R (a = -1).
+    Linear r = f;
+    r.coef[scanned] = 0;
+    if (a == 1) {
+      Value bound = extreme(combine(Linear(), r, -1), /*smallest=*/true);
+      begin = begin ? b.createOrFold<arith::MaxSIOp>(loc, begin, bound) : bound;
+    } else {
+      Value bound = extreme(r, /*smallest=*/false);
+      last = last ? b.createOrFold<arith::MinSIOp>(loc, last, bound) : bound;
+    }
+  }
+  if (!begin && !last)
+    return std::nullopt;
+  Value bs = idx(scan.block), one = idx(1);
+  // [x0, x1): the positions of [lo, hi) within the bounds.
+  Value x0 = begin ? b.createOrFold<arith::MaxSIOp>(loc, begin, lo) : lo;
+  Value x1 = last ? b.createOrFold<arith::MinSIOp>(
+                        loc, b.createOrFold<arith::AddIOp>(loc, last, one), hi)
+                  : hi;
+  Value empty = b.createOrFold<arith::CmpIOp>(loc, arith::CmpIPredicate::sle,
+                                              x1, x0);
+  // Whole blocks from lo: x0 rounded down, x1 up (at most hi).
+  Value first = b.createOrFold<arith::AddIOp>(
+      loc, lo,
+      b.createOrFold<arith::MulIOp>(
+          loc,
+          b.createOrFold<arith::DivUIOp>(
+              loc, b.createOrFold<arith::SubIOp>(loc, x0, lo), bs),
+          bs));
+  Value end = b.createOrFold<arith::MinSIOp>(
+      loc,
+      b.createOrFold<arith::AddIOp>(
+          loc, lo,
+          b.createOrFold<arith::MulIOp>(
+              loc,
+              b.createOrFold<arith::CeilDivSIOp>(
+                  loc, b.createOrFold<arith::SubIOp>(loc, x1, lo), bs),
+              bs)),
+      hi);
+  return std::make_pair(
+      b.createOrFold<arith::SelectOp>(loc, empty, hi, first),
+      b.createOrFold<arith::SelectOp>(loc, empty, hi, end));
+}
+
 std::optional<std::pair<Value, Value>>
 mlir::fa::detail::buildMaskModVisibleRange(RewriterBase &rewriter, Location loc,
                                            const MaskModScan &scan, Value lo,
                                            Value hi) {
+  // A band: its bounds, no scan.
+  if (std::optional<std::pair<Value, Value>> band =
+          buildBandRange(rewriter, loc, scan, lo, hi))
+    return band;
   int64_t bs = scan.block;
   Value blockValue = arith::ConstantIndexOp::create(rewriter, loc, bs);
   int64_t chunk = kScanChunk * bs;
