@@ -594,6 +594,28 @@ INSTANTIATE_TEST_SUITE_P(
     });
 
 ModifierCase headBandMaskMod(bool deterministic);
+ModifierCase documentsWithRanges(int64_t rows, bool causal, bool full = false);
+
+/// Documents AND a causal conjunct in the mask_mod, no ranges: the band
+/// bound comes from the readable conjunct (kv_idx <= q_idx), the document
+/// compare only hides more.
+ModifierCase documentCausalConjunct() {
+  ModifierCase c = documentsWithRanges(16, /*causal=*/false, /*full=*/false);
+  c.name = "document_causal_conjunct";
+  c.keyRangeRows = c.queryRangeRows = 0;
+  c.maskMod = R"(
+      %di = tensor.extract %cap0[%b, %i] : tensor<2x150xi32>
+      %dj = tensor.extract %cap0[%b, %j] : tensor<2x150xi32>
+      %same = arith.cmpi eq, %di, %dj : i32
+      %causal = arith.cmpi sle, %j, %i : index
+      %v = arith.andi %same, %causal : i1
+      fa.yield %v : i1)";
+  MaskFn doc = c.mask;
+  c.mask = [doc](int64_t b, int64_t h, int64_t i, int64_t j) {
+    return doc(b, h, i, j) && j <= i;
+  };
+  return c;
+}
 
 /// A band the tiled pipelines bound without a scan (fa-specialize-masks'
 /// band ranges): the key bounds linear in the row with slope 2 and 1, a
@@ -646,7 +668,7 @@ INSTANTIATE_TEST_SUITE_P(
     TiledCPU, TiledModifierNumerics,
     ::testing::Values(alibi(), alibiDynamic(), relativeBias(), documentMask(),
                       prefixLM(), emptyRows(), linearBand(),
-                      headBandMaskMod(false)),
+                      headBandMaskMod(false), documentCausalConjunct()),
     [](const ::testing::TestParamInfo<ModifierCase> &info) {
       return info.param.name;
     });
@@ -759,7 +781,7 @@ ModifierCase backwardEmptyRows() {
 /// columns: also the keys of the group's document when all its rows are in
 /// one (the mask_mod shows them to every row; the causal attribute still
 /// applies).
-ModifierCase documentsWithRanges(int64_t rows, bool causal, bool full = false) {
+ModifierCase documentsWithRanges(int64_t rows, bool causal, bool full) {
   ModifierCase c;
   c.name = "documents_rows" + std::to_string(rows) + (causal ? "_causal" : "") +
            (full ? "_full" : "");
@@ -1074,7 +1096,7 @@ TEST_P(TiledBackwardMaskModRange, EqualsReference) {
 INSTANTIATE_TEST_SUITE_P(
     TiledCPU, TiledBackwardMaskModRange,
     ::testing::Values(headBandMaskMod(false), headBandMaskMod(true),
-                      linearBand()),
+                      linearBand(), documentCausalConjunct()),
     [](const ::testing::TestParamInfo<ModifierCase> &info) {
       return info.param.name;
     });

@@ -296,6 +296,38 @@ func.func @band_mask_mod(%q: tensor<64x64xf16>, %k: tensor<32x64xf16>, %v: tenso
 
 // -----
 
+// A conjunct the band analysis cannot read (a document id compare) only
+// hides more: the range comes from the readable one, j <= i (the block's
+// last row), still without a scan.
+// CHECK-LABEL: func.func @band_and_capture
+// CHECK-SAME:    %[[Q0:[a-z0-9]+]]: index, %[[NQ:[a-z0-9]+]]: index, %[[NK:[a-z0-9]+]]: index
+// CHECK-NOT:     scf.for {{.*}} -> (index
+// CHECK:         %[[QE:.*]] = arith.minsi %{{.*}}, %[[NQ]] : index
+// CHECK:         %[[QLAST:.*]] = arith.subi %[[QE]], %c1{{.*}} : index
+// CHECK:         arith.addi %[[QLAST]], %c1{{.*}} : index
+// CHECK-NOT:     scf.for {{.*}} -> (index
+// CHECK:         scf.for {{.*}} -> (tensor<64x64xf32>, tensor<64xf32>, tensor<64xf32>)
+func.func @band_and_capture(%q: tensor<64x64xf16>, %k: tensor<32x64xf16>, %v: tensor<32x64xf16>, %acc: tensor<64x64xf32>, %m: tensor<64xf32>, %l: tensor<64xf32>, %q0: index, %nq: index, %nk: index, %b: index, %h: index, %doc: tensor<128xi32>) -> (tensor<64x64xf32>, tensor<64xf32>, tensor<64xf32>) {
+  %c0 = arith.constant 0 : index
+  %c32 = arith.constant 32 : index
+  %r:3 = scf.for %k0 = %c0 to %nk step %c32 iter_args(%a = %acc, %mm = %m, %ll = %l) -> (tensor<64x64xf32>, tensor<64xf32>, tensor<64xf32>) {
+    %n:3 = fa.online_attention %q, %k, %v into %a, %mm, %ll masked(%q0, %k0, %nq, %nk) at(%b, %h) scale 0.125
+        captures(%doc : tensor<128xi32>)
+        mask_mod(%bb: index, %hh: index, %i: index, %j: index, %d: tensor<128xi32>) {
+          %di = tensor.extract %d[%i] : tensor<128xi32>
+          %dj = tensor.extract %d[%j] : tensor<128xi32>
+          %same = arith.cmpi eq, %di, %dj : i32
+          %causal = arith.cmpi sle, %j, %i : index
+          %v2 = arith.andi %same, %causal : i1
+          fa.yield %v2 : i1
+        } : tensor<64x64xf16>, tensor<32x64xf16>, tensor<32x64xf16> -> tensor<64x64xf32>, tensor<64xf32>
+    scf.yield %n#0, %n#1, %n#2 : tensor<64x64xf32>, tensor<64xf32>, tensor<64xf32>
+  }
+  return %r#0, %r#1, %r#2 : tensor<64x64xf32>, tensor<64xf32>, tensor<64xf32>
+}
+
+// -----
+
 // A mask_mod that reads a capture (a document id per token) may see and
 // hide any block: no scan, every block stays (the full blocks and the key
 // tail's), each with the mask_mod.

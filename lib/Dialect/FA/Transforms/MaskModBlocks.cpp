@@ -366,14 +366,18 @@ std::optional<Linear> linearOf(Value v, Block &body) {
 
 /// Adds to `out` the constraints `F >= 0` that `v` (an i1 of the body)
 /// being true implies, or fails for a value it cannot read (it may then
-/// imply anything). Index comparisons with signed predicates, and of them.
+/// imply anything). Index comparisons with signed predicates, and
+/// conjunctions of them and of anything else (a conjunct it cannot read,
+/// such as a document id compare, only hides more: it adds no constraint).
 bool collectConstraints(Value v, Block &body, SmallVectorImpl<Linear> &out) {
   Operation *def = v.getDefiningOp();
   if (!def || def->getBlock() != &body)
     return false;
-  if (isa<arith::AndIOp>(def))
-    return collectConstraints(def->getOperand(0), body, out) &&
-           collectConstraints(def->getOperand(1), body, out);
+  if (isa<arith::AndIOp>(def)) {
+    (void)collectConstraints(def->getOperand(0), body, out);
+    (void)collectConstraints(def->getOperand(1), body, out);
+    return true;
+  }
   if (matchPattern(v, m_One()))
     return true;
   auto cmp = dyn_cast<arith::CmpIOp>(def);
