@@ -803,8 +803,8 @@ static LogicalResult verifyRanges(Operation *op, StringRef name, Value ranges,
   if (!ranges && !rowsAttr)
     return success();
   if (!ranges || !rowsAttr)
-    return op->emitOpError() << name << " and " << name.drop_back()
-                             << "_rows go together";
+    return op->emitOpError()
+           << name << " and " << name.drop_back() << "_rows go together";
   int64_t rows = rowsAttr.getInt();
   if (rows <= 0)
     return op->emitOpError() << name << " rows must be > 0, got " << rows;
@@ -813,8 +813,8 @@ static LogicalResult verifyRanges(Operation *op, StringRef name, Value ranges,
                           .str();
   auto type = cast<RankedTensorType>(ranges.getType());
   if (type.getRank() != 4)
-    return op->emitOpError() << name << " must be " << shape << ", got rank "
-                             << type.getRank();
+    return op->emitOpError()
+           << name << " must be " << shape << ", got rank " << type.getRank();
   auto mismatch = [&](int64_t got, int64_t want) {
     return !ShapedType::isDynamic(got) && !ShapedType::isDynamic(want) &&
            got != want;
@@ -921,8 +921,8 @@ LogicalResult AttentionBackwardOp::verify() {
                           getQueryRangeRowsAttr(), t.k.getDimSize(0),
                           t.k.getDimSize(1), t.k.getDimSize(2), "Hkv", "Nk",
                           /*fourColumns=*/false)) ||
-      failed(verifyKeyRanges(*this, t.q, getKeyRanges(),
-                             getKeyRangeRowsAttr())))
+      failed(
+          verifyKeyRanges(*this, t.q, getKeyRanges(), getKeyRangeRowsAttr())))
     return failure();
   // The gradients have exactly the types of the inputs, not merely agreeing
   // ones: a size that is static in one and dynamic in the other is an error

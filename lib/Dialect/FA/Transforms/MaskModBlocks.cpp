@@ -300,9 +300,9 @@ struct Linear {
 constexpr int64_t kMaxCoefficient = int64_t(1) << 40;
 
 bool small(const Linear &l) {
-  return std::abs(l.c) < kMaxCoefficient &&
-         llvm::all_of(l.coef,
-                      [](int64_t x) { return std::abs(x) < kMaxCoefficient; });
+  return std::abs(l.c) < kMaxCoefficient && llvm::all_of(l.coef, [](int64_t x) {
+           return std::abs(x) < kMaxCoefficient;
+         });
 }
 
 Linear combine(const Linear &x, const Linear &y, int64_t sign) {
@@ -479,8 +479,8 @@ buildBandRange(OpBuilder &b, Location loc, const MaskModScan &scan, Value lo,
   Value x1 = last ? b.createOrFold<arith::MinSIOp>(
                         loc, b.createOrFold<arith::AddIOp>(loc, last, one), hi)
                   : hi;
-  Value empty = b.createOrFold<arith::CmpIOp>(loc, arith::CmpIPredicate::sle,
-                                              x1, x0);
+  Value empty =
+      b.createOrFold<arith::CmpIOp>(loc, arith::CmpIPredicate::sle, x1, x0);
   // Whole blocks from lo: x0 rounded down, x1 up (at most hi).
   Value first = b.createOrFold<arith::AddIOp>(
       loc, lo,
@@ -499,9 +499,8 @@ buildBandRange(OpBuilder &b, Location loc, const MaskModScan &scan, Value lo,
                   loc, b.createOrFold<arith::SubIOp>(loc, x1, lo), bs),
               bs)),
       hi);
-  return std::make_pair(
-      b.createOrFold<arith::SelectOp>(loc, empty, hi, first),
-      b.createOrFold<arith::SelectOp>(loc, empty, hi, end));
+  return std::make_pair(b.createOrFold<arith::SelectOp>(loc, empty, hi, first),
+                        b.createOrFold<arith::SelectOp>(loc, empty, hi, end));
 }
 
 std::optional<std::pair<Value, Value>>

@@ -223,8 +223,8 @@ void buildNest(PatternRewriter &rewriter, OpT op, const NestForm &form,
   if constexpr (std::is_same_v<OpT, AttentionOp>) {
     if (op.getKeyRanges()) {
       fa::detail::BlockRange r = fa::detail::buildBlockRange(
-          rewriter, loc, op.getKeyRanges(), *op.getKeyRangeRows(), seq.index,
-          h, qStart, qLen, blockQ, blockKV, seq.nk);
+          rewriter, loc, op.getKeyRanges(), *op.getKeyRangeRows(), seq.index, h,
+          qStart, qLen, blockQ, blockKV, seq.nk);
       keyBegin = r.begin;
       keyEnd = r.end;
       if (op.hasMaskMod()) {
@@ -483,8 +483,7 @@ struct FATileAttentionPass final
       op.emitError() << "fa-tile-attention: key_ranges rows " << rows
                      << " split a block of " << bq
                      << " query rows into more than "
-                     << fa::detail::kMaxRangeGroups
-                     << " groups";
+                     << fa::detail::kMaxRangeGroups << " groups";
       return WalkResult::interrupt();
     });
     if (ranges.wasInterrupted())

@@ -531,9 +531,9 @@ static KeyBlockGradients buildKeyBlockGradients(OpBuilder &b,
       narrowToMaskMod(b, p, qbLo, qbHi, /*scanKeys=*/false, kBlk.start, batch,
                       firstHead, p.groupSize);
   // The queries the op's query_ranges give the key block.
-  std::tie(qbLo, qbHi) = narrowToRanges(
-      b, loc, qbLo, qbHi, p.queryRanges, p.queryRangeRows, batch, kvHead,
-      kBlk.start, p.blockKV, p.seqK, p.blockQ, p.seqQ);
+  std::tie(qbLo, qbHi) =
+      narrowToRanges(b, loc, qbLo, qbHi, p.queryRanges, p.queryRangeRows, batch,
+                     kvHead, kBlk.start, p.blockKV, p.seqK, p.blockQ, p.seqQ);
   if (p.packed) {
     // A block without keys is seen by no query.
     Value hasKeys = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sgt,
@@ -863,9 +863,9 @@ static Value buildDeterministicQueryGradient(OpBuilder &b,
   std::tie(kbLo, kbHi) = narrowToMaskMod(b, p, kbLo, kbHi, /*scanKeys=*/true,
                                          qBlk.start, batch, qHead);
   // The keys the op's key_ranges give the query block.
-  std::tie(kbLo, kbHi) = narrowToRanges(
-      b, loc, kbLo, kbHi, p.keyRanges, p.keyRangeRows, batch, qHead,
-      qBlk.start, p.blockQ, p.seqQ, p.blockKV, p.seqK);
+  std::tie(kbLo, kbHi) =
+      narrowToRanges(b, loc, kbLo, kbHi, p.keyRanges, p.keyRangeRows, batch,
+                     qHead, qBlk.start, p.blockQ, p.seqQ, p.blockKV, p.seqK);
   Value init = zeroTile(b, loc, {p.blockQ, p.headDim}, p.f32Type);
   auto keyLoop = scf::ForOp::create(
       b, loc, kbLo, kbHi, indexConst(b, loc, 1), ValueRange{init},
@@ -1050,9 +1050,9 @@ struct FATileAttentionBackwardPass final
                          fa::detail::kMaxRangeGroups)
           continue;
         op.emitError() << "fa-tile-attention-backward: " << name << " rows "
-                       << *rows << " split a block of " << width << " "
-                       << what << " into more than "
-                       << fa::detail::kMaxRangeGroups << " groups";
+                       << *rows << " split a block of " << width << " " << what
+                       << " into more than " << fa::detail::kMaxRangeGroups
+                       << " groups";
         valid = false;
       }
     }
