@@ -1029,30 +1029,23 @@ def _check_captures(entries: Tuple[EntrySpec, ...], modifiers: Optional[Modifier
     for e in entries:
         for p in e.params:
             pw = (f"kernels ({e.entry}): " if len(entries) > 1 else "") + f"parameter {p.name}"
-            if p.name == QUERY_RANGES and p.is_memref:
-                if qrows is None:
-                    raise ctx.fail(f"{pw}: the kernel takes query ranges but its modifiers "
-                                   "section has no query_ranges")
-                want = query_ranges_dims(qrows)
+            ranged = {QUERY_RANGES: (qrows, "query ranges",
+                                     lambda r: [query_ranges_dims(r)]),
+                      KEY_RANGES: (rows, "key ranges",
+                                   lambda r: [key_ranges_dims(r, c) for c in (4, 2)])}
+            if p.name in ranged and p.is_memref:
+                r, what, dims_of = ranged[p.name]
+                if r is None:
+                    raise ctx.fail(f"{pw}: the kernel takes {what} but its modifiers "
+                                   f"section has no {p.name}")
+                options = dims_of(r)
                 if (p.rank != 4 or p.dtype != "i32" or p.dims is None
-                        or not _dims_equal(p.dims, want)):
+                        or not any(_dims_equal(p.dims, w) for w in options)):
                     got = "none" if p.dims is None else ", ".join(d.text for d in p.dims)
                     raise ctx.fail(f"{pw} is rank {p.rank} {p.dtype} of dims [{got}] but must "
-                                   f"be i32 of dims [{', '.join(want)}]")
-                taken.add(QUERY_RANGES)
-                continue
-            if p.name == KEY_RANGES and p.is_memref:
-                if rows is None:
-                    raise ctx.fail(f"{pw}: the kernel takes key ranges but its modifiers "
-                                   "section has no key_ranges")
-                want = key_ranges_dims(rows)
-                if (p.rank != 4 or p.dtype != "i32" or p.dims is None
-                        or not any(_dims_equal(p.dims, key_ranges_dims(rows, c))
-                                   for c in (4, 2))):
-                    got = "none" if p.dims is None else ", ".join(d.text for d in p.dims)
-                    raise ctx.fail(f"{pw} is rank {p.rank} {p.dtype} of dims [{got}] but must "
-                                   f"be i32 of dims [{', '.join(want)}] (or 2 columns)")
-                taken.add(KEY_RANGES)
+                                   f"be i32 of dims [{', '.join(options[0])}]"
+                                   + (" (or 2 columns)" if len(options) > 1 else ""))
+                taken.add(p.name)
                 continue
             if CAPTURE_NAME_RE.match(p.name) is None:
                 if p.dims is not None and any(n in env for d in p.dims for n in d.names):
