@@ -139,9 +139,10 @@ static cl::opt<bool> noSpillCheck(
     cl::init(false), cl::cat(category));
 static cl::opt<std::string> schedule(
     "schedule",
-    cl::desc("Forward: auto (the kernel configuration's choice), cooperative "
-             "or warp_specialized (a TMA producer warpgroup feeding the "
-             "consumer warpgroups; wgmma, docs/HOPPER.md)"),
+    cl::desc("auto (the kernel configuration's choice), cooperative or "
+             "warp_specialized (a TMA producer warpgroup feeding the "
+             "consumer warpgroups; wgmma, docs/HOPPER.md; the backward's "
+             "on request only)"),
     cl::init("auto"), cl::cat(category));
 static cl::opt<std::string> tileScheduler(
     "tile-scheduler",
@@ -874,8 +875,7 @@ FailureOr<CompiledCandidate> compileCandidate(MLIRContext &ctx, ModuleOp module,
       "warps={4} stages={5} dkv-split={6} skip={7} schedule={8} "
       "tile-scheduler={9}}",
       config.chip, mmaName, config.blockQ, config.blockKV, config.warps,
-      config.stages, config.dkvSplit, skip,
-      config.backward() ? std::string("auto") : config.schedule,
+      config.stages, config.dkvSplit, skip, config.schedule,
       config.backward() ? std::string("auto") : config.tileScheduler);
   PassManager selectPm(&ctx);
   if (failed(parsePassPipeline(select, selectPm, llvm::errs())))
@@ -1350,6 +1350,7 @@ LogicalResult compileOne(MLIRContext &ctx, const KernelConfig &flags,
   if (config.backward()) {
     manifest["dkv_split"] = kernelConfig.getDkvSplit();
     manifest["form"] = config.form;
+    manifest["schedule"] = stringifyKernelSchedule(kernelConfig.getSchedule());
   }
   if (!config.backward()) {
     // The tensors' form: dense, varlen (packed) or paged (with its page

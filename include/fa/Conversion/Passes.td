@@ -166,7 +166,8 @@ def FAConvertTiledAttentionBackwardToGPU
     "::mlir::LLVM::LLVMDialect", "::mlir::math::MathDialect",
     "::mlir::memref::MemRefDialect", "::mlir::nvgpu::NVGPUDialect",
     "::mlir::NVVM::NVVMDialect", "::mlir::scf::SCFDialect",
-    "::mlir::vector::VectorDialect", "::mlir::faptx::FAPTXDialect"
+    "::mlir::vector::VectorDialect", "::mlir::faptx::FAPTXDialect",
+    "::mlir::fagpu::FAGPUDialect"
   ];
 }
 

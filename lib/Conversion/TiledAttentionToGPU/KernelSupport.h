@@ -15,6 +15,7 @@
 #include "fa/Dialect/FAPTX/IR/FAPTX.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/Math/IR/Math.h"
@@ -37,6 +38,24 @@ constexpr double kLog2e = 1.4426950408889634;
 constexpr double kLn2 = 0.6931471805599453;
 /// Elements of a 16-byte chunk (one cp.async, one ldmatrix row) of f16/bf16.
 constexpr int64_t kChunk = kTileChunk;
+
+/// The TMA tensor map type of the warp-specialized kernels' tiles: one box
+/// [1, 1, rows, 64] per 64-column panel ([1, rows, 64] of a packed [H, T, D]
+/// tensor: rank 3), 128-byte swizzle (the layout the wgmma descriptors
+/// read), zero fill past the tensor's rows.
+inline nvgpu::TensorMapDescriptorType
+tmaDescriptor(MLIRContext *ctx, int64_t rows, Type elt, int64_t rank = 4) {
+  SmallVector<int64_t> shape(rank - 2, 1);
+  shape.append({rows, TileLayout::kPanelCols});
+  auto box = MemRefType::get(
+      shape, elt, AffineMap(),
+      gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup));
+  return nvgpu::TensorMapDescriptorType::get(
+      ctx, box, nvgpu::TensorMapSwizzleKind::SWIZZLE_128B,
+      nvgpu::TensorMapL2PromoKind::L2PROMO_128B,
+      nvgpu::TensorMapOOBKind::OOB_ZERO,
+      nvgpu::TensorMapInterleaveKind::INTERLEAVE_NONE);
+}
 
 /// The kernels compute key - query differences and the window's limits in
 /// i32: a window bound is saturated here, far above any sequence they take

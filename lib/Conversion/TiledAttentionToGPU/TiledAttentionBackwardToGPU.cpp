@@ -259,6 +259,11 @@ struct BackwardConfig {
   bool stageDq = false;
   /// Key-block kernel on warpgroup MMAs (sm_90a).
   bool wgmma = false;
+  /// Key-block kernel (wgmma): a producer warpgroup TMA-loads K, V and each
+  /// query block's Q and dO into mbarrier rings (`schedule =
+  /// warp_specialized`); the consumers read lse2 and delta from global
+  /// memory and meet only before dQ.
+  bool warpSpecialized = false;
   /// Key-block kernel: thread blocks per key block, each keeping the dK, dV
   /// (and adding the dQ) columns of one slice of the head dims.
   int64_t split = 1;
@@ -279,6 +284,10 @@ struct BackwardConfig {
   int64_t accVCols() const { return wgSplit > 1 ? wgCols(dvCols()) : dvCols(); }
 
   int64_t threads() const { return warps * kWarpSize; }
+  /// The key-block kernel's block: the producer warpgroup on top.
+  int64_t launchThreads() const {
+    return threads() + (warpSpecialized ? fagpu::kWarpgroupThreads : 0);
+  }
   bool softcap() const { return scalars.hasSoftcap(); }
   /// Builds `scale` and `factors` at the builder's insertion point, the
   /// start of a kernel: its first uses put the run-time scalars first in the
@@ -1101,11 +1110,13 @@ void emitZeroRows(BackwardEmitter &e, gpu::LaunchOp launch, KeyBlockNest n,
 
 class KeyBlockKernel : public BackwardEmitter {
 public:
+  /// `maps`: the host tensor maps of q, k, v and dout (warp-specialized).
   KeyBlockKernel(OpBuilder &b, Location loc, KeyBlockNest &n,
                  const BackwardConfig &cfg, Value lse2, Value delta,
-                 Value dqAcc)
+                 Value dqAcc, ArrayRef<Value> maps = {})
       : BackwardEmitter(b, loc), n(n), cfg(cfg), frags(b, loc, cfg.elt),
-        wg(b, loc, cfg.elt), lse2(lse2), delta(delta), dqAcc(dqAcc) {
+        wg(b, loc, cfg.elt), lse2(lse2), delta(delta), dqAcc(dqAcc),
+        hostMaps(maps) {
     elt = cfg.elt;
   }
 
@@ -1159,6 +1170,13 @@ private:
   /// else each lane's two adjacent columns at a time.
   void reduceDq(ArrayRef<Value> dq, int64_t chunk, Value batch, Value head,
                 Value row0, Value col0);
+  /// Warp-specialized: the channels and the roles (the producer's loop),
+  /// then the consumers' K / V wait; the builder ends in the consumers'
+  /// region.
+  void emitWarpRoles(Value total);
+  /// Warp-specialized: this lane's lse2 and delta columns of iteration `it`
+  /// (global loads, issued before the GEMMs they wait behind).
+  void loadColumns(IRMapping &it);
   /// Per-warp dQ staging (f32, sm_90 only) and its row stride.
   Value dqStage;
   int64_t stageStride = 0;
@@ -1182,6 +1200,17 @@ private:
   Value slice, dkCol0, dvCol0;
   SmemTile kTile, vTile, qTile, doTile, dsTile, pTile;
   Value lseS, deltaS;
+  /// Warp-specialized: host tensor maps (q, k, v, dout), channels, the
+  /// byte offsets of each tile in the dynamic shared memory, the current
+  /// dS^T buffer (bytes and elements past the first) and the columns of
+  /// loadColumns.
+  SmallVector<Value> hostMaps;
+  Operation *roles = nullptr;
+  Value smemBase, smemPad;
+  Value qChannel, doChannel, kChannel, vChannel;
+  int64_t qOffset = 0, doOffset = 0, kOffset = 0, vOffset = 0;
+  Value dsBufBytes, dsBufElems;
+  SmallVector<Value> wsLseCols, wsDeltaCols;
   Value laneK, laneQB, laneV, laneDoB, laneDoA, laneQA, laneDsB, laneKA;
 };
 
@@ -1224,8 +1253,8 @@ KeyBlockKernel::gradients(IRMapping &it, Value qRow0, ArrayRef<Value> s,
   // Per-column lse2 and delta: columns qOff + 8 nt + 2 tig + {0, 1} of the
   // block.
   auto v2 = VectorType::get({2}, b.getF32Type());
-  SmallVector<Value> lseCols, deltaCols;
-  for (int64_t nt = 0; nt < nqt; ++nt) {
+  SmallVector<Value> lseCols = wsLseCols, deltaCols = wsDeltaCols;
+  for (int64_t nt = 0; wsLseCols.empty() && nt < nqt; ++nt) {
     Value col = add(add(add(qRow0, qOff), idx(8 * nt)), mul(tig, idx(2)));
     lseCols.push_back(vector::LoadOp::create(b, loc, v2, lseS, col));
     deltaCols.push_back(vector::LoadOp::create(b, loc, v2, deltaS, col));
@@ -1363,17 +1392,24 @@ SmallVector<Value> KeyBlockKernel::bodyWgmma(Value t, Value buf,
   const int64_t rowBytes = SmemTile::kPanelRowBytes, k16Bytes = 16 * rowBytes;
   IRMapping it = iteration(t);
   Value qRow0 = mul(buf, idx(cfg.br));
-  Value bufBytes = mul(qRow0, idx(rowBytes));
-  Value qB = wg.advance(wg.opaque(qDescB), bufBytes),
-        doB = wg.advance(wg.opaque(doDescB), bufBytes);
+  // Buffer `buf` of Q and dO: rows [buf Br, +Br) of each panel, or (warp
+  // specialized) stage `buf` of the TMA rings, whole tiles apart.
+  Value qBufBytes = mul(qRow0, idx(rowBytes)), doBufBytes = qBufBytes;
+  if (cfg.warpSpecialized) {
+    qBufBytes = mul(buf, idx(qTile.bytes(2)));
+    doBufBytes = mul(buf, idx(doTile.bytes(2)));
+    loadColumns(it);
+  }
+  Value qB = wg.advance(wg.opaque(qDescB), qBufBytes),
+        doB = wg.advance(wg.opaque(doDescB), doBufBytes);
   // dK and dV read this block's slice of Q and dO: whole panels (split > 1).
   Value qMN = wg.advance(
             wg.opaque(qDescMN),
-            add(bufBytes,
+            add(qBufBytes,
                 mul(slice, idx(cfg.dkCols() / 64 * qTile.panelStride() * 2)))),
         doMN = wg.advance(
             wg.opaque(doDescMN),
-            add(bufBytes,
+            add(doBufBytes,
                 mul(slice, idx(cfg.dvCols() / 64 * doTile.panelStride() * 2))));
   Value kA = wg.opaque(kDescA), vA = wg.opaque(vDescA);
 
@@ -1416,15 +1452,128 @@ SmallVector<Value> KeyBlockKernel::bodyWgmma(Value t, Value buf,
   wg.commit();
 
   if (n.withDq) {
+    if (cfg.warpSpecialized) {
+      // dS^T alternates between two buffers: a warpgroup may write this
+      // one while the other still reads the previous one in its dQ GEMM;
+      // the barrier below also ends every read of the buffer written next.
+      Value odd = remu(t, 2);
+      dsBufBytes = mul(odd, idx(dsTile.bytes(2)));
+      dsBufElems = mul(odd, idx(dsTile.elements()));
+    }
     storeTransposed(dsTile, dsRegs, idx(0), cfg.br);
     wg.fenceSharedForAsync();
-    gpu::BarrierOp::create(b, loc);
+    if (cfg.warpSpecialized)
+      NVVM::BarrierOp::create(b, loc, TypeRange{}, i32(1), i32(cfg.threads()),
+                              NVVM::BarrierReductionAttr(), Value());
+    else
+      gpu::BarrierOp::create(b, loc);
     addDqWgmma(it);
   }
   wg.wait(0);
   SmallVector<Value> next = frags.fromAccumulator(wg.fenceOperands(dk));
   llvm::append_range(next, frags.fromAccumulator(wg.fenceOperands(dv)));
   return next;
+}
+
+void KeyBlockKernel::emitWarpRoles(Value total) {
+  MLIRContext *ctx = b.getContext();
+  auto smemSpace =
+      gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup);
+  // A ring of `stages` [rows, cols] tiles at `offset`: per stage the
+  // 64-column panels, each one TMA box [1, 1, rows, 64] of 128-byte swizzle
+  // (the layout the wgmma descriptors read).
+  auto channel = [&](Value host, int64_t rows, int64_t cols, int64_t offset,
+                     int64_t stages) {
+    auto descriptor = tmaDescriptor(ctx, rows, cfg.elt);
+    SmallVector<int64_t> bufferShape = {cols / TileLayout::kPanelCols};
+    llvm::append_range(bufferShape, descriptor.getTensor().getShape());
+    auto bufferType =
+        MemRefType::get(bufferShape, cfg.elt, AffineMap(), smemSpace);
+    SmallVector<int64_t> ringShape = {stages};
+    llvm::append_range(ringShape, bufferShape);
+    auto ringType = MemRefType::get(ringShape, cfg.elt, AffineMap(), smemSpace);
+    Value ring = memref::ViewOp::create(
+        b, loc, ringType, smemBase, add(smemPad, idx(offset)), ValueRange{});
+    Value map = faptx::TensorMapParamOp::create(b, loc, descriptor, host);
+    Value ch = fagpu::ChannelCreateOp::create(
+        b, loc, fagpu::ChannelType::get(ctx, stages, bufferType), ring,
+        b.getI64IntegerAttr(cfg.threads()));
+    return std::make_pair(ch, map);
+  };
+  auto [qCh, qMap] = channel(hostMaps[0], cfg.br, cfg.d, qOffset, 2);
+  auto [kCh, kMap] = channel(hostMaps[1], cfg.bc, cfg.d, kOffset, 1);
+  auto [vCh, vMap] = channel(hostMaps[2], cfg.bc, cfg.dv, vOffset, 1);
+  auto [doCh, doMap] = channel(hostMaps[3], cfg.br, cfg.dv, doOffset, 2);
+  qChannel = qCh;
+  doChannel = doCh;
+  kChannel = kCh;
+  vChannel = vCh;
+  // The launch gives each thread 64K / threads registers (168 at 384); the
+  // producer keeps setmaxnreg's minimum, the consumers take the rest.
+  int64_t launch = cfg.launchThreads();
+  int64_t perWarpgroup =
+      65536 / launch / 8 * 8 * launch / fagpu::kWarpgroupThreads;
+  int64_t consumers = cfg.warps / 4;
+  constexpr int64_t producerRegs = 24;
+  int64_t consumerRegs =
+      std::min<int64_t>(240, (perWarpgroup - producerRegs) / consumers / 8 * 8);
+  // (Cloned here, not in a role: `base` memoizes the clones.)
+  Value vHead = clone(n.in.v.offsets[1], base),
+        vBatch = clone(n.in.v.offsets[0], base), zero = idx(0);
+  auto op = fagpu::WarpSpecializeOp::create(b, loc, consumers, producerRegs,
+                                            consumerRegs);
+  roles = op;
+  for (Region *r : {&op.getProducer(), &op.getConsumers()}) {
+    Block *block = b.createBlock(r);
+    b.setInsertionPointToEnd(block);
+    fagpu::YieldOp::create(b, loc);
+  }
+  // Producer: K and V once, then Q and dO of every iteration.
+  b.setInsertionPoint(op.getProducer().front().getTerminator());
+  fagpu::ChannelPutTmaOp::create(b, loc, kChannel, zero, kMap,
+                                 ValueRange{zero, kStart, kHead, kBatch});
+  fagpu::ChannelPutTmaOp::create(b, loc, vChannel, zero, vMap,
+                                 ValueRange{zero, kStart, vHead, vBatch});
+  {
+    auto loop = scf::ForOp::create(b, loc, zero, total, idx(1));
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(loop.getBody());
+    Value t = loop.getInductionVar();
+    IRMapping m = iteration(t);
+    auto put = [&](Value ch, Value map, const RowSlice &slice) {
+      fagpu::ChannelPutTmaOp::create(
+          b, loc, ch, t, map,
+          ValueRange{zero, clone(slice.offsets[2], m),
+                     clone(slice.offsets[1], m), clone(slice.offsets[0], m)});
+    };
+    put(qChannel, qMap, n.in.q);
+    put(doChannel, doMap, n.in.dout);
+  }
+  // Consumers: K and V first (also when no query block is visible: no TMA
+  // may still write the shared memory when the block exits).
+  b.setInsertionPoint(op.getConsumers().front().getTerminator());
+  for (Value ch : {kChannel, vChannel})
+    fagpu::ChannelGetOp::create(
+        b, loc, cast<fagpu::ChannelType>(ch.getType()).getStageType(), ch,
+        zero);
+}
+
+void KeyBlockKernel::loadColumns(IRMapping &it) {
+  // Columns 8 nt + 2 tig + {0, 1} of the query block; lse2 and delta are
+  // padded to whole 128-row blocks: always in bounds.
+  auto v2 = VectorType::get({2}, b.getF32Type());
+  Value batch = clone(n.in.lse.offsets[0], it),
+        head = clone(n.in.lse.offsets[1], it),
+        row0 = clone(n.in.lse.offsets[2], it);
+  wsLseCols.clear();
+  wsDeltaCols.clear();
+  for (int64_t nt = 0; nt < cfg.br / 8; ++nt) {
+    Value col = add(add(row0, idx(8 * nt)), mul(tig, idx(2)));
+    wsLseCols.push_back(
+        vector::LoadOp::create(b, loc, v2, lse2, ValueRange{batch, head, col}));
+    wsDeltaCols.push_back(vector::LoadOp::create(b, loc, v2, delta,
+                                                 ValueRange{batch, head, col}));
+  }
 }
 
 void KeyBlockKernel::storeTransposed(const SmemTile &tile, ArrayRef<Value> regs,
@@ -1441,6 +1590,8 @@ void KeyBlockKernel::storeTransposed(const SmemTile &tile, ArrayRef<Value> regs,
       Value index = add(add(mul(divu(ct, 8), idx(tile.panelStride())),
                             mul(row, idx(SmemTile::kPanelCols))),
                         add(mul(chunk, idx(kChunk)), mul(tig, idx(2))));
+      if (dsBufElems)
+        index = add(index, dsBufElems);
       Value packed =
           LLVM::BitcastOp::create(b, loc, VectorType::get({2}, cfg.elt),
                                   regs[4 * (nt / 2) + 2 * (nt % 2) + h]);
@@ -1479,6 +1630,8 @@ void KeyBlockKernel::addDqWgmma(IRMapping &it) {
     Value mt = remu(u, mq), c = divu(u, mq);
     Value dsA =
         wg.advance(wg.opaque(dsDescA), mul(mt, idx(dsTile.panelStride() * 2)));
+    if (dsBufBytes)
+      dsA = wg.advance(dsA, dsBufBytes);
     Value kB = wg.advance(wg.opaque(kDescMN),
                           mul(add(panel0, c), idx(kTile.panelStride() * 2)));
     Value row0 =
@@ -1811,6 +1964,10 @@ int64_t KeyBlockKernel::emit(gpu::LaunchOp launch) {
   if (n.keyLoop)
     base.map(n.keyLoop.getInductionVar(), blockX);
   tid = launch.getThreadIds().x;
+  // Warp-specialized: the producer is warpgroup 0; the consumers count
+  // their threads from 0 (the producer never reads these).
+  if (cfg.warpSpecialized)
+    tid = sub(tid, idx(fagpu::kWarpgroupThreads));
   lane = remu(tid, kWarpSize);
   g = divu(lane, 4);
   tig = remu(lane, 4);
@@ -1820,21 +1977,41 @@ int64_t KeyBlockKernel::emit(gpu::LaunchOp launch) {
                              : mul(warp, idx(16 * cfg.mTiles));
 
   SmemLayout smem = makeSmem(b, loc);
+  smemBase = smem.base;
   if (cfg.wgmma) {
     // 128-byte swizzled panel tiles from the first 1024-byte boundary.
     Value addr =
         memref::ExtractAlignedPointerAsIndexOp::create(b, loc, smem.base);
     smem.pad = remu(sub(idx(1024), remu(addr, 1024)), 1024);
     smem.alignedAddr = add(addr, smem.pad);
-    Value kAddr, vAddr, qAddr, doAddr, dsAddr, pAddr;
+    smemPad = smem.pad;
+    Value kAddr, vAddr, qAddr, doAddr, dsAddr, pAddr, unused;
+    // (The byte offset of the next panel tile.)
+    auto next = [&] { return int64_t(llvm::alignTo(smem.bytes, 1024)); };
+    kOffset = next();
     kTile = smem.panelTile(b, loc, cfg.bc, cfg.d, cfg.elt, kAddr);
+    vOffset = next();
     vTile = smem.panelTile(b, loc, cfg.bc, cfg.dv, cfg.elt, vAddr);
-    qTile = smem.panelTile(b, loc, 2 * cfg.br, cfg.d, cfg.elt, qAddr);
-    doTile = smem.panelTile(b, loc, 2 * cfg.br, cfg.dv, cfg.elt, doAddr);
+    if (cfg.warpSpecialized) {
+      // Two-stage TMA rings: stage s of Q is a [Br, D] panel tile at
+      // qOffset + s x its bytes (the same bytes as the buffers below).
+      qOffset = next();
+      qTile = smem.panelTile(b, loc, cfg.br, cfg.d, cfg.elt, qAddr);
+      (void)smem.panelTile(b, loc, cfg.br, cfg.d, cfg.elt, unused);
+      doOffset = next();
+      doTile = smem.panelTile(b, loc, cfg.br, cfg.dv, cfg.elt, doAddr);
+      (void)smem.panelTile(b, loc, cfg.br, cfg.dv, cfg.elt, unused);
+    } else {
+      qTile = smem.panelTile(b, loc, 2 * cfg.br, cfg.d, cfg.elt, qAddr);
+      doTile = smem.panelTile(b, loc, 2 * cfg.br, cfg.dv, cfg.elt, doAddr);
+    }
     if (n.withDq || cfg.wgSplit > 1)
       dsTile = smem.panelTile(b, loc, cfg.bc, cfg.br, cfg.elt, dsAddr);
     if (cfg.wgSplit > 1)
       pTile = smem.panelTile(b, loc, cfg.bc, cfg.br, cfg.elt, pAddr);
+    // Warp-specialized: dS^T's second buffer follows the first.
+    if (cfg.warpSpecialized && n.withDq)
+      (void)smem.panelTile(b, loc, cfg.bc, cfg.br, cfg.elt, unused);
     // 8-row groups 1024 bytes apart; MN-major operands span 64-column panels
     // panelStride apart (K-major ones ignore the leading offset). Each
     // warpgroup's 64 keys (the same ones for a wgSplit pair).
@@ -1862,8 +2039,10 @@ int64_t KeyBlockKernel::emit(gpu::LaunchOp launch) {
     if (n.withDq)
       dsTile = smem.tile(b, loc, cfg.bc, cfg.br, cfg.elt);
   }
-  lseS = smem.f32Buffer(b, loc, 2 * cfg.br);
-  deltaS = smem.f32Buffer(b, loc, 2 * cfg.br);
+  if (!cfg.warpSpecialized) {
+    lseS = smem.f32Buffer(b, loc, 2 * cfg.br);
+    deltaS = smem.f32Buffer(b, loc, 2 * cfg.br);
+  }
   if (n.withDq && cfg.stageDq) {
     // Rows padded by 4 floats: the 8 rows a fragment store touches fall in
     // distinct banks.
@@ -1909,6 +2088,32 @@ int64_t KeyBlockKernel::emit(gpu::LaunchOp launch) {
   Value total = mul(groups, span);
   nQB = arith::MaxSIOp::create(b, loc, span, one);
 
+  SmallVector<Value> init(cfg.mTiles * (cfg.accKCols() + cfg.accVCols()) / 8,
+                          frags.zeroC());
+  if (cfg.warpSpecialized) {
+    emitWarpRoles(total);
+    // The consumers' loop: wait for the iteration's Q and dO, release them
+    // once its GEMMs are done (the body ends waiting for them).
+    auto loop = scf::ForOp::create(b, loc, zero, total, one, init);
+    {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(loop.getBody());
+      Value t = loop.getInductionVar();
+      for (Value ch : {qChannel, doChannel})
+        fagpu::ChannelGetOp::create(
+            b, loc, cast<fagpu::ChannelType>(ch.getType()).getStageType(), ch,
+            t);
+      SmallVector<Value> nextAcc =
+          bodyWgmma(t, remu(t, 2), loop.getRegionIterArgs());
+      for (Value ch : {qChannel, doChannel})
+        fagpu::ChannelReleaseOp::create(b, loc, ch, t);
+      scf::YieldOp::create(b, loc, nextAcc);
+    }
+    epilogue(loop.getResults());
+    b.setInsertionPointAfter(roles);
+    return smem.allocBytes();
+  }
+
   // K and V once, then the first (head, query block).
   copyRows(n.in.kMem, kBatch, kHead, kStart, nk, kTile, zero, cfg.bc,
            cfg.threads());
@@ -1922,8 +2127,6 @@ int64_t KeyBlockKernel::emit(gpu::LaunchOp launch) {
     issue(zero, zero);
   }
 
-  SmallVector<Value> init(cfg.mTiles * (cfg.accKCols() + cfg.accVCols()) / 8,
-                          frags.zeroC());
   auto loop = scf::ForOp::create(b, loc, zero, total, one, init);
   {
     OpBuilder::InsertionGuard guard(b);
@@ -2316,6 +2519,23 @@ LogicalResult mlir::fa::convertTiledAttentionBackwardToGPU(
     if (keyNest->withDq && !keyCfg->vectorAtomics)
       return fail("adds dQ with vector reductions: set vector-atomics");
   }
+  if (config && config.getSchedule() == KernelSchedule::WarpSpecialized) {
+    auto fail = [&](const Twine &why) {
+      return keyNest->forall.emitError(
+                 "fa-convert-tiled-attention-backward-to-gpu: the "
+                 "warp_specialized backward ")
+             << why;
+    };
+    if (!wgmma || wgSplit > 1 || keyCfg->split > 1)
+      return fail("needs wgmma with 16 keys per consumer warp and no "
+                  "dkv_split");
+    if (keyNest->in.packed)
+      return fail("takes dense [B, H, N, D] tensors, not packed sequences");
+    if (keyCfg->d % 64 || keyCfg->dv % 64)
+      return fail("loads 64-column TMA panels: head dims must be multiples of "
+                  "64");
+    keyCfg->warpSpecialized = true;
+  }
   std::optional<BackwardConfig> queryCfg;
   if (queryNest) {
     // The dQ kernel splits its query rows over the warps: at most one warp
@@ -2410,11 +2630,26 @@ LogicalResult mlir::fa::convertTiledAttentionBackwardToGPU(
     // The dK/dV column slices of a key block are neighbours on x.
     if (keyCfg->split > 1)
       grid[0] = arith::MulIOp::create(b, loc, grid[0], cidx(keyCfg->split));
-    gpu::LaunchOp launch = launchAt(grid, keyCfg->threads(), "_kernel");
+    // Warp-specialized: tensor maps of the tiles the producer loads, made
+    // by the runtime from these host ops.
+    SmallVector<Value> maps;
+    if (keyCfg->warpSpecialized) {
+      auto ptr = LLVM::LLVMPointerType::get(b.getContext());
+      auto map = [&](Value mem, int64_t rows) {
+        maps.push_back(fagpu::HostTensorMapOp::create(
+            b, loc, ptr, mem,
+            TypeAttr::get(tmaDescriptor(b.getContext(), rows, keyCfg->elt))));
+      };
+      map(in.qMem, keyCfg->br);
+      map(in.kMem, keyCfg->bc);
+      map(in.vMem, keyCfg->bc);
+      map(in.doMem, keyCfg->br);
+    }
+    gpu::LaunchOp launch = launchAt(grid, keyCfg->launchThreads(), "_kernel");
     OpBuilder::InsertionGuard g(b);
     b.setInsertionPointToStart(&launch.getBody().front());
     keyCfg->bindScalars(b, loc);
-    KeyBlockKernel kernel(b, loc, *keyNest, *keyCfg, lse2, delta, dqAcc);
+    KeyBlockKernel kernel(b, loc, *keyNest, *keyCfg, lse2, delta, dqAcc, maps);
     int64_t bytes = kernel.emit(launch);
     if (failed(checkSharedMemory(keyNest->forall, config, chip,
                                  {KernelKind::BackwardKeyBlock, keyCfg->d,

@@ -792,24 +792,6 @@ getKernelConfig(TiledAttention &ta,
 // Kernel emission
 //===----------------------------------------------------------------------===//
 
-/// The TMA tensor map type of the warp-specialized kernel's tiles: one box
-/// [1, 1, rows, 64] per 64-column panel ([1, rows, 64] of a packed [H, T, D]
-/// tensor: rank 3), 128-byte swizzle (the layout the wgmma descriptors
-/// read), zero fill past the tensor's rows.
-static nvgpu::TensorMapDescriptorType
-tmaDescriptor(MLIRContext *ctx, int64_t rows, Type elt, int64_t rank = 4) {
-  SmallVector<int64_t> shape(rank - 2, 1);
-  shape.append({rows, TileLayout::kPanelCols});
-  auto box = MemRefType::get(
-      shape, elt, AffineMap(),
-      gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup));
-  return nvgpu::TensorMapDescriptorType::get(
-      ctx, box, nvgpu::TensorMapSwizzleKind::SWIZZLE_128B,
-      nvgpu::TensorMapL2PromoKind::L2PROMO_128B,
-      nvgpu::TensorMapOOBKind::OOB_ZERO,
-      nvgpu::TensorMapInterleaveKind::INTERLEAVE_NONE);
-}
-
 /// Reduces `vals` (at least one) with `combine` as a balanced tree.
 static Value treeReduce(SmallVector<Value> vals,
                         function_ref<Value(Value, Value)> combine) {

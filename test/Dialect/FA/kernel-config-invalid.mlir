@@ -223,9 +223,17 @@ func.func @ws_head_dim(%q: tensor<?x?x?x96xbf16>) {
 
 // -----
 
-func.func @ws_backward(%q: tensor<?x?x?x64xbf16>, %lse: tensor<?x?x?xf32>) {
-  // expected-error-re @below {{kernel configuration {{.*}}: the backward kernels have the cooperative schedule only}}
-  %dq, %dk, %dv = fa.attention_backward %q, %q, %q, %q, %lse, %q {kernel_config = #fa.kernel_config<"sm_90a", wgmma, block_q = 64, block_kv = 128, warps = 8, stages = 2, schedule = warp_specialized>} : (tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>, tensor<?x?x?xf32>, tensor<?x?x?x64xbf16>) -> (tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>)
+func.func @ws_backward_keys(%q: tensor<?x?x?x64xbf16>, %lse: tensor<?x?x?xf32>) {
+  // expected-error-re @below {{kernel configuration {{.*}}: the warp_specialized backward keeps 16 keys per consumer warp and all head-dim columns: block_kv must be 16 * warps = 64 and dkv_split 1}}
+  %dq, %dk, %dv = fa.attention_backward %q, %q, %q, %q, %lse, %q {kernel_config = #fa.kernel_config<"sm_90a", wgmma, block_q = 64, block_kv = 128, warps = 4, stages = 2, schedule = warp_specialized>} : (tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>, tensor<?x?x?xf32>, tensor<?x?x?x64xbf16>) -> (tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>)
+  return
+}
+
+// -----
+
+func.func @ws_backward_head_dim(%q: tensor<?x?x?x96xbf16>, %lse: tensor<?x?x?xf32>) {
+  // expected-error-re @below {{kernel configuration {{.*}}: the warp_specialized backward loads Q, dO, K and V as 64-column TMA panels: head dims must be multiples of 64, got 96 and 96}}
+  %dq, %dk, %dv = fa.attention_backward %q, %q, %q, %q, %lse, %q {kernel_config = #fa.kernel_config<"sm_90a", wgmma, block_q = 64, block_kv = 128, warps = 8, stages = 2, schedule = warp_specialized>} : (tensor<?x?x?x96xbf16>, tensor<?x?x?x96xbf16>, tensor<?x?x?x96xbf16>, tensor<?x?x?x96xbf16>, tensor<?x?x?xf32>, tensor<?x?x?x96xbf16>) -> (tensor<?x?x?x96xbf16>, tensor<?x?x?x96xbf16>, tensor<?x?x?x96xbf16>)
   return
 }
 

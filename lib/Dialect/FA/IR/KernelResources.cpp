@@ -156,11 +156,15 @@ KernelResources mlir::fa::kernelResources(KernelConfigAttr config,
     place(tile(bkv, dv));
     place(tile(2 * bq, d));
     place(tile(2 * bq, dv));
+    // Warp-specialized: the consumers meet once per query block, so dS^T is
+    // double-buffered; they read lse2 and delta from global memory.
+    bool ws = config.getSchedule() == KernelSchedule::WarpSpecialized;
     if (problem.withDq || wgSplit > 1)
       place(tile(bkv, bq));
-    if (wgSplit > 1)
+    if (wgSplit > 1 || (ws && problem.withDq))
       place(tile(bkv, bq));
-    bytes += 2 * (2 * bq * 4);
+    if (!ws)
+      bytes += 2 * (2 * bq * 4);
     if (staged) {
       int64_t chunk = wgmma ? 64 : backwardDqChunk(bq, dSlice, r.warps);
       int64_t staging = r.warps * 16 * (chunk + 4) * 4;
@@ -321,8 +325,17 @@ std::string ConfigChecker::check(bool backward, bool deterministic, int64_t d,
     return why;
   }
 
-  if (config.getSchedule() != KernelSchedule::Cooperative)
-    error() << "the backward kernels have the cooperative schedule only";
+  bool ws = config.getSchedule() == KernelSchedule::WarpSpecialized;
+  if (ws && !wgmma)
+    error() << "the warp_specialized schedule needs wgmma";
+  else if (ws && (split != 1 || bkv != 16 * warps))
+    error() << "the warp_specialized backward keeps 16 keys per consumer "
+               "warp and all head-dim columns: block_kv must be 16 * warps = "
+            << 16 * warps << " and dkv_split 1";
+  else if (ws && (d % 64 || dv % 64))
+    error() << "the warp_specialized backward loads Q, dO, K and V as "
+               "64-column TMA panels: head dims must be multiples of 64, got "
+            << d << " and " << dv;
   else if (config.getStages() != 2)
     error() << "the backward double-buffers its query tiles: stages must be 2";
   else if (d % (16 * split) || dv % (16 * split))

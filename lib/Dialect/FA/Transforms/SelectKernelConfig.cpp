@@ -168,8 +168,9 @@ SmallVector<Tiles> candidates(const OpTraits &op, MmaKind mma,
                               const ChipInfo &chip,
                               const KernelConfigRequest &req) {
   SmallVector<Tiles> ws = warpSpecializedCandidates(op, mma, chip, req);
-  if (req.schedule == KernelSchedule::WarpSpecialized ||
-      (req.tileScheduler && isPersistentScheduler(*req.tileScheduler)))
+  if (!op.backward &&
+      (req.schedule == KernelSchedule::WarpSpecialized ||
+       (req.tileScheduler && isPersistentScheduler(*req.tileScheduler))))
     return ws;
   Tiles t = tableTiles(op, mma, chip);
   SmallVector<int64_t> splits = {1};
@@ -241,8 +242,14 @@ SmallVector<Tiles> candidates(const OpTraits &op, MmaKind mma,
           out.insert({q, kv, w, stages, split});
       }
   SmallVector<Tiles> result = ws;
-  for (auto [q, kv, w, st, split] : out)
+  for (auto [q, kv, w, st, split] : out) {
     result.push_back({q, kv, w, st, split});
+    // The warp-specialized backward on request (the cooperative one stays
+    // the default until the H200 says otherwise); candidates it does not
+    // support fail the configuration check.
+    if (op.backward && req.schedule)
+      result.back().schedule = *req.schedule;
+  }
   return result;
 }
 

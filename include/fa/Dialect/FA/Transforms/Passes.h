@@ -30,7 +30,7 @@ struct KernelConfigRequest {
   /// Configurations that work to pass over before taking one (fa-compile's
   /// next choice when ptxas reports register spills).
   int64_t skip = 0;
-  /// Forward: the schedule, or none to choose.
+  /// The schedule, or none to choose (the backward: cooperative).
   std::optional<KernelSchedule> schedule;
   /// Forward: the tile scheduler, or none to choose.
   std::optional<TileScheduler> tileScheduler;

@@ -1,0 +1,114 @@
+// RUN: fa-opt %s --split-input-file --fa-tile-attention-backward --cse --fa-convert-tiled-attention-backward-to-gpu="vector-atomics=true" | FileCheck %s
+
+// The warp-specialized backward key-block kernel (kernel_config schedule =
+// warp_specialized, docs/HOPPER.md): the host makes TMA tensor maps of q,
+// k, v and dout (64-column panels, 128-byte swizzle), the launch gets a
+// producer warpgroup on top of the 8 consumer warps (384 threads), the
+// producer puts K and V once and each iteration's Q and dO into 2-stage
+// channels, and the consumers get / release them around the five GEMMs.
+// The consumers read lse2 and delta from global memory (no shared copy)
+// and meet only at named barrier 1 (256 threads) before the dQ GEMM, whose
+// dS^T alternates between two buffers.
+//
+// Shared memory past the 1024-byte alignment pad: K 128x128 at 0, V at
+// 32 KiB, the Q ring 2 x 64x128 at 64 KiB, the dO ring at 96 KiB, dS^T
+// 2 x 128x64 at 128 KiB, the dQ staging at 160 KiB: 199,680 bytes with
+// the pad.
+
+!q = memref<?x?x?x128xbf16, strided<[?, ?, ?, 1], offset: ?>>
+!l = memref<?x?x?xf32, strided<[?, ?, 1], offset: ?>>
+!t = tensor<?x?x?x128xbf16>
+!lt = tensor<?x?x?xf32>
+
+// CHECK-LABEL: func.func @ws_causal_bf16_d128
+// CHECK:         gpu.launch {{.*}} function(@ws_causal_bf16_d128_preprocess_kernel) {
+// CHECK:         %[[QMAP:.*]] = fagpu.host_tensor_map %arg0 as !nvgpu.tensormap.descriptor<tensor = memref<1x1x64x64xbf16, #gpu.address_space<workgroup>>, swizzle = swizzle_128b
+// CHECK-NEXT:    %[[KMAP:.*]] = fagpu.host_tensor_map %arg1 as !nvgpu.tensormap.descriptor<tensor = memref<1x1x128x64xbf16, #gpu.address_space<workgroup>>, swizzle = swizzle_128b
+// CHECK-NEXT:    %[[VMAP:.*]] = fagpu.host_tensor_map %arg2 as !nvgpu.tensormap.descriptor<tensor = memref<1x1x128x64xbf16
+// CHECK-NEXT:    %[[DOMAP:.*]] = fagpu.host_tensor_map %arg4 as !nvgpu.tensormap.descriptor<tensor = memref<1x1x64x64xbf16
+// CHECK:         %[[SMEM:.*]] = arith.constant 199680 : i32
+// CHECK:         gpu.launch {{.*}} threads({{.*}}) in (%{{.*}} = %c384, %{{.*}} = %{{.*}}, %{{.*}} = %{{.*}}) dynamic_shared_memory_size %[[SMEM]] module(@ws_causal_bf16_d128_kernels) function(@ws_causal_bf16_d128_kernel) {
+// No shared copies of lse2 and delta: the only f32 view is the dQ staging.
+// CHECK-NOT:       memref<128xf32, #gpu.address_space<workgroup>>
+// CHECK:           memref.view {{.*}} to memref<8704xf32, #gpu.address_space<workgroup>>
+// CHECK:           %[[QRING:.*]] = memref.view {{.*}} to memref<2x2x1x1x64x64xbf16, #gpu.address_space<workgroup>>
+// CHECK-NEXT:      %[[QD:.*]] = faptx.tensormap_param %[[QMAP]]
+// CHECK-NEXT:      %[[QCH:.*]] = fagpu.channel_create %[[QRING]] arrivals 256 : {{.*}} -> !fagpu.channel<2 x memref<2x1x1x64x64xbf16, #gpu.address_space<workgroup>>>
+// CHECK:           %[[KRING:.*]] = memref.view {{.*}} to memref<1x2x1x1x128x64xbf16, #gpu.address_space<workgroup>>
+// CHECK-NEXT:      %[[KD:.*]] = faptx.tensormap_param %[[KMAP]]
+// CHECK-NEXT:      %[[KCH:.*]] = fagpu.channel_create %[[KRING]] arrivals 256
+// CHECK:           %[[VD:.*]] = faptx.tensormap_param %[[VMAP]]
+// CHECK-NEXT:      %[[VCH:.*]] = fagpu.channel_create
+// CHECK:           %[[DOD:.*]] = faptx.tensormap_param %[[DOMAP]]
+// CHECK-NEXT:      %[[DOCH:.*]] = fagpu.channel_create
+// CHECK:           fagpu.warp_specialize consumer_warpgroups 2 registers(24, 240) producer {
+// CHECK-NEXT:        fagpu.channel_put_tma %[[KCH]][%[[Z:.*]]], %[[KD]][%[[Z]], %[[KROW:.*]], %[[KH:.*]], %[[B:.*]]] :
+// CHECK-NEXT:        fagpu.channel_put_tma %[[VCH]][%[[Z]]], %[[VD]][%[[Z]], %[[KROW]], %[[KH]], %[[B]]] :
+// CHECK:             scf.for %[[T:.*]] = %[[Z]] to %[[TOTAL:.*]] step
+// CHECK:               fagpu.channel_put_tma %[[QCH]][%[[T]]], %[[QD]][%[[Z]], %[[QROW:.*]], %[[QH:.*]], %[[B]]] :
+// CHECK-NEXT:          fagpu.channel_put_tma %[[DOCH]][%[[T]]], %[[DOD]][%[[Z]], %[[QROW]], %[[QH]], %[[B]]] :
+// CHECK:           } consumers {
+// CHECK-NEXT:        fagpu.channel_get %[[KCH]][%[[Z]]]
+// CHECK-NEXT:        fagpu.channel_get %[[VCH]][%[[Z]]]
+// CHECK-NEXT:        %{{.*}}:32 = scf.for %[[CT:.*]] = %{{.*}} to %[[TOTAL]] step
+// CHECK-NEXT:          fagpu.channel_get %[[QCH]][%[[CT]]]
+// CHECK-NEXT:          fagpu.channel_get %[[DOCH]][%[[CT]]]
+// lse2 and delta: two columns per lane, straight from global memory.
+// CHECK:               vector.load %{{.*}} : memref<?x?x?xf32>, vector<2xf32>
+// CHECK:               nvvm.wgmma.fence.aligned
+// The two dS^T buffers (16 KiB apart), then the consumers' barrier.
+// CHECK:               %[[ODD:.*]] = arith.remui %[[CT]], %c2
+// CHECK:               nvvm.fence.proxy
+// CHECK:               nvvm.barrier id = %{{.*}} number_of_threads = %c256_i32
+// CHECK:               fagpu.channel_release %[[QCH]][%[[CT]]]
+// CHECK-NEXT:          fagpu.channel_release %[[DOCH]][%[[CT]]]
+// CHECK:               scf.yield
+// CHECK:         gpu.launch {{.*}} function(@ws_causal_bf16_d128_dq_convert_kernel) {
+
+func.func @ws_causal_bf16_d128(%q: !q, %k: !q, %v: !q, %out: !q, %dout: !q, %lse: !l, %dq: !q, %dk: !q, %dv: !q) {
+  %qt = bufferization.to_tensor %q restrict : !q to !t
+  %kt = bufferization.to_tensor %k restrict : !q to !t
+  %vt = bufferization.to_tensor %v restrict : !q to !t
+  %ot = bufferization.to_tensor %out restrict : !q to !t
+  %dot = bufferization.to_tensor %dout restrict : !q to !t
+  %lt = bufferization.to_tensor %lse restrict : !l to !lt
+  %gq, %gk, %gv = fa.attention_backward %qt, %kt, %vt, %ot, %lt, %dot mask<causal> {kernel_config = #fa.kernel_config<"sm_90a", wgmma, block_q = 64, block_kv = 128, warps = 8, stages = 2, schedule = warp_specialized>} : (!t, !t, !t, !t, !lt, !t) -> (!t, !t, !t)
+  bufferization.materialize_in_destination %gq in restrict writable %dq : (!t, !q) -> ()
+  bufferization.materialize_in_destination %gk in restrict writable %dk : (!t, !q) -> ()
+  bufferization.materialize_in_destination %gv in restrict writable %dv : (!t, !q) -> ()
+  return
+}
+
+// -----
+
+// Deterministic: the key-block kernel adds no dQ (the query-block kernel
+// does), so no dS^T tile and no consumers' barrier; the producer and the
+// channels are the same.
+
+!q = memref<?x?x?x64xf16, strided<[?, ?, ?, 1], offset: ?>>
+!l = memref<?x?x?xf32, strided<[?, ?, 1], offset: ?>>
+!t = tensor<?x?x?x64xf16>
+!lt = tensor<?x?x?xf32>
+
+// CHECK-LABEL: func.func @ws_deterministic_f16_d64
+// CHECK:         gpu.launch {{.*}} function(@ws_deterministic_f16_d64_kernel) {
+// CHECK:           fagpu.warp_specialize consumer_warpgroups 1 registers(24, 240) producer {
+// CHECK:           } consumers {
+// CHECK-NOT:         nvvm.barrier id
+// CHECK:             fagpu.channel_release
+// CHECK-NOT:         nvvm.barrier id
+// CHECK:         gpu.launch {{.*}} function(@ws_deterministic_f16_d64_dq_kernel) {
+
+func.func @ws_deterministic_f16_d64(%q: !q, %k: !q, %v: !q, %out: !q, %dout: !q, %lse: !l, %dq: !q, %dk: !q, %dv: !q) {
+  %qt = bufferization.to_tensor %q restrict : !q to !t
+  %kt = bufferization.to_tensor %k restrict : !q to !t
+  %vt = bufferization.to_tensor %v restrict : !q to !t
+  %ot = bufferization.to_tensor %out restrict : !q to !t
+  %dot = bufferization.to_tensor %dout restrict : !q to !t
+  %lt = bufferization.to_tensor %lse restrict : !l to !lt
+  %gq, %gk, %gv = fa.attention_backward %qt, %kt, %vt, %ot, %lt, %dot deterministic {kernel_config = #fa.kernel_config<"sm_90a", wgmma, block_q = 64, block_kv = 64, warps = 4, stages = 2, schedule = warp_specialized>} : (!t, !t, !t, !t, !lt, !t) -> (!t, !t, !t)
+  bufferization.materialize_in_destination %gq in restrict writable %dq : (!t, !q) -> ()
+  bufferization.materialize_in_destination %gk in restrict writable %dk : (!t, !q) -> ()
+  bufferization.materialize_in_destination %gv in restrict writable %dv : (!t, !q) -> ()
+  return
+}
