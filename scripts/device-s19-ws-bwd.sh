@@ -12,7 +12,8 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 echo "== check_backward (WS) at $(elapsed) s"
 FLASHMLIR_KERNEL_DIR=$WS timeout 120 $PY bench/check_backward.py 2>&1 | tail -9
 if [ "${SANITIZE:-1}" = 1 ]; then
-  for args in "128" "128 causal" "64 causal" "128 det big" "64 big"; do
+  IFS=, read -ra cases <<< "${SAN_ARGS:-128 causal,64 big,128 det big}"
+  for args in "${cases[@]}"; do
     for tool in memcheck racecheck; do
       echo "== $tool $args at $(elapsed) s"
       FLASHMLIR_KERNEL_DIR=$WS timeout 90 compute-sanitizer --tool $tool --kernel-name kns=fa_bwd_kernel \
@@ -22,8 +23,9 @@ if [ "${SANITIZE:-1}" = 1 ]; then
   done
 fi
 echo "== bench WS / cooperative / WS at $(elapsed) s"
-for dir in "$WS" "" "$WS"; do
-  echo "-- FLASHMLIR_KERNEL_DIR=${dir:-default}"
+for mode in ${BENCH_MODES:-ws coop}; do
+  dir=""; [ $mode = ws ] && dir=$WS
+  echo "-- $mode (FLASHMLIR_KERNEL_DIR=${dir:-unset})"
   FLASHMLIR_KERNEL_DIR=$dir timeout ${BENCH_S:-150} $PY bench/check_backward.py --bench 2>&1 | tail -12
 done
 if [ "${SUITE:-1}" = 1 ]; then
