@@ -1,8 +1,9 @@
 #!/bin/bash
-# Issue 16: the default kernel set with the warp-specialized backward at
-# D = Dv = 128 (fa-select-kernel-config's first backward candidate there):
-# the backward GPU suite, then backward TFLOP/s beside SDPA's flash and
-# cuDNN (bench_attention.py, two rounds, order reversed).
+# Issue 16, for after the warp-specialized backward becomes the D = Dv =
+# 128 default (not yet: docs/HOPPER.md "next steps" 1; the script checks
+# how many D = 128 backward manifests say warp_specialized): the backward
+# GPU suite, then backward TFLOP/s beside SDPA's flash and cuDNN
+# (bench_attention.py, two rounds, order reversed).
 # Carry build/kernels.tar.xz and the launcher.
 source "$(dirname "${BASH_SOURCE[0]}")/device-env.sh"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader

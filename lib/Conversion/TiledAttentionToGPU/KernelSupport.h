@@ -57,6 +57,47 @@ tmaDescriptor(MLIRContext *ctx, int64_t rows, Type elt, int64_t rank = 4) {
       nvgpu::TensorMapInterleaveKind::INTERLEAVE_NONE);
 }
 
+/// A producer / consumer channel of the warp-specialized kernels: a ring of
+/// `stages` [rows, cols] tiles at byte `offset` of the dynamic shared memory
+/// `smem`, each stage the tile's 64-column panels, one TMA box of
+/// `tmaDescriptor(rows, elt, rank)` each; `arrivals` consumer threads
+/// release an item. Returns the channel and the kernel-side tensor map of
+/// the host map `host`.
+inline std::pair<Value, Value>
+createPanelChannel(OpBuilder &b, Location loc, Value smem, Value offset,
+                   Value host, int64_t rows, int64_t cols, int64_t stages,
+                   Type elt, int64_t arrivals, int64_t rank = 4) {
+  MLIRContext *ctx = b.getContext();
+  auto smemSpace =
+      gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup);
+  auto descriptor = tmaDescriptor(ctx, rows, elt, rank);
+  SmallVector<int64_t> bufferShape = {cols / TileLayout::kPanelCols};
+  llvm::append_range(bufferShape, descriptor.getTensor().getShape());
+  auto bufferType = MemRefType::get(bufferShape, elt, AffineMap(), smemSpace);
+  SmallVector<int64_t> ringShape = {stages};
+  llvm::append_range(ringShape, bufferShape);
+  auto ringType = MemRefType::get(ringShape, elt, AffineMap(), smemSpace);
+  Value ring =
+      memref::ViewOp::create(b, loc, ringType, smem, offset, ValueRange{});
+  Value map = faptx::TensorMapParamOp::create(b, loc, descriptor, host);
+  Value channel = fagpu::ChannelCreateOp::create(
+      b, loc, fagpu::ChannelType::get(ctx, stages, bufferType), ring,
+      b.getI64IntegerAttr(arrivals));
+  return {channel, map};
+}
+
+/// The producer warpgroup's registers (setmaxnreg's minimum).
+constexpr int64_t kMinProducerRegs = 24;
+
+/// The registers per thread a warpgroup of a block of `launchThreads` holds
+/// times 128: the launch gives each thread 64K / threads registers, rounded
+/// down to 8 (168 at 384 threads), which setmaxnreg redistributes between
+/// the roles (an increase past the block's allocation waits forever).
+inline int64_t warpgroupRegisters(int64_t launchThreads) {
+  return 65536 / launchThreads / 8 * 8 * launchThreads /
+         fagpu::kWarpgroupThreads;
+}
+
 /// The kernels compute key - query differences and the window's limits in
 /// i32: a window bound is saturated here, far above any sequence they take
 /// (kMaxKernelSequenceLength), so that `off + right - d0` cannot wrap (a

@@ -1476,29 +1476,11 @@ SmallVector<Value> KeyBlockKernel::bodyWgmma(Value t, Value buf,
 }
 
 void KeyBlockKernel::emitWarpRoles(Value total) {
-  MLIRContext *ctx = b.getContext();
-  auto smemSpace =
-      gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup);
-  // A ring of `stages` [rows, cols] tiles at `offset`: per stage the
-  // 64-column panels, each one TMA box [1, 1, rows, 64] of 128-byte swizzle
-  // (the layout the wgmma descriptors read).
+  // Rings of 64-column panel tiles (the layout the wgmma descriptors read).
   auto channel = [&](Value host, int64_t rows, int64_t cols, int64_t offset,
                      int64_t stages) {
-    auto descriptor = tmaDescriptor(ctx, rows, cfg.elt);
-    SmallVector<int64_t> bufferShape = {cols / TileLayout::kPanelCols};
-    llvm::append_range(bufferShape, descriptor.getTensor().getShape());
-    auto bufferType =
-        MemRefType::get(bufferShape, cfg.elt, AffineMap(), smemSpace);
-    SmallVector<int64_t> ringShape = {stages};
-    llvm::append_range(ringShape, bufferShape);
-    auto ringType = MemRefType::get(ringShape, cfg.elt, AffineMap(), smemSpace);
-    Value ring = memref::ViewOp::create(
-        b, loc, ringType, smemBase, add(smemPad, idx(offset)), ValueRange{});
-    Value map = faptx::TensorMapParamOp::create(b, loc, descriptor, host);
-    Value ch = fagpu::ChannelCreateOp::create(
-        b, loc, fagpu::ChannelType::get(ctx, stages, bufferType), ring,
-        b.getI64IntegerAttr(cfg.threads()));
-    return std::make_pair(ch, map);
+    return createPanelChannel(b, loc, smemBase, add(smemPad, idx(offset)), host,
+                              rows, cols, stages, cfg.elt, cfg.threads());
   };
   auto [qCh, qMap] = channel(hostMaps[0], cfg.br, cfg.d, qOffset, 2);
   auto [kCh, kMap] = channel(hostMaps[1], cfg.bc, cfg.d, kOffset, 1);
@@ -1508,19 +1490,15 @@ void KeyBlockKernel::emitWarpRoles(Value total) {
   doChannel = doCh;
   kChannel = kCh;
   vChannel = vCh;
-  // The launch gives each thread 64K / threads registers (168 at 384); the
-  // producer keeps setmaxnreg's minimum, the consumers take the rest.
-  int64_t launch = cfg.launchThreads();
-  int64_t perWarpgroup =
-      65536 / launch / 8 * 8 * launch / fagpu::kWarpgroupThreads;
+  // The producer keeps setmaxnreg's minimum, the consumers take the rest.
   int64_t consumers = cfg.warps / 4;
-  constexpr int64_t producerRegs = 24;
-  int64_t consumerRegs =
-      std::min<int64_t>(240, (perWarpgroup - producerRegs) / consumers / 8 * 8);
+  int64_t consumerRegs = std::min<int64_t>(
+      240, (warpgroupRegisters(cfg.launchThreads()) - kMinProducerRegs) /
+               consumers / 8 * 8);
   // (Cloned here, not in a role: `base` memoizes the clones.)
   Value vHead = clone(n.in.v.offsets[1], base),
         vBatch = clone(n.in.v.offsets[0], base), zero = idx(0);
-  auto op = fagpu::WarpSpecializeOp::create(b, loc, consumers, producerRegs,
+  auto op = fagpu::WarpSpecializeOp::create(b, loc, consumers, kMinProducerRegs,
                                             consumerRegs);
   roles = op;
   for (Region *r : {&op.getProducer(), &op.getConsumers()}) {

@@ -2177,9 +2177,6 @@ void ForwardKernelEmitter::consumerBarrier() {
       NVVM::BarrierReductionAttr(), Value());
 }
 
-/// The producer warpgroup's registers (setmaxnreg's minimum).
-constexpr int64_t kMinProducerRegs = 24;
-
 void ForwardKernelEmitter::startTurns() {
   if (!cfg.pingPong)
     return;
@@ -2261,22 +2258,8 @@ void ForwardKernelEmitter::emitWarpRoles(Value base, Value pad) {
   int64_t rank = ta.k.rank();
   auto channel = [&](Value host, int64_t cols, int64_t byteOffset, int64_t rows,
                      int64_t stages) {
-    auto descriptor = tmaDescriptor(ctx, rows, cfg.elt, rank);
-    int64_t panels = cols / TileLayout::kPanelCols;
-    SmallVector<int64_t> bufferShape = {panels};
-    llvm::append_range(bufferShape, descriptor.getTensor().getShape());
-    auto bufferType =
-        MemRefType::get(bufferShape, cfg.elt, AffineMap(), smemSpace);
-    SmallVector<int64_t> ringShape = {stages};
-    llvm::append_range(ringShape, bufferShape);
-    auto ringType = MemRefType::get(ringShape, cfg.elt, AffineMap(), smemSpace);
-    Value ring = memref::ViewOp::create(
-        b, loc, ringType, base, add(pad, idx(byteOffset)), ValueRange{});
-    Value map = faptx::TensorMapParamOp::create(b, loc, descriptor, host);
-    Value ch = fagpu::ChannelCreateOp::create(
-        b, loc, fagpu::ChannelType::get(ctx, stages, bufferType), ring,
-        b.getI64IntegerAttr(cfg.threads()));
-    return std::make_pair(ch, map);
+    return createPanelChannel(b, loc, base, add(pad, idx(byteOffset)), host,
+                              rows, cols, stages, cfg.elt, cfg.threads(), rank);
   };
   auto [kCh, kMap] = channel(kMapHost, cfg.d, cfg.qBytes, cfg.bc, cfg.stages);
   auto [vCh, vMap] =
@@ -2293,12 +2276,9 @@ void ForwardKernelEmitter::emitWarpRoles(Value base, Value pad) {
   kChannel = kCh;
   vChannel = vCh;
   // The producer keeps few registers; the consumers take the rest of what
-  // the block was launched with (setmaxnreg: multiples of 8; an increase
-  // past the block's allocation waits forever). The launch gives each
-  // thread 64K / threads registers, rounded down to 8 (168 at 384 threads).
+  // the block was launched with (setmaxnreg: multiples of 8).
   int64_t consumers = cfg.warps / 4;
-  int64_t perWarpgroup = 65536 / cfg.launchThreads() / 8 * 8 *
-                         cfg.launchThreads() / kWarpgroupThreads;
+  int64_t perWarpgroup = warpgroupRegisters(cfg.launchThreads());
   // Persistent, the producer also walks the tiles: it needs 32 and takes
   // what the consumers leave (32 with three consumers, 40 with two, whose
   // 232 registers hold the D = 128 loop without spills).
