@@ -890,16 +890,23 @@ bool isZeroFill(Value init) {
 // Score-tile math shared by both GEMM kernels
 //===----------------------------------------------------------------------===//
 
+/// Called between the two phases of scoreGradients with P (C fragments);
+/// returns the dP fragments (the kernel may issue GEMMs on P and wait for
+/// dP's GEMM here).
+using AfterProbabilities = function_ref<SmallVector<Value>(ArrayRef<Value> p)>;
+
 /// P and dS of one score tile held as C fragments `s` (scores) and `dp`,
 /// with per-element lse2 / delta / visibility supplied by the kernel.
-/// Returns {P, dS} as C fragments (f32).
+/// Returns {P, dS} as C fragments (f32). With `afterP`, `dp` is empty: every
+/// P is computed first, then afterP(P) gives dP and dS follows.
 std::pair<SmallVector<Value>, SmallVector<Value>>
 scoreGradients(BackwardEmitter &e, WarpFragments &frags,
                const BackwardConfig &cfg, ArrayRef<Value> s, ArrayRef<Value> dp,
                function_ref<Value(int64_t frag, int64_t h, int64_t el)> lse2,
                function_ref<Value(int64_t frag, int64_t h, int64_t el)> delta,
                function_ref<Value(int64_t frag, int64_t h, int64_t el)> visible,
-               const ElementPositions *positions = nullptr) {
+               const ElementPositions *positions = nullptr,
+               AfterProbabilities afterP = nullptr) {
   OpBuilder &b = e.b;
   Location loc = e.loc;
   AttentionBackwardStepOp mods = cfg.modifiers;
@@ -924,6 +931,18 @@ scoreGradients(BackwardEmitter &e, WarpFragments &frags,
   }
   if (maskMod)
     inliner(maskInl, mods.getMaskMod(), false);
+  auto gradient = [&](Value p, Value u, Value grad, Value dpValue,
+                      Value deltaValue) {
+    Value ds = e.fmul(p, e.fsub(dpValue, deltaValue));
+    if (cfg.softcap())
+      ds = e.fmul(ds, e.fsub(one, e.fmul(u, u)));
+    if (grad)
+      ds = e.fmul(ds, grad);
+    return ds;
+  };
+  // Two phases: one f32 per element waits for dP, its P times the score's
+  // own derivative (dS = that x (dP - delta)).
+  SmallVector<Value> weights;
   SmallVector<Value> pFrags, dsFrags;
   for (size_t f = 0; f < s.size(); ++f) {
     SmallVector<Value> pe, dse;
@@ -953,16 +972,33 @@ scoreGradients(BackwardEmitter &e, WarpFragments &frags,
         }
         if (vis)
           p = arith::SelectOp::create(b, loc, vis, p, zero);
-        Value ds =
-            e.fmul(p, e.fsub(frags.element(dp[f], h, el), delta(f, h, el)));
-        if (cfg.softcap())
-          ds = e.fmul(ds, e.fsub(one, e.fmul(u, u)));
-        if (grad)
-          ds = e.fmul(ds, grad);
         pe.push_back(p);
-        dse.push_back(ds);
+        if (afterP) {
+          Value w = p;
+          if (cfg.softcap())
+            w = e.fmul(w, e.fsub(one, e.fmul(u, u)));
+          if (grad)
+            w = e.fmul(w, grad);
+          weights.push_back(w);
+          continue;
+        }
+        dse.push_back(
+            gradient(p, u, grad, frags.element(dp[f], h, el), delta(f, h, el)));
       }
     pFrags.push_back(frags.fromElements(pe));
+    if (!afterP)
+      dsFrags.push_back(frags.fromElements(dse));
+  }
+  if (!afterP)
+    return {pFrags, dsFrags};
+  SmallVector<Value> late = afterP(pFrags);
+  for (size_t f = 0; f < s.size(); ++f) {
+    SmallVector<Value> dse;
+    for (int64_t h = 0; h < 2; ++h)
+      for (int64_t el = 0; el < 2; ++el)
+        dse.push_back(
+            e.fmul(weights[4 * f + 2 * h + el],
+                   e.fsub(frags.element(late[f], h, el), delta(f, h, el))));
     dsFrags.push_back(frags.fromElements(dse));
   }
   return {pFrags, dsFrags};
@@ -1140,10 +1176,11 @@ private:
   /// P^T and dS^T (C fragments) from the S^T and dP^T fragments of one tile:
   /// per-column lse2 / delta and the mask (shared by the bodies). The
   /// fragments cover queries [qOff, qOff + nCols) of the block (default:
-  /// all of them).
+  /// all of them). `afterP`: see scoreGradients.
   std::pair<SmallVector<Value>, SmallVector<Value>>
   gradients(IRMapping &it, Value qRow0, ArrayRef<Value> s, ArrayRef<Value> dpT,
-            Value qOff = Value(), int64_t nCols = 0);
+            Value qOff = Value(), int64_t nCols = 0,
+            AfterProbabilities afterP = nullptr);
   /// bodyWgmma for a wgSplit pair of warpgroups sharing 64 keys.
   SmallVector<Value> bodyWgmmaSplit(Value t, Value buf, ValueRange acc);
   /// Stores this warp's 16 key rows of P^T or dS^T (packed A registers of
@@ -1152,7 +1189,12 @@ private:
   void storeTransposed(const SmemTile &tile, ArrayRef<Value> regs, Value qOff,
                        int64_t nCols);
   /// dQ = dS K of this iteration added to the accumulator (dS^T in dsTile).
-  void addDqWgmma(IRMapping &it);
+  /// `afterIssue` (one unit per warpgroup only) issues more GEMMs after
+  /// dQ's, which run while dQ is reduced.
+  void addDqWgmma(IRMapping &it, function_ref<void()> afterIssue = nullptr);
+  /// The dQ GEMM units (64 queries x 64 columns) each warpgroup takes per
+  /// iteration, or 0 when they do not divide evenly.
+  int64_t dqUnitsPerWarpgroup() const;
   /// A chain of SS wgmmas C[M, n] = A B^T over `depth` (both operands
   /// K-major 64-column panels, 16 per k-step); no commit.
   SmallVector<Value> chainSS(Value descA, const SmemTile &a, Value descB,
@@ -1246,7 +1288,8 @@ void KeyBlockKernel::issue(Value t, Value buf) {
 
 std::pair<SmallVector<Value>, SmallVector<Value>>
 KeyBlockKernel::gradients(IRMapping &it, Value qRow0, ArrayRef<Value> s,
-                          ArrayRef<Value> dpT, Value qOff, int64_t nCols) {
+                          ArrayRef<Value> dpT, Value qOff, int64_t nCols,
+                          AfterProbabilities afterP) {
   const int64_t nqt = (nCols ? nCols : cfg.br) / 8;
   if (!qOff)
     qOff = idx(0);
@@ -1315,7 +1358,7 @@ KeyBlockKernel::gradients(IRMapping &it, Value qRow0, ArrayRef<Value> s,
       [&](int64_t f, int64_t, int64_t el) {
         return colValue(deltaCols, f, el);
       },
-      visible, cfg.modifiers ? &pos : nullptr);
+      visible, cfg.modifiers ? &pos : nullptr, afterP);
 }
 
 SmallVector<Value> KeyBlockKernel::body(Value t, Value buf, ValueRange acc) {
@@ -1414,15 +1457,16 @@ SmallVector<Value> KeyBlockKernel::bodyWgmma(Value t, Value buf,
   Value kA = wg.opaque(kDescA), vA = wg.opaque(vDescA);
 
   // S^T = K Q^T and dP^T = V dO^T: this warpgroup's 64 keys against the
-  // block's queries, both operands K-major in shared memory; one commit.
+  // block's queries, both operands K-major in shared memory. Warp
+  // specialized, each its own group: P is computed while dP^T runs, dS
+  // while dV runs (FlashAttention-3's order).
+  const bool overlap = cfg.warpSpecialized;
   wg.fence();
   SmallVector<Value> sAcc = chainSS(kA, kTile, qB, qTile, cfg.d, cfg.br);
+  if (overlap)
+    wg.commit();
   SmallVector<Value> dpAcc = chainSS(vA, vTile, doB, doTile, cfg.dv, cfg.br);
   wg.commit();
-  wg.wait(0);
-  auto [p, ds] =
-      gradients(it, qRow0, frags.fromAccumulator(wg.fenceOperands(sAcc)),
-                frags.fromAccumulator(wg.fenceOperands(dpAcc)));
 
   // dV += P^T dO, dK += dS^T Q: A from the P^T / dS^T fragments in
   // registers, B = dO / Q MN-major (16 queries per k-step).
@@ -1437,19 +1481,43 @@ SmallVector<Value> KeyBlockKernel::bodyWgmma(Value t, Value buf,
     }
     return wg.fenceOperands(regs);
   };
-  SmallVector<Value> pRegs = pack(p), dsRegs = pack(ds);
-  SmallVector<Value> dk =
-      wg.fenceOperands(frags.toAccumulator(acc.take_front(ndk)));
-  SmallVector<Value> dv =
-      wg.fenceOperands(frags.toAccumulator(acc.slice(ndk, ndv)));
-  wg.fence();
-  for (int64_t kk = 0; kk < cfg.br / 16; ++kk)
-    dv = wg.mmaRS(ArrayRef<Value>(pRegs).slice(4 * kk, 4),
-                  wg.advance(doMN, kk * k16Bytes), cfg.dvCols(), dv);
-  for (int64_t kk = 0; kk < cfg.br / 16; ++kk)
-    dk = wg.mmaRS(ArrayRef<Value>(dsRegs).slice(4 * kk, 4),
-                  wg.advance(qMN, kk * k16Bytes), cfg.dkCols(), dk);
-  wg.commit();
+  SmallVector<Value> dk, dv, pRegs, dsRegs;
+  auto issueDv = [&] {
+    dv = wg.fenceOperands(frags.toAccumulator(acc.slice(ndk, ndv)));
+    wg.fence();
+    for (int64_t kk = 0; kk < cfg.br / 16; ++kk)
+      dv = wg.mmaRS(ArrayRef<Value>(pRegs).slice(4 * kk, 4),
+                    wg.advance(doMN, kk * k16Bytes), cfg.dvCols(), dv);
+  };
+  auto issueDk = [&] {
+    for (int64_t kk = 0; kk < cfg.br / 16; ++kk)
+      dk = wg.mmaRS(ArrayRef<Value>(dsRegs).slice(4 * kk, 4),
+                    wg.advance(qMN, kk * k16Bytes), cfg.dkCols(), dk);
+  };
+  std::pair<SmallVector<Value>, SmallVector<Value>> grads;
+  if (overlap) {
+    wg.wait(1);
+    grads = gradients(it, qRow0, frags.fromAccumulator(wg.fenceOperands(sAcc)),
+                      {}, Value(), 0, [&](ArrayRef<Value> p) {
+                        pRegs = pack(p);
+                        issueDv();
+                        wg.commit();
+                        wg.wait(1);
+                        return frags.fromAccumulator(wg.fenceOperands(dpAcc));
+                      });
+    dsRegs = pack(grads.second);
+    dk = wg.fenceOperands(frags.toAccumulator(acc.take_front(ndk)));
+  } else {
+    wg.wait(0);
+    grads = gradients(it, qRow0, frags.fromAccumulator(wg.fenceOperands(sAcc)),
+                      frags.fromAccumulator(wg.fenceOperands(dpAcc)));
+    pRegs = pack(grads.first);
+    dsRegs = pack(grads.second);
+    dk = wg.fenceOperands(frags.toAccumulator(acc.take_front(ndk)));
+    issueDv();
+    issueDk();
+    wg.commit();
+  }
 
   if (n.withDq) {
     if (cfg.warpSpecialized) {
@@ -1467,7 +1535,26 @@ SmallVector<Value> KeyBlockKernel::bodyWgmma(Value t, Value buf,
                               NVVM::BarrierReductionAttr(), Value());
     else
       gpu::BarrierOp::create(b, loc);
-    addDqWgmma(it);
+    // Overlapped: dK follows dQ's GEMM, which is waited for alone, so dK
+    // runs under the dQ reduction (one dQ unit per warpgroup: dK's
+    // accumulators stay outside any region).
+    if (overlap && dqUnitsPerWarpgroup() == 1) {
+      addDqWgmma(it, [&] {
+        issueDk();
+        wg.commit();
+      });
+    } else {
+      if (overlap) {
+        wg.fence();
+        issueDk();
+        wg.commit();
+      }
+      addDqWgmma(it);
+    }
+  } else if (overlap) {
+    wg.fence();
+    issueDk();
+    wg.commit();
   }
   wg.wait(0);
   SmallVector<Value> next = frags.fromAccumulator(wg.fenceOperands(dk));
@@ -1590,7 +1677,17 @@ SmallVector<Value> KeyBlockKernel::chainSS(Value descA, const SmemTile &a,
   return c;
 }
 
-void KeyBlockKernel::addDqWgmma(IRMapping &it) {
+int64_t KeyBlockKernel::dqUnitsPerWarpgroup() const {
+  int64_t panels = llvm::divideCeil(cfg.dkCols(), 64);
+  int64_t units = cfg.br / 64 * panels, groups = cfg.warps / 4;
+  bool even = units % groups == 0 && cfg.dkCols() % 64 == 0;
+  return even ? units / groups : 0;
+}
+
+void KeyBlockKernel::addDqWgmma(IRMapping &it,
+                                function_ref<void()> afterIssue) {
+  assert((!afterIssue || dqUnitsPerWarpgroup() == 1) &&
+         "GEMMs after dQ's need one dQ unit per warpgroup");
   const int64_t k16Bytes = 16 * SmemTile::kPanelRowBytes;
   Value qBatch = clone(n.in.q.offsets[0], it),
         qHead = clone(n.in.q.offsets[1], it),
@@ -1623,7 +1720,9 @@ void KeyBlockKernel::addDqWgmma(IRMapping &it) {
                       wg.advance(kB, kk * k16Bytes), cols, dq,
                       NVVM::MMALayout::col, NVVM::MMALayout::row);
       wg.commit();
-      wg.wait(0);
+      if (afterIssue)
+        afterIssue();
+      wg.wait(afterIssue ? 1 : 0);
       reduceDq(frags.fromAccumulator(wg.fenceOperands(dq)), cols, qBatch, qHead,
                row0, col0);
     };

@@ -56,10 +56,29 @@
 // lse2 and delta: two columns per lane, straight from global memory.
 // CHECK:               vector.load %{{.*}} : memref<?x?x?xf32>, vector<2xf32>
 // CHECK:               nvvm.wgmma.fence.aligned
+// S^T and dP^T in their own groups: P is computed while dP^T runs (exp2
+// after the first wait), dS while dV runs.
+// CHECK:               nvvm.wgmma.commit.group.sync.aligned
+// CHECK:               nvvm.wgmma.commit.group.sync.aligned
+// CHECK-NEXT:          nvvm.wgmma.wait.group.sync.aligned 1
+// CHECK:               math.exp2
+// CHECK:               faptx.wgmma_mma_rs
+// CHECK:               nvvm.wgmma.commit.group.sync.aligned
+// CHECK-NEXT:          nvvm.wgmma.wait.group.sync.aligned 1
+// CHECK-NOT:           math.exp2
 // The two dS^T buffers (16 KiB apart), then the consumers' barrier.
 // CHECK:               %[[ODD:.*]] = arith.remui %[[CT]], %c2
 // CHECK:               nvvm.fence.proxy
 // CHECK:               nvvm.barrier id = %{{.*}} number_of_threads = %c256_i32
+// dQ's GEMM, then dK's (register A): waiting for dQ alone leaves dK
+// running under the dQ reduction.
+// CHECK:               nvvm.wgmma.mma_async
+// CHECK:               nvvm.wgmma.commit.group.sync.aligned
+// CHECK-NEXT:          faptx.wgmma_mma_rs
+// CHECK:               nvvm.wgmma.commit.group.sync.aligned
+// CHECK-NEXT:          nvvm.wgmma.wait.group.sync.aligned 1
+// CHECK:               faptx.red_global_add
+// CHECK:               nvvm.wgmma.wait.group.sync.aligned 0
 // CHECK:               fagpu.channel_release %[[QCH]][%[[CT]]]
 // CHECK-NEXT:          fagpu.channel_release %[[DOCH]][%[[CT]]]
 // CHECK:               scf.yield
