@@ -636,15 +636,26 @@ std::optional<std::string> scalarRole(Value v, func::FuncOp host,
 }
 
 /// The manifest entry of a TMA tensor map the runtime encodes: the map of
-/// a memref argument with the box, swizzle, L2 promotion and fill of the
-/// host op's descriptor (python/flashmlir/_tensormap.py reads it).
+/// a memref argument or workspace buffer with the box, swizzle, L2
+/// promotion and fill of the host op's descriptor
+/// (python/flashmlir/_tensormap.py reads it).
 FailureOr<llvm::json::Object>
 describeTensorMap(fagpu::HostTensorMapOp map, func::FuncOp host,
                   ArrayRef<fa::HostArgument> args) {
-  auto arg = dyn_cast<BlockArgument>(map.getSource());
-  if (!arg || arg.getOwner() != &host.getBody().front() ||
-      arg.getArgNumber() >= args.size())
+  std::string tensor;
+  if (auto arg = dyn_cast<BlockArgument>(map.getSource())) {
+    if (arg.getOwner() != &host.getBody().front() ||
+        arg.getArgNumber() >= args.size())
+      return failure();
+    tensor = args[arg.getArgNumber()].name.str();
+  } else if (auto alloc = map.getSource().getDefiningOp<memref::AllocOp>()) {
+    auto tag = alloc->getAttrOfType<StringAttr>("fa.workspace");
+    if (!tag)
+      return failure();
+    tensor = tag.getValue().str();
+  } else {
     return failure();
+  }
   auto descriptor = cast<nvgpu::TensorMapDescriptorType>(map.getDescriptor());
   MemRefType box = descriptor.getTensor();
   llvm::json::Array boxDims;
@@ -683,7 +694,6 @@ describeTensorMap(fagpu::HostTensorMapOp map, func::FuncOp host,
   if (descriptor.getInterleave() !=
       nvgpu::TensorMapInterleaveKind::INTERLEAVE_NONE)
     return failure();
-  std::string tensor = args[arg.getArgNumber()].name.str();
   return llvm::json::Object{
       {"name", tensor + "_map"},
       {"type", "tensormap"},

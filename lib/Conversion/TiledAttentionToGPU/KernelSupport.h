@@ -42,11 +42,13 @@ constexpr int64_t kChunk = kTileChunk;
 /// The TMA tensor map type of the warp-specialized kernels' tiles: one box
 /// [1, 1, rows, 64] per 64-column panel ([1, rows, 64] of a packed [H, T, D]
 /// tensor: rank 3), 128-byte swizzle (the layout the wgmma descriptors
-/// read), zero fill past the tensor's rows.
+/// read), zero fill past the tensor's rows. `cols`: the box's columns when
+/// not a 64-column panel (128 bytes of f32: 32).
 inline nvgpu::TensorMapDescriptorType
-tmaDescriptor(MLIRContext *ctx, int64_t rows, Type elt, int64_t rank = 4) {
+tmaDescriptor(MLIRContext *ctx, int64_t rows, Type elt, int64_t rank = 4,
+              int64_t cols = TileLayout::kPanelCols) {
   SmallVector<int64_t> shape(rank - 2, 1);
-  shape.append({rows, TileLayout::kPanelCols});
+  shape.append({rows, cols});
   auto box = MemRefType::get(
       shape, elt, AffineMap(),
       gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup));

@@ -1144,6 +1144,17 @@ void emitZeroRows(BackwardEmitter &e, gpu::LaunchOp launch, KeyBlockNest n,
                               ValueRange{e.idx(0), h, row, e.idx(c * kChunk)});
 }
 
+/// Columns of one box of the warp-specialized kernel's dQ reductions: 128
+/// bytes of f32, the most a 128-byte swizzled box spans; a warpgroup's
+/// [64, 64] unit is two such panels.
+constexpr int64_t kDqBoxCols = 32;
+constexpr int64_t kDqUnitFloats = 64 * 64;
+/// Named barriers of the warp-specialized backward: 1 is the consumers'
+/// (dS^T); the dQ hand-over of warpgroup w uses kDqFullBarrier + w and
+/// kDqEmptyBarrier + w.
+constexpr int64_t kDqFullBarrier = 2;
+constexpr int64_t kDqEmptyBarrier = 4;
+
 class KeyBlockKernel : public BackwardEmitter {
 public:
   /// `maps`: the host tensor maps of q, k, v and dout (warp-specialized).
@@ -1217,11 +1228,26 @@ private:
   /// region.
   void emitWarpRoles(Value total);
   /// Warp-specialized: this lane's lse2 and delta columns of iteration `it`
-  /// (global loads, issued before the GEMMs they wait behind).
+  /// (global loads, issued before the GEMMs they wait behind; loading delta
+  /// after P instead made ptxas spill).
   void loadColumns(IRMapping &it);
+  /// Warp-specialized dQ: each consumer warpgroup writes its [64, 64] dQ
+  /// unit (this warp's 16 rows, C fragments) to its 128-byte swizzled
+  /// staging panels and hands them to the producer's dQ warp, which adds
+  /// them to the accumulator with bulk tensor reductions (emitDqWarp), so
+  /// the consumers issue no reductions. Named barriers per warpgroup
+  /// (128 consumer threads + the dQ warp): "full" after the stores,
+  /// "empty" once the reductions have read the panels.
+  void stageDqUnit(ArrayRef<Value> dq);
+  void emitDqWarp(Value total);
+  void dqBarrier(bool sync, int64_t first, Value group);
   /// Per-warp dQ staging (f32, sm_90 only) and its row stride.
   Value dqStage;
   int64_t stageStride = 0;
+  /// Warp-specialized: the staging area's byte offset (1024-byte aligned)
+  /// and the kernel-side tensor map of the dQ accumulator.
+  int64_t dqStageOffset = 0;
+  Value dqMap;
 
   /// (A copy: packed memrefs are replaced by their in-kernel views.)
   KeyBlockNest n;
@@ -1248,7 +1274,7 @@ private:
   /// loadColumns.
   SmallVector<Value> hostMaps;
   Operation *roles = nullptr;
-  Value smemBase, smemPad;
+  Value smemBase, smemPad, smemAligned;
   Value qChannel, doChannel, kChannel, vChannel;
   int64_t qOffset = 0, doOffset = 0, kOffset = 0, vOffset = 0;
   Value dsBufBytes, dsBufElems;
@@ -1460,7 +1486,9 @@ SmallVector<Value> KeyBlockKernel::bodyWgmma(Value t, Value buf,
   // block's queries, both operands K-major in shared memory. Warp
   // specialized, each its own group: P is computed while dP^T runs, dS
   // while dV runs (FlashAttention-3's order).
-  const bool overlap = cfg.warpSpecialized;
+  // (Not at 128 queries per block: S^T, dP^T and the lse2 / delta columns
+  // of both phases then exceed the consumers' 240 registers.)
+  const bool overlap = cfg.warpSpecialized && cfg.br <= 64;
   wg.fence();
   SmallVector<Value> sAcc = chainSS(kA, kTile, qB, qTile, cfg.d, cfg.br);
   if (overlap)
@@ -1575,6 +1603,12 @@ void KeyBlockKernel::emitWarpRoles(Value total) {
   auto [doCh, doMap] = channel(hostMaps[3], cfg.br, cfg.dv, doOffset, 2);
   qChannel = qCh;
   doChannel = doCh;
+  if (dqStage && hostMaps.size() > 4)
+    dqMap = faptx::TensorMapParamOp::create(
+        b, loc,
+        tmaDescriptor(b.getContext(), 64, b.getF32Type(), /*rank=*/4,
+                      kDqBoxCols),
+        hostMaps[4]);
   kChannel = kCh;
   vChannel = vCh;
   // The producer keeps setmaxnreg's minimum, the consumers take the rest.
@@ -1593,8 +1627,26 @@ void KeyBlockKernel::emitWarpRoles(Value total) {
     b.setInsertionPointToEnd(block);
     fagpu::YieldOp::create(b, loc);
   }
-  // Producer: K and V once, then Q and dO of every iteration.
+  // Producer: K and V once, then Q and dO of every iteration (warp 0);
+  // with dQ, warp 1 hands the consumers' dQ units to the TMA unit.
   b.setInsertionPoint(op.getProducer().front().getTerminator());
+  Value producerWarp = remu(warp, 4);
+  if (dqMap) {
+    auto ifOp = scf::IfOp::create(
+        b, loc,
+        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, producerWarp,
+                              idx(1)),
+        false);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(ifOp.thenBlock());
+    emitDqWarp(total);
+  }
+  auto loadWarp =
+      scf::IfOp::create(b, loc,
+                        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
+                                              producerWarp, zero),
+                        false);
+  b.setInsertionPointToStart(loadWarp.thenBlock());
   fagpu::ChannelPutTmaOp::create(b, loc, kChannel, zero, kMap,
                                  ValueRange{zero, kStart, kHead, kBatch});
   fagpu::ChannelPutTmaOp::create(b, loc, vChannel, zero, vMap,
@@ -1877,8 +1929,127 @@ void KeyBlockKernel::stageAndReduce(ArrayRef<Value> dq, int64_t chunk,
   NVVM::SyncWarpOp::create(b, loc, all);
 }
 
+void KeyBlockKernel::dqBarrier(bool sync, int64_t first, Value group) {
+  Value id = toI32(add(group, idx(first)));
+  Value count = i32(fagpu::kWarpgroupThreads + kWarpSize);
+  if (sync)
+    NVVM::BarrierOp::create(b, loc, TypeRange{}, id, count,
+                            NVVM::BarrierReductionAttr(), Value());
+  else
+    NVVM::BarrierArriveOp::create(b, loc, id, count);
+}
+
+void KeyBlockKernel::stageDqUnit(ArrayRef<Value> dq) {
+  Value group = divu(warp, 4);
+  // The dQ warp has read the warpgroup's previous unit.
+  dqBarrier(/*sync=*/true, kDqEmptyBarrier, group);
+  // Row r = 16 (warp % 4) + g + 8 h of panel nt / 4, 16-byte chunk
+  // (2 (nt % 4) + tig / 2) ^ (r % 8) (128-byte swizzle; r % 8 = g):
+  // conflict-free 8-byte stores.
+  Value base = add(mul(group, idx(kDqUnitFloats)),
+                   mul(remu(warp, 4), idx(16 * kDqBoxCols)));
+  for (int64_t nt = 0; nt < 64 / 8; ++nt)
+    for (int64_t h = 0; h < 2; ++h) {
+      Value chunk = arith::XOrIOp::create(
+          b, loc, add(idx(2 * (nt % 4)), divu(tig, 2)), g);
+      Value at =
+          add(add(base, idx((nt / 4) * kDqUnitFloats / 2 + 8 * h * kDqBoxCols)),
+              add(add(mul(g, idx(kDqBoxCols)), mul(chunk, idx(4))),
+                  mul(remu(tig, 2), idx(2))));
+      vector::StoreOp::create(
+          b, loc,
+          vector::ExtractOp::create(b, loc, dq[nt], ArrayRef<int64_t>{h}),
+          dqStage, at);
+    }
+  // Visible to the TMA unit (async proxy) before the dQ warp issues.
+  wg.fenceSharedForAsync();
+  dqBarrier(/*sync=*/false, kDqFullBarrier, group);
+}
+
+void KeyBlockKernel::emitDqWarp(Value total) {
+  // Every warpgroup's staging area starts empty. (Arrivals only where a
+  // consumer waits: none after the last iteration.)
+  int64_t groups = cfg.warps / 4;
+  Value zero = idx(0);
+  auto onlyIf = [&](Value cond, function_ref<void()> body) {
+    auto ifOp = scf::IfOp::create(b, loc, cond, false);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(ifOp.thenBlock());
+    body();
+  };
+  onlyIf(slt(zero, total), [&] {
+    for (int64_t gi = 0; gi < groups; ++gi)
+      dqBarrier(/*sync=*/false, kDqEmptyBarrier, idx(gi));
+  });
+  Value leader =
+      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, lane, zero);
+  auto loop = scf::ForOp::create(b, loc, zero, total, idx(1));
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(loop.getBody());
+    IRMapping m = iteration(loop.getInductionVar());
+    Value qBatch = clone(n.in.q.offsets[0], m),
+          qHead = clone(n.in.q.offsets[1], m),
+          qStart = clone(n.in.q.offsets[2], m);
+    // The units in the consumers' order (addDqWgmma): unit u is warpgroup
+    // u % groups's, 64 queries (u % mq) by 64 columns (u / mq).
+    int64_t mq = cfg.br / 64, units = mq * (cfg.dkCols() / 64);
+    auto map = UnrealizedConversionCastOp::create(
+                   b, loc, LLVM::LLVMPointerType::get(b.getContext()), dqMap)
+                   .getResult(0);
+    for (int64_t u = 0; u < units; ++u) {
+      int64_t gi = u % groups;
+      dqBarrier(/*sync=*/true, kDqFullBarrier, idx(gi));
+      {
+        auto ifOp = scf::IfOp::create(b, loc, leader, false);
+        OpBuilder::InsertionGuard g2(b);
+        b.setInsertionPointToStart(ifOp.thenBlock());
+        Value row0 = add(qStart, idx(64 * (u % mq)));
+        Value col0 = add(dkCol0, idx(64 * (u / mq)));
+        for (int64_t p = 0; p < 64 / kDqBoxCols; ++p) {
+          // (The shared address as the pointer NVVM's op takes.)
+          Value addr = add(smemAligned,
+                           idx(dqStageOffset + 4 * (gi * kDqUnitFloats +
+                                                    p * kDqUnitFloats / 2)));
+          Value src = LLVM::IntToPtrOp::create(
+              b, loc, LLVM::LLVMPointerType::get(b.getContext(), 3),
+              arith::IndexCastOp::create(b, loc, b.getI64Type(), addr)
+                  .getResult());
+          NVVM::CpAsyncBulkTensorReduceOp::create(
+              b, loc, map, src, NVVM::TMAReduxKind::ADD,
+              NVVM::TMAStoreMode::TILE,
+              ValueRange{toI32(add(col0, idx(p * kDqBoxCols))), toI32(row0),
+                         toI32(qHead), toI32(qBatch)},
+              Value());
+        }
+        NVVM::CpAsyncBulkCommitGroupOp::create(b, loc);
+        // The area is free again once the reductions have read it.
+        NVVM::CpAsyncBulkWaitGroupOp::create(b, loc, b.getI32IntegerAttr(0),
+                                             b.getUnitAttr());
+      }
+      NVVM::SyncWarpOp::create(b, loc, i32(-1));
+      auto arrive = [&] {
+        dqBarrier(/*sync=*/false, kDqEmptyBarrier, idx(gi));
+      };
+      // (The warpgroup's last unit of the last iteration: no one waits.)
+      if (u + groups < units)
+        arrive();
+      else
+        onlyIf(slt(add(loop.getInductionVar(), idx(1)), total), arrive);
+    }
+  }
+  // The reductions have completed before the block exits.
+  NVVM::CpAsyncBulkWaitGroupOp::create(b, loc, b.getI32IntegerAttr(0),
+                                       UnitAttr());
+}
+
 void KeyBlockKernel::reduceDq(ArrayRef<Value> dq, int64_t chunk, Value batch,
                               Value head, Value row0, Value col0) {
+  if (dqMap) {
+    assert(chunk == 64 && "the dQ warp takes 64-column units");
+    stageDqUnit(dq);
+    return;
+  }
   if (dqStage) {
     stageAndReduce(dq, chunk, batch, head, row0, col0);
     return;
@@ -2061,6 +2232,7 @@ int64_t KeyBlockKernel::emit(gpu::LaunchOp launch) {
         memref::ExtractAlignedPointerAsIndexOp::create(b, loc, smem.base);
     smem.pad = remu(sub(idx(1024), remu(addr, 1024)), 1024);
     smem.alignedAddr = add(addr, smem.pad);
+    smemAligned = smem.alignedAddr;
     smemPad = smem.pad;
     Value kAddr, vAddr, qAddr, doAddr, dsAddr, pAddr, unused;
     // (The byte offset of the next panel tile.)
@@ -2120,7 +2292,13 @@ int64_t KeyBlockKernel::emit(gpu::LaunchOp launch) {
     lseS = smem.f32Buffer(b, loc, 2 * cfg.br);
     deltaS = smem.f32Buffer(b, loc, 2 * cfg.br);
   }
-  if (n.withDq && cfg.stageDq) {
+  if (n.withDq && cfg.stageDq && cfg.warpSpecialized) {
+    // Per consumer warpgroup, two [64, 32] f32 panels, 128-byte swizzled:
+    // the dQ warp's TMA boxes.
+    smem.bytes = llvm::alignTo(smem.bytes, 1024);
+    dqStageOffset = smem.bytes;
+    dqStage = smem.f32Buffer(b, loc, cfg.warps / 4 * kDqUnitFloats);
+  } else if (n.withDq && cfg.stageDq) {
     // Rows padded by 4 floats: the 8 rows a fragment store touches fall in
     // distinct banks.
     stageStride = (cfg.wgmma ? 64 : cfg.dqChunk) + 4;
@@ -2721,6 +2899,13 @@ LogicalResult mlir::fa::convertTiledAttentionBackwardToGPU(
       map(in.kMem, keyCfg->bc);
       map(in.vMem, keyCfg->bc);
       map(in.doMem, keyCfg->br);
+      // dQ's f32 accumulator, which the dQ warp adds each warpgroup's
+      // 64 x 64 dQ unit to (two 32-column boxes).
+      if (keyNest->withDq)
+        maps.push_back(fagpu::HostTensorMapOp::create(
+            b, loc, ptr, dqAcc,
+            TypeAttr::get(tmaDescriptor(b.getContext(), 64, b.getF32Type(),
+                                        /*rank=*/4, kDqBoxCols))));
     }
     gpu::LaunchOp launch = launchAt(grid, keyCfg->launchThreads(), "_kernel");
     OpBuilder::InsertionGuard g(b);

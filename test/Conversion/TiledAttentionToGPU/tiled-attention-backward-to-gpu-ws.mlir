@@ -12,8 +12,8 @@
 //
 // Shared memory past the 1024-byte alignment pad: K 128x128 at 0, V at
 // 32 KiB, the Q ring 2 x 64x128 at 64 KiB, the dO ring at 96 KiB, dS^T
-// 2 x 128x64 at 128 KiB, the dQ staging at 160 KiB: 199,680 bytes with
-// the pad.
+// 2 x 128x64 at 128 KiB, the dQ staging (per consumer warpgroup two
+// 64 x 32 f32 panels) at 160 KiB: 197,632 bytes with the pad.
 
 !q = memref<?x?x?x128xbf16, strided<[?, ?, ?, 1], offset: ?>>
 !l = memref<?x?x?xf32, strided<[?, ?, 1], offset: ?>>
@@ -26,11 +26,13 @@
 // CHECK-NEXT:    %[[KMAP:.*]] = fagpu.host_tensor_map %arg1 as !nvgpu.tensormap.descriptor<tensor = memref<1x1x128x64xbf16, #gpu.address_space<workgroup>>, swizzle = swizzle_128b
 // CHECK-NEXT:    %[[VMAP:.*]] = fagpu.host_tensor_map %arg2 as !nvgpu.tensormap.descriptor<tensor = memref<1x1x128x64xbf16
 // CHECK-NEXT:    %[[DOMAP:.*]] = fagpu.host_tensor_map %arg4 as !nvgpu.tensormap.descriptor<tensor = memref<1x1x64x64xbf16
-// CHECK:         %[[SMEM:.*]] = arith.constant 199680 : i32
+// The dQ accumulator's map: 64 x 32 f32 boxes (128 bytes wide, swizzled).
+// CHECK-NEXT:    %[[DQMAP:.*]] = fagpu.host_tensor_map %{{.*}} as !nvgpu.tensormap.descriptor<tensor = memref<1x1x64x32xf32, #gpu.address_space<workgroup>>, swizzle = swizzle_128b
+// CHECK:         %[[SMEM:.*]] = arith.constant 197632 : i32
 // CHECK:         gpu.launch {{.*}} threads({{.*}}) in (%{{.*}} = %c384, %{{.*}} = %{{.*}}, %{{.*}} = %{{.*}}) dynamic_shared_memory_size %[[SMEM]] module(@ws_causal_bf16_d128_kernels) function(@ws_causal_bf16_d128_kernel) {
 // No shared copies of lse2 and delta: the only f32 view is the dQ staging.
 // CHECK-NOT:       memref<128xf32, #gpu.address_space<workgroup>>
-// CHECK:           memref.view {{.*}} to memref<8704xf32, #gpu.address_space<workgroup>>
+// CHECK:           memref.view {{.*}} to memref<8192xf32, #gpu.address_space<workgroup>>
 // CHECK:           %[[QRING:.*]] = memref.view {{.*}} to memref<2x2x1x1x64x64xbf16, #gpu.address_space<workgroup>>
 // CHECK-NEXT:      %[[QD:.*]] = faptx.tensormap_param %[[QMAP]]
 // CHECK-NEXT:      %[[QCH:.*]] = fagpu.channel_create %[[QRING]] arrivals 256 : {{.*}} -> !fagpu.channel<2 x memref<2x1x1x64x64xbf16, #gpu.address_space<workgroup>>>
@@ -41,10 +43,24 @@
 // CHECK-NEXT:      %[[VCH:.*]] = fagpu.channel_create
 // CHECK:           %[[DOD:.*]] = faptx.tensormap_param %[[DOMAP]]
 // CHECK-NEXT:      %[[DOCH:.*]] = fagpu.channel_create
+// CHECK:           %[[DQD:.*]] = faptx.tensormap_param %[[DQMAP]]
 // CHECK:           fagpu.warp_specialize consumer_warpgroups 2 registers(24, 240) producer {
-// CHECK-NEXT:        fagpu.channel_put_tma %[[KCH]][%[[Z:.*]]], %[[KD]][%[[Z]], %[[KROW:.*]], %[[KH:.*]], %[[B:.*]]] :
+// Producer warp 1, the dQ warp: per iteration and consumer warpgroup, wait
+// at its "full" barrier (128 + 32 threads), add its staged 64 x 64 unit to
+// dQ with two bulk tensor reductions, wait for their reads, arrive at its
+// "empty" barrier; before exiting, wait for the reductions to complete.
+// CHECK:             scf.for %{{.*}} = %{{.*}} to %[[TOTAL:.*]] step
+// CHECK:               nvvm.barrier id = %{{.*}} number_of_threads = %c160_i32
+// CHECK:                 nvvm.cp.async.bulk.tensor.reduce %{{.*}}, %{{.*}}, box[%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}] {redKind = #nvvm.tma_redux_kind<add>}
+// CHECK:                 nvvm.cp.async.bulk.tensor.reduce
+// CHECK-NEXT:            nvvm.cp.async.bulk.commit.group
+// CHECK-NEXT:            nvvm.cp.async.bulk.wait_group 0 {read}
+// CHECK:                 nvvm.barrier.arrive id = %{{.*}} number_of_threads = %c160_i32
+// CHECK:             nvvm.cp.async.bulk.wait_group 0{{$}}
+// Producer warp 0: K and V once, then Q and dO of every iteration.
+// CHECK:             fagpu.channel_put_tma %[[KCH]][%[[Z:.*]]], %[[KD]][%[[Z]], %[[KROW:.*]], %[[KH:.*]], %[[B:.*]]] :
 // CHECK-NEXT:        fagpu.channel_put_tma %[[VCH]][%[[Z]]], %[[VD]][%[[Z]], %[[KROW]], %[[KH]], %[[B]]] :
-// CHECK:             scf.for %[[T:.*]] = %[[Z]] to %[[TOTAL:.*]] step
+// CHECK:             scf.for %[[T:.*]] = %[[Z]] to %[[TOTAL]] step
 // CHECK:               fagpu.channel_put_tma %[[QCH]][%[[T]]], %[[QD]][%[[Z]], %[[QROW:.*]], %[[QH:.*]], %[[B]]] :
 // CHECK-NEXT:          fagpu.channel_put_tma %[[DOCH]][%[[T]]], %[[DOD]][%[[Z]], %[[QROW]], %[[QH]], %[[B]]] :
 // CHECK:           } consumers {
@@ -71,13 +87,19 @@
 // CHECK:               nvvm.fence.proxy
 // CHECK:               nvvm.barrier id = %{{.*}} number_of_threads = %c256_i32
 // dQ's GEMM, then dK's (register A): waiting for dQ alone leaves dK
-// running under the dQ reduction.
+// running while dQ is staged for the dQ warp (its "empty" barrier, the
+// fragment stores, its "full" barrier); no reductions in the consumers.
 // CHECK:               nvvm.wgmma.mma_async
 // CHECK:               nvvm.wgmma.commit.group.sync.aligned
 // CHECK-NEXT:          faptx.wgmma_mma_rs
 // CHECK:               nvvm.wgmma.commit.group.sync.aligned
 // CHECK-NEXT:          nvvm.wgmma.wait.group.sync.aligned 1
-// CHECK:               faptx.red_global_add
+// CHECK-NOT:           faptx.red_global_add
+// CHECK:               nvvm.barrier id = %{{.*}} number_of_threads = %c160_i32
+// CHECK:               vector.store
+// CHECK:               nvvm.fence.proxy
+// CHECK:               nvvm.barrier.arrive id = %{{.*}} number_of_threads = %c160_i32
+// CHECK-NOT:           faptx.red_global_add
 // CHECK:               nvvm.wgmma.wait.group.sync.aligned 0
 // CHECK:               fagpu.channel_release %[[QCH]][%[[CT]]]
 // CHECK-NEXT:          fagpu.channel_release %[[DOCH]][%[[CT]]]

@@ -165,7 +165,11 @@ KernelResources mlir::fa::kernelResources(KernelConfigAttr config,
       place(tile(bkv, bq));
     if (!ws)
       bytes += 2 * (2 * bq * 4);
-    if (staged) {
+    if (staged && ws) {
+      // Per warp, 16 rows x 64 columns of f32 as two 128-byte swizzled
+      // panels that a bulk tensor reduction adds to dQ.
+      place(r.warps * 16 * 64 * 4);
+    } else if (staged) {
       int64_t chunk = wgmma ? 64 : backwardDqChunk(bq, dSlice, r.warps);
       int64_t staging = r.warps * 16 * (chunk + 4) * 4;
       // The pair's P^T and dS^T tiles leave no room for the staging area at
