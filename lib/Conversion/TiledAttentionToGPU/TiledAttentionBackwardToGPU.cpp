@@ -1239,7 +1239,7 @@ private:
   /// (128 consumer threads + the dQ warp): "full" after the stores,
   /// "empty" once the reductions have read the panels.
   void stageDqUnit(ArrayRef<Value> dq);
-  void emitDqWarp(Value total);
+  void emitDqWarp(Value total, Value producerLane);
   void dqBarrier(bool sync, int64_t first, Value group);
   /// Per-warp dQ staging (f32, sm_90 only) and its row stride.
   Value dqStage;
@@ -1630,7 +1630,9 @@ void KeyBlockKernel::emitWarpRoles(Value total) {
   // Producer: K and V once, then Q and dO of every iteration (warp 0);
   // with dQ, warp 1 hands the consumers' dQ units to the TMA unit.
   b.setInsertionPoint(op.getProducer().front().getTerminator());
-  Value producerWarp = remu(warp, 4);
+  // (The producer's own thread numbers: `tid` counts the consumers' from 0.)
+  Value producerTid = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
+  Value producerWarp = divu(producerTid, kWarpSize);
   if (dqMap) {
     auto ifOp = scf::IfOp::create(
         b, loc,
@@ -1639,7 +1641,7 @@ void KeyBlockKernel::emitWarpRoles(Value total) {
         false);
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(ifOp.thenBlock());
-    emitDqWarp(total);
+    emitDqWarp(total, remu(producerTid, kWarpSize));
   }
   auto loadWarp =
       scf::IfOp::create(b, loc,
@@ -1966,7 +1968,7 @@ void KeyBlockKernel::stageDqUnit(ArrayRef<Value> dq) {
   dqBarrier(/*sync=*/false, kDqFullBarrier, group);
 }
 
-void KeyBlockKernel::emitDqWarp(Value total) {
+void KeyBlockKernel::emitDqWarp(Value total, Value producerLane) {
   // Every warpgroup's staging area starts empty. (Arrivals only where a
   // consumer waits: none after the last iteration.)
   int64_t groups = cfg.warps / 4;
@@ -1981,8 +1983,8 @@ void KeyBlockKernel::emitDqWarp(Value total) {
     for (int64_t gi = 0; gi < groups; ++gi)
       dqBarrier(/*sync=*/false, kDqEmptyBarrier, idx(gi));
   });
-  Value leader =
-      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, lane, zero);
+  Value leader = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
+                                       producerLane, zero);
   auto loop = scf::ForOp::create(b, loc, zero, total, idx(1));
   {
     OpBuilder::InsertionGuard guard(b);
