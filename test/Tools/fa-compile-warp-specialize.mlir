@@ -29,6 +29,13 @@
 // RUN: python3 %S/check-manifests.py %t/dynamic
 // RUN: %ptxas -arch=sm_90a -v %t/dynamic/fa_fwd_d128_bf16_causal_sm90a.ptx -o /dev/null 2>&1 | FileCheck %s --check-prefix=PTXAS
 // RUN: FileCheck %s --check-prefix=DYNAMIC-PTX < %t/dynamic/fa_fwd_d128_bf16_causal_sm90a.ptx
+// The warp-specialized backward: its dQ warp's tensor map of the dq_accum
+// workspace buffer is a manifest parameter the runtime encodes.
+// RUN: fa-compile --kind=backward --head-dim=128 --dtype=bf16 --chip=sm_90a --causal --schedule=warp_specialized -o %t/bwd > /dev/null
+// RUN: FileCheck %s --check-prefix=BWD < %t/bwd/fa_bwd_d128_bf16_causal_sm90a.json
+// RUN: python3 %S/check-manifests.py %t/bwd
+// RUN: %ptxas -arch=sm_90a -v %t/bwd/fa_bwd_d128_bf16_causal_sm90a.ptx -o /dev/null 2>&1 | FileCheck %s --check-prefix=PTXAS
+// RUN: FileCheck %s --check-prefix=BWD-PTX < %t/bwd/fa_bwd_d128_bf16_causal_sm90a.ptx
 
 // CHECK:      "block": [
 // CHECK-NEXT:   384,
@@ -109,3 +116,26 @@
 // loads around the Q channel's barriers.
 // DYNAMIC-PTX: atom.global
 // DYNAMIC-PTX: mbarrier.arrive.shared
+
+// BWD:          "entry": "fa_bwd_kernel",
+// BWD:          "name": "dout_map",
+// BWD:          "box": [
+// BWD-NEXT:       1,
+// BWD-NEXT:       1,
+// BWD-NEXT:       64,
+// BWD-NEXT:       32
+// BWD-NEXT:     ],
+// BWD-NEXT:     "dtype": "f32",
+// BWD-NEXT:     "l2_promotion": "128B",
+// BWD-NEXT:     "name": "dq_accum_map",
+// BWD-NEXT:     "oob_fill": "zero",
+// BWD-NEXT:     "swizzle": "128B",
+// BWD-NEXT:     "tensor": "dq_accum",
+// BWD-NEXT:     "type": "tensormap"
+// BWD:        "schedule": "warp_specialized",
+
+// BWD-PTX:      .entry fa_bwd_kernel(
+// BWD-PTX:      cp.reduce.async.bulk.tensor.4d.global.shared::cta.add.tile.bulk_group
+// BWD-PTX:      cp.async.bulk.wait_group.read 0;
+// BWD-PTX-NOT:  red.global
+// BWD-PTX:      .entry fa_bwd_dq_convert_kernel(
