@@ -20,8 +20,10 @@ Kernels are made on demand by `GenRegistry` (the registry's compile step
 writes a manifest and a matching PTX stub), with scalar parameters mixed
 into the memrefs in an unusual order, as a future manifest may have them;
 with `tensormaps`, the forward kernels also take TMA tensor maps of q, k
-and v, which every launch checks against the memrefs it got (the fake
-driver's maps are their encoding arguments, test_cuda_fake.decode_fake_map).
+and v (the backward's key-block kernel those of q, k, v, dout and of its
+dq_accum workspace buffer), which every launch checks against the memrefs
+it got (the fake driver's maps are their encoding arguments,
+test_cuda_fake.decode_fake_map).
 """
 
 import ctypes
@@ -813,7 +815,7 @@ def paged_split_manifest(request, chip, name):
     return m
 
 
-def backward_manifest(request, chip, name):
+def backward_manifest(request, chip, name, tensormaps=False):
     left, right = request.mask
     m = backward_example(request.deterministic, name=name, dtype=request.dtype,
                          d=request.head_dim, causal=right == 0,
@@ -830,7 +832,26 @@ def backward_manifest(request, chip, name):
             k["params"] = [_FWD_SCALARS[1]] + k["params"] + [_FWD_SCALARS[3]]
     if M.is_windowed(request.mask):
         _runtime_window(m, [k["params"] for k in m["kernels"]])
+    if tensormaps:
+        _backward_tensormaps(m, request)
     return m
+
+
+def _backward_tensormaps(m, request):
+    """As the warp-specialized backward's key-block kernel: maps of q, k, v
+    and dout after its memrefs and, in the fast mode, one of the dq_accum
+    workspace buffer (its dQ warp's [64, 32] f32 boxes)."""
+    kernel = next(k for k in m["kernels"] if k["entry"] == "fa_bwd_kernel")
+    names = [p["name"] for p in kernel["params"]]
+
+    def tmap(t, dtype, box):
+        return {"name": f"{t}_map", "type": "tensormap", "tensor": t, "dtype": dtype,
+                "box": box, "swizzle": "128B"}
+    for t, d in (("q", request.head_dim), ("k", request.head_dim),
+                 ("v", request.value_head_dim), ("dout", request.value_head_dim)):
+        kernel["params"].append(tmap(t, request.dtype, [1, 1, 64, min(d, 64)]))
+    if "dq_accum" in names:
+        kernel["params"].append(tmap("dq_accum", "f32", [1, 1, 64, 32]))
 
 
 _FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "sequences")
@@ -899,7 +920,7 @@ class GenRegistry(_kernels.KernelRegistry):
         elif request.kind == "forward":
             m = forward_manifest(request, chip, name, self.tensormaps)
         else:
-            m = backward_manifest(request, chip, name)
+            m = backward_manifest(request, chip, name, self.tensormaps)
         if request.modifiers is not None:
             _with_modifiers(m, request.modifiers)
         ptx = _ptx(name, chip, m["kernels"] if "kernels" in m else [m])
@@ -929,6 +950,7 @@ class GenRegistry(_kernels.KernelRegistry):
 def install(monkeypatch, tmp_path, tensormaps=False, dynamic=False):
     """Makes CPU tensors run through the launch path on the emulating fake
     driver (forward kernels with tensor maps of q, k, v with `tensormaps`,
+    backward key-block kernels with those of q, k, v, dout and dq_accum,
     masked forwards with the dynamic tile scheduler with `dynamic`);
     returns it."""
     reg = GenRegistry(tmp_path / "kernels", tensormaps, dynamic)
