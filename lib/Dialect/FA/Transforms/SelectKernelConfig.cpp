@@ -40,6 +40,8 @@ struct OpTraits {
   bool plain = false;
   /// A mask rule (causal, window): tiles of unequal work.
   bool masked = false;
+  /// A score_mod or mask_mod.
+  bool modifiers = false;
   /// Packed sequences or a paged cache; a paged cache takes the cooperative
   /// grid kernel only (a TMA box of a page would read its unused rows).
   bool sequenceForm = false;
@@ -242,6 +244,21 @@ SmallVector<Tiles> candidates(const OpTraits &op, MmaKind mma,
           out.insert({q, kv, w, stages, split});
       }
   SmallVector<Tiles> result = ws;
+  // The warp-specialized backward first at D = Dv = 128 (dense, no
+  // modifiers) on the cooperative kernel's first tiles: its overlap and
+  // dQ warp (docs/HOPPER.md) need 16 keys per consumer warp and no dK/dV
+  // split. Where it spills (softcap), fa-compile takes the cooperative
+  // candidates that follow.
+  if (op.backward && wgmma && !req.schedule && !op.sequenceForm &&
+      !op.modifiers && op.d == 128 && op.dv == 128) {
+    for (auto [q, kv, w, st, split] : out) {
+      if (kv != 16 * w || split != 1)
+        continue;
+      result.push_back({q, kv, w, st, split});
+      result.back().schedule = KernelSchedule::WarpSpecialized;
+      break;
+    }
+  }
   for (auto [q, kv, w, st, split] : out) {
     result.push_back({q, kv, w, st, split});
     // The warp-specialized backward on request (the cooperative one stays
@@ -268,10 +285,12 @@ FailureOr<OpTraits> traitsOf(Operation *op) {
     // A score_mod is score code; a mask_mod makes tiles unequal as a mask
     // rule does.
     t.plain &= !fwd.hasModifiers();
+    t.modifiers = fwd.hasModifiers();
     t.masked |= fwd.hasMaskMod();
   } else if (auto bwd = dyn_cast<AttentionBackwardOp>(op)) {
     fill(bwd);
     t.plain &= !bwd.hasModifiers();
+    t.modifiers = bwd.hasModifiers();
     t.masked |= bwd.hasMaskMod();
     t.backward = true;
     t.deterministic = bwd.getDeterministic();
