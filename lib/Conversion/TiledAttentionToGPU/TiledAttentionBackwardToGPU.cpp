@@ -1151,7 +1151,8 @@ constexpr int64_t kDqBoxCols = 32;
 constexpr int64_t kDqUnitFloats = 64 * 64;
 /// Named barriers of the warp-specialized backward: 1 is the consumers'
 /// (dS^T); the dQ hand-over of warpgroup w uses kDqFullBarrier + w and
-/// kDqEmptyBarrier + w.
+/// kDqEmptyBarrier + w (the kernel has at most two consumer warpgroups:
+/// block_kv = 16 x warps <= 128).
 constexpr int64_t kDqFullBarrier = 2;
 constexpr int64_t kDqEmptyBarrier = 4;
 
@@ -1564,7 +1565,7 @@ SmallVector<Value> KeyBlockKernel::bodyWgmma(Value t, Value buf,
     else
       gpu::BarrierOp::create(b, loc);
     // Overlapped: dK follows dQ's GEMM, which is waited for alone, so dK
-    // runs under the dQ reduction (one dQ unit per warpgroup: dK's
+    // runs while dQ is handed over (one dQ unit per warpgroup: dK's
     // accumulators stay outside any region).
     if (overlap && dqUnitsPerWarpgroup() == 1) {
       addDqWgmma(it, [&] {
@@ -1972,6 +1973,8 @@ void KeyBlockKernel::emitDqWarp(Value total, Value producerLane) {
   // Every warpgroup's staging area starts empty. (Arrivals only where a
   // consumer waits: none after the last iteration.)
   int64_t groups = cfg.warps / 4;
+  assert(groups <= kDqEmptyBarrier - kDqFullBarrier &&
+         "more consumer warpgroups than dQ barrier ids");
   Value zero = idx(0);
   auto onlyIf = [&](Value cond, function_ref<void()> body) {
     auto ifOp = scf::IfOp::create(b, loc, cond, false);
