@@ -18,7 +18,7 @@ FLASHMLIR_REQUIRE_KERNELS=1 timeout 200 $PY -m pytest -q -p no:cacheprovider \
   python/tests/test_gpu_backward.py python/tests/test_gpu_attention.py 2>&1 | tail -4
 echo "== bench_attention bwd at $(elapsed) s"
 timeout ${BENCH_S:-200} $PY bench/bench_attention.py --out "$OUT/bench" --direction bwd \
-  --headdims 64 128 --dtypes bf16 --no-flex --seqlens 1024 2048 4096 8192 16384 \
+  --headdims ${HEADDIMS:-64 128} --dtypes bf16 --no-flex --seqlens ${SEQLENS:-1024 2048 4096 8192 16384} \
   --time-budget-s $(( ${BENCH_S:-200} - 20 )) 2>&1 | tail -24
 echo "== GQA: cooperative (A) vs default (B), D = 128 at $(elapsed) s"
 timeout ${AB_S:-90} $PY bench/bench_kernel_ab.py --a build/kernels-coop --b build/kernels --direction bwd \
