@@ -7,7 +7,9 @@
 # the cooperative kernel (bench_kernel_ab.py, A B B A), then the backward
 # suite with what is left.
 # Carry build/kernels.tar.xz, build/kernels-ws3.tar.xz (scripts/
-# build-ws-backward.py build/kernels-ws3), the launcher.
+# build-ws-backward.py build/kernels-ws3), the launcher. Any folder of WS
+# kernels: WSNAME=<folder under build/> (the nineteenth session's
+# device-s19-ws-bwd.sh ran the same steps on kernels-ws).
 source "$(dirname "${BASH_SOURCE[0]}")/device-env.sh"
 WSNAME=${WSNAME:-kernels-ws3}
 [ -d build/$WSNAME ] || tar -xJf build/$WSNAME.tar.xz -C build
