@@ -75,43 +75,60 @@ def main():
 
 def bench():
     """Backward-only TFLOP/s (FA convention: 2.5 x 4 B H N^2 D, halved for
-    causal) of ours and torch SDPA's flash and cuDNN back ends."""
+    causal) of ours (fast and deterministic) and torch SDPA's flash and cuDNN
+    back ends, B N = 16k tokens, H D = 2048: two rounds, the second in the
+    reverse order, each the median of triton's do_bench; the mean of the
+    two. `--headdims 64 128 --seqlens 1024 ...` pick the shapes."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
     from triton.testing import do_bench
     import torch.nn.functional as F
-    for D in (64, 128):
+
+    def arg(name, default):
+        if name not in sys.argv:
+            return default
+        at = sys.argv.index(name) + 1
+        vals = []
+        while at < len(sys.argv) and not sys.argv[at].startswith("--"):
+            vals.append(int(sys.argv[at]))
+            at += 1
+        return vals
+    names = ("ours", "ours_det", "fa2", "cudnn")
+    for D in arg("--headdims", [64, 128]):
         for causal in (False, True):
-            for N in (1024, 4096, 16384):
+            for N in arg("--seqlens", [1024, 4096, 16384]):
                 B, H = 16384 // N, 2048 // D
                 mk = lambda: torch.randn(B, H, N, D, device="cuda", dtype=torch.bfloat16,
                                          requires_grad=True)
                 q, k, v = mk(), mk(), mk()
                 do = torch.randn(B, H, N, D, device="cuda", dtype=torch.bfloat16)
                 flops = 2.5 * 4 * B * H * N * N * D / (2 if causal else 1)
-                res = {}
-                for name in ("ours", "ours_det", "fa2", "cudnn"):
-                    if name.startswith("ours"):
-                        try:
+                fns = {}
+                for name in names:
+                    try:
+                        if name.startswith("ours"):
                             out = flashmlir.attention(q, k, v, causal=causal,
                                                       deterministic=name == "ours_det")
-                        except flashmlir.KernelNotFoundError:
-                            res[name] = float("nan")
-                            continue
-                    else:
-                        be = SDPBackend.FLASH_ATTENTION if name == "fa2" else SDPBackend.CUDNN_ATTENTION
-                        with sdpa_kernel(be):
-                            out = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
-                    fn = lambda: torch.autograd.grad(out, (q, k, v), do, retain_graph=True)
-                    try:
-                        ms = do_bench(fn, warmup=5, rep=30)
+                        else:
+                            be = (SDPBackend.FLASH_ATTENTION if name == "fa2"
+                                  else SDPBackend.CUDNN_ATTENTION)
+                            with sdpa_kernel(be):
+                                out = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
                     except flashmlir.KernelNotFoundError:
-                        res[name] = float("nan")
                         continue
-                    res[name] = flops / ms / 1e9
+                    fns[name] = (lambda o: lambda: torch.autograd.grad(
+                        o, (q, k, v), do, retain_graph=True))(out)
+                times = {name: [] for name in fns}
+                for order in (list(fns), list(fns)[::-1]):
+                    for name in order:
+                        times[name].append(do_bench(fns[name], warmup=5, rep=40))
+                res = {name: flops / (sum(t) / len(t)) / 1e9 for name, t in times.items()}
+                nan = float("nan")
+                ratio = lambda a, b: res.get(a, nan) / res.get(b, nan)
                 print(f"D{D} causal={int(causal)} N{N:6d}: " + "  ".join(
                     f"{k} {v:6.1f}" for k, v in res.items())
-                    + f"  ours/fa2 {res['ours'] / res['fa2']:.2f}  ours/cudnn {res['ours'] / res['cudnn']:.2f}",
-                    flush=True)
+                    + f"  det/fast {ratio('ours_det', 'ours'):.3f}"
+                    + f"  ours/fa2 {ratio('ours', 'fa2'):.2f}  ours/cudnn {ratio('ours', 'cudnn'):.2f}"
+                    + f"  det/cudnn {ratio('ours_det', 'cudnn'):.2f}", flush=True)
 
 
 if __name__ == "__main__":

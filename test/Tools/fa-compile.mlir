@@ -7,19 +7,37 @@
 // SET-COUNT-16: {{^fa_bwd_d(64|128)_(f16|bf16)(_causal)?_sm(80|90a) ok sm_(80|90a) regs=[0-9]+/[0-9]+/[0-9]+ spills=0$}}
 // SET-COUNT-16: {{^fa_fwd_d(64|128)_(f16|bf16)(_causal)?_sm(80|90a) ok sm_(80|90a) regs=[0-9]+ spills=0$}}
 
-// Deterministic backward: the dQ kernel replaces the atomics and the
+// Deterministic backward on sm_90a: the warp-specialized key-block kernel
+// adds dQ in a fixed order (a semaphore per query block in the dq_order
+// workspace, i32); on sm_80 the dQ kernel replaces the atomics and the
 // conversion kernel.
 // RUN: fa-compile --kind=backward --deterministic --head-dim=128 --dtype=bf16 --causal --chip=sm_90a -o %t.det > %t.det.log
-// RUN: python3 %S/check-manifests.py %t.det --expect 1 --ptxas %ptxas | FileCheck %s --check-prefix=DET
+// RUN: fa-compile --kind=backward --deterministic --head-dim=128 --dtype=bf16 --causal --chip=sm_80 -o %t.det > %t.det.log
+// RUN: python3 %S/check-manifests.py %t.det --expect 2 --ptxas %ptxas | FileCheck %s --check-prefix=DET
 // RUN: FileCheck %s --check-prefix=DETJSON < %t.det/fa_bwd_d128_bf16_causal_det_sm90a.json
+// RUN: FileCheck %s --check-prefix=DET80 < %t.det/fa_bwd_d128_bf16_causal_det_sm80.json
+// DET: {{^fa_bwd_d128_bf16_causal_det_sm80 ok sm_80 regs=[0-9]+/[0-9]+/[0-9]+ spills=0$}}
 // DET: {{^fa_bwd_d128_bf16_causal_det_sm90a ok sm_90a regs=[0-9]+/[0-9]+/[0-9]+ spills=0$}}
 // DETJSON: "deterministic": true
-// DETJSON: "entry": "fa_bwd_dq_kernel"
-// DETJSON: "grid": [
-// DETJSON-NEXT: "ceildiv(Nq, 64)"
+// DETJSON: "entry": "fa_bwd_preprocess_kernel"
+// DETJSON: "name": "dq_order"
+// DETJSON: "entry": "fa_bwd_kernel"
+// DETJSON: "name": "dq_order"
+// DETJSON: "entry": "fa_bwd_dq_convert_kernel"
+// DETJSON: "schedule": "warp_specialized"
 // DETJSON: "workspace": [
-// DETJSON-NOT: dq_accum
-// DETJSON: "name": "lse2"
+// DETJSON: "name": "dq_accum"
+// DETJSON: "ceildiv(Nq, 64)"
+// DETJSON-NEXT: ],
+// DETJSON-NEXT: "dtype": "i32",
+// DETJSON-NEXT: "name": "dq_order"
+// DET80: "deterministic": true
+// DET80: "entry": "fa_bwd_dq_kernel"
+// DET80: "grid": [
+// DET80-NEXT: "ceildiv(Nq, 64)"
+// DET80: "workspace": [
+// DET80-NOT: dq_accum
+// DET80: "name": "lse2"
 
 // A user's IR file: the config comes from the op (window, softcap, scale);
 // its constant scale and softcap are built into the kernel, not parameters.

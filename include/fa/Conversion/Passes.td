@@ -142,6 +142,13 @@ def FAConvertTiledAttentionBackwardToGPU
     - deterministic mode: `<func>_dq_kernel`, grid `(ceil(Nq / Br), Hq, B)`,
       dQ of one query block over the key blocks in ascending order, in
       registers: bitwise reproducible.
+    - deterministic mode with the warp_specialized kernel (the key loop
+      marked `fa.dq_accumulation = "ordered"`): no dQ kernel; the key-block
+      kernel adds dQ as in fast mode, in a fixed order: key blocks
+      launched from the last, each query block's additions in descending
+      key-block order, the dQ warp waiting on an i32 semaphore per query
+      block (the `dq_order` workspace, zeroed by the preprocessing) for the
+      key block above. Then `<func>_dq_convert_kernel`.
 
     The foralls' induction variables become the block ids their
     `#gpu.block` mappings name (the fast mode's key-block loop takes x); an

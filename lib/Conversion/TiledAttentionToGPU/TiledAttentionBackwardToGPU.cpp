@@ -264,6 +264,11 @@ struct BackwardConfig {
   /// warp_specialized`); the consumers read lse2 and delta from global
   /// memory and meet only before dQ.
   bool warpSpecialized = false;
+  /// Warp-specialized key-block kernel of a deterministic backward: the dQ
+  /// warp adds each query block's dQ in a fixed order, key blocks
+  /// descending, each waiting on a per-query-block semaphore for the key
+  /// block above it (FlashAttention-3's deterministic mode).
+  bool orderedDq = false;
   /// Key-block kernel: thread blocks per key block, each keeping the dK, dV
   /// (and adding the dQ) columns of one slice of the head dims.
   int64_t split = 1;
@@ -752,7 +757,8 @@ void finishLaunch(OpBuilder &b, Location loc, gpu::LaunchOp launch,
 /// shuffles.
 void emitPreprocess(BackwardEmitter &e, gpu::LaunchOp launch, Value out,
                     Value dout, Value lse, Value delta, Value lse2, Value dqAcc,
-                    int64_t dv, int64_t d, Type elt, bool packed) {
+                    Value dqOrder, int64_t br, int64_t dv, int64_t d, Type elt,
+                    bool packed) {
   OpBuilder &b = e.b;
   Location loc = e.loc;
   // First uses fix the kernel's parameter order.
@@ -766,6 +772,9 @@ void emitPreprocess(BackwardEmitter &e, gpu::LaunchOp launch, Value out,
   (void)memref::DimOp::create(b, loc, lse2, 2);
   if (dqAcc)
     (void)memref::DimOp::create(b, loc, dqAcc, 2);
+  Value orderBlocks;
+  if (dqOrder)
+    orderBlocks = memref::DimOp::create(b, loc, dqOrder, 2);
   gpu::KernelDim3 ids = launch.getBlockIds();
   Value bi = ids.z, h = ids.y, tid = launch.getThreadIds().x;
   Value row0 = e.mul(ids.x, e.idx(kRowKernelThreads));
@@ -827,6 +836,20 @@ void emitPreprocess(BackwardEmitter &e, gpu::LaunchOp launch, Value out,
                             ValueRange{bi, h, row});
   }
 
+  if (dqOrder) {
+    // The fixed-order dQ's semaphores of the query blocks starting in rows
+    // [row0, row0 + 128): 0, none has added yet.
+    int64_t perBlock = kRowKernelThreads / br;
+    Value qb = e.add(e.mul(ids.x, e.idx(perBlock)), tid);
+    Value mine = arith::AndIOp::create(b, loc, e.slt(tid, e.idx(perBlock)),
+                                       e.slt(qb, orderBlocks));
+    auto ifOp = scf::IfOp::create(b, loc, mine, false);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(ifOp.thenBlock());
+    memref::StoreOp::create(
+        b, loc, arith::ConstantIntOp::create(b, loc, b.getI32Type(), 0),
+        dqOrder, ValueRange{bi, h, qb});
+  }
   if (dqAcc) {
     // Zero rows [row0, row0 + 128) of dqAcc, 16 bytes per lane, rows in
     // order.
@@ -1019,6 +1042,8 @@ struct KeyBlockNest {
   SmallVector<gpu::Dimension> blockDims;
   scf::ForOp keyLoop, headLoop, queryLoop;
   bool withDq = false;
+  /// The key-block loop asks for a fixed dQ order (deterministic).
+  bool orderedDq = false;
   Value dq, dk, dv;
   SmallVector<Operation *> stores;
 };
@@ -1069,6 +1094,7 @@ FailureOr<KeyBlockNest> matchKeyBlockNest(AttentionBackwardStepOp step) {
     return fail(n.keyLoop, Twine("a key-block loop carrying dQ must be "
                                  "marked ") +
                                kDqAccumulationAttrName);
+  n.orderedDq = n.keyLoop && isOrderedDqAccumulation(n.keyLoop);
   if (!isZeroInteger(n.headLoop.getLowerBound()))
     return fail(n.headLoop, "expected the head loop to start at 0");
   if (failed(matchStepInputs(step, n.in, n.forall)))
@@ -1155,16 +1181,21 @@ constexpr int64_t kDqUnitFloats = 64 * 64;
 /// block_kv = 16 x warps <= 128).
 constexpr int64_t kDqFullBarrier = 2;
 constexpr int64_t kDqEmptyBarrier = 4;
+/// Polls of a fixed-order dQ semaphore before the kernel traps (each an L2
+/// round trip: tens of seconds, far past any wait for a running block).
+constexpr int64_t kDqOrderPolls = int64_t(1) << 26;
 
 class KeyBlockKernel : public BackwardEmitter {
 public:
   /// `maps`: the host tensor maps of q, k, v and dout (warp-specialized).
+  /// `dqOrder`: the fixed dQ order's semaphores (cfg.orderedDq).
   KeyBlockKernel(OpBuilder &b, Location loc, KeyBlockNest &n,
                  const BackwardConfig &cfg, Value lse2, Value delta,
-                 Value dqAcc, ArrayRef<Value> maps = {})
+                 Value dqAcc, Value dqOrder = Value(),
+                 ArrayRef<Value> maps = {})
       : BackwardEmitter(b, loc), n(n), cfg(cfg), frags(b, loc, cfg.elt),
         wg(b, loc, cfg.elt), lse2(lse2), delta(delta), dqAcc(dqAcc),
-        hostMaps(maps) {
+        dqOrder(dqOrder), hostMaps(maps) {
     elt = cfg.elt;
   }
 
@@ -1175,7 +1206,8 @@ private:
   /// A causal band (bounded on the right only): key block j sees the
   /// queries from j on, the first blocks are the longest.
   bool heavyBlocksFirst() const {
-    return cfg.masked && cfg.mask && cfg.kmask.hasRight() &&
+    // (The fixed dQ order dispatches key blocks in that order instead.)
+    return !cfg.orderedDq && cfg.masked && cfg.mask && cfg.kmask.hasRight() &&
            !cfg.kmask.hasLeft();
   }
   /// The mapping of the nest's induction variables at iteration t of the
@@ -1241,6 +1273,11 @@ private:
   /// "empty" once the reductions have read the panels.
   void stageDqUnit(ArrayRef<Value> dq);
   void emitDqWarp(Value total, Value producerLane);
+  /// The fixed dQ order (dQ warp, one lane): before the first addition to a
+  /// query block, wait (when `waits`) until the key block above has added
+  /// to it; after the last, let the key block below go on.
+  void waitForTurn(Value semaphore, Value waits);
+  void passTurn(Value semaphore);
   void dqBarrier(bool sync, int64_t first, Value group);
   /// Per-warp dQ staging (f32, sm_90 only) and its row stride.
   Value dqStage;
@@ -1262,6 +1299,11 @@ private:
   // wgSplit: P^T and dS^T as K-major A of the dV / dK GEMMs.
   Value pDescK, dsDescK;
   Value lse2, delta, dqAcc;
+  /// The fixed dQ order: the semaphores and their query heads and blocks;
+  /// from which query block of a head on (counted from qbLo) the key block
+  /// above this one (which adds first) sees the same query blocks; this
+  /// block's key block (the key-block loop's index).
+  Value dqOrder, orderHeads, orderBlocks, firstWait, blockKey;
   IRMapping base;
   Value nq, nk, kStart, kBatch, kHead, qbLo, nQB, warp, warpKey0;
   /// This block's slice of the head-dim columns (0 unless split) and its
@@ -1988,6 +2030,19 @@ void KeyBlockKernel::emitDqWarp(Value total, Value producerLane) {
   });
   Value leader = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
                                        producerLane, zero);
+  // The fixed order: the address of the semaphore of the group's first
+  // head and this block's first query block.
+  Value orderBase;
+  if (dqOrder) {
+    IRMapping first = iteration(zero);
+    Value row = add(mul(add(mul(clone(n.in.q.offsets[0], first), orderHeads),
+                            clone(n.in.q.offsets[1], first)),
+                        orderBlocks),
+                    qbLo);
+    orderBase =
+        add(memref::ExtractAlignedPointerAsIndexOp::create(b, loc, dqOrder),
+            mul(row, idx(4)));
+  }
   auto loop = scf::ForOp::create(b, loc, zero, total, idx(1));
   {
     OpBuilder::InsertionGuard guard(b);
@@ -1996,6 +2051,22 @@ void KeyBlockKernel::emitDqWarp(Value total, Value producerLane) {
     Value qBatch = clone(n.in.q.offsets[0], m),
           qHead = clone(n.in.q.offsets[1], m),
           qStart = clone(n.in.q.offsets[2], m);
+    // The fixed order: this query block's semaphore, and whether the key
+    // block above adds before this one.
+    Value semaphore, waits;
+    if (dqOrder) {
+      // (Few registers: the producer has kMinProducerRegs. Relative to the
+      // group's first semaphore.)
+      Value t = loop.getInductionVar();
+      Value at = add(mul(divu(t, nQB), orderBlocks), remu(t, nQB));
+      semaphore = LLVM::IntToPtrOp::create(
+          b, loc, LLVM::LLVMPointerType::get(b.getContext(), 1),
+          arith::IndexCastOp::create(b, loc, b.getI64Type(),
+                                     add(orderBase, mul(at, idx(4))))
+              .getResult());
+      waits = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sge,
+                                    remu(t, nQB), firstWait);
+    }
     // The units in the consumers' order (addDqWgmma): unit u is warpgroup
     // u % groups's, 64 queries (u % mq) by 64 columns (u / mq).
     int64_t mq = cfg.br / 64, units = mq * (cfg.dkCols() / 64);
@@ -2009,6 +2080,8 @@ void KeyBlockKernel::emitDqWarp(Value total, Value producerLane) {
         auto ifOp = scf::IfOp::create(b, loc, leader, false);
         OpBuilder::InsertionGuard g2(b);
         b.setInsertionPointToStart(ifOp.thenBlock());
+        if (dqOrder && u == 0)
+          waitForTurn(semaphore, waits);
         Value row0 = add(qStart, idx(64 * (u % mq)));
         Value col0 = add(dkCol0, idx(64 * (u / mq)));
         for (int64_t p = 0; p < 64 / kDqBoxCols; ++p) {
@@ -2041,11 +2114,73 @@ void KeyBlockKernel::emitDqWarp(Value total, Value producerLane) {
         arrive();
       else
         onlyIf(slt(add(loop.getInductionVar(), idx(1)), total), arrive);
+      if (dqOrder && u == units - 1)
+        onlyIf(leader, [&] { passTurn(semaphore); });
     }
   }
   // The reductions have completed before the block exits.
   NVVM::CpAsyncBulkWaitGroupOp::create(b, loc, b.getI32IntegerAttr(0),
                                        UnitAttr());
+}
+
+void KeyBlockKernel::waitForTurn(Value semaphore, Value waits) {
+  // The key block above stores its index + 1 once its additions are done
+  // (passTurn). Spin on an acquire load; after kDqOrderPolls polls (tens of
+  // seconds) trap rather than hang.
+  Type i32Type = b.getI32Type(), i64Type = b.getI64Type();
+  Value want =
+      arith::IndexCastOp::create(b, loc, i32Type, add(blockKey, idx(2)));
+  auto ifOp = scf::IfOp::create(b, loc, waits, false);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(ifOp.thenBlock());
+  Value zero64 = arith::ConstantIntOp::create(b, loc, i64Type, 0);
+  auto spin = scf::WhileOp::create(
+      b, loc, TypeRange{i64Type}, ValueRange{zero64},
+      [&](OpBuilder &nb, Location nl, ValueRange args) {
+        Value seen = LLVM::LoadOp::create(
+            nb, nl, i32Type, semaphore, /*alignment=*/4, /*isVolatile=*/false,
+            /*isNonTemporal=*/false, /*isInvariant=*/false,
+            /*isInvariantGroup=*/false, LLVM::AtomicOrdering::acquire,
+            "device");
+        Value polls = arith::AddIOp::create(
+            nb, nl, args[0], arith::ConstantIntOp::create(nb, nl, i64Type, 1));
+        Value early =
+            arith::CmpIOp::create(nb, nl, arith::CmpIPredicate::ne, seen, want);
+        Value more = arith::CmpIOp::create(
+            nb, nl, arith::CmpIPredicate::slt, polls,
+            arith::ConstantIntOp::create(nb, nl, i64Type, kDqOrderPolls));
+        scf::ConditionOp::create(nb, nl,
+                                 arith::AndIOp::create(nb, nl, early, more),
+                                 ValueRange{polls});
+      },
+      [&](OpBuilder &nb, Location nl, ValueRange args) {
+        scf::YieldOp::create(nb, nl, args);
+      });
+  Value gaveUp = arith::CmpIOp::create(
+      b, loc, arith::CmpIPredicate::sge, spin.getResult(0),
+      arith::ConstantIntOp::create(b, loc, i64Type, kDqOrderPolls));
+  auto trapIf = scf::IfOp::create(b, loc, gaveUp, false);
+  b.setInsertionPointToStart(trapIf.thenBlock());
+  LLVM::Trap::create(b, loc);
+  b.setInsertionPointAfter(trapIf);
+  // The bulk reductions that follow (async proxy) come after the acquire.
+  NVVM::FenceProxyOp::create(b, loc, NVVM::ProxyKind::async_global,
+                             NVVM::SharedSpaceAttr());
+}
+
+void KeyBlockKernel::passTurn(Value semaphore) {
+  Value mine =
+      arith::IndexCastOp::create(b, loc, b.getI32Type(), add(blockKey, idx(1)));
+  // The reductions have completed (not only read the staging area) and are
+  // ordered before the release that lets the key block below add.
+  NVVM::CpAsyncBulkWaitGroupOp::create(b, loc, b.getI32IntegerAttr(0),
+                                       UnitAttr());
+  NVVM::FenceProxyOp::create(b, loc, NVVM::ProxyKind::async_global,
+                             NVVM::SharedSpaceAttr());
+  LLVM::StoreOp::create(b, loc, mine, semaphore, /*alignment=*/4,
+                        /*isVolatile=*/false, /*isNonTemporal=*/false,
+                        /*isInvariantGroup=*/false,
+                        LLVM::AtomicOrdering::release, "device");
 }
 
 void KeyBlockKernel::reduceDq(ArrayRef<Value> dq, int64_t chunk, Value batch,
@@ -2157,6 +2292,10 @@ int64_t KeyBlockKernel::emit(gpu::LaunchOp launch) {
     (void)memref::DimOp::create(b, loc, mem, 2);
   if (n.withDq)
     (void)memref::DimOp::create(b, loc, dqAcc, 2);
+  if (dqOrder) {
+    orderHeads = memref::DimOp::create(b, loc, dqOrder, 1);
+    orderBlocks = memref::DimOp::create(b, loc, dqOrder, 2);
+  }
   n.dk = batchView(n.dk, n.in.packed);
   n.dv = batchView(n.dv, n.in.packed);
   (void)memref::DimOp::create(b, loc, n.dk, 2);
@@ -2208,6 +2347,15 @@ int64_t KeyBlockKernel::emit(gpu::LaunchOp launch) {
     blockY = pick(remu(pair, grid.y), blockY);
     blockZ = pick(divu(pair, grid.y), blockZ);
   }
+  if (dqOrder) {
+    // Each query block takes the key blocks' dQ in descending order, so
+    // launch them in that order: a block only waits for blocks launched
+    // before it (resident or done), never for one that may not start.
+    // (Its key range starts no later than the one below: in a causal band
+    // it adds first, without waiting.)
+    gpu::KernelDim3 grid = launch.getGridSize();
+    blockX = sub(sub(grid.x, idx(1)), blockX);
+  }
   dkCol0 = mul(slice, idx(cfg.dkCols()));
   dvCol0 = mul(slice, idx(cfg.dvCols()));
   gpu::KernelDim3 blockIds{blockX, blockY, blockZ};
@@ -2216,6 +2364,8 @@ int64_t KeyBlockKernel::emit(gpu::LaunchOp launch) {
     base.map(iv, getBlockId(blockIds, dim));
   if (n.keyLoop)
     base.map(n.keyLoop.getInductionVar(), blockX);
+  blockKey = blockX;
+
   tid = launch.getThreadIds().x;
   // Warp-specialized: the producer is warpgroup 0; the consumers count
   // their threads from 0 (the producer never reads these).
@@ -2347,6 +2497,22 @@ int64_t KeyBlockKernel::emit(gpu::LaunchOp launch) {
   Value span = arith::MaxSIOp::create(b, loc, sub(qbHi, qbLo), zero);
   Value total = mul(groups, span);
   nQB = arith::MaxSIOp::create(b, loc, span, one);
+  if (dqOrder) {
+    // The query blocks of the key block above, from the nest's own bounds
+    // (a fresh mapping: `base` memoizes this block's). A band mask's bounds
+    // do not decrease with the key block: the blocks that see a query
+    // block are consecutive, and the one above sees this block's query
+    // blocks from its own first one on (none: past the last key block).
+    IRMapping above;
+    for (Value iv : n.forall.getInductionVars())
+      above.map(iv, base.lookup(iv));
+    Value next = add(blockX, one);
+    above.map(n.keyLoop.getInductionVar(), next);
+    Value aboveLo = clone(n.queryLoop.getLowerBound(), above);
+    firstWait = arith::SelectOp::create(
+        b, loc, slt(next, clone(n.keyLoop.getUpperBound(), base)),
+        arith::MaxSIOp::create(b, loc, sub(aboveLo, qbLo), zero), nQB);
+  }
 
   SmallVector<Value> init(cfg.mTiles * (cfg.accKCols() + cfg.accVCols()) / 8,
                           frags.zeroC());
@@ -2796,6 +2962,12 @@ LogicalResult mlir::fa::convertTiledAttentionBackwardToGPU(
                   "64");
     keyCfg->warpSpecialized = true;
   }
+  if (keyNest->orderedDq && !keyCfg->warpSpecialized)
+    return keyNest->keyLoop.emitError(
+        "fa-convert-tiled-attention-backward-to-gpu: a fixed dQ order "
+        "(fa.dq_accumulation = \"ordered\") needs the warp_specialized "
+        "kernel's dQ warp");
+  keyCfg->orderedDq = keyNest->orderedDq;
   std::optional<BackwardConfig> queryCfg;
   if (queryNest) {
     // The dQ kernel splits its query rows over the warps: at most one warp
@@ -2857,10 +3029,24 @@ LogicalResult mlir::fa::convertTiledAttentionBackwardToGPU(
             f32),
         accSizes);
 
+  // The fixed dQ order's semaphores, one per query block of Br rows: how
+  // many key blocks have added to it (the preprocessing zeroes them).
+  Value dqOrder;
+  if (keyCfg->orderedDq) {
+    SmallVector<Value> sizes = {
+        batch, hq, arith::CeilDivUIOp::create(b, loc, nq, cidx(keyCfg->br))};
+    dqOrder = memref::AllocOp::create(
+        b, loc,
+        MemRefType::get(
+            {ShapedType::kDynamic, ShapedType::kDynamic, ShapedType::kDynamic},
+            b.getI32Type()),
+        sizes);
+  }
+
   // Tagged for drivers that describe kernel parameters (fa-compile).
-  Value workspace[] = {delta, lse2, dqAcc};
-  StringRef tags[] = {"delta", "lse2", "dq_accum"};
-  for (int i = 0; i < 3; ++i)
+  Value workspace[] = {delta, lse2, dqAcc, dqOrder};
+  StringRef tags[] = {"delta", "lse2", "dq_accum", "dq_order"};
+  for (int i = 0; i < 4; ++i)
     if (workspace[i])
       workspace[i].getDefiningOp()->setAttr("fa.workspace",
                                             b.getStringAttr(tags[i]));
@@ -2877,7 +3063,8 @@ LogicalResult mlir::fa::convertTiledAttentionBackwardToGPU(
     b.setInsertionPointToStart(&launch.getBody().front());
     BackwardEmitter e(b, loc);
     emitPreprocess(e, launch, in.outMem, in.doMem, in.lseMem, delta, lse2,
-                   dqAcc, keyCfg->dv, keyCfg->d, keyCfg->elt, packed);
+                   dqAcc, dqOrder, keyCfg->br, keyCfg->dv, keyCfg->d,
+                   keyCfg->elt, packed);
     finishLaunch(b, loc, launch, 0);
   }
   // Key blocks.
@@ -2916,7 +3103,8 @@ LogicalResult mlir::fa::convertTiledAttentionBackwardToGPU(
     OpBuilder::InsertionGuard g(b);
     b.setInsertionPointToStart(&launch.getBody().front());
     keyCfg->bindScalars(b, loc);
-    KeyBlockKernel kernel(b, loc, *keyNest, *keyCfg, lse2, delta, dqAcc, maps);
+    KeyBlockKernel kernel(b, loc, *keyNest, *keyCfg, lse2, delta, dqAcc,
+                          dqOrder, maps);
     int64_t bytes = kernel.emit(launch);
     if (failed(checkSharedMemory(keyNest->forall, config, chip,
                                  {KernelKind::BackwardKeyBlock, keyCfg->d,
@@ -2983,7 +3171,7 @@ LogicalResult mlir::fa::convertTiledAttentionBackwardToGPU(
                  "key rows cannot be recomputed in a kernel: ")
              << e.failedValue;
   }
-  for (Value ws : {delta, lse2, dqAcc})
+  for (Value ws : {delta, lse2, dqAcc, dqOrder})
     if (ws)
       memref::DeallocOp::create(b, loc, ws);
 

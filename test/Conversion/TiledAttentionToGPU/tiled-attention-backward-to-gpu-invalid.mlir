@@ -3,6 +3,10 @@
 // WARPS: error: fa-convert-tiled-attention-backward-to-gpu: block-kv must be a multiple of 16 * warps
 // RUN: not fa-opt %s --split-input-file --fa-tile-attention-backward="block-q=64 block-kv=64" --cse --fa-convert-tiled-attention-backward-to-gpu="warps=9223372036854775807" 2>&1 | FileCheck %s --check-prefix=HUGEWARPS
 // HUGEWARPS: error: fa-convert-tiled-attention-backward-to-gpu: warps must be in [1, 32], got 9223372036854775807
+// A fixed dQ order (a deterministic op tiled for the warp_specialized
+// schedule) needs that kernel's dQ warp: the mma.sync kernels refuse it.
+// RUN: fa-opt %s --split-input-file --fa-tile-attention-backward="block-q=64 block-kv=64" --cse | sed 's/{fa.dq_accumulation}/{fa.dq_accumulation = "ordered"}/' | not fa-opt --split-input-file --fa-convert-tiled-attention-backward-to-gpu 2>&1 | FileCheck %s --check-prefix=ORDER
+// ORDER: error: fa-convert-tiled-attention-backward-to-gpu: a fixed dQ order (fa.dq_accumulation = "ordered") needs the warp_specialized kernel's dQ warp
 
 // The tensor cores take f16 or bf16.
 !q = memref<?x?x?x64xf32, strided<[?, ?, ?, 1], offset: ?>>

@@ -122,9 +122,13 @@ func.func @ws_causal_bf16_d128(%q: !q, %k: !q, %v: !q, %out: !q, %dout: !q, %lse
 
 // -----
 
-// Deterministic: the key-block kernel adds no dQ (the query-block kernel
-// does), so no dS^T tile and no consumers' barrier; the producer and the
-// channels are the same.
+// Deterministic: tiled with `fa.dq_accumulation = "ordered"`, the
+// key-block kernel still adds dQ, in a fixed order. The preprocessing
+// zeroes one i32 semaphore per query block (the dq_order workspace); for
+// each query block the dQ warp's leader waits (acquire load) until the key
+// block above has added, adds, waits for the reductions to complete (not
+// only to read the staging area) and stores its own turn (release). A
+// semaphore that never turns traps instead of hanging. No dQ kernel.
 
 !q = memref<?x?x?x64xf16, strided<[?, ?, ?, 1], offset: ?>>
 !l = memref<?x?x?xf32, strided<[?, ?, 1], offset: ?>>
@@ -132,13 +136,23 @@ func.func @ws_causal_bf16_d128(%q: !q, %k: !q, %v: !q, %out: !q, %dout: !q, %lse
 !lt = tensor<?x?x?xf32>
 
 // CHECK-LABEL: func.func @ws_deterministic_f16_d64
+// CHECK:         %[[ORDER:.*]] = memref.alloc({{.*}}) {fa.workspace = "dq_order"} : memref<?x?x?xi32>
+// CHECK:         gpu.launch {{.*}} function(@ws_deterministic_f16_d64_preprocess_kernel) {
+// CHECK:           memref.store %{{.*}}, %[[ORDER]][{{.*}}] : memref<?x?x?xi32>
 // CHECK:         gpu.launch {{.*}} function(@ws_deterministic_f16_d64_kernel) {
 // CHECK:           fagpu.warp_specialize consumer_warpgroups 1 registers(24, 240) producer {
+// CHECK:             scf.while
+// CHECK:               llvm.load %{{.*}} atomic syncscope("device") acquire
+// CHECK:             llvm.intr.trap
+// CHECK:             nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.global>}
+// CHECK:             nvvm.cp.async.bulk.tensor.reduce
+// CHECK:             nvvm.cp.async.bulk.wait_group 0 {read}
+// CHECK:             nvvm.cp.async.bulk.wait_group 0{{$}}
+// CHECK-NEXT:        nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.global>}
+// CHECK-NEXT:        llvm.store %{{.*}} atomic syncscope("device") release
 // CHECK:           } consumers {
-// CHECK-NOT:         nvvm.barrier id
-// CHECK:             fagpu.channel_release
-// CHECK-NOT:         nvvm.barrier id
-// CHECK:         gpu.launch {{.*}} function(@ws_deterministic_f16_d64_dq_kernel) {
+// CHECK:         gpu.launch {{.*}} function(@ws_deterministic_f16_d64_dq_convert_kernel) {
+// CHECK-NOT:     function(@ws_deterministic_f16_d64_dq_kernel)
 
 func.func @ws_deterministic_f16_d64(%q: !q, %k: !q, %v: !q, %out: !q, %dout: !q, %lse: !l, %dq: !q, %dk: !q, %dv: !q) {
   %qt = bufferization.to_tensor %q restrict : !q to !t

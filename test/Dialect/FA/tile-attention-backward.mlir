@@ -383,6 +383,24 @@ func.func @with_kernel_config(%q: tensor<?x?x?x64xbf16>, %lse: tensor<?x?x?xf32>
 
 // -----
 
+// Deterministic with the warp_specialized schedule: one pass, as in the fast
+// mode, whose key-block loop asks for a fixed dQ order (the kernel's dQ warp
+// adds the key blocks in turn) instead of a second nest for dQ.
+
+// CHECK-LABEL: func.func @deterministic_warp_specialized
+// CHECK:         scf.forall
+// CHECK:           scf.for
+// CHECK:             fa.attention_backward_step {{.*}} dq(
+// CHECK:           } {fa.dq_accumulation = "ordered"}
+// CHECK-NOT:     scf.forall (
+// CHECK:         return
+func.func @deterministic_warp_specialized(%q: tensor<?x?x?x64xbf16>, %lse: tensor<?x?x?xf32>) -> tensor<?x?x?x64xbf16> {
+  %dq, %dk, %dv = fa.attention_backward %q, %q, %q, %q, %lse, %q mask<causal> deterministic {kernel_config = #fa.kernel_config<"sm_90a", wgmma, block_q = 64, block_kv = 128, warps = 8, stages = 2, schedule = warp_specialized>} : (tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>, tensor<?x?x?xf32>, tensor<?x?x?x64xbf16>) -> (tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>)
+  return %dq : tensor<?x?x?x64xbf16>
+}
+
+// -----
+
 // Packed sequences, fast mode: the forall runs over (sequence, kv head) and
 // reads each sequence's offsets; the key-block loop runs to
 // ceil(max_seqlen_k / Bc), a block past the sequence's keys (max(min(Bc,

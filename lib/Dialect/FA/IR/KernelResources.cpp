@@ -370,8 +370,11 @@ std::string ConfigChecker::check(bool backward, bool deterministic, int64_t d,
   else if (wgmma && bq % 64)
     error() << "the wgmma backward's dQ and dS^T tiles are 64 queries: "
                "block_q must be a multiple of 64";
+  // (The warp-specialized key-block kernel adds dQ in both modes: in a
+  // fixed order when deterministic; with modifiers that mode still takes
+  // the dQ kernel, so it must fit too.)
   else if (fits("the key-block kernel", {KernelKind::BackwardKeyBlock, d, dv,
-                                         /*withDq=*/!deterministic}) &&
+                                         /*withDq=*/!deterministic || ws}) &&
            deterministic) {
     int64_t qWarps = queryBlockWarps(config);
     if (bq % (16 * qWarps))

@@ -35,6 +35,10 @@
 //   dK/dV only, and a second `scf.forall` over (batch, query head, query
 //   block) computes dQ, recomputing P and dS over the visible key blocks in
 //   ascending order. Every sum has a fixed order: bitwise reproducible.
+//   With a warp_specialized kernel configuration (band masks, no modifiers
+//   or run-time ranges) the fast structure instead, its loop marked
+//   `fa.dq_accumulation = "ordered"`: the kernel adds dQ in a fixed order
+//   (each query block's key blocks in turn), and the CPU loop is sequential.
 //
 // Each forall carries a #gpu.block mapping, the launch grid of the GPU
 // conversion: batch on z, heads on y, the deterministic foralls' key or
@@ -653,9 +657,10 @@ static void yieldKeyBlock(OpBuilder &b, Location loc, const BackwardPlan &p,
 }
 
 /// Fast mode: forall over (batch, kv head); inside, a key-block loop carrying
-/// the group's f32 dQ and its dK/dV slabs. Returns {dq, dk, dv}.
-static SmallVector<Value> buildFastBackward(OpBuilder &b,
-                                            const BackwardPlan &p) {
+/// the group's f32 dQ and its dK/dV slabs. Returns {dq, dk, dv}. `ordered`:
+/// the op is deterministic and its kernel adds dQ in a fixed order.
+static SmallVector<Value> buildFastBackward(OpBuilder &b, const BackwardPlan &p,
+                                            bool ordered = false) {
   OpBuilder::InsertionGuard guard(b);
   Location loc = p.loc;
   Value zero = indexConst(b, loc, 0), one = indexConst(b, loc, 1);
@@ -705,7 +710,9 @@ static SmallVector<Value> buildFastBackward(OpBuilder &b,
       [&](OpBuilder &nb, Location nl, Value kb, ValueRange acc) {
         yieldKeyBlock(nb, nl, p, batch, kvHead, kb, acc);
       });
-  keyLoop->setAttr(kDqAccumulationAttrName, b.getUnitAttr());
+  keyLoop->setAttr(kDqAccumulationAttrName,
+                   ordered ? Attribute(b.getStringAttr(kDqAccumulationOrdered))
+                           : Attribute(b.getUnitAttr()));
 
   Value dq = buildEpilogue(b, loc, keyLoop.getResult(0), p.scale, p.elemType);
   dq = clipRows(b, loc, dq, 1, p.seqQ);
@@ -982,6 +989,14 @@ static SmallVector<Value> buildTiledBackward(OpBuilder &b,
   BackwardPlan plan = makePlan(b, op, blockQ, blockKV);
   if (!op.getDeterministic())
     return buildFastBackward(b, plan);
+  // The warp-specialized kernel keeps the one-pass structure and orders its
+  // dQ additions instead (FlashAttention-3's way). Its order needs the key
+  // blocks that see a query block to be consecutive: band masks only, no
+  // modifiers or run-time ranges.
+  if (plan.config &&
+      plan.config.getSchedule() == KernelSchedule::WarpSpecialized &&
+      !plan.modifiers && !plan.queryRanges && !plan.keyRanges)
+    return buildFastBackward(b, plan, /*ordered=*/true);
   SmallVector<Value> dkdv = buildKeyValueGradients(b, plan);
   Value dq = buildDeterministicQueryGradient(b, plan);
   return {dq, dkdv[0], dkdv[1]};

@@ -69,6 +69,18 @@ namespace mlir::fa {
 /// the additive update of the dQ they carry, so a parallel lowering may run
 /// them concurrently and accumulate dQ with atomics.
 constexpr llvm::StringLiteral kDqAccumulationAttrName = "fa.dq_accumulation";
+/// Its value when the op is deterministic and its kernel takes dQ in a fixed
+/// order (the warp-specialized key-block kernel: per query block, the key
+/// blocks add in descending order, each waiting for the one above it).
+/// Unit-valued: in any order (atomics).
+constexpr llvm::StringLiteral kDqAccumulationOrdered = "ordered";
+
+/// Whether the key-block loop `loop` (marked `fa.dq_accumulation`) asks for
+/// the fixed order.
+inline bool isOrderedDqAccumulation(Operation *loop) {
+  auto order = loop->getAttrOfType<StringAttr>(kDqAccumulationAttrName);
+  return order && order.getValue() == kDqAccumulationOrdered;
+}
 
 /// Discardable attribute (a `#fa.kernel_config`) that the tiling passes put
 /// on the loop nests they make from an op with a `kernel_config`, for the
@@ -108,7 +120,7 @@ struct ScoreScalars {
 /// Constant inputs fold to constants; run-time ones cost these one or two
 /// operations where the factors are built (a kernel's start), not per score.
 struct ScoreFactors {
-  Value capIn;     // null without softcap
+  Value capIn; // null without softcap
   Value expFactor;
 
   static ScoreFactors build(OpBuilder &b, Location loc, Value scale,

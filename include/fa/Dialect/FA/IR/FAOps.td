@@ -261,7 +261,9 @@ def FA_AttentionBackwardOp
     `dk` and `dv` sum the contributions of all query heads of a group.
 
     `deterministic` asks for a fixed accumulation order of `dq` (results are
-    bitwise reproducible run to run), at some cost in speed.
+    bitwise reproducible run to run), at some cost in speed: a second pass
+    for dQ, or, with the warp_specialized kernel configuration, dQ added
+    in turn by the key blocks (FlashAttention-3's semaphores).
 
     The modifier regions and `captures` are those of the forward (the same
     signatures and meaning) and must match it. The backward also needs

@@ -339,7 +339,10 @@ def FATileAttentionBackward : Pass<"fa-tile-attention-backward"> {
     LSE and accumulates `dV += P^T dO`, `dK += dS^T Q * scale` with
     `dS = P * (dO V^T - D)`. `dQ = dS K * scale` is accumulated across key
     blocks; with `deterministic` on the op it is computed by a separate loop
-    parallel over query blocks, in a fixed order.
+    parallel over query blocks, in a fixed order, unless the op's kernel
+    configuration is warp_specialized (and it has no modifiers or run-time
+    ranges): then the one-pass nest is kept and its key-block loop is marked
+    `fa.dq_accumulation = "ordered"`, a fixed order the kernel keeps.
 
     The innermost body is one `fa.attention_backward_step` per (query
     block, key block) pair, `masked` when the op has a mask or
