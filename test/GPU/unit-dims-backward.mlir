@@ -1,9 +1,9 @@
 // REQUIRES: ptxas
 // RUN: fa-opt %s --split-input-file --fa-gpu-backward="chip=sm_80 toolkit=%cuda_root" -o %t.sm_80.mlir
-// RUN: FileCheck %s < %t.sm_80.mlir
+// RUN: FileCheck %s --check-prefixes=CHECK,SM80 < %t.sm_80.mlir
 // RUN: python3 %S/extract-ptx.py %t.sm_80.mlir %t.sm_80 --ptxas %ptxas --arch sm_80 | FileCheck %s --check-prefix=PTXAS
 // RUN: fa-opt %s --split-input-file --fa-gpu-backward="chip=sm_90a toolkit=%cuda_root" -o %t.sm_90a.mlir
-// RUN: FileCheck %s < %t.sm_90a.mlir
+// RUN: FileCheck %s --check-prefixes=CHECK,SM90A < %t.sm_90a.mlir
 // RUN: python3 %S/extract-ptx.py %t.sm_90a.mlir %t.sm_90a --ptxas %ptxas --arch sm_90a | FileCheck %s --check-prefix=PTXAS
 
 // The backward GPU pipeline on a batch of 1 with a single head and a single
@@ -52,13 +52,16 @@ func.func @fast(%q: !m, %k: !k, %v: !k, %o: !m, %do: !m, %lse: memref<1x1x64xf32
 !kt = tensor<1x1x?x64xf16>
 
 // Deterministic: the dK/dV forall (batch, kv head, key block) and the dQ
-// forall (batch, query head, query block), each with its unit dimensions.
+// forall (batch, query head, query block), each with its unit dimensions;
+// on sm_90a the warp-specialized kernel's one-pass nest, its dQ added in a
+// fixed order, then converted.
 // CHECK-LABEL: func.func @deterministic
 // CHECK:         %[[NK:.*]] = memref.dim %arg1, %c2
 // CHECK:         %[[KB:.*]] = arith.ceildivsi %[[NK]], %c{{64|128}}
 // CHECK:         gpu.launch_func @deterministic_kernels::@deterministic_preprocess_kernel blocks in (%c1, %c1, %c1)
 // CHECK:         gpu.launch_func @deterministic_kernels::@deterministic_kernel blocks in (%[[KB]], %c1, %c1)
-// CHECK:         gpu.launch_func @deterministic_kernels::@deterministic_dq_kernel blocks in (%c1, %c1, %c1)
+// SM80:          gpu.launch_func @deterministic_kernels::@deterministic_dq_kernel blocks in (%c1, %c1, %c1)
+// SM90A:         gpu.launch_func @deterministic_kernels::@deterministic_dq_convert_kernel blocks in (%c1, %c1, %c1)
 func.func @deterministic(%q: !m, %k: !k, %v: !k, %o: !m, %do: !m, %lse: memref<1x1x64xf32>,
                          %dq: !m, %dk: !k, %dv: !k) {
   %qt = bufferization.to_tensor %q restrict : !m to !t

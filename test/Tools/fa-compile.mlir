@@ -62,7 +62,8 @@
 // RUN: fa-compile --kind=backward --head-dim=64 --chip=sm_90a --causal -o %t.mma3 > /dev/null
 // RUN: FileCheck %s --check-prefix=BWDWG < %t.mma3/fa_bwd_d64_bf16_causal_sm90a.json
 // BWDWG-DAG: "mma": "wgmma"
-// BWDWG-DAG: "block_q": 64
+// BWDWG-DAG: "block_q": 128
+// BWDWG-DAG: "schedule": "warp_specialized"
 // Head dims over 128 take a warpgroup pair per 64 keys (8 warps); at D = 256
 // its dQ staging area would not fit (249,856 B), so the fragments reduce
 // with 8-byte red.global.add.v2.f32 and the kernel needs 215,040 B; at
