@@ -363,6 +363,8 @@ class EmulatingCuda(FakeCuda):
         a["delta"].copy_((a["out"].float() * a["dout"].float()).sum(-1))
         if "dq_accum" in a:
             a["dq_accum"].zero_()
+        if "dq_order" in a:   # the fixed dQ order's semaphores
+            a["dq_order"].zero_()
 
     def _ds(self, spec, a):
         """P from the saved lse and dS = P (dP - delta), with the delta the
@@ -430,6 +432,15 @@ class EmulatingCuda(FakeCuda):
                                                          a["q"].float()) * scale, hkv))
         if "dq_accum" in a:
             a["dq_accum"].add_(self._dq(a, ds, scale, g))
+        if "dq_order" in a:
+            # The real kernel spins until each query block's semaphore says
+            # the key block above has added (it would trap, not hang, on a
+            # workspace the preprocess did not zero); key block 0 leaves 1.
+            order = a["dq_order"]
+            assert order.dtype == torch.int32, order.dtype
+            assert order.shape[2] == -(-a["q"].shape[2] // 64), order.shape
+            assert bool((order == 0).all()), "dq_order was not zeroed before the key-block kernel"
+            order.fill_(1)
 
     def _dq(self, a, ds, scale, g):
         return torch.matmul(ds, a["k"].float().repeat_interleave(g, dim=1)) * scale
@@ -820,7 +831,7 @@ def backward_manifest(request, chip, name, tensormaps=False):
     m = backward_example(request.deterministic, name=name, dtype=request.dtype,
                          d=request.head_dim, causal=right == 0,
                          window=(left, -1 if right == 0 else right), softcap=request.softcap,
-                         scale=request.scale, chip=chip)
+                         scale=request.scale, chip=chip, ordered=tensormaps)
     m["value_head_dim"] = request.value_head_dim
     for k in m["kernels"]:
         for p in k["params"]:
@@ -839,8 +850,8 @@ def backward_manifest(request, chip, name, tensormaps=False):
 
 def _backward_tensormaps(m, request):
     """As the warp-specialized backward's key-block kernel: maps of q, k, v
-    and dout after its memrefs and, in the fast mode, one of the dq_accum
-    workspace buffer (its dQ warp's [64, 32] f32 boxes)."""
+    and dout after its memrefs and one of the dq_accum workspace buffer (its
+    dQ warp's [64, 32] f32 boxes; deterministic too: the fixed order)."""
     kernel = next(k for k in m["kernels"] if k["entry"] == "fa_bwd_kernel")
     names = [p["name"] for p in kernel["params"]]
 

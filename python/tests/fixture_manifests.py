@@ -38,7 +38,8 @@ def backward_param(name, dtype="bf16"):
         "dout": (4, dtype, ["B", "Hq", "Nq", "Dv"]), "lse": (3, "f32", ["B", "Hq", "Nq"]),
         "delta": (3, "f32", ["B", "Hq", "Nq"]), "dq_accum": (4, "f32", ["B", "Hq", "Nq", "D"]),
         "dq": (4, dtype, ["B", "Hq", "Nq", "D"]), "dk": (4, dtype, ["B", "Hkv", "Nk", "D"]),
-        "dv": (4, dtype, ["B", "Hkv", "Nk", "Dv"])}[name]
+        "dv": (4, dtype, ["B", "Hkv", "Nk", "Dv"]),
+        "dq_order": (3, "i32", ["B", "Hq", "ceildiv(Nq, 64)"])}[name]
     return _memref(name, rank, dt, dims)
 
 

@@ -43,16 +43,26 @@ BACKWARD_KERNELS = {
             ["q", "k", "v", "dout", "lse", "delta", "dk", "dv"]),
            ("fa_bwd_dq_kernel", ["ceildiv(Nq, 64)", "Hq", "B"], 256, 98304,
             ["q", "k", "v", "dout", "lse", "delta", "dq"])],
+    # Deterministic on the warp-specialized kernel (fa.dq_accumulation =
+    # "ordered"): the fast mode's launches plus the dq_order semaphores.
+    "ordered": [("fa_bwd_preprocess_kernel", ["ceildiv(Nq, 128)", "Hq", "B"], 128, 0,
+                 ["out", "dout", "delta", "dq_accum", "dq_order"]),
+                ("fa_bwd_kernel", ["ceildiv(Nk, 128)", "Hkv", "B"], 384, 197632,
+                 ["q", "k", "v", "dout", "lse", "delta", "dq_accum", "dq_order", "dk", "dv"]),
+                ("fa_bwd_dq_convert_kernel", ["ceildiv(Nq, 128)", "Hq", "B"], 128, 0,
+                 ["dq_accum", "dq"])],
 }
 
 
 def backward_example(deterministic=False, name=None, dtype="bf16", d=128, causal=True,
                      window=(-1, -1), softcap=None, scale=None, chip="sm_90a",
-                     runtime_scalars=False):
+                     runtime_scalars=False, ordered=False):
     """A backward manifest as fa-compile --kind=backward writes it; with
     `runtime_scalars`, a None scale (and a "runtime" softcap) are kernel
     parameters as in today's fa-compile, else the scale is built in (the
-    default 1/sqrt(D) for None)."""
+    default 1/sqrt(D) for None). `ordered` (deterministic): the
+    warp-specialized kernel's form, dQ added in a fixed order through the
+    i32 dq_order semaphores, no dQ kernel."""
     # Run-time scalars (scale None, softcap "runtime") lead the parameters of
     # the kernels that use them, as fa-compile writes them.
     def scalars(entry):
@@ -67,10 +77,14 @@ def backward_example(deterministic=False, name=None, dtype="bf16", d=128, causal
     kernels = [{"entry": e, "grid": list(g), "block": [t, 1, 1], "threads": t,
                 "dynamic_shared_memory": smem,
                 "params": scalars(e) + [backward_param(n, dtype) for n in names]}
-               for e, g, t, smem, names in BACKWARD_KERNELS[deterministic]]
+               for e, g, t, smem, names
+               in BACKWARD_KERNELS["ordered" if deterministic and ordered else deterministic]]
     workspace = [{"name": "delta", "dtype": "f32", "dims": ["B", "Hq", "Nq"]}]
-    if not deterministic:
+    if not deterministic or ordered:
         workspace.append({"name": "dq_accum", "dtype": "f32", "dims": ["B", "Hq", "Nq", "D"]})
+    if deterministic and ordered:
+        workspace.append({"name": "dq_order", "dtype": "i32",
+                          "dims": ["B", "Hq", "ceildiv(Nq, 64)"]})
     if name is None:
         name = (f"fa_bwd_d{d}_{dtype}{'_causal' if causal else ''}"
                 f"{'_det' if deterministic else ''}_{chip.replace('_', '')}")

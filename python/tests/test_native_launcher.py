@@ -338,8 +338,9 @@ def test_maps_reencoded_when_a_tensor_moves(gpu_maps):
 @pytest.mark.parametrize("layout", ["bhsd", "bshd"])
 def test_backward_maps_of_workspace(gpu_maps, layout, deterministic):
     """The warp-specialized backward's key-block kernel takes maps of q, k,
-    v, dout and (fast mode) of the dq_accum workspace buffer, a view into
-    the backward's one allocation: every launch's maps are those of the
+    v, dout and of the dq_accum workspace buffer (deterministic: with the
+    i32 dq_order semaphores, which the preprocess zeroes), views into the
+    backward's one allocation: every launch's maps are those of the
     memrefs it got (the fake checks them), on a fresh workspace each call,
     and the gradients are right."""
     for call in range(2):
@@ -350,13 +351,13 @@ def test_backward_maps_of_workspace(gpu_maps, layout, deterministic):
         grads = torch.autograd.grad(out, (q, k, v), dout)
         check(grads, q, k, v, dout, layout, causal=True)
         # (Each call's workspace is new: its map is encoded again.)
-        assert len(_records(gpu_maps)) >= (1 if deterministic else 2)
+        assert len(_records(gpu_maps)) >= 2
         bwd = [l for l in gpu_maps.launches if l["entry"] == "fa_bwd_kernel"][-1]
         got = [fake_gpu.decode_fake_map(raw) for raw in bwd["raw"] if len(raw) == 128]
-        assert len(got) == (4 if deterministic else 5), [m["dims"] for m in got]
-        if not deterministic:   # f32, [64, 32] boxes, [B, Hq, Nq padded, D]
-            assert got[-1]["data_type"] == 7 and got[-1]["box"] == (32, 64, 1, 1)
-            assert got[-1]["dims"][0] == 32 and got[-1]["dims"][2:] == (4, 2)
+        assert len(got) == 5, [m["dims"] for m in got]
+        # f32, [64, 32] boxes, [B, Hq, Nq padded, D]
+        assert got[-1]["data_type"] == 7 and got[-1]["box"] == (32, 64, 1, 1)
+        assert got[-1]["dims"][0] == 32 and got[-1]["dims"][2:] == (4, 2)
 
 
 def test_failing_encode_launches_nothing(gpu_maps):
