@@ -21,3 +21,18 @@ if [ ! -f build/lib/libflashmlir_launcher.so ] && command -v cc >/dev/null; then
   cc -O2 -shared -fPIC -o build/lib/libflashmlir_launcher.so lib/Launcher/launcher.c \
     || echo "device-env: the native launcher did not build; ctypes launches"
 fi
+# memcheck and racecheck of the backward key-block kernel on each
+# comma-separated scripts/sanitize-bwd.py argument list ("128 causal,64 det
+# big"), with the caller's FLASHMLIR_KERNEL_DIR.
+sanitize_backward() {
+  local cases args tool
+  IFS=, read -ra cases <<< "$1"
+  for args in "${cases[@]}"; do
+    for tool in memcheck racecheck; do
+      echo "== $tool $args at $(elapsed) s"
+      timeout 60 compute-sanitizer --tool $tool --kernel-name kns=fa_bwd_kernel \
+        --print-limit 3 $PY scripts/sanitize-bwd.py $args 2>&1 \
+        | grep -E "max err|ERROR SUMMARY|RACECHECK SUMMARY|hazard|Invalid" | head -6
+    done
+  done
+}

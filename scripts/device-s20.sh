@@ -20,15 +20,7 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 echo "== check_backward ($WSNAME) at $(elapsed) s"
 FLASHMLIR_KERNEL_DIR=$WS timeout 90 $PY bench/check_backward.py 2>&1 | tail -9
 if [ "${SANITIZE:-1}" = 1 ]; then
-  IFS=, read -ra cases <<< "${SAN_ARGS:-128 causal}"
-  for args in "${cases[@]}"; do
-    for tool in memcheck racecheck; do
-      echo "== $tool $args at $(elapsed) s"
-      FLASHMLIR_KERNEL_DIR=$WS timeout 60 compute-sanitizer --tool $tool --kernel-name kns=fa_bwd_kernel \
-        --print-limit 3 $PY scripts/sanitize-bwd.py $args 2>&1 \
-        | grep -E "max err|ERROR SUMMARY|RACECHECK SUMMARY|hazard|Invalid" | head -6
-    done
-  done
+  FLASHMLIR_KERNEL_DIR=$WS sanitize_backward "${SAN_ARGS:-128 causal}"
 fi
 echo "== check_backward --bench ($WSNAME first: ours, ours_det) at $(elapsed) s"
 FLASHMLIR_KERNEL_DIR=$WS timeout ${BENCH_S:-150} $PY bench/check_backward.py --bench 2>&1 | tail -12

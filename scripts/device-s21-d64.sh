@@ -18,15 +18,7 @@ left() { echo $(( LIMIT - $(elapsed) )); }
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 echo "== check_backward (D = 64 WS first) at $(elapsed) s"
 FLASHMLIR_KERNEL_DIR=$WS timeout 90 $PY bench/check_backward.py 2>&1 | grep -v execution_engine | tail -8
-IFS=, read -ra cases <<< "${SAN_ARGS:-64 det,64 causal det big}"
-for args in "${cases[@]}"; do
-  for tool in memcheck racecheck; do
-    echo "== $tool $args at $(elapsed) s"
-    FLASHMLIR_KERNEL_DIR=$WS timeout 60 compute-sanitizer --tool $tool --kernel-name kns=fa_bwd_kernel \
-      --print-limit 3 $PY scripts/sanitize-bwd.py $args 2>&1 \
-      | grep -E "max err|ERROR SUMMARY|RACECHECK SUMMARY|hazard|Invalid" | head -6
-  done
-done
+FLASHMLIR_KERNEL_DIR=$WS sanitize_backward "${SAN_ARGS:-64 det,64 causal det big}"
 echo "== backward suite (D = 64 WS first) at $(elapsed) s"
 FLASHMLIR_KERNEL_DIR=$WS FLASHMLIR_REQUIRE_KERNELS=1 timeout ${SUITE_S:-150} $PY -m pytest -q \
   -p no:cacheprovider python/tests/test_gpu_backward.py 2>&1 | tail -3

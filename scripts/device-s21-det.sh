@@ -16,15 +16,7 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 echo "ordered deterministic manifests: $(grep -l '"dq_order"' build/kernels/*.json | wc -l)"
 echo "== check_backward at $(elapsed) s"
 timeout 90 $PY bench/check_backward.py 2>&1 | tail -9
-IFS=, read -ra cases <<< "${SAN_ARGS:-128 det,128 causal det big}"
-for args in "${cases[@]}"; do
-  for tool in memcheck racecheck; do
-    echo "== $tool $args at $(elapsed) s"
-    timeout 60 compute-sanitizer --tool $tool --kernel-name kns=fa_bwd_kernel \
-      --print-limit 3 $PY scripts/sanitize-bwd.py $args 2>&1 \
-      | grep -E "max err|ERROR SUMMARY|RACECHECK SUMMARY|hazard|Invalid" | head -6
-  done
-done
+sanitize_backward "${SAN_ARGS:-128 det,128 causal det big}"
 echo "== backward suite at $(elapsed) s"
 FLASHMLIR_REQUIRE_KERNELS=1 timeout ${SUITE_S:-150} $PY -m pytest -q -p no:cacheprovider \
   python/tests/test_gpu_backward.py 2>&1 | tail -3
