@@ -2351,8 +2351,9 @@ int64_t KeyBlockKernel::emit(gpu::LaunchOp launch) {
     // Each query block takes the key blocks' dQ in descending order, so
     // launch them in that order: a block only waits for blocks launched
     // before it (resident or done), never for one that may not start.
-    // (Its key range starts no later than the one below: in a causal band
-    // it adds first, without waiting.)
+    // (Descending, because in a causal band the key block above starts
+    // its query blocks later and so reaches each one first: it rarely
+    // waits.)
     gpu::KernelDim3 grid = launch.getGridSize();
     blockX = sub(sub(grid.x, idx(1)), blockX);
   }
