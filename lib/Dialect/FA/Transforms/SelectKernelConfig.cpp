@@ -244,13 +244,15 @@ SmallVector<Tiles> candidates(const OpTraits &op, MmaKind mma,
           out.insert({q, kv, w, stages, split});
       }
   SmallVector<Tiles> result = ws;
-  // The warp-specialized backward first (dense, no modifiers): its overlap
-  // and dQ warp (docs/HOPPER.md) need 16 keys per consumer warp and no
-  // dK/dV split. At D = Dv = 128 on the cooperative kernel's first tiles.
-  // Where it spills (softcap, some windows), fa-compile takes the
-  // cooperative candidates that follow.
-  bool wsBackward = op.backward && wgmma && !req.schedule &&
-                    !op.sequenceForm && !op.modifiers;
+  // The warp-specialized backward first (dense): its overlap and dQ warp
+  // (docs/HOPPER.md) need 16 keys per consumer warp and no dK/dV split. At D =
+  // Dv = 128 on the cooperative kernel's first tiles. Where it spills (softcap,
+  // some windows), fa-compile takes the cooperative candidates that follow.
+  // With score / mask modifiers at D = 128 too: where their kernels fit the
+  // registers (ALiBi, a causal mask_mod) 1.09x and 1.17x the cooperative
+  // kernel (H100, N = 4k, 2026-12-06), the modifier GPU suite passing; the
+  // others spill and fa-compile keeps the cooperative kernel.
+  bool wsBackward = op.backward && wgmma && !req.schedule && !op.sequenceForm;
   if (wsBackward && op.d == 128 && op.dv == 128) {
     for (auto [q, kv, w, st, split] : out) {
       if (kv != 16 * w || split != 1)
@@ -264,15 +266,15 @@ SmallVector<Tiles> candidates(const OpTraits &op, MmaKind mma,
   // unit would serve two warpgroups), where it was measured to win (H100,
   // 2026-12-06): with a mask, 1.05-1.12x the cooperative kernel (causal, N
   // 2k-16k), and deterministic, where its fixed-order dQ gives 1.02-1.50x
-  // the dQ kernel's speed (two calls). Unmasked and fast it loses at 2k (0.91x) and
-  // ties from 8k: cooperative.
+  // the dQ kernel's speed (two calls). Unmasked and fast it loses at 2k (0.91x)
+  // and ties from 8k: cooperative.
   auto fixedOr = [](int64_t fixed, int64_t v) { return !fixed || fixed == v; };
-  if (wsBackward && op.d == 64 && op.dv == 64 &&
+  if (wsBackward && !op.modifiers && op.d == 64 && op.dv == 64 &&
       (op.masked || op.deterministic) && fixedOr(req.blockQ, 128) &&
       fixedOr(req.blockKV, 128) && fixedOr(req.warps, 8) &&
       fixedOr(req.stages, 2) && fixedOr(req.dkvSplit, 1))
-    result.push_back(
-        {128, 128, 8, 2, 1, KernelSchedule::WarpSpecialized, TileScheduler::Grid});
+    result.push_back({128, 128, 8, 2, 1, KernelSchedule::WarpSpecialized,
+                      TileScheduler::Grid});
   for (auto [q, kv, w, st, split] : out) {
     result.push_back({q, kv, w, st, split});
     // The warp-specialized backward on request (the cooperative one stays
