@@ -264,11 +264,6 @@ struct BackwardConfig {
   /// warp_specialized`); the consumers read lse2 and delta from global
   /// memory and meet only before dQ.
   bool warpSpecialized = false;
-  /// Warp-specialized key-block kernel of a deterministic backward: the dQ
-  /// warp adds each query block's dQ in a fixed order, key blocks
-  /// descending, each waiting on a per-query-block semaphore for the key
-  /// block above it (FlashAttention-3's deterministic mode).
-  bool orderedDq = false;
   /// Key-block kernel: thread blocks per key block, each keeping the dK, dV
   /// (and adding the dQ) columns of one slice of the head dims.
   int64_t split = 1;
@@ -1188,7 +1183,10 @@ constexpr int64_t kDqOrderPolls = int64_t(1) << 26;
 class KeyBlockKernel : public BackwardEmitter {
 public:
   /// `maps`: the host tensor maps of q, k, v and dout (warp-specialized).
-  /// `dqOrder`: the fixed dQ order's semaphores (cfg.orderedDq).
+  /// `dqOrder`: the semaphores of a fixed dQ order (a nest marked
+  /// `fa.dq_accumulation = "ordered"`): the dQ warp adds each query block's
+  /// dQ with key blocks descending, each waiting for the key block above
+  /// (FlashAttention-3's deterministic mode).
   KeyBlockKernel(OpBuilder &b, Location loc, KeyBlockNest &n,
                  const BackwardConfig &cfg, Value lse2, Value delta,
                  Value dqAcc, Value dqOrder = Value(),
@@ -1207,7 +1205,7 @@ private:
   /// queries from j on, the first blocks are the longest.
   bool heavyBlocksFirst() const {
     // (The fixed dQ order dispatches key blocks in that order instead.)
-    return !cfg.orderedDq && cfg.masked && cfg.mask && cfg.kmask.hasRight() &&
+    return !dqOrder && cfg.masked && cfg.mask && cfg.kmask.hasRight() &&
            !cfg.kmask.hasLeft();
   }
   /// The mapping of the nest's induction variables at iteration t of the
@@ -2968,7 +2966,6 @@ LogicalResult mlir::fa::convertTiledAttentionBackwardToGPU(
         "fa-convert-tiled-attention-backward-to-gpu: a fixed dQ order "
         "(fa.dq_accumulation = \"ordered\") needs the warp_specialized "
         "kernel's dQ warp");
-  keyCfg->orderedDq = keyNest->orderedDq;
   std::optional<BackwardConfig> queryCfg;
   if (queryNest) {
     // The dQ kernel splits its query rows over the warps: at most one warp
@@ -3033,7 +3030,7 @@ LogicalResult mlir::fa::convertTiledAttentionBackwardToGPU(
   // The fixed dQ order's semaphores, one per query block of Br rows: how
   // many key blocks have added to it (the preprocessing zeroes them).
   Value dqOrder;
-  if (keyCfg->orderedDq) {
+  if (keyNest->orderedDq) {
     SmallVector<Value> sizes = {
         batch, hq, arith::CeilDivUIOp::create(b, loc, nq, cidx(keyCfg->br))};
     dqOrder = memref::AllocOp::create(

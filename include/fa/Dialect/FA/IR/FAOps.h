@@ -120,7 +120,7 @@ struct ScoreScalars {
 /// Constant inputs fold to constants; run-time ones cost these one or two
 /// operations where the factors are built (a kernel's start), not per score.
 struct ScoreFactors {
-  Value capIn; // null without softcap
+  Value capIn;     // null without softcap
   Value expFactor;
 
   static ScoreFactors build(OpBuilder &b, Location loc, Value scale,
