@@ -137,5 +137,5 @@
 // BWD-PTX:      .entry fa_bwd_kernel(
 // BWD-PTX:      cp.reduce.async.bulk.tensor.4d.global.shared::cta.add.tile.bulk_group
 // BWD-PTX:      cp.async.bulk.wait_group.read 0;
-// BWD-PTX-NOT:  red.global
+// BWD-PTX-NOT:  {{^[[:space:]]*}}red.global
 // BWD-PTX:      .entry fa_bwd_dq_convert_kernel(

@@ -621,12 +621,24 @@ public:
 
   /// The limits for a lane whose first element pairs key `key0` with query
   /// `query0`, with the masked step's sequence lengths.
+  /// `narrow`: in i32 from the start (the same values mod 2^32), so that
+  /// no 64-bit key0 is held across the loop (the lse2 / delta ring kernel
+  /// spills 8 bytes otherwise; the D = 64 128-query kernel is 5% slower in
+  /// that form, from ptxas' schedule of its lse2 / delta loads).
   MaskLimits maskLimits(const BackwardConfig &cfg, Value key0, Value query0,
-                        Value qLen, Value kLen) {
+                        Value qLen, Value kLen, bool narrow = false) {
     MaskLimits lim;
-    Value d0 = toI32(sub(key0, query0));
-    Value off = toI32(sub(kLen, qLen));
-    lim.keyLimit = toI32(sub(kLen, key0));
+    Value d0, off;
+    if (narrow) {
+      Value k0 = toI32(key0), kl = toI32(kLen);
+      d0 = arith::SubIOp::create(b, loc, k0, toI32(query0));
+      off = arith::SubIOp::create(b, loc, kl, toI32(qLen));
+      lim.keyLimit = arith::SubIOp::create(b, loc, kl, k0);
+    } else {
+      d0 = toI32(sub(key0, query0));
+      off = toI32(sub(kLen, qLen));
+      lim.keyLimit = toI32(sub(kLen, key0));
+    }
     if (cfg.kmask.hasRight())
       lim.rightLimit = sub(
           arith::AddIOp::create(b, loc, off, cfg.kmask.rightWidth(b, loc)), d0);
@@ -916,7 +928,10 @@ using AfterProbabilities = function_ref<SmallVector<Value>(ArrayRef<Value> p)>;
 /// P and dS of one score tile held as C fragments `s` (scores) and `dp`,
 /// with per-element lse2 / delta / visibility supplied by the kernel.
 /// Returns {P, dS} as C fragments (f32). With `afterP`, `dp` is empty: every
-/// P is computed first, then afterP(P) gives dP and dS follows.
+/// P is computed first, then afterP(P) gives dP and dS follows. A null lse2
+/// (delta) means the kernel folded it into the GEMM's accumulator: `s`
+/// holds S - lse2 / foldedExp and P = exp2(foldedExp s) (`dp` holds dP -
+/// delta).
 std::pair<SmallVector<Value>, SmallVector<Value>>
 scoreGradients(BackwardEmitter &e, WarpFragments &frags,
                const BackwardConfig &cfg, ArrayRef<Value> s, ArrayRef<Value> dp,
@@ -924,7 +939,7 @@ scoreGradients(BackwardEmitter &e, WarpFragments &frags,
                function_ref<Value(int64_t frag, int64_t h, int64_t el)> delta,
                function_ref<Value(int64_t frag, int64_t h, int64_t el)> visible,
                const ElementPositions *positions = nullptr,
-               AfterProbabilities afterP = nullptr) {
+               AfterProbabilities afterP = nullptr, Value foldedExp = Value()) {
   OpBuilder &b = e.b;
   Location loc = e.loc;
   AttentionBackwardStepOp mods = cfg.modifiers;
@@ -951,7 +966,7 @@ scoreGradients(BackwardEmitter &e, WarpFragments &frags,
     inliner(maskInl, mods.getMaskMod(), false);
   auto gradient = [&](Value p, Value u, Value grad, Value dpValue,
                       Value deltaValue) {
-    Value ds = e.fmul(p, e.fsub(dpValue, deltaValue));
+    Value ds = e.fmul(p, deltaValue ? e.fsub(dpValue, deltaValue) : dpValue);
     if (cfg.softcap())
       ds = e.fmul(ds, e.fsub(one, e.fmul(u, u)));
     if (grad)
@@ -979,10 +994,13 @@ scoreGradients(BackwardEmitter &e, WarpFragments &frags,
           u = math::TanhOp::create(b, loc, e.fmul(u, cfg.factors.capIn));
         }
         // P = exp2(u c - lse2); lse2 = +inf (padded or empty rows) gives 0.
+        Value l = lse2(f, h, el);
         Value p = math::Exp2Op::create(
             b, loc,
-            math::FmaOp::create(b, loc, u, c,
-                                arith::NegFOp::create(b, loc, lse2(f, h, el))));
+            l ? math::FmaOp::create(b, loc, u, c,
+                                    arith::NegFOp::create(b, loc, l))
+                    .getResult()
+              : e.fmul(u, foldedExp));
         Value vis = visible(f, h, el);
         if (maskMod) {
           Value seen = maskInl->at(Value(), qKey, kKey);
@@ -1013,10 +1031,11 @@ scoreGradients(BackwardEmitter &e, WarpFragments &frags,
   for (size_t f = 0; f < s.size(); ++f) {
     SmallVector<Value> dse;
     for (int64_t h = 0; h < 2; ++h)
-      for (int64_t el = 0; el < 2; ++el)
-        dse.push_back(
-            e.fmul(weights[4 * f + 2 * h + el],
-                   e.fsub(frags.element(late[f], h, el), delta(f, h, el))));
+      for (int64_t el = 0; el < 2; ++el) {
+        Value dpValue = frags.element(late[f], h, el), d = delta(f, h, el);
+        dse.push_back(e.fmul(weights[4 * f + 2 * h + el],
+                             d ? e.fsub(dpValue, d) : dpValue));
+      }
     dsFrags.push_back(frags.fromElements(dse));
   }
   return {pFrags, dsFrags};
@@ -1230,6 +1249,14 @@ private:
   /// queries.
   void storeTransposed(const SmemTile &tile, ArrayRef<Value> regs, Value qOff,
                        int64_t nCols);
+  /// `v` through an opaque move: the swizzled addresses derived from it in
+  /// the loop stay there, computed where they are used, instead of being
+  /// hoisted and held in registers across the loop (or spilled).
+  Value opaqueIndex(Value v) {
+    Value i = arith::IndexCastOp::create(b, loc, b.getI32Type(), v);
+    return arith::IndexCastOp::create(b, loc, b.getIndexType(),
+                                      wg.fenceOperands({i})[0]);
+  }
   /// dQ = dS K of this iteration added to the accumulator (dS^T in dsTile).
   /// `afterIssue` (one unit per warpgroup only) issues more GEMMs after
   /// dQ's, which run while dQ is reduced.
@@ -1240,7 +1267,12 @@ private:
   /// A chain of SS wgmmas C[M, n] = A B^T over `depth` (both operands
   /// K-major 64-column panels, 16 per k-step); no commit.
   SmallVector<Value> chainSS(Value descA, const SmemTile &a, Value descB,
-                             const SmemTile &bt, int64_t depth, int64_t n);
+                             const SmemTile &bt, int64_t depth, int64_t n,
+                             ArrayRef<Value> init = {});
+  /// Warp-specialized: the accumulator of an S^T or dP^T chain starting at
+  /// -factor x this lane's columns (`cols`, loadColumns' order; no factor:
+  /// -cols).
+  SmallVector<Value> columnInit(ArrayRef<Value> cols, Value factor);
   void epilogue(ValueRange acc);
   /// dqAcc[at] += x, dqAcc[at + 1] += y.
   void addToAccumulator(ValueRange at, Value x, Value y);
@@ -1258,10 +1290,16 @@ private:
   /// then the consumers' K / V wait; the builder ends in the consumers'
   /// region.
   void emitWarpRoles(Value total);
-  /// Warp-specialized: this lane's lse2 and delta columns of iteration `it`
-  /// (global loads, issued before the GEMMs they wait behind; loading delta
-  /// after P instead made ptxas spill).
-  void loadColumns(IRMapping &it);
+  /// Warp-specialized: lse2 and delta of iteration `t`'s query block into
+  /// stage `stage` of the column ring (cp.async, uncommitted).
+  void copyColumns(Value t, Value stage);
+  /// Warp-specialized: this lane's lse2 and delta columns of iteration `t`
+  /// from the column ring into wsLseCols / wsDeltaCols.
+  void loadColumns(Value t);
+  /// Warp-specialized without the ring: this lane's lse2 and delta columns
+  /// of iteration `it` from global memory (issued before the GEMMs; ptxas
+  /// sinks them towards their uses).
+  void loadGlobalColumns(IRMapping &it);
   /// Warp-specialized dQ: each consumer warpgroup writes its [64, 64] dQ
   /// unit (this warp's 16 rows, C fragments) to its 128-byte swizzled
   /// staging panels and hands them to the producer's dQ warp, which adds
@@ -1308,7 +1346,8 @@ private:
   /// first dK / dV column.
   Value slice, dkCol0, dvCol0;
   SmemTile kTile, vTile, qTile, doTile, dsTile, pTile;
-  Value lseS, deltaS;
+  /// (colStage: the element offset of this iteration's stage of colS.)
+  Value lseS, deltaS, colS, colStage;
   /// Warp-specialized: host tensor maps (q, k, v, dout), channels, the
   /// byte offsets of each tile in the dynamic shared memory, the current
   /// dS^T buffer (bytes and elements past the first) and the columns of
@@ -1320,6 +1359,19 @@ private:
   int64_t qOffset = 0, doOffset = 0, kOffset = 0, vOffset = 0;
   Value dsBufBytes, dsBufElems;
   SmallVector<Value> wsLseCols, wsDeltaCols;
+  /// Warp-specialized: lse2 (not with a softcap or score_mod: S is not
+  /// the exponent's argument there) and delta start the S^T / dP^T
+  /// accumulators instead of being subtracted per element, so their
+  /// registers are free again once the GEMMs are issued. They come from a
+  /// ring of kBackwardColumnStages [2, Br] f32 stages (colS) that the consumers
+  /// fill by cp.async two iterations ahead: loaded from global memory where
+  /// they are used, they were a quarter of the consumers' stall samples
+  /// (L2 latency), and held in registers any earlier they spill.
+  /// `expRecip` = 1 / foldedExp.
+  /// The exponent factor is at least 2^-100 there (a smaller one only
+  /// changes P by 2^-100 |S|), so that lse2 / it stays finite.
+  bool columnRing = false, foldLse = false;
+  Value wsTotal, foldedExp, expRecip;
   Value laneK, laneQB, laneV, laneDoB, laneDoA, laneQA, laneDsB, laneKA;
 };
 
@@ -1364,10 +1416,14 @@ KeyBlockKernel::gradients(IRMapping &it, Value qRow0, ArrayRef<Value> s,
   // block.
   auto v2 = VectorType::get({2}, b.getF32Type());
   SmallVector<Value> lseCols = wsLseCols, deltaCols = wsDeltaCols;
-  for (int64_t nt = 0; wsLseCols.empty() && nt < nqt; ++nt) {
+  for (int64_t nt = 0; !cfg.warpSpecialized && nt < nqt; ++nt) {
     Value col = add(add(add(qRow0, qOff), idx(8 * nt)), mul(tig, idx(2)));
     lseCols.push_back(vector::LoadOp::create(b, loc, v2, lseS, col));
     deltaCols.push_back(vector::LoadOp::create(b, loc, v2, deltaS, col));
+  }
+  for (int64_t nt = 0; columnRing && !foldLse && nt < nqt; ++nt) {
+    Value col = add(add(colStage, idx(8 * nt)), mul(tig, idx(2)));
+    lseCols.push_back(vector::LoadOp::create(b, loc, v2, colS, col));
   }
   auto colValue = [&](SmallVector<Value> &cols, int64_t f, int64_t el) {
     return vector::ExtractOp::create(b, loc, cols[f % nqt],
@@ -1386,7 +1442,7 @@ KeyBlockKernel::gradients(IRMapping &it, Value qRow0, ArrayRef<Value> s,
           kLen = clone(step.getKLen(), it);
     key0 = add(add(kS, warpKey0), g);
     query0 = add(add(qStart, qOff), mul(tig, idx(2)));
-    lim = maskLimits(cfg, key0, query0, qLen, kLen);
+    lim = maskLimits(cfg, key0, query0, qLen, kLen, columnRing);
     qLast = toI32(sub(qLen, idx(1)));
     kLast = toI32(sub(kLen, idx(1)));
   }
@@ -1419,13 +1475,18 @@ KeyBlockKernel::gradients(IRMapping &it, Value qRow0, ArrayRef<Value> s,
     bindModifierOperands(pos, step, it);
   }
 
+  // (Warp specialized: folded into the accumulators, see foldLse.)
+  bool lseFolded = columnRing && foldLse, deltaFolded = columnRing;
   return scoreGradients(
       *this, frags, cfg, s, dpT,
-      [&](int64_t f, int64_t, int64_t el) { return colValue(lseCols, f, el); },
       [&](int64_t f, int64_t, int64_t el) {
-        return colValue(deltaCols, f, el);
+        return lseFolded ? Value() : colValue(lseCols, f, el);
       },
-      visible, cfg.modifiers ? &pos : nullptr, afterP);
+      [&](int64_t f, int64_t, int64_t el) {
+        return deltaFolded ? Value() : colValue(deltaCols, f, el);
+      },
+      visible, cfg.modifiers ? &pos : nullptr, afterP,
+      lseFolded ? foldedExp : Value());
 }
 
 SmallVector<Value> KeyBlockKernel::body(Value t, Value buf, ValueRange acc) {
@@ -1508,7 +1569,17 @@ SmallVector<Value> KeyBlockKernel::bodyWgmma(Value t, Value buf,
   if (cfg.warpSpecialized) {
     qBufBytes = mul(buf, idx(qTile.bytes(2)));
     doBufBytes = mul(buf, idx(doTile.bytes(2)));
-    loadColumns(it);
+    if (columnRing) {
+      loadColumns(t);
+      // The columns of two iterations on (the last one's again past the
+      // end).
+      Value ahead = add(t, idx(2));
+      copyColumns(arith::MinUIOp::create(b, loc, ahead, sub(wsTotal, idx(1))),
+                  remu(ahead, kBackwardColumnStages));
+      commit();
+    } else {
+      loadGlobalColumns(it);
+    }
   }
   Value qB = wg.advance(wg.opaque(qDescB), qBufBytes),
         doB = wg.advance(wg.opaque(doDescB), doBufBytes);
@@ -1530,11 +1601,18 @@ SmallVector<Value> KeyBlockKernel::bodyWgmma(Value t, Value buf,
   // (Not at 128 queries per block: S^T, dP^T and the lse2 / delta columns
   // of both phases then exceed the consumers' 240 registers.)
   const bool overlap = cfg.warpSpecialized && cfg.br <= 64;
+  SmallVector<Value> sInit, dpInit;
+  if (columnRing) {
+    if (foldLse)
+      sInit = columnInit(wsLseCols, expRecip);
+    dpInit = columnInit(wsDeltaCols, Value());
+  }
   wg.fence();
-  SmallVector<Value> sAcc = chainSS(kA, kTile, qB, qTile, cfg.d, cfg.br);
+  SmallVector<Value> sAcc = chainSS(kA, kTile, qB, qTile, cfg.d, cfg.br, sInit);
   if (overlap)
     wg.commit();
-  SmallVector<Value> dpAcc = chainSS(vA, vTile, doB, doTile, cfg.dv, cfg.br);
+  SmallVector<Value> dpAcc =
+      chainSS(vA, vTile, doB, doTile, cfg.dv, cfg.br, dpInit);
   wg.commit();
 
   // dV += P^T dO, dK += dS^T Q: A from the P^T / dS^T fragments in
@@ -1586,6 +1664,14 @@ SmallVector<Value> KeyBlockKernel::bodyWgmma(Value t, Value buf,
     issueDv();
     issueDk();
     wg.commit();
+  }
+  if (columnRing) {
+    // The next iteration's columns land before the barrier below, which
+    // makes them every consumer's.
+    waitCopies(1);
+    if (!n.withDq)
+      NVVM::BarrierOp::create(b, loc, TypeRange{}, i32(1), i32(cfg.threads()),
+                              NVVM::BarrierReductionAttr(), Value());
   }
 
   if (n.withDq) {
@@ -1718,7 +1804,18 @@ void KeyBlockKernel::emitWarpRoles(Value total) {
         zero);
 }
 
-void KeyBlockKernel::loadColumns(IRMapping &it) {
+void KeyBlockKernel::copyColumns(Value t, Value stage) {
+  // lse2 and delta are padded to whole 128-row blocks: always in bounds.
+  IRMapping it = iteration(t);
+  Value batch = clone(n.in.lse.offsets[0], it),
+        head = clone(n.in.lse.offsets[1], it),
+        row0 = clone(n.in.lse.offsets[2], it);
+  Value at = mul(stage, idx(2 * cfg.br));
+  copyF32Rows(lse2, batch, head, row0, colS, at, cfg.br);
+  copyF32Rows(delta, batch, head, row0, colS, add(at, idx(cfg.br)), cfg.br);
+}
+
+void KeyBlockKernel::loadGlobalColumns(IRMapping &it) {
   // Columns 8 nt + 2 tig + {0, 1} of the query block; lse2 and delta are
   // padded to whole 128-row blocks: always in bounds.
   auto v2 = VectorType::get({2}, b.getF32Type());
@@ -1736,17 +1833,34 @@ void KeyBlockKernel::loadColumns(IRMapping &it) {
   }
 }
 
+void KeyBlockKernel::loadColumns(Value t) {
+  // Columns 8 nt + 2 tig + {0, 1} of the query block.
+  auto v2 = VectorType::get({2}, b.getF32Type());
+  colStage = mul(remu(t, kBackwardColumnStages), idx(2 * cfg.br));
+  wsLseCols.clear();
+  wsDeltaCols.clear();
+  for (int64_t nt = 0; nt < cfg.br / 8; ++nt) {
+    Value col = add(add(colStage, idx(8 * nt)), mul(tig, idx(2)));
+    // (Unfolded lse2 is read where it is used: gradients.)
+    if (foldLse)
+      wsLseCols.push_back(vector::LoadOp::create(b, loc, v2, colS, col));
+    wsDeltaCols.push_back(
+        vector::LoadOp::create(b, loc, v2, colS, add(col, idx(cfg.br))));
+  }
+}
+
 void KeyBlockKernel::storeTransposed(const SmemTile &tile, ArrayRef<Value> regs,
                                      Value qOff, int64_t nCols) {
   // Row = key, column tile ct = (qOff + 8 nt) / 8: panel ct / 8, chunk
   // (ct % 8) ^ (row % 8) (row % 8 = g: warpKey0 is a multiple of 16). The
   // packed A registers hold row half h of fragment nt (no f32 copy live).
   Value ct0 = divu(qOff, 8);
+  Value gHere = columnRing ? opaqueIndex(g) : g;
   for (int64_t nt = 0; nt < nCols / 8; ++nt)
     for (int64_t h = 0; h < 2; ++h) {
       Value row = add(add(warpKey0, g), idx(8 * h));
       Value ct = add(ct0, idx(nt));
-      Value chunk = arith::XOrIOp::create(b, loc, g, remu(ct, 8));
+      Value chunk = arith::XOrIOp::create(b, loc, gHere, remu(ct, 8));
       Value index = add(add(mul(divu(ct, 8), idx(tile.panelStride())),
                             mul(row, idx(SmemTile::kPanelCols))),
                         add(mul(chunk, idx(kChunk)), mul(tig, idx(2))));
@@ -1759,10 +1873,30 @@ void KeyBlockKernel::storeTransposed(const SmemTile &tile, ArrayRef<Value> regs,
     }
 }
 
+SmallVector<Value> KeyBlockKernel::columnInit(ArrayRef<Value> cols,
+                                              Value factor) {
+  // C-fragment order: 8 columns (nt) x row half (h) x column (el).
+  SmallVector<Value> scaled, acc;
+  for (Value col : cols) {
+    Value x = factor ? arith::MulFOp::create(b, loc, col,
+                                             vector::BroadcastOp::create(
+                                                 b, loc, col.getType(), factor))
+                     : col;
+    scaled.push_back(arith::NegFOp::create(b, loc, x));
+  }
+  for (Value col : scaled)
+    for (int64_t h = 0; h < 2; ++h)
+      for (int64_t el = 0; el < 2; ++el)
+        acc.push_back(
+            vector::ExtractOp::create(b, loc, col, ArrayRef<int64_t>{el}));
+  return wg.fenceOperands(acc);
+}
+
 SmallVector<Value> KeyBlockKernel::chainSS(Value descA, const SmemTile &a,
                                            Value descB, const SmemTile &bt,
-                                           int64_t depth, int64_t n) {
-  SmallVector<Value> c;
+                                           int64_t depth, int64_t n,
+                                           ArrayRef<Value> init) {
+  SmallVector<Value> c(init);
   for (int64_t ks = 0; ks < depth / 16; ++ks) {
     int64_t panel = ks / 4, inPanel = (ks % 4) * 32;
     c = wg.mmaSS(wg.advance(descA, panel * a.panelStride() * 2 + inPanel),
@@ -1991,10 +2125,11 @@ void KeyBlockKernel::stageDqUnit(ArrayRef<Value> dq) {
   // conflict-free 8-byte stores.
   Value base = add(mul(group, idx(kDqUnitFloats)),
                    mul(remu(warp, 4), idx(16 * kDqBoxCols)));
+  Value gHere = columnRing ? opaqueIndex(g) : g;
   for (int64_t nt = 0; nt < 64 / 8; ++nt)
     for (int64_t h = 0; h < 2; ++h) {
       Value chunk = arith::XOrIOp::create(
-          b, loc, add(idx(2 * (nt % 4)), divu(tig, 2)), g);
+          b, loc, add(idx(2 * (nt % 4)), divu(tig, 2)), gHere);
       Value at =
           add(add(base, idx((nt / 4) * kDqUnitFloats / 2 + 8 * h * kDqBoxCols)),
               add(add(mul(g, idx(kDqBoxCols)), mul(chunk, idx(4))),
@@ -2280,6 +2415,7 @@ void KeyBlockKernel::epilogue(ValueRange acc) {
 
 int64_t KeyBlockKernel::emit(gpu::LaunchOp launch) {
   nest = n.forall;
+  columnRing = backwardColumnRing(cfg.warpSpecialized, cfg.br);
   // First uses fix the kernel's parameter order:
   // q, k, v, dout, lse2, delta, [dq_accum], dk, dv.
   for (Value *mem : {&n.in.qMem, &n.in.kMem, &n.in.vMem, &n.in.doMem})
@@ -2445,6 +2581,8 @@ int64_t KeyBlockKernel::emit(gpu::LaunchOp launch) {
   if (!cfg.warpSpecialized) {
     lseS = smem.f32Buffer(b, loc, 2 * cfg.br);
     deltaS = smem.f32Buffer(b, loc, 2 * cfg.br);
+  } else if (columnRing) {
+    colS = smem.f32Buffer(b, loc, kBackwardColumnStages * 2 * cfg.br);
   }
   if (n.withDq && cfg.stageDq && cfg.warpSpecialized) {
     // Per consumer warpgroup, two [64, 32] f32 panels, 128-byte swizzled:
@@ -2517,6 +2655,30 @@ int64_t KeyBlockKernel::emit(gpu::LaunchOp launch) {
                           frags.zeroC());
   if (cfg.warpSpecialized) {
     emitWarpRoles(total);
+    AttentionBackwardStepOp mods = cfg.modifiers;
+    foldLse = columnRing && !cfg.softcap() && !(mods && mods.hasScoreMod());
+    if (foldLse) {
+      foldedExp = arith::MaximumFOp::create(b, loc, cfg.factors.expFactor,
+                                            f32(0x1p-100));
+      expRecip = arith::DivFOp::create(b, loc, f32(1.0), foldedExp);
+    }
+    wsTotal = total;
+    if (columnRing) {
+      // The ring's first two iterations, every consumer's before the loop
+      // (none when no query block is visible: the block's first one may lie
+      // past the padded rows then).
+      auto first = scf::IfOp::create(b, loc, slt(zero, total), false);
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(first.thenBlock());
+      Value last = sub(total, one);
+      copyColumns(zero, zero);
+      commit();
+      copyColumns(arith::MinUIOp::create(b, loc, one, last), one);
+      commit();
+      waitCopies(1);
+      NVVM::BarrierOp::create(b, loc, TypeRange{}, i32(1), i32(cfg.threads()),
+                              NVVM::BarrierReductionAttr(), Value());
+    }
     // The consumers' loop: wait for the iteration's Q and dO, release them
     // once its GEMMs are done (the body ends waiting for them).
     auto loop = scf::ForOp::create(b, loc, zero, total, one, init);

@@ -6,14 +6,19 @@
 // producer warpgroup on top of the 8 consumer warps (384 threads), the
 // producer puts K and V once and each iteration's Q and dO into 2-stage
 // channels, and the consumers get / release them around the five GEMMs.
-// The consumers read lse2 and delta from global memory (no shared copy)
-// and meet only at named barrier 1 (256 threads) before the dQ GEMM, whose
-// dS^T alternates between two buffers.
+// lse2 and delta come through a ring of three [2, 64] f32 stages that the
+// consumers fill by cp.async two iterations ahead; -lse2 / c and -delta
+// start the S^T and dP^T accumulators (the wgmma chains accumulate onto
+// them), so no per-element subtraction and no registers held for them
+// during the GEMMs. The consumers meet only at named barrier 1 (256
+// threads) before the dQ GEMM, whose dS^T alternates between two buffers;
+// the ring's next stage has landed before it.
 //
 // Shared memory past the 1024-byte alignment pad: K 128x128 at 0, V at
 // 32 KiB, the Q ring 2 x 64x128 at 64 KiB, the dO ring at 96 KiB, dS^T
-// 2 x 128x64 at 128 KiB, the dQ staging (per consumer warpgroup two
-// 64 x 32 f32 panels) at 160 KiB: 197,632 bytes with the pad.
+// 2 x 128x64 at 128 KiB, the lse2 / delta ring at 160 KiB, the dQ staging
+// (per consumer warpgroup two 64 x 32 f32 panels) at 162 KiB: 199,680
+// bytes with the pad.
 
 !q = memref<?x?x?x128xbf16, strided<[?, ?, ?, 1], offset: ?>>
 !l = memref<?x?x?xf32, strided<[?, ?, 1], offset: ?>>
@@ -28,10 +33,10 @@
 // CHECK-NEXT:    %[[DOMAP:.*]] = fagpu.host_tensor_map %arg4 as !nvgpu.tensormap.descriptor<tensor = memref<1x1x64x64xbf16
 // The dQ accumulator's map: 64 x 32 f32 boxes (128 bytes wide, swizzled).
 // CHECK-NEXT:    %[[DQMAP:.*]] = fagpu.host_tensor_map %{{.*}} as !nvgpu.tensormap.descriptor<tensor = memref<1x1x64x32xf32, #gpu.address_space<workgroup>>, swizzle = swizzle_128b
-// CHECK:         %[[SMEM:.*]] = arith.constant 197632 : i32
+// CHECK:         %[[SMEM:.*]] = arith.constant 199680 : i32
 // CHECK:         gpu.launch {{.*}} threads({{.*}}) in (%{{.*}} = %c384, %{{.*}} = %{{.*}}, %{{.*}} = %{{.*}}) dynamic_shared_memory_size %[[SMEM]] module(@ws_causal_bf16_d128_kernels) function(@ws_causal_bf16_d128_kernel) {
-// No shared copies of lse2 and delta: the only f32 view is the dQ staging.
-// CHECK-NOT:       memref<128xf32, #gpu.address_space<workgroup>>
+// The lse2 / delta ring, then the dQ staging.
+// CHECK:           %[[RING:.*]] = memref.view {{.*}} to memref<384xf32, #gpu.address_space<workgroup>>
 // CHECK:           memref.view {{.*}} to memref<8192xf32, #gpu.address_space<workgroup>>
 // CHECK:           %[[QRING:.*]] = memref.view {{.*}} to memref<2x2x1x1x64x64xbf16, #gpu.address_space<workgroup>>
 // CHECK-NEXT:      %[[QD:.*]] = faptx.tensormap_param %[[QMAP]]
@@ -66,12 +71,28 @@
 // CHECK:           } consumers {
 // CHECK-NEXT:        fagpu.channel_get %[[KCH]][%[[Z]]]
 // CHECK-NEXT:        fagpu.channel_get %[[VCH]][%[[Z]]]
-// CHECK-NEXT:        %{{.*}}:32 = scf.for %[[CT:.*]] = %{{.*}} to %[[TOTAL]] step
+// 1 / c for the fold (c at least 2^-100: lse2 / c stays finite).
+// CHECK:             %[[C:.*]] = arith.maximumf
+// CHECK:             %[[RC:.*]] = arith.divf %{{.*}}, %[[C]] : f32
+// The ring's first two stages, landed and every consumer's before the loop.
+// CHECK:             nvgpu.device_async_copy %{{.*}}, %[[RING]][%{{.*}}], 4 {bypassL1}
+// CHECK:             nvvm.cp.async.commit.group
+// CHECK:             nvvm.cp.async.commit.group
+// CHECK-NEXT:        nvvm.cp.async.wait.group 1
+// CHECK:             nvvm.barrier id = %{{.*}} number_of_threads = %c256_i32
+// CHECK:             %{{.*}}:32 = scf.for %[[CT:.*]] = %{{.*}} to %[[TOTAL]] step
 // CHECK-NEXT:          fagpu.channel_get %[[QCH]][%[[CT]]]
 // CHECK-NEXT:          fagpu.channel_get %[[DOCH]][%[[CT]]]
-// lse2 and delta: two columns per lane, straight from global memory.
-// CHECK:               vector.load %{{.*}} : memref<?x?x?xf32>, vector<2xf32>
+// This iteration's columns (two per lane) from the ring; the copies of the
+// one two iterations on.
+// CHECK:               vector.load %[[RING]][%{{.*}}] : memref<384xf32, #gpu.address_space<workgroup>>, vector<2xf32>
+// CHECK:               nvgpu.device_async_copy %{{.*}}, %[[RING]]
+// CHECK:               nvvm.cp.async.commit.group
+// -lse2 / c and -delta: the accumulators' initial values.
+// CHECK:               arith.mulf %{{.*}}, %{{.*}} : vector<2xf32>
+// CHECK-NEXT:          arith.negf
 // CHECK:               nvvm.wgmma.fence.aligned
+// CHECK:               nvvm.wgmma.mma_async {{.*}} D[<f32>, <one>]
 // S^T and dP^T in their own groups: P is computed while dP^T runs (exp2
 // after the first wait), dS while dV runs.
 // CHECK:               nvvm.wgmma.commit.group.sync.aligned
@@ -83,6 +104,7 @@
 // CHECK-NEXT:          nvvm.wgmma.wait.group.sync.aligned 1
 // CHECK-NOT:           math.exp2
 // The two dS^T buffers (16 KiB apart), then the consumers' barrier.
+// CHECK:               nvvm.cp.async.wait.group 1
 // CHECK:               %[[ODD:.*]] = arith.remui %[[CT]], %c2
 // CHECK:               nvvm.fence.proxy
 // CHECK:               nvvm.barrier id = %{{.*}} number_of_threads = %c256_i32

@@ -131,6 +131,20 @@ constexpr int64_t kMaxKernelSequenceLength = int64_t(1) << 28;
 /// padded to it).
 constexpr int64_t kBackwardRowBlock = 128;
 
+/// Stages of the warp-specialized key-block kernel's lse2 / delta ring
+/// (consumers fill it by cp.async two query blocks ahead: the stage read,
+/// the one landing, the one being issued).
+constexpr int64_t kBackwardColumnStages = 3;
+
+/// Whether a warp-specialized key-block kernel of `blockQ` queries per
+/// block takes lse2 / delta through that ring (and folds them into the S^T
+/// / dP^T accumulators). At 128 queries it reads them from global memory
+/// where used: S^T and dP^T then hold 128 registers and the ring's
+/// accumulator initialization spills.
+inline bool backwardColumnRing(bool warpSpecialized, int64_t blockQ) {
+  return warpSpecialized && blockQ <= 64;
+}
+
 /// Accumulator registers per thread above which a kernel cannot keep its
 /// state in registers (the rest of the 255 go to addresses, fragments and
 /// the softmax).
