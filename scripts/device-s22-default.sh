@@ -13,11 +13,11 @@ LIMIT=${LIMIT:-585}
 left() { echo $(( LIMIT - $(elapsed) )); }
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 echo "WS backward manifests: $(grep -l warp_specialized build/kernels/fa_bwd_*sm90a.json | wc -l)"
-echo "== GPU suites (default set) at $(elapsed) s"
+echo "== GPU suites (default set: ${SUITES:-backward}) at $(elapsed) s"
 FLASHMLIR_REQUIRE_KERNELS=1 timeout 200 $PY -m pytest -q -p no:cacheprovider \
-  python/tests/test_gpu_backward.py python/tests/test_gpu_attention.py 2>&1 | tail -3
+  $(for s in ${SUITES:-backward}; do echo python/tests/test_gpu_$s.py; done) 2>&1 | tail -3
 echo "== Llama step at $(elapsed) s"
-timeout 150 $PY bench/bench_llama_step.py --layers 4 --tokens 8192 --steps 6 --rounds 2 2>&1 | tail -8
+timeout ${LLAMA_S:-150} $PY bench/bench_llama_step.py --layers 4 --tokens 8192 --steps 6 --rounds 2 2>&1 | tail -8
 echo "== GQA: base (A) vs ring (B), D = 128 at $(elapsed) s"
 timeout ${AB_S:-80} $PY bench/bench_kernel_ab.py --a build/kernels-base --b build/kernels --direction bwd \
   --headdims 128 --seqlens 8192 --masks full causal --groups 1 4 8 --rep 60 \
