@@ -189,3 +189,41 @@ func.func @ws_deterministic_f16_d64(%q: !q, %k: !q, %v: !q, %out: !q, %dout: !q,
   bufferization.materialize_in_destination %gv in restrict writable %dv : (!t, !q) -> ()
   return
 }
+
+// -----
+
+// 128-query blocks (the D = 64 WS tiles): S^T and dP^T take 128 registers,
+// so lse2 and delta are not folded and have no ring: two columns per lane
+// from global memory each iteration, subtracted per element.
+
+!q = memref<?x?x?x64xbf16, strided<[?, ?, ?, 1], offset: ?>>
+!l = memref<?x?x?xf32, strided<[?, ?, 1], offset: ?>>
+!t = tensor<?x?x?x64xbf16>
+!lt = tensor<?x?x?xf32>
+
+// CHECK-LABEL: func.func @ws_causal_bf16_d64_q128
+// CHECK:         gpu.launch {{.*}} function(@ws_causal_bf16_d64_q128_kernel) {
+// CHECK-NOT:       memref<768xf32, #gpu.address_space<workgroup>>
+// CHECK:           } consumers {
+// CHECK-NOT:         nvgpu.device_async_copy
+// CHECK:             scf.for
+// CHECK:               vector.load %{{.*}} : memref<?x?x?xf32>, vector<2xf32>
+// CHECK:               nvvm.wgmma.fence.aligned
+// CHECK:               nvvm.wgmma.mma_async {{.*}} D[<f32>, <zero>]
+// CHECK:               arith.subf
+// CHECK:               math.exp2
+// CHECK:         gpu.launch {{.*}} function(@ws_causal_bf16_d64_q128_dq_convert_kernel) {
+
+func.func @ws_causal_bf16_d64_q128(%q: !q, %k: !q, %v: !q, %out: !q, %dout: !q, %lse: !l, %dq: !q, %dk: !q, %dv: !q) {
+  %qt = bufferization.to_tensor %q restrict : !q to !t
+  %kt = bufferization.to_tensor %k restrict : !q to !t
+  %vt = bufferization.to_tensor %v restrict : !q to !t
+  %ot = bufferization.to_tensor %out restrict : !q to !t
+  %dot = bufferization.to_tensor %dout restrict : !q to !t
+  %lt = bufferization.to_tensor %lse restrict : !l to !lt
+  %gq, %gk, %gv = fa.attention_backward %qt, %kt, %vt, %ot, %lt, %dot mask<causal> {kernel_config = #fa.kernel_config<"sm_90a", wgmma, block_q = 128, block_kv = 128, warps = 8, stages = 2, schedule = warp_specialized>} : (!t, !t, !t, !t, !lt, !t) -> (!t, !t, !t)
+  bufferization.materialize_in_destination %gq in restrict writable %dq : (!t, !q) -> ()
+  bufferization.materialize_in_destination %gk in restrict writable %dk : (!t, !q) -> ()
+  bufferization.materialize_in_destination %gv in restrict writable %dv : (!t, !q) -> ()
+  return
+}
