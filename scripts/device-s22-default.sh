@@ -22,6 +22,18 @@ echo "== GQA: base (A) vs ring (B), D = 128 at $(elapsed) s"
 timeout ${AB_S:-80} $PY bench/bench_kernel_ab.py --a build/kernels-base --b build/kernels --direction bwd \
   --headdims 128 --seqlens 8192 --masks full causal --groups 1 4 8 --rep 60 \
   --json $OUT/ab-gqa.json 2>&1 | tail -8
+if [ -f build/d64s.tar.xz ] && [ $(left) -gt 90 ]; then
+  # Probe: D = 64 WS 64 x 64 x 4 tiles with the ring (scripts/build-ws-
+  # backward.py OUT --head-dim 64 --tiles 64,64,4, sm_90a files into
+  # build/d64s) over the default set.
+  rm -rf build/d64s build/kernels-d64s && tar -xJf build/d64s.tar.xz -C build
+  cp -r build/kernels build/kernels-d64s && cp build/d64s/* build/kernels-d64s/
+  echo "== D = 64: default (A) vs WS 64x64x4 ring (B) at $(elapsed) s"
+  FLASHMLIR_KERNEL_DIR=build/kernels-d64s timeout 60 $PY bench/check_backward.py 2>&1 | tail -1
+  timeout ${AB64_S:-60} $PY bench/bench_kernel_ab.py --a build/kernels --b build/kernels-d64s --direction bwd \
+    --headdims 64 --seqlens 2048 8192 --masks full causal --rep 60 \
+    --json $OUT/ab-d64s.json 2>&1 | tail -4
+fi
 if [ $(left) -gt 40 ]; then
   echo "== test_gpu_modifiers (modk) at $(elapsed) s, $(left) s left"
   PYTHONPATH="$PWD/python/tests:$PYTHONPATH" FLASHMLIR_KERNEL_DIR=build/modk \
