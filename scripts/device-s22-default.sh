@@ -18,11 +18,13 @@ FLASHMLIR_REQUIRE_KERNELS=1 timeout 200 $PY -m pytest -q -p no:cacheprovider \
   $(for s in ${SUITES:-backward}; do echo python/tests/test_gpu_$s.py; done) 2>&1 | tail -3
 echo "== Llama step at $(elapsed) s"
 timeout ${LLAMA_S:-150} $PY bench/bench_llama_step.py --layers 4 --tokens 8192 --steps 6 --rounds 2 2>&1 | tail -8
-echo "== GQA: base (A) vs ring (B), D = 128 at $(elapsed) s"
-timeout ${AB_S:-80} $PY bench/bench_kernel_ab.py --a build/kernels-base --b build/kernels --direction bwd \
-  --headdims 128 --seqlens 8192 --masks full causal --groups 1 4 8 --rep 60 \
-  --json $OUT/ab-gqa.json 2>&1 | tail -8
-if [ -f build/d64s.tar.xz ] && [ $(left) -gt 90 ]; then
+if [ "${GQA:-1}" = 1 ]; then
+  echo "== GQA: base (A) vs ring (B), D = 128 at $(elapsed) s"
+  timeout ${AB_S:-80} $PY bench/bench_kernel_ab.py --a build/kernels-base --b build/kernels --direction bwd \
+    --headdims 128 --seqlens 8192 --masks full causal --groups 1 4 8 --rep 60 \
+    --json $OUT/ab-gqa.json 2>&1 | tail -8
+fi
+if [ "${D64S:-1}" = 1 ] && [ -f build/d64s.tar.xz ] && [ $(left) -gt 90 ]; then
   # Probe: D = 64 WS 64 x 64 x 4 tiles with the ring (scripts/build-ws-
   # backward.py OUT --head-dim 64 --tiles 64,64,4, sm_90a files into
   # build/d64s) over the default set.
