@@ -1293,6 +1293,8 @@ private:
   /// Warp-specialized: lse2 and delta of iteration `t`'s query block into
   /// stage `stage` of the column ring (cp.async, uncommitted).
   void copyColumns(Value t, Value stage);
+  /// (batch, head, first row) of iteration `it`'s lse2 / delta rows.
+  std::tuple<Value, Value, Value> columnRow(IRMapping &it);
   /// Warp-specialized: this lane's lse2 and delta columns of iteration `t`
   /// from the column ring into wsLseCols / wsDeltaCols.
   void loadColumns(Value t);
@@ -1804,12 +1806,15 @@ void KeyBlockKernel::emitWarpRoles(Value total) {
         zero);
 }
 
+std::tuple<Value, Value, Value> KeyBlockKernel::columnRow(IRMapping &it) {
+  return {clone(n.in.lse.offsets[0], it), clone(n.in.lse.offsets[1], it),
+          clone(n.in.lse.offsets[2], it)};
+}
+
 void KeyBlockKernel::copyColumns(Value t, Value stage) {
   // lse2 and delta are padded to whole 128-row blocks: always in bounds.
   IRMapping it = iteration(t);
-  Value batch = clone(n.in.lse.offsets[0], it),
-        head = clone(n.in.lse.offsets[1], it),
-        row0 = clone(n.in.lse.offsets[2], it);
+  auto [batch, head, row0] = columnRow(it);
   Value at = mul(stage, idx(2 * cfg.br));
   copyF32Rows(lse2, batch, head, row0, colS, at, cfg.br);
   copyF32Rows(delta, batch, head, row0, colS, add(at, idx(cfg.br)), cfg.br);
@@ -1819,9 +1824,7 @@ void KeyBlockKernel::loadGlobalColumns(IRMapping &it) {
   // Columns 8 nt + 2 tig + {0, 1} of the query block; lse2 and delta are
   // padded to whole 128-row blocks: always in bounds.
   auto v2 = VectorType::get({2}, b.getF32Type());
-  Value batch = clone(n.in.lse.offsets[0], it),
-        head = clone(n.in.lse.offsets[1], it),
-        row0 = clone(n.in.lse.offsets[2], it);
+  auto [batch, head, row0] = columnRow(it);
   wsLseCols.clear();
   wsDeltaCols.clear();
   for (int64_t nt = 0; nt < cfg.br / 8; ++nt) {
