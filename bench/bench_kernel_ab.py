@@ -54,6 +54,10 @@ def main(argv=None):
     p.add_argument("--direction", choices=["fwd", "bwd", "both"], default="both")
     p.add_argument("--tokens", type=int, default=16384)
     p.add_argument("--hidden", type=int, default=2048)
+    p.add_argument("--softcap", type=float, default=None,
+                   help="a tanh softcap on every problem (default: none)")
+    p.add_argument("--deterministic", action="store_true",
+                   help="the backward's deterministic mode")
     p.add_argument("--rep", type=float, default=200.0, help="do_bench repetitions (ms)")
     p.add_argument("--json", default=None)
     args = p.parse_args(argv)
@@ -101,13 +105,16 @@ def main(argv=None):
                         try:
                             if direction == "fwd":
                                 fn = lambda: flashmlir.attention(q, k, v, causal=causal,
-                                                                 window=window)
+                                                                 window=window,
+                                                                 softcap=args.softcap)
                                 fn()
                             else:
                                 qg, kg, vg = (t.detach().clone().requires_grad_()
                                               for t in (q, k, v))
-                                out = flashmlir.attention(qg, kg, vg, causal=causal,
-                                                          window=window)
+                                out = flashmlir.attention(
+                                    qg, kg, vg, causal=causal, window=window,
+                                    softcap=args.softcap,
+                                    deterministic=args.deterministic)
                                 fn = lambda: torch.autograd.grad(out, (qg, kg, vg), dout,
                                                                  retain_graph=True)
                                 fn()
@@ -120,11 +127,14 @@ def main(argv=None):
                         kind = "backward" if direction == "bwd" else "forward"
                         names[side] = regs[side].find(
                             KernelRequest.make(kind, "bf16", d, dv, causal=causal,
-                                               window=window),
+                                               window=window, softcap=args.softcap,
+                                               deterministic=(args.deterministic
+                                                              and kind == "backward")),
                             cc, compile=False).name
                         best[side] = min(best.get(side, ms), ms)
                     rec = dict(direction=direction, head_dim=d, value_head_dim=dv,
-                               mask=mask, seqlen=n,
+                               mask=mask, seqlen=n, softcap=args.softcap,
+                               deterministic=args.deterministic,
                                batch=b, heads=h, kv_heads=hkv, ms_a=best.get("A"), ms_b=best.get("B"),
                                kernels=names)
                     if "A" in best and "B" in best:

@@ -211,6 +211,19 @@ public:
   }
   Value divu(Value x, Value y) { return arith::DivUIOp::create(b, loc, x, y); }
   Value remu(Value x, Value y) { return arith::RemUIOp::create(b, loc, x, y); }
+  /// x / y and x % y of index values below 2^31 (loop counters), in i32: a
+  /// 64-bit division is a call to a slow subroutine in SASS.
+  std::pair<Value, Value> divRemU32(Value x, Value y) {
+    Value x32 = toI32(x), y32 = toI32(y);
+    Value q = arith::DivUIOp::create(b, loc, x32, y32);
+    Value r = arith::SubIOp::create(b, loc, x32,
+                                    arith::MulIOp::create(b, loc, q, y32));
+    auto index = [&](Value v) {
+      return arith::IndexCastUIOp::create(b, loc, b.getIndexType(), v)
+          .getResult();
+    };
+    return {index(q), index(r)};
+  }
   Value slt(Value x, Value y) {
     return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, x, y);
   }

@@ -289,6 +289,16 @@ struct BackwardConfig {
     return threads() + (warpSpecialized ? fagpu::kWarpgroupThreads : 0);
   }
   bool softcap() const { return scalars.hasSoftcap(); }
+  /// Warp-specialized at 128 queries per block, where S^T and dP^T take
+  /// 128 of the consumers' 240 registers. These kernels spilled until the
+  /// iteration's head and query block were divided out in i32 (64-bit,
+  /// each division is a call to a subroutine that holds registers), the
+  /// ring's copies recomputed their column row in each iteration (its
+  /// 64-bit loop-invariant parts held 8 registers) and P took
+  /// ex2.approx.ftz (no per-element denormal fix-up). At 64 queries each
+  /// of the three makes some kernels spill instead (deterministic, some
+  /// modifiers): ptxas' allocation is at its edge there too.
+  bool tightRegisters() const { return warpSpecialized && br > 64; }
   /// Builds `scale` and `factors` at the builder's insertion point, the
   /// start of a kernel: its first uses put the run-time scalars first in the
   /// kernel's parameters.
@@ -622,9 +632,8 @@ public:
   /// The limits for a lane whose first element pairs key `key0` with query
   /// `query0`, with the masked step's sequence lengths.
   /// `narrow`: in i32 from the start (the same values mod 2^32), so that
-  /// no 64-bit key0 is held across the loop (the lse2 / delta ring kernel
-  /// spills 8 bytes otherwise; the D = 64 128-query kernel is 5% slower in
-  /// that form, from ptxas' schedule of its lse2 / delta loads).
+  /// no 64-bit key0 is held across the loop (the warp-specialized kernels
+  /// spill otherwise).
   MaskLimits maskLimits(const BackwardConfig &cfg, Value key0, Value query0,
                         Value qLen, Value kLen, bool narrow = false) {
     MaskLimits lim;
@@ -995,12 +1004,15 @@ scoreGradients(BackwardEmitter &e, WarpFragments &frags,
         }
         // P = exp2(u c - lse2); lse2 = +inf (padded or empty rows) gives 0.
         Value l = lse2(f, h, el);
-        Value p = math::Exp2Op::create(
-            b, loc,
-            l ? math::FmaOp::create(b, loc, u, c,
-                                    arith::NegFOp::create(b, loc, l))
-                    .getResult()
-              : e.fmul(u, foldedExp));
+        Value x = l ? math::FmaOp::create(b, loc, u, c,
+                                          arith::NegFOp::create(b, loc, l))
+                          .getResult()
+                    : e.fmul(u, foldedExp);
+        // (Denormal results flushed where registers are tight, as in the
+        // forward's wgmma softmax.)
+        Value p = cfg.tightRegisters()
+                      ? faptx::Ex2Op::create(b, loc, x).getResult()
+                      : math::Exp2Op::create(b, loc, x).getResult();
         Value vis = visible(f, h, el);
         if (maskMod) {
           Value seen = maskInl->at(Value(), qKey, kKey);
@@ -1301,7 +1313,6 @@ private:
   /// Warp-specialized without the ring: this lane's lse2 and delta columns
   /// of iteration `it` from global memory (issued before the GEMMs; ptxas
   /// sinks them towards their uses).
-  void loadGlobalColumns(IRMapping &it);
   /// Warp-specialized dQ: each consumer warpgroup writes its [64, 64] dQ
   /// unit (this warp's 16 rows, C fragments) to its 128-byte swizzled
   /// staging panels and hands them to the producer's dQ warp, which adds
@@ -1361,27 +1372,34 @@ private:
   int64_t qOffset = 0, doOffset = 0, kOffset = 0, vOffset = 0;
   Value dsBufBytes, dsBufElems;
   SmallVector<Value> wsLseCols, wsDeltaCols;
-  /// Warp-specialized: lse2 (not with a softcap or score_mod: S is not
-  /// the exponent's argument there) and delta start the S^T / dP^T
-  /// accumulators instead of being subtracted per element, so their
-  /// registers are free again once the GEMMs are issued. They come from a
-  /// ring of kBackwardColumnStages [2, Br] f32 stages (colS) that the consumers
-  /// fill by cp.async two iterations ahead: loaded from global memory where
-  /// they are used, they were a quarter of the consumers' stall samples
-  /// (L2 latency), and held in registers any earlier they spill.
+  /// Warp-specialized: lse2 and delta come from a ring of
+  /// kBackwardColumnStages [2, Br] f32 stages (colS) that the consumers fill
+  /// by cp.async two iterations ahead: loaded from global memory where they
+  /// are used, they were a quarter of the consumers' stall samples (L2
+  /// latency), and held in registers any earlier they spill. delta starts
+  /// the dP^T accumulators, and so does lse2 the S^T ones where
+  /// backwardFoldsLse (not with a softcap or score_mod: S is not the
+  /// exponent's argument there), instead of being subtracted per element,
+  /// so their registers are free again once the GEMMs are issued.
   /// `expRecip` = 1 / foldedExp.
   /// The exponent factor is at least 2^-100 there (a smaller one only
   /// changes P by 2^-100 |S|), so that lse2 / it stays finite.
-  bool columnRing = false, foldLse = false;
+  bool foldLse = false;
   Value wsTotal, foldedExp, expRecip;
   Value laneK, laneQB, laneV, laneDoB, laneDoA, laneQA, laneDsB, laneKA;
 };
 
 IRMapping KeyBlockKernel::iteration(Value t) {
   IRMapping m = base;
-  m.map(n.headLoop.getInductionVar(), arith::DivUIOp::create(b, loc, t, nQB));
-  m.map(n.queryLoop.getInductionVar(),
-        add(qbLo, arith::RemUIOp::create(b, loc, t, nQB)));
+  Value head, qb;
+  if (cfg.tightRegisters()) {
+    std::tie(head, qb) = divRemU32(t, nQB);
+  } else {
+    head = divu(t, nQB);
+    qb = remu(t, nQB);
+  }
+  m.map(n.headLoop.getInductionVar(), head);
+  m.map(n.queryLoop.getInductionVar(), add(qbLo, qb));
   return m;
 }
 
@@ -1423,7 +1441,7 @@ KeyBlockKernel::gradients(IRMapping &it, Value qRow0, ArrayRef<Value> s,
     lseCols.push_back(vector::LoadOp::create(b, loc, v2, lseS, col));
     deltaCols.push_back(vector::LoadOp::create(b, loc, v2, deltaS, col));
   }
-  for (int64_t nt = 0; columnRing && !foldLse && nt < nqt; ++nt) {
+  for (int64_t nt = 0; cfg.warpSpecialized && !foldLse && nt < nqt; ++nt) {
     Value col = add(add(colStage, idx(8 * nt)), mul(tig, idx(2)));
     lseCols.push_back(vector::LoadOp::create(b, loc, v2, colS, col));
   }
@@ -1444,7 +1462,7 @@ KeyBlockKernel::gradients(IRMapping &it, Value qRow0, ArrayRef<Value> s,
           kLen = clone(step.getKLen(), it);
     key0 = add(add(kS, warpKey0), g);
     query0 = add(add(qStart, qOff), mul(tig, idx(2)));
-    lim = maskLimits(cfg, key0, query0, qLen, kLen, columnRing);
+    lim = maskLimits(cfg, key0, query0, qLen, kLen, cfg.warpSpecialized);
     qLast = toI32(sub(qLen, idx(1)));
     kLast = toI32(sub(kLen, idx(1)));
   }
@@ -1478,7 +1496,7 @@ KeyBlockKernel::gradients(IRMapping &it, Value qRow0, ArrayRef<Value> s,
   }
 
   // (Warp specialized: folded into the accumulators, see foldLse.)
-  bool lseFolded = columnRing && foldLse, deltaFolded = columnRing;
+  bool lseFolded = foldLse, deltaFolded = cfg.warpSpecialized;
   return scoreGradients(
       *this, frags, cfg, s, dpT,
       [&](int64_t f, int64_t, int64_t el) {
@@ -1571,17 +1589,12 @@ SmallVector<Value> KeyBlockKernel::bodyWgmma(Value t, Value buf,
   if (cfg.warpSpecialized) {
     qBufBytes = mul(buf, idx(qTile.bytes(2)));
     doBufBytes = mul(buf, idx(doTile.bytes(2)));
-    if (columnRing) {
-      loadColumns(t);
-      // The columns of two iterations on (the last one's again past the
-      // end).
-      Value ahead = add(t, idx(2));
-      copyColumns(arith::MinUIOp::create(b, loc, ahead, sub(wsTotal, idx(1))),
-                  remu(ahead, kBackwardColumnStages));
-      commit();
-    } else {
-      loadGlobalColumns(it);
-    }
+    loadColumns(t);
+    // The columns of two iterations on (the last one's again past the end).
+    Value ahead = add(t, idx(2));
+    copyColumns(arith::MinUIOp::create(b, loc, ahead, sub(wsTotal, idx(1))),
+                remu(ahead, kBackwardColumnStages));
+    commit();
   }
   Value qB = wg.advance(wg.opaque(qDescB), qBufBytes),
         doB = wg.advance(wg.opaque(doDescB), doBufBytes);
@@ -1604,7 +1617,7 @@ SmallVector<Value> KeyBlockKernel::bodyWgmma(Value t, Value buf,
   // of both phases then exceed the consumers' 240 registers.)
   const bool overlap = cfg.warpSpecialized && cfg.br <= 64;
   SmallVector<Value> sInit, dpInit;
-  if (columnRing) {
+  if (cfg.warpSpecialized) {
     if (foldLse)
       sInit = columnInit(wsLseCols, expRecip);
     dpInit = columnInit(wsDeltaCols, Value());
@@ -1667,7 +1680,7 @@ SmallVector<Value> KeyBlockKernel::bodyWgmma(Value t, Value buf,
     issueDk();
     wg.commit();
   }
-  if (columnRing) {
+  if (cfg.warpSpecialized) {
     // The next iteration's columns land before the barrier below, which
     // makes them every consumer's.
     waitCopies(1);
@@ -1815,25 +1828,15 @@ void KeyBlockKernel::copyColumns(Value t, Value stage) {
   // lse2 and delta are padded to whole 128-row blocks: always in bounds.
   IRMapping it = iteration(t);
   auto [batch, head, row0] = columnRow(it);
+  // (Recomputed in each iteration, not kept: BackwardConfig::tightRegisters.)
+  if (cfg.tightRegisters()) {
+    batch = opaqueIndex(batch);
+    head = opaqueIndex(head);
+    row0 = opaqueIndex(row0);
+  }
   Value at = mul(stage, idx(2 * cfg.br));
   copyF32Rows(lse2, batch, head, row0, colS, at, cfg.br);
   copyF32Rows(delta, batch, head, row0, colS, add(at, idx(cfg.br)), cfg.br);
-}
-
-void KeyBlockKernel::loadGlobalColumns(IRMapping &it) {
-  // Columns 8 nt + 2 tig + {0, 1} of the query block; lse2 and delta are
-  // padded to whole 128-row blocks: always in bounds.
-  auto v2 = VectorType::get({2}, b.getF32Type());
-  auto [batch, head, row0] = columnRow(it);
-  wsLseCols.clear();
-  wsDeltaCols.clear();
-  for (int64_t nt = 0; nt < cfg.br / 8; ++nt) {
-    Value col = add(add(row0, idx(8 * nt)), mul(tig, idx(2)));
-    wsLseCols.push_back(
-        vector::LoadOp::create(b, loc, v2, lse2, ValueRange{batch, head, col}));
-    wsDeltaCols.push_back(vector::LoadOp::create(b, loc, v2, delta,
-                                                 ValueRange{batch, head, col}));
-  }
 }
 
 void KeyBlockKernel::loadColumns(Value t) {
@@ -1858,7 +1861,7 @@ void KeyBlockKernel::storeTransposed(const SmemTile &tile, ArrayRef<Value> regs,
   // (ct % 8) ^ (row % 8) (row % 8 = g: warpKey0 is a multiple of 16). The
   // packed A registers hold row half h of fragment nt (no f32 copy live).
   Value ct0 = divu(qOff, 8);
-  Value gHere = columnRing ? opaqueIndex(g) : g;
+  Value gHere = cfg.warpSpecialized ? opaqueIndex(g) : g;
   for (int64_t nt = 0; nt < nCols / 8; ++nt)
     for (int64_t h = 0; h < 2; ++h) {
       Value row = add(add(warpKey0, g), idx(8 * h));
@@ -2128,7 +2131,7 @@ void KeyBlockKernel::stageDqUnit(ArrayRef<Value> dq) {
   // conflict-free 8-byte stores.
   Value base = add(mul(group, idx(kDqUnitFloats)),
                    mul(remu(warp, 4), idx(16 * kDqBoxCols)));
-  Value gHere = columnRing ? opaqueIndex(g) : g;
+  Value gHere = cfg.warpSpecialized ? opaqueIndex(g) : g;
   for (int64_t nt = 0; nt < 64 / 8; ++nt)
     for (int64_t h = 0; h < 2; ++h) {
       Value chunk = arith::XOrIOp::create(
@@ -2418,7 +2421,6 @@ void KeyBlockKernel::epilogue(ValueRange acc) {
 
 int64_t KeyBlockKernel::emit(gpu::LaunchOp launch) {
   nest = n.forall;
-  columnRing = backwardColumnRing(cfg.warpSpecialized, cfg.br);
   // First uses fix the kernel's parameter order:
   // q, k, v, dout, lse2, delta, [dq_accum], dk, dv.
   for (Value *mem : {&n.in.qMem, &n.in.kMem, &n.in.vMem, &n.in.doMem})
@@ -2584,7 +2586,7 @@ int64_t KeyBlockKernel::emit(gpu::LaunchOp launch) {
   if (!cfg.warpSpecialized) {
     lseS = smem.f32Buffer(b, loc, 2 * cfg.br);
     deltaS = smem.f32Buffer(b, loc, 2 * cfg.br);
-  } else if (columnRing) {
+  } else {
     colS = smem.f32Buffer(b, loc, kBackwardColumnStages * 2 * cfg.br);
   }
   if (n.withDq && cfg.stageDq && cfg.warpSpecialized) {
@@ -2659,14 +2661,15 @@ int64_t KeyBlockKernel::emit(gpu::LaunchOp launch) {
   if (cfg.warpSpecialized) {
     emitWarpRoles(total);
     AttentionBackwardStepOp mods = cfg.modifiers;
-    foldLse = columnRing && !cfg.softcap() && !(mods && mods.hasScoreMod());
+    foldLse = backwardFoldsLse(cfg.br) && !cfg.softcap() &&
+              !(mods && mods.hasScoreMod());
     if (foldLse) {
       foldedExp = arith::MaximumFOp::create(b, loc, cfg.factors.expFactor,
                                             f32(0x1p-100));
       expRecip = arith::DivFOp::create(b, loc, f32(1.0), foldedExp);
     }
     wsTotal = total;
-    if (columnRing) {
+    {
       // The ring's first two iterations, every consumer's before the loop
       // (none when no query block is visible: the block's first one may lie
       // past the padded rows then).

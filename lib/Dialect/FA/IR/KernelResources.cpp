@@ -157,17 +157,14 @@ KernelResources mlir::fa::kernelResources(KernelConfigAttr config,
     place(tile(2 * bq, d));
     place(tile(2 * bq, dv));
     // Warp-specialized: the consumers meet once per query block, so dS^T is
-    // double-buffered; lse2 and delta come through a ring of stages (or
-    // from global memory).
+    // double-buffered; lse2 and delta come through a ring of stages
+    // (cooperative: beside each of the two Q / dO buffers).
     bool ws = config.getSchedule() == KernelSchedule::WarpSpecialized;
     if (problem.withDq || wgSplit > 1)
       place(tile(bkv, bq));
     if (wgSplit > 1 || (ws && problem.withDq))
       place(tile(bkv, bq));
-    if (backwardColumnRing(ws, bq))
-      bytes += kBackwardColumnStages * (2 * bq * 4);
-    else if (!ws)
-      bytes += 2 * (2 * bq * 4);
+    bytes += (ws ? kBackwardColumnStages : 2) * (2 * bq * 4);
     if (staged && ws) {
       // Per warp, 16 rows x 64 columns of f32 as two 128-byte swizzled
       // panels that a bulk tensor reduction adds to dQ.

@@ -136,14 +136,12 @@ constexpr int64_t kBackwardRowBlock = 128;
 /// the one landing, the one being issued).
 constexpr int64_t kBackwardColumnStages = 3;
 
-/// Whether a warp-specialized key-block kernel of `blockQ` queries per
-/// block takes lse2 / delta through that ring (and folds them into the S^T
-/// / dP^T accumulators). At 128 queries it reads them from global memory
-/// where used: S^T and dP^T then hold 128 registers and the ring's
-/// accumulator initialization spills.
-inline bool backwardColumnRing(bool warpSpecialized, int64_t blockQ) {
-  return warpSpecialized && blockQ <= 64;
-}
+/// Whether the warp-specialized key-block kernel of `blockQ` queries per
+/// block starts its S^T accumulators at -lse2 / c (delta always starts
+/// dP^T's). At 128 queries the accumulators' initialization spills and
+/// reading lse2 where it is used was 3-5% faster (H100, D = 64); at 64
+/// reading it there was 0-3.5% slower (D = 128).
+inline bool backwardFoldsLse(int64_t blockQ) { return blockQ <= 64; }
 
 /// Accumulator registers per thread above which a kernel cannot keep its
 /// state in registers (the rest of the 255 go to addresses, fragments and
