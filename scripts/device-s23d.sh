@@ -28,12 +28,15 @@ PYTHONPATH="$PWD/python/tests:$PYTHONPATH" FLASHMLIR_KERNEL_DIR=build/modk \
   timeout 90 $PY -m pytest -q -p no:cacheprovider python/tests/test_gpu_modifiers.py 2>&1 | tail -2
 sanitize_backward "${SAN_ARGS:-64 causal,64 det big}"
 echo "== A/B previous default (A) vs new (B) at $(elapsed) s"
-timeout 150 $PY bench/bench_kernel_ab.py --a build/kernels-prev --b build/kernels --direction bwd \
-  --headdims 64 128 --seqlens 2048 16384 --masks full causal --rep 60 \
+timeout $(( $(left) > 150 ? 150 : $(left) )) $PY bench/bench_kernel_ab.py --a build/kernels-prev \
+  --b build/kernels --direction bwd --headdims ${AB_D:-64 128} --seqlens 2048 16384 \
+  --masks full causal --rep 60 \
   --json $OUT/ab-prev-new.json 2>&1 | tail -8
-timeout 40 $PY bench/bench_kernel_ab.py --a build/kernels-prev --b build/kernels --direction bwd \
-  --headdims 64 --seqlens 8192 --masks full causal --deterministic --rep 60 \
-  --json $OUT/ab-prev-new-det.json 2>&1 | tail -2
+if [ $(left) -gt 50 ]; then
+  timeout 40 $PY bench/bench_kernel_ab.py --a build/kernels-prev --b build/kernels --direction bwd \
+    --headdims 64 --seqlens 8192 --masks full causal --deterministic --rep 60 \
+    --json $OUT/ab-prev-new-det.json 2>&1 | tail -2
+fi
 if [ $(left) -gt 100 ]; then
   echo "== Llama step at $(elapsed) s"
   timeout 150 $PY bench/bench_llama_step.py --layers 4 --tokens 8192 --steps 6 --rounds 2 2>&1 | tail -5
