@@ -12,7 +12,10 @@ source "$(dirname "${BASH_SOURCE[0]}")/device-env.sh"
 rm -rf build/kernels build/kernels-prev build/modk
 tar -xJf build/kernels.tar.xz -C build
 tar -xJf build/modk.tar.xz -C build
-mkdir -p build/kernels-prev && tar -xJf build/kernels-prev.tar.xz -C build/kernels-prev --strip-components=1
+if [ -f build/kernels-prev.tar.xz ]; then
+  mkdir -p build/kernels-prev
+  tar -xJf build/kernels-prev.tar.xz -C build/kernels-prev --strip-components=1
+fi
 LIMIT=${LIMIT:-585}
 left() { echo $(( LIMIT - $(elapsed) )); }
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
@@ -27,15 +30,17 @@ echo "== test_gpu_modifiers (modk) at $(elapsed) s"
 PYTHONPATH="$PWD/python/tests:$PYTHONPATH" FLASHMLIR_KERNEL_DIR=build/modk \
   timeout 90 $PY -m pytest -q -p no:cacheprovider python/tests/test_gpu_modifiers.py 2>&1 | tail -2
 sanitize_backward "${SAN_ARGS:-64 causal,64 det big}"
-echo "== A/B previous default (A) vs new (B) at $(elapsed) s"
-timeout $(( $(left) > 150 ? 150 : $(left) )) $PY bench/bench_kernel_ab.py --a build/kernels-prev \
-  --b build/kernels --direction bwd --headdims ${AB_D:-64 128} --seqlens 2048 16384 \
-  --masks full causal --rep 60 \
-  --json $OUT/ab-prev-new.json 2>&1 | tail -8
-if [ $(left) -gt 50 ]; then
-  timeout 40 $PY bench/bench_kernel_ab.py --a build/kernels-prev --b build/kernels --direction bwd \
-    --headdims 64 --seqlens 8192 --masks full causal --deterministic --rep 60 \
-    --json $OUT/ab-prev-new-det.json 2>&1 | tail -2
+if [ "${AB:-1}" = 1 ] && [ -d build/kernels-prev ]; then
+  echo "== A/B previous default (A) vs new (B) at $(elapsed) s"
+  timeout $(( $(left) > 150 ? 150 : $(left) )) $PY bench/bench_kernel_ab.py --a build/kernels-prev \
+    --b build/kernels --direction bwd --headdims ${AB_D:-64 128} --seqlens 2048 16384 \
+    --masks full causal --rep 60 \
+    --json $OUT/ab-prev-new.json 2>&1 | tail -8
+  if [ $(left) -gt 50 ]; then
+    timeout 40 $PY bench/bench_kernel_ab.py --a build/kernels-prev --b build/kernels --direction bwd \
+      --headdims 64 --seqlens 8192 --masks full causal --deterministic --rep 60 \
+      --json $OUT/ab-prev-new-det.json 2>&1 | tail -2
+  fi
 fi
 if [ $(left) -gt 100 ]; then
   echo "== Llama step at $(elapsed) s"

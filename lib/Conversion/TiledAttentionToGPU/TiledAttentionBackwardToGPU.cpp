@@ -1310,9 +1310,6 @@ private:
   /// Warp-specialized: this lane's lse2 and delta columns of iteration `t`
   /// from the column ring into wsLseCols / wsDeltaCols.
   void loadColumns(Value t);
-  /// Warp-specialized without the ring: this lane's lse2 and delta columns
-  /// of iteration `it` from global memory (issued before the GEMMs; ptxas
-  /// sinks them towards their uses).
   /// Warp-specialized dQ: each consumer warpgroup writes its [64, 64] dQ
   /// unit (this warp's 16 rows, C fragments) to its 128-byte swizzled
   /// staging panels and hands them to the producer's dQ warp, which adds
