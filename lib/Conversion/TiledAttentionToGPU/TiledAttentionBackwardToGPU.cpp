@@ -631,14 +631,14 @@ public:
 
   /// The limits for a lane whose first element pairs key `key0` with query
   /// `query0`, with the masked step's sequence lengths.
-  /// `narrow`: in i32 from the start (the same values mod 2^32), so that
-  /// no 64-bit key0 is held across the loop (the warp-specialized kernels
-  /// spill otherwise).
+  /// Warp-specialized: in i32 from the start (the same values mod 2^32), so
+  /// that no 64-bit key0 is held across the loop (those kernels spill
+  /// otherwise).
   MaskLimits maskLimits(const BackwardConfig &cfg, Value key0, Value query0,
-                        Value qLen, Value kLen, bool narrow = false) {
+                        Value qLen, Value kLen) {
     MaskLimits lim;
     Value d0, off;
-    if (narrow) {
+    if (cfg.warpSpecialized) {
       Value k0 = toI32(key0), kl = toI32(kLen);
       d0 = arith::SubIOp::create(b, loc, k0, toI32(query0));
       off = arith::SubIOp::create(b, loc, kl, toI32(qLen));
@@ -1305,8 +1305,6 @@ private:
   /// Warp-specialized: lse2 and delta of iteration `t`'s query block into
   /// stage `stage` of the column ring (cp.async, uncommitted).
   void copyColumns(Value t, Value stage);
-  /// (batch, head, first row) of iteration `it`'s lse2 / delta rows.
-  std::tuple<Value, Value, Value> columnRow(IRMapping &it);
   /// Warp-specialized: this lane's lse2 and delta columns of iteration `t`
   /// from the column ring into wsLseCols / wsDeltaCols.
   void loadColumns(Value t);
@@ -1459,7 +1457,7 @@ KeyBlockKernel::gradients(IRMapping &it, Value qRow0, ArrayRef<Value> s,
           kLen = clone(step.getKLen(), it);
     key0 = add(add(kS, warpKey0), g);
     query0 = add(add(qStart, qOff), mul(tig, idx(2)));
-    lim = maskLimits(cfg, key0, query0, qLen, kLen, cfg.warpSpecialized);
+    lim = maskLimits(cfg, key0, query0, qLen, kLen);
     qLast = toI32(sub(qLen, idx(1)));
     kLast = toI32(sub(kLen, idx(1)));
   }
@@ -1816,15 +1814,12 @@ void KeyBlockKernel::emitWarpRoles(Value total) {
         zero);
 }
 
-std::tuple<Value, Value, Value> KeyBlockKernel::columnRow(IRMapping &it) {
-  return {clone(n.in.lse.offsets[0], it), clone(n.in.lse.offsets[1], it),
-          clone(n.in.lse.offsets[2], it)};
-}
-
 void KeyBlockKernel::copyColumns(Value t, Value stage) {
   // lse2 and delta are padded to whole 128-row blocks: always in bounds.
   IRMapping it = iteration(t);
-  auto [batch, head, row0] = columnRow(it);
+  Value batch = clone(n.in.lse.offsets[0], it),
+        head = clone(n.in.lse.offsets[1], it),
+        row0 = clone(n.in.lse.offsets[2], it);
   // (Recomputed in each iteration, not kept: BackwardConfig::tightRegisters.)
   if (cfg.tightRegisters()) {
     batch = opaqueIndex(batch);

@@ -264,9 +264,10 @@ SmallVector<Tiles> candidates(const OpTraits &op, MmaKind mma,
   }
   // At D = Dv = 64 on 128 x 128 tiles of 8 warps (at 64 queries one dQ
   // unit would serve two warpgroups). With lse2 / delta through the
-  // shared-memory ring it takes 0.78-0.86x the time of the previous
-  // defaults (H100, 2026-12-06: the cooperative kernel unmasked, this
-  // kernel with global lse2 / delta loads causal and windowed, N 2k-16k).
+  // shared-memory ring a probe of it took 0.78-0.86x the time of the
+  // previous defaults (H100, 2026-12-06: the cooperative kernel unmasked,
+  // this kernel with global lse2 / delta loads causal and windowed, N
+  // 2k-16k; the probe spilled 16-40 bytes, these kernels do not).
   auto fixedOr = [](int64_t fixed, int64_t v) { return !fixed || fixed == v; };
   if (wsBackward && !op.modifiers && op.d == 64 && op.dv == 64 &&
       fixedOr(req.blockQ, 128) && fixedOr(req.blockKV, 128) &&

@@ -139,8 +139,9 @@ constexpr int64_t kBackwardColumnStages = 3;
 /// Whether the warp-specialized key-block kernel of `blockQ` queries per
 /// block starts its S^T accumulators at -lse2 / c (delta always starts
 /// dP^T's). At 128 queries the accumulators' initialization spills and
-/// reading lse2 where it is used was 3-5% faster (H100, D = 64); at 64
-/// reading it there was 0-3.5% slower (D = 128).
+/// reading lse2 where it is used was 2-5% faster (H100, D = 64); at 64
+/// reading it there was up to 3.5% slower unmasked, within 1% causal
+/// (D = 128).
 inline bool backwardFoldsLse(int64_t blockQ) { return blockQ <= 64; }
 
 /// Accumulator registers per thread above which a kernel cannot keep its
