@@ -1048,6 +1048,15 @@ public:
     return res;
   }
 
+  /// `v` (an index) through an operand fence: the addresses derived from it
+  /// stay where they are used instead of being hoisted out of a loop and
+  /// held in registers across it (or spilled).
+  Value opaqueIndex(Value v) {
+    Value i = arith::IndexCastOp::create(b, loc, b.getI32Type(), v);
+    return arith::IndexCastOp::create(b, loc, b.getIndexType(),
+                                      fenceOperands({i})[0]);
+  }
+
 private:
   LLVM::LLVMStructType accType(int64_t n) {
     SmallVector<Type> fields(n / 2, b.getF32Type());

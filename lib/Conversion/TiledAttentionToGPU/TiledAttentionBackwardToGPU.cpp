@@ -1261,14 +1261,8 @@ private:
   /// queries.
   void storeTransposed(const SmemTile &tile, ArrayRef<Value> regs, Value qOff,
                        int64_t nCols);
-  /// `v` through an opaque move: the swizzled addresses derived from it in
-  /// the loop stay there, computed where they are used, instead of being
-  /// hoisted and held in registers across the loop (or spilled).
-  Value opaqueIndex(Value v) {
-    Value i = arith::IndexCastOp::create(b, loc, b.getI32Type(), v);
-    return arith::IndexCastOp::create(b, loc, b.getIndexType(),
-                                      wg.fenceOperands({i})[0]);
-  }
+  /// `v` through an operand fence (WarpgroupMma::opaqueIndex).
+  Value opaqueIndex(Value v) { return wg.opaqueIndex(v); }
   /// dQ = dS K of this iteration added to the accumulator (dS^T in dsTile).
   /// `afterIssue` (one unit per warpgroup only) issues more GEMMs after
   /// dQ's, which run while dQ is reduced.

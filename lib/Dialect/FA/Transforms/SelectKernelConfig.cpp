@@ -163,7 +163,14 @@ SmallVector<Tiles> warpSpecializedCandidates(const OpTraits &op, MmaKind mma,
   persistent.tileScheduler = op.masked || op.sequenceForm
                                  ? TileScheduler::Dynamic
                                  : TileScheduler::Persistent;
-  return {persistent, t};
+  if (persistent.tileScheduler == TileScheduler::Dynamic)
+    return {persistent, t};
+  // Without a mask the dynamic kernel next: where the static one spills
+  // (D = 64: 16-20 bytes of its tile loop's 64-bit state), the dynamic
+  // one's counter leaves it none.
+  Tiles dynamic = t;
+  dynamic.tileScheduler = TileScheduler::Dynamic;
+  return {persistent, dynamic, t};
 }
 
 SmallVector<Tiles> candidates(const OpTraits &op, MmaKind mma,
