@@ -31,6 +31,9 @@
 // RUN: FileCheck %s --check-prefix=DYNAMIC-PTX < %t/dynamic/fa_fwd_d128_bf16_causal_sm90a.ptx
 // The warp-specialized backward: its dQ warp's tensor map of the dq_accum
 // workspace buffer is a manifest parameter the runtime encodes.
+// RUN: fa-compile --head-dim=64 --dtype=bf16 --chip=sm_90a -o %t/d64 > /dev/null
+// RUN: FileCheck %s --check-prefix=D64 < %t/d64/fa_fwd_d64_bf16_sm90a.json
+// RUN: %ptxas -arch=sm_90a -v %t/d64/fa_fwd_d64_bf16_sm90a.ptx -o /dev/null 2>&1 | FileCheck %s --check-prefix=PTXAS
 // RUN: fa-compile --kind=backward --head-dim=128 --dtype=bf16 --chip=sm_90a --causal --schedule=warp_specialized -o %t/bwd > /dev/null
 // RUN: FileCheck %s --check-prefix=BWD < %t/bwd/fa_bwd_d128_bf16_causal_sm90a.json
 // RUN: python3 %S/check-manifests.py %t/bwd
@@ -116,6 +119,13 @@
 // loads around the Q channel's barriers.
 // DYNAMIC-PTX: atom.global
 // DYNAMIC-PTX: mbarrier.arrive.shared
+
+// At D = 64 without a mask the persistent kernel spills (its tile loop's
+// 64-bit state), and fa-compile takes the next candidate: the dynamic
+// kernel, 0 spills (the TMA-store epilogue forms its staging addresses from
+// a fenced thread index instead of holding them across the tiles).
+// D64:          "block_q": 192,
+// D64:          "tile_scheduler": "dynamic",
 
 // BWD:          "entry": "fa_bwd_kernel",
 // BWD:          "name": "dout_map",

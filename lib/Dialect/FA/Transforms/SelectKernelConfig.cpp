@@ -148,8 +148,8 @@ SmallVector<Tiles> warpSpecializedCandidates(const OpTraits &op, MmaKind mma,
   // The persistent scheduler (with its TMA-store epilogue) where it was
   // measured to win: without a mask, 1.01-1.59x the grid kernels at D = 128
   // and 1.03-1.39x at D = 64 (N 512-16k, H200, 2026-12-02); the grid one
-  // next (fa-compile's choice when the persistent kernel spills, as at
-  // D = 64). With a mask, the dynamic scheduler: the static order loses at
+  // last (fa-compile's choice when the others spill). With a mask, the
+  // dynamic scheduler: the static order loses at
   // causal 16k (0.84x at D = 128), the atomic counter balances the uneven
   // tiles. Dv != D without a mask: persistent, 0.55-0.98x the grid's time
   // at (64, 128) and 0.70-0.99x at (128, 64) up to 4k, 1.02-1.03x at 16k
@@ -166,8 +166,8 @@ SmallVector<Tiles> warpSpecializedCandidates(const OpTraits &op, MmaKind mma,
   if (persistent.tileScheduler == TileScheduler::Dynamic)
     return {persistent, t};
   // Without a mask the dynamic kernel next: where the static one spills
-  // (D = 64: 16-20 bytes of its tile loop's 64-bit state), the dynamic
-  // one's counter leaves it none.
+  // (D = 64: 16-20 bytes of its tile loop's 64-bit state) the dynamic one,
+  // which takes its tiles from the counter, has none.
   Tiles dynamic = t;
   dynamic.tileScheduler = TileScheduler::Dynamic;
   return {persistent, dynamic, t};
