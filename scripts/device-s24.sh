@@ -43,23 +43,40 @@ for args in "64" "64 causal" "128"; do
       | grep -E "max err|ERROR SUMMARY|RACECHECK SUMMARY|hazard|Invalid" | head -4
   done
 done
+if [ $(left) -gt 100 ]; then
 echo "== A/B forward prev (A) vs new (B) at $(elapsed) s"
-timeout 120 $PY bench/bench_kernel_ab.py --a build/kernels-prev --b build/kernels \
+timeout 100 $PY bench/bench_kernel_ab.py --a build/kernels-prev --b build/kernels \
   --direction fwd --headdims 64 --seqlens 512 1024 2048 4096 8192 16384 \
   --masks full causal --rep 40 --json $OUT/ab-fwd-d64.json 2>&1 | grep "B/A"
 timeout 40 $PY bench/bench_kernel_ab.py --a build/kernels-prev --b build/kernels \
   --direction fwd --headdims 128 --seqlens 2048 16384 --masks full causal --rep 40 \
   --json $OUT/ab-fwd-d128.json 2>&1 | grep "B/A"
+fi
+if [ $(left) -gt 100 ]; then
 echo "== A/B backward prev (A) vs new (B) at $(elapsed) s"
-timeout 90 $PY bench/bench_kernel_ab.py --a build/kernels-prev --b build/kernels \
+timeout 80 $PY bench/bench_kernel_ab.py --a build/kernels-prev --b build/kernels \
   --direction bwd --headdims 64 --seqlens 2048 16384 --masks full causal --rep 60 \
   --json $OUT/ab-bwd-d64.json 2>&1 | grep "B/A"
 timeout 40 $PY bench/bench_kernel_ab.py --a build/kernels-prev --b build/kernels --direction bwd \
   --headdims 64 --seqlens 8192 --masks full causal --deterministic --rep 60 \
   --json $OUT/ab-bwd-d64-det.json 2>&1 | grep "B/A"
+fi
+if [ $(left) -gt 100 ]; then
 echo "== check_backward --bench at $(elapsed) s"
-timeout 120 $PY bench/check_backward.py --bench --headdims 64 128 \
-  --seqlens 2048 8192 16384 2>&1 | grep "^D"
+timeout $(( $(left) - 20 > 130 ? 130 : $(left) - 20 )) $PY bench/check_backward.py --bench --headdims 64 128 \
+  --seqlens 1024 2048 8192 16384 2>&1 | grep "^D"
+fi
+if [ $(left) -gt 70 ]; then
+echo "== GQA against MHA at the same Hq (D = 128, this set both sides) at $(elapsed) s"
+timeout 60 $PY bench/bench_kernel_ab.py --a build/kernels --b build/kernels --direction bwd \
+  --headdims 128 --seqlens 2048 8192 --masks full causal --groups 1 4 8 --hidden 2048 --rep 40 \
+  --json $OUT/gqa.json 2>&1 | grep "B/A"
+fi
+if [ $(left) -gt 80 ]; then
+  echo "== per-kernel breakdown at $(elapsed) s"
+  timeout $(( $(left) - 20 > 60 ? 60 : $(left) - 20 )) $PY bench/profile_backward_kernels.py \
+    --headdims 64 128 --seqlens 2048 8192 2>&1 | grep -v Warning
+fi
 if [ $(left) -gt 170 ]; then
   echo "== bench_attention fwd D=64 at $(elapsed) s"
   timeout 90 $PY bench/bench_attention.py --direction fwd --headdims 64 \
@@ -69,11 +86,6 @@ fi
 if [ $(left) -gt 130 ]; then
   echo "== Llama step at $(elapsed) s"
   timeout 120 $PY bench/bench_llama_step.py --layers 4 --tokens 8192 --steps 6 --rounds 2 2>&1 | tail -4
-fi
-if [ $(left) -gt 60 ]; then
-  echo "== per-kernel breakdown at $(elapsed) s"
-  timeout $(( $(left) - 50 > 60 ? 60 : $(left) - 50 )) $PY bench/profile_backward_kernels.py \
-    --headdims 64 128 --seqlens 2048 8192 2>&1 | grep -v Warning
 fi
 if [ $(left) -gt 100 ]; then
   echo "== ncu source D=128 at $(elapsed) s"
