@@ -29,11 +29,11 @@
 // RUN: python3 %S/check-manifests.py %t/dynamic
 // RUN: %ptxas -arch=sm_90a -v %t/dynamic/fa_fwd_d128_bf16_causal_sm90a.ptx -o /dev/null 2>&1 | FileCheck %s --check-prefix=PTXAS
 // RUN: FileCheck %s --check-prefix=DYNAMIC-PTX < %t/dynamic/fa_fwd_d128_bf16_causal_sm90a.ptx
-// The warp-specialized backward: its dQ warp's tensor map of the dq_accum
-// workspace buffer is a manifest parameter the runtime encodes.
 // RUN: fa-compile --head-dim=64 --dtype=bf16 --chip=sm_90a -o %t/d64 > /dev/null
 // RUN: FileCheck %s --check-prefix=D64 < %t/d64/fa_fwd_d64_bf16_sm90a.json
 // RUN: %ptxas -arch=sm_90a -v %t/d64/fa_fwd_d64_bf16_sm90a.ptx -o /dev/null 2>&1 | FileCheck %s --check-prefix=PTXAS
+// The warp-specialized backward: its dQ warp's tensor map of the dq_accum
+// workspace buffer is a manifest parameter the runtime encodes.
 // RUN: fa-compile --kind=backward --head-dim=128 --dtype=bf16 --chip=sm_90a --causal --schedule=warp_specialized -o %t/bwd > /dev/null
 // RUN: FileCheck %s --check-prefix=BWD < %t/bwd/fa_bwd_d128_bf16_causal_sm90a.json
 // RUN: python3 %S/check-manifests.py %t/bwd

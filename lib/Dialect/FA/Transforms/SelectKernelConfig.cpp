@@ -149,9 +149,8 @@ SmallVector<Tiles> warpSpecializedCandidates(const OpTraits &op, MmaKind mma,
   // measured to win: without a mask, 1.01-1.59x the grid kernels at D = 128
   // and 1.03-1.39x at D = 64 (N 512-16k, H200, 2026-12-02); the grid one
   // last (fa-compile's choice when the others spill). With a mask, the
-  // dynamic scheduler: the static order loses at
-  // causal 16k (0.84x at D = 128), the atomic counter balances the uneven
-  // tiles. Dv != D without a mask: persistent, 0.55-0.98x the grid's time
+  // dynamic scheduler: the static order loses at causal 16k (0.84x at D =
+  // 128), the atomic counter balances the uneven tiles. Dv != D without a mask: persistent, 0.55-0.98x the grid's time
   // at (64, 128) and 0.70-0.99x at (128, 64) up to 4k, 1.02-1.03x at 16k
   // (2026-12-02, eighth session); with a mask the dynamic kernels have not
   // run on the H200 at Dv != D: grid.
