@@ -1261,8 +1261,6 @@ private:
   /// queries.
   void storeTransposed(const SmemTile &tile, ArrayRef<Value> regs, Value qOff,
                        int64_t nCols);
-  /// `v` through an operand fence (WarpgroupMma::opaqueIndex).
-  Value opaqueIndex(Value v) { return wg.opaqueIndex(v); }
   /// dQ = dS K of this iteration added to the accumulator (dS^T in dsTile).
   /// `afterIssue` (one unit per warpgroup only) issues more GEMMs after
   /// dQ's, which run while dQ is reduced.
@@ -1816,9 +1814,9 @@ void KeyBlockKernel::copyColumns(Value t, Value stage) {
         row0 = clone(n.in.lse.offsets[2], it);
   // (Recomputed in each iteration, not kept: BackwardConfig::tightRegisters.)
   if (cfg.tightRegisters()) {
-    batch = opaqueIndex(batch);
-    head = opaqueIndex(head);
-    row0 = opaqueIndex(row0);
+    batch = wg.opaqueIndex(batch);
+    head = wg.opaqueIndex(head);
+    row0 = wg.opaqueIndex(row0);
   }
   Value at = mul(stage, idx(2 * cfg.br));
   copyF32Rows(lse2, batch, head, row0, colS, at, cfg.br);
@@ -1847,7 +1845,7 @@ void KeyBlockKernel::storeTransposed(const SmemTile &tile, ArrayRef<Value> regs,
   // (ct % 8) ^ (row % 8) (row % 8 = g: warpKey0 is a multiple of 16). The
   // packed A registers hold row half h of fragment nt (no f32 copy live).
   Value ct0 = divu(qOff, 8);
-  Value gHere = cfg.warpSpecialized ? opaqueIndex(g) : g;
+  Value gHere = cfg.warpSpecialized ? wg.opaqueIndex(g) : g;
   for (int64_t nt = 0; nt < nCols / 8; ++nt)
     for (int64_t h = 0; h < 2; ++h) {
       Value row = add(add(warpKey0, g), idx(8 * h));
@@ -2117,7 +2115,7 @@ void KeyBlockKernel::stageDqUnit(ArrayRef<Value> dq) {
   // conflict-free 8-byte stores.
   Value base = add(mul(group, idx(kDqUnitFloats)),
                    mul(remu(warp, 4), idx(16 * kDqBoxCols)));
-  Value gHere = cfg.warpSpecialized ? opaqueIndex(g) : g;
+  Value gHere = cfg.warpSpecialized ? wg.opaqueIndex(g) : g;
   for (int64_t nt = 0; nt < 64 / 8; ++nt)
     for (int64_t h = 0; h < 2; ++h) {
       Value chunk = arith::XOrIOp::create(

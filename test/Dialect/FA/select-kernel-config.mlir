@@ -131,7 +131,7 @@ func.func @backward(%q: tensor<?x?x?x128xbf16>, %o: tensor<?x?x?x128xbf16>, %lse
 
 // D = Dv = 64: the warp-specialized kernel on 128 x 128 tiles of 8 warps
 // for every dense op without modifiers (with lse2 / delta through the ring
-// 0.78-0.86x the previous defaults' time, H100).
+// 0.77-0.82x the previous defaults' time, H100).
 
 // SM90A-LABEL: func.func @backward_d64
 // SM90A: mask<causal> {kernel_config = #fa.kernel_config<"sm_90a", wgmma, block_q = 128, block_kv = 128, warps = 8, stages = 2, schedule = warp_specialized>}

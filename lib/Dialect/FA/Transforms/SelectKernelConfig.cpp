@@ -150,8 +150,9 @@ SmallVector<Tiles> warpSpecializedCandidates(const OpTraits &op, MmaKind mma,
   // and 1.03-1.39x at D = 64 (N 512-16k, H200, 2026-12-02); the grid one
   // last (fa-compile's choice when the others spill). With a mask, the
   // dynamic scheduler: the static order loses at causal 16k (0.84x at D =
-  // 128), the atomic counter balances the uneven tiles. Dv != D without a mask: persistent, 0.55-0.98x the grid's time
-  // at (64, 128) and 0.70-0.99x at (128, 64) up to 4k, 1.02-1.03x at 16k
+  // 128), the atomic counter balances the uneven tiles. Dv != D without a
+  // mask: persistent, 0.55-0.98x the grid's time at (64, 128) and
+  // 0.70-0.99x at (128, 64) up to 4k, 1.02-1.03x at 16k
   // (2026-12-02, eighth session); with a mask the dynamic kernels have not
   // run on the H200 at Dv != D: grid.
   if (op.d != op.dv && op.masked)
@@ -270,10 +271,10 @@ SmallVector<Tiles> candidates(const OpTraits &op, MmaKind mma,
   }
   // At D = Dv = 64 on 128 x 128 tiles of 8 warps (at 64 queries one dQ
   // unit would serve two warpgroups). With lse2 / delta through the
-  // shared-memory ring a probe of it took 0.78-0.86x the time of the
-  // previous defaults (H100, 2026-12-06: the cooperative kernel unmasked,
-  // this kernel with global lse2 / delta loads causal and windowed, N
-  // 2k-16k; the probe spilled 16-40 bytes, these kernels do not).
+  // shared-memory ring it takes 0.77-0.82x the time of the previous
+  // defaults (H100, 2026-12-07: the cooperative kernel unmasked, this
+  // kernel with global lse2 / delta loads causal; N 2k-16k) and 0.76-0.80x
+  // deterministic (8k).
   auto fixedOr = [](int64_t fixed, int64_t v) { return !fixed || fixed == v; };
   if (wsBackward && !op.modifiers && op.d == 64 && op.dv == 64 &&
       fixedOr(req.blockQ, 128) && fixedOr(req.blockKV, 128) &&
