@@ -8,6 +8,11 @@ workspace's zero fill, the dQ conversion).
 Each implementation runs `--iters` backwards under torch.profiler after a
 warm-up; the table gives microseconds per backward for each kernel name
 (the mean over the iterations) and the sum.
+
+`--one-wave BLOCKS` instead keeps the key-block kernel's grid at BLOCKS
+blocks of 128 keys (B = 1, H = BLOCKS * 128 / N): with BLOCKS at most the
+multiprocessor count, each block's time is a fixed cost plus N / Br
+iterations, so the times over N separate the two.
 """
 import argparse
 import collections
@@ -50,11 +55,17 @@ def main():
     ap.add_argument("--seqlens", type=int, nargs="+", default=[2048, 8192])
     ap.add_argument("--causal", action="store_true")
     ap.add_argument("--iters", type=int, default=10)
+    ap.add_argument("--one-wave", type=int, metavar="BLOCKS",
+                    help="B = 1 and H = BLOCKS * 128 / N instead of 16k "
+                    "tokens and H * D = 2048")
     args = ap.parse_args()
     for d in args.headdims:
         for n in args.seqlens:
             shape = (16384 // n, 2048 // d, n, d)
-            print(f"== D={d} N={n} causal={args.causal}")
+            if args.one_wave:
+                shape = (1, max(1, args.one_wave * 128 // n), n, d)
+            print(f"== D={d} N={n} B={shape[0]} H={shape[1]} "
+                  f"causal={args.causal}")
             for name, fn in (("flashmlir", lambda q, k, v, c:
                               flashmlir.attention(q, k, v, causal=c)),
                              ("cudnn", sdpa_cudnn)):
