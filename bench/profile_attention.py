@@ -24,6 +24,9 @@ def main():
     ap.add_argument("--causal", action="store_true")
     ap.add_argument("--backward", action="store_true",
                     help="run backward passes (one forward before them)")
+    ap.add_argument("--kv-heads", type=int, default=0,
+                    help="grouped-query attention: K and V with this many "
+                    "heads (default: as many as Q)")
     ap.add_argument("--launches", type=int, default=4)
     ap.add_argument("--impl", choices=["flashmlir", "cudnn", "flash"],
                     default="flashmlir")
@@ -38,11 +41,14 @@ def main():
         def attention(q, k, v, causal):
             with sdpa_kernel(backend):
                 return torch.nn.functional.scaled_dot_product_attention(
-                    q, k, v, is_causal=causal)
+                    q, k, v, is_causal=causal,
+                    enable_gqa=k.shape[1] != q.shape[1])
     b, h = 16384 // args.seqlen, 2048 // args.head_dim
     shape = (b, h, args.seqlen, args.head_dim)
-    q, k, v = (torch.randn(shape, device="cuda", dtype=torch.bfloat16,
-                           requires_grad=args.backward) for _ in range(3))
+    kv_shape = (b, args.kv_heads or h, args.seqlen, args.head_dim)
+    q, k, v = (torch.randn(s, device="cuda", dtype=torch.bfloat16,
+                           requires_grad=args.backward)
+               for s in (shape, kv_shape, kv_shape))
     if args.backward:
         dout = torch.randn(shape, device="cuda", dtype=torch.bfloat16)
         out = attention(q, k, v, causal=args.causal)
