@@ -146,11 +146,12 @@ static cl::opt<std::string> schedule(
     cl::init("auto"), cl::cat(category));
 static cl::opt<std::string> tileScheduler(
     "tile-scheduler",
-    cl::desc("Forward: auto (the kernel configuration's choice), grid, "
+    cl::desc("auto (the kernel configuration's choice), grid, "
              "persistent (warp_specialized: one thread block per "
-             "multiprocessor looping over the tiles) or dynamic "
-             "(persistent, each block's next tile from an atomic counter "
-             "in a workspace the launcher zeroes)"),
+             "multiprocessor looping over the tiles; the backward's key "
+             "blocks too) or dynamic (forward: persistent, each block's "
+             "next tile from an atomic counter in a workspace the launcher "
+             "zeroes)"),
     cl::init("auto"), cl::cat(category));
 static cl::opt<bool>
     warpSpecialize("warp-specialize",
@@ -886,7 +887,7 @@ FailureOr<CompiledCandidate> compileCandidate(MLIRContext &ctx, ModuleOp module,
       "tile-scheduler={9}}",
       config.chip, mmaName, config.blockQ, config.blockKV, config.warps,
       config.stages, config.dkvSplit, skip, config.schedule,
-      config.backward() ? std::string("auto") : config.tileScheduler);
+      config.tileScheduler);
   PassManager selectPm(&ctx);
   if (failed(parsePassPipeline(select, selectPm, llvm::errs())))
     return module->emitError("fa-compile: cannot build pipeline '")
@@ -1361,6 +1362,8 @@ LogicalResult compileOne(MLIRContext &ctx, const KernelConfig &flags,
     manifest["dkv_split"] = kernelConfig.getDkvSplit();
     manifest["form"] = config.form;
     manifest["schedule"] = stringifyKernelSchedule(kernelConfig.getSchedule());
+    manifest["tile_scheduler"] =
+        stringifyTileScheduler(kernelConfig.getTileScheduler());
   }
   if (!config.backward()) {
     // The tensors' form: dense, varlen (packed) or paged (with its page

@@ -264,6 +264,12 @@ struct BackwardConfig {
   /// warp_specialized`); the consumers read lse2 and delta from global
   /// memory and meet only before dQ.
   bool warpSpecialized = false;
+  /// Warp-specialized key-block kernel with `tile_scheduler = persistent`:
+  /// one thread block per multiprocessor walks the key blocks (tiles); the
+  /// producer loads a tile's K and V once the consumers are done with the
+  /// previous tile's (its dK / dV stores overlap them) and the Q / dO ring
+  /// runs on across tiles.
+  bool persistent = false;
   /// Key-block kernel: thread blocks per key block, each keeping the dK, dV
   /// (and adding the dQ) columns of one slice of the head dims.
   int64_t split = 1;
@@ -1232,6 +1238,35 @@ public:
   int64_t emit(gpu::LaunchOp launch);
 
 private:
+  /// Maps the nest's block induction variables (and the key loop's) to the
+  /// block coordinates `ids` of the grid `grid` (the launch's, or a
+  /// persistent kernel's tile and its tile grid); sets the dK / dV slice.
+  /// `ordered`: the coordinates are in launch order already (persistent:
+  /// decodeTile).
+  void mapBlock(gpu::KernelDim3 ids, gpu::KernelDim3 grid,
+                bool ordered = false);
+  /// Persistent: maps tile `t` of the grid of key blocks (heavy blocks
+  /// first as mapBlock orders them; i32 arithmetic) and sets the tile's
+  /// values (tileValues); returns its iteration count. The loops call it
+  /// again on a fenced copy of the tile index at each iteration, so that
+  /// the tile's values are recomputed there rather than held (or spilled)
+  /// across the iterations.
+  Value mapTile(Value t);
+  /// The mapped block's key rows, head, batch and query blocks (kStart, ...,
+  /// qbLo, nQB); returns its iteration count (heads x query blocks).
+  Value tileValues();
+  /// The consumers' part of one key block: the column ring's first stages,
+  /// the iterations and the dK / dV stores.
+  void consumeTile(Value total, ArrayRef<Value> init);
+  /// Persistent: calls `body` with each tile's iteration count for the
+  /// tiles of this thread block (round r takes tiles [r G, (r + 1) G) of
+  /// the grid of key blocks, block b the b-th of them in even rounds and
+  /// the b-th from the end in odd ones), with the tile mapped (mapBlock,
+  /// tileValues) and `ringBase` / `kvItem` set; each role walks them.
+  void forEachTile(function_ref<void(Value)> body);
+  /// The Q / dO ring's item of iteration t: persistent, the iterations of
+  /// the block's earlier tiles come before.
+  Value item(Value t) { return ringBase ? add(ringBase, t) : t; }
   /// A causal band (bounded on the right only): key block j sees the
   /// queries from j on, the first blocks are the longest.
   bool heavyBlocksFirst() const {
@@ -1308,7 +1343,9 @@ private:
   /// (128 consumer threads + the dQ warp): "full" after the stores,
   /// "empty" once the reductions have read the panels.
   void stageDqUnit(ArrayRef<Value> dq);
-  void emitDqWarp(Value total, Value producerLane);
+  /// `finalWait`: the reductions complete before it returns (persistent:
+  /// once, after the last tile's).
+  void emitDqWarp(Value total, Value producerLane, bool finalWait = true);
   /// The fixed dQ order (dQ warp, one lane): before the first addition to a
   /// query block, wait (when `waits`) until the key block above has added
   /// to it; after the last, let the key block below go on.
@@ -1341,6 +1378,19 @@ private:
   /// block's key block (the key-block loop's index).
   Value dqOrder, orderHeads, orderBlocks, firstWait, blockKey;
   IRMapping base;
+  /// Persistent: this block's x and the launch's (blocks per grid), the
+  /// Q / dO items of the block's earlier tiles and its tile count so far
+  /// (the K / V channels' item).
+  Value persistentBlock, persistentGrid, ringBase, kvItem;
+  /// Persistent: the current tile, the grid of key blocks and the mapping
+  /// before any tile's (each tile's clones start from it).
+  Value tileLinear, tileExtent[3];
+  IRMapping tileBase;
+  /// Persistent: mapTile on a fenced copy of the current tile's index.
+  void remapTile() {
+    if (cfg.persistent)
+      (void)mapTile(opaqueIndex(tileLinear));
+  }
   Value nq, nk, kStart, kBatch, kHead, qbLo, nQB, warp, warpKey0;
   /// This block's slice of the head-dim columns (0 unless split) and its
   /// first dK / dV column.
@@ -1379,7 +1429,7 @@ private:
 IRMapping KeyBlockKernel::iteration(Value t) {
   IRMapping m = base;
   Value head, qb;
-  if (cfg.tightRegisters()) {
+  if (cfg.tightRegisters() || cfg.persistent) {
     std::tie(head, qb) = divRemU32(t, nQB);
   } else {
     head = divu(t, nQB);
@@ -1681,7 +1731,7 @@ SmallVector<Value> KeyBlockKernel::bodyWgmma(Value t, Value buf,
       // dS^T alternates between two buffers: a warpgroup may write this
       // one while the other still reads the previous one in its dQ GEMM;
       // the barrier below also ends every read of the buffer written next.
-      Value odd = remu(t, 2);
+      Value odd = remu(item(t), 2);
       dsBufBytes = mul(odd, idx(dsTile.bytes(2)));
       dsBufElems = mul(odd, idx(dsTile.elements()));
     }
@@ -1745,9 +1795,14 @@ void KeyBlockKernel::emitWarpRoles(Value total) {
   int64_t consumerRegs = std::min<int64_t>(
       240, (warpgroupRegisters(cfg.launchThreads()) - kMinProducerRegs) /
                consumers / 8 * 8);
-  // (Cloned here, not in a role: `base` memoizes the clones.)
-  Value vHead = clone(n.in.v.offsets[1], base),
-        vBatch = clone(n.in.v.offsets[0], base), zero = idx(0);
+  // (Cloned here, not in a role: `base` memoizes the clones. Persistent,
+  // each role's tile loop clones its own.)
+  Value vHead, vBatch;
+  if (!cfg.persistent) {
+    vHead = clone(n.in.v.offsets[1], base);
+    vBatch = clone(n.in.v.offsets[0], base);
+  }
+  Value zero = idx(0);
   auto op = fagpu::WarpSpecializeOp::create(b, loc, consumers, kMinProducerRegs,
                                             consumerRegs);
   roles = op;
@@ -1770,7 +1825,16 @@ void KeyBlockKernel::emitWarpRoles(Value total) {
         false);
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(ifOp.thenBlock());
-    emitDqWarp(total, remu(producerTid, kWarpSize));
+    Value lane = remu(producerTid, kWarpSize);
+    if (cfg.persistent) {
+      forEachTile([&](Value tileTotal) {
+        emitDqWarp(tileTotal, lane, /*finalWait=*/false);
+      });
+      NVVM::CpAsyncBulkWaitGroupOp::create(b, loc, b.getI32IntegerAttr(0),
+                                           UnitAttr());
+    } else {
+      emitDqWarp(total, lane);
+    }
   }
   auto loadWarp =
       scf::IfOp::create(b, loc,
@@ -1778,32 +1842,130 @@ void KeyBlockKernel::emitWarpRoles(Value total) {
                                               producerWarp, zero),
                         false);
   b.setInsertionPointToStart(loadWarp.thenBlock());
-  fagpu::ChannelPutTmaOp::create(b, loc, kChannel, zero, kMap,
-                                 ValueRange{zero, kStart, kHead, kBatch});
-  fagpu::ChannelPutTmaOp::create(b, loc, vChannel, zero, vMap,
-                                 ValueRange{zero, kStart, vHead, vBatch});
-  {
-    auto loop = scf::ForOp::create(b, loc, zero, total, idx(1));
+  // K and V (item `kvAt`), then Q and dO of each of the `count` iterations.
+  auto putTile = [&](Value count, Value kvAt, Value vHead, Value vBatch) {
+    fagpu::ChannelPutTmaOp::create(b, loc, kChannel, kvAt, kMap,
+                                   ValueRange{zero, kStart, kHead, kBatch});
+    fagpu::ChannelPutTmaOp::create(b, loc, vChannel, kvAt, vMap,
+                                   ValueRange{zero, kStart, vHead, vBatch});
+    auto loop = scf::ForOp::create(b, loc, zero, count, idx(1));
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(loop.getBody());
     Value t = loop.getInductionVar();
+    remapTile();
     IRMapping m = iteration(t);
     auto put = [&](Value ch, Value map, const RowSlice &slice) {
       fagpu::ChannelPutTmaOp::create(
-          b, loc, ch, t, map,
+          b, loc, ch, item(t), map,
           ValueRange{zero, clone(slice.offsets[2], m),
                      clone(slice.offsets[1], m), clone(slice.offsets[0], m)});
     };
     put(qChannel, qMap, n.in.q);
     put(doChannel, doMap, n.in.dout);
+  };
+  if (cfg.persistent) {
+    forEachTile([&](Value tileTotal) {
+      putTile(tileTotal, kvItem, clone(n.in.v.offsets[1], base),
+              clone(n.in.v.offsets[0], base));
+    });
+  } else {
+    putTile(total, zero, vHead, vBatch);
   }
   // Consumers: K and V first (also when no query block is visible: no TMA
-  // may still write the shared memory when the block exits).
+  // may still write the shared memory when the block exits). Persistent,
+  // of each tile (emit).
   b.setInsertionPoint(op.getConsumers().front().getTerminator());
+  if (cfg.persistent)
+    return;
   for (Value ch : {kChannel, vChannel})
     fagpu::ChannelGetOp::create(
         b, loc, cast<fagpu::ChannelType>(ch.getType()).getStageType(), ch,
         zero);
+}
+
+void KeyBlockKernel::forEachTile(function_ref<void(Value)> body) {
+  // The grid of key blocks: as the grid kernel's launch (mapBlock's order).
+  IRMapping outer = base;
+  Value extent[3] = {idx(1), idx(1), idx(1)};
+  for (auto [ub, dim] :
+       llvm::zip_equal(n.forall.getMixedUpperBound(), n.blockDims))
+    extent[static_cast<unsigned>(dim)] = clone(ub, base);
+  if (n.keyLoop)
+    extent[0] = clone(n.keyLoop.getUpperBound(), base);
+  // (The group size, a division, once: every tile's clones start here.)
+  (void)clone(n.headLoop.getUpperBound(), base);
+  IRMapping top = base;
+  Value tiles = mul(mul(extent[0], extent[1]), extent[2]);
+  Value zero = idx(0), one = idx(1);
+  Value rounds = divRemU32(add(tiles, sub(persistentGrid, one)), persistentGrid)
+                     .first;
+  auto loop =
+      scf::ForOp::create(b, loc, zero, rounds, one, ValueRange{zero, zero});
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(loop.getBody());
+  Value round = loop.getInductionVar();
+  ValueRange carried = loop.getRegionIterArgs();
+  Value odd = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
+                                    remu(round, 2), one);
+  Value pos = arith::SelectOp::create(
+      b, loc, odd, sub(sub(persistentGrid, one), persistentBlock),
+      persistentBlock);
+  Value t = add(mul(round, persistentGrid), pos);
+  auto tileIf = scf::IfOp::create(b, loc, carried.getTypes(), slt(t, tiles),
+                                  /*withElseRegion=*/true);
+  b.setInsertionPointToStart(tileIf.elseBlock());
+  scf::YieldOp::create(b, loc, carried);
+  b.setInsertionPointToStart(tileIf.thenBlock());
+  tileBase = top;
+  for (int i = 0; i < 3; ++i)
+    tileExtent[i] = extent[i];
+  tileLinear = t;
+  Value total = mapTile(t);
+  ringBase = carried[0];
+  kvItem = carried[1];
+  body(total);
+  scf::YieldOp::create(b, loc, ValueRange{add(ringBase, total),
+                                          add(kvItem, one)});
+  b.setInsertionPointToEnd(loop.getBody());
+  scf::YieldOp::create(b, loc, tileIf.getResults());
+  base = outer;
+  ringBase = kvItem = tileLinear = Value();
+}
+
+Value KeyBlockKernel::mapTile(Value t) {
+  // Fresh clones per tile (and per role: the roles share no values).
+  base = tileBase;
+  Value x32 = tileExtent[0], y32 = tileExtent[1];
+  auto [rest, x] = divRemU32(t, x32);
+  auto [z, y] = divRemU32(rest, y32);
+  if (heavyBlocksFirst()) {
+    // mapBlock's order (its reasons there): every (kv head, batch)'s key
+    // block 0 first, then block 1, ... on small GQA grids.
+    Value pairs = mul(tileExtent[1], tileExtent[2]);
+    Value tiles = mul(tileExtent[0], pairs);
+    Value group = clone(n.headLoop.getUpperBound(), base);
+    auto ule = [&](Value a, int64_t c) {
+      return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ule, a,
+                                   idx(c));
+    };
+    Value reorder = arith::AndIOp::create(
+        b, loc,
+        arith::AndIOp::create(b, loc, ule(tileExtent[0], 64), ule(tiles, 1024)),
+        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ugt, group,
+                              idx(1)));
+    auto [keyBlock, pair] = divRemU32(t, pairs);
+    auto [pz, py] = divRemU32(pair, tileExtent[1]);
+    auto pick = [&](Value reordered, Value plain) {
+      return arith::SelectOp::create(b, loc, reorder, reordered, plain)
+          .getResult();
+    };
+    x = pick(keyBlock, x);
+    y = pick(py, y);
+    z = pick(pz, z);
+  }
+  mapBlock({x, y, z}, {tileExtent[0], tileExtent[1], tileExtent[2]},
+           /*ordered=*/true);
+  return tileValues();
 }
 
 void KeyBlockKernel::copyColumns(Value t, Value stage) {
@@ -2134,7 +2296,8 @@ void KeyBlockKernel::stageDqUnit(ArrayRef<Value> dq) {
   dqBarrier(/*sync=*/false, kDqFullBarrier, group);
 }
 
-void KeyBlockKernel::emitDqWarp(Value total, Value producerLane) {
+void KeyBlockKernel::emitDqWarp(Value total, Value producerLane,
+                                bool finalWait) {
   // Every warpgroup's staging area starts empty. (Arrivals only where a
   // consumer waits: none after the last iteration.)
   int64_t groups = cfg.warps / 4;
@@ -2170,6 +2333,7 @@ void KeyBlockKernel::emitDqWarp(Value total, Value producerLane) {
   {
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(loop.getBody());
+    remapTile();
     IRMapping m = iteration(loop.getInductionVar());
     Value qBatch = clone(n.in.q.offsets[0], m),
           qHead = clone(n.in.q.offsets[1], m),
@@ -2242,8 +2406,9 @@ void KeyBlockKernel::emitDqWarp(Value total, Value producerLane) {
     }
   }
   // The reductions have completed before the block exits.
-  NVVM::CpAsyncBulkWaitGroupOp::create(b, loc, b.getI32IntegerAttr(0),
-                                       UnitAttr());
+  if (finalWait)
+    NVVM::CpAsyncBulkWaitGroupOp::create(b, loc, b.getI32IntegerAttr(0),
+                                         UnitAttr());
 }
 
 void KeyBlockKernel::waitForTurn(Value semaphore, Value waits) {
@@ -2403,28 +2568,8 @@ void KeyBlockKernel::epilogue(ValueRange acc) {
   share(n.dv, acc.slice(accK, accV), cfg.dvCols(), dvCol0, one);
 }
 
-int64_t KeyBlockKernel::emit(gpu::LaunchOp launch) {
-  nest = n.forall;
-  // First uses fix the kernel's parameter order:
-  // q, k, v, dout, lse2, delta, [dq_accum], dk, dv.
-  for (Value *mem : {&n.in.qMem, &n.in.kMem, &n.in.vMem, &n.in.doMem})
-    *mem = batchView(*mem, n.in.packed);
-  nq = memref::DimOp::create(b, loc, n.in.qMem, 2);
-  nk = memref::DimOp::create(b, loc, n.in.kMem, 2);
-  for (Value mem : {n.in.vMem, n.in.doMem, lse2, delta})
-    (void)memref::DimOp::create(b, loc, mem, 2);
-  if (n.withDq)
-    (void)memref::DimOp::create(b, loc, dqAcc, 2);
-  if (dqOrder) {
-    orderHeads = memref::DimOp::create(b, loc, dqOrder, 1);
-    orderBlocks = memref::DimOp::create(b, loc, dqOrder, 2);
-  }
-  n.dk = batchView(n.dk, n.in.packed);
-  n.dv = batchView(n.dv, n.in.packed);
-  (void)memref::DimOp::create(b, loc, n.dk, 2);
-  (void)memref::DimOp::create(b, loc, n.dv, 2);
-
-  gpu::KernelDim3 ids = launch.getBlockIds();
+void KeyBlockKernel::mapBlock(gpu::KernelDim3 ids, gpu::KernelDim3 grid,
+                              bool ordered) {
   // x: the key block, times the dK/dV column slices when split.
   Value blockX = ids.x, blockY = ids.y, blockZ = ids.z;
   slice = idx(0);
@@ -2432,7 +2577,7 @@ int64_t KeyBlockKernel::emit(gpu::LaunchOp launch) {
     slice = remu(ids.x, cfg.split);
     blockX = divu(ids.x, cfg.split);
   }
-  if (heavyBlocksFirst()) {
+  if (heavyBlocksFirst() && !ordered) {
     // With a causal band the first key blocks see the most queries, and
     // with GQA each block walks the G heads of its group: few, long blocks
     // whose last-launched ones form a tail (+12% at 16:4 and 8k tokens per
@@ -2443,7 +2588,6 @@ int64_t KeyBlockKernel::emit(gpu::LaunchOp launch) {
     // D = 64 for G = 4 / 8 with 256-512 blocks, 0.96x with 1024; with 128
     // key blocks (N = 16k) or MHA's 2048+ blocks the head-major order's
     // L2 reuse of Q and dO wins (1.02-1.11x the time reordered).
-    gpu::KernelDim3 grid = launch.getGridSize();
     Value keyBlocks = divu(grid.x, cfg.split);
     Value blocks = mul(mul(grid.x, grid.y), grid.z);
     Value group = clone(n.headLoop.getUpperBound(), base);
@@ -2477,7 +2621,6 @@ int64_t KeyBlockKernel::emit(gpu::LaunchOp launch) {
     // (Descending, because in a causal band the key block above starts
     // its query blocks later and so reaches each one first: it rarely
     // waits.)
-    gpu::KernelDim3 grid = launch.getGridSize();
     blockX = sub(sub(grid.x, idx(1)), blockX);
   }
   dkCol0 = mul(slice, idx(cfg.dkCols()));
@@ -2489,6 +2632,135 @@ int64_t KeyBlockKernel::emit(gpu::LaunchOp launch) {
   if (n.keyLoop)
     base.map(n.keyLoop.getInductionVar(), blockX);
   blockKey = blockX;
+}
+
+Value KeyBlockKernel::tileValues() {
+  kStart = clone(n.in.k.offsets[2], base);
+  kBatch = clone(n.in.k.offsets[0], base);
+  kHead = clone(n.in.k.offsets[1], base);
+  // (V's batch and head too: `base` memoizes them for the copies.)
+  (void)clone(n.in.v.offsets[0], base);
+  (void)clone(n.in.v.offsets[1], base);
+  if (n.in.packed) {
+    // A sequence's rows end at its first row plus its length: the limit of
+    // every copy and store (rows past it are the next sequence's).
+    AttentionBackwardStepOp step = n.in.step;
+    nk = add(sub(kStart, clone(step.getKStart(), base)),
+             clone(step.getKLen(), base));
+    IRMapping first = base;
+    first.map(n.headLoop.getInductionVar(), idx(0));
+    first.map(n.queryLoop.getInductionVar(), idx(0));
+    nq = add(
+        sub(clone(n.in.q.offsets[2], first), clone(step.getQStart(), first)),
+        clone(step.getQLen(), first));
+  }
+  qbLo = clone(n.queryLoop.getLowerBound(), base);
+  Value qbHi = clone(n.queryLoop.getUpperBound(), base);
+  Value groups = clone(n.headLoop.getUpperBound(), base);
+  Value zero = idx(0), one = idx(1);
+  Value span = arith::MaxSIOp::create(b, loc, sub(qbHi, qbLo), zero);
+  Value total = mul(groups, span);
+  nQB = arith::MaxSIOp::create(b, loc, span, one);
+  if (dqOrder) {
+    // The query blocks of the key block above, from the nest's own bounds
+    // (a fresh mapping: `base` memoizes this block's). A band mask's bounds
+    // do not decrease with the key block: the blocks that see a query
+    // block are consecutive, and the one above sees this block's query
+    // blocks from its own first one on (none: past the last key block).
+    IRMapping above;
+    for (Value iv : n.forall.getInductionVars())
+      above.map(iv, base.lookup(iv));
+    Value next = add(blockKey, one);
+    above.map(n.keyLoop.getInductionVar(), next);
+    Value aboveLo = clone(n.queryLoop.getLowerBound(), above);
+    firstWait = arith::SelectOp::create(
+        b, loc, slt(next, clone(n.keyLoop.getUpperBound(), base)),
+        arith::MaxSIOp::create(b, loc, sub(aboveLo, qbLo), zero), nQB);
+  }
+
+  return total;
+}
+
+void KeyBlockKernel::consumeTile(Value total, ArrayRef<Value> init) {
+  Value zero = idx(0), one = idx(1);
+  wsTotal = total;
+  {
+    // The ring's first two iterations, every consumer's before the loop
+    // (none when no query block is visible: the block's first one may lie
+    // past the padded rows then).
+    auto first = scf::IfOp::create(b, loc, slt(zero, total), false);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(first.thenBlock());
+    Value last = sub(total, one);
+    copyColumns(zero, zero);
+    commit();
+    copyColumns(arith::MinUIOp::create(b, loc, one, last), one);
+    commit();
+    waitCopies(1);
+    NVVM::BarrierOp::create(b, loc, TypeRange{}, i32(1), i32(cfg.threads()),
+                            NVVM::BarrierReductionAttr(), Value());
+  }
+  // The consumers' loop: wait for the iteration's Q and dO, release them
+  // once its GEMMs are done (the body ends waiting for them).
+  auto loop = scf::ForOp::create(b, loc, zero, total, one, init);
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(loop.getBody());
+    Value t = loop.getInductionVar();
+    remapTile();
+    for (Value ch : {qChannel, doChannel})
+      fagpu::ChannelGetOp::create(
+          b, loc, cast<fagpu::ChannelType>(ch.getType()).getStageType(), ch,
+          item(t));
+    SmallVector<Value> nextAcc =
+        bodyWgmma(t, remu(item(t), 2), loop.getRegionIterArgs());
+    for (Value ch : {qChannel, doChannel})
+      fagpu::ChannelReleaseOp::create(b, loc, ch, item(t));
+    scf::YieldOp::create(b, loc, nextAcc);
+  }
+  remapTile();
+  if (cfg.persistent) {
+    // The tile's GEMMs are done (its last iteration waited for them): the
+    // producer may load the next tile's K and V while dK and dV are stored.
+    for (Value ch : {kChannel, vChannel})
+      fagpu::ChannelReleaseOp::create(b, loc, ch, kvItem);
+  }
+  epilogue(loop.getResults());
+  // (Persistent: the last iteration's column copy lands before the next
+  // tile's first ones go to the same stages.)
+  if (cfg.persistent)
+    waitCopies(0);
+}
+
+int64_t KeyBlockKernel::emit(gpu::LaunchOp launch) {
+  nest = n.forall;
+  // First uses fix the kernel's parameter order:
+  // q, k, v, dout, lse2, delta, [dq_accum], dk, dv.
+  for (Value *mem : {&n.in.qMem, &n.in.kMem, &n.in.vMem, &n.in.doMem})
+    *mem = batchView(*mem, n.in.packed);
+  nq = memref::DimOp::create(b, loc, n.in.qMem, 2);
+  nk = memref::DimOp::create(b, loc, n.in.kMem, 2);
+  for (Value mem : {n.in.vMem, n.in.doMem, lse2, delta})
+    (void)memref::DimOp::create(b, loc, mem, 2);
+  if (n.withDq)
+    (void)memref::DimOp::create(b, loc, dqAcc, 2);
+  if (dqOrder) {
+    orderHeads = memref::DimOp::create(b, loc, dqOrder, 1);
+    orderBlocks = memref::DimOp::create(b, loc, dqOrder, 2);
+  }
+  n.dk = batchView(n.dk, n.in.packed);
+  n.dv = batchView(n.dv, n.in.packed);
+  (void)memref::DimOp::create(b, loc, n.dk, 2);
+  (void)memref::DimOp::create(b, loc, n.dv, 2);
+
+  gpu::KernelDim3 ids = launch.getBlockIds();
+  if (cfg.persistent) {
+    // (forEachTile maps each tile's coordinates.)
+    persistentBlock = ids.x;
+    persistentGrid = launch.getGridSize().x;
+  } else {
+    mapBlock(ids, launch.getGridSize());
+  }
 
   tid = launch.getThreadIds().x;
   // Warp-specialized: the producer is warpgroup 0; the consumers count
@@ -2598,48 +2870,8 @@ int64_t KeyBlockKernel::emit(gpu::LaunchOp launch) {
       laneDsB = laneOffset(dsTile, false);
   }
 
-  kStart = clone(n.in.k.offsets[2], base);
-  kBatch = clone(n.in.k.offsets[0], base);
-  kHead = clone(n.in.k.offsets[1], base);
-  Value vBatch = clone(n.in.v.offsets[0], base),
-        vHead = clone(n.in.v.offsets[1], base);
-  if (n.in.packed) {
-    // A sequence's rows end at its first row plus its length: the limit of
-    // every copy and store (rows past it are the next sequence's).
-    AttentionBackwardStepOp step = n.in.step;
-    nk = add(sub(kStart, clone(step.getKStart(), base)),
-             clone(step.getKLen(), base));
-    IRMapping first = base;
-    first.map(n.headLoop.getInductionVar(), idx(0));
-    first.map(n.queryLoop.getInductionVar(), idx(0));
-    nq = add(
-        sub(clone(n.in.q.offsets[2], first), clone(step.getQStart(), first)),
-        clone(step.getQLen(), first));
-  }
-  qbLo = clone(n.queryLoop.getLowerBound(), base);
-  Value qbHi = clone(n.queryLoop.getUpperBound(), base);
-  Value groups = clone(n.headLoop.getUpperBound(), base);
+  Value total = cfg.persistent ? Value() : tileValues();
   Value zero = idx(0), one = idx(1);
-  Value span = arith::MaxSIOp::create(b, loc, sub(qbHi, qbLo), zero);
-  Value total = mul(groups, span);
-  nQB = arith::MaxSIOp::create(b, loc, span, one);
-  if (dqOrder) {
-    // The query blocks of the key block above, from the nest's own bounds
-    // (a fresh mapping: `base` memoizes this block's). A band mask's bounds
-    // do not decrease with the key block: the blocks that see a query
-    // block are consecutive, and the one above sees this block's query
-    // blocks from its own first one on (none: past the last key block).
-    IRMapping above;
-    for (Value iv : n.forall.getInductionVars())
-      above.map(iv, base.lookup(iv));
-    Value next = add(blockX, one);
-    above.map(n.keyLoop.getInductionVar(), next);
-    Value aboveLo = clone(n.queryLoop.getLowerBound(), above);
-    firstWait = arith::SelectOp::create(
-        b, loc, slt(next, clone(n.keyLoop.getUpperBound(), base)),
-        arith::MaxSIOp::create(b, loc, sub(aboveLo, qbLo), zero), nQB);
-  }
-
   SmallVector<Value> init(cfg.mTiles * (cfg.accKCols() + cfg.accVCols()) / 8,
                           frags.zeroC());
   if (cfg.warpSpecialized) {
@@ -2652,41 +2884,17 @@ int64_t KeyBlockKernel::emit(gpu::LaunchOp launch) {
                                             f32(0x1p-100));
       expRecip = arith::DivFOp::create(b, loc, f32(1.0), foldedExp);
     }
-    wsTotal = total;
-    {
-      // The ring's first two iterations, every consumer's before the loop
-      // (none when no query block is visible: the block's first one may lie
-      // past the padded rows then).
-      auto first = scf::IfOp::create(b, loc, slt(zero, total), false);
-      OpBuilder::InsertionGuard guard(b);
-      b.setInsertionPointToStart(first.thenBlock());
-      Value last = sub(total, one);
-      copyColumns(zero, zero);
-      commit();
-      copyColumns(arith::MinUIOp::create(b, loc, one, last), one);
-      commit();
-      waitCopies(1);
-      NVVM::BarrierOp::create(b, loc, TypeRange{}, i32(1), i32(cfg.threads()),
-                              NVVM::BarrierReductionAttr(), Value());
+    if (cfg.persistent) {
+      forEachTile([&](Value tileTotal) {
+        for (Value ch : {kChannel, vChannel})
+          fagpu::ChannelGetOp::create(
+              b, loc, cast<fagpu::ChannelType>(ch.getType()).getStageType(),
+              ch, kvItem);
+        consumeTile(tileTotal, init);
+      });
+    } else {
+      consumeTile(total, init);
     }
-    // The consumers' loop: wait for the iteration's Q and dO, release them
-    // once its GEMMs are done (the body ends waiting for them).
-    auto loop = scf::ForOp::create(b, loc, zero, total, one, init);
-    {
-      OpBuilder::InsertionGuard guard(b);
-      b.setInsertionPointToStart(loop.getBody());
-      Value t = loop.getInductionVar();
-      for (Value ch : {qChannel, doChannel})
-        fagpu::ChannelGetOp::create(
-            b, loc, cast<fagpu::ChannelType>(ch.getType()).getStageType(), ch,
-            t);
-      SmallVector<Value> nextAcc =
-          bodyWgmma(t, remu(t, 2), loop.getRegionIterArgs());
-      for (Value ch : {qChannel, doChannel})
-        fagpu::ChannelReleaseOp::create(b, loc, ch, t);
-      scf::YieldOp::create(b, loc, nextAcc);
-    }
-    epilogue(loop.getResults());
     b.setInsertionPointAfter(roles);
     return smem.allocBytes();
   }
@@ -2694,7 +2902,8 @@ int64_t KeyBlockKernel::emit(gpu::LaunchOp launch) {
   // K and V once, then the first (head, query block).
   copyRows(n.in.kMem, kBatch, kHead, kStart, nk, kTile, zero, cfg.bc,
            cfg.threads());
-  copyRows(n.in.vMem, vBatch, vHead, kStart, nk, vTile, zero, cfg.bc,
+  copyRows(n.in.vMem, clone(n.in.v.offsets[0], base),
+           clone(n.in.v.offsets[1], base), kStart, nk, vTile, zero, cfg.bc,
            cfg.threads());
   commit();
   {
@@ -3113,6 +3322,23 @@ LogicalResult mlir::fa::convertTiledAttentionBackwardToGPU(
                   "64");
     keyCfg->warpSpecialized = true;
   }
+  if (config && config.getTileScheduler() != TileScheduler::Grid) {
+    auto fail = [&](const Twine &why) {
+      return keyNest->forall.emitError(
+                 "fa-convert-tiled-attention-backward-to-gpu: the ")
+             << stringifyTileScheduler(config.getTileScheduler())
+             << " tile scheduler " << why;
+    };
+    if (config.getTileScheduler() != TileScheduler::Persistent)
+      return fail("is forward-only: the backward's are grid and persistent");
+    if (!keyCfg->warpSpecialized)
+      return fail("needs the warp_specialized key-block kernel");
+    if (keyNest->orderedDq)
+      return fail("keeps no fixed dQ order (fa.dq_accumulation = "
+                  "\"ordered\"): a key block would wait for one that its "
+                  "thread block has not started");
+    keyCfg->persistent = true;
+  }
   if (keyNest->orderedDq && !keyCfg->warpSpecialized)
     return keyNest->keyLoop.emitError(
         "fa-convert-tiled-attention-backward-to-gpu: a fixed dQ order "
@@ -3227,6 +3453,14 @@ LogicalResult mlir::fa::convertTiledAttentionBackwardToGPU(
     // The dK/dV column slices of a key block are neighbours on x.
     if (keyCfg->split > 1)
       grid[0] = arith::MulIOp::create(b, loc, grid[0], cidx(keyCfg->split));
+    // Persistent: one block per multiprocessor (on x), each walking tiles
+    // of the grid above.
+    if (keyCfg->persistent) {
+      Value tiles = arith::MulIOp::create(
+          b, loc, arith::MulIOp::create(b, loc, grid[0], grid[1]), grid[2]);
+      Value sms = fagpu::HostMultiprocessorCountOp::create(b, loc);
+      grid = {arith::MinUIOp::create(b, loc, tiles, sms), cidx(1), cidx(1)};
+    }
     // Warp-specialized: tensor maps of the tiles the producer loads, made
     // by the runtime from these host ops.
     SmallVector<Value> maps;

@@ -340,6 +340,13 @@ std::string ConfigChecker::check(bool backward, bool deterministic, int64_t d,
     error() << "the warp_specialized backward loads Q, dO, K and V as "
                "64-column TMA panels: head dims must be multiples of 64, got "
             << d << " and " << dv;
+  else if (config.getTileScheduler() == TileScheduler::Dynamic)
+    error() << "the backward's tile schedulers are grid and persistent, not "
+               "dynamic";
+  else if (isPersistentScheduler(config.getTileScheduler()) && deterministic)
+    error() << "the persistent backward keeps no fixed dQ order (a key block "
+               "waits for the one above, which a persistent block may not "
+               "have started): the deterministic backward is grid only";
   else if (config.getStages() != 2)
     error() << "the backward double-buffers its query tiles: stages must be 2";
   else if (d % (16 * split) || dv % (16 * split))
