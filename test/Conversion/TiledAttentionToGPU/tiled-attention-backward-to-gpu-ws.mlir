@@ -234,3 +234,64 @@ func.func @ws_causal_bf16_d64_q128(%q: !q, %k: !q, %v: !q, %out: !q, %dout: !q, 
   bufferization.materialize_in_destination %gv in restrict writable %dv : (!t, !q) -> ()
   return
 }
+
+// -----
+
+// tile_scheduler = persistent: min(key blocks x heads x batches, SMS)
+// blocks, each walking its tiles (fagpu.host_multiprocessor_count is the
+// launch device's count). Every role has its own tile loop carrying the
+// Q / dO items of the earlier tiles and the tile count: K and V are item
+// `tile count` of their one-stage channels, which the consumers release
+// after a tile's last GEMM and before its dK / dV stores; the dQ warp
+// waits for its reductions once, after the last tile.
+
+!q = memref<?x?x?x128xbf16, strided<[?, ?, ?, 1], offset: ?>>
+!l = memref<?x?x?xf32, strided<[?, ?, 1], offset: ?>>
+!t = tensor<?x?x?x128xbf16>
+!lt = tensor<?x?x?xf32>
+
+// CHECK-LABEL: func.func @persistent_causal_bf16_d128
+// CHECK:         %[[SMS:.*]] = fagpu.host_multiprocessor_count
+// CHECK-NEXT:    %[[GRID:.*]] = arith.minui %{{.*}}, %[[SMS]] : index
+// CHECK:         gpu.launch blocks({{.*}}) in (%{{.*}} = %[[GRID]], %{{.*}} = %c1{{.*}}, %{{.*}} = %c1{{.*}}) threads({{.*}}) in (%{{.*}} = %c384, {{.*}} function(@persistent_causal_bf16_d128_kernel) {
+// CHECK:           %[[KCH:.*]] = fagpu.channel_create {{.*}} -> !fagpu.channel<1 x memref<2x1x1x128x64xbf16
+// CHECK:           %[[VCH:.*]] = fagpu.channel_create {{.*}} -> !fagpu.channel<1 x memref<2x1x1x128x64xbf16
+// CHECK:           fagpu.warp_specialize consumer_warpgroups 2 registers(24, 240) producer {
+// The dQ warp.
+// CHECK:             scf.for {{.*}} iter_args(%{{.*}} = %{{.*}}, %{{.*}} = %{{.*}}) -> (index, index) {
+// CHECK:               nvvm.cp.async.bulk.tensor.reduce
+// CHECK:               nvvm.cp.async.bulk.wait_group 0 {read}
+// CHECK:             nvvm.cp.async.bulk.wait_group 0{{$}}
+// The load warp.
+// CHECK:             scf.for {{.*}} iter_args(%[[PITEMS:.*]] = %{{.*}}, %[[PTILE:.*]] = %{{.*}}) -> (index, index) {
+// CHECK:               fagpu.channel_put_tma %[[KCH]][%[[PTILE]]]
+// CHECK-NEXT:          fagpu.channel_put_tma %[[VCH]][%[[PTILE]]]
+// CHECK:               scf.for %[[PT:.*]] = {{.*}} {
+// CHECK:                 %[[PITEM:.*]] = arith.addi %[[PITEMS]], %[[PT]] : index
+// CHECK-NEXT:            fagpu.channel_put_tma %{{.*}}[%[[PITEM]]]
+// CHECK:           } consumers {
+// CHECK:             scf.for {{.*}} iter_args(%[[CITEMS:.*]] = %{{.*}}, %[[CTILE:.*]] = %{{.*}}) -> (index, index) {
+// CHECK:               fagpu.channel_get %[[KCH]][%[[CTILE]]]
+// CHECK-NEXT:          fagpu.channel_get %[[VCH]][%[[CTILE]]]
+// CHECK:               scf.for %[[CT:.*]] = {{.*}} iter_args(
+// CHECK:                 %[[CITEM:.*]] = arith.addi %[[CITEMS]], %[[CT]] : index
+// CHECK-NEXT:            fagpu.channel_get %{{.*}}[%[[CITEM]]]
+// CHECK:               fagpu.channel_release %[[KCH]][%[[CTILE]]]
+// CHECK-NEXT:          fagpu.channel_release %[[VCH]][%[[CTILE]]]
+// CHECK:               vector.store
+// CHECK:               nvvm.cp.async.wait.group 0
+// CHECK:               scf.yield
+
+func.func @persistent_causal_bf16_d128(%q: !q, %k: !q, %v: !q, %out: !q, %dout: !q, %lse: !l, %dq: !q, %dk: !q, %dv: !q) {
+  %qt = bufferization.to_tensor %q restrict : !q to !t
+  %kt = bufferization.to_tensor %k restrict : !q to !t
+  %vt = bufferization.to_tensor %v restrict : !q to !t
+  %ot = bufferization.to_tensor %out restrict : !q to !t
+  %dot = bufferization.to_tensor %dout restrict : !q to !t
+  %lt = bufferization.to_tensor %lse restrict : !l to !lt
+  %gq, %gk, %gv = fa.attention_backward %qt, %kt, %vt, %ot, %lt, %dot mask<causal> {kernel_config = #fa.kernel_config<"sm_90a", wgmma, block_q = 64, block_kv = 128, warps = 8, stages = 2, schedule = warp_specialized, tile_scheduler = persistent>} : (!t, !t, !t, !t, !lt, !t) -> (!t, !t, !t)
+  bufferization.materialize_in_destination %gq in restrict writable %dq : (!t, !q) -> ()
+  bufferization.materialize_in_destination %gk in restrict writable %dk : (!t, !q) -> ()
+  bufferization.materialize_in_destination %gv in restrict writable %dv : (!t, !q) -> ()
+  return
+}

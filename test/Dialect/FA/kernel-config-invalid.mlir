@@ -239,6 +239,22 @@ func.func @ws_backward_head_dim(%q: tensor<?x?x?x96xbf16>, %lse: tensor<?x?x?xf3
 
 // -----
 
+func.func @backward_dynamic(%q: tensor<?x?x?x64xbf16>, %lse: tensor<?x?x?xf32>) {
+  // expected-error-re @below {{kernel configuration {{.*}}: the backward's tile schedulers are grid and persistent, not dynamic}}
+  %dq, %dk, %dv = fa.attention_backward %q, %q, %q, %q, %lse, %q {kernel_config = #fa.kernel_config<"sm_90a", wgmma, block_q = 64, block_kv = 128, warps = 8, stages = 2, schedule = warp_specialized, tile_scheduler = dynamic>} : (tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>, tensor<?x?x?xf32>, tensor<?x?x?x64xbf16>) -> (tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>)
+  return
+}
+
+// -----
+
+func.func @backward_persistent_deterministic(%q: tensor<?x?x?x64xbf16>, %lse: tensor<?x?x?xf32>) {
+  // expected-error-re @below {{kernel configuration {{.*}}: the persistent backward keeps no fixed dQ order (a key block waits for the one above, which a persistent block may not have started): the deterministic backward is grid only}}
+  %dq, %dk, %dv = fa.attention_backward %q, %q, %q, %q, %lse, %q deterministic {kernel_config = #fa.kernel_config<"sm_90a", wgmma, block_q = 64, block_kv = 128, warps = 8, stages = 2, schedule = warp_specialized, tile_scheduler = persistent>} : (tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>, tensor<?x?x?xf32>, tensor<?x?x?x64xbf16>) -> (tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>, tensor<?x?x?x64xbf16>)
+  return
+}
+
+// -----
+
 // expected-error @below {{'schedule' is given twice}}
 #c = #fa.kernel_config<"sm_90a", wgmma, block_q = 128, block_kv = 128, warps = 8, stages = 2, schedule = warp_specialized, schedule = cooperative>
 func.func private @f() attributes {c = #c}
