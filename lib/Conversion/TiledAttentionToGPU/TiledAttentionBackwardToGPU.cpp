@@ -3331,7 +3331,8 @@ LogicalResult mlir::fa::convertTiledAttentionBackwardToGPU(
     };
     if (config.getTileScheduler() != TileScheduler::Persistent)
       return fail("is forward-only: the backward's are grid and persistent");
-    // (KernelConfigAttr's verifier asks for the warp_specialized schedule.)
+    if (!keyCfg->warpSpecialized)
+      return fail("needs the warp_specialized key-block kernel");
     if (keyNest->orderedDq)
       return fail("keeps no fixed dQ order (fa.dq_accumulation = "
                   "\"ordered\"): a key block would wait for one that its "

@@ -343,6 +343,9 @@ std::string ConfigChecker::check(bool backward, bool deterministic, int64_t d,
   else if (config.getTileScheduler() == TileScheduler::Dynamic)
     error() << "the backward's tile schedulers are grid and persistent, not "
                "dynamic";
+  else if (isPersistentScheduler(config.getTileScheduler()) && !ws)
+    error() << "the persistent tile scheduler needs the warp_specialized "
+               "schedule";
   else if (isPersistentScheduler(config.getTileScheduler()) && deterministic)
     error() << "the persistent backward keeps no fixed dQ order (a key block "
                "waits for the one above, which a persistent block may not "
