@@ -1252,6 +1252,9 @@ private:
   /// the tile's values are recomputed there rather than held (or spilled)
   /// across the iterations.
   Value mapTile(Value t);
+  /// The grid of key blocks (x: key blocks, y / z: the forall's), cloned
+  /// with `base`.
+  std::array<Value, 3> tileGrid();
   /// The mapped block's key rows, head, batch and query blocks (kStart, ...,
   /// qbLo, nQB); returns its iteration count (heads x query blocks).
   Value tileValues();
@@ -1266,7 +1269,15 @@ private:
   void forEachTile(function_ref<void(Value)> body);
   /// The Q / dO ring's item of iteration t: persistent, the iterations of
   /// the block's earlier tiles come before.
-  Value item(Value t) { return ringBase ? add(ringBase, t) : t; }
+  Value item(Value t) {
+    return ringBase ? fromI32(arith::AddIOp::create(b, loc, ringBase, toI32(t)))
+                    : t;
+  }
+  /// Persistent: the K / V channels' item of the current tile.
+  Value kvIndex() { return fromI32(kvItem); }
+  Value fromI32(Value v) {
+    return arith::IndexCastUIOp::create(b, loc, b.getIndexType(), v);
+  }
   /// A causal band (bounded on the right only): key block j sees the
   /// queries from j on, the first blocks are the longest.
   bool heavyBlocksFirst() const {
@@ -1381,15 +1392,16 @@ private:
   /// Persistent: this block's x and the launch's (blocks per grid), the
   /// Q / dO items of the block's earlier tiles and its tile count so far
   /// (the K / V channels' item).
+  /// (ringBase, kvItem and tileLinear are i32: one register each.)
   Value persistentBlock, persistentGrid, ringBase, kvItem;
   /// Persistent: the current tile, the grid of key blocks and the mapping
   /// before any tile's (each tile's clones start from it).
-  Value tileLinear, tileExtent[3];
+  Value tileLinear;
   IRMapping tileBase;
   /// Persistent: mapTile on a fenced copy of the current tile's index.
   void remapTile() {
     if (cfg.persistent)
-      (void)mapTile(opaqueIndex(tileLinear));
+      (void)mapTile(fromI32(wg.fenceOperands({tileLinear})[0]));
   }
   Value nq, nk, kStart, kBatch, kHead, qbLo, nQB, warp, warpKey0;
   /// This block's slice of the head-dim columns (0 unless split) and its
@@ -1865,7 +1877,7 @@ void KeyBlockKernel::emitWarpRoles(Value total) {
   };
   if (cfg.persistent) {
     forEachTile([&](Value tileTotal) {
-      putTile(tileTotal, kvItem, clone(n.in.v.offsets[1], base),
+      putTile(tileTotal, kvIndex(), clone(n.in.v.offsets[1], base),
               clone(n.in.v.offsets[0], base));
     });
   } else {
@@ -1883,49 +1895,67 @@ void KeyBlockKernel::emitWarpRoles(Value total) {
         zero);
 }
 
-void KeyBlockKernel::forEachTile(function_ref<void(Value)> body) {
-  // The grid of key blocks: as the grid kernel's launch (mapBlock's order).
-  IRMapping outer = base;
-  Value extent[3] = {idx(1), idx(1), idx(1)};
+std::array<Value, 3> KeyBlockKernel::tileGrid() {
+  // As the grid kernel's launch (mapBlock's order): key blocks on x.
+  std::array<Value, 3> extent = {idx(1), idx(1), idx(1)};
   for (auto [ub, dim] :
        llvm::zip_equal(n.forall.getMixedUpperBound(), n.blockDims))
     extent[static_cast<unsigned>(dim)] = clone(ub, base);
   if (n.keyLoop)
     extent[0] = clone(n.keyLoop.getUpperBound(), base);
+  return extent;
+}
+
+void KeyBlockKernel::forEachTile(function_ref<void(Value)> body) {
+  IRMapping outer = base;
   // (The group size, a division, once: every tile's clones start here.)
   (void)clone(n.headLoop.getUpperBound(), base);
-  IRMapping top = base;
-  Value tiles = mul(mul(extent[0], extent[1]), extent[2]);
-  Value zero = idx(0), one = idx(1);
-  Value rounds = divRemU32(add(tiles, sub(persistentGrid, one)), persistentGrid)
-                     .first;
-  auto loop =
-      scf::ForOp::create(b, loc, zero, rounds, one, ValueRange{zero, zero});
+  tileBase = base;
+  std::array<Value, 3> extent = tileGrid();
+  // The loop's state in i32 (one register each, not two: the producer
+  // warpgroup walks the tiles with setmaxnreg's minimum).
+  Type i32 = b.getI32Type();
+  auto c32 = [&](int64_t v) {
+    return arith::ConstantIntOp::create(b, loc, i32, v).getResult();
+  };
+  Value tiles = toI32(mul(mul(extent[0], extent[1]), extent[2]));
+  Value grid = toI32(persistentGrid), block = toI32(persistentBlock);
+  Value one = c32(1);
+  Value rounds = arith::DivUIOp::create(
+      b, loc, arith::AddIOp::create(b, loc, tiles, arith::SubIOp::create(b, loc, grid, one)),
+      grid);
+  auto loop = scf::ForOp::create(b, loc, c32(0), rounds, one,
+                                 ValueRange{c32(0), c32(0)});
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(loop.getBody());
   Value round = loop.getInductionVar();
   ValueRange carried = loop.getRegionIterArgs();
-  Value odd = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
-                                    remu(round, 2), one);
+  Value odd = arith::CmpIOp::create(
+      b, loc, arith::CmpIPredicate::ne,
+      arith::AndIOp::create(b, loc, round, one), c32(0));
   Value pos = arith::SelectOp::create(
-      b, loc, odd, sub(sub(persistentGrid, one), persistentBlock),
-      persistentBlock);
-  Value t = add(mul(round, persistentGrid), pos);
-  auto tileIf = scf::IfOp::create(b, loc, carried.getTypes(), slt(t, tiles),
-                                  /*withElseRegion=*/true);
+      b, loc, odd,
+      arith::SubIOp::create(b, loc, arith::SubIOp::create(b, loc, grid, one),
+                            block),
+      block);
+  Value t32 = arith::AddIOp::create(
+      b, loc, arith::MulIOp::create(b, loc, round, grid), pos);
+  auto tileIf = scf::IfOp::create(
+      b, loc, carried.getTypes(),
+      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, t32, tiles),
+      /*withElseRegion=*/true);
   b.setInsertionPointToStart(tileIf.elseBlock());
   scf::YieldOp::create(b, loc, carried);
   b.setInsertionPointToStart(tileIf.thenBlock());
-  tileBase = top;
-  for (int i = 0; i < 3; ++i)
-    tileExtent[i] = extent[i];
-  tileLinear = t;
-  Value total = mapTile(t);
+  tileLinear = t32;
+  Value total = mapTile(fromI32(t32));
   ringBase = carried[0];
   kvItem = carried[1];
   body(total);
-  scf::YieldOp::create(b, loc, ValueRange{add(ringBase, total),
-                                          add(kvItem, one)});
+  scf::YieldOp::create(
+      b, loc,
+      ValueRange{arith::AddIOp::create(b, loc, carried[0], toI32(total)),
+                 arith::AddIOp::create(b, loc, carried[1], one)});
   b.setInsertionPointToEnd(loop.getBody());
   scf::YieldOp::create(b, loc, tileIf.getResults());
   base = outer;
@@ -1933,16 +1963,17 @@ void KeyBlockKernel::forEachTile(function_ref<void(Value)> body) {
 }
 
 Value KeyBlockKernel::mapTile(Value t) {
-  // Fresh clones per tile (and per role: the roles share no values).
+  // Fresh clones per tile (and per role: the roles share no values); the
+  // grid's extents from the parameters again (not held).
   base = tileBase;
-  Value x32 = tileExtent[0], y32 = tileExtent[1];
-  auto [rest, x] = divRemU32(t, x32);
-  auto [z, y] = divRemU32(rest, y32);
+  std::array<Value, 3> extent = tileGrid();
+  auto [rest, x] = divRemU32(t, extent[0]);
+  auto [z, y] = divRemU32(rest, extent[1]);
   if (heavyBlocksFirst()) {
     // mapBlock's order (its reasons there): every (kv head, batch)'s key
     // block 0 first, then block 1, ... on small GQA grids.
-    Value pairs = mul(tileExtent[1], tileExtent[2]);
-    Value tiles = mul(tileExtent[0], pairs);
+    Value pairs = mul(extent[1], extent[2]);
+    Value tiles = mul(extent[0], pairs);
     Value group = clone(n.headLoop.getUpperBound(), base);
     auto ule = [&](Value a, int64_t c) {
       return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ule, a,
@@ -1950,11 +1981,11 @@ Value KeyBlockKernel::mapTile(Value t) {
     };
     Value reorder = arith::AndIOp::create(
         b, loc,
-        arith::AndIOp::create(b, loc, ule(tileExtent[0], 64), ule(tiles, 1024)),
+        arith::AndIOp::create(b, loc, ule(extent[0], 64), ule(tiles, 1024)),
         arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ugt, group,
                               idx(1)));
     auto [keyBlock, pair] = divRemU32(t, pairs);
-    auto [pz, py] = divRemU32(pair, tileExtent[1]);
+    auto [pz, py] = divRemU32(pair, extent[1]);
     auto pick = [&](Value reordered, Value plain) {
       return arith::SelectOp::create(b, loc, reorder, reordered, plain)
           .getResult();
@@ -1963,8 +1994,7 @@ Value KeyBlockKernel::mapTile(Value t) {
     y = pick(py, y);
     z = pick(pz, z);
   }
-  mapBlock({x, y, z}, {tileExtent[0], tileExtent[1], tileExtent[2]},
-           /*ordered=*/true);
+  mapBlock({x, y, z}, {extent[0], extent[1], extent[2]}, /*ordered=*/true);
   return tileValues();
 }
 
@@ -2723,7 +2753,7 @@ void KeyBlockKernel::consumeTile(Value total, ArrayRef<Value> init) {
     // The tile's GEMMs are done (its last iteration waited for them): the
     // producer may load the next tile's K and V while dK and dV are stored.
     for (Value ch : {kChannel, vChannel})
-      fagpu::ChannelReleaseOp::create(b, loc, ch, kvItem);
+      fagpu::ChannelReleaseOp::create(b, loc, ch, kvIndex());
   }
   epilogue(loop.getResults());
   // (Persistent: the last iteration's column copy lands before the next
@@ -2889,7 +2919,7 @@ int64_t KeyBlockKernel::emit(gpu::LaunchOp launch) {
         for (Value ch : {kChannel, vChannel})
           fagpu::ChannelGetOp::create(
               b, loc, cast<fagpu::ChannelType>(ch.getType()).getStageType(),
-              ch, kvItem);
+              ch, kvIndex());
         consumeTile(tileTotal, init);
       });
     } else {
