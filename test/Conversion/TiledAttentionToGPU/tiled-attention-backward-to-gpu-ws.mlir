@@ -257,27 +257,31 @@ func.func @ws_causal_bf16_d64_q128(%q: !q, %k: !q, %v: !q, %out: !q, %dout: !q, 
 // CHECK:           %[[KCH:.*]] = fagpu.channel_create {{.*}} -> !fagpu.channel<1 x memref<2x1x1x128x64xbf16
 // CHECK:           %[[VCH:.*]] = fagpu.channel_create {{.*}} -> !fagpu.channel<1 x memref<2x1x1x128x64xbf16
 // CHECK:           fagpu.warp_specialize consumer_warpgroups 2 registers(24, 240) producer {
-// The dQ warp.
-// CHECK:             scf.for {{.*}} iter_args(%{{.*}} = %{{.*}}, %{{.*}} = %{{.*}}) -> (index, index) {
+// The dQ warp. (The tile loops count in i32.)
+// CHECK:             scf.for {{.*}} iter_args(%{{.*}} = %{{.*}}, %{{.*}} = %{{.*}}) -> (i32, i32) : i32 {
 // CHECK:               nvvm.cp.async.bulk.tensor.reduce
 // CHECK:               nvvm.cp.async.bulk.wait_group 0 {read}
 // CHECK:             nvvm.cp.async.bulk.wait_group 0{{$}}
 // The load warp.
-// CHECK:             scf.for {{.*}} iter_args(%[[PITEMS:.*]] = %{{.*}}, %[[PTILE:.*]] = %{{.*}}) -> (index, index) {
-// CHECK:               fagpu.channel_put_tma %[[KCH]][%[[PTILE]]]
-// CHECK-NEXT:          fagpu.channel_put_tma %[[VCH]][%[[PTILE]]]
-// CHECK:               scf.for %[[PT:.*]] = {{.*}} {
-// CHECK:                 %[[PITEM:.*]] = arith.addi %[[PITEMS]], %[[PT]] : index
+// CHECK:             scf.for {{.*}} iter_args(%[[PITEMS:.*]] = %{{.*}}, %[[PTILE:.*]] = %{{.*}}) -> (i32, i32) : i32 {
+// CHECK:               %[[PKV:.*]] = arith.index_castui %[[PTILE]] : i32 to index
+// CHECK-NEXT:          fagpu.channel_put_tma %[[KCH]][%[[PKV]]]
+// CHECK-NEXT:          fagpu.channel_put_tma %[[VCH]][%[[PKV]]]
+// CHECK:               scf.for %{{.*}} = {{.*}} {
+// CHECK:                 %[[PSUM:.*]] = arith.addi %[[PITEMS]], %{{.*}} : i32
+// CHECK-NEXT:            %[[PITEM:.*]] = arith.index_castui %[[PSUM]] : i32 to index
 // CHECK-NEXT:            fagpu.channel_put_tma %{{.*}}[%[[PITEM]]]
 // CHECK:           } consumers {
-// CHECK:             scf.for {{.*}} iter_args(%[[CITEMS:.*]] = %{{.*}}, %[[CTILE:.*]] = %{{.*}}) -> (index, index) {
-// CHECK:               fagpu.channel_get %[[KCH]][%[[CTILE]]]
-// CHECK-NEXT:          fagpu.channel_get %[[VCH]][%[[CTILE]]]
-// CHECK:               scf.for %[[CT:.*]] = {{.*}} iter_args(
-// CHECK:                 %[[CITEM:.*]] = arith.addi %[[CITEMS]], %[[CT]] : index
+// CHECK:             scf.for {{.*}} iter_args(%[[CITEMS:.*]] = %{{.*}}, %[[CTILE:.*]] = %{{.*}}) -> (i32, i32) : i32 {
+// CHECK:               %[[CKV:.*]] = arith.index_castui %[[CTILE]] : i32 to index
+// CHECK-NEXT:          fagpu.channel_get %[[KCH]][%[[CKV]]]
+// CHECK:               fagpu.channel_get %[[VCH]]
+// CHECK:               scf.for %{{.*}} = {{.*}} iter_args(
+// CHECK:                 %[[CSUM:.*]] = arith.addi %[[CITEMS]], %{{.*}} : i32
+// CHECK-NEXT:            %[[CITEM:.*]] = arith.index_castui %[[CSUM]] : i32 to index
 // CHECK-NEXT:            fagpu.channel_get %{{.*}}[%[[CITEM]]]
-// CHECK:               fagpu.channel_release %[[KCH]][%[[CTILE]]]
-// CHECK-NEXT:          fagpu.channel_release %[[VCH]][%[[CTILE]]]
+// CHECK:               fagpu.channel_release %[[KCH]]
+// CHECK:               fagpu.channel_release %[[VCH]]
 // CHECK:               vector.store
 // CHECK:               nvvm.cp.async.wait.group 0
 // CHECK:               scf.yield
