@@ -1922,7 +1922,9 @@ void KeyBlockKernel::forEachTile(function_ref<void(Value)> body) {
   Value grid = toI32(persistentGrid), block = toI32(persistentBlock);
   Value one = c32(1);
   Value rounds = arith::DivUIOp::create(
-      b, loc, arith::AddIOp::create(b, loc, tiles, arith::SubIOp::create(b, loc, grid, one)),
+      b, loc,
+      arith::AddIOp::create(b, loc, tiles,
+                            arith::SubIOp::create(b, loc, grid, one)),
       grid);
   auto loop = scf::ForOp::create(b, loc, c32(0), rounds, one,
                                  ValueRange{c32(0), c32(0)});
@@ -1930,9 +1932,9 @@ void KeyBlockKernel::forEachTile(function_ref<void(Value)> body) {
   b.setInsertionPointToStart(loop.getBody());
   Value round = loop.getInductionVar();
   ValueRange carried = loop.getRegionIterArgs();
-  Value odd = arith::CmpIOp::create(
-      b, loc, arith::CmpIPredicate::ne,
-      arith::AndIOp::create(b, loc, round, one), c32(0));
+  Value odd =
+      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne,
+                            arith::AndIOp::create(b, loc, round, one), c32(0));
   Value pos = arith::SelectOp::create(
       b, loc, odd,
       arith::SubIOp::create(b, loc, arith::SubIOp::create(b, loc, grid, one),
@@ -2918,8 +2920,8 @@ int64_t KeyBlockKernel::emit(gpu::LaunchOp launch) {
       forEachTile([&](Value tileTotal) {
         for (Value ch : {kChannel, vChannel})
           fagpu::ChannelGetOp::create(
-              b, loc, cast<fagpu::ChannelType>(ch.getType()).getStageType(),
-              ch, kvIndex());
+              b, loc, cast<fagpu::ChannelType>(ch.getType()).getStageType(), ch,
+              kvIndex());
         consumeTile(tileTotal, init);
       });
     } else {

@@ -4,7 +4,8 @@
 // RUN: fa-opt %s --split-input-file --fa-select-kernel-config="chip=sm_90a block-q=64" | FileCheck %s --check-prefix=FIXQ
 // RUN: fa-opt %s --split-input-file --fa-select-kernel-config="chip=sm_90a schedule=cooperative" | FileCheck %s --check-prefix=COOP
 // A fixed persistent tile scheduler fails where the warp-specialized kernel
-// cannot be had (D = 96, D = 256, the backward): the other cases still print.
+// cannot be had (D = 96, D = 256) and for a deterministic backward: the
+// other cases still print.
 // RUN: not fa-opt %s --split-input-file --fa-select-kernel-config="chip=sm_90a tile-scheduler=persistent" 2>/dev/null | FileCheck %s --check-prefix=PERSIST
 
 // The table (lib/Dialect/FA/Transforms/SelectKernelConfig.cpp): on sm_90a
@@ -117,6 +118,10 @@ func.func @forward_d128_dv64_causal(%q: tensor<?x?x?x128xbf16>, %k: tensor<?x?x?
 // SM90A: fa.attention_backward {{.*}} {kernel_config = #fa.kernel_config<"sm_90a", wgmma, block_q = 128, block_kv = 128, warps = 8, stages = 2, schedule = warp_specialized>}
 // COOP-LABEL: func.func @backward
 // COOP: fa.attention_backward {{.*}} mask<causal> {kernel_config = #fa.kernel_config<"sm_90a", wgmma, block_q = 64, block_kv = 128, warps = 8, stages = 2>}
+// A persistent backward on request: the warp-specialized kernel's tiles.
+// PERSIST-LABEL: func.func @backward
+// PERSIST: fa.attention_backward {{.*}} mask<causal> {kernel_config = #fa.kernel_config<"sm_90a", wgmma, block_q = 64, block_kv = 128, warps = 8, stages = 2, schedule = warp_specialized, tile_scheduler = persistent>}
+// PERSIST: fa.attention_backward {{.*}} {kernel_config = #fa.kernel_config<"sm_90a", wgmma, block_q = 128, block_kv = 128, warps = 8, stages = 2, schedule = warp_specialized, tile_scheduler = persistent>}
 // SM80-LABEL: func.func @backward
 // SM80: {kernel_config = #fa.kernel_config<"sm_80", mma_sync, block_q = 64, block_kv = 64, warps = 4, stages = 2>}
 // SM80: {kernel_config = #fa.kernel_config<"sm_80", mma_sync, block_q = 64, block_kv = 64, warps = 4, stages = 2>}
