@@ -1242,7 +1242,7 @@ private:
   /// block coordinates `ids` of the grid `grid` (the launch's, or a
   /// persistent kernel's tile and its tile grid); sets the dK / dV slice.
   /// `ordered`: the coordinates are in launch order already (persistent:
-  /// decodeTile).
+  /// mapTile ordered them).
   void mapBlock(gpu::KernelDim3 ids, gpu::KernelDim3 grid,
                 bool ordered = false);
   /// Persistent: maps tile `t` of the grid of key blocks (heavy blocks
@@ -1394,8 +1394,8 @@ private:
   /// (the K / V channels' item).
   /// (ringBase, kvItem and tileLinear are i32: one register each.)
   Value persistentBlock, persistentGrid, ringBase, kvItem;
-  /// Persistent: the current tile, the grid of key blocks and the mapping
-  /// before any tile's (each tile's clones start from it).
+  /// Persistent: the current tile and the mapping before any tile's (each
+  /// tile's clones start from it).
   Value tileLinear;
   IRMapping tileBase;
   /// Persistent: mapTile on a fenced copy of the current tile's index.
