@@ -3355,20 +3355,12 @@ LogicalResult mlir::fa::convertTiledAttentionBackwardToGPU(
     keyCfg->warpSpecialized = true;
   }
   if (config && config.getTileScheduler() != TileScheduler::Grid) {
-    auto fail = [&](const Twine &why) {
+    // (A fixed dQ order is the deterministic mode's.)
+    std::string why = whyBackwardTileSchedulerFails(config, keyNest->orderedDq);
+    if (!why.empty())
       return keyNest->forall.emitError(
-                 "fa-convert-tiled-attention-backward-to-gpu: the ")
-             << stringifyTileScheduler(config.getTileScheduler())
-             << " tile scheduler " << why;
-    };
-    if (config.getTileScheduler() != TileScheduler::Persistent)
-      return fail("is forward-only: the backward's are grid and persistent");
-    if (!keyCfg->warpSpecialized)
-      return fail("needs the warp_specialized key-block kernel");
-    if (keyNest->orderedDq)
-      return fail("keeps no fixed dQ order (fa.dq_accumulation = "
-                  "\"ordered\"): a key block would wait for one that its "
-                  "thread block has not started");
+                 "fa-convert-tiled-attention-backward-to-gpu: ")
+             << why;
     keyCfg->persistent = true;
   }
   if (keyNest->orderedDq && !keyCfg->warpSpecialized)

@@ -340,16 +340,9 @@ std::string ConfigChecker::check(bool backward, bool deterministic, int64_t d,
     error() << "the warp_specialized backward loads Q, dO, K and V as "
                "64-column TMA panels: head dims must be multiples of 64, got "
             << d << " and " << dv;
-  else if (config.getTileScheduler() == TileScheduler::Dynamic)
-    error() << "the backward's tile schedulers are grid and persistent, not "
-               "dynamic";
-  else if (isPersistentScheduler(config.getTileScheduler()) && !ws)
-    error() << "the persistent tile scheduler needs the warp_specialized "
-               "schedule";
-  else if (isPersistentScheduler(config.getTileScheduler()) && deterministic)
-    error() << "the persistent backward keeps no fixed dQ order (a key block "
-               "waits for the one above, which a persistent block may not "
-               "have started): the deterministic backward is grid only";
+  else if (std::string s = whyBackwardTileSchedulerFails(config, deterministic);
+           !s.empty())
+    error() << s;
   else if (config.getStages() != 2)
     error() << "the backward double-buffers its query tiles: stages must be 2";
   else if (d % (16 * split) || dv % (16 * split))
@@ -394,6 +387,23 @@ std::string ConfigChecker::check(bool backward, bool deterministic, int64_t d,
       fits("the dQ kernel", {KernelKind::BackwardQueryBlock, d, dv});
   }
   return why;
+}
+
+std::string mlir::fa::whyBackwardTileSchedulerFails(KernelConfigAttr config,
+                                                    bool deterministic) {
+  TileScheduler scheduler = config.getTileScheduler();
+  if (scheduler == TileScheduler::Dynamic)
+    return "the backward's tile schedulers are grid and persistent, not "
+           "dynamic";
+  if (scheduler == TileScheduler::Persistent &&
+      config.getSchedule() != KernelSchedule::WarpSpecialized)
+    return "the persistent tile scheduler needs the warp_specialized "
+           "schedule";
+  if (scheduler == TileScheduler::Persistent && deterministic)
+    return "the persistent backward keeps no fixed dQ order (a key block "
+           "waits for the one above, which a persistent block may not have "
+           "started): the deterministic backward is grid only";
+  return "";
 }
 
 std::string mlir::fa::whyKernelConfigFails(KernelConfigAttr config,

@@ -282,22 +282,19 @@ SmallVector<Tiles> candidates(const OpTraits &op, MmaKind mma,
       fixedOr(req.dkvSplit, 1))
     result.push_back({128, 128, 8, 2, 1, KernelSchedule::WarpSpecialized,
                       TileScheduler::Grid});
-  // A backward's requested tile scheduler applies to every candidate (the
-  // persistent one to the warp-specialized kernels only: the others fail
-  // the attribute's check).
-  if (op.backward && req.tileScheduler)
-    for (Tiles &t : result)
-      t.tileScheduler = *req.tileScheduler;
   for (auto [q, kv, w, st, split] : out) {
     result.push_back({q, kv, w, st, split});
-    if (op.backward && req.tileScheduler)
-      result.back().tileScheduler = *req.tileScheduler;
     // The warp-specialized backward on request (the cooperative one stays
     // the default until the H200 says otherwise); candidates it does not
     // support fail the configuration check.
     if (op.backward && req.schedule)
       result.back().schedule = *req.schedule;
   }
+  // A backward's requested tile scheduler applies to every candidate
+  // (persistent: only the warp-specialized ones pass the check).
+  if (op.backward && req.tileScheduler)
+    for (Tiles &t : result)
+      t.tileScheduler = *req.tileScheduler;
   return result;
 }
 

@@ -205,6 +205,13 @@ KernelResources kernelResources(KernelConfigAttr config,
 /// the per-thread maximum (ptxas decides the real count later): at least 1.
 int64_t residentBlocks(KernelConfigAttr config, const KernelProblem &problem);
 
+/// Why the backward's key-block kernel cannot have `config`'s tile
+/// scheduler (grid always; persistent with the warp_specialized schedule
+/// and without the deterministic fixed dQ order), or "" when it can. Part
+/// of whyKernelConfigFails; the backward conversion asks it too.
+std::string whyBackwardTileSchedulerFails(KernelConfigAttr config,
+                                          bool deterministic);
+
 /// Why `config` does not work for an op of head dims (d, dv) (see
 /// verifyKernelConfig), or "" when it does.
 std::string whyKernelConfigFails(KernelConfigAttr config, bool backward,
