@@ -88,6 +88,32 @@ createPanelChannel(OpBuilder &b, Location loc, Value smem, Value offset,
   return {channel, map};
 }
 
+/// The alignment a vector access of global memory may claim: the kernels
+/// take 16-byte aligned tensors whose rows are multiples of 16 bytes
+/// (python/flashmlir/_validate.py checks them) and access vectors at column
+/// multiples of their length, so an access of `type` lies at a multiple of
+/// its size, up to 16 bytes. Without it, LLVM assumes the element's
+/// alignment and NVPTX splits the access into scalar ones.
+inline IntegerAttr globalVectorAlignment(OpBuilder &b, VectorType type) {
+  int64_t bytes = type.getNumElements() * type.getElementTypeBitWidth() / 8;
+  return b.getI64IntegerAttr(std::min<int64_t>(16, bytes));
+}
+
+/// vector.load / vector.store of global memory with that alignment.
+inline Value loadGlobalVector(OpBuilder &b, Location loc, VectorType type,
+                              Value memref, ValueRange indices) {
+  return vector::LoadOp::create(b, loc, type, memref, indices,
+                                /*nontemporal=*/false,
+                                globalVectorAlignment(b, type));
+}
+inline void storeGlobalVector(OpBuilder &b, Location loc, Value value,
+                              Value memref, ValueRange indices) {
+  vector::StoreOp::create(
+      b, loc, value, memref, indices,
+      /*nontemporal=*/false,
+      globalVectorAlignment(b, cast<VectorType>(value.getType())));
+}
+
 /// The producer warpgroup's registers (setmaxnreg's minimum).
 constexpr int64_t kMinProducerRegs = 24;
 

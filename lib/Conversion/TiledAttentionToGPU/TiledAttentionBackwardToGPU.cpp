@@ -809,53 +809,66 @@ void emitPreprocess(BackwardEmitter &e, gpu::LaunchOp launch, Value out,
     lanes *= 2;
   auto vt = VectorType::get({kChunk}, elt);
   auto vf = VectorType::get({kChunk}, f32);
-  for (int64_t pass = 0; pass < lanes; ++pass) {
-    Value row = e.add(e.add(row0, e.idx(pass * kRowKernelThreads / lanes)),
-                      e.divu(tid, lanes));
-    Value lane = e.remu(tid, lanes);
-    Value inRange = e.slt(row, nq);
-    auto ifOp = scf::IfOp::create(b, loc, TypeRange{f32}, inRange, true);
-    {
-      OpBuilder::InsertionGuard guard(b);
-      b.setInsertionPointToStart(ifOp.thenBlock());
+  // The loads of kPreprocessBatch passes come before their stores (the
+  // stores may alias the loads as far as LLVM knows, so a store between two
+  // passes would serialize their memory round trips; more passes at once
+  // made ptxas spill): rows past Nq read row Nq - 1 and their sums are
+  // dropped.
+  constexpr int64_t kPreprocessBatch = 4;
+  Value lastRow = e.sub(nq, e.idx(1));
+  Value lane = e.remu(tid, lanes);
+  for (int64_t first = 0; first < lanes; first += kPreprocessBatch) {
+    SmallVector<Value> rowsOf, sums;
+    int64_t last = std::min(lanes, first + kPreprocessBatch);
+    for (int64_t pass = first; pass < last; ++pass) {
+      Value row = e.add(e.add(row0, e.idx(pass * kRowKernelThreads / lanes)),
+                        e.divu(tid, lanes));
+      Value readRow = arith::MinUIOp::create(b, loc, row, lastRow);
       Value acc = arith::ConstantOp::create(b, loc, vf, b.getZeroAttr(vf));
       for (int64_t c = 0; c < chunks / lanes; ++c) {
         Value col = e.mul(e.add(lane, e.idx(c * lanes)), e.idx(kChunk));
-        ValueRange at{bi, h, row, col};
-        Value x = vector::LoadOp::create(b, loc, vt, dout, at);
-        Value y = vector::LoadOp::create(b, loc, vt, out, at);
+        SmallVector<Value> at = {bi, h, readRow, col};
+        Value x = loadGlobalVector(b, loc, vt, dout, at);
+        Value y = loadGlobalVector(b, loc, vt, out, at);
         acc = math::FmaOp::create(b, loc, arith::ExtFOp::create(b, loc, vf, x),
                                   arith::ExtFOp::create(b, loc, vf, y), acc);
       }
-      scf::YieldOp::create(b, loc,
-                           ValueRange{vector::ReductionOp::create(
-                               b, loc, vector::CombiningKind::ADD, acc)});
-      b.setInsertionPointToStart(ifOp.elseBlock());
-      scf::YieldOp::create(b, loc, ValueRange{e.f32(0.0)});
+      Value sum =
+          vector::ReductionOp::create(b, loc, vector::CombiningKind::ADD, acc);
+      for (int64_t m = lanes / 2; m >= 1; m /= 2)
+        sum = e.fadd(sum, gpu::ShuffleOp::create(b, loc, sum, m, kWarpSize,
+                                                 gpu::ShuffleMode::XOR)
+                              .getShuffleResult());
+      rowsOf.push_back(row);
+      sums.push_back(sum);
     }
-    Value sum = ifOp.getResult(0);
-    for (int64_t m = lanes / 2; m >= 1; m /= 2)
-      sum = e.fadd(sum, gpu::ShuffleOp::create(b, loc, sum, m, kWarpSize,
-                                               gpu::ShuffleMode::XOR)
-                            .getShuffleResult());
-    // One lane per row writes; padded rows get delta = 0, lse2 = +inf (no
-    // gradient flows through them).
-    auto leader = scf::IfOp::create(
-        b, loc,
-        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, lane, e.idx(0)),
-        false);
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(leader.thenBlock());
-    memref::StoreOp::create(b, loc, sum, delta, ValueRange{bi, h, row});
-    auto lseIf = scf::IfOp::create(b, loc, TypeRange{f32}, inRange, true);
-    b.setInsertionPointToStart(lseIf.thenBlock());
-    Value l = memref::LoadOp::create(b, loc, lse, ValueRange{bi, h, row});
-    scf::YieldOp::create(b, loc, ValueRange{e.fmul(l, e.f32(kLog2e))});
-    b.setInsertionPointToStart(lseIf.elseBlock());
-    scf::YieldOp::create(b, loc, ValueRange{e.inf()});
-    b.setInsertionPointAfter(lseIf);
-    memref::StoreOp::create(b, loc, lseIf.getResult(0), lse2,
-                            ValueRange{bi, h, row});
+    for (int64_t pass = first; pass < last; ++pass) {
+      Value row = rowsOf[pass - first];
+      Value inRange = e.slt(row, nq);
+      // One lane per row writes; padded rows get delta = 0, lse2 = +inf (no
+      // gradient flows through them).
+      auto leader = scf::IfOp::create(
+          b, loc,
+          arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, lane,
+                                e.idx(0)),
+          false);
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(leader.thenBlock());
+      memref::StoreOp::create(b, loc,
+                              arith::SelectOp::create(b, loc, inRange,
+                                                      sums[pass - first],
+                                                      e.f32(0.0)),
+                              delta, ValueRange{bi, h, row});
+      auto lseIf = scf::IfOp::create(b, loc, TypeRange{f32}, inRange, true);
+      b.setInsertionPointToStart(lseIf.thenBlock());
+      Value l = memref::LoadOp::create(b, loc, lse, ValueRange{bi, h, row});
+      scf::YieldOp::create(b, loc, ValueRange{e.fmul(l, e.f32(kLog2e))});
+      b.setInsertionPointToStart(lseIf.elseBlock());
+      scf::YieldOp::create(b, loc, ValueRange{e.inf()});
+      b.setInsertionPointAfter(lseIf);
+      memref::StoreOp::create(b, loc, lseIf.getResult(0), lse2,
+                              ValueRange{bi, h, row});
+    }
   }
 
   if (dqOrder) {
@@ -884,7 +897,7 @@ void emitPreprocess(BackwardEmitter &e, gpu::LaunchOp launch, Value out,
       auto ifOp = scf::IfOp::create(b, loc, e.slt(row, nq), false);
       OpBuilder::InsertionGuard guard(b);
       b.setInsertionPointToStart(ifOp.thenBlock());
-      vector::StoreOp::create(
+      storeGlobalVector(
           b, loc, zero, dqAcc,
           ValueRange{bi, h, row, e.mul(e.remu(c, perRow), e.idx(4))});
     }
@@ -908,17 +921,28 @@ void emitDqConvert(BackwardEmitter &e, gpu::LaunchOp launch, Value dqAcc,
   Value bi = ids.z, h = ids.y, tid = launch.getThreadIds().x;
   Value row0 = e.mul(ids.x, e.idx(kRowKernelThreads));
   int64_t perRow = d / kChunk;
-  for (int64_t i = 0; i < perRow; ++i) {
-    Value c = e.add(tid, e.idx(i * kRowKernelThreads));
-    Value row = e.add(row0, e.divu(c, perRow));
-    Value col = e.mul(e.remu(c, perRow), e.idx(kChunk));
-    auto ifOp = scf::IfOp::create(b, loc, e.slt(row, nq), false);
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(ifOp.thenBlock());
-    Value x =
-        vector::LoadOp::create(b, loc, vf, dqAcc, ValueRange{bi, h, row, col});
-    Value y = arith::TruncFOp::create(b, loc, vt, e.fmul(x, s));
-    vector::StoreOp::create(b, loc, y, dq, ValueRange{bi, h, row, col});
+  // Loads in groups of kConvertBatch before their stores (which LLVM must
+  // assume alias them): that many round trips in flight per thread. Rows
+  // past Nq read row Nq - 1 and store nothing.
+  constexpr int64_t kConvertBatch = 8;
+  Value lastRow = e.sub(nq, e.idx(1));
+  for (int64_t i0 = 0; i0 < perRow; i0 += kConvertBatch) {
+    SmallVector<Value> rows, cols, xs;
+    for (int64_t i = i0; i < std::min(perRow, i0 + kConvertBatch); ++i) {
+      Value c = e.add(tid, e.idx(i * kRowKernelThreads));
+      rows.push_back(e.add(row0, e.divu(c, perRow)));
+      cols.push_back(e.mul(e.remu(c, perRow), e.idx(kChunk)));
+      Value readRow = arith::MinUIOp::create(b, loc, rows.back(), lastRow);
+      xs.push_back(loadGlobalVector(b, loc, vf, dqAcc,
+                                    ValueRange{bi, h, readRow, cols.back()}));
+    }
+    for (auto [row, col, x] : llvm::zip_equal(rows, cols, xs)) {
+      auto ifOp = scf::IfOp::create(b, loc, e.slt(row, nq), false);
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(ifOp.thenBlock());
+      Value y = arith::TruncFOp::create(b, loc, vt, e.fmul(x, s));
+      storeGlobalVector(b, loc, y, dq, ValueRange{bi, h, row, col});
+    }
   }
 }
 
@@ -1198,8 +1222,8 @@ void emitZeroRows(BackwardEmitter &e, gpu::LaunchOp launch, KeyBlockNest n,
   Value zero = arith::ConstantOp::create(b, loc, vt, b.getZeroAttr(vt));
   for (auto [mem, width] : {std::pair<Value, int64_t>{dk, d}, {dv4, dv}})
     for (int64_t c = 0; c < width / kChunk; ++c)
-      vector::StoreOp::create(b, loc, zero, mem,
-                              ValueRange{e.idx(0), h, row, e.idx(c * kChunk)});
+      storeGlobalVector(b, loc, zero, mem,
+                        ValueRange{e.idx(0), h, row, e.idx(c * kChunk)});
 }
 
 /// Columns of one box of the warp-specialized kernel's dQ reductions: 128
@@ -2562,7 +2586,7 @@ void KeyBlockKernel::epilogue(ValueRange acc) {
         b.setInsertionPointToStart(ifOp.thenBlock());
         for (int64_t nt = 0; nt < nn; ++nt) {
           Value f = frags.scaleRows(frs[mt * nn + nt], factor, factor);
-          vector::StoreOp::create(
+          storeGlobalVector(
               b, loc, frags.truncRow(f, h), dest,
               ValueRange{kBatch, kHead, row,
                          add(col0, add(idx(8 * nt), mul(tig, idx(2))))});
@@ -3216,7 +3240,7 @@ int64_t QueryBlockKernel::emit(gpu::LaunchOp launch) {
       b.setInsertionPointToStart(ifOp.thenBlock());
       for (int64_t nt = 0; nt < nd; ++nt) {
         Value f = frags.scaleRows(loop.getResult(mt * nd + nt), scale, scale);
-        vector::StoreOp::create(
+        storeGlobalVector(
             b, loc, frags.truncRow(f, h), n.dq,
             ValueRange{qBatch, qHead, row, add(idx(8 * nt), mul(tig, idx(2)))});
       }

@@ -2048,7 +2048,7 @@ void ForwardKernelEmitter::emitEpilogue(ValueRange state) {
       b.setInsertionPointToStart(ifOp.thenBlock());
       Value outRow = add(oq, r);
       for (int64_t dn = 0; dn < nd; ++dn)
-        vector::StoreOp::create(
+        storeGlobalVector(
             b, loc,
             cfg.f32Out ? vector::ExtractOp::create(b, loc, outFrags[dn],
                                                    ArrayRef<int64_t>{h})

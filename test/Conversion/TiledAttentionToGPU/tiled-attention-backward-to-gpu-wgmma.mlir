@@ -116,8 +116,8 @@
 // CHECK:             nvvm.wgmma.wait.group.sync.aligned 0
 // CHECK-NEXT:        faptx.operand_fence %{{.*}} : f32
 // CHECK:             scf.yield
-// CHECK:           vector.store %{{.*}}, %arg7[{{.*}}] : memref<?x?x?x128xbf16, strided<[?, ?, ?, 1], offset: ?>>, vector<2xbf16>
-// CHECK:           vector.store %{{.*}}, %arg8[{{.*}}] : memref<?x?x?x128xbf16, strided<[?, ?, ?, 1], offset: ?>>, vector<2xbf16>
+// CHECK:           vector.store %{{.*}}, %arg7[{{.*}}] {alignment = 4 : i64} : memref<?x?x?x128xbf16, strided<[?, ?, ?, 1], offset: ?>>, vector<2xbf16>
+// CHECK:           vector.store %{{.*}}, %arg8[{{.*}}] {alignment = 4 : i64} : memref<?x?x?x128xbf16, strided<[?, ?, ?, 1], offset: ?>>, vector<2xbf16>
 // CHECK:           gpu.terminator
 // CHECK:         gpu.launch {{.*}} function(@fast_causal_bf16_d128_dq_convert_kernel) {
 // CHECK:         memref.dealloc %[[ACC]]

@@ -17,19 +17,22 @@
 // CHECK:         %[[LSE2:.*]] = memref.alloc({{.*}}) {fa.workspace = "lse2"} : memref<?x?x?xf32>
 // CHECK:         %[[ACC:.*]] = memref.alloc({{.*}}) {fa.workspace = "dq_accum"} : memref<?x?x?x64xf32>
 // Preprocessing: 8 lanes per row of 64 f16 read dO and O 16 bytes at a time
-// (coalesced) and sum their dot products with shuffles; one lane writes delta
-// and lse2 (0 and +inf past Nq); then the block's accumulator rows are
-// zeroed, 16 bytes per lane.
+// (coalesced; the vector accesses of global memory state their alignment,
+// else NVPTX splits them into scalar ones) and sum their dot products with
+// shuffles, four rows' loads before their stores; one lane writes delta and
+// lse2 (0 and +inf past Nq); then the block's accumulator rows are zeroed,
+// 16 bytes per lane.
 // CHECK:         gpu.launch {{.*}} threads({{.*}}) in (%{{.*}} = %c128{{.*}}, %{{.*}} = %c1{{.*}}, %{{.*}} = %c1{{.*}}) dynamic_shared_memory_size %{{.*}} module(@fast_causal_kernels) function(@fast_causal_preprocess_kernel) {
-// CHECK:           vector.load %arg4{{.*}} vector<8xf16>
-// CHECK:           vector.load %arg3{{.*}} vector<8xf16>
+// CHECK:           arith.minui
+// CHECK:           vector.load %arg4{{.*}} {alignment = 16 : i64} : {{.*}}, vector<8xf16>
+// CHECK:           vector.load %arg3{{.*}} {alignment = 16 : i64} : {{.*}}, vector<8xf16>
 // CHECK:           math.fma
 // CHECK:           vector.reduction <add>
 // CHECK:           gpu.shuffle  xor
 // CHECK:           memref.store %{{.*}}, %[[DELTA]]
 // CHECK:           memref.load %arg5
 // CHECK:           memref.store %{{.*}}, %[[LSE2]]
-// CHECK:           vector.store %{{.*}}, %[[ACC]]{{.*}} vector<4xf32>
+// CHECK:           vector.store %{{.*}}, %[[ACC]]{{.*}} {alignment = 16 : i64} : {{.*}}, vector<4xf32>
 // Key blocks: grid (key blocks, kv heads, batches), 64 KiB of shared
 // memory: K, V 64x72 | Q, dO 2x64x72 | dS^T 64x72 (f16) | lse2, delta 2x64.
 // CHECK:         %[[SMEM:.*]] = arith.constant 65536 : i32
@@ -66,12 +69,15 @@
 // CHECK:             scf.yield
 // Epilogue: dK scaled by the softmax scale, rows < Nk only.
 // CHECK:           arith.mulf
-// CHECK:           vector.store %{{.*}}, %arg7
-// CHECK:           vector.store %{{.*}}, %arg8
+// CHECK:           vector.store %{{.*}}, %arg7{{.*}} {alignment = 4 : i64}
+// CHECK:           vector.store %{{.*}}, %arg8{{.*}} {alignment = 4 : i64}
 // CHECK:         gpu.launch {{.*}} module(@fast_causal_kernels) function(@fast_causal_dq_convert_kernel) {
-// CHECK:           vector.load %[[ACC]]{{.*}} vector<8xf32>
+// The conversion loads eight 32-byte pieces of a thread's rows before it
+// stores them.
+// CHECK:           vector.load %[[ACC]]{{.*}} {alignment = 16 : i64} : {{.*}}, vector<8xf32>
+// CHECK:           vector.load %[[ACC]]{{.*}} {alignment = 16 : i64} : {{.*}}, vector<8xf32>
 // CHECK:           arith.truncf %{{.*}} : vector<8xf32> to vector<8xf16>
-// CHECK:           vector.store %{{.*}}, %arg6
+// CHECK:           vector.store %{{.*}}, %arg6{{.*}} {alignment = 16 : i64}
 // CHECK:         memref.dealloc %[[DELTA]]
 // CHECK:         memref.dealloc %[[LSE2]]
 // CHECK:         memref.dealloc %[[ACC]]

@@ -26,7 +26,7 @@
 // CHECK:           memref.reinterpret_cast %[[V]]
 // CHECK:           nvgpu.device_async_copy %[[KG]]
 // The epilogue: rows of this sequence only, at [h, base + q0 + r, col].
-// CHECK:           vector.store %{{.*}}, %[[OUT]][%[[H]], %{{.*}}, %{{.*}}] : memref<4x?x64xf16, {{.*}}>, vector<2xf16>
+// CHECK:           vector.store %{{.*}}, %[[OUT]][%[[H]], %{{.*}}, %{{.*}}] {alignment = 4 : i64} : memref<4x?x64xf16, {{.*}}>, vector<2xf16>
 // CHECK:           memref.store %{{.*}}, %[[LSE]][%[[H]], %{{.*}}] : memref<4x?xf32, {{.*}}>
 
 func.func @varlen_causal(%q: memref<4x?x64xf16, strided<[?, ?, 1], offset: ?>>, %k: memref<2x?x64xf16, strided<[?, ?, 1], offset: ?>>, %v: memref<2x?x64xf16, strided<[?, ?, 1], offset: ?>>, %out: memref<4x?x64xf16, strided<[?, ?, 1], offset: ?>>, %lse: memref<4x?xf32, strided<[?, ?], offset: ?>>, %cu_q: memref<?xi32>, %cu_k: memref<?xi32>, %max_q: index) {

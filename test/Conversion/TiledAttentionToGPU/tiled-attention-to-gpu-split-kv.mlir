@@ -11,7 +11,7 @@
 // CHECK:         %[[PO:.*]] = memref.alloc(%{{.*}}, %{{.*}}, %{{.*}}) {fa.workspace = "out_partial"} : memref<?x?x?x64xf32>
 // CHECK:         %[[PL:.*]] = memref.alloc(%{{.*}}, %{{.*}}, %{{.*}}) {fa.workspace = "lse_partial"} : memref<?x?x?xf32>
 // CHECK:         gpu.launch
-// CHECK:           vector.store %{{.*}}, %[[PO]][%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}] : memref<?x?x?x64xf32>, vector<2xf32>
+// CHECK:           vector.store %{{.*}}, %[[PO]][%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}] {alignment = 8 : i64} : memref<?x?x?x64xf32>, vector<2xf32>
 // CHECK:           memref.store %{{.*}}, %[[PL]][%{{.*}}, %{{.*}}, %{{.*}}] : memref<?x?x?xf32>
 // CHECK:         %[[TL:.*]] = bufferization.to_tensor %[[PL]] restrict
 // CHECK:         %[[TO:.*]] = bufferization.to_tensor %[[PO]] restrict

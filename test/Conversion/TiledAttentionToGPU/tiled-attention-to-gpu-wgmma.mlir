@@ -97,7 +97,7 @@
 // CHECK:             scf.yield
 // The epilogue is the mma.sync one: the O accumulators are laid out as C
 // fragments.
-// CHECK:           vector.store %{{.*}}, %arg3[{{.*}}] : memref<?x?x?x64xbf16, strided<[?, ?, ?, 1], offset: ?>>, vector<2xbf16>
+// CHECK:           vector.store %{{.*}}, %arg3[{{.*}}] {alignment = 4 : i64} : memref<?x?x?x64xbf16, strided<[?, ?, ?, 1], offset: ?>>, vector<2xbf16>
 // CHECK:           memref.store %{{.*}}, %arg4[{{.*}}] : memref<?x?x?xf32, strided<[?, ?, ?], offset: ?>>
 // CHECK:           gpu.terminator
 // CHECK-NOT:     bufferization.materialize_in_destination
@@ -170,7 +170,7 @@ func.func @causal_bf16_d64(%q: !m, %k: !m, %v: !m, %o: !m, %lse: !l) {
 // CHECK:             faptx.ex2
 // CHECK:             faptx.wgmma_mma_rs n = 128, f16,
 // CHECK:             scf.yield
-// CHECK:           vector.store %{{.*}}, %arg3[{{.*}}] : memref<?x?x?x128xf16, strided<[?, ?, ?, 1], offset: ?>>, vector<2xf16>
+// CHECK:           vector.store %{{.*}}, %arg3[{{.*}}] {alignment = 4 : i64} : memref<?x?x?x128xf16, strided<[?, ?, ?, 1], offset: ?>>, vector<2xf16>
 // CHECK:           gpu.terminator
 func.func @f16_d128(%q: !m, %k: !m, %v: !m, %o: !m, %lse: !l) {
   %qt = bufferization.to_tensor %q restrict : !m to !t
@@ -208,7 +208,7 @@ func.func @f16_d128(%q: !m, %k: !m, %v: !m, %o: !m, %lse: !l) {
 // CHECK:             nvvm.wgmma.commit.group.sync.aligned
 // CHECK-COUNT-4:     faptx.wgmma_mma_rs n = 96, bf16,
 // CHECK:             scf.yield
-// CHECK:           vector.store %{{.*}}, %arg3[{{.*}}] : memref<?x?x?x96xbf16, strided<[?, ?, ?, 1], offset: ?>>, vector<2xbf16>
+// CHECK:           vector.store %{{.*}}, %arg3[{{.*}}] {alignment = 4 : i64} : memref<?x?x?x96xbf16, strided<[?, ?, ?, 1], offset: ?>>, vector<2xbf16>
 func.func @bf16_d96(%q: !m, %k: !m, %v: !m, %o: !m, %lse: !l) {
   %qt = bufferization.to_tensor %q restrict : !m to !t
   %kt = bufferization.to_tensor %k restrict : !m to !t

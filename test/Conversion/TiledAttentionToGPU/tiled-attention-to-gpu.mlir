@@ -70,7 +70,7 @@
 // CHECK:           arith.divf
 // CHECK:           math.log2
 // CHECK:           scf.if
-// CHECK:             vector.store %{{.*}}, %arg3[{{.*}}] : memref<?x?x?x64xf16, strided<[?, ?, ?, 1], offset: ?>>, vector<2xf16>
+// CHECK:             vector.store %{{.*}}, %arg3[{{.*}}] {alignment = 4 : i64} : memref<?x?x?x64xf16, strided<[?, ?, ?, 1], offset: ?>>, vector<2xf16>
 // CHECK:             scf.if
 // CHECK:               memref.store %{{.*}}, %arg4[{{.*}}] : memref<?x?x?xf32, strided<[?, ?, ?], offset: ?>>
 // CHECK:           gpu.terminator
