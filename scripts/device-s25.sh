@@ -6,7 +6,9 @@
 # kernel's dK / dV stores, the grid / sm_80 forwards' O stores). Every
 # backward kernel and the non-TMA forwards change. Correctness on the full
 # set (dense, varlen, paged), then A/B against main's set, the per-kernel
-# breakdown beside cuDNN, and the backward beside cuDNN / FA2. Carry
+# breakdown beside cuDNN, and the backward beside cuDNN / FA2. The packed
+# (varlen / paged) forwards now fence their TMA-store epilogue like the dense
+# ones, so the varlen / paged suites cover that too. Carry
 # KERNELS (default build/kernels-rk.tar.xz: `python3 -m flashmlir compile
 # --kind all --form all` on this branch, tarred as kernels/), PREV (default
 # build/kernels-main-s24.tar.xz: the same on main) and the launcher.

@@ -2066,22 +2066,16 @@ void ForwardKernelEmitter::emitTmaStore(ArrayRef<Value> outFrags, int64_t mt,
                                         Value ob, Value oh, Value oq,
                                         Value packedRows) {
   const int64_t panels = cfg.dv / TileLayout::kPanelCols;
-  // Dense: the thread's coordinates from a fenced copy of its index, so the
+  // The thread's coordinates from a fenced copy of its index, so the
   // swizzled staging and box addresses, invariant over a persistent kernel's
   // tiles, are formed here instead of being held (or spilled) across the
-  // tiles. (The packed-sequence kernels, whose epilogue spills nothing,
-  // keep the form they were verified in.)
-  Value wgIdx, gHere = g, laneRow, colPair;
-  if (ta.packedOut) {
-    wgIdx = divu(tid, kWarpgroupThreads);
-  } else {
-    Value t = wg.opaqueIndex(tid);
-    wgIdx = divu(t, kWarpgroupThreads);
-    Value lane = remu(t, kWarpSize);
-    gHere = divu(lane, 4);
-    laneRow = add(mul(divu(t, kWarpSize), idx(cfg.br / cfg.warps)), gHere);
-    colPair = mul(remu(lane, 4), idx(2));
-  }
+  // tiles.
+  Value t = wg.opaqueIndex(tid);
+  Value wgIdx = divu(t, kWarpgroupThreads);
+  Value lane = remu(t, kWarpSize);
+  Value gHere = divu(lane, 4);
+  Value laneRow = add(mul(divu(t, kWarpSize), idx(cfg.br / cfg.warps)), gHere);
+  Value colPair = mul(remu(lane, 4), idx(2));
   auto storeBarrier = [&] {
     NVVM::BarrierOp::create(
         b, loc, TypeRange{}, toI32(add(wgIdx, idx(kStoreBarrier))),
@@ -2099,9 +2093,8 @@ void ForwardKernelEmitter::emitTmaStore(ArrayRef<Value> outFrags, int64_t mt,
   // Rows warpRow + g (+ 8) of panel dn / 8, chunk dn % 8 swizzled with the
   // row (128-byte swizzle: chunk ^ row % 8, and row % 8 = g).
   for (int64_t h = 0; h < 2; ++h) {
-    Value r = add(laneRow ? laneRow : add(warpRow, g), idx(16 * mt + 8 * h));
-    Value rowBase = add(mul(r, idx(TileLayout::kPanelCols)),
-                        colPair ? colPair : mul(tig, idx(2)));
+    Value r = add(laneRow, idx(16 * mt + 8 * h));
+    Value rowBase = add(mul(r, idx(TileLayout::kPanelCols)), colPair);
     for (int64_t dn = 0; dn < cfg.dv / 8; ++dn) {
       Value chunk = arith::XOrIOp::create(b, loc, idx(dn % 8), gHere);
       Value at = add(add(rowBase, mul(chunk, idx(8))),
