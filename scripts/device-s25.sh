@@ -11,7 +11,8 @@
 # ones, so the varlen / paged suites cover that too. Carry
 # KERNELS (default build/kernels-rk.tar.xz: `python3 -m flashmlir compile
 # --kind all --form all` on this branch, tarred as kernels/), PREV (default
-# build/kernels-main-s24.tar.xz: the same on main) and the launcher.
+# build/kernels-main-s24.tar.xz: the same on main), PERS (below) and the
+# launcher.
 source "$(dirname "${BASH_SOURCE[0]}")/device-env.sh"
 rm -rf build/kernels build/kernels-prev
 mkdir -p build/kernels build/kernels-prev
@@ -28,20 +29,76 @@ FLASHMLIR_REQUIRE_KERNELS=1 timeout 200 $PY -m pytest -q -p no:cacheprovider \
   python/tests/test_gpu_head_dims.py python/tests/test_gpu_launch.py \
   python/tests/test_gpu_transformers.py python/tests/test_gpu_sequences.py \
   python/tests/test_gpu_decode.py 2>&1 | tail -3
-sanitize_backward "128 causal,64 det big"
 if [ $(left) -gt 100 ]; then
   echo "== A/B main (A) vs row kernels (B) at $(elapsed) s"
   timeout 120 $PY bench/bench_kernel_ab.py --a build/kernels-prev --b build/kernels \
     --direction bwd --headdims 64 128 --seqlens 1024 2048 8192 --masks full causal --rep 40 \
     --json $OUT/ab-rk-bwd.json 2>&1 | grep "B/A"
 fi
+# The persistent key-block kernel (branch s25-persistent-bwd): PERS
+# (default build/kernels-pers.tar.xz) is KERNELS with the D = 64 / 128
+# backward kernels (unmasked and causal) built --tile-scheduler=persistent.
+if [ -f "${PERS:-build/kernels-pers.tar.xz}" ] && [ $(left) -gt 90 ]; then
+  rm -rf build/kernels-pers && mkdir -p build/kernels-pers
+  tar -xJf "${PERS:-build/kernels-pers.tar.xz}" -C build/kernels-pers --strip-components=1
+  echo "== persistent: check_backward at $(elapsed) s"
+  FLASHMLIR_KERNEL_DIR=build/kernels-pers timeout 60 $PY bench/check_backward.py 2>&1 \
+    | grep -v execution_engine | tail -1
+  for sms in 5 ""; do
+    echo "== persistent: test_gpu_backward FLASHMLIR_SMS=$sms at $(elapsed) s"
+    FLASHMLIR_KERNEL_DIR=build/kernels-pers FLASHMLIR_SMS=$sms FLASHMLIR_REQUIRE_KERNELS=1 \
+      timeout 90 $PY -m pytest -q -p no:cacheprovider python/tests/test_gpu_backward.py 2>&1 | tail -3
+  done
+  echo "== A/B grid (A) vs persistent (B) at $(elapsed) s"
+  timeout 90 $PY bench/bench_kernel_ab.py --a build/kernels --b build/kernels-pers \
+    --direction bwd --headdims 128 64 --seqlens 1024 2048 8192 --masks full causal --rep 30 \
+    --json $OUT/ab-pers-bwd.json 2>&1 | grep "B/A"
+  echo "== GQA causal grid (A) vs persistent (B) at $(elapsed) s"
+  timeout 60 $PY bench/bench_kernel_ab.py --a build/kernels --b build/kernels-pers \
+    --direction bwd --headdims 128 --seqlens 2048 8192 --masks causal --groups 4 8 \
+    --hidden 2048 --rep 40 --json $OUT/ab-pers-gqa.json 2>&1 | grep "B/A"
+fi
+if [ $(left) -gt 60 ]; then
+  sanitize_backward "128 causal,64 det big"
+  [ -d build/kernels-pers ] && FLASHMLIR_KERNEL_DIR=build/kernels-pers FLASHMLIR_SMS=2 \
+    sanitize_backward "128 causal big"
+fi
 if [ $(left) -gt 80 ]; then
   echo "== per-kernel breakdown at $(elapsed) s"
   timeout 60 $PY bench/profile_backward_kernels.py --headdims 64 128 --seqlens 2048 2>&1 | grep -v Warning
+fi
+if [ $(left) -gt 120 ]; then
+  # One wave of 128 key blocks: per-block fixed cost against iterations.
+  echo "== one-wave per-kernel times at $(elapsed) s"
+  timeout 60 $PY bench/profile_backward_kernels.py --headdims 128 \
+    --seqlens 1024 2048 4096 8192 16384 --one-wave 128 2>&1 | grep -v Warning
 fi
 if [ $(left) -gt 100 ]; then
   echo "== check_backward --bench at $(elapsed) s"
   timeout $(( $(left) - 20 > 130 ? 130 : $(left) - 20 )) $PY bench/check_backward.py --bench \
     --headdims 64 128 --seqlens 1024 2048 8192 16384 2>&1 | grep "^D"
+fi
+if [ $(left) -gt 60 ]; then
+  # GQA 8 causal is 9-19% slower than MHA: memory traffic (the group's dQ
+  # accumulators and Q / dO missing L2) or imbalance?
+  m=gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,lts__t_sector_hit_rate.pct,lts__t_sectors_op_red.sum,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_elapsed
+  for kvh in 16 2; do
+    echo "== ncu key-block kernel D=128 2k causal Hq=16 Hkv=$kvh at $(elapsed) s"
+    timeout 50 ncu --clock-control none --kernel-name regex:fa_bwd_kernel --launch-skip 2 \
+      --launch-count 1 --metrics $m $PY bench/profile_attention.py --backward \
+      --causal --head-dim 128 --seqlen 2048 --kv-heads $kvh 2>&1 \
+      | grep -E "duration|bytes|hit_rate|sectors|tensor"
+  done
+fi
+if [ $(left) -gt 70 ]; then
+  echo "== GQA against MHA at the same Hq (D = 128) at $(elapsed) s"
+  timeout 60 $PY bench/bench_kernel_ab.py --a build/kernels --b build/kernels --direction bwd \
+    --headdims 128 --seqlens 2048 8192 --masks full causal --groups 1 4 8 --hidden 2048 --rep 40 \
+    --json $OUT/gqa.json 2>&1 | grep "B/A"
+fi
+if [ $(left) -gt 60 ]; then
+  echo "== Llama step at $(elapsed) s"
+  timeout $(( $(left) - 10 )) $PY bench/bench_llama_step.py --layers 4 --tokens 8192 --steps 6 \
+    --rounds 2 2>&1 | tail -4
 fi
 echo "== done at $(elapsed) s"
