@@ -124,6 +124,21 @@ def test_heads_and_layouts(dtype, d, hq, hkv, layout, causal, nq, nk):
           f"{dtype} D={d} H={hq}/{hkv} {layout} causal={causal} {nq}x{nk}", causal=causal)
 
 
+# Causal groups of 8 and more with at most 64 key blocks walk query blocks
+# outer, heads inner and rotated by the key block (D >= 128), and 16 heads
+# per kv head with 72 key blocks the heads outer again: both against the
+# reference, at lengths with partial blocks.
+@pytest.mark.parametrize("hq,hkv,nq,nk", [(8, 1, 1000, 1000), (16, 2, 700, 1300),
+                                          (16, 1, 9173, 9173)], ids=lambda x: str(x))
+@pytest.mark.parametrize("d", [64, 128])
+def test_large_groups_causal(d, hq, hkv, nq, nk):
+    q, k, v, dout = _case("bf16", d, nq, nk, hq, hkv, b=1,
+                          seed=R.seed_for("bwd-groups", d, hq, hkv, nq, nk))
+    out, dq, dk, dv = grads(q, k, v, dout, causal=True)
+    check(dq, dk, dv, q, k, v, dout, "bhsd", f"bf16 D={d} H={hq}/{hkv} causal {nq}x{nk}",
+          causal=True)
+
+
 @pytest.mark.parametrize("opts", [{}, {"causal": True}], ids=_opt_id)
 @pytest.mark.parametrize("dtype,d,hq,hkv,nq,nk", [
     ("bf16", 128, 4, 2, 1000, 1000),

@@ -240,7 +240,12 @@ def test_varlen_backward_graph_capture():
     graph.replay()
     _sync()
     want = step()
-    for a, b in zip(grads, want):
+    # dK / dV are summed in a fixed order; dQ with f32 atomics, whose order
+    # varies from run to run (the key blocks of a causal GQA group add into
+    # the same query block at about the same time).
+    dq, dq_want = grads[0].float(), want[0].float()
+    assert (dq - dq_want).abs().max().item() <= 1e-2 * dq_want.abs().max().item() + 1e-3
+    for a, b in zip(grads[1:], want[1:]):
         assert torch.equal(a, b)
 
 

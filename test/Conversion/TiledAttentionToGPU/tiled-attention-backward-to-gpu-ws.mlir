@@ -38,6 +38,11 @@
 // The lse2 / delta ring, then the dQ staging.
 // CHECK:           %[[RING:.*]] = memref.view {{.*}} to memref<384xf32, #gpu.address_space<workgroup>>
 // CHECK:           memref.view {{.*}} to memref<8192xf32, #gpu.address_space<workgroup>>
+// The tile's loop order (the dQ warp's loop below).
+// CHECK:           %[[KBS:.*]] = arith.ceildivsi
+// CHECK-NEXT:      %[[FEWKB:.*]] = arith.cmpi ule, %[[KBS]], %c64{{.*}} : index
+// CHECK:           %[[BIGG:.*]] = arith.cmpi uge, %[[GROUP:.*]], %c8 : index
+// CHECK-NEXT:      %[[QOUTER:.*]] = arith.andi %[[BIGG]], %[[FEWKB]] : i1
 // CHECK:           %[[QRING:.*]] = memref.view {{.*}} to memref<2x2x1x1x64x64xbf16, #gpu.address_space<workgroup>>
 // CHECK-NEXT:      %[[QD:.*]] = faptx.tensormap_param %[[QMAP]]
 // CHECK-NEXT:      %[[QCH:.*]] = fagpu.channel_create %[[QRING]] arrivals 256 : {{.*}} -> !fagpu.channel<2 x memref<2x1x1x64x64xbf16, #gpu.address_space<workgroup>>>
@@ -54,7 +59,21 @@
 // at its "full" barrier (128 + 32 threads), add its staged 64 x 64 unit to
 // dQ with two bulk tensor reductions, wait for their reads, arrive at its
 // "empty" barrier; before exiting, wait for the reductions to complete.
+// Causal, D >= 128: with G >= 8 query heads per kv head and at most 64 key
+// blocks, iteration t is query block nQB - 1 - t / G and head
+// (t % G + key block % G) % G, else head t / nQB and query block t % nQB;
+// one i32 division either way.
 // CHECK:             scf.for %{{.*}} = %{{.*}} to %[[TOTAL:.*]] step
+// CHECK-NEXT:          %[[DIVISOR:.*]] = arith.select %[[QOUTER]], %[[GROUP]], %[[NQB:.*]] : index
+// CHECK:               arith.divui %{{.*}}, %{{.*}} : i32
+// CHECK:               %[[ROT:.*]] = arith.addi %{{.*}}, %{{.*}} : index
+// CHECK-NEXT:          %[[WRAP:.*]] = arith.subi %[[ROT]], %[[GROUP]] : index
+// CHECK-NEXT:          %[[PAST:.*]] = arith.cmpi uge, %[[ROT]], %[[GROUP]] : index
+// CHECK-NEXT:          %[[HEADG:.*]] = arith.select %[[PAST]], %[[WRAP]], %[[ROT]] : index
+// CHECK-NEXT:          arith.select %[[QOUTER]], %[[HEADG]], %{{.*}} : index
+// CHECK:               %[[LASTQB:.*]] = arith.subi %[[NQB]], %c1{{.*}} : index
+// CHECK-NEXT:          %[[QBG:.*]] = arith.subi %[[LASTQB]], %{{.*}} : index
+// CHECK-NEXT:          arith.select %[[QOUTER]], %[[QBG]], %{{.*}} : index
 // CHECK:               nvvm.barrier id = %{{.*}} number_of_threads = %c160_i32
 // CHECK:                 nvvm.cp.async.bulk.tensor.reduce %{{.*}}, %{{.*}}, box[%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}] {redKind = #nvvm.tma_redux_kind<add>}
 // CHECK:                 nvvm.cp.async.bulk.tensor.reduce
