@@ -21,6 +21,13 @@ if [ ! -f build/lib/libflashmlir_launcher.so ] && command -v cc >/dev/null; then
   cc -O2 -shared -fPIC -o build/lib/libflashmlir_launcher.so lib/Launcher/launcher.c \
     || echo "device-env: the native launcher did not build; ctypes launches"
 fi
+# unpack_kernels DIR TARBALL: a carried kernel set (tarred as kernels/)
+# into DIR, emptied first.
+unpack_kernels() {
+  rm -rf "$1" && mkdir -p "$1" && tar -xJf "$2" -C "$1" --strip-components=1
+}
+# Seconds left of the script's LIMIT (default 560) for guarding its items.
+left() { echo $(( ${LIMIT:-560} - $(elapsed) )); }
 # memcheck and racecheck of the backward key-block kernel on each
 # comma-separated scripts/sanitize-bwd.py argument list ("128 causal,64 det
 # big"), with the caller's FLASHMLIR_KERNEL_DIR.

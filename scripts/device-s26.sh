@@ -10,12 +10,8 @@
 # set before it) and the launcher. Everything goes to $OUT/log.txt too.
 source "$(dirname "${BASH_SOURCE[0]}")/device-env.sh"
 exec > >(tee "$OUT/log.txt") 2>&1
-rm -rf build/kernels build/kernels-prev
-mkdir -p build/kernels build/kernels-prev
-tar -xJf "${KERNELS:-build/kernels-ord.tar.xz}" -C build/kernels --strip-components=1
-tar -xJf "${PREV:-build/kernels-rk.tar.xz}" -C build/kernels-prev --strip-components=1
-LIMIT=${LIMIT:-560}
-left() { echo $(( LIMIT - $(elapsed) )); }
+unpack_kernels build/kernels "${KERNELS:-build/kernels-ord.tar.xz}"
+unpack_kernels build/kernels-prev "${PREV:-build/kernels-rk.tar.xz}"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 echo "== check_backward at $(elapsed) s"
 timeout 60 $PY bench/check_backward.py 2>&1 | grep -v execution_engine | tail -1
