@@ -14,12 +14,8 @@
 # build/kernels-main-s24.tar.xz: the same on main), PERS (below) and the
 # launcher.
 source "$(dirname "${BASH_SOURCE[0]}")/device-env.sh"
-rm -rf build/kernels build/kernels-prev
-mkdir -p build/kernels build/kernels-prev
-tar -xJf "${KERNELS:-build/kernels-rk.tar.xz}" -C build/kernels --strip-components=1
-tar -xJf "${PREV:-build/kernels-main-s24.tar.xz}" -C build/kernels-prev --strip-components=1
-LIMIT=${LIMIT:-560}
-left() { echo $(( LIMIT - $(elapsed) )); }
+unpack_kernels build/kernels "${KERNELS:-build/kernels-rk.tar.xz}"
+unpack_kernels build/kernels-prev "${PREV:-build/kernels-main-s24.tar.xz}"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 echo "== check_backward at $(elapsed) s"
 timeout 60 $PY bench/check_backward.py 2>&1 | grep -v execution_engine | tail -1
@@ -39,8 +35,7 @@ fi
 # (default build/kernels-pers.tar.xz) is KERNELS with the D = 64 / 128
 # backward kernels (unmasked and causal) built --tile-scheduler=persistent.
 if [ -f "${PERS:-build/kernels-pers.tar.xz}" ] && [ $(left) -gt 90 ]; then
-  rm -rf build/kernels-pers && mkdir -p build/kernels-pers
-  tar -xJf "${PERS:-build/kernels-pers.tar.xz}" -C build/kernels-pers --strip-components=1
+  unpack_kernels build/kernels-pers "${PERS:-build/kernels-pers.tar.xz}"
   echo "== persistent: check_backward at $(elapsed) s"
   FLASHMLIR_KERNEL_DIR=build/kernels-pers timeout 60 $PY bench/check_backward.py 2>&1 \
     | grep -v execution_engine | tail -1
