@@ -3,7 +3,8 @@
 # (all measurement, no candidate kernels): the forward and backward beside
 # SDPA's cuDNN / FA2 back ends and FlexAttention (issues 12, 16), the head
 # dims of issue 10's two backward misses (causal D = 192, non-causal D =
-# 256, against FA2), the Llama step (issue 17). Carry KERNELS (default
+# 256, against FA2), ncu of GQA 4 causal against MHA, the Llama step (issue
+# 17). Carry KERNELS (default
 # build/kernels-ord.tar.xz: `python3 -m flashmlir compile --kind all --form
 # all` on main, tarred as kernels/) and the launcher. Each item is guarded
 # by the time left (LIMIT); the whole log goes to $OUT/log.txt.
@@ -27,6 +28,18 @@ if [ $(left) -gt 110 ]; then
   echo "== bench_attention bwd D = 96 / 192 / 256 (against FA2) at $(elapsed) s"
   timeout 90 $PY bench/bench_attention.py --out "$OUT" --name bwd-headdims --direction bwd \
     --headdims 96 192 256 --seqlens 2048 8192 --no-flex --rep 40 --time-budget-s 80 2>&1 | tail -16
+fi
+if [ $(left) -gt 90 ]; then
+  # GQA 4 causal stays 12-13% slower than MHA at 2k with either loop order:
+  # memory (DRAM bytes, L2 hits) or the dQ reductions?
+  m=gpu__time_duration.sum,dram__bytes_read.sum,lts__t_sector_hit_rate.pct,lts__t_sectors_op_red.sum,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_elapsed
+  for kvh in 16 4; do
+    echo "== ncu key-block kernel D=128 2k causal Hq=16 Hkv=$kvh at $(elapsed) s"
+    timeout 40 ncu --clock-control none --kernel-name regex:fa_bwd_kernel --launch-skip 2 \
+      --launch-count 1 --metrics $m $PY bench/profile_attention.py --backward \
+      --causal --head-dim 128 --seqlen 2048 --kv-heads $kvh 2>&1 \
+      | grep -E "duration|bytes|hit_rate|sectors|tensor"
+  done
 fi
 if [ $(left) -gt 60 ]; then
   echo "== Llama step at $(elapsed) s"
