@@ -1311,10 +1311,26 @@ private:
     return !dqOrder && cfg.masked && cfg.mask && cfg.kmask.hasRight() &&
            !cfg.kmask.hasLeft();
   }
+  /// The run-time test of the causal GQA rules (mapBlock's launch order,
+  /// iteration's loop order): at most 64 key blocks, at most 1024 blocks
+  /// where `blocks` is given, and at least `minGroup` query heads per kv
+  /// head.
+  Value smallGqaGrid(Value keyBlocks, Value blocks, Value group,
+                     int64_t minGroup) {
+    auto cmp = [&](arith::CmpIPredicate pred, Value a, int64_t c) {
+      return arith::CmpIOp::create(b, loc, pred, a, idx(c)).getResult();
+    };
+    Value small = cmp(arith::CmpIPredicate::ule, keyBlocks, 64);
+    if (blocks)
+      small = arith::AndIOp::create(
+          b, loc, small, cmp(arith::CmpIPredicate::ule, blocks, 1024));
+    return arith::AndIOp::create(
+        b, loc, small, cmp(arith::CmpIPredicate::uge, group, minGroup));
+  }
   /// The flattened loop's order may be (query block descending, head) for
   /// a causal block with head dims of 128 or more (iteration() says when
-  /// and why), else it is (head, query block). (D = 64, 0.98-1.03x the
-  /// time at G = 8: its 128-query blocks read Q / dO half as often.)
+  /// and why), else it is (head, query block). (Not at D = 64: 0.98-1.03x
+  /// the time at G = 8, H100.)
   bool queryOuter() const {
     return heavyBlocksFirst() && cfg.d >= 128 && !cfg.persistent;
   }
@@ -2039,16 +2055,8 @@ Value KeyBlockKernel::mapTile(Value t) {
     // block 0 first, then block 1, ... on small GQA grids.
     Value pairs = mul(extent[1], extent[2]);
     Value tiles = mul(extent[0], pairs);
-    Value group = clone(n.headLoop.getUpperBound(), base);
-    auto ule = [&](Value a, int64_t c) {
-      return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ule, a,
-                                   idx(c));
-    };
-    Value reorder = arith::AndIOp::create(
-        b, loc,
-        arith::AndIOp::create(b, loc, ule(extent[0], 64), ule(tiles, 1024)),
-        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ugt, group,
-                              idx(1)));
+    Value reorder = smallGqaGrid(extent[0], tiles,
+                                 clone(n.headLoop.getUpperBound(), base), 2);
     auto [keyBlock, pair] = divRemU32(t, pairs);
     auto [pz, py] = divRemU32(pair, extent[1]);
     auto pick = [&](Value reordered, Value plain) {
@@ -2685,17 +2693,8 @@ void KeyBlockKernel::mapBlock(gpu::KernelDim3 ids, gpu::KernelDim3 grid,
     // L2 reuse of Q and dO wins (1.02-1.11x the time reordered).
     Value keyBlocks = divu(grid.x, cfg.split);
     Value blocks = mul(mul(grid.x, grid.y), grid.z);
-    Value group = clone(n.headLoop.getUpperBound(), base);
-    auto ule = [&](Value a, int64_t c) {
-      return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ule, a,
-                                   idx(c));
-    };
-    Value fewKeyBlocks = ule(keyBlocks, 64);
-    Value fewBlocks = ule(blocks, 1024);
-    Value small = arith::AndIOp::create(b, loc, fewKeyBlocks, fewBlocks);
-    Value gqa =
-        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ugt, group, idx(1));
-    Value reorder = arith::AndIOp::create(b, loc, small, gqa);
+    Value reorder = smallGqaGrid(keyBlocks, blocks,
+                                 clone(n.headLoop.getUpperBound(), base), 2);
     Value linear = add(ids.x, mul(grid.x, add(ids.y, mul(grid.y, ids.z))));
     Value pairs = mul(grid.y, grid.z);
     Value rest = divu(linear, cfg.split);
@@ -2758,12 +2757,7 @@ Value KeyBlockKernel::tileValues() {
   nQB = arith::MaxSIOp::create(b, loc, span, one);
   if (queryOuter()) {
     headRotation = divRemU32(blockKey, groups).second;
-    queryOuterNow = arith::AndIOp::create(
-        b, loc,
-        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::uge, groups,
-                              idx(8)),
-        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ule, tileGrid()[0],
-                              idx(64)));
+    queryOuterNow = smallGqaGrid(tileGrid()[0], Value(), groups, 8);
   }
   if (dqOrder) {
     // The query blocks of the key block above, from the nest's own bounds

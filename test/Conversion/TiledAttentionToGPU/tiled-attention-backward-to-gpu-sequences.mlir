@@ -23,7 +23,7 @@
 // blocks) takes the launch order as every (kv head, sequence)'s key block
 // 0 first, then block 1, ... (the longest blocks first).
 // CHECK:           %[[SMALL:.*]] = arith.andi %{{.*}}, %{{.*}} : i1
-// CHECK:           %[[GQA:.*]] = arith.cmpi ugt, %{{.*}}, %c1{{.*}} : index
+// CHECK:           %[[GQA:.*]] = arith.cmpi uge, %{{.*}}, %c2{{.*}} : index
 // CHECK:           %[[REORDER:.*]] = arith.andi %[[SMALL]], %[[GQA]] : i1
 // CHECK:           %[[SEQSEL:.*]] = arith.select %[[REORDER]], %{{.*}}, %[[SEQ]] : index
 // CHECK:           memref.load %[[CUK]][%[[SEQSEL]]] : memref<?xi32>

@@ -40,9 +40,9 @@
 // CHECK:           memref.view {{.*}} to memref<8192xf32, #gpu.address_space<workgroup>>
 // The tile's loop order (the dQ warp's loop below).
 // CHECK:           %[[KBS:.*]] = arith.ceildivsi
-// CHECK-NEXT:      %[[FEWKB:.*]] = arith.cmpi ule, %[[KBS]], %c64{{.*}} : index
+// CHECK:           %[[FEWKB:.*]] = arith.cmpi ule, %[[KBS]], %c64{{.*}} : index
 // CHECK:           %[[BIGG:.*]] = arith.cmpi uge, %[[GROUP:.*]], %c8 : index
-// CHECK-NEXT:      %[[QOUTER:.*]] = arith.andi %[[BIGG]], %[[FEWKB]] : i1
+// CHECK-NEXT:      %[[QOUTER:.*]] = arith.andi %[[FEWKB]], %[[BIGG]] : i1
 // CHECK:           %[[QRING:.*]] = memref.view {{.*}} to memref<2x2x1x1x64x64xbf16, #gpu.address_space<workgroup>>
 // CHECK-NEXT:      %[[QD:.*]] = faptx.tensormap_param %[[QMAP]]
 // CHECK-NEXT:      %[[QCH:.*]] = fagpu.channel_create %[[QRING]] arrivals 256 : {{.*}} -> !fagpu.channel<2 x memref<2x1x1x64x64xbf16, #gpu.address_space<workgroup>>>
