@@ -28,6 +28,18 @@ unpack_kernels() {
 }
 # Seconds left of the script's LIMIT (default 560) for guarding its items.
 left() { echo $(( ${LIMIT:-560} - $(elapsed) )); }
+# ncu_key_block KV_HEADS: memory and tensor-pipe counters of the backward
+# key-block kernel at D = 128, N = 2k, causal, B = 8, Hq = 16.
+ncu_key_block() {
+  local m=gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum
+  m=$m,lts__t_sector_hit_rate.pct,lts__t_sectors_op_red.sum
+  m=$m,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_elapsed
+  echo "== ncu key-block kernel D=128 2k causal Hq=16 Hkv=$1 at $(elapsed) s"
+  timeout 50 ncu --clock-control none --kernel-name regex:fa_bwd_kernel --launch-skip 2 \
+    --launch-count 1 --metrics $m $PY bench/profile_attention.py --backward \
+    --causal --head-dim 128 --seqlen 2048 --kv-heads "$1" 2>&1 \
+    | grep -E "duration|bytes|hit_rate|sectors|tensor"
+}
 # memcheck and racecheck of the backward key-block kernel on each
 # comma-separated scripts/sanitize-bwd.py argument list ("128 causal,64 det
 # big"), with the caller's FLASHMLIR_KERNEL_DIR.

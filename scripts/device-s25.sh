@@ -76,14 +76,7 @@ fi
 if [ $(left) -gt 60 ]; then
   # GQA 8 causal is 9-19% slower than MHA: memory traffic (the group's dQ
   # accumulators and Q / dO missing L2) or imbalance?
-  m=gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,lts__t_sector_hit_rate.pct,lts__t_sectors_op_red.sum,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_elapsed
-  for kvh in 16 2; do
-    echo "== ncu key-block kernel D=128 2k causal Hq=16 Hkv=$kvh at $(elapsed) s"
-    timeout 50 ncu --clock-control none --kernel-name regex:fa_bwd_kernel --launch-skip 2 \
-      --launch-count 1 --metrics $m $PY bench/profile_attention.py --backward \
-      --causal --head-dim 128 --seqlen 2048 --kv-heads $kvh 2>&1 \
-      | grep -E "duration|bytes|hit_rate|sectors|tensor"
-  done
+  for kvh in 16 2; do ncu_key_block $kvh; done
 fi
 if [ $(left) -gt 70 ]; then
   echo "== GQA against MHA at the same Hq (D = 128) at $(elapsed) s"

@@ -29,12 +29,7 @@ timeout 100 $PY bench/bench_kernel_ab.py --a build/kernels-prev --b build/kernel
   --direction bwd --headdims 256 --seqlens 2048 8192 --masks causal \
   --groups 1 8 --hidden 2048 --rep 30 --json $OUT/ab-ord-big.json 2>&1 | grep "B/A"
 if [ $(left) -gt 120 ]; then
-  m=gpu__time_duration.sum,dram__bytes_read.sum,lts__t_sector_hit_rate.pct,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_elapsed
-  echo "== ncu key-block kernel D=128 2k causal Hq=16 Hkv=2 at $(elapsed) s"
-  timeout 50 ncu --clock-control none --kernel-name regex:fa_bwd_kernel --launch-skip 2 \
-    --launch-count 1 --metrics $m $PY bench/profile_attention.py --backward \
-    --causal --head-dim 128 --seqlen 2048 --kv-heads 2 2>&1 \
-    | grep -E "duration|bytes|hit_rate|tensor"
+  ncu_key_block 2
 fi
 if [ $(left) -gt 90 ]; then
   echo "== racecheck 128 causal at $(elapsed) s"

@@ -32,14 +32,7 @@ fi
 if [ $(left) -gt 90 ]; then
   # GQA 4 causal stays 12-13% slower than MHA at 2k with either loop order:
   # memory (DRAM bytes, L2 hits) or the dQ reductions?
-  m=gpu__time_duration.sum,dram__bytes_read.sum,lts__t_sector_hit_rate.pct,lts__t_sectors_op_red.sum,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_elapsed
-  for kvh in 16 4; do
-    echo "== ncu key-block kernel D=128 2k causal Hq=16 Hkv=$kvh at $(elapsed) s"
-    timeout 40 ncu --clock-control none --kernel-name regex:fa_bwd_kernel --launch-skip 2 \
-      --launch-count 1 --metrics $m $PY bench/profile_attention.py --backward \
-      --causal --head-dim 128 --seqlen 2048 --kv-heads $kvh 2>&1 \
-      | grep -E "duration|bytes|hit_rate|sectors|tensor"
-  done
+  for kvh in 16 4; do ncu_key_block $kvh; done
 fi
 if [ $(left) -gt 60 ]; then
   echo "== Llama step at $(elapsed) s"
