@@ -2212,11 +2212,13 @@ void ForwardKernelEmitter::tileCount() {
 }
 
 void ForwardKernelEmitter::mapTile(Value t) {
+  // In i32: a 64-bit division is a subroutine call in SASS, and its
+  // operands and results take register pairs (tile indices stay far below
+  // 2^31).
   Value coord[3];
-  coord[0] = sub(sub(tileExtent[0], idx(1)), remu(t, tileExtent[0]));
-  Value rest = divu(t, tileExtent[0]);
-  coord[1] = remu(rest, tileExtent[1]);
-  coord[2] = divu(rest, tileExtent[1]);
+  auto [rest, x] = divRemU32(t, tileExtent[0]);
+  coord[0] = sub(sub(tileExtent[0], idx(1)), x);
+  std::tie(coord[2], coord[1]) = divRemU32(rest, tileExtent[1]);
   for (auto [iv, dim] :
        llvm::zip_equal(ta.forall.getInductionVars(), ta.blockDims))
     mapping.map(iv, coord[static_cast<unsigned>(dim)]);
