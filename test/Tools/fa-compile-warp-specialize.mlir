@@ -120,12 +120,13 @@
 // DYNAMIC-PTX: atom.global
 // DYNAMIC-PTX: mbarrier.arrive.shared
 
-// At D = 64 without a mask the persistent kernel spills (its tile loop's
-// 64-bit state), and fa-compile takes the next candidate: the dynamic
-// kernel, 0 spills (the TMA-store epilogue forms its staging addresses from
-// a fenced thread index instead of holding them across the tiles).
+// At D = 64 without a mask the persistent kernel, the first candidate,
+// fits without spills since its tile decode is in i32 (it spilled holding
+// the 64-bit one, and fa-compile took the dynamic kernel); the TMA-store
+// epilogue forms its staging addresses from a fenced thread index instead
+// of holding them across the tiles.
 // D64:          "block_q": 192,
-// D64:          "tile_scheduler": "dynamic",
+// D64:          "tile_scheduler": "persistent",
 
 // BWD:          "entry": "fa_bwd_kernel",
 // BWD:          "name": "dout_map",
