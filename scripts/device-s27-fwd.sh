@@ -2,24 +2,30 @@
 # Issue 12 (branch s26-fwd-i32-tiles): the persistent / dynamic forwards
 # decode their tile index in i32 (the 64-bit divisions were SASS
 # subroutine calls and took register pairs); the D = 64 window forward's
-# dynamic kernel no longer spills and becomes its default. Correctness of
-# the forward suites on the branch's full set, then A/B against main's.
+# dynamic kernel no longer spills and becomes its default. The backward's
+# iteration index is divided in i32 in every key-block kernel (main: only
+# the causal D >= 128 and the tight-register ones, where it took 0.94-0.98x
+# the time). Correctness of the forward and backward suites on the
+# branch's full set, then A/B against main's.
 # Carry KERNELS (default build/kernels-fi.tar.xz: the branch's `python3 -m
 # flashmlir compile --kind all --form all`, tarred as kernels/), PREV
 # (build/kernels-ord.tar.xz: main's) and the launcher.
 source "$(dirname "${BASH_SOURCE[0]}")/device-env.sh"
 exec > >(tee "$OUT/log.txt") 2>&1
-rm -rf build/kernels build/kernels-prev && mkdir -p build/kernels build/kernels-prev
-tar -xJf "${KERNELS:-build/kernels-fi.tar.xz}" -C build/kernels --strip-components=1
-tar -xJf "${PREV:-build/kernels-ord.tar.xz}" -C build/kernels-prev --strip-components=1
-LIMIT=${LIMIT:-300}
-left() { echo $(( LIMIT - $(elapsed) )); }
+unpack_kernels build/kernels "${KERNELS:-build/kernels-fi.tar.xz}"
+unpack_kernels build/kernels-prev "${PREV:-build/kernels-ord.tar.xz}"
+LIMIT=${LIMIT:-360}
 nvidia-smi --query-gpu=name --format=csv,noheader
 echo "== forward suites at $(elapsed) s"
-FLASHMLIR_REQUIRE_KERNELS=1 timeout 120 $PY -m pytest -q -p no:cacheprovider \
+FLASHMLIR_REQUIRE_KERNELS=1 timeout 200 $PY -m pytest -q -p no:cacheprovider \
   python/tests/test_gpu_attention.py python/tests/test_gpu_sequences.py \
-  python/tests/test_gpu_launch.py python/tests/test_gpu_decode.py 2>&1 \
+  python/tests/test_gpu_launch.py python/tests/test_gpu_decode.py \
+  python/tests/test_gpu_backward.py python/tests/test_gpu_head_dims.py 2>&1 \
   | grep -E "^FAILED|passed|failed|rror" | head -6
+echo "== A/B main (A) vs i32 (B), backward at $(elapsed) s"
+timeout 60 $PY bench/bench_kernel_ab.py --a build/kernels-prev --b build/kernels \
+  --direction bwd --headdims 128 256 --seqlens 1024 2048 8192 --masks full --rep 30 \
+  --json $OUT/ab-bwd-i32.json 2>&1 | grep "B/A"
 echo "== A/B main (A) vs i32 tiles (B), forward at $(elapsed) s"
 timeout 120 $PY bench/bench_kernel_ab.py --a build/kernels-prev --b build/kernels \
   --direction fwd --headdims 64 128 --seqlens 1024 2048 8192 \
