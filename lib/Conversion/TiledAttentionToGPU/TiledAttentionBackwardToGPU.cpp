@@ -1327,6 +1327,22 @@ private:
     return arith::AndIOp::create(
         b, loc, small, cmp(arith::CmpIPredicate::uge, group, minGroup));
   }
+  /// queryOuter kernels: the run-time test for 4 <= G < 8 with at most 32
+  /// key blocks, where the query-outer order runs with the plain launch
+  /// order (iteration() says why).
+  Value midGqaGrid(Value keyBlocks, Value group) {
+    assert(queryOuter() && "only the query-outer kernels take this order");
+    auto cmp = [&](arith::CmpIPredicate pred, Value a, int64_t c) {
+      return arith::CmpIOp::create(b, loc, pred, a, idx(c)).getResult();
+    };
+    // (One statement per op: the IR's order does not depend on the order
+    // in which a compiler evaluates arguments.)
+    Value few = cmp(arith::CmpIPredicate::ule, keyBlocks, 32);
+    Value atLeast4 = cmp(arith::CmpIPredicate::uge, group, 4);
+    Value below8 = cmp(arith::CmpIPredicate::ult, group, 8);
+    Value mid = arith::AndIOp::create(b, loc, atLeast4, below8);
+    return arith::AndIOp::create(b, loc, few, mid);
+  }
   /// The flattened loop's order may be (query block descending, head) for
   /// a causal block with head dims of 128 or more (iteration() says when
   /// and why), else it is (head, query block). (Not at D = 64: 0.98-1.03x
@@ -1503,11 +1519,15 @@ IRMapping KeyBlockKernel::iteration(Value t) {
     // heads rotate by the key block (headRotation) so that the blocks add
     // into G different dQ tiles, not all into one. H100, 16k tokens: D =
     // 128 16:2 (G = 8) 0.78-0.81x the time at 1k / 2k, 0.93x at 8k; D =
-    // 256 8:1 0.78x at 2k (1.02x at 8k). But 1.00-1.05x at G = 4, and 1.04x
-    // at 16:2 with 128 key blocks (16k), where mapBlock does not reorder
-    // either: so only for G >= 8 and at most 64 key blocks. One i32
-    // division either way (the 64-bit one was a SASS subroutine call: with
-    // it gone MHA takes 0.94-0.98x the time, G = 4 0.97-1.00x).
+    // 256 8:1 0.78x at 2k (1.02x at 8k). But 1.04x at 16:2 with 128 key
+    // blocks (16k), where mapBlock does not reorder either: so for G >= 8
+    // only with at most 64 key blocks. At G = 4 the order alone leaves L2
+    // at 50% hits: there mapBlock's reorder keeps blocks of every (kv head,
+    // batch) resident at once (256 MB of Q, dO and dQ at 2k). With the
+    // plain launch order instead (midGqaGrid): 85% hits, 0.80 / 0.89x the
+    // time at 1k / 2k (H100, 16:4), but 1.02x at 8k: so at most 32 key
+    // blocks. One i32 division either way (the 64-bit one was a SASS
+    // subroutine call: with it gone MHA takes 0.94-0.98x the time).
     Value group = clone(n.headLoop.getUpperBound(), base);
     Value gqa = queryOuterNow;
     auto [quot, rem] =
@@ -2693,8 +2713,14 @@ void KeyBlockKernel::mapBlock(gpu::KernelDim3 ids, gpu::KernelDim3 grid,
     // L2 reuse of Q and dO wins (1.02-1.11x the time reordered).
     Value keyBlocks = divu(grid.x, cfg.split);
     Value blocks = mul(mul(grid.x, grid.y), grid.z);
-    Value reorder = smallGqaGrid(keyBlocks, blocks,
-                                 clone(n.headLoop.getUpperBound(), base), 2);
+    Value group = clone(n.headLoop.getUpperBound(), base);
+    Value reorder = smallGqaGrid(keyBlocks, blocks, group, 2);
+    if (queryOuter()) {
+      Value mid = midGqaGrid(keyBlocks, group);
+      Value notMid = arith::XOrIOp::create(
+          b, loc, mid, arith::ConstantIntOp::create(b, loc, 1, 1));
+      reorder = arith::AndIOp::create(b, loc, reorder, notMid);
+    }
     Value linear = add(ids.x, mul(grid.x, add(ids.y, mul(grid.y, ids.z))));
     Value pairs = mul(grid.y, grid.z);
     Value rest = divu(linear, cfg.split);
@@ -2757,7 +2783,10 @@ Value KeyBlockKernel::tileValues() {
   nQB = arith::MaxSIOp::create(b, loc, span, one);
   if (queryOuter()) {
     headRotation = divRemU32(blockKey, groups).second;
-    queryOuterNow = smallGqaGrid(tileGrid()[0], Value(), groups, 8);
+    Value keyBlocks = tileGrid()[0];
+    Value big = smallGqaGrid(keyBlocks, Value(), groups, 8);
+    Value mid = midGqaGrid(keyBlocks, groups);
+    queryOuterNow = arith::OrIOp::create(b, loc, big, mid);
   }
   if (dqOrder) {
     // The query blocks of the key block above, from the nest's own bounds

@@ -35,14 +35,31 @@
 // CHECK-NEXT:    %[[DQMAP:.*]] = fagpu.host_tensor_map %{{.*}} as !nvgpu.tensormap.descriptor<tensor = memref<1x1x64x32xf32, #gpu.address_space<workgroup>>, swizzle = swizzle_128b
 // CHECK:         %[[SMEM:.*]] = arith.constant 199680 : i32
 // CHECK:         gpu.launch {{.*}} threads({{.*}}) in (%{{.*}} = %c384, %{{.*}} = %{{.*}}, %{{.*}} = %{{.*}}) dynamic_shared_memory_size %[[SMEM]] module(@ws_causal_bf16_d128_kernels) function(@ws_causal_bf16_d128_kernel) {
+// The launch order: every (kv head, batch)'s key block 0 first, then 1,
+// ... on small GQA grids (G >= 2), except for 4 <= G < 8 with at most 32
+// key blocks, which keep the plain order (with query blocks outer below).
+// CHECK:           %[[LKB:.*]] = arith.divui %{{.*}}, %c1{{.*}} : index
+// CHECK:           %[[SMALL:.*]] = arith.cmpi uge, %{{.*}}, %c2{{.*}} : index
+// CHECK-NEXT:      %[[ANYG:.*]] = arith.andi %{{.*}}, %[[SMALL]] : i1
+// CHECK:           %[[LFEW:.*]] = arith.cmpi ule, %[[LKB]], %c32{{.*}} : index
+// CHECK:           %[[LMID:.*]] = arith.andi %[[LFEW]], %{{.*}} : i1
+// CHECK:           %[[NOTMID:.*]] = arith.xori %[[LMID]], %true : i1
+// CHECK-NEXT:      %{{.*}} = arith.andi %[[ANYG]], %[[NOTMID]] : i1
 // The lse2 / delta ring, then the dQ staging.
 // CHECK:           %[[RING:.*]] = memref.view {{.*}} to memref<384xf32, #gpu.address_space<workgroup>>
 // CHECK:           memref.view {{.*}} to memref<8192xf32, #gpu.address_space<workgroup>>
-// The tile's loop order (the dQ warp's loop below).
+// The tile's loop order (the dQ warp's loop below): query blocks outer for
+// G >= 8 with at most 64 key blocks, or 4 <= G < 8 with at most 32.
 // CHECK:           %[[KBS:.*]] = arith.ceildivsi
 // CHECK:           %[[FEWKB:.*]] = arith.cmpi ule, %[[KBS]], %c64{{.*}} : index
-// CHECK:           %[[BIGG:.*]] = arith.cmpi uge, %[[GROUP:.*]], %c8 : index
-// CHECK-NEXT:      %[[QOUTER:.*]] = arith.andi %[[FEWKB]], %[[BIGG]] : i1
+// CHECK:           %[[BIGG:.*]] = arith.cmpi uge, %[[GROUP:.*]], %c8{{.*}} : index
+// CHECK-NEXT:      %[[BIG:.*]] = arith.andi %[[FEWKB]], %[[BIGG]] : i1
+// CHECK:           %[[FEWERKB:.*]] = arith.cmpi ule, %[[KBS]], %c32{{.*}} : index
+// CHECK:           %[[G4:.*]] = arith.cmpi uge, %[[GROUP]], %c4{{.*}} : index
+// CHECK:           %[[G8:.*]] = arith.cmpi ult, %[[GROUP]], %c8{{.*}} : index
+// CHECK-NEXT:      %[[MIDG:.*]] = arith.andi %[[G4]], %[[G8]] : i1
+// CHECK-NEXT:      %[[MID:.*]] = arith.andi %[[FEWERKB]], %[[MIDG]] : i1
+// CHECK-NEXT:      %[[QOUTER:.*]] = arith.ori %[[BIG]], %[[MID]] : i1
 // CHECK:           %[[QRING:.*]] = memref.view {{.*}} to memref<2x2x1x1x64x64xbf16, #gpu.address_space<workgroup>>
 // CHECK-NEXT:      %[[QD:.*]] = faptx.tensormap_param %[[QMAP]]
 // CHECK-NEXT:      %[[QCH:.*]] = fagpu.channel_create %[[QRING]] arrivals 256 : {{.*}} -> !fagpu.channel<2 x memref<2x1x1x64x64xbf16, #gpu.address_space<workgroup>>>
