@@ -55,3 +55,23 @@ sanitize_backward() {
     done
   done
 }
+# gpu_suites SECONDS: the GPU test files of every kernel kind with the
+# carried set (build/kernels), every kernel required; prints the summary.
+gpu_suites() {
+  echo "== GPU suites at $(elapsed) s"
+  FLASHMLIR_REQUIRE_KERNELS=1 timeout "${1:-200}" $PY -m pytest -q -p no:cacheprovider \
+    python/tests/test_gpu_attention.py python/tests/test_gpu_sequences.py \
+    python/tests/test_gpu_launch.py python/tests/test_gpu_decode.py \
+    python/tests/test_gpu_backward.py python/tests/test_gpu_head_dims.py 2>&1 \
+    | grep -E "^FAILED|passed|failed|rror" | head -6
+}
+# bench_beside NAME DIRECTION SECONDS ARGS...: bench/bench_attention.py
+# (ours beside SDPA's cuDNN / FA2 back ends and Flex, two rounds in
+# reversed order) into $OUT/NAME.json, within SECONDS.
+bench_beside() {
+  local name=$1 dir=$2 secs=$3
+  shift 3
+  echo "== bench_attention $name at $(elapsed) s"
+  timeout "$secs" $PY bench/bench_attention.py --out "$OUT" --name "$name" --direction "$dir" \
+    --time-budget-s $(( secs - 20 )) "$@" 2>&1 | tail -22
+}

@@ -16,12 +16,7 @@ unpack_kernels build/kernels "${KERNELS:-build/kernels-fi.tar.xz}"
 unpack_kernels build/kernels-prev "${PREV:-build/kernels-ord.tar.xz}"
 LIMIT=${LIMIT:-360}
 nvidia-smi --query-gpu=name --format=csv,noheader
-echo "== forward suites at $(elapsed) s"
-FLASHMLIR_REQUIRE_KERNELS=1 timeout 200 $PY -m pytest -q -p no:cacheprovider \
-  python/tests/test_gpu_attention.py python/tests/test_gpu_sequences.py \
-  python/tests/test_gpu_launch.py python/tests/test_gpu_decode.py \
-  python/tests/test_gpu_backward.py python/tests/test_gpu_head_dims.py 2>&1 \
-  | grep -E "^FAILED|passed|failed|rror" | head -6
+gpu_suites 200
 echo "== A/B main (A) vs i32 (B), backward at $(elapsed) s"
 timeout 60 $PY bench/bench_kernel_ab.py --a build/kernels-prev --b build/kernels \
   --direction bwd --headdims 128 256 --seqlens 1024 2048 8192 --masks full --rep 30 \

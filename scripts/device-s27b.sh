@@ -21,16 +21,10 @@ echo "== the same, sides swapped, at $(elapsed) s"
 timeout 90 $PY bench/bench_kernel_ab.py --a build/kernels --b build/kernels-prev \
   --direction fwd --headdims 64 128 --seqlens 2048 8192 16384 \
   --masks full causal --rep 80 --json $OUT/ab-fwd-swapped.json 2>&1 | grep "B/A"
-if [ $(left) -gt 250 ]; then
-  echo "== bench_attention fwd D = 64 / 128 at $(elapsed) s"
-  timeout 120 $PY bench/bench_attention.py --out "$OUT" --name fwd --direction fwd \
-    --headdims 64 128 --seqlens 1024 2048 8192 16384 --rep 60 --time-budget-s 100 2>&1 | tail -22
-fi
-if [ $(left) -gt 130 ]; then
-  echo "== bench_attention bwd D = 96 / 192 / 256 (against FA2) at $(elapsed) s"
-  timeout 90 $PY bench/bench_attention.py --out "$OUT" --name bwd-headdims --direction bwd \
-    --headdims 96 192 256 --seqlens 2048 8192 --no-flex --rep 40 --time-budget-s 80 2>&1 | tail -16
-fi
+[ $(left) -gt 250 ] && bench_beside fwd fwd 120 --headdims 64 128 \
+  --seqlens 1024 2048 8192 16384 --rep 60
+[ $(left) -gt 130 ] && bench_beside bwd-headdims bwd 100 --headdims 96 192 256 \
+  --seqlens 2048 8192 --no-flex --rep 40
 if [ $(left) -gt 60 ]; then
   for kvh in 16 4; do ncu_key_block $kvh; done
 fi

@@ -12,12 +12,7 @@ unpack_kernels build/kernels "${KERNELS:-build/kernels-g4.tar.xz}"
 unpack_kernels build/kernels-prev "${PREV:-build/kernels-f27.tar.xz}"
 LIMIT=${LIMIT:-420}
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
-echo "== suites at $(elapsed) s"
-FLASHMLIR_REQUIRE_KERNELS=1 timeout 120 $PY -m pytest -q -p no:cacheprovider \
-  python/tests/test_gpu_attention.py python/tests/test_gpu_sequences.py \
-  python/tests/test_gpu_launch.py python/tests/test_gpu_decode.py \
-  python/tests/test_gpu_backward.py python/tests/test_gpu_head_dims.py 2>&1 \
-  | grep -E "^FAILED|passed|failed|rror" | head -6
+gpu_suites 120
 echo "== A/B main (A) vs the G = 4 order (B), D = 128 at $(elapsed) s"
 timeout 120 $PY bench/bench_kernel_ab.py --a build/kernels-prev --b build/kernels \
   --direction bwd --headdims 128 --seqlens 1024 2048 4096 8192 16384 --masks causal \
