@@ -55,15 +55,24 @@ sanitize_backward() {
     done
   done
 }
-# gpu_suites SECONDS: the GPU test files of every kernel kind with the
-# carried set (build/kernels), every kernel required; prints the summary.
+# gpu_suites SECONDS [TEST_FILE...]: GPU test files (default: those of
+# every kernel kind) with the kernels found first (build/kernels unless
+# FLASHMLIR_KERNEL_DIR), every kernel required; prints the summary.
 gpu_suites() {
-  echo "== GPU suites at $(elapsed) s"
-  FLASHMLIR_REQUIRE_KERNELS=1 timeout "${1:-200}" $PY -m pytest -q -p no:cacheprovider \
-    python/tests/test_gpu_attention.py python/tests/test_gpu_sequences.py \
-    python/tests/test_gpu_launch.py python/tests/test_gpu_decode.py \
-    python/tests/test_gpu_backward.py python/tests/test_gpu_head_dims.py 2>&1 \
-    | grep -E "^FAILED|passed|failed|rror" | head -6
+  local secs=${1:-200}
+  shift
+  [ $# -gt 0 ] || set -- test_gpu_attention test_gpu_sequences test_gpu_launch \
+    test_gpu_decode test_gpu_backward test_gpu_head_dims
+  local files=() f
+  for f; do files+=("python/tests/$f.py"); done
+  echo "== GPU suites ($*) at $(elapsed) s"
+  FLASHMLIR_REQUIRE_KERNELS=1 timeout "$secs" $PY -m pytest -q -p no:cacheprovider \
+    "${files[@]}" 2>&1 | grep -E "^FAILED|passed|failed|rror" | head -6
+}
+# check_backward: bench/check_backward.py's summary line.
+check_backward() {
+  echo "== check_backward at $(elapsed) s"
+  timeout 60 $PY bench/check_backward.py 2>&1 | grep -v execution_engine | tail -1
 }
 # bench_beside NAME DIRECTION SECONDS ARGS...: bench/bench_attention.py
 # (ours beside SDPA's cuDNN / FA2 back ends and Flex, two rounds in

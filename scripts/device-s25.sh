@@ -17,14 +17,9 @@ source "$(dirname "${BASH_SOURCE[0]}")/device-env.sh"
 unpack_kernels build/kernels "${KERNELS:-build/kernels-rk.tar.xz}"
 unpack_kernels build/kernels-prev "${PREV:-build/kernels-main-s24.tar.xz}"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
-echo "== check_backward at $(elapsed) s"
-timeout 60 $PY bench/check_backward.py 2>&1 | grep -v execution_engine | tail -1
-echo "== GPU suites (all forms) at $(elapsed) s"
-FLASHMLIR_REQUIRE_KERNELS=1 timeout 200 $PY -m pytest -q -p no:cacheprovider \
-  python/tests/test_gpu_backward.py python/tests/test_gpu_attention.py \
-  python/tests/test_gpu_head_dims.py python/tests/test_gpu_launch.py \
-  python/tests/test_gpu_transformers.py python/tests/test_gpu_sequences.py \
-  python/tests/test_gpu_decode.py 2>&1 | tail -3
+check_backward
+gpu_suites 200 test_gpu_backward test_gpu_attention test_gpu_head_dims test_gpu_launch \
+  test_gpu_transformers test_gpu_sequences test_gpu_decode
 if [ $(left) -gt 100 ]; then
   echo "== A/B main (A) vs row kernels (B) at $(elapsed) s"
   timeout 120 $PY bench/bench_kernel_ab.py --a build/kernels-prev --b build/kernels \

@@ -13,13 +13,9 @@ exec > >(tee "$OUT/log.txt") 2>&1
 unpack_kernels build/kernels "${KERNELS:-build/kernels-ord.tar.xz}"
 unpack_kernels build/kernels-prev "${PREV:-build/kernels-rk.tar.xz}"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
-echo "== check_backward at $(elapsed) s"
-timeout 60 $PY bench/check_backward.py 2>&1 | grep -v execution_engine | tail -1
-echo "== backward suites at $(elapsed) s"
-FLASHMLIR_REQUIRE_KERNELS=1 timeout 150 $PY -m pytest -q -p no:cacheprovider \
-  python/tests/test_gpu_backward.py python/tests/test_gpu_sequences.py \
-  python/tests/test_gpu_transformers.py python/tests/test_gpu_head_dims.py \
-  python/tests/test_gpu_compile.py 2>&1 | grep -E "^FAILED|passed|failed|Error" | head -8
+check_backward
+gpu_suites 150 test_gpu_backward test_gpu_sequences test_gpu_transformers \
+  test_gpu_head_dims test_gpu_compile
 echo "== A/B main (A) vs query-outer order (B), causal at $(elapsed) s"
 timeout 150 $PY bench/bench_kernel_ab.py --a build/kernels-prev --b build/kernels \
   --direction bwd --headdims 128 --seqlens 1024 2048 8192 16384 --masks causal \

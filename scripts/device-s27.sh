@@ -11,8 +11,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/device-env.sh"
 exec > >(tee "$OUT/log.txt") 2>&1
 unpack_kernels build/kernels "${KERNELS:-build/kernels-g4.tar.xz}"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
-echo "== check_backward at $(elapsed) s"
-timeout 60 $PY bench/check_backward.py 2>&1 | grep -v execution_engine | tail -1
+check_backward
 [ $(left) -gt 200 ] && bench_beside bwd bwd 170 --headdims 64 128 \
   --seqlens 1024 2048 8192 16384 --rep 60
 [ $(left) -gt 150 ] && bench_beside fwd fwd 120 --headdims 64 128 \

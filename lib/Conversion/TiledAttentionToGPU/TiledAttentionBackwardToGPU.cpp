@@ -1317,29 +1317,29 @@ private:
   /// head.
   Value smallGqaGrid(Value keyBlocks, Value blocks, Value group,
                      int64_t minGroup) {
-    auto cmp = [&](arith::CmpIPredicate pred, Value a, int64_t c) {
-      return arith::CmpIOp::create(b, loc, pred, a, idx(c)).getResult();
-    };
-    Value small = cmp(arith::CmpIPredicate::ule, keyBlocks, 64);
+    using P = arith::CmpIPredicate;
+    Value small = cmpIdx(P::ule, keyBlocks, 64);
     if (blocks)
-      small = arith::AndIOp::create(
-          b, loc, small, cmp(arith::CmpIPredicate::ule, blocks, 1024));
-    return arith::AndIOp::create(
-        b, loc, small, cmp(arith::CmpIPredicate::uge, group, minGroup));
+      small =
+          arith::AndIOp::create(b, loc, small, cmpIdx(P::ule, blocks, 1024));
+    return arith::AndIOp::create(b, loc, small,
+                                 cmpIdx(P::uge, group, minGroup));
+  }
+  /// `a pred c` for an index `a` and a constant `c`.
+  Value cmpIdx(arith::CmpIPredicate pred, Value a, int64_t c) {
+    return arith::CmpIOp::create(b, loc, pred, a, idx(c));
   }
   /// queryOuter kernels: the run-time test for 4 <= G < 8 with at most 32
   /// key blocks, where the query-outer order runs with the plain launch
   /// order (iteration() says why).
   Value midGqaGrid(Value keyBlocks, Value group) {
     assert(queryOuter() && "only the query-outer kernels take this order");
-    auto cmp = [&](arith::CmpIPredicate pred, Value a, int64_t c) {
-      return arith::CmpIOp::create(b, loc, pred, a, idx(c)).getResult();
-    };
+    using P = arith::CmpIPredicate;
     // (One statement per op: the IR's order does not depend on the order
     // in which a compiler evaluates arguments.)
-    Value few = cmp(arith::CmpIPredicate::ule, keyBlocks, 32);
-    Value atLeast4 = cmp(arith::CmpIPredicate::uge, group, 4);
-    Value below8 = cmp(arith::CmpIPredicate::ult, group, 8);
+    Value few = cmpIdx(P::ule, keyBlocks, 32);
+    Value atLeast4 = cmpIdx(P::uge, group, 4);
+    Value below8 = cmpIdx(P::ult, group, 8);
     Value mid = arith::AndIOp::create(b, loc, atLeast4, below8);
     return arith::AndIOp::create(b, loc, few, mid);
   }
