@@ -44,7 +44,18 @@
 // CHECK:           %[[LFEW:.*]] = arith.cmpi ule, %[[LKB]], %c32{{.*}} : index
 // CHECK:           %[[LMID:.*]] = arith.andi %[[LFEW]], %{{.*}} : i1
 // CHECK:           %[[NOTMID:.*]] = arith.xori %[[LMID]], %true : i1
-// CHECK-NEXT:      %{{.*}} = arith.andi %[[ANYG]], %[[NOTMID]] : i1
+// CHECK-NEXT:      %[[REORDER:.*]] = arith.andi %[[ANYG]], %[[NOTMID]] : i1
+// A split GQA group (the dK / dV accumulators have rows): no reorder; y
+// counts query heads, so the kv head is y / G and the block's head y % G.
+// CHECK:           %[[ROWS:.*]] = memref.dim %[[DKACC:.*]], %c2{{.*}} : memref<?x?x?x128xf32>
+// CHECK-NEXT:      %[[SPLIT:.*]] = arith.cmpi ne, %[[ROWS]], %c0{{.*}} : index
+// CHECK:           %[[NOTSPLIT:.*]] = arith.xori %[[SPLIT]], %true{{.*}} : i1
+// CHECK-NEXT:      %{{.*}} = arith.andi %[[REORDER]], %[[NOTSPLIT]] : i1
+// CHECK:           %[[KVH:.*]] = arith.divui %{{.*}}, %{{.*}} : i32
+// CHECK:           %[[KVHI:.*]] = arith.index_castui %[[KVH]] : i32 to index
+// CHECK-NEXT:      %[[HEADI:.*]] = arith.index_castui %{{.*}} : i32 to index
+// CHECK-NEXT:      %{{.*}} = arith.select %[[SPLIT]], %[[KVHI]], %{{.*}} : index
+// CHECK:           %[[HEADOFF:.*]] = arith.select %[[SPLIT]], %[[HEADI]], %c0{{.*}} : index
 // The lse2 / delta ring, then the dQ staging.
 // CHECK:           %[[RING:.*]] = memref.view {{.*}} to memref<384xf32, #gpu.address_space<workgroup>>
 // CHECK:           memref.view {{.*}} to memref<8192xf32, #gpu.address_space<workgroup>>
@@ -59,7 +70,9 @@
 // CHECK:           %[[G8:.*]] = arith.cmpi ult, %[[GROUP]], %c8{{.*}} : index
 // CHECK-NEXT:      %[[MIDG:.*]] = arith.andi %[[G4]], %[[G8]] : i1
 // CHECK-NEXT:      %[[MID:.*]] = arith.andi %[[FEWERKB]], %[[MIDG]] : i1
-// CHECK-NEXT:      %[[QOUTER:.*]] = arith.ori %[[BIG]], %[[MID]] : i1
+// CHECK-NEXT:      %[[EITHER:.*]] = arith.ori %[[BIG]], %[[MID]] : i1
+// CHECK:           %[[NOTSPLIT2:.*]] = arith.xori %[[SPLIT]], %true{{.*}} : i1
+// CHECK-NEXT:      %[[QOUTER:.*]] = arith.andi %[[EITHER]], %[[NOTSPLIT2]] : i1
 // CHECK:           %[[QRING:.*]] = memref.view {{.*}} to memref<2x2x1x1x64x64xbf16, #gpu.address_space<workgroup>>
 // CHECK-NEXT:      %[[QD:.*]] = faptx.tensormap_param %[[QMAP]]
 // CHECK-NEXT:      %[[QCH:.*]] = fagpu.channel_create %[[QRING]] arrivals 256 : {{.*}} -> !fagpu.channel<2 x memref<2x1x1x64x64xbf16, #gpu.address_space<workgroup>>>
@@ -91,6 +104,8 @@
 // CHECK:               %[[LASTQB:.*]] = arith.subi %[[NQB]], %c1{{.*}} : index
 // CHECK-NEXT:          %[[QBG:.*]] = arith.subi %[[LASTQB]], %{{.*}} : index
 // CHECK-NEXT:          arith.select %[[QOUTER]], %[[QBG]], %{{.*}} : index
+// A split group's block adds its own head of the group.
+// CHECK-NEXT:          arith.addi %{{.*}}, %[[HEADOFF]] : index
 // CHECK:               nvvm.barrier id = %{{.*}} number_of_threads = %c160_i32
 // CHECK:                 nvvm.cp.async.bulk.tensor.reduce %{{.*}}, %{{.*}}, box[%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}] {redKind = #nvvm.tma_redux_kind<add>}
 // CHECK:                 nvvm.cp.async.bulk.tensor.reduce
@@ -162,7 +177,15 @@
 // CHECK:               fagpu.channel_release %[[QCH]][%[[CT]]]
 // CHECK-NEXT:          fagpu.channel_release %[[DOCH]][%[[CT]]]
 // CHECK:               scf.yield
+// The epilogue: a split group adds dK and dV to the f32 accumulators (8
+// bytes per reduction), else stores them.
+// CHECK:             scf.if %[[SPLIT]] {
+// CHECK:               faptx.red_global_add
+// CHECK:             } else {
+// CHECK:               vector.store
 // CHECK:         gpu.launch {{.*}} function(@ws_causal_bf16_d128_dq_convert_kernel) {
+// CHECK:         gpu.launch {{.*}} function(@ws_causal_bf16_d128_dkv_convert_kernel) {
+// CHECK:           scf.if
 
 func.func @ws_causal_bf16_d128(%q: !q, %k: !q, %v: !q, %out: !q, %dout: !q, %lse: !l, %dq: !q, %dk: !q, %dv: !q) {
   %qt = bufferization.to_tensor %q restrict : !q to !t

@@ -1,0 +1,25 @@
+#!/bin/bash
+# Issue 16: the split GQA group (branch s27-gqa-split): with G >= 2 and
+# fewer blocks than two waves, one block per (key block, query head), dK /
+# dV added into zeroed f32 accumulators and converted by a fourth kernel.
+# test_gpu_backward.py on its set (KERNELS, build/kernels-sp.tar.xz; small
+# GQA problems split), then A/B against main's (PREV,
+# build/kernels-g4.tar.xz), the most telling cell first (16:2, B = 1, 8k:
+# 128 blocks). The whole log goes to $OUT/log.txt.
+source "$(dirname "${BASH_SOURCE[0]}")/device-env.sh"
+exec > >(tee "$OUT/log.txt") 2>&1
+unpack_kernels build/kernels "${KERNELS:-build/kernels-sp.tar.xz}"
+unpack_kernels build/kernels-prev "${PREV:-build/kernels-g4.tar.xz}"
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+echo "== test_gpu_backward.py at $(elapsed) s"
+FLASHMLIR_REQUIRE_KERNELS=1 timeout 60 $PY -m pytest -q -x -p no:cacheprovider \
+  python/tests/test_gpu_backward.py 2>&1 | grep -E "^FAILED|passed|failed|rror" | head -4
+echo "== A/B main (A) vs split (B), B = 1 at 8k at $(elapsed) s"
+timeout 40 $PY bench/bench_kernel_ab.py --a build/kernels-prev --b build/kernels \
+  --direction bwd --headdims 128 --seqlens 8192 --masks causal --tokens 8192 \
+  --groups 8 4 1 --rep 20 --json $OUT/ab-split-b1.json 2>&1 | grep "B/A" | sed 's/  {.*//'
+echo "== 16k tokens at $(elapsed) s"
+timeout 40 $PY bench/bench_kernel_ab.py --a build/kernels-prev --b build/kernels \
+  --direction bwd --headdims 128 64 --seqlens 8192 16384 --masks causal \
+  --groups 8 1 --rep 20 --json $OUT/ab-split.json 2>&1 | grep "B/A" | sed 's/  {.*//'
+echo "== done at $(elapsed) s"
