@@ -943,8 +943,7 @@ FailureOr<CompiledCandidate> compileCandidate(MLIRContext &ctx, ModuleOp module,
   size_t expected = config.backward()      ? (config.form == "varlen" ? 4 : 3)
                     : config.kvSplits != 0 ? 2
                                            : 1;
-  if (config.backward() &&
-      llvm::any_of(launches, [](gpu::LaunchFuncOp op) {
+  if (config.backward() && llvm::any_of(launches, [](gpu::LaunchFuncOp op) {
         return op.getKernelName().getValue().ends_with("_dkv_convert_kernel");
       }))
     ++expected;

@@ -2713,8 +2713,8 @@ void KeyBlockKernel::epilogue(ValueRange acc) {
         auto ifOp = scf::IfOp::create(b, loc, slt(row, nk), false);
         OpBuilder::InsertionGuard guard(b);
         b.setInsertionPointToStart(ifOp.thenBlock());
-        Value rowStart = mul(
-            add(mul(add(mul(kBatch, heads), kHead), rows), row), cols);
+        Value rowStart =
+            mul(add(mul(add(mul(kBatch, heads), kHead), rows), row), cols);
         for (int64_t nt = 0; nt < nn; ++nt) {
           Value f = frags.scaleRows(frs[mt * nn + nt], factor, factor);
           Value col = add(col0, add(idx(8 * nt), mul(tig, idx(2))));
@@ -3715,8 +3715,7 @@ LogicalResult mlir::fa::convertTiledAttentionBackwardToGPU(
                             f32),
             ValueRange{batch, hkv, rows});
         (*acc).getDefiningOp()->setAttr("fa.workspace", b.getStringAttr(tag));
-        (*acc).getDefiningOp()->setAttr("fa.workspace_zeroed",
-                                        b.getUnitAttr());
+        (*acc).getDefiningOp()->setAttr("fa.workspace_zeroed", b.getUnitAttr());
       }
     }
     // Persistent: one block per multiprocessor (on x), each walking tiles
@@ -3786,7 +3785,8 @@ LogicalResult mlir::fa::convertTiledAttentionBackwardToGPU(
     Value rows = memref::DimOp::create(b, loc, dkAcc, 2);
     Value hkv = memref::DimOp::create(b, loc, dkAcc, 1);
     Value blocks = arith::MaxUIOp::create(
-        b, loc, arith::CeilDivUIOp::create(b, loc, rows, cidx(kRowKernelThreads)),
+        b, loc,
+        arith::CeilDivUIOp::create(b, loc, rows, cidx(kRowKernelThreads)),
         cidx(1));
     gpu::LaunchOp launch = launchAt({blocks, hkv, batch}, kRowKernelThreads,
                                     "_dkv_convert_kernel");
@@ -3797,8 +3797,7 @@ LogicalResult mlir::fa::convertTiledAttentionBackwardToGPU(
     auto ifOp = scf::IfOp::create(
         b, loc,
         arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne,
-                              memref::DimOp::create(b, loc, dkAcc, 2),
-                              cidx(0)),
+                              memref::DimOp::create(b, loc, dkAcc, 2), cidx(0)),
         false);
     b.setInsertionPointToStart(ifOp.thenBlock());
     emitDqConvert(e, launch, dkAcc, keyNest->dk, keyCfg->d, one, keyCfg->elt,
