@@ -32,8 +32,8 @@ def _memref(name, rank, dtype, dims):
 
 # A split GQA group's accumulator rows (the warp-specialized causal backward,
 # 64-key blocks here): Nk when G >= 2 and the unsplit grid has fewer blocks
-# than two waves, else 0; its key-block grid's y then counts query heads.
-SPLIT = "min(Hq // Hkv - 1, 1) * min(max(SMS * 2 - ceildiv(Nk, 64) * Hkv * B, 0), 1)"
+# than 1.5 waves, else 0; its key-block grid's y then counts query heads.
+SPLIT = "min(Hq // Hkv - 1, 1) * min(max(SMS * 3 - ceildiv(Nk, 64) * Hkv * B * 2, 0), 1)"
 SPLIT_ROWS = f"Nk * ({SPLIT})"
 SPLIT_GRID_Y = f"Hkv * ({SPLIT} * (Hq // Hkv - 1) + 1)"
 

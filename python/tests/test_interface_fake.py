@@ -258,7 +258,7 @@ def test_layouts_and_heads(gpu, layout, hq, hkv):
 @pytest.mark.parametrize("hq,hkv,b,nk,split", [
     (4, 2, 2, 70, True),      # a few blocks of a GQA group: split
     (4, 4, 2, 70, False),     # MHA never splits
-    (4, 1, 200, 70, False),   # 400 blocks of 64 keys: more than two waves
+    (4, 1, 200, 70, False),   # 400 blocks of 64 keys: more than 1.5 waves
 ])
 def test_split_gqa_group(gpu, monkeypatch, hq, hkv, b, nk, split):
     """The causal backward's split GQA group (the warp-specialized kernel's):
