@@ -1,7 +1,8 @@
 #!/bin/bash
 # Issue 16: the split GQA group (branch s27-gqa-split): with G >= 2 and
-# fewer blocks than two waves, one block per (key block, query head), dK /
-# dV added into zeroed f32 accumulators and converted by a fourth kernel.
+# few blocks, one block per (key block, query head), dK /
+# dV added into zeroed f32 accumulators and converted by a fourth kernel;
+# with G >= 2 and fewer blocks than 1.5 waves (one is twice the mean).
 # test_gpu_backward.py on its set (KERNELS, build/kernels-sp.tar.xz; small
 # GQA problems split), then A/B against main's (PREV,
 # build/kernels-g4.tar.xz), the most telling cell first (16:2, B = 1, 8k:
@@ -17,7 +18,7 @@ FLASHMLIR_REQUIRE_KERNELS=1 timeout 60 $PY -m pytest -q -x -p no:cacheprovider \
 echo "== A/B main (A) vs split (B), B = 1 at 8k at $(elapsed) s"
 timeout 40 $PY bench/bench_kernel_ab.py --a build/kernels-prev --b build/kernels \
   --direction bwd --headdims 128 --seqlens 8192 --masks causal --tokens 8192 \
-  --groups 8 4 1 --rep 20 --json $OUT/ab-split-b1.json 2>&1 | grep "B/A" | sed 's/  {.*//'
+  --groups 16 8 4 1 --rep 20 --json $OUT/ab-split-b1.json 2>&1 | grep "B/A" | sed 's/  {.*//'
 echo "== 16k tokens at $(elapsed) s"
 timeout 40 $PY bench/bench_kernel_ab.py --a build/kernels-prev --b build/kernels \
   --direction bwd --headdims 128 64 --seqlens 8192 16384 --masks causal \
