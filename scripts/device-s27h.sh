@@ -1,8 +1,8 @@
 #!/bin/bash
 # Issue 16: the split GQA group (branch s27-gqa-split): with G >= 2 and
-# few blocks, one block per (key block, query head), dK /
-# dV added into zeroed f32 accumulators and converted by a fourth kernel;
-# with G >= 2 and fewer blocks than 1.5 waves (one is twice the mean).
+# fewer blocks than 1.5 waves (at one wave the longest is twice the mean),
+# one block per (key block, query head), dK / dV added into zeroed f32
+# accumulators and converted by a fourth kernel.
 # test_gpu_backward.py on its set (KERNELS, build/kernels-sp.tar.xz; small
 # GQA problems split), then A/B against main's (PREV,
 # build/kernels-g4.tar.xz), the most telling cell first (16:2, B = 1, 8k:
