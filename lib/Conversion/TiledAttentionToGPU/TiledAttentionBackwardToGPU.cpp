@@ -2779,6 +2779,11 @@ void KeyBlockKernel::mapBlock(gpu::KernelDim3 ids, gpu::KernelDim3 grid,
     slice = remu(ids.x, cfg.split);
     blockX = divu(ids.x, cfg.split);
   }
+  // A split group's accumulators have rows (splitsGroups).
+  if (dkAcc)
+    splitNow =
+        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne,
+                              memref::DimOp::create(b, loc, dkAcc, 2), idx(0));
   if (heavyBlocksFirst() && !ordered) {
     // With a causal band the first key blocks see the most queries, and
     // with GQA each block walks the G heads of its group: few, long blocks
@@ -2802,9 +2807,6 @@ void KeyBlockKernel::mapBlock(gpu::KernelDim3 ids, gpu::KernelDim3 grid,
     }
     if (dkAcc) {
       // A split group: MHA's launch order (and its L2 reuse).
-      splitNow = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne,
-                                       memref::DimOp::create(b, loc, dkAcc, 2),
-                                       idx(0));
       Value notSplit = arith::XOrIOp::create(
           b, loc, splitNow, arith::ConstantIntOp::create(b, loc, 1, 1));
       reorder = arith::AndIOp::create(b, loc, reorder, notSplit);
