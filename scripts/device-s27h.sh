@@ -12,9 +12,7 @@ exec > >(tee "$OUT/log.txt") 2>&1
 unpack_kernels build/kernels "${KERNELS:-build/kernels-sp.tar.xz}"
 unpack_kernels build/kernels-prev "${PREV:-build/kernels-g4.tar.xz}"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
-echo "== test_gpu_backward.py at $(elapsed) s"
-FLASHMLIR_REQUIRE_KERNELS=1 timeout 60 $PY -m pytest -q -x -p no:cacheprovider \
-  python/tests/test_gpu_backward.py 2>&1 | grep -E "^FAILED|passed|failed|rror" | head -4
+gpu_suites 60 test_gpu_backward
 echo "== A/B main (A) vs split (B), B = 1 at 8k at $(elapsed) s"
 timeout 40 $PY bench/bench_kernel_ab.py --a build/kernels-prev --b build/kernels \
   --direction bwd --headdims 128 --seqlens 8192 --masks causal --tokens 8192 \
