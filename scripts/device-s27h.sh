@@ -21,4 +21,5 @@ echo "== 16k tokens at $(elapsed) s"
 timeout 40 $PY bench/bench_kernel_ab.py --a build/kernels-prev --b build/kernels \
   --direction bwd --headdims 128 64 --seqlens 8192 16384 --masks causal \
   --groups 8 1 --rep 20 --json $OUT/ab-split.json 2>&1 | grep "B/A" | sed 's/  {.*//'
+FLASHMLIR_KERNEL_DIR=build/kernels sanitize_backward "128 causal,64 causal big"
 echo "== done at $(elapsed) s"
