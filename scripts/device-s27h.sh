@@ -21,5 +21,14 @@ echo "== 16k tokens at $(elapsed) s"
 timeout 40 $PY bench/bench_kernel_ab.py --a build/kernels-prev --b build/kernels \
   --direction bwd --headdims 128 64 --seqlens 8192 16384 --masks causal \
   --groups 8 1 --rep 20 --json $OUT/ab-split.json 2>&1 | grep "B/A" | sed 's/  {.*//'
+echo "== split forced on every grid (FLASHMLIR_SMS=100000 for B), 16k tokens at $(elapsed) s"
+timeout 90 $PY bench/bench_kernel_ab.py --a build/kernels-prev --b build/kernels \
+  --env-b FLASHMLIR_SMS=100000 --direction bwd --headdims 128 --masks causal \
+  --seqlens 1024 2048 4096 8192 16384 --groups 4 8 --rep 20 --json $OUT/ab-forced.json \
+  2>&1 | grep "B/A" | sed 's/  {.*//'
+timeout 40 $PY bench/bench_kernel_ab.py --a build/kernels-prev --b build/kernels \
+  --env-b FLASHMLIR_SMS=100000 --direction bwd --headdims 64 --masks causal \
+  --seqlens 2048 8192 --groups 4 8 --rep 20 --json $OUT/ab-forced64.json \
+  2>&1 | grep "B/A" | sed 's/  {.*//'
 FLASHMLIR_KERNEL_DIR=build/kernels sanitize_backward "128 causal,64 causal big"
 echo "== done at $(elapsed) s"
