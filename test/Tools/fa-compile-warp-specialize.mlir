@@ -156,12 +156,13 @@
 // BWD-PTX:      .entry fa_bwd_dkv_convert_kernel(
 
 // The split group's accumulators (none, 0 rows, unless it splits) and the
-// kernels' grids say when: G >= 2 and fewer blocks than 1.5 waves.
+// kernels' grids say when: G >= 2 and fewer blocks than 1.5 waves, or
+// (D = 128) G >= 8 and at least 32 key blocks.
 // RUN: FileCheck %s --check-prefix=SPLIT < %t/bwd/fa_bwd_d128_bf16_causal_sm90a.json
 // SPLIT:        "entry": "fa_bwd_kernel",
 // SPLIT-NEXT:   "grid": [
 // SPLIT-NEXT:     "ceildiv(Nk, 128)",
-// SPLIT-NEXT:     "Hkv * (min(Hq // Hkv - 1, 1) * min(max(SMS * 3 - ceildiv(Nk, 128) * Hkv * B * 2, 0), 1) * (Hq // Hkv - 1) + 1)",
+// SPLIT-NEXT:     "Hkv * (min(Hq // Hkv - 1, 1) * min(max(SMS * 3 - ceildiv(Nk, 128) * Hkv * B * 2, 0) + min(max(Hq // Hkv - 7, 0), 1) * min(max(ceildiv(Nk, 128) - 31, 0), 1), 1) * (Hq // Hkv - 1) + 1)",
 // SPLIT-NEXT:     "B"
 // SPLIT:        "entry": "fa_bwd_dkv_convert_kernel",
 // SPLIT:        "name": "dk_accum"
@@ -170,7 +171,7 @@
 // SPLIT:        "name": "dv"
 // SPLIT:        "workspace": [
 // SPLIT:            "Hkv",
-// SPLIT-NEXT:       "Nk * (min(Hq // Hkv - 1, 1) * min(max(SMS * 3 - ceildiv(Nk, 128) * Hkv * B * 2, 0), 1))",
+// SPLIT-NEXT:       "Nk * (min(Hq // Hkv - 1, 1) * min(max(SMS * 3 - ceildiv(Nk, 128) * Hkv * B * 2, 0) + min(max(Hq // Hkv - 7, 0), 1) * min(max(ceildiv(Nk, 128) - 31, 0), 1), 1))",
 // SPLIT-NEXT:       "128"
 // SPLIT-NEXT:     ],
 // SPLIT-NEXT:     "dtype": "f32",

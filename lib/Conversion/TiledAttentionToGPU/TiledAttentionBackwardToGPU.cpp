@@ -3682,8 +3682,13 @@ LogicalResult mlir::fa::convertTiledAttentionBackwardToGPU(
     // accumulators have Nk rows (else none). Below 1.5 waves of causal
     // blocks (longest first) the longest sets the time: 2x the mean at one
     // wave, 1.3x at 1.5; from two waves they pair up (a model of the
-    // schedule). In index arithmetic the manifest's expressions can state:
-    // split = min(G - 1, 1) * min(max(3 SMs - 2 blocks, 0), 1).
+    // schedule). At D = 128 also for G >= 8 from 32 key blocks (N = 4k),
+    // where the walk over 8 heads costs L2 hits and the split's reductions
+    // less: 0.97 / 0.94 / 0.92x the time at 4k / 8k / 16k (16:2, H100;
+    // 1.01-1.06x below 4k, and G = 4 or D = 64 gained nothing). In index
+    // arithmetic the manifest's expressions can state:
+    // split = min(G - 1, 1) * min(max(3 SMs - 2 blocks, 0) + wide, 1),
+    // wide = min(max(G - 7, 0), 1) * min(max(key blocks - 31, 0), 1).
     if (splitsGroups(*keyCfg, isCausalBand(b, loc, *keyCfg), packed,
                      keyNest->orderedDq) &&
         keyNest->withDq) {
@@ -3698,11 +3703,23 @@ LogicalResult mlir::fa::convertTiledAttentionBackwardToGPU(
       Value waves = arith::MulIOp::create(
           b, loc, fagpu::HostMultiprocessorCountOp::create(b, loc), cidx(3));
       Value twice = arith::MulIOp::create(b, loc, blocks, cidx(2));
-      Value few = arith::MinSIOp::create(
-          b, loc,
-          arith::MaxSIOp::create(
-              b, loc, arith::SubIOp::create(b, loc, waves, twice), zero),
-          one);
+      auto atLeast = [&](Value x, int64_t n) { // x >= n as 0 / 1
+        return arith::MinSIOp::create(
+            b, loc,
+            arith::MaxSIOp::create(b, loc,
+                                   arith::SubIOp::create(b, loc, x, cidx(n - 1)),
+                                   zero),
+            one);
+      };
+      Value few = arith::MaxSIOp::create(
+          b, loc, arith::SubIOp::create(b, loc, waves, twice), zero);
+      if (keyCfg->d >= 128) {
+        Value wideGroup = atLeast(group, 8);
+        Value manyBlocks = atLeast(grid[0], 32);
+        few = arith::AddIOp::create(
+            b, loc, few, arith::MulIOp::create(b, loc, wideGroup, manyBlocks));
+      }
+      few = arith::MinSIOp::create(b, loc, few, one);
       Value split = arith::MulIOp::create(b, loc, gqa, few);
       grid[1] = arith::MulIOp::create(
           b, loc, grid[1],

@@ -27,11 +27,17 @@
 
 // CHECK-LABEL: func.func @ws_causal_bf16_d128
 // CHECK:         gpu.launch {{.*}} function(@ws_causal_bf16_d128_preprocess_kernel) {
-// The split GQA group, decided at run time: G >= 2 and fewer blocks than
-// 1.5 waves give the accumulators Nk rows (else none) and y Hq blocks.
+// The split GQA group, decided at run time: G >= 2 and either fewer
+// blocks than 1.5 waves or (D = 128) G >= 8 and at least 32 key blocks give
+// the accumulators Nk rows (else none) and y Hq blocks.
 // CHECK:         %[[SMS:.*]] = fagpu.host_multiprocessor_count
 // CHECK-NEXT:    arith.muli %[[SMS]], %c3 : index
-// CHECK:         %[[FEW:.*]] = arith.minsi %{{.*}}, %c1{{.*}} : index
+// CHECK:         %[[SHORT:.*]] = arith.maxsi %{{.*}}, %c0{{.*}} : index
+// CHECK:         %[[G8:.*]] = arith.minsi %{{.*}}, %c1{{.*}} : index
+// CHECK:         %[[KB32:.*]] = arith.minsi %{{.*}}, %c1{{.*}} : index
+// CHECK-NEXT:    %[[WIDE:.*]] = arith.muli %[[G8]], %[[KB32]] : index
+// CHECK-NEXT:    %[[EITHER:.*]] = arith.addi %[[SHORT]], %[[WIDE]] : index
+// CHECK-NEXT:    %[[FEW:.*]] = arith.minsi %[[EITHER]], %c1{{.*}} : index
 // CHECK-NEXT:    %[[SPLITH:.*]] = arith.muli %{{.*}}, %[[FEW]] : index
 // CHECK:         %[[ACCROWS:.*]] = arith.muli %{{.*}}, %[[SPLITH]] : index
 // CHECK-NEXT:    %[[DKACC:.*]] = memref.alloc(%{{.*}}, %{{.*}}, %[[ACCROWS]]) {fa.workspace = "dk_accum", fa.workspace_zeroed} : memref<?x?x?x128xf32>
