@@ -59,6 +59,9 @@ def main(argv=None):
     p.add_argument("--deterministic", action="store_true",
                    help="the backward's deterministic mode")
     p.add_argument("--rep", type=float, default=200.0, help="do_bench repetitions (ms)")
+    p.add_argument("--env-b", nargs="*", default=[], metavar="NAME=VALUE",
+                   help="environment variables set while side B's plans are built "
+                        "(e.g. FLASHMLIR_SMS=100000: a grid-size rule taken on any grid)")
     p.add_argument("--json", default=None)
     args = p.parse_args(argv)
 
@@ -79,6 +82,18 @@ def main(argv=None):
             raise SystemExit(f"{side}: invalid kernel manifests: "
                              + "; ".join(str(x) for x in bad))
     cc = torch.cuda.get_device_capability()
+    env_b = dict(item.split("=", 1) for item in args.env_b)
+    saved = {name: os.environ.get(name) for name in env_b}
+
+    def side_env(side):
+        # Plans read the environment when they are built, and every
+        # registry swap drops them: B's plans see env_b, A's the original.
+        for name, value in (env_b if side == "B" else saved).items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
     dirs = ["fwd", "bwd"] if args.direction == "both" else [args.direction]
     records = []
     dvs = args.value_headdims or args.headdims
@@ -101,6 +116,7 @@ def main(argv=None):
                 for direction in dirs:
                     best, names = {}, {}
                     for side in ("A", "B", "B", "A"):
+                        side_env(side)
                         set_default_registry(regs[side])
                         try:
                             if direction == "fwd":
@@ -136,7 +152,7 @@ def main(argv=None):
                                mask=mask, seqlen=n, softcap=args.softcap,
                                deterministic=args.deterministic,
                                batch=b, heads=h, kv_heads=hkv, ms_a=best.get("A"), ms_b=best.get("B"),
-                               kernels=names)
+                               kernels=names, env_b=args.env_b)
                     if "A" in best and "B" in best:
                         rec["b_over_a"] = best["B"] / best["A"]
                     records.append(rec)
@@ -145,6 +161,7 @@ def main(argv=None):
                           f"A {best.get('A', float('nan')):8.3f} ms  "
                           f"B {best.get('B', float('nan')):8.3f} ms  "
                           f"B/A {ratio if ratio else float('nan'):.3f}  {names}", flush=True)
+    side_env("A")
     set_default_registry(None)
     if args.json:
         with open(args.json, "w") as f:

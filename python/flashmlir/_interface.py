@@ -376,7 +376,7 @@ class _BackwardPlan:
     forward bound) bound at every call as the kernels' capture<n>."""
 
     __slots__ = ("mode", "seq", "grad_shapes", "workspace", "dtype", "device", "ordinal",
-                 "clone_dout", "ws_offsets", "ws_bytes", "like")
+                 "clone_dout", "ws_offsets", "ws_bytes", "ws_zero", "like")
 
     def __init__(self, fwd: "_ForwardPlan", q, k, v, out, lse, dout, deterministic: bool,
                  clone_dout: bool, captures=()):
@@ -386,7 +386,7 @@ class _BackwardPlan:
         self.grad_shapes = (tuple(q.shape), tuple(k.shape), tuple(v.shape))
         self.like = tuple(_empty_like_is_contiguous(t, t.shape) for t in (q, k, v))
         self.workspace = ()
-        self.ws_offsets, self.ws_bytes = (), 0
+        self.ws_offsets, self.ws_bytes, self.ws_zero = (), 0, ()
         self.seq = None
         d = c.dims
         if d.empty_output or d.Nk == 0:
@@ -410,9 +410,19 @@ class _BackwardPlan:
         if ranged:
             _check_backward_ranges(ranges, ranged, spec, c)
             tensors.update(zip(ranged, ranges))
+        # (SMS: a split GQA group's workspace depends on the grid's size.)
+        env = {**d.env(), **spec.capture_dims(),
+               "SMS": _launch.multiprocessors(_cuda.device_info(ordinal).sm_count)}
         self.seq, self.workspace, self.ws_offsets, self.ws_bytes = _multi_launch_sequence(
-            spec, ordinal, tensors, {**d.env(), **spec.capture_dims()}, c.scalars(spec),
+            spec, ordinal, tensors, env, c.scalars(spec),
             _BACKWARD_TENSORS + tuple(caps) + ranged + (_WORKSPACE,), c.device)
+        # The byte ranges of the buffers the launcher zeroes ("init": "zero":
+        # a split GQA group's dK / dV accumulators; empty ones are skipped).
+        zeroed = {w.name for w in spec.workspace if w.zeroed}
+        self.ws_zero = tuple(
+            (off, n) for (name, shape, dtype), off in zip(self.workspace, self.ws_offsets)
+            if name in zeroed
+            and (n := math.prod(shape) * torch.empty((), dtype=dtype).element_size()))
 
     def run(self, q, k, v, out, lse, dout, copied=False, captures=()):
         """`captures`: as _ForwardPlan.run's (the forward's)."""
@@ -435,6 +445,8 @@ class _BackwardPlan:
             for t in (dq, dk, dv):
                 t.fill_(math.nan)
             ws.fill_(255)   # all-ones bytes: NaN in every float type
+        for off, n in self.ws_zero:
+            ws.narrow(0, off, n).zero_()
         self.seq.launch((q, k, v, out, dout, lse, dq, dk, dv, *captures, ws),
                         _current_stream(self.ordinal))
         return dq, dk, dv

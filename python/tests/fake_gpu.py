@@ -74,6 +74,7 @@ class EmulatingCuda(FakeCuda):
         self.regions = {}          # manifest name -> (score_mod, mask_mod) region text
         self.key_ranges = []       # the key ranges tensor of each launch with them
         self.query_ranges = []     # the query ranges tensor of each backward launch
+        self.split_groups = 0      # key-block launches that split their GQA group
 
     def _cuModuleLoadDataEx(self, pmod, image, nopts, opts, vals):
         text = ctypes.string_at(image).decode()
@@ -426,10 +427,21 @@ class EmulatingCuda(FakeCuda):
     def _run_fa_bwd_kernel(self, spec, a):
         p, ds, scale, g = self._ds(spec, a)
         hkv = a["k"].shape[1]
-        a["dv"].copy_(_reference._group_sum(torch.matmul(p.transpose(-1, -2),
-                                                         a["dout"].float()), hkv))
-        a["dk"].copy_(_reference._group_sum(torch.matmul(ds.transpose(-1, -2),
-                                                         a["q"].float()) * scale, hkv))
+        dv = _reference._group_sum(torch.matmul(p.transpose(-1, -2), a["dout"].float()), hkv)
+        dk = _reference._group_sum(torch.matmul(ds.transpose(-1, -2), a["q"].float()) * scale,
+                                   hkv)
+        if "dk_accum" in a and a["dk_accum"].shape[2]:
+            # A split group: one block per query head (grid y = Hq), each
+            # adding into the accumulators the launcher zeroed.
+            assert self.launches[-1]["grid"][1] == a["q"].shape[1], self.launches[-1]["grid"]
+            for acc in ("dk_accum", "dv_accum"):
+                assert bool((a[acc] == 0).all()), f"{acc} was not zeroed before the kernel"
+            a["dk_accum"].add_(dk)
+            a["dv_accum"].add_(dv)
+            self.split_groups += 1
+        else:
+            a["dv"].copy_(dv)
+            a["dk"].copy_(dk)
         if "dq_accum" in a:
             a["dq_accum"].add_(self._dq(a, ds, scale, g))
         if "dq_order" in a:
@@ -447,6 +459,11 @@ class EmulatingCuda(FakeCuda):
 
     def _run_fa_bwd_dq_convert_kernel(self, spec, a):
         a["dq"].copy_(a["dq_accum"])
+
+    def _run_fa_bwd_dkv_convert_kernel(self, spec, a):
+        if a["dk_accum"].shape[2]:   # (no rows: the launch does nothing)
+            a["dk"].copy_(a["dk_accum"])
+            a["dv"].copy_(a["dv_accum"])
 
     def _run_fa_bwd_dq_kernel(self, spec, a):
         _, ds, scale, g = self._ds(spec, a)
@@ -826,12 +843,18 @@ def paged_split_manifest(request, chip, name):
     return m
 
 
+# Whether the causal fast-mode backward manifests have the split GQA group
+# (the warp-specialized sm_90a kernel's; tests turn it on).
+SPLIT_GROUPS = False
+
+
 def backward_manifest(request, chip, name, tensormaps=False):
     left, right = request.mask
     m = backward_example(request.deterministic, name=name, dtype=request.dtype,
                          d=request.head_dim, causal=right == 0,
                          window=(left, -1 if right == 0 else right), softcap=request.softcap,
-                         scale=request.scale, chip=chip, ordered=tensormaps)
+                         scale=request.scale, chip=chip, ordered=tensormaps,
+                         split_group=SPLIT_GROUPS and (left, right) == (-1, 0))
     m["value_head_dim"] = request.value_head_dim
     for k in m["kernels"]:
         for p in k["params"]:

@@ -30,6 +30,14 @@ def _memref(name, rank, dtype, dims):
     return {"name": name, "type": "memref", "rank": rank, "dtype": dtype, "dims": dims}
 
 
+# A split GQA group's accumulator rows (the warp-specialized causal backward,
+# 64-key blocks here): Nk when G >= 2 and the unsplit grid has fewer blocks
+# than 1.5 waves, else 0; its key-block grid's y then counts query heads.
+SPLIT = "min(Hq // Hkv - 1, 1) * min(max(SMS * 3 - ceildiv(Nk, 64) * Hkv * B * 2, 0), 1)"
+SPLIT_ROWS = f"Nk * ({SPLIT})"
+SPLIT_GRID_Y = f"Hkv * ({SPLIT} * (Hq // Hkv - 1) + 1)"
+
+
 def backward_param(name, dtype="bf16"):
     """The memref parameter `name` of fa-compile's backward ABI."""
     rank, dt, dims = {
@@ -39,7 +47,9 @@ def backward_param(name, dtype="bf16"):
         "delta": (3, "f32", ["B", "Hq", "Nq"]), "dq_accum": (4, "f32", ["B", "Hq", "Nq", "D"]),
         "dq": (4, dtype, ["B", "Hq", "Nq", "D"]), "dk": (4, dtype, ["B", "Hkv", "Nk", "D"]),
         "dv": (4, dtype, ["B", "Hkv", "Nk", "Dv"]),
-        "dq_order": (3, "i32", ["B", "Hq", "ceildiv(Nq, 64)"])}[name]
+        "dq_order": (3, "i32", ["B", "Hq", "ceildiv(Nq, 64)"]),
+        "dk_accum": (4, "f32", ["B", "Hkv", SPLIT_ROWS, "D"]),
+        "dv_accum": (4, "f32", ["B", "Hkv", SPLIT_ROWS, "Dv"])}[name]
     return _memref(name, rank, dt, dims)
 
 

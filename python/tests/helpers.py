@@ -5,7 +5,7 @@ import json
 import os
 import textwrap
 
-from fixture_manifests import backward_param
+from fixture_manifests import SPLIT_GRID_Y, SPLIT_ROWS, backward_param
 
 EXAMPLE = {
     "version": 1,
@@ -56,13 +56,15 @@ BACKWARD_KERNELS = {
 
 def backward_example(deterministic=False, name=None, dtype="bf16", d=128, causal=True,
                      window=(-1, -1), softcap=None, scale=None, chip="sm_90a",
-                     runtime_scalars=False, ordered=False):
+                     runtime_scalars=False, ordered=False, split_group=False):
     """A backward manifest as fa-compile --kind=backward writes it; with
     `runtime_scalars`, a None scale (and a "runtime" softcap) are kernel
     parameters as in today's fa-compile, else the scale is built in (the
     default 1/sqrt(D) for None). `ordered` (deterministic): the
     warp-specialized kernel's form, dQ added in a fixed order through the
-    i32 dq_order semaphores, no dQ kernel."""
+    i32 dq_order semaphores, no dQ kernel. `split_group` (the fast mode):
+    the warp-specialized causal kernel's split GQA group, its zeroed dK / dV
+    accumulators and their conversion kernel."""
     # Run-time scalars (scale None, softcap "runtime") lead the parameters of
     # the kernels that use them, as fa-compile writes them.
     def scalars(entry):
@@ -85,6 +87,18 @@ def backward_example(deterministic=False, name=None, dtype="bf16", d=128, causal
     if deterministic and ordered:
         workspace.append({"name": "dq_order", "dtype": "i32",
                           "dims": ["B", "Hq", "ceildiv(Nq, 64)"]})
+    if split_group and not deterministic:
+        key = next(k for k in kernels if k["entry"] == "fa_bwd_kernel")
+        key["grid"][1] = SPLIT_GRID_Y
+        key["params"] += [backward_param(n, dtype) for n in ("dk_accum", "dv_accum")]
+        kernels.append({"entry": "fa_bwd_dkv_convert_kernel",
+                        "grid": [f"max(ceildiv({SPLIT_ROWS}, 128), 1)", "Hkv", "B"],
+                        "block": [128, 1, 1], "threads": 128, "dynamic_shared_memory": 0,
+                        "params": [backward_param(n, dtype)
+                                   for n in ("dk_accum", "dk", "dv_accum", "dv")]})
+        for n, dim in (("dk_accum", "D"), ("dv_accum", "Dv")):
+            workspace.append({"name": n, "dtype": "f32", "init": "zero",
+                              "dims": ["B", "Hkv", SPLIT_ROWS, dim]})
     if name is None:
         name = (f"fa_bwd_d{d}_{dtype}{'_causal' if causal else ''}"
                 f"{'_det' if deterministic else ''}_{chip.replace('_', '')}")

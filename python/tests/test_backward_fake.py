@@ -349,3 +349,31 @@ def test_debug_print(fake, tmp_path, monkeypatch, capsys):
     assert err.count("flashmlir: launch ") == 3
     assert ":fa_bwd_kernel grid=(65, 8, 2) block=(256, 1, 1) smem=147456" in err
     assert "dq_accum.aligned" in err
+
+
+# A split GQA group's accumulators, as fa-compile states them for the
+# warp-specialized causal key-block kernel at D = 128 (128-key blocks):
+# Nk rows when G >= 2 and the unsplit grid has fewer blocks than 1.5
+# waves, else none.
+SPLIT_ROWS = ("Nk * (min(Hq // Hkv - 1, 1) * "
+              "min(max(SMS * 3 - ceildiv(Nk, 128) * Hkv * B * 2, 0), 1))")
+
+
+@pytest.mark.parametrize("hq,hkv,b,nk,sms,rows", [
+    (16, 2, 1, 8192, 132, 8192),     # 64 key blocks x 2 x 1 = 128 < 198
+    (16, 4, 1, 8192, 132, 0),        # 256 blocks pair up: no split
+    (16, 4, 2, 8192, 132, 0),        # 512 blocks
+    (16, 16, 1, 8192, 132, 0),       # MHA never splits
+    (16, 2, 1, 8192, 85, 0),         # 128 blocks on 85 SMs: 1.5 waves
+    (16, 2, 1, 8192, 86, 8192),
+    (16, 2, 1, 8193, 132, 8193),
+])
+def test_split_group_workspace(hq, hkv, b, nk, sms, rows):
+    m = backward_example()
+    m["workspace"].append({"name": "dk_accum", "dtype": "f32", "init": "zero",
+                           "dims": ["B", "Hkv", SPLIT_ROWS, "D"]})
+    spec = M.parse_manifest(m, check_files=False)
+    assert spec.zeroed_workspace
+    env = {**ENV, "B": b, "Hq": hq, "Hkv": hkv, "Nk": nk, "G": hq // hkv, "SMS": sms}
+    shapes = dict((name, shape) for name, shape, _ in _backward.workspace_shapes(spec, env))
+    assert shapes["dk_accum"] == (b, hkv, rows, D)

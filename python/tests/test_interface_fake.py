@@ -255,6 +255,35 @@ def test_layouts_and_heads(gpu, layout, hq, hkv):
     check(grads, q, k, v, dout, layout, causal=True)
 
 
+@pytest.mark.parametrize("hq,hkv,b,nk,split", [
+    (4, 2, 2, 70, True),      # a few blocks of a GQA group: split
+    (4, 4, 2, 70, False),     # MHA never splits
+    (4, 1, 200, 70, False),   # 400 blocks of 64 keys: more than 1.5 waves
+])
+def test_split_gqa_group(gpu, monkeypatch, hq, hkv, b, nk, split):
+    """The causal backward's split GQA group (the warp-specialized kernel's):
+    per the manifest's expressions the key-block grid counts query heads and
+    the dK / dV accumulators have Nk rows, which the launcher zeroes (over
+    the poisoned workspace) before the launches; a fourth kernel converts
+    them. Else no rows, and the conversion does nothing."""
+    monkeypatch.setattr(fake_gpu, "SPLIT_GROUPS", True)
+    q, k, v, dout = qkv(b, hq, hkv, 40, nk, 32, 32, seed=hq + hkv + b)
+    out = flashmlir.attention(q, k, v, causal=True)
+    grads = torch.autograd.grad(out, (q, k, v), dout)
+    check(grads, q, k, v, dout, causal=True)
+    assert entries(gpu) == [FWD] + BWD[False] + ["fa_bwd_dkv_convert_kernel"]
+    key = next(x for x in gpu.launches if x["entry"] == "fa_bwd_kernel")
+    assert key["grid"][1] == (hq if split else hkv)
+    assert gpu.split_groups == split
+    rows = gpu.decoded[-1]["dk_accum"].shape[2]
+    assert rows == (nk if split else 0)
+    gpu.count()   # the steady state: the zeroing is a tensor op, not a launch
+    out = flashmlir.attention(q, k, v, causal=True)
+    check(torch.autograd.grad(out, (q, k, v), dout), q, k, v, dout, causal=True)
+    assert gpu.count()["cuLaunchKernel"] == 5
+    assert gpu.split_groups == 2 * split
+
+
 def test_expanded_strided_and_misaligned_dout(gpu):
     q, k, v, _ = qkv(1, 2, 2, 30, 50, 32, 32, seed=3)
     out = flashmlir.attention(q, k, v, causal=True)

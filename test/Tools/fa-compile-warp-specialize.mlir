@@ -145,8 +145,35 @@
 // BWD-NEXT:     "type": "tensormap"
 // BWD:        "schedule": "warp_specialized",
 
+// dQ by bulk tensor reductions; the 8-byte reductions are the dK / dV
+// epilogue's of a split GQA group (grid y over the query heads), which a
+// fourth kernel converts.
 // BWD-PTX:      .entry fa_bwd_kernel(
 // BWD-PTX:      cp.reduce.async.bulk.tensor.4d.global.shared::cta.add.tile.bulk_group
 // BWD-PTX:      cp.async.bulk.wait_group.read 0;
-// BWD-PTX-NOT:  {{^[[:space:]]*}}red.global
+// BWD-PTX:      red.global.add.v2.f32
 // BWD-PTX:      .entry fa_bwd_dq_convert_kernel(
+// BWD-PTX:      .entry fa_bwd_dkv_convert_kernel(
+
+// The split group's accumulators (none, 0 rows, unless it splits) and the
+// kernels' grids say when: G >= 2 and fewer blocks than 1.5 waves, or
+// (D = 128) G >= 8 and at least 32 key blocks.
+// RUN: FileCheck %s --check-prefix=SPLIT < %t/bwd/fa_bwd_d128_bf16_causal_sm90a.json
+// SPLIT:        "entry": "fa_bwd_kernel",
+// SPLIT-NEXT:   "grid": [
+// SPLIT-NEXT:     "ceildiv(Nk, 128)",
+// SPLIT-NEXT:     "Hkv * (min(Hq // Hkv - 1, 1) * min(max(SMS * 3 - ceildiv(Nk, 128) * Hkv * B * 2, 0) + min(max(Hq // Hkv - 7, 0), 1) * min(max(ceildiv(Nk, 128) - 31, 0), 1), 1) * (Hq // Hkv - 1) + 1)",
+// SPLIT-NEXT:     "B"
+// SPLIT:        "entry": "fa_bwd_dkv_convert_kernel",
+// SPLIT:        "name": "dk_accum"
+// SPLIT:        "name": "dk"
+// SPLIT:        "name": "dv_accum"
+// SPLIT:        "name": "dv"
+// SPLIT:        "workspace": [
+// SPLIT:            "Hkv",
+// SPLIT-NEXT:       "Nk * (min(Hq // Hkv - 1, 1) * min(max(SMS * 3 - ceildiv(Nk, 128) * Hkv * B * 2, 0) + min(max(Hq // Hkv - 7, 0), 1) * min(max(ceildiv(Nk, 128) - 31, 0), 1), 1))",
+// SPLIT-NEXT:       "128"
+// SPLIT-NEXT:     ],
+// SPLIT-NEXT:     "dtype": "f32",
+// SPLIT-NEXT:     "init": "zero",
+// SPLIT-NEXT:     "name": "dk_accum"

@@ -4,7 +4,9 @@
 // PTX, every kernel assembles without register spills.
 // RUN: rm -rf %t && fa-compile --default-set -o %t > %t.log
 // RUN: python3 %S/check-manifests.py %t --expect 32 --ptxas %ptxas | FileCheck %s --check-prefix=SET
-// SET-COUNT-16: {{^fa_bwd_d(64|128)_(f16|bf16)(_causal)?_sm(80|90a) ok sm_(80|90a) regs=[0-9]+/[0-9]+/[0-9]+ spills=0$}}
+// (The causal sm_90a backwards have a fourth kernel: a split GQA group's
+// dK / dV conversion.)
+// SET-COUNT-16: {{^fa_bwd_d(64|128)_(f16|bf16)(_causal)?_sm(80|90a) ok sm_(80|90a) regs=[0-9]+(/[0-9]+){2,3} spills=0$}}
 // SET-COUNT-16: {{^fa_fwd_d(64|128)_(f16|bf16)(_causal)?_sm(80|90a) ok sm_(80|90a) regs=[0-9]+ spills=0$}}
 
 // Deterministic backward on sm_90a: the warp-specialized key-block kernel

@@ -939,10 +939,14 @@ FailureOr<CompiledCandidate> compileCandidate(MLIRContext &ctx, ModuleOp module,
   SmallVector<gpu::BinaryOp> binaries;
   module->walk([&](gpu::BinaryOp op) { binaries.push_back(op); });
   // A backward: preprocess, key blocks, dQ (and, packed, the rows of no
-  // sequence).
+  // sequence; dense, a split GQA group's dK / dV conversion).
   size_t expected = config.backward()      ? (config.form == "varlen" ? 4 : 3)
                     : config.kvSplits != 0 ? 2
                                            : 1;
+  if (config.backward() && llvm::any_of(launches, [](gpu::LaunchFuncOp op) {
+        return op.getKernelName().getValue().ends_with("_dkv_convert_kernel");
+      }))
+    ++expected;
   if (launches.size() != expected || binaries.size() != 1 ||
       binaries[0].getObjects().size() != 1)
     return module->emitError("fa-compile: expected ")

@@ -948,6 +948,37 @@ void emitDqConvert(BackwardEmitter &e, gpu::LaunchOp launch, Value dqAcc,
   }
 }
 
+/// Whether the steps' mask is a causal band (bounded on the right only: the
+/// first key blocks see the most queries), read at the host without leaving
+/// IR behind (the mask's parameters are built in a scratch block).
+bool isCausalBand(OpBuilder &b, Location loc, const BackwardConfig &cfg) {
+  if (!cfg.masked || !cfg.mask)
+    return false;
+  Block scratch;
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(&scratch);
+  KernelMask km = KernelMask::build(b, loc, cfg.mask, cfg.maskOperands);
+  bool band = km.hasRight() && !km.hasLeft();
+  for (Operation &op : scratch)
+    op.dropAllReferences();
+  while (!scratch.empty())
+    scratch.back().erase();
+  return band;
+}
+
+/// Whether a key-block kernel may split its GQA group over G blocks, one
+/// query head each (grid y = Hq), adding dK and dV into f32 accumulators
+/// that a row kernel converts (FA3's structure). One block per (key block,
+/// kv head) walking G heads makes few, long blocks: with 128 of them on 132
+/// multiprocessors (16:2, B = 1, 8k: 1.79x the time of 16:4, H100) the
+/// longest is twice the mean. The warp-specialized grid kernel, causal, not
+/// deterministic, dense.
+bool splitsGroups(const BackwardConfig &cfg, bool causalBand, bool packed,
+                  bool orderedDq) {
+  return cfg.warpSpecialized && !cfg.persistent && cfg.split == 1 &&
+         cfg.wgSplit == 1 && causalBand && !packed && !orderedDq;
+}
+
 /// Whether `init` (a shared output of the nest) is a linalg.fill of zero.
 bool isZeroFill(Value init) {
   auto fill = init.getDefiningOp<linalg::FillOp>();
@@ -1253,10 +1284,11 @@ public:
   KeyBlockKernel(OpBuilder &b, Location loc, KeyBlockNest &n,
                  const BackwardConfig &cfg, Value lse2, Value delta,
                  Value dqAcc, Value dqOrder = Value(),
-                 ArrayRef<Value> maps = {})
+                 ArrayRef<Value> maps = {}, Value dkAcc = Value(),
+                 Value dvAcc = Value())
       : BackwardEmitter(b, loc), n(n), cfg(cfg), frags(b, loc, cfg.elt),
         wg(b, loc, cfg.elt), lse2(lse2), delta(delta), dqAcc(dqAcc),
-        dqOrder(dqOrder), hostMaps(maps) {
+        dkAcc(dkAcc), dvAcc(dvAcc), dqOrder(dqOrder), hostMaps(maps) {
     elt = cfg.elt;
   }
 
@@ -1451,6 +1483,10 @@ private:
   // wgSplit: P^T and dS^T as K-major A of the dV / dK GEMMs.
   Value pDescK, dsDescK;
   Value lse2, delta, dqAcc;
+  /// The group split (splitsGroups): the f32 dK / dV accumulators, [B, Hkv,
+  /// Nk or 0, D / Dv]; in the kernel, whether this launch splits (their
+  /// rows are not 0) and this block's head of the group.
+  Value dkAcc, dvAcc, splitNow, headOffset;
   /// The fixed dQ order: the semaphores and their query heads and blocks;
   /// from which query block of a head on (counted from qbLo) the key block
   /// above this one (which adds first) sees the same query blocks; this
@@ -1546,6 +1582,9 @@ IRMapping KeyBlockKernel::iteration(Value t) {
     head = divu(t, nQB);
     qb = remu(t, nQB);
   }
+  // (A split group: t < nQB, so head is 0 before the block's own.)
+  if (headOffset)
+    head = add(head, headOffset);
   m.map(n.headLoop.getInductionVar(), head);
   m.map(n.queryLoop.getInductionVar(), add(qbLo, qb));
   return m;
@@ -2660,6 +2699,46 @@ void KeyBlockKernel::epilogue(ValueRange acc) {
         }
       }
   };
+  // A split group: adds to the f32 accumulators, a lane's two adjacent
+  // columns per 8-byte reduction. (Pairing lanes for 16-byte ones costs the
+  // 240-register consumers 8 bytes of spills.)
+  auto reduce = [&](Value accum, ValueRange frs, int64_t nn, Value factor,
+                    Value col0) {
+    Value rows = memref::DimOp::create(b, loc, accum, 2);
+    Value cols = memref::DimOp::create(b, loc, accum, 3);
+    Value heads = memref::DimOp::create(b, loc, accum, 1);
+    Value ptr = memref::ExtractAlignedPointerAsIndexOp::create(b, loc, accum);
+    for (int64_t mt = 0; mt < m; ++mt)
+      for (int64_t h = 0; h < 2; ++h) {
+        Value row = add(add(add(kStart, warpKey0), g), idx(16 * mt + 8 * h));
+        auto ifOp = scf::IfOp::create(b, loc, slt(row, nk), false);
+        OpBuilder::InsertionGuard guard(b);
+        b.setInsertionPointToStart(ifOp.thenBlock());
+        Value rowStart =
+            mul(add(mul(add(mul(kBatch, heads), kHead), rows), row), cols);
+        for (int64_t nt = 0; nt < nn; ++nt) {
+          Value f = frags.scaleRows(frs[mt * nn + nt], factor, factor);
+          Value col = add(col0, add(idx(8 * nt), mul(tig, idx(2))));
+          Value addr = arith::IndexCastOp::create(
+              b, loc, b.getI64Type(),
+              add(ptr, mul(add(rowStart, col), idx(4))));
+          faptx::RedGlobalAddOp::create(
+              b, loc, addr,
+              ValueRange{frags.element(f, h, 0), frags.element(f, h, 1)});
+        }
+      }
+  };
+  if (cfg.wgSplit == 1 && dkAcc) {
+    auto ifOp = scf::IfOp::create(b, loc, splitNow, /*withElseRegion=*/true);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(ifOp.thenBlock());
+    reduce(dkAcc, acc.take_front(m * ndk), ndk, scale, dkCol0);
+    reduce(dvAcc, acc.slice(m * ndk, m * ndv), ndv, one, dvCol0);
+    b.setInsertionPointToStart(ifOp.elseBlock());
+    store(n.dk, acc.take_front(m * ndk), ndk, scale, dkCol0);
+    store(n.dv, acc.slice(m * ndk, m * ndv), ndv, one, dvCol0);
+    return;
+  }
   if (cfg.wgSplit == 1) {
     store(n.dk, acc.take_front(m * ndk), ndk, scale, dkCol0);
     store(n.dv, acc.slice(m * ndk, m * ndv), ndv, one, dvCol0);
@@ -2700,6 +2779,11 @@ void KeyBlockKernel::mapBlock(gpu::KernelDim3 ids, gpu::KernelDim3 grid,
     slice = remu(ids.x, cfg.split);
     blockX = divu(ids.x, cfg.split);
   }
+  // A split group's accumulators have rows (splitsGroups).
+  if (dkAcc)
+    splitNow =
+        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne,
+                              memref::DimOp::create(b, loc, dkAcc, 2), idx(0));
   if (heavyBlocksFirst() && !ordered) {
     // With a causal band the first key blocks see the most queries, and
     // with GQA each block walks the G heads of its group: few, long blocks
@@ -2721,6 +2805,12 @@ void KeyBlockKernel::mapBlock(gpu::KernelDim3 ids, gpu::KernelDim3 grid,
           b, loc, mid, arith::ConstantIntOp::create(b, loc, 1, 1));
       reorder = arith::AndIOp::create(b, loc, reorder, notMid);
     }
+    if (dkAcc) {
+      // A split group: MHA's launch order (and its L2 reuse).
+      Value notSplit = arith::XOrIOp::create(
+          b, loc, splitNow, arith::ConstantIntOp::create(b, loc, 1, 1));
+      reorder = arith::AndIOp::create(b, loc, reorder, notSplit);
+    }
     Value linear = add(ids.x, mul(grid.x, add(ids.y, mul(grid.y, ids.z))));
     Value pairs = mul(grid.y, grid.z);
     Value rest = divu(linear, cfg.split);
@@ -2733,6 +2823,14 @@ void KeyBlockKernel::mapBlock(gpu::KernelDim3 ids, gpu::KernelDim3 grid,
     blockX = pick(divu(rest, pairs), blockX);
     blockY = pick(remu(pair, grid.y), blockY);
     blockZ = pick(divu(pair, grid.y), blockZ);
+  }
+  if (dkAcc) {
+    // y counts query heads: the kv head and this block's head of its group.
+    assert(!ordered && !cfg.persistent && "a split group is the grid kernel's");
+    Value group = clone(n.headLoop.getUpperBound(), base);
+    auto [kvHead, head] = divRemU32(blockY, group);
+    blockY = arith::SelectOp::create(b, loc, splitNow, kvHead, blockY);
+    headOffset = arith::SelectOp::create(b, loc, splitNow, head, idx(0));
   }
   if (dqOrder) {
     // Each query block takes the key blocks' dQ in descending order, so
@@ -2780,6 +2878,8 @@ Value KeyBlockKernel::tileValues() {
   Value zero = idx(0), one = idx(1);
   Value span = arith::MaxSIOp::create(b, loc, sub(qbHi, qbLo), zero);
   Value total = mul(groups, span);
+  if (splitNow)
+    total = arith::SelectOp::create(b, loc, splitNow, span, total);
   nQB = arith::MaxSIOp::create(b, loc, span, one);
   if (queryOuter()) {
     headRotation = divRemU32(blockKey, groups).second;
@@ -2787,6 +2887,11 @@ Value KeyBlockKernel::tileValues() {
     Value big = smallGqaGrid(keyBlocks, Value(), groups, 8);
     Value mid = midGqaGrid(keyBlocks, groups);
     queryOuterNow = arith::OrIOp::create(b, loc, big, mid);
+    if (splitNow) {
+      Value notSplit = arith::XOrIOp::create(
+          b, loc, splitNow, arith::ConstantIntOp::create(b, loc, 1, 1));
+      queryOuterNow = arith::AndIOp::create(b, loc, queryOuterNow, notSplit);
+    }
   }
   if (dqOrder) {
     // The query blocks of the key block above, from the nest's own bounds
@@ -3526,7 +3631,7 @@ LogicalResult mlir::fa::convertTiledAttentionBackwardToGPU(
 
   // The fixed dQ order's semaphores, one per query block of Br rows: how
   // many key blocks have added to it (the preprocessing zeroes them).
-  Value dqOrder;
+  Value dqOrder, dkAcc, dvAcc;
   if (keyNest->orderedDq) {
     SmallVector<Value> sizes = {
         batch, hq, arith::CeilDivUIOp::create(b, loc, nq, cidx(keyCfg->br))};
@@ -3572,6 +3677,70 @@ LogicalResult mlir::fa::convertTiledAttentionBackwardToGPU(
     // The dK/dV column slices of a key block are neighbours on x.
     if (keyCfg->split > 1)
       grid[0] = arith::MulIOp::create(b, loc, grid[0], cidx(keyCfg->split));
+    // A split GQA group (splitsGroups): at run time, with G >= 2 and fewer
+    // blocks than 1.5 per multiprocessor, y counts query heads and the f32
+    // accumulators have Nk rows (else none). Below 1.5 waves of causal
+    // blocks (longest first) the longest sets the time: 2x the mean at one
+    // wave, 1.3x at 1.5; from two waves they pair up (a model of the
+    // schedule). At D = 128 also for G >= 8 from 32 key blocks (N = 4k),
+    // where the walk over 8 heads costs L2 hits and the split's reductions
+    // less: 0.97 / 0.94 / 0.92x the time at 4k / 8k / 16k (16:2, H100;
+    // 1.01-1.06x below 4k, and G = 4 or D = 64 gained nothing). In index
+    // arithmetic the manifest's expressions can state:
+    // split = min(G - 1, 1) * min(max(3 SMs - 2 blocks, 0) + wide, 1),
+    // wide = min(max(G - 7, 0), 1) * min(max(key blocks - 31, 0), 1).
+    if (splitsGroups(*keyCfg, isCausalBand(b, loc, *keyCfg), packed,
+                     keyNest->orderedDq) &&
+        keyNest->withDq) {
+      Value hkv = memref::DimOp::create(b, loc, in.kMem, 1);
+      Value nk = memref::DimOp::create(b, loc, in.kMem, 2);
+      Value group = arith::DivUIOp::create(b, loc, hq, hkv);
+      Value one = cidx(1), zero = cidx(0);
+      Value gqa = arith::MinUIOp::create(
+          b, loc, arith::SubIOp::create(b, loc, group, one), one);
+      Value blocks = arith::MulIOp::create(
+          b, loc, arith::MulIOp::create(b, loc, grid[0], grid[1]), grid[2]);
+      Value waves = arith::MulIOp::create(
+          b, loc, fagpu::HostMultiprocessorCountOp::create(b, loc), cidx(3));
+      Value twice = arith::MulIOp::create(b, loc, blocks, cidx(2));
+      auto atLeast = [&](Value x, int64_t n) { // x >= n as 0 / 1
+        return arith::MinSIOp::create(
+            b, loc,
+            arith::MaxSIOp::create(b, loc,
+                                   arith::SubIOp::create(b, loc, x, cidx(n - 1)),
+                                   zero),
+            one);
+      };
+      Value few = arith::MaxSIOp::create(
+          b, loc, arith::SubIOp::create(b, loc, waves, twice), zero);
+      if (keyCfg->d >= 128) {
+        Value wideGroup = atLeast(group, 8);
+        Value manyBlocks = atLeast(grid[0], 32);
+        few = arith::AddIOp::create(
+            b, loc, few, arith::MulIOp::create(b, loc, wideGroup, manyBlocks));
+      }
+      few = arith::MinSIOp::create(b, loc, few, one);
+      Value split = arith::MulIOp::create(b, loc, gqa, few);
+      grid[1] = arith::MulIOp::create(
+          b, loc, grid[1],
+          arith::AddIOp::create(
+              b, loc, one,
+              arith::MulIOp::create(
+                  b, loc, split, arith::SubIOp::create(b, loc, group, one))));
+      Value rows = arith::MulIOp::create(b, loc, nk, split);
+      for (auto [acc, cols, tag] :
+           {std::make_tuple(&dkAcc, keyCfg->d, "dk_accum"),
+            std::make_tuple(&dvAcc, keyCfg->dv, "dv_accum")}) {
+        *acc = memref::AllocOp::create(
+            b, loc,
+            MemRefType::get({ShapedType::kDynamic, ShapedType::kDynamic,
+                             ShapedType::kDynamic, cols},
+                            f32),
+            ValueRange{batch, hkv, rows});
+        (*acc).getDefiningOp()->setAttr("fa.workspace", b.getStringAttr(tag));
+        (*acc).getDefiningOp()->setAttr("fa.workspace_zeroed", b.getUnitAttr());
+      }
+    }
     // Persistent: one block per multiprocessor (on x), each walking tiles
     // of the grid above.
     if (keyCfg->persistent) {
@@ -3607,7 +3776,7 @@ LogicalResult mlir::fa::convertTiledAttentionBackwardToGPU(
     b.setInsertionPointToStart(&launch.getBody().front());
     keyCfg->bindScalars(b, loc);
     KeyBlockKernel kernel(b, loc, *keyNest, *keyCfg, lse2, delta, dqAcc,
-                          dqOrder, maps);
+                          dqOrder, maps, dkAcc, dvAcc);
     int64_t bytes = kernel.emit(launch);
     if (failed(checkSharedMemory(keyNest->forall, config, chip,
                                  {KernelKind::BackwardKeyBlock, keyCfg->d,
@@ -3632,7 +3801,36 @@ LogicalResult mlir::fa::convertTiledAttentionBackwardToGPU(
     emitDqConvert(e, launch, dqAcc, keyNest->dq, keyCfg->d, keyCfg->scale,
                   keyCfg->elt, packed);
     finishLaunch(b, loc, launch, 0);
-  } else {
+  }
+  if (dkAcc) {
+    // dK and dV from the split group's accumulators (the key-block kernel
+    // scaled dK): with no rows (no split) one block that does nothing.
+    Value rows = memref::DimOp::create(b, loc, dkAcc, 2);
+    Value hkv = memref::DimOp::create(b, loc, dkAcc, 1);
+    Value blocks = arith::MaxUIOp::create(
+        b, loc,
+        arith::CeilDivUIOp::create(b, loc, rows, cidx(kRowKernelThreads)),
+        cidx(1));
+    gpu::LaunchOp launch = launchAt({blocks, hkv, batch}, kRowKernelThreads,
+                                    "_dkv_convert_kernel");
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(&launch.getBody().front());
+    BackwardEmitter e(b, loc);
+    Value one = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(1.0));
+    auto ifOp = scf::IfOp::create(
+        b, loc,
+        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne,
+                              memref::DimOp::create(b, loc, dkAcc, 2), cidx(0)),
+        false);
+    b.setInsertionPointToStart(ifOp.thenBlock());
+    emitDqConvert(e, launch, dkAcc, keyNest->dk, keyCfg->d, one, keyCfg->elt,
+                  packed);
+    emitDqConvert(e, launch, dvAcc, keyNest->dv, keyCfg->dv, one, keyCfg->elt,
+                  packed);
+    b.setInsertionPointToEnd(&launch.getBody().front());
+    finishLaunch(b, loc, launch, 0);
+  }
+  if (!keyNest->withDq) {
     std::array<Value, 3> grid =
         getLaunchGrid(b, loc, queryNest->forall, queryNest->blockDims);
     gpu::LaunchOp launch = launchAt(grid, queryCfg->threads(), "_dq_kernel");
@@ -3674,7 +3872,7 @@ LogicalResult mlir::fa::convertTiledAttentionBackwardToGPU(
                  "key rows cannot be recomputed in a kernel: ")
              << e.failedValue;
   }
-  for (Value ws : {delta, lse2, dqAcc, dqOrder})
+  for (Value ws : {delta, lse2, dqAcc, dqOrder, dkAcc, dvAcc})
     if (ws)
       memref::DeallocOp::create(b, loc, ws);
 

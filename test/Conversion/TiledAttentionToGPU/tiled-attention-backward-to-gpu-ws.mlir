@@ -27,6 +27,21 @@
 
 // CHECK-LABEL: func.func @ws_causal_bf16_d128
 // CHECK:         gpu.launch {{.*}} function(@ws_causal_bf16_d128_preprocess_kernel) {
+// The split GQA group, decided at run time: G >= 2 and either fewer
+// blocks than 1.5 waves or (D = 128) G >= 8 and at least 32 key blocks give
+// the accumulators Nk rows (else none) and y Hq blocks.
+// CHECK:         %[[SMS:.*]] = fagpu.host_multiprocessor_count
+// CHECK-NEXT:    arith.muli %[[SMS]], %c3 : index
+// CHECK:         %[[SHORT:.*]] = arith.maxsi %{{.*}}, %c0{{.*}} : index
+// CHECK:         %[[G8:.*]] = arith.minsi %{{.*}}, %c1{{.*}} : index
+// CHECK:         %[[KB32:.*]] = arith.minsi %{{.*}}, %c1{{.*}} : index
+// CHECK-NEXT:    %[[WIDE:.*]] = arith.muli %[[G8]], %[[KB32]] : index
+// CHECK-NEXT:    %[[EITHER:.*]] = arith.addi %[[SHORT]], %[[WIDE]] : index
+// CHECK-NEXT:    %[[FEW:.*]] = arith.minsi %[[EITHER]], %c1{{.*}} : index
+// CHECK-NEXT:    %[[SPLITH:.*]] = arith.muli %{{.*}}, %[[FEW]] : index
+// CHECK:         %[[ACCROWS:.*]] = arith.muli %{{.*}}, %[[SPLITH]] : index
+// CHECK-NEXT:    %[[DKACC:.*]] = memref.alloc(%{{.*}}, %{{.*}}, %[[ACCROWS]]) {fa.workspace = "dk_accum", fa.workspace_zeroed} : memref<?x?x?x128xf32>
+// CHECK-NEXT:    memref.alloc(%{{.*}}, %{{.*}}, %[[ACCROWS]]) {fa.workspace = "dv_accum", fa.workspace_zeroed} : memref<?x?x?x128xf32>
 // CHECK:         %[[QMAP:.*]] = fagpu.host_tensor_map %arg0 as !nvgpu.tensormap.descriptor<tensor = memref<1x1x64x64xbf16, #gpu.address_space<workgroup>>, swizzle = swizzle_128b
 // CHECK-NEXT:    %[[KMAP:.*]] = fagpu.host_tensor_map %arg1 as !nvgpu.tensormap.descriptor<tensor = memref<1x1x128x64xbf16, #gpu.address_space<workgroup>>, swizzle = swizzle_128b
 // CHECK-NEXT:    %[[VMAP:.*]] = fagpu.host_tensor_map %arg2 as !nvgpu.tensormap.descriptor<tensor = memref<1x1x128x64xbf16
@@ -35,6 +50,9 @@
 // CHECK-NEXT:    %[[DQMAP:.*]] = fagpu.host_tensor_map %{{.*}} as !nvgpu.tensormap.descriptor<tensor = memref<1x1x64x32xf32, #gpu.address_space<workgroup>>, swizzle = swizzle_128b
 // CHECK:         %[[SMEM:.*]] = arith.constant 199680 : i32
 // CHECK:         gpu.launch {{.*}} threads({{.*}}) in (%{{.*}} = %c384, %{{.*}} = %{{.*}}, %{{.*}} = %{{.*}}) dynamic_shared_memory_size %[[SMEM]] module(@ws_causal_bf16_d128_kernels) function(@ws_causal_bf16_d128_kernel) {
+// A split GQA group: the dK / dV accumulators have rows.
+// CHECK:           %[[ROWS:.*]] = memref.dim %[[DKACC]], %c2{{.*}} : memref<?x?x?x128xf32>
+// CHECK-NEXT:      %[[SPLIT:.*]] = arith.cmpi ne, %[[ROWS]], %c0{{.*}} : index
 // The launch order: every (kv head, batch)'s key block 0 first, then 1,
 // ... on small GQA grids (G >= 2), except for 4 <= G < 8 with at most 32
 // key blocks, which keep the plain order (with query blocks outer below).
@@ -44,7 +62,16 @@
 // CHECK:           %[[LFEW:.*]] = arith.cmpi ule, %[[LKB]], %c32{{.*}} : index
 // CHECK:           %[[LMID:.*]] = arith.andi %[[LFEW]], %{{.*}} : i1
 // CHECK:           %[[NOTMID:.*]] = arith.xori %[[LMID]], %true : i1
-// CHECK-NEXT:      %{{.*}} = arith.andi %[[ANYG]], %[[NOTMID]] : i1
+// CHECK-NEXT:      %[[REORDER:.*]] = arith.andi %[[ANYG]], %[[NOTMID]] : i1
+// A split group: no reorder; y counts query heads, so the kv head is y /
+// G and the block's head y % G.
+// CHECK:           %[[NOTSPLIT:.*]] = arith.xori %[[SPLIT]], %true{{.*}} : i1
+// CHECK-NEXT:      %{{.*}} = arith.andi %[[REORDER]], %[[NOTSPLIT]] : i1
+// CHECK:           %[[KVH:.*]] = arith.divui %{{.*}}, %{{.*}} : i32
+// CHECK:           %[[KVHI:.*]] = arith.index_castui %[[KVH]] : i32 to index
+// CHECK-NEXT:      %[[HEADI:.*]] = arith.index_castui %{{.*}} : i32 to index
+// CHECK-NEXT:      %{{.*}} = arith.select %[[SPLIT]], %[[KVHI]], %{{.*}} : index
+// CHECK:           %[[HEADOFF:.*]] = arith.select %[[SPLIT]], %[[HEADI]], %c0{{.*}} : index
 // The lse2 / delta ring, then the dQ staging.
 // CHECK:           %[[RING:.*]] = memref.view {{.*}} to memref<384xf32, #gpu.address_space<workgroup>>
 // CHECK:           memref.view {{.*}} to memref<8192xf32, #gpu.address_space<workgroup>>
@@ -59,7 +86,9 @@
 // CHECK:           %[[G8:.*]] = arith.cmpi ult, %[[GROUP]], %c8{{.*}} : index
 // CHECK-NEXT:      %[[MIDG:.*]] = arith.andi %[[G4]], %[[G8]] : i1
 // CHECK-NEXT:      %[[MID:.*]] = arith.andi %[[FEWERKB]], %[[MIDG]] : i1
-// CHECK-NEXT:      %[[QOUTER:.*]] = arith.ori %[[BIG]], %[[MID]] : i1
+// CHECK-NEXT:      %[[EITHER:.*]] = arith.ori %[[BIG]], %[[MID]] : i1
+// CHECK:           %[[NOTSPLIT2:.*]] = arith.xori %[[SPLIT]], %true{{.*}} : i1
+// CHECK-NEXT:      %[[QOUTER:.*]] = arith.andi %[[EITHER]], %[[NOTSPLIT2]] : i1
 // CHECK:           %[[QRING:.*]] = memref.view {{.*}} to memref<2x2x1x1x64x64xbf16, #gpu.address_space<workgroup>>
 // CHECK-NEXT:      %[[QD:.*]] = faptx.tensormap_param %[[QMAP]]
 // CHECK-NEXT:      %[[QCH:.*]] = fagpu.channel_create %[[QRING]] arrivals 256 : {{.*}} -> !fagpu.channel<2 x memref<2x1x1x64x64xbf16, #gpu.address_space<workgroup>>>
@@ -91,6 +120,8 @@
 // CHECK:               %[[LASTQB:.*]] = arith.subi %[[NQB]], %c1{{.*}} : index
 // CHECK-NEXT:          %[[QBG:.*]] = arith.subi %[[LASTQB]], %{{.*}} : index
 // CHECK-NEXT:          arith.select %[[QOUTER]], %[[QBG]], %{{.*}} : index
+// A split group's block adds its own head of the group.
+// CHECK-NEXT:          arith.addi %{{.*}}, %[[HEADOFF]] : index
 // CHECK:               nvvm.barrier id = %{{.*}} number_of_threads = %c160_i32
 // CHECK:                 nvvm.cp.async.bulk.tensor.reduce %{{.*}}, %{{.*}}, box[%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}] {redKind = #nvvm.tma_redux_kind<add>}
 // CHECK:                 nvvm.cp.async.bulk.tensor.reduce
@@ -162,7 +193,15 @@
 // CHECK:               fagpu.channel_release %[[QCH]][%[[CT]]]
 // CHECK-NEXT:          fagpu.channel_release %[[DOCH]][%[[CT]]]
 // CHECK:               scf.yield
+// The epilogue: a split group adds dK and dV to the f32 accumulators (8
+// bytes per reduction), else stores them.
+// CHECK:             scf.if %[[SPLIT]] {
+// CHECK:               faptx.red_global_add
+// CHECK:             } else {
+// CHECK:               vector.store
 // CHECK:         gpu.launch {{.*}} function(@ws_causal_bf16_d128_dq_convert_kernel) {
+// CHECK:         gpu.launch {{.*}} function(@ws_causal_bf16_d128_dkv_convert_kernel) {
+// CHECK:           scf.if
 
 func.func @ws_causal_bf16_d128(%q: !q, %k: !q, %v: !q, %out: !q, %dout: !q, %lse: !l, %dq: !q, %dk: !q, %dv: !q) {
   %qt = bufferization.to_tensor %q restrict : !q to !t
@@ -211,6 +250,8 @@ func.func @ws_causal_bf16_d128(%q: !q, %k: !q, %v: !q, %out: !q, %dout: !q, %lse
 // CHECK:           } consumers {
 // CHECK:         gpu.launch {{.*}} function(@ws_deterministic_f16_d64_dq_convert_kernel) {
 // CHECK-NOT:     function(@ws_deterministic_f16_d64_dq_kernel)
+// (A fixed dQ order keeps its groups whole: no split, no dK / dV conversion.)
+// CHECK-NOT:     function(@ws_deterministic_f16_d64_dkv_convert_kernel)
 
 func.func @ws_deterministic_f16_d64(%q: !q, %k: !q, %v: !q, %out: !q, %dout: !q, %lse: !l, %dq: !q, %dk: !q, %dv: !q) {
   %qt = bufferization.to_tensor %q restrict : !q to !t
@@ -321,6 +362,8 @@ func.func @ws_causal_bf16_d64_q128(%q: !q, %k: !q, %v: !q, %out: !q, %dout: !q, 
 // CHECK:               vector.store
 // CHECK:               nvvm.cp.async.wait.group 0
 // CHECK:               scf.yield
+// (Persistent blocks walk tiles of whole groups: no split.)
+// CHECK-NOT:     function(@persistent_causal_bf16_d128_dkv_convert_kernel)
 
 func.func @persistent_causal_bf16_d128(%q: !q, %k: !q, %v: !q, %out: !q, %dout: !q, %lse: !l, %dq: !q, %dk: !q, %dv: !q) {
   %qt = bufferization.to_tensor %q restrict : !q to !t
@@ -330,6 +373,36 @@ func.func @persistent_causal_bf16_d128(%q: !q, %k: !q, %v: !q, %out: !q, %dout: 
   %dot = bufferization.to_tensor %dout restrict : !q to !t
   %lt = bufferization.to_tensor %lse restrict : !l to !lt
   %gq, %gk, %gv = fa.attention_backward %qt, %kt, %vt, %ot, %lt, %dot mask<causal> {kernel_config = #fa.kernel_config<"sm_90a", wgmma, block_q = 64, block_kv = 128, warps = 8, stages = 2, schedule = warp_specialized, tile_scheduler = persistent>} : (!t, !t, !t, !t, !lt, !t) -> (!t, !t, !t)
+  bufferization.materialize_in_destination %gq in restrict writable %dq : (!t, !q) -> ()
+  bufferization.materialize_in_destination %gk in restrict writable %dk : (!t, !q) -> ()
+  bufferization.materialize_in_destination %gv in restrict writable %dv : (!t, !q) -> ()
+  return
+}
+
+// -----
+
+// A sliding window (bounded on both sides) does not split its GQA groups:
+// its key blocks see few, similar query ranges. No dK / dV accumulators.
+
+!q = memref<?x?x?x128xbf16, strided<[?, ?, ?, 1], offset: ?>>
+!l = memref<?x?x?xf32, strided<[?, ?, 1], offset: ?>>
+!t = tensor<?x?x?x128xbf16>
+!lt = tensor<?x?x?xf32>
+
+// CHECK-LABEL: func.func @ws_window_bf16_d128
+// CHECK-NOT:     fa.workspace = "dk_accum"
+// CHECK:         function(@ws_window_bf16_d128_kernel)
+// CHECK:         function(@ws_window_bf16_d128_dq_convert_kernel)
+// CHECK-NOT:     function(@ws_window_bf16_d128_dkv_convert_kernel)
+
+func.func @ws_window_bf16_d128(%q: !q, %k: !q, %v: !q, %out: !q, %dout: !q, %lse: !l, %dq: !q, %dk: !q, %dv: !q) {
+  %qt = bufferization.to_tensor %q restrict : !q to !t
+  %kt = bufferization.to_tensor %k restrict : !q to !t
+  %vt = bufferization.to_tensor %v restrict : !q to !t
+  %ot = bufferization.to_tensor %out restrict : !q to !t
+  %dot = bufferization.to_tensor %dout restrict : !q to !t
+  %lt = bufferization.to_tensor %lse restrict : !l to !lt
+  %gq, %gk, %gv = fa.attention_backward %qt, %kt, %vt, %ot, %lt, %dot mask<window 255, 0> {kernel_config = #fa.kernel_config<"sm_90a", wgmma, block_q = 64, block_kv = 128, warps = 8, stages = 2, schedule = warp_specialized>} : (!t, !t, !t, !t, !lt, !t) -> (!t, !t, !t)
   bufferization.materialize_in_destination %gq in restrict writable %dq : (!t, !q) -> ()
   bufferization.materialize_in_destination %gk in restrict writable %dk : (!t, !q) -> ()
   bufferization.materialize_in_destination %gv in restrict writable %dv : (!t, !q) -> ()
