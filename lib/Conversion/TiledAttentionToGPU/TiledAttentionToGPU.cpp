@@ -954,6 +954,11 @@ private:
   /// computes P of the first block, each iteration issues S of its block
   /// and P V of the one before, an epilogue adds the last P V.
   void emitOverlappedLoops(SmallVector<Value> &state);
+  /// Key blocks of the tile that warpgroup `wgIdx` computes: none when its
+  /// rows lie past the queries (a ragged last tile), else up to its last
+  /// row's band edge (a causal tile's last blocks can be hidden from its
+  /// first warpgroups). The rest it only takes and releases.
+  Value warpgroupBlocks(Value wgIdx);
   void emitEpilogue(ValueRange state);
   /// The online-softmax state before the first key block: acc = 0,
   /// max = -inf, sum = 0.
@@ -1843,6 +1848,9 @@ void ForwardKernelEmitter::emitOverlappedLoops(SmallVector<Value> &state) {
   if (!cfg.persistent)
     startTurns();
   Value nextWg = remu(add(wgIdx, idx(1)), consumers);
+  Value blocks = warpgroupBlocks(wgIdx);
+  Value hiW = arith::MinSIOp::create(b, loc, hi, add(lo, mul(blocks, idx(cfg.bc))));
+  Value computes = slt(idx(0), blocks);
 
   // Prologue: block lo. A masked step's mask (and mask_mod, applied to the
   // whole block) is exact for any block, so the first step with the mask
@@ -1861,7 +1869,7 @@ void ForwardKernelEmitter::emitOverlappedLoops(SmallVector<Value> &state) {
   const int64_t pCount = keys / 4;
   SmallVector<Value> init = state;
   init.append(pCount, i32(0));
-  auto pro = scf::IfOp::create(b, loc, TypeRange(ValueRange(init)), slt(lo, hi),
+  auto pro = scf::IfOp::create(b, loc, TypeRange(ValueRange(init)), computes,
                                /*withElseRegion=*/true);
   {
     OpBuilder::InsertionGuard guard(b);
@@ -1894,7 +1902,7 @@ void ForwardKernelEmitter::emitOverlappedLoops(SmallVector<Value> &state) {
   for (KeyLoop &kl : ta.loops) {
     Value lb =
         arith::MaxSIOp::create(b, loc, clone(kl.loop.getLowerBound()), second);
-    Value ub = clone(kl.loop.getUpperBound());
+    Value ub = arith::MinSIOp::create(b, loc, clone(kl.loop.getUpperBound()), hiW);
     auto loop = scf::ForOp::create(b, loc, lb, ub, idx(cfg.bc), cur);
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(loop.getBody());
@@ -1942,17 +1950,22 @@ void ForwardKernelEmitter::emitOverlappedLoops(SmallVector<Value> &state) {
     cur.assign(loop.getResults().begin(), loop.getResults().end());
   }
 
-  // Epilogue: O += P V of the last block.
+  // Epilogue: O += P V of the last block. (The warpgroup's blocks again,
+  // from a fenced index: held across the loops they spilled.)
+  if (getenv("EXP_RE")) {
+  blocks = warpgroupBlocks(wg.opaqueIndex(wgIdx));
+  computes = slt(idx(0), blocks);
+  }
   ValueRange st(cur);
   SmallVector<Value> accOut(st.take_front(nd));
   auto epi = scf::IfOp::create(b, loc, TypeRange(ValueRange(accOut)),
-                               slt(lo, hi), /*withElseRegion=*/true);
+                               computes, /*withElseRegion=*/true);
   {
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(epi.elseBlock());
     scf::YieldOp::create(b, loc, accOut);
     b.setInsertionPointToStart(epi.thenBlock());
-    Value last = add(itemBase, sub(tileBlocks(), idx(1)));
+    Value last = add(itemBase, sub(blocks, idx(1)));
     SmallVector<Value> o = wg.fenceOperands(frags.toAccumulator(accOut));
     SmallVector<Value> pRegs =
         wg.fenceOperands(SmallVector<Value>(st.take_back(pCount)));
@@ -1966,6 +1979,59 @@ void ForwardKernelEmitter::emitOverlappedLoops(SmallVector<Value> &state) {
   }
   state.assign(epi.getResults().begin(), epi.getResults().end());
   llvm::append_range(state, st.slice(nd, 4));
+
+  // The blocks past this warpgroup's: taken and released so that the
+  // stages turn over, and ping-pong's turn passed on for every block but
+  // the first (the prologue takes none), as the loops above would.
+  auto drain = scf::ForOp::create(b, loc, blocks, tileBlocks(), idx(1));
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(drain.getBody());
+  Value i = drain.getInductionVar();
+  Value it = add(itemBase, i);
+  fagpu::ChannelGetOp::create(b, loc, kStageType, kChannel, it);
+  if (cfg.pingPong) {
+    auto turn = scf::IfOp::create(b, loc, slt(idx(0), i), false);
+    OpBuilder::InsertionGuard turnGuard(b);
+    b.setInsertionPointToStart(turn.thenBlock());
+    NVVM::BarrierOp::create(b, loc, TypeRange{}, turnBarrier(wgIdx),
+                            turnThreads, NVVM::BarrierReductionAttr(), Value());
+    NVVM::BarrierArriveOp::create(b, loc, turnBarrier(nextWg), turnThreads);
+  }
+  fagpu::ChannelReleaseOp::create(b, loc, kChannel, it);
+  fagpu::ChannelGetOp::create(b, loc, vStageType, vChannel, it);
+  fagpu::ChannelReleaseOp::create(b, loc, vChannel, it);
+}
+
+Value ForwardKernelEmitter::warpgroupBlocks(Value wgIdx) {
+  if (getenv("EXP_ALL")) return tileBlocks();
+  OnlineAttentionOp step = ta.loops.back().step;
+  Value qStart = clone(step.getQStart()), qLen = clone(step.getQLen());
+  const int64_t wgRows = 16 * 4 * cfg.mTiles;
+  Value first = add(qStart, mul(wgIdx, idx(wgRows)));
+  Value all = tileBlocks();
+  Value none = idx(0);
+  Value blocks = all;
+  if (cfg.mask && kmask.hasRight()) {
+    // Keys up to row + (kLen - qLen) + right are visible to a row.
+    Value last = arith::MinSIOp::create(b, loc, add(first, idx(wgRows - 1)),
+                                        sub(qLen, idx(1)));
+    Value width = arith::IndexCastOp::create(b, loc, b.getIndexType(),
+                                             kmask.rightWidth(b, loc));
+    Value end = add(add(last, sub(clone(step.getKLen()), qLen)),
+                    add(width, idx(1)));
+    Value needed = arith::CeilDivSIOp::create(b, loc, sub(end, lo), idx(cfg.bc));
+    blocks = arith::MinSIOp::create(
+        b, loc, all, arith::MaxSIOp::create(b, loc, needed, none));
+  }
+  blocks = arith::SelectOp::create(b, loc, slt(first, qLen), blocks, none);
+  if (!getenv("EXP_SHFL"))
+    return blocks;
+  // Lane 0's copy: ptxas then knows the value, and the loop bounds derived
+  // from it, to be warp-uniform (uniform registers, not per-thread ones).
+  Value lane0 = gpu::ShuffleOp::create(b, loc, toI32(blocks), 0, kWarpSize,
+                                       gpu::ShuffleMode::IDX)
+                    .getShuffleResult();
+  return arith::IndexCastOp::create(b, loc, b.getIndexType(), lane0);
 }
 
 void ForwardKernelEmitter::emitEpilogue(ValueRange state) {
