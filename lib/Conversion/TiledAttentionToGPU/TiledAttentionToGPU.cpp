@@ -1848,8 +1848,13 @@ void ForwardKernelEmitter::emitOverlappedLoops(SmallVector<Value> &state) {
   if (!cfg.persistent)
     startTurns();
   Value nextWg = remu(add(wgIdx, idx(1)), consumers);
-  Value blocks = warpgroupBlocks(wgIdx);
-  Value hiW = arith::MinSIOp::create(b, loc, hi, add(lo, mul(blocks, idx(cfg.bc))));
+  // (In i32, warp-uniform: as an index held across the loops it spilled.)
+  Value blocks32 = warpgroupBlocks(getenv("EXP_OPQ") ? wg.opaqueIndex(wgIdx) : wgIdx);
+  auto warpgroupBlockCount = [&] {
+    return arith::IndexCastOp::create(b, loc, b.getIndexType(), blocks32);
+  };
+  Value blocks = warpgroupBlockCount();
+  Value hiW = getenv("EXP_NOHIW") ? hi : arith::MinSIOp::create(b, loc, hi, add(lo, mul(blocks, idx(cfg.bc))));
   Value computes = slt(idx(0), blocks);
 
   // Prologue: block lo. A masked step's mask (and mask_mod, applied to the
@@ -1952,10 +1957,8 @@ void ForwardKernelEmitter::emitOverlappedLoops(SmallVector<Value> &state) {
 
   // Epilogue: O += P V of the last block. (The warpgroup's blocks again,
   // from a fenced index: held across the loops they spilled.)
-  if (getenv("EXP_RE")) {
-  blocks = warpgroupBlocks(wg.opaqueIndex(wgIdx));
+  blocks = warpgroupBlockCount();
   computes = slt(idx(0), blocks);
-  }
   ValueRange st(cur);
   SmallVector<Value> accOut(st.take_front(nd));
   auto epi = scf::IfOp::create(b, loc, TypeRange(ValueRange(accOut)),
@@ -1983,7 +1986,7 @@ void ForwardKernelEmitter::emitOverlappedLoops(SmallVector<Value> &state) {
   // The blocks past this warpgroup's: taken and released so that the
   // stages turn over, and ping-pong's turn passed on for every block but
   // the first (the prologue takes none), as the loops above would.
-  auto drain = scf::ForOp::create(b, loc, blocks, tileBlocks(), idx(1));
+  auto drain = scf::ForOp::create(b, loc, blocks, getenv("EXP_NODRAIN") ? blocks : tileBlocks(), idx(1));
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(drain.getBody());
   Value i = drain.getInductionVar();
@@ -2003,35 +2006,29 @@ void ForwardKernelEmitter::emitOverlappedLoops(SmallVector<Value> &state) {
 }
 
 Value ForwardKernelEmitter::warpgroupBlocks(Value wgIdx) {
-  if (getenv("EXP_ALL")) return tileBlocks();
+  // In i32, as the softmax's mask compares (whose terms it shares).
   OnlineAttentionOp step = ta.loops.back().step;
   Value qStart = clone(step.getQStart()), qLen = clone(step.getQLen());
   const int64_t wgRows = 16 * 4 * cfg.mTiles;
-  Value first = add(qStart, mul(wgIdx, idx(wgRows)));
-  Value all = tileBlocks();
-  Value none = idx(0);
-  Value blocks = all;
+  Value first = toI32(add(qStart, mul(wgIdx, idx(wgRows))));
+  Value rows = toI32(qLen);
+  Value blocks = toI32(tileBlocks());
   if (cfg.mask && kmask.hasRight()) {
     // Keys up to row + (kLen - qLen) + right are visible to a row.
-    Value last = arith::MinSIOp::create(b, loc, add(first, idx(wgRows - 1)),
-                                        sub(qLen, idx(1)));
-    Value width = arith::IndexCastOp::create(b, loc, b.getIndexType(),
-                                             kmask.rightWidth(b, loc));
-    Value end = add(add(last, sub(clone(step.getKLen()), qLen)),
-                    add(width, idx(1)));
-    Value needed = arith::CeilDivSIOp::create(b, loc, sub(end, lo), idx(cfg.bc));
+    Value last = arith::MinSIOp::create(b, loc, add(first, i32(wgRows - 1)),
+                                        sub(rows, i32(1)));
+    Value off = toI32(sub(clone(step.getKLen()), qLen));
+    Value end = add(add(last, off), add(kmask.rightWidth(b, loc), i32(1)));
+    Value needed =
+        arith::CeilDivSIOp::create(b, loc, sub(end, toI32(lo)), i32(cfg.bc));
     blocks = arith::MinSIOp::create(
-        b, loc, all, arith::MaxSIOp::create(b, loc, needed, none));
+        b, loc, blocks, arith::MaxSIOp::create(b, loc, needed, i32(0)));
   }
-  blocks = arith::SelectOp::create(b, loc, slt(first, qLen), blocks, none);
-  if (!getenv("EXP_SHFL"))
-    return blocks;
-  // Lane 0's copy: ptxas then knows the value, and the loop bounds derived
-  // from it, to be warp-uniform (uniform registers, not per-thread ones).
-  Value lane0 = gpu::ShuffleOp::create(b, loc, toI32(blocks), 0, kWarpSize,
-                                       gpu::ShuffleMode::IDX)
-                    .getShuffleResult();
-  return arith::IndexCastOp::create(b, loc, b.getIndexType(), lane0);
+  blocks = arith::SelectOp::create(b, loc, slt(first, rows), blocks, i32(0));
+  // Lane 0's copy: ptxas then knows the count to be warp-uniform.
+  return gpu::ShuffleOp::create(b, loc, blocks, 0, kWarpSize,
+                                gpu::ShuffleMode::IDX)
+      .getShuffleResult();
 }
 
 void ForwardKernelEmitter::emitEpilogue(ValueRange state) {
