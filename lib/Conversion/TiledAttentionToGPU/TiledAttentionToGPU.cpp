@@ -1848,13 +1848,16 @@ void ForwardKernelEmitter::emitOverlappedLoops(SmallVector<Value> &state) {
   if (!cfg.persistent)
     startTurns();
   Value nextWg = remu(add(wgIdx, idx(1)), consumers);
-  // (In i32, warp-uniform: as an index held across the loops it spilled.)
-  Value blocks32 = warpgroupBlocks(getenv("EXP_OPQ") ? wg.opaqueIndex(wgIdx) : wgIdx);
+  // (From a fenced index, so that no part of it is hoisted out of the tile
+  // loop; in i32 and warp-uniform: held across the loops as a per-thread
+  // index it spilled.)
+  Value blocks32 = warpgroupBlocks(wg.opaqueIndex(wgIdx));
   auto warpgroupBlockCount = [&] {
     return arith::IndexCastOp::create(b, loc, b.getIndexType(), blocks32);
   };
   Value blocks = warpgroupBlockCount();
-  Value hiW = getenv("EXP_NOHIW") ? hi : arith::MinSIOp::create(b, loc, hi, add(lo, mul(blocks, idx(cfg.bc))));
+  Value hiW =
+      arith::MinSIOp::create(b, loc, hi, add(lo, mul(blocks, idx(cfg.bc))));
   Value computes = slt(idx(0), blocks);
 
   // Prologue: block lo. A masked step's mask (and mask_mod, applied to the
@@ -1986,7 +1989,7 @@ void ForwardKernelEmitter::emitOverlappedLoops(SmallVector<Value> &state) {
   // The blocks past this warpgroup's: taken and released so that the
   // stages turn over, and ping-pong's turn passed on for every block but
   // the first (the prologue takes none), as the loops above would.
-  auto drain = scf::ForOp::create(b, loc, blocks, getenv("EXP_NODRAIN") ? blocks : tileBlocks(), idx(1));
+  auto drain = scf::ForOp::create(b, loc, blocks, tileBlocks(), idx(1));
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(drain.getBody());
   Value i = drain.getInductionVar();
