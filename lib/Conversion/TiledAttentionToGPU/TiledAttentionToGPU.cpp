@@ -959,6 +959,16 @@ private:
   /// row's band edge (a causal tile's last blocks can be hidden from its
   /// first warpgroups). The rest it only takes and releases.
   Value warpgroupBlocks(Value wgIdx);
+  /// Whether the overlapped loops bound each warpgroup's key blocks: dense
+  /// causal masks, where a tile's last blocks can be hidden from its first
+  /// warpgroups. (With them the D = 64 unmasked, window and packed-sequence
+  /// kernels, and a document mask_mod's, spilled.)
+  bool boundsPerWarpgroup() {
+    return cfg.overlap && cfg.mask && kmask.hasRight() && !kmask.hasLeft() &&
+           !ta.packedOut &&
+           llvm::none_of(ta.loops,
+                         [](KeyLoop &kl) { return kl.step.hasModifiers(); });
+  }
   void emitEpilogue(ValueRange state);
   /// The online-softmax state before the first key block: acc = 0,
   /// max = -inf, sum = 0.
@@ -1511,6 +1521,17 @@ ForwardKernelEmitter::SoftmaxUpdate ForwardKernelEmitter::emitSoftmax(
     Value col0 = add(kStart, mul(tig, idx(2)));
     Value row0 = add(add(qStart, warpRow), g);
     Value d0 = toI32(sub(col0, row0));
+    if (boundsPerWarpgroup()) {
+      // The lane's part of d0 from a fenced thread index: hoisted out of
+      // the tile loop it was one register too many beside the warpgroup's
+      // block count (4 bytes of spill at D = 64).
+      Value t = wg.opaqueIndex(tid);
+      Value ln = remu(t, kWarpSize);
+      Value laneRow = add(mul(divu(t, kWarpSize), idx(cfg.br / cfg.warps)),
+                          divu(ln, 4));
+      Value laneCol = mul(remu(ln, 4), idx(2));
+      d0 = toI32(add(sub(kStart, qStart), sub(laneCol, laneRow)));
+    }
     Value off = toI32(sub(kLen, qLen));
     Value keyLimit = toI32(sub(kLen, col0)); // 8 nt + e < keyLimit
     Value rightLimit, leftLimit;
@@ -1851,14 +1872,18 @@ void ForwardKernelEmitter::emitOverlappedLoops(SmallVector<Value> &state) {
   // (From a fenced index, so that no part of it is hoisted out of the tile
   // loop; in i32 and warp-uniform: held across the loops as a per-thread
   // index it spilled.)
-  Value blocks32 = warpgroupBlocks(wg.opaqueIndex(wgIdx));
-  auto warpgroupBlockCount = [&] {
+  const bool bounded = boundsPerWarpgroup();
+  Value blocks32 = bounded ? warpgroupBlocks(wg.opaqueIndex(wgIdx)) : Value();
+  auto warpgroupBlockCount = [&]() -> Value {
+    if (!bounded)
+      return tileBlocks();
     return arith::IndexCastOp::create(b, loc, b.getIndexType(), blocks32);
   };
-  Value blocks = warpgroupBlockCount();
-  Value hiW =
-      arith::MinSIOp::create(b, loc, hi, add(lo, mul(blocks, idx(cfg.bc))));
-  Value computes = slt(idx(0), blocks);
+  Value blocks = bounded ? warpgroupBlockCount() : Value();
+  Value hiW = bounded ? arith::MinSIOp::create(b, loc, hi,
+                                               add(lo, mul(blocks, idx(cfg.bc))))
+                      : Value();
+  Value computes = bounded ? slt(idx(0), blocks) : slt(lo, hi);
 
   // Prologue: block lo. A masked step's mask (and mask_mod, applied to the
   // whole block) is exact for any block, so the first step with the mask
@@ -1910,7 +1935,9 @@ void ForwardKernelEmitter::emitOverlappedLoops(SmallVector<Value> &state) {
   for (KeyLoop &kl : ta.loops) {
     Value lb =
         arith::MaxSIOp::create(b, loc, clone(kl.loop.getLowerBound()), second);
-    Value ub = arith::MinSIOp::create(b, loc, clone(kl.loop.getUpperBound()), hiW);
+    Value ub = clone(kl.loop.getUpperBound());
+    if (bounded)
+      ub = arith::MinSIOp::create(b, loc, ub, hiW);
     auto loop = scf::ForOp::create(b, loc, lb, ub, idx(cfg.bc), cur);
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(loop.getBody());
@@ -1960,8 +1987,10 @@ void ForwardKernelEmitter::emitOverlappedLoops(SmallVector<Value> &state) {
 
   // Epilogue: O += P V of the last block. (The warpgroup's blocks again,
   // from a fenced index: held across the loops they spilled.)
-  blocks = warpgroupBlockCount();
-  computes = slt(idx(0), blocks);
+  if (bounded) {
+    blocks = warpgroupBlockCount();
+    computes = slt(idx(0), blocks);
+  }
   ValueRange st(cur);
   SmallVector<Value> accOut(st.take_front(nd));
   auto epi = scf::IfOp::create(b, loc, TypeRange(ValueRange(accOut)),
@@ -1971,7 +2000,7 @@ void ForwardKernelEmitter::emitOverlappedLoops(SmallVector<Value> &state) {
     b.setInsertionPointToStart(epi.elseBlock());
     scf::YieldOp::create(b, loc, accOut);
     b.setInsertionPointToStart(epi.thenBlock());
-    Value last = add(itemBase, sub(blocks, idx(1)));
+    Value last = add(itemBase, sub(bounded ? blocks : tileBlocks(), idx(1)));
     SmallVector<Value> o = wg.fenceOperands(frags.toAccumulator(accOut));
     SmallVector<Value> pRegs =
         wg.fenceOperands(SmallVector<Value>(st.take_back(pCount)));
@@ -1989,6 +2018,8 @@ void ForwardKernelEmitter::emitOverlappedLoops(SmallVector<Value> &state) {
   // The blocks past this warpgroup's: taken and released so that the
   // stages turn over, and ping-pong's turn passed on for every block but
   // the first (the prologue takes none), as the loops above would.
+  if (!bounded)
+    return;
   auto drain = scf::ForOp::create(b, loc, blocks, tileBlocks(), idx(1));
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(drain.getBody());
