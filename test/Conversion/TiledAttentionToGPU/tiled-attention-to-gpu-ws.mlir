@@ -48,6 +48,11 @@
 // first warpgroup starts with the turn), waits for S only (wait_group 1),
 // runs the softmax of S(j) while P V runs, then waits for P V; an epilogue
 // adds the last block's P V.
+// Each warpgroup computes only the key blocks its 64 rows can see (its last
+// row's causal edge; none for rows past Nq), a count in i32 broadcast from
+// lane 0: the prologue and epilogue test it, the key loops stop at it, and
+// a drain loop takes and releases the tile's remaining blocks (the other
+// warpgroups need them), passing the turn on as the loops would.
 
 // OVL-LABEL: func.func @causal_bf16_d64
 // OVL:         %[[KC:.*]] = fagpu.channel_create %{{.*}} arrivals 256
@@ -57,7 +62,13 @@
 // OVL:           nvvm.barrier id = %{{.*}} number_of_threads = %c256
 // OVL:           scf.if
 // OVL:             nvvm.barrier.arrive id = %{{.*}} number_of_threads = %{{.*}}
-// OVL:           scf.if
+// OVL:           %[[CEIL:.*]] = arith.ceildivsi %{{.*}}, %c64{{.*}} : i32
+// OVL:           %[[COUNT:.*]] = arith.select %{{.*}}, %{{.*}}, %c0{{.*}} : i32
+// OVL:           %[[MINE:.*]], %{{.*}} = gpu.shuffle  idx %[[COUNT]], %c0{{.*}}, %c32{{.*}} : i32
+// OVL-NEXT:      %[[BLOCKS:.*]] = arith.index_cast %[[MINE]] : i32 to index
+// OVL:           %[[HIW:.*]] = arith.minsi %{{.*}}, %{{.*}} : index
+// OVL:           %[[ANY:.*]] = arith.cmpi slt, %c0{{.*}}, %[[BLOCKS]] : index
+// OVL:           scf.if %[[ANY]]
 // OVL:             fagpu.channel_get %[[KC]][%{{.*}}]
 // OVL:             nvvm.wgmma.mma_async
 // OVL:             nvvm.wgmma.wait.group.sync.aligned 0
@@ -78,11 +89,23 @@
 // OVL:             nvvm.wgmma.wait.group.sync.aligned 0
 // OVL:             fagpu.channel_release %[[VC]][%[[PREV]]]
 // OVL:             scf.yield
-// OVL:           scf.if
+// (The count cast again after the loops, from the same i32.)
+// OVL:           %[[BLOCKS2:.*]] = arith.index_cast %[[MINE]] : i32 to index
+// OVL:           %[[ANY2:.*]] = arith.cmpi slt, %c0{{.*}}, %[[BLOCKS2]] : index
+// OVL:           scf.if %[[ANY2]]
 // OVL:             fagpu.channel_get %[[VC]]
 // OVL:             faptx.wgmma_mma_rs
 // OVL:             nvvm.wgmma.wait.group.sync.aligned 0
 // OVL:             fagpu.channel_release %[[VC]]
+// OVL:           scf.for %[[D:.*]] = %[[BLOCKS2]] to %{{.*}} step %c1
+// OVL:             fagpu.channel_get %[[KC]]
+// OVL:             %[[LATER:.*]] = arith.cmpi slt, %c0{{.*}}, %[[D]] : index
+// OVL-NEXT:        scf.if %[[LATER]] {
+// OVL:               nvvm.barrier id = %{{.*}} number_of_threads = %[[TURN]]
+// OVL:               nvvm.barrier.arrive id = %{{.*}} number_of_threads = %[[TURN]]
+// OVL:             fagpu.channel_release %[[KC]]
+// OVL-NEXT:        fagpu.channel_get %[[VC]]
+// OVL-NEXT:        fagpu.channel_release %[[VC]]
 
 // Causal bf16, D = 64, Bc = 64: the full blocks and the diagonal ones (two
 // key loops) share the one pipeline of items.
