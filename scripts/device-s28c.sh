@@ -7,5 +7,5 @@ source "$(dirname "${BASH_SOURCE[0]}")/device-env.sh"
 exec > >(tee "$OUT/log.txt") 2>&1
 unpack_kernels build/kernels "${KERNELS:-build/kernels-s28b.tar.xz}"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
-bench_beside fwd fwd 170 --headdims 64 128 --seqlens 1024 2048 8192 16384 --rep 60
+bench_beside fwd fwd ${SECS:-110} --headdims ${HEADDIMS:-64} --seqlens 1024 2048 8192 16384 --rep 40
 echo "== done at $(elapsed) s"
