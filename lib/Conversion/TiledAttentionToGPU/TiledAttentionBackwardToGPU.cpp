@@ -3706,9 +3706,8 @@ LogicalResult mlir::fa::convertTiledAttentionBackwardToGPU(
       auto atLeast = [&](Value x, int64_t n) { // x >= n as 0 / 1
         return arith::MinSIOp::create(
             b, loc,
-            arith::MaxSIOp::create(b, loc,
-                                   arith::SubIOp::create(b, loc, x, cidx(n - 1)),
-                                   zero),
+            arith::MaxSIOp::create(
+                b, loc, arith::SubIOp::create(b, loc, x, cidx(n - 1)), zero),
             one);
       };
       Value few = arith::MaxSIOp::create(

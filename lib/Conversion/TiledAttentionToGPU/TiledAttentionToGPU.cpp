@@ -1529,8 +1529,8 @@ ForwardKernelEmitter::SoftmaxUpdate ForwardKernelEmitter::emitSoftmax(
       // block count (4 bytes of spill at D = 64).
       Value t = wg.opaqueIndex(tid);
       Value ln = remu(t, kWarpSize);
-      Value laneRow = add(mul(divu(t, kWarpSize), idx(cfg.br / cfg.warps)),
-                          divu(ln, 4));
+      Value laneRow =
+          add(mul(divu(t, kWarpSize), idx(cfg.br / cfg.warps)), divu(ln, 4));
       Value laneCol = mul(remu(ln, 4), idx(2));
       d0 = toI32(add(sub(kStart, qStart), sub(laneCol, laneRow)));
     }
@@ -1882,8 +1882,8 @@ void ForwardKernelEmitter::emitOverlappedLoops(SmallVector<Value> &state) {
     return arith::IndexCastOp::create(b, loc, b.getIndexType(), blocks32);
   };
   Value blocks = bounded ? warpgroupBlockCount() : Value();
-  Value hiW = bounded ? arith::MinSIOp::create(b, loc, hi,
-                                               add(lo, mul(blocks, idx(cfg.bc))))
+  Value hiW = bounded ? arith::MinSIOp::create(
+                            b, loc, hi, add(lo, mul(blocks, idx(cfg.bc))))
                       : Value();
   Value computes = bounded ? slt(idx(0), blocks) : slt(lo, hi);
 
@@ -1995,8 +1995,8 @@ void ForwardKernelEmitter::emitOverlappedLoops(SmallVector<Value> &state) {
   }
   ValueRange st(cur);
   SmallVector<Value> accOut(st.take_front(nd));
-  auto epi = scf::IfOp::create(b, loc, TypeRange(ValueRange(accOut)),
-                               computes, /*withElseRegion=*/true);
+  auto epi = scf::IfOp::create(b, loc, TypeRange(ValueRange(accOut)), computes,
+                               /*withElseRegion=*/true);
   {
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(epi.elseBlock());
