@@ -353,10 +353,12 @@ def test_debug_print(fake, tmp_path, monkeypatch, capsys):
 
 # A split GQA group's accumulators, as fa-compile states them for the
 # warp-specialized causal key-block kernel at D = 128 (128-key blocks):
-# Nk rows when G >= 2 and the unsplit grid has fewer blocks than 1.5
-# waves, else none.
+# Nk rows when G >= 2 and either the unsplit grid has fewer blocks than 1.5
+# waves or G >= 8 with at least 32 key blocks, else none
+# (test/Tools/fa-compile-warp-specialize.mlir checks the same text).
 SPLIT_ROWS = ("Nk * (min(Hq // Hkv - 1, 1) * "
-              "min(max(SMS * 3 - ceildiv(Nk, 128) * Hkv * B * 2, 0), 1))")
+              "min(max(SMS * 3 - ceildiv(Nk, 128) * Hkv * B * 2, 0) + "
+              "min(max(Hq // Hkv - 7, 0), 1) * min(max(ceildiv(Nk, 128) - 31, 0), 1), 1))")
 
 
 @pytest.mark.parametrize("hq,hkv,b,nk,sms,rows", [
@@ -364,9 +366,14 @@ SPLIT_ROWS = ("Nk * (min(Hq // Hkv - 1, 1) * "
     (16, 4, 1, 8192, 132, 0),        # 256 blocks pair up: no split
     (16, 4, 2, 8192, 132, 0),        # 512 blocks
     (16, 16, 1, 8192, 132, 0),       # MHA never splits
-    (16, 2, 1, 8192, 85, 0),         # 128 blocks on 85 SMs: 1.5 waves
-    (16, 2, 1, 8192, 86, 8192),
+    (16, 4, 1, 4096, 85, 0),         # 128 blocks on 85 SMs: 1.5 waves
+    (16, 4, 1, 4096, 86, 4096),
+    (16, 2, 1, 8192, 85, 8192),      # 1.5 waves, but G = 8 with 64 key blocks
     (16, 2, 1, 8193, 132, 8193),
+    (16, 2, 4, 4096, 132, 4096),     # 256 blocks, but G = 8 from 32 key blocks
+    (16, 2, 2, 8192, 132, 8192),
+    (16, 2, 4, 3968, 132, 0),        # 31 key blocks, 248 blocks
+    (16, 4, 4, 4096, 132, 0),        # G = 4: only below 1.5 waves
 ])
 def test_split_group_workspace(hq, hkv, b, nk, sms, rows):
     m = backward_example()
