@@ -1987,8 +1987,8 @@ void ForwardKernelEmitter::emitOverlappedLoops(SmallVector<Value> &state) {
     cur.assign(loop.getResults().begin(), loop.getResults().end());
   }
 
-  // Epilogue: O += P V of the last block. (The warpgroup's blocks again,
-  // from a fenced index: held across the loops they spilled.)
+  // Epilogue: O += P V of the last block. (The count cast again from its
+  // i32: no index value of it lives across the loops.)
   if (bounded) {
     blocks = warpgroupBlockCount();
     computes = slt(idx(0), blocks);
