@@ -2682,22 +2682,38 @@ void KeyBlockKernel::addToAccumulator(ValueRange at, Value x, Value y) {
 void KeyBlockKernel::epilogue(ValueRange acc) {
   const int64_t m = cfg.mTiles, ndk = cfg.dkCols() / 8, ndv = cfg.dvCols() / 8;
   Value scale = cfg.scale, one = f32(1.0);
+  // This warp's rows of the key block below Nk (`atRow`, once per row)
+  // and each of their fragments scaled by `factor`, with its half and
+  // first column (`atFragment`).
+  auto forEachRow =
+      [&](ValueRange frs, int64_t nn, Value factor, Value col0,
+          function_ref<void(Value row)> atRow,
+          function_ref<void(Value f, int64_t h, Value col)> atFragment) {
+        for (int64_t mt = 0; mt < m; ++mt)
+          for (int64_t h = 0; h < 2; ++h) {
+            Value row =
+                add(add(add(kStart, warpKey0), g), idx(16 * mt + 8 * h));
+            auto ifOp = scf::IfOp::create(b, loc, slt(row, nk), false);
+            OpBuilder::InsertionGuard guard(b);
+            b.setInsertionPointToStart(ifOp.thenBlock());
+            atRow(row);
+            for (int64_t nt = 0; nt < nn; ++nt) {
+              Value f = frags.scaleRows(frs[mt * nn + nt], factor, factor);
+              Value col = add(col0, add(idx(8 * nt), mul(tig, idx(2))));
+              atFragment(f, h, col);
+            }
+          }
+      };
   auto store = [&](Value dest, ValueRange frs, int64_t nn, Value factor,
                    Value col0) {
-    for (int64_t mt = 0; mt < m; ++mt)
-      for (int64_t h = 0; h < 2; ++h) {
-        Value row = add(add(add(kStart, warpKey0), g), idx(16 * mt + 8 * h));
-        auto ifOp = scf::IfOp::create(b, loc, slt(row, nk), false);
-        OpBuilder::InsertionGuard guard(b);
-        b.setInsertionPointToStart(ifOp.thenBlock());
-        for (int64_t nt = 0; nt < nn; ++nt) {
-          Value f = frags.scaleRows(frs[mt * nn + nt], factor, factor);
-          storeGlobalVector(
-              b, loc, frags.truncRow(f, h), dest,
-              ValueRange{kBatch, kHead, row,
-                         add(col0, add(idx(8 * nt), mul(tig, idx(2))))});
-        }
-      }
+    Value row;
+    forEachRow(
+        frs, nn, factor, col0, [&](Value r) { row = r; },
+        [&](Value f, int64_t h, Value col) {
+          Value half = frags.truncRow(f, h);
+          storeGlobalVector(b, loc, half, dest,
+                            ValueRange{kBatch, kHead, row, col});
+        });
   };
   // A split group: adds to the f32 accumulators, a lane's two adjacent
   // columns per 8-byte reduction. (Pairing lanes for 16-byte ones costs the
@@ -2708,25 +2724,21 @@ void KeyBlockKernel::epilogue(ValueRange acc) {
     Value cols = memref::DimOp::create(b, loc, accum, 3);
     Value heads = memref::DimOp::create(b, loc, accum, 1);
     Value ptr = memref::ExtractAlignedPointerAsIndexOp::create(b, loc, accum);
-    for (int64_t mt = 0; mt < m; ++mt)
-      for (int64_t h = 0; h < 2; ++h) {
-        Value row = add(add(add(kStart, warpKey0), g), idx(16 * mt + 8 * h));
-        auto ifOp = scf::IfOp::create(b, loc, slt(row, nk), false);
-        OpBuilder::InsertionGuard guard(b);
-        b.setInsertionPointToStart(ifOp.thenBlock());
-        Value rowStart =
-            mul(add(mul(add(mul(kBatch, heads), kHead), rows), row), cols);
-        for (int64_t nt = 0; nt < nn; ++nt) {
-          Value f = frags.scaleRows(frs[mt * nn + nt], factor, factor);
-          Value col = add(col0, add(idx(8 * nt), mul(tig, idx(2))));
+    Value rowStart;
+    forEachRow(
+        frs, nn, factor, col0,
+        [&](Value row) {
+          rowStart =
+              mul(add(mul(add(mul(kBatch, heads), kHead), rows), row), cols);
+        },
+        [&](Value f, int64_t h, Value col) {
           Value addr = arith::IndexCastOp::create(
               b, loc, b.getI64Type(),
               add(ptr, mul(add(rowStart, col), idx(4))));
           faptx::RedGlobalAddOp::create(
               b, loc, addr,
               ValueRange{frags.element(f, h, 0), frags.element(f, h, 1)});
-        }
-      }
+        });
   };
   if (cfg.wgSplit == 1 && dkAcc) {
     auto ifOp = scf::IfOp::create(b, loc, splitNow, /*withElseRegion=*/true);
