@@ -1361,6 +1361,12 @@ private:
   Value cmpIdx(arith::CmpIPredicate pred, Value a, int64_t c) {
     return arith::CmpIOp::create(b, loc, pred, a, idx(c));
   }
+  /// `x and not y` for i1 values.
+  Value andNot(Value x, Value y) {
+    Value notY = arith::XOrIOp::create(
+        b, loc, y, arith::ConstantIntOp::create(b, loc, 1, 1));
+    return arith::AndIOp::create(b, loc, x, notY);
+  }
   /// queryOuter kernels: the run-time test for 4 <= G < 8 with at most 32
   /// key blocks, where the query-outer order runs with the plain launch
   /// order (iteration() says why).
@@ -2813,16 +2819,10 @@ void KeyBlockKernel::mapBlock(gpu::KernelDim3 ids, gpu::KernelDim3 grid,
     Value reorder = smallGqaGrid(keyBlocks, blocks, group, 2);
     if (queryOuter()) {
       Value mid = midGqaGrid(keyBlocks, group);
-      Value notMid = arith::XOrIOp::create(
-          b, loc, mid, arith::ConstantIntOp::create(b, loc, 1, 1));
-      reorder = arith::AndIOp::create(b, loc, reorder, notMid);
+      reorder = andNot(reorder, mid);
     }
-    if (dkAcc) {
-      // A split group: MHA's launch order (and its L2 reuse).
-      Value notSplit = arith::XOrIOp::create(
-          b, loc, splitNow, arith::ConstantIntOp::create(b, loc, 1, 1));
-      reorder = arith::AndIOp::create(b, loc, reorder, notSplit);
-    }
+    if (dkAcc) // A split group: MHA's launch order (and its L2 reuse).
+      reorder = andNot(reorder, splitNow);
     Value linear = add(ids.x, mul(grid.x, add(ids.y, mul(grid.y, ids.z))));
     Value pairs = mul(grid.y, grid.z);
     Value rest = divu(linear, cfg.split);
@@ -2899,11 +2899,8 @@ Value KeyBlockKernel::tileValues() {
     Value big = smallGqaGrid(keyBlocks, Value(), groups, 8);
     Value mid = midGqaGrid(keyBlocks, groups);
     queryOuterNow = arith::OrIOp::create(b, loc, big, mid);
-    if (splitNow) {
-      Value notSplit = arith::XOrIOp::create(
-          b, loc, splitNow, arith::ConstantIntOp::create(b, loc, 1, 1));
-      queryOuterNow = arith::AndIOp::create(b, loc, queryOuterNow, notSplit);
-    }
+    if (splitNow)
+      queryOuterNow = andNot(queryOuterNow, splitNow);
   }
   if (dqOrder) {
     // The query blocks of the key block above, from the nest's own bounds

@@ -1877,8 +1877,6 @@ void ForwardKernelEmitter::emitOverlappedLoops(SmallVector<Value> &state) {
   const bool bounded = boundsPerWarpgroup();
   Value blocks32 = bounded ? warpgroupBlocks(wg.opaqueIndex(wgIdx)) : Value();
   auto warpgroupBlockCount = [&]() -> Value {
-    if (!bounded)
-      return tileBlocks();
     return arith::IndexCastOp::create(b, loc, b.getIndexType(), blocks32);
   };
   Value blocks = bounded ? warpgroupBlockCount() : Value();
@@ -2049,17 +2047,16 @@ Value ForwardKernelEmitter::warpgroupBlocks(Value wgIdx) {
   Value first = toI32(add(qStart, mul(wgIdx, idx(wgRows))));
   Value rows = toI32(qLen);
   Value blocks = toI32(tileBlocks());
-  if (cfg.mask && kmask.hasRight()) {
-    // Keys up to row + (kLen - qLen) + right are visible to a row.
-    Value last = arith::MinSIOp::create(b, loc, add(first, i32(wgRows - 1)),
-                                        sub(rows, i32(1)));
-    Value off = toI32(sub(clone(step.getKLen()), qLen));
-    Value end = add(add(last, off), add(kmask.rightWidth(b, loc), i32(1)));
-    Value needed =
-        arith::CeilDivSIOp::create(b, loc, sub(end, toI32(lo)), i32(cfg.bc));
-    blocks = arith::MinSIOp::create(
-        b, loc, blocks, arith::MaxSIOp::create(b, loc, needed, i32(0)));
-  }
+  // Keys up to row + (kLen - qLen) + right are visible to a row
+  // (boundsPerWarpgroup: the band has a right edge).
+  Value last = arith::MinSIOp::create(b, loc, add(first, i32(wgRows - 1)),
+                                      sub(rows, i32(1)));
+  Value off = toI32(sub(clone(step.getKLen()), qLen));
+  Value end = add(add(last, off), add(kmask.rightWidth(b, loc), i32(1)));
+  Value needed =
+      arith::CeilDivSIOp::create(b, loc, sub(end, toI32(lo)), i32(cfg.bc));
+  blocks = arith::MinSIOp::create(
+      b, loc, blocks, arith::MaxSIOp::create(b, loc, needed, i32(0)));
   blocks = arith::SelectOp::create(b, loc, slt(first, rows), blocks, i32(0));
   // Lane 0's copy: ptxas then knows the count to be warp-uniform.
   return gpu::ShuffleOp::create(b, loc, blocks, 0, kWarpSize,
