@@ -323,22 +323,42 @@ def _empty_like_is_contiguous(t, shape) -> bool:
 _WORKSPACE_ALIGNMENT = 256
 
 
+def _buffer_bytes(shape, dtype) -> int:
+    return math.prod(shape) * torch.empty((), dtype=dtype).element_size()
+
+
 def _workspace_layout(shapes):
     """Byte offsets of the workspace buffers (name, shape, torch dtype) in one
     allocation, and its size."""
     offsets, total = [], 0
     for _, shape, dtype in shapes:
         offsets.append(total)
-        n = math.prod(shape) * torch.empty((), dtype=dtype).element_size()
+        n = _buffer_bytes(shape, dtype)
         total += -(-n // _WORKSPACE_ALIGNMENT) * _WORKSPACE_ALIGNMENT
     return tuple(offsets), total
+
+
+def _zeroed_ranges(shapes, offsets, zeroed):
+    """The byte ranges (offset, size) of the workspace buffers named in
+    `zeroed` that the launcher zero-fills: empty ones skipped, neighbours
+    (only alignment padding between them) merged into one fill."""
+    ranges = []
+    for (name, shape, dtype), off in zip(shapes, offsets):
+        n = _buffer_bytes(shape, dtype)
+        if name not in zeroed or not n:
+            continue
+        if ranges and sum(ranges[-1]) > off - _WORKSPACE_ALIGNMENT:
+            ranges[-1] = (ranges[-1][0], off + n - ranges[-1][0])
+        else:
+            ranges.append((off, n))
+    return tuple(ranges)
 
 
 def _workspace_views(buf, shapes, offsets):
     """The workspace buffers as tensors viewing the byte buffer `buf`."""
     out = []
     for (_, shape, dtype), off in zip(shapes, offsets):
-        n = math.prod(shape) * torch.empty((), dtype=dtype).element_size()
+        n = _buffer_bytes(shape, dtype)
         out.append(buf.narrow(0, off, n).view(dtype).view(shape))
     return out
 
@@ -416,13 +436,9 @@ class _BackwardPlan:
         self.seq, self.workspace, self.ws_offsets, self.ws_bytes = _multi_launch_sequence(
             spec, ordinal, tensors, env, c.scalars(spec),
             _BACKWARD_TENSORS + tuple(caps) + ranged + (_WORKSPACE,), c.device)
-        # The byte ranges of the buffers the launcher zeroes ("init": "zero":
-        # a split GQA group's dK / dV accumulators; empty ones are skipped).
-        zeroed = {w.name for w in spec.workspace if w.zeroed}
-        self.ws_zero = tuple(
-            (off, n) for (name, shape, dtype), off in zip(self.workspace, self.ws_offsets)
-            if name in zeroed
-            and (n := math.prod(shape) * torch.empty((), dtype=dtype).element_size()))
+        # (A split GQA group's dK / dV accumulators start at zero.)
+        self.ws_zero = _zeroed_ranges(self.workspace, self.ws_offsets,
+                                      {w.name for w in spec.workspace if w.zeroed})
 
     def run(self, q, k, v, out, lse, dout, copied=False, captures=()):
         """`captures`: as _ForwardPlan.run's (the forward's)."""

@@ -284,6 +284,22 @@ def test_split_gqa_group(gpu, monkeypatch, hq, hkv, b, nk, split):
     assert gpu.split_groups == 2 * split
 
 
+def test_zeroed_workspace_ranges():
+    """Zeroed neighbours take one fill (the padding between them too), a
+    buffer between them splits it, empty ones take none."""
+    f32 = torch.float32
+    shapes = [("dq_accum", (2, 100), f32), ("dk_accum", (2, 10), f32),
+              ("dv_accum", (3, 7), f32), ("lse2", (5,), f32), ("x", (0, 4), f32),
+              ("y", (1,), f32)]
+    offsets, _ = _interface._workspace_layout(shapes)
+    assert offsets == (0, 1024, 1280, 1536, 1792, 1792)
+    zr = _interface._zeroed_ranges
+    assert zr(shapes, offsets, {"dk_accum", "dv_accum"}) == ((1024, 256 + 84),)
+    assert zr(shapes, offsets, {"dk_accum", "lse2"}) == ((1024, 80), (1536, 20))
+    assert zr(shapes, offsets, {"x", "y"}) == ((1792, 4),)
+    assert zr(shapes, offsets, set()) == ()
+
+
 def test_expanded_strided_and_misaligned_dout(gpu):
     q, k, v, _ = qkv(1, 2, 2, 30, 50, 32, 32, seed=3)
     out = flashmlir.attention(q, k, v, causal=True)
