@@ -67,18 +67,19 @@
 // BWDWG-DAG: "block_q": 128
 // BWDWG-DAG: "schedule": "warp_specialized"
 // Head dims over 128 take a warpgroup pair per 64 keys (8 warps); at D = 256
-// its dQ staging area would not fit (249,856 B), so the fragments reduce
-// with 8-byte red.global.add.v2.f32 and the kernel needs 215,040 B; at
-// D = 192 the staging fits (16-byte reductions).
+// a 16-row dQ staging area would not fit (249,856 B), so each warp stages
+// its fragments' two 8-row halves in turn (232,448 B, all of sm_90a's) and
+// adds them with 16-byte red.global.add.v4.f32; at D = 192 the 16-row area
+// fits.
 // RUN: fa-compile --kind=backward --head-dim=256 --chip=sm_90a -o %t.pair > /dev/null
 // RUN: FileCheck %s --check-prefix=PAIR256 < %t.pair/fa_bwd_d256_bf16_sm90a.json
 // RUN: FileCheck %s --check-prefix=PAIR256PTX < %t.pair/fa_bwd_d256_bf16_sm90a.ptx
 // PAIR256-DAG: "warps": 8
 // PAIR256-DAG: "block_kv": 64
-// PAIR256-DAG: "dynamic_shared_memory": 215040
-// PAIR256PTX-NOT: red.global.add.v4.f32
-// PAIR256PTX: red.global.add.v2.f32
-// PAIR256PTX-NOT: red.global.add.v4.f32
+// PAIR256-DAG: "dynamic_shared_memory": 232448
+// PAIR256PTX-NOT: red.global.add.v2.f32
+// PAIR256PTX: red.global.add.v4.f32
+// PAIR256PTX-NOT: red.global.add.v2.f32
 // RUN: fa-compile --kind=backward --head-dim=192 --chip=sm_90a -o %t.pair192 > /dev/null
 // RUN: FileCheck %s --check-prefix=PAIR192PTX < %t.pair192/fa_bwd_d192_bf16_sm90a.ptx
 // PAIR192PTX: red.global.add.v4.f32

@@ -255,8 +255,10 @@ struct BackwardConfig {
   int64_t dqChunk = 64;
   /// sm_90 8-byte f32 reductions (red.global.add.v2.f32) for dQ.
   bool vectorAtomics = false;
-  /// dQ through the per-warp staging area (KernelResources::stagesDq).
+  /// dQ through the per-warp staging area (KernelResources::stagesDq) of
+  /// dqStageRows rows (KernelResources::dqStageRows; cooperative kernels).
   bool stageDq = false;
+  int64_t dqStageRows = 16;
   /// Key-block kernel on warpgroup MMAs (sm_90a).
   bool wgmma = false;
   /// Key-block kernel (wgmma): a producer warpgroup TMA-loads K, V and each
@@ -1434,7 +1436,8 @@ private:
   void addToAccumulator(ValueRange at, Value x, Value y);
   /// sm_90: adds a warp's [16, chunk] dQ tile (C fragments) to rows
   /// [row0, +16) x columns [col0, +chunk) of dqAcc through the warp's
-  /// staging area: 16-byte reductions, consecutive lanes along rows.
+  /// staging area: 16-byte reductions, consecutive lanes along rows. An
+  /// 8-row area takes the fragments' two 8-row halves in turn.
   void stageAndReduce(ArrayRef<Value> dq, int64_t chunk, Value batch,
                       Value head, Value row0, Value col0);
   /// Adds a warp's [16, chunk] dQ tile (C fragments) at rows [row0, +16) x
@@ -2383,47 +2386,59 @@ SmallVector<Value> KeyBlockKernel::bodyWgmmaSplit(Value t, Value buf,
 void KeyBlockKernel::stageAndReduce(ArrayRef<Value> dq, int64_t chunk,
                                     Value batch, Value head, Value row0,
                                     Value col0) {
-  Value base = mul(warp, idx(16 * stageStride));
+  int64_t rows = cfg.dqStageRows;
+  Value base = mul(warp, idx(rows * stageStride));
   auto v4 = VectorType::get({4}, b.getF32Type());
-  for (int64_t nt = 0; nt < chunk / 8; ++nt)
-    for (int64_t h = 0; h < 2; ++h) {
-      Value at = add(base, add(mul(add(g, idx(8 * h)), idx(stageStride)),
-                               add(idx(8 * nt), mul(tig, idx(2)))));
-      vector::StoreOp::create(
-          b, loc,
-          vector::ExtractOp::create(b, loc, dq[nt], ArrayRef<int64_t>{h}),
-          dqStage, at);
-    }
   Value all = i32(-1);
-  NVVM::SyncWarpOp::create(b, loc, all);
+  Value stride, nRows, heads, ptr;
   int64_t perRow = chunk / 4;
-  Value stride = memref::DimOp::create(b, loc, dqAcc, 3);
-  Value nRows = memref::DimOp::create(b, loc, dqAcc, 2);
-  Value heads = memref::DimOp::create(b, loc, dqAcc, 1);
-  Value ptr = memref::ExtractAlignedPointerAsIndexOp::create(b, loc, dqAcc);
-  for (int64_t i = 0; i < 16 * perRow / kWarpSize; ++i) {
-    Value c = add(lane, idx(i * kWarpSize));
-    Value r = divu(c, perRow), c4 = mul(remu(c, perRow), idx(4));
-    Value row = add(row0, r);
-    auto ifOp = scf::IfOp::create(b, loc, slt(row, nq), false);
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(ifOp.thenBlock());
-    Value v = vector::LoadOp::create(
-        b, loc, v4, dqStage,
-        ValueRange{add(base, add(mul(r, idx(stageStride)), c4))});
-    Value offset =
-        add(mul(add(mul(add(mul(batch, heads), head), nRows), row), stride),
-            add(col0, c4));
-    Value addr = arith::IndexCastOp::create(b, loc, b.getI64Type(),
-                                            add(ptr, mul(offset, idx(4))));
-    SmallVector<Value> values;
-    for (int64_t e = 0; e < 4; ++e)
-      values.push_back(
-          vector::ExtractOp::create(b, loc, v, ArrayRef<int64_t>{e}));
-    faptx::RedGlobalAddOp::create(b, loc, addr, values);
+  // A 16-row area takes both halves of the fragments (rows g and g + 8) at
+  // once; an 8-row one each half in its own pass.
+  for (int64_t pass = 0; pass < 16 / rows; ++pass) {
+    for (int64_t nt = 0; nt < chunk / 8; ++nt)
+      for (int64_t h = 0; h < 2; ++h) {
+        if (rows == 8 && h != pass)
+          continue;
+        int64_t rowOff = rows == 8 ? 0 : 8 * h;
+        Value at = add(base, add(mul(add(g, idx(rowOff)), idx(stageStride)),
+                                 add(idx(8 * nt), mul(tig, idx(2)))));
+        vector::StoreOp::create(
+            b, loc,
+            vector::ExtractOp::create(b, loc, dq[nt], ArrayRef<int64_t>{h}),
+            dqStage, at);
+      }
+    NVVM::SyncWarpOp::create(b, loc, all);
+    if (pass == 0) {
+      stride = memref::DimOp::create(b, loc, dqAcc, 3);
+      nRows = memref::DimOp::create(b, loc, dqAcc, 2);
+      heads = memref::DimOp::create(b, loc, dqAcc, 1);
+      ptr = memref::ExtractAlignedPointerAsIndexOp::create(b, loc, dqAcc);
+    }
+    Value passRow0 = rows == 8 ? add(row0, idx(8 * pass)) : row0;
+    for (int64_t i = 0; i < rows * perRow / kWarpSize; ++i) {
+      Value c = add(lane, idx(i * kWarpSize));
+      Value r = divu(c, perRow), c4 = mul(remu(c, perRow), idx(4));
+      Value row = add(passRow0, r);
+      auto ifOp = scf::IfOp::create(b, loc, slt(row, nq), false);
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(ifOp.thenBlock());
+      Value v = vector::LoadOp::create(
+          b, loc, v4, dqStage,
+          ValueRange{add(base, add(mul(r, idx(stageStride)), c4))});
+      Value offset =
+          add(mul(add(mul(add(mul(batch, heads), head), nRows), row), stride),
+              add(col0, c4));
+      Value addr = arith::IndexCastOp::create(b, loc, b.getI64Type(),
+                                              add(ptr, mul(offset, idx(4))));
+      SmallVector<Value> values;
+      for (int64_t e = 0; e < 4; ++e)
+        values.push_back(
+            vector::ExtractOp::create(b, loc, v, ArrayRef<int64_t>{e}));
+      faptx::RedGlobalAddOp::create(b, loc, addr, values);
+    }
+    // The next pass or unit of this warp overwrites the area.
+    NVVM::SyncWarpOp::create(b, loc, all);
   }
-  // The next unit of this warp overwrites the area.
-  NVVM::SyncWarpOp::create(b, loc, all);
 }
 
 void KeyBlockKernel::dqBarrier(bool sync, int64_t first, Value group) {
@@ -3096,7 +3111,7 @@ int64_t KeyBlockKernel::emit(gpu::LaunchOp launch) {
     // Rows padded by 4 floats: the 8 rows a fragment store touches fall in
     // distinct banks.
     stageStride = (cfg.wgmma ? 64 : cfg.dqChunk) + 4;
-    dqStage = smem.f32Buffer(b, loc, cfg.warps * 16 * stageStride);
+    dqStage = smem.f32Buffer(b, loc, cfg.warps * cfg.dqStageRows * stageStride);
   }
 
   if (!cfg.wgmma) {
@@ -3522,11 +3537,15 @@ LogicalResult mlir::fa::convertTiledAttentionBackwardToGPU(
            << ") are not those of the kernel configuration ("
            << config.getBlockQ() << " x " << config.getBlockKV() << ")";
   keyCfg->vectorAtomics = chip ? chip->vectorReductions : options.vectorAtomics;
-  keyCfg->stageDq =
-      config ? kernelResources(config, {KernelKind::BackwardKeyBlock, keyCfg->d,
-                                        keyCfg->dv, keyNest->withDq})
-                   .stagesDq
-             : keyNest->withDq && keyCfg->vectorAtomics;
+  keyCfg->stageDq = keyNest->withDq && keyCfg->vectorAtomics;
+  if (config) {
+    KernelResources res =
+        kernelResources(config, {KernelKind::BackwardKeyBlock, keyCfg->d,
+                                 keyCfg->dv, keyNest->withDq});
+    keyCfg->stageDq = res.stagesDq;
+    if (res.dqStageRows)
+      keyCfg->dqStageRows = res.dqStageRows;
+  }
   if (wgmma) {
     auto fail = [&](const Twine &why) {
       return keyNest->forall.emitError(

@@ -185,3 +185,46 @@ func.func @deterministic_f16_d64(%q: !q, %k: !q, %v: !q, %out: !q, %dout: !q, %l
   bufferization.materialize_in_destination %gv in restrict writable %dv : (!t, !q) -> ()
   return
 }
+
+// -----
+
+// D = 256 with the kernel configuration's warpgroup pair (8 warps per 64
+// keys): a 16-row dQ staging area would not fit beside the pair's P^T and
+// dS^T tiles (249,856 B), so each warp's area has 8 rows (8 x 8 x (64 + 4)
+// f32) and takes the fragments' rows g, then g + 8, in turn: 232,448 B,
+// all of sm_90a's shared memory per block.
+
+!q = memref<?x?x?x256xbf16, strided<[?, ?, ?, 1], offset: ?>>
+!l = memref<?x?x?xf32, strided<[?, ?, 1], offset: ?>>
+!t = tensor<?x?x?x256xbf16>
+!lt = tensor<?x?x?xf32>
+
+// CHECK-LABEL: func.func @pair_bf16_d256
+// CHECK:         %[[SMEM:.*]] = arith.constant 232448 : i32
+// CHECK:         gpu.launch {{.*}} threads({{.*}}) in (%{{.*}} = %c256{{.*}}, %{{.*}} = %{{.*}}, %{{.*}} = %{{.*}}) dynamic_shared_memory_size %[[SMEM]] module(@pair_bf16_d256_kernels) function(@pair_bf16_d256_kernel) {
+// The first 8-row pass of a 64-column unit: rows g of the fragments, four
+// 16-byte reductions per lane, the area free again.
+// CHECK:             vector.store %{{.*}}, %[[STAGE:.*]][%{{.*}}] : memref<4352xf32, #gpu.address_space<workgroup>>, vector<2xf32>
+// CHECK:             nvvm.bar.warp.sync
+// CHECK-COUNT-4:     faptx.red_global_add %{{.*}}, [%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}]
+// CHECK-NEXT:      }
+// CHECK-NEXT:      nvvm.bar.warp.sync
+// The second pass: rows g + 8.
+// CHECK:             vector.store %{{.*}}, %[[STAGE]][%{{.*}}] : memref<4352xf32, #gpu.address_space<workgroup>>, vector<2xf32>
+// CHECK:             nvvm.bar.warp.sync
+// CHECK-COUNT-4:     faptx.red_global_add %{{.*}}, [%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}]
+// CHECK-NEXT:      }
+// CHECK-NEXT:      nvvm.bar.warp.sync
+func.func @pair_bf16_d256(%q: !q, %k: !q, %v: !q, %out: !q, %dout: !q, %lse: !l, %dq: !q, %dk: !q, %dv: !q) {
+  %qt = bufferization.to_tensor %q restrict : !q to !t
+  %kt = bufferization.to_tensor %k restrict : !q to !t
+  %vt = bufferization.to_tensor %v restrict : !q to !t
+  %ot = bufferization.to_tensor %out restrict : !q to !t
+  %dot = bufferization.to_tensor %dout restrict : !q to !t
+  %lt = bufferization.to_tensor %lse restrict : !l to !lt
+  %gq, %gk, %gv = fa.attention_backward %qt, %kt, %vt, %ot, %lt, %dot {kernel_config = #fa.kernel_config<"sm_90a", wgmma, block_q = 64, block_kv = 64, warps = 8, stages = 2>} : (!t, !t, !t, !t, !lt, !t) -> (!t, !t, !t)
+  bufferization.materialize_in_destination %gq in restrict writable %dq : (!t, !q) -> ()
+  bufferization.materialize_in_destination %gk in restrict writable %dk : (!t, !q) -> ()
+  bufferization.materialize_in_destination %gv in restrict writable %dv : (!t, !q) -> ()
+  return
+}

@@ -171,14 +171,22 @@ KernelResources mlir::fa::kernelResources(KernelConfigAttr config,
       place(r.warps * 16 * 64 * 4);
     } else if (staged) {
       int64_t chunk = wgmma ? 64 : backwardDqChunk(bq, dSlice, r.warps);
-      int64_t staging = r.warps * 16 * (chunk + 4) * 4;
-      // The pair's P^T and dS^T tiles leave no room for the staging area at
-      // the largest head dims (D = 256: 249,856 B): fragments reduce directly.
-      if (wgSplit > 1 && chip &&
-          bytes + staging + kWgmmaAlignment > chip->sharedMemoryPerBlock)
-        staged = false;
-      else
-        bytes += staging;
+      auto staging = [&](int64_t rows) {
+        return r.warps * rows * (chunk + 4) * 4;
+      };
+      auto fits = [&](int64_t rows) {
+        return !chip || bytes + staging(rows) + (wgmma ? kWgmmaAlignment : 0) <=
+                            chip->sharedMemoryPerBlock;
+      };
+      // The pair's P^T and dS^T tiles leave no room for a 16-row area at the
+      // largest head dims (D = 256: 249,856 B): there each warp stages the
+      // rows of its fragments' two halves one after the other (8 rows,
+      // 232,448 B on sm_90a). Where neither fits, the fragments add 8-byte
+      // reductions directly.
+      r.dqStageRows = fits(16) || wgSplit == 1 ? 16 : fits(8) ? 8 : 0;
+      staged = r.dqStageRows != 0;
+      if (staged)
+        bytes += staging(r.dqStageRows);
     }
     r.stagesDq = staged;
     r.sharedMemory = bytes + (wgmma ? kWgmmaAlignment : 0);
