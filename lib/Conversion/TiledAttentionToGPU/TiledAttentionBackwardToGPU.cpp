@@ -680,6 +680,37 @@ public:
     return vis;
   }
 
+  /// Whether the mask shows every element of the block's tile of keys
+  /// [k0, k0 + Bc) x queries [q0, q0 + Br) (i32; Br / Bc the
+  /// configuration's): its keys end by kLen, and the band holds its corners
+  /// (key - query <= kLen - qLen + right at the last key and the first
+  /// query, >= kLen - qLen - left at the first key and the last query).
+  /// Padded query rows need no mask (their lse2 is +inf).
+  Value wholeTileVisible(const BackwardConfig &cfg, Value k0, Value q0,
+                         Value kLen, Value qLen) {
+    using P = arith::CmpIPredicate;
+    Value kEnd = arith::AddIOp::create(b, loc, k0, i32(cfg.bc));
+    Value full = arith::CmpIOp::create(b, loc, P::sle, kEnd, kLen);
+    Value off = arith::SubIOp::create(b, loc, kLen, qLen);
+    if (cfg.kmask.hasRight()) {
+      Value lastKey = arith::SubIOp::create(b, loc, kEnd, i32(1));
+      Value most = arith::SubIOp::create(b, loc, lastKey, q0);
+      Value limit =
+          arith::AddIOp::create(b, loc, off, cfg.kmask.rightWidth(b, loc));
+      full = arith::AndIOp::create(
+          b, loc, full, arith::CmpIOp::create(b, loc, P::sle, most, limit));
+    }
+    if (cfg.kmask.hasLeft()) {
+      Value lastQuery = arith::AddIOp::create(b, loc, q0, i32(cfg.br - 1));
+      Value least = arith::SubIOp::create(b, loc, k0, lastQuery);
+      Value limit =
+          arith::SubIOp::create(b, loc, off, cfg.kmask.leftWidth(b, loc));
+      full = arith::AndIOp::create(
+          b, loc, full, arith::CmpIOp::create(b, loc, P::sge, least, limit));
+    }
+    return full;
+  }
+
   Value lane, g, tig, tid;
   Type elt;
 };
@@ -1005,7 +1036,10 @@ using AfterProbabilities = function_ref<SmallVector<Value>(ArrayRef<Value> p)>;
 /// P is computed first, then afterP(P) gives dP and dS follows. A null lse2
 /// (delta) means the kernel folded it into the GEMM's accumulator: `s`
 /// holds S - lse2 / foldedExp and P = exp2(foldedExp s) (`dp` holds dP -
-/// delta).
+/// delta). `fullTile` (no modifiers): an i1, uniform over the block, true
+/// when `visible` holds for every element of the tile; such tiles skip the
+/// per-element mask (an scf.if around it), P of the others is selected as
+/// before.
 std::pair<SmallVector<Value>, SmallVector<Value>>
 scoreGradients(BackwardEmitter &e, WarpFragments &frags,
                const BackwardConfig &cfg, ArrayRef<Value> s, ArrayRef<Value> dp,
@@ -1013,7 +1047,8 @@ scoreGradients(BackwardEmitter &e, WarpFragments &frags,
                function_ref<Value(int64_t frag, int64_t h, int64_t el)> delta,
                function_ref<Value(int64_t frag, int64_t h, int64_t el)> visible,
                const ElementPositions *positions = nullptr,
-               AfterProbabilities afterP = nullptr, Value foldedExp = Value()) {
+               AfterProbabilities afterP = nullptr, Value foldedExp = Value(),
+               Value fullTile = Value()) {
   OpBuilder &b = e.b;
   Location loc = e.loc;
   AttentionBackwardStepOp mods = cfg.modifiers;
@@ -1051,8 +1086,14 @@ scoreGradients(BackwardEmitter &e, WarpFragments &frags,
   // own derivative (dS = that x (dP - delta)).
   SmallVector<Value> weights;
   SmallVector<Value> pFrags, dsFrags;
+  assert((!fullTile || !mods) && "the full-tile path is for plain steps");
+  // fullTile: every unselected P (and its score, for the softcap's
+  // derivative), element by element.
+  SmallVector<Value> pe, us;
   for (size_t f = 0; f < s.size(); ++f) {
-    SmallVector<Value> pe, dse;
+    SmallVector<Value> dse;
+    if (!fullTile)
+      pe.clear();
     for (int64_t h = 0; h < 2; ++h)
       for (int64_t el = 0; el < 2; ++el) {
         Value u = frags.element(s[f], h, el), grad;
@@ -1078,6 +1119,12 @@ scoreGradients(BackwardEmitter &e, WarpFragments &frags,
         Value p = cfg.tightRegisters()
                       ? faptx::Ex2Op::create(b, loc, x).getResult()
                       : math::Exp2Op::create(b, loc, x).getResult();
+        if (fullTile) {
+          // Selected below, all elements at once.
+          pe.push_back(p);
+          us.push_back(u);
+          continue;
+        }
         Value vis = visible(f, h, el);
         if (maskMod) {
           Value seen = maskInl->at(Value(), qKey, kKey);
@@ -1098,9 +1145,51 @@ scoreGradients(BackwardEmitter &e, WarpFragments &frags,
         dse.push_back(
             gradient(p, u, grad, frags.element(dp[f], h, el), delta(f, h, el)));
       }
+    if (fullTile)
+      continue;
     pFrags.push_back(frags.fromElements(pe));
     if (!afterP)
       dsFrags.push_back(frags.fromElements(dse));
+  }
+  if (fullTile) {
+    // A tile that the mask leaves whole needs no selection: one branch for
+    // the block instead of a compare and a select per element.
+    SmallVector<Type> types(pe.size(), b.getF32Type());
+    auto ifOp = scf::IfOp::create(b, loc, types, fullTile, /*withElse=*/true);
+    {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(ifOp.thenBlock());
+      scf::YieldOp::create(b, loc, pe);
+      b.setInsertionPointToStart(ifOp.elseBlock());
+      SmallVector<Value> selected;
+      for (size_t i = 0; i < pe.size(); ++i) {
+        int64_t f = i / 4, h = (i / 2) % 2, el = i % 2;
+        Value vis = visible(f, h, el);
+        selected.push_back(
+            vis ? arith::SelectOp::create(b, loc, vis, pe[i], zero).getResult()
+                : pe[i]);
+      }
+      scf::YieldOp::create(b, loc, selected);
+    }
+    for (size_t f = 0; f < s.size(); ++f) {
+      SmallVector<Value> pf, dse;
+      for (int64_t h = 0; h < 2; ++h)
+        for (int64_t el = 0; el < 2; ++el) {
+          size_t i = 4 * f + 2 * h + el;
+          Value p = ifOp.getResult(i), u = us[i];
+          pf.push_back(p);
+          if (afterP) {
+            weights.push_back(
+                cfg.softcap() ? e.fmul(p, e.fsub(one, e.fmul(u, u))) : p);
+            continue;
+          }
+          dse.push_back(gradient(p, u, Value(), frags.element(dp[f], h, el),
+                                 delta(f, h, el)));
+        }
+      pFrags.push_back(frags.fromElements(pf));
+      if (!afterP)
+        dsFrags.push_back(frags.fromElements(dse));
+    }
   }
   if (!afterP)
     return {pFrags, dsFrags};
@@ -1651,20 +1740,38 @@ KeyBlockKernel::gradients(IRMapping &it, Value qRow0, ArrayRef<Value> s,
   MaskLimits lim;
   AttentionBackwardStepOp step = n.in.step;
   ElementPositions pos;
-  Value key0, query0, qLast, kLast;
+  Value key0, query0, qLast, kLast, fullTile;
+  // The lane's limits, built where first asked for: with the full-tile
+  // test, in the branch of the partial tiles only.
+  std::function<void()> buildLimits = [] {};
   if (cfg.masked) {
     Value qStart = clone(step.getQStart(), it),
           kS = clone(step.getKStart(), it), qLen = clone(step.getQLen(), it),
           kLen = clone(step.getKLen(), it);
-    key0 = add(add(kS, warpKey0), g);
-    query0 = add(add(qStart, qOff), mul(tig, idx(2)));
-    lim = maskLimits(cfg, key0, query0, qLen, kLen);
-    qLast = toI32(sub(qLen, idx(1)));
-    kLast = toI32(sub(kLen, idx(1)));
+    buildLimits = [&, qStart, kS, qLen, kLen] {
+      key0 = add(add(kS, warpKey0), g);
+      query0 = add(add(qStart, qOff), mul(tig, idx(2)));
+      lim = maskLimits(cfg, key0, query0, qLen, kLen);
+    };
+    // The warpgroup pairs (head dims past 128) test each tile whole first.
+    // (Elsewhere the branch costs registers: the warp-specialized consumers
+    // spill 36-72 bytes with it, and 22 other kernels of the package's set
+    // would fall back to smaller tiles.)
+    if (cfg.modifiers || cfg.wgSplit == 1) {
+      buildLimits();
+      buildLimits = [] {};
+      qLast = toI32(sub(qLen, idx(1)));
+      kLast = toI32(sub(kLen, idx(1)));
+    } else {
+      fullTile = wholeTileVisible(cfg, toI32(kS), toI32(qStart), toI32(kLen),
+                                  toI32(qLen));
+    }
   }
   auto visible = [&](int64_t f, int64_t h, int64_t el) -> Value {
     if (!cfg.masked)
       return Value();
+    if (!lim.keyLimit)
+      buildLimits();
     int64_t mt = f / nqt, nt = f % nqt, keyOff = 16 * mt + 8 * h;
     return visibleAt(lim, keyOff, keyOff - 8 * nt - el);
   };
@@ -1702,7 +1809,7 @@ KeyBlockKernel::gradients(IRMapping &it, Value qRow0, ArrayRef<Value> s,
         return deltaFolded ? Value() : colValue(deltaCols, f, el);
       },
       visible, cfg.modifiers ? &pos : nullptr, afterP,
-      lseFolded ? foldedExp : Value());
+      lseFolded ? foldedExp : Value(), fullTile);
 }
 
 SmallVector<Value> KeyBlockKernel::body(Value t, Value buf, ValueRange acc) {

@@ -202,6 +202,19 @@ func.func @deterministic_f16_d64(%q: !q, %k: !q, %v: !q, %out: !q, %dout: !q, %l
 // CHECK-LABEL: func.func @pair_bf16_d256
 // CHECK:         %[[SMEM:.*]] = arith.constant 232448 : i32
 // CHECK:         gpu.launch {{.*}} threads({{.*}}) in (%{{.*}} = %c256{{.*}}, %{{.*}} = %{{.*}}, %{{.*}} = %{{.*}}) dynamic_shared_memory_size %[[SMEM]] module(@pair_bf16_d256_kernels) function(@pair_bf16_d256_kernel) {
+// A pair tests its tile whole (here: its 64 keys end by Nk, the only mask
+// of an unmasked op with run-time lengths) and selects P per element only
+// when the test fails.
+// CHECK:             %[[KEND:.*]] = arith.addi %{{.*}}, %c64_i32{{.*}} : i32
+// CHECK-NEXT:        %[[FULL:.*]] = arith.cmpi sle, %[[KEND]], %{{.*}} : i32
+// CHECK:             math.exp2
+// CHECK:             %{{.*}}:16 = scf.if %[[FULL]] -> (f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32) {
+// CHECK-NEXT:          scf.yield
+// CHECK-NEXT:        } else {
+// CHECK-NOT:           math.exp2
+// CHECK-COUNT-16:      arith.select
+// CHECK:               scf.yield
+// CHECK-NEXT:        }
 // The first 8-row pass of a 64-column unit: rows g of the fragments, four
 // 16-byte reductions per lane, the area free again.
 // CHECK:             vector.store %{{.*}}, %[[STAGE:.*]][%{{.*}}] : memref<4352xf32, #gpu.address_space<workgroup>>, vector<2xf32>
@@ -223,6 +236,42 @@ func.func @pair_bf16_d256(%q: !q, %k: !q, %v: !q, %out: !q, %dout: !q, %lse: !l,
   %dot = bufferization.to_tensor %dout restrict : !q to !t
   %lt = bufferization.to_tensor %lse restrict : !l to !lt
   %gq, %gk, %gv = fa.attention_backward %qt, %kt, %vt, %ot, %lt, %dot {kernel_config = #fa.kernel_config<"sm_90a", wgmma, block_q = 64, block_kv = 64, warps = 8, stages = 2>} : (!t, !t, !t, !t, !lt, !t) -> (!t, !t, !t)
+  bufferization.materialize_in_destination %gq in restrict writable %dq : (!t, !q) -> ()
+  bufferization.materialize_in_destination %gk in restrict writable %dk : (!t, !q) -> ()
+  bufferization.materialize_in_destination %gv in restrict writable %dv : (!t, !q) -> ()
+  return
+}
+
+// -----
+
+// The same pair with a causal mask: the tile is whole when its keys end by
+// Nk and its last key sees its first query (last key - first query <= Nk -
+// Nq + 0, the band's right edge).
+
+!q = memref<?x?x?x256xbf16, strided<[?, ?, ?, 1], offset: ?>>
+!l = memref<?x?x?xf32, strided<[?, ?, 1], offset: ?>>
+!t = tensor<?x?x?x256xbf16>
+!lt = tensor<?x?x?xf32>
+
+// CHECK-LABEL: func.func @pair_causal_bf16_d256
+// CHECK:         function(@pair_causal_bf16_d256_kernel) {
+// CHECK:             %[[KEND:.*]] = arith.addi %[[K0:.*]], %c64_i32{{.*}} : i32
+// CHECK-NEXT:        %[[TAIL:.*]] = arith.cmpi sle, %[[KEND]], %[[NK:.*]] : i32
+// CHECK-NEXT:        %[[OFF:.*]] = arith.subi %[[NK]], %{{.*}} : i32
+// CHECK:             %[[LAST:.*]] = arith.subi %[[KEND]], %c1_i32{{.*}} : i32
+// CHECK-NEXT:        %[[MOST:.*]] = arith.subi %[[LAST]], %{{.*}} : i32
+// CHECK:             %[[LIMIT:.*]] = arith.addi %[[OFF]], %{{.*}} : i32
+// CHECK-NEXT:        %[[BAND:.*]] = arith.cmpi sle, %[[MOST]], %[[LIMIT]] : i32
+// CHECK-NEXT:        %[[FULL:.*]] = arith.andi %[[TAIL]], %[[BAND]] : i1
+// CHECK:             %{{.*}}:16 = scf.if %[[FULL]] -> (f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32) {
+func.func @pair_causal_bf16_d256(%q: !q, %k: !q, %v: !q, %out: !q, %dout: !q, %lse: !l, %dq: !q, %dk: !q, %dv: !q) {
+  %qt = bufferization.to_tensor %q restrict : !q to !t
+  %kt = bufferization.to_tensor %k restrict : !q to !t
+  %vt = bufferization.to_tensor %v restrict : !q to !t
+  %ot = bufferization.to_tensor %out restrict : !q to !t
+  %dot = bufferization.to_tensor %dout restrict : !q to !t
+  %lt = bufferization.to_tensor %lse restrict : !l to !lt
+  %gq, %gk, %gv = fa.attention_backward %qt, %kt, %vt, %ot, %lt, %dot mask<causal> {kernel_config = #fa.kernel_config<"sm_90a", wgmma, block_q = 64, block_kv = 64, warps = 8, stages = 2>} : (!t, !t, !t, !t, !lt, !t) -> (!t, !t, !t)
   bufferization.materialize_in_destination %gq in restrict writable %dq : (!t, !q) -> ()
   bufferization.materialize_in_destination %gk in restrict writable %dk : (!t, !q) -> ()
   bufferization.materialize_in_destination %gv in restrict writable %dv : (!t, !q) -> ()
