@@ -187,9 +187,11 @@ struct KernelResources {
   /// reductions along rows. A wgmma warpgroup pair that would not fit the
   /// chip with it adds 8-byte reductions from the fragments instead.
   bool stagesDq = false;
-  /// Rows of each warp's staging area when dQ is staged: 16 (a fragment
-  /// tile), or 8 where a pair's shared memory has room for only half of
-  /// it (the two halves of the fragment tile go through it in turn).
+  /// Rows of each warp's staging area when a cooperative kernel stages dQ
+  /// (0 otherwise; the warp-specialized area is laid out for TMA): 16 (a
+  /// fragment tile), or 8 where a pair's shared memory has room for only
+  /// half of it (the two halves of the fragment tile go through it in
+  /// turn).
   int64_t dqStageRows = 0;
 };
 
