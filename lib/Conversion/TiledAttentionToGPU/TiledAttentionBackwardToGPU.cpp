@@ -1091,6 +1091,22 @@ scoreGradients(BackwardEmitter &e, WarpFragments &frags,
   // own derivative (dS = that x (dP - delta)).
   SmallVector<Value> weights;
   SmallVector<Value> pFrags, dsFrags;
+  // After an element's P: its weight for the dS of phase two (afterP), or
+  // its dS.
+  auto finish = [&](Value p, Value u, Value grad, int64_t f, int64_t h,
+                    int64_t el, SmallVector<Value> &dse) {
+    if (afterP) {
+      Value w = p;
+      if (cfg.softcap())
+        w = e.fmul(w, e.fsub(one, e.fmul(u, u)));
+      if (grad)
+        w = e.fmul(w, grad);
+      weights.push_back(w);
+      return;
+    }
+    dse.push_back(
+        gradient(p, u, grad, frags.element(dp[f], h, el), delta(f, h, el)));
+  };
   assert((!fullTile || !mods) && "the full-tile path is for plain steps");
   // fullTile: every unselected P (and its score, for the softcap's
   // derivative), element by element.
@@ -1138,17 +1154,7 @@ scoreGradients(BackwardEmitter &e, WarpFragments &frags,
         if (vis)
           p = arith::SelectOp::create(b, loc, vis, p, zero);
         pe.push_back(p);
-        if (afterP) {
-          Value w = p;
-          if (cfg.softcap())
-            w = e.fmul(w, e.fsub(one, e.fmul(u, u)));
-          if (grad)
-            w = e.fmul(w, grad);
-          weights.push_back(w);
-          continue;
-        }
-        dse.push_back(
-            gradient(p, u, grad, frags.element(dp[f], h, el), delta(f, h, el)));
+        finish(p, u, grad, f, h, el, dse);
       }
     if (fullTile)
       continue;
@@ -1181,15 +1187,9 @@ scoreGradients(BackwardEmitter &e, WarpFragments &frags,
       for (int64_t h = 0; h < 2; ++h)
         for (int64_t el = 0; el < 2; ++el) {
           size_t i = 4 * f + 2 * h + el;
-          Value p = ifOp.getResult(i), u = us[i];
+          Value p = ifOp.getResult(i);
           pf.push_back(p);
-          if (afterP) {
-            weights.push_back(
-                cfg.softcap() ? e.fmul(p, e.fsub(one, e.fmul(u, u))) : p);
-            continue;
-          }
-          dse.push_back(gradient(p, u, Value(), frags.element(dp[f], h, el),
-                                 delta(f, h, el)));
+          finish(p, us[i], Value(), f, h, el, dse);
         }
       pFrags.push_back(frags.fromElements(pf));
       if (!afterP)
@@ -1746,25 +1746,27 @@ KeyBlockKernel::gradients(IRMapping &it, Value qRow0, ArrayRef<Value> s,
   AttentionBackwardStepOp step = n.in.step;
   ElementPositions pos;
   Value key0, query0, qLast, kLast, fullTile;
-  // The lane's limits, built where first asked for: with the full-tile
-  // test, in the branch of the partial tiles only.
-  std::function<void()> buildLimits = [] {};
+  Value qStart, kS, qLen, kLen;
+  // The lane's limits, built at the first use: with the full-tile test, in
+  // the branch of the partial tiles only.
+  auto buildLimits = [&] {
+    if (lim.keyLimit)
+      return;
+    key0 = add(add(kS, warpKey0), g);
+    query0 = add(add(qStart, qOff), mul(tig, idx(2)));
+    lim = maskLimits(cfg, key0, query0, qLen, kLen);
+  };
   if (cfg.masked) {
-    Value qStart = clone(step.getQStart(), it),
-          kS = clone(step.getKStart(), it), qLen = clone(step.getQLen(), it),
-          kLen = clone(step.getKLen(), it);
-    buildLimits = [&, qStart, kS, qLen, kLen] {
-      key0 = add(add(kS, warpKey0), g);
-      query0 = add(add(qStart, qOff), mul(tig, idx(2)));
-      lim = maskLimits(cfg, key0, query0, qLen, kLen);
-    };
+    qStart = clone(step.getQStart(), it);
+    kS = clone(step.getKStart(), it);
+    qLen = clone(step.getQLen(), it);
+    kLen = clone(step.getKLen(), it);
     // The warpgroup pairs (head dims past 128) test each tile whole first.
     // (Elsewhere the branch costs registers: the warp-specialized consumers
     // spill 36-72 bytes with it, and 22 other kernels of the package's set
     // would fall back to smaller tiles.)
     if (cfg.modifiers || cfg.wgSplit == 1) {
       buildLimits();
-      buildLimits = [] {};
       qLast = toI32(sub(qLen, idx(1)));
       kLast = toI32(sub(kLen, idx(1)));
     } else {
@@ -1775,8 +1777,7 @@ KeyBlockKernel::gradients(IRMapping &it, Value qRow0, ArrayRef<Value> s,
   auto visible = [&](int64_t f, int64_t h, int64_t el) -> Value {
     if (!cfg.masked)
       return Value();
-    if (!lim.keyLimit)
-      buildLimits();
+    buildLimits();
     int64_t mt = f / nqt, nt = f % nqt, keyOff = 16 * mt + 8 * h;
     return visibleAt(lim, keyOff, keyOff - 8 * nt - el);
   };
