@@ -82,7 +82,10 @@
 // PAIR256PTX-NOT: red.global.add.v2.f32
 // RUN: fa-compile --kind=backward --head-dim=192 --chip=sm_90a -o %t.pair192 > /dev/null
 // RUN: FileCheck %s --check-prefix=PAIR192PTX < %t.pair192/fa_bwd_d192_bf16_sm90a.ptx
+// RUN: FileCheck %s --check-prefix=PAIR192WG < %t.pair192/fa_bwd_d192_bf16_sm90a.ptx
 // PAIR192PTX: red.global.add.v4.f32
+// (Its dK / dV chain in roles, N = 192: backwardPairColumns.)
+// PAIR192WG: wgmma.mma_async.sync.aligned.m64n192k16
 // RUN: fa-compile --head-dim=64 --chip=sm_80 -o %t.mma4 > /dev/null
 // RUN: FileCheck %s --check-prefix=SM80 < %t.mma4/fa_fwd_d64_bf16_sm80.json
 // SM80: "mma": "mma.sync"

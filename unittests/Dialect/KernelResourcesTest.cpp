@@ -62,6 +62,32 @@ TEST_F(KernelResourcesTest, PairAtD256StagesEightRows) {
   EXPECT_EQ(r.sharedMemory, 232448);
 }
 
+// The pair's dK / dV columns: D = 192's three panels do not halve, so the
+// warpgroups take roles (all of dK, all of dV: 64 x 192 / 128 threads = 96
+// registers each); D = 256 halves its four; D = 192 / Dv = 128 halves each
+// rounded up (the middle dK panel twice).
+TEST_F(KernelResourcesTest, PairColumns) {
+  PairColumns d192 = backwardPairColumns(192, 192);
+  EXPECT_TRUE(d192.roles);
+  EXPECT_EQ(d192.k, 192);
+  EXPECT_EQ(d192.v, 0);
+  PairColumns d256 = backwardPairColumns(256, 256);
+  EXPECT_FALSE(d256.roles);
+  EXPECT_EQ(d256.k, 128);
+  EXPECT_EQ(d256.v, 128);
+  PairColumns mixed = backwardPairColumns(192, 128);
+  EXPECT_FALSE(mixed.roles);
+  EXPECT_EQ(mixed.k, 128);
+  EXPECT_EQ(mixed.v, 64);
+  // Accumulators: dK / dV columns / 2 plus S^T and dP^T of half the queries.
+  EXPECT_EQ(
+      backward("sm_90a", MmaKind::Wgmma, 64, 64, 8, 192).accumulatorRegisters,
+      96 + 32);
+  EXPECT_EQ(
+      backward("sm_90a", MmaKind::Wgmma, 64, 64, 8, 256).accumulatorRegisters,
+      128 + 32);
+}
+
 // sm_80 has no vector reductions: nothing is staged.
 TEST_F(KernelResourcesTest, NoStagingWithoutVectorReductions) {
   KernelResources r = backward("sm_80", MmaKind::MmaSync, 64, 64, 4, 128);

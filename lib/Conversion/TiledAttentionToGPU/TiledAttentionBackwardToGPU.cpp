@@ -282,14 +282,19 @@ struct BackwardConfig {
   /// warpgroups split the queries of S^T, dP^T and the columns of dK, dV;
   /// P^T and dS^T go through shared memory; nothing is computed twice).
   int64_t wgSplit = 1;
-  /// The columns of a slice each warpgroup of a wgSplit pair accumulates:
-  /// half its 64-column panels, rounded up.
-  static int64_t wgCols(int64_t cols) {
-    return 64 * llvm::divideCeil(llvm::divideCeil(cols, 64), 2);
+  /// The columns each warp keeps dK and dV accumulators for (a wgSplit
+  /// pair: backwardPairColumns).
+  int64_t accKCols() const {
+    return wgSplit > 1 ? backwardPairColumns(dkCols(), dvCols()).k : dkCols();
   }
-  /// The columns each warp keeps dK and dV accumulators for.
-  int64_t accKCols() const { return wgSplit > 1 ? wgCols(dkCols()) : dkCols(); }
-  int64_t accVCols() const { return wgSplit > 1 ? wgCols(dvCols()) : dvCols(); }
+  int64_t accVCols() const {
+    return wgSplit > 1 ? backwardPairColumns(dkCols(), dvCols()).v : dvCols();
+  }
+  /// A wgSplit pair in roles: the first warpgroup's accumulators are dK,
+  /// the second's dV.
+  bool pairRoles() const {
+    return wgSplit > 1 && backwardPairColumns(dkCols(), dvCols()).roles;
+  }
 
   int64_t threads() const { return warps * kWarpSize; }
   /// The key-block kernel's block: the producer warpgroup on top.
@@ -2478,10 +2483,38 @@ SmallVector<Value> KeyBlockKernel::bodyWgmmaSplit(Value t, Value buf,
   Value slicePanelsK = mul(slice, idx(cfg.dkCols() / 64));
   Value slicePanelsV = mul(slice, idx(cfg.dvCols() / 64));
   wg.fence();
-  accumulate(wg.opaque(pDescK), pTile, wg.opaque(doDescMN), doTile,
-             cfg.dvCols(), slicePanelsV, dv);
-  accumulate(wg.opaque(dsDescK), dsTile, wg.opaque(qDescMN), qTile,
-             cfg.dkCols(), slicePanelsK, dk);
+  if (cfg.pairRoles()) {
+    // Roles: the first warpgroup's chain is dK += dS^T Q, the second's dV
+    // += P^T dO, all the slice's columns: the same instructions on operands
+    // picked by the warpgroup (D = Dv, so the tiles have the same shape).
+    Value first =
+        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, wgId, idx(0));
+    auto pick = [&](Value forK, Value forV) {
+      return arith::SelectOp::create(b, loc, first, forK, forV).getResult();
+    };
+    // (One statement per op: the IR's order does not depend on the order
+    // in which a compiler evaluates arguments.)
+    Value dsA = wg.opaque(dsDescK);
+    Value pA = wg.opaque(pDescK);
+    Value descA = pick(dsA, pA);
+    Value qMN = wg.opaque(qDescMN);
+    Value doMN = wg.opaque(doDescMN);
+    Value descMN = pick(qMN, doMN);
+    Value bDesc = wg.advance(
+        descMN, add(bufBytes, mul(slicePanelsK, idx(qTile.panelStride() * 2))));
+    for (int64_t kk = 0; kk < cfg.br / 16; ++kk) {
+      int64_t panel = kk / 4, inPanel = (kk % 4) * 32;
+      dk = wg.mmaSS(
+          wg.advance(descA, panel * dsTile.panelStride() * 2 + inPanel),
+          wg.advance(bDesc, kk * k16Bytes), cfg.dkCols(), dk,
+          NVVM::MMALayout::row, NVVM::MMALayout::row);
+    }
+  } else {
+    accumulate(wg.opaque(pDescK), pTile, wg.opaque(doDescMN), doTile,
+               cfg.dvCols(), slicePanelsV, dv);
+    accumulate(wg.opaque(dsDescK), dsTile, wg.opaque(qDescMN), qTile,
+               cfg.dkCols(), slicePanelsK, dk);
+  }
   wg.commit();
   if (n.withDq)
     addDqWgmma(it);
@@ -2890,6 +2923,19 @@ void KeyBlockKernel::epilogue(ValueRange acc) {
   // stores the columns from 64 h on.
   const int64_t accK = cfg.accKCols() / 8, accV = cfg.accVCols() / 8;
   Value wgId = divu(warp, 4);
+  if (cfg.pairRoles()) {
+    // Roles: the first warpgroup holds dK, the second dV, whole.
+    auto ifOp = scf::IfOp::create(
+        b, loc,
+        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, wgId, idx(0)),
+        /*withElseRegion=*/true);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(ifOp.thenBlock());
+    store(n.dk, acc.take_front(accK), accK, scale, dkCol0);
+    b.setInsertionPointToStart(ifOp.elseBlock());
+    store(n.dv, acc.take_front(accK), accK, one, dvCol0);
+    return;
+  }
   auto share = [&](Value dest, ValueRange frs, int64_t sliceCols,
                    Value sliceCol0, Value factor) {
     int64_t panels = llvm::divideCeil(sliceCols, 64),

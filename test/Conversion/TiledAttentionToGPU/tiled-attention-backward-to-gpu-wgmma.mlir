@@ -277,3 +277,47 @@ func.func @pair_causal_bf16_d256(%q: !q, %k: !q, %v: !q, %out: !q, %dout: !q, %l
   bufferization.materialize_in_destination %gv in restrict writable %dv : (!t, !q) -> ()
   return
 }
+
+// -----
+
+// D = 192 on the pair: three 64-column panels do not halve, so the
+// warpgroups take roles. Both issue the same dK / dV chain, N = 192: the
+// first on dS^T and Q (dK), the second on P^T and dO (dV), the descriptors
+// picked by the warpgroup; each stores its accumulators whole.
+
+!q = memref<?x?x?x192xbf16, strided<[?, ?, ?, 1], offset: ?>>
+!l = memref<?x?x?xf32, strided<[?, ?, 1], offset: ?>>
+!t = tensor<?x?x?x192xbf16>
+!lt = tensor<?x?x?xf32>
+
+// CHECK-LABEL: func.func @pair_roles_bf16_d192
+// CHECK:         function(@pair_roles_bf16_d192_kernel) {
+// CHECK:             %[[FIRST:.*]] = arith.cmpi eq, %{{.*}}, %c0{{.*}} : index
+// CHECK-NEXT:        %[[DSA:.*]] = faptx.opaque
+// CHECK-NEXT:        %[[PA:.*]] = faptx.opaque
+// CHECK-NEXT:        arith.select %[[FIRST]], %[[DSA]], %[[PA]] : i64
+// CHECK-NEXT:        %[[QMN:.*]] = faptx.opaque
+// CHECK-NEXT:        %[[DOMN:.*]] = faptx.opaque
+// CHECK-NEXT:        arith.select %[[FIRST]], %[[QMN]], %[[DOMN]] : i64
+// CHECK-COUNT-4:     nvvm.wgmma.mma_async {{.*}} <m = 64, n = 192, k = 16>, D[<f32>, <one>], A[<bf16>, <one>, <row>], B[<bf16>, <one>, <row>]
+// CHECK-NOT:         nvvm.wgmma.mma_async {{.*}} n = 128
+// CHECK:             nvvm.wgmma.commit.group.sync.aligned
+// The epilogue: the first warpgroup stores dK (scaled), the second dV.
+// CHECK:           scf.if %{{.*}} {
+// CHECK:             vector.store %{{.*}}, %arg7[
+// CHECK-NOT:         vector.store %{{.*}}, %arg8[
+// CHECK:           } else {
+// CHECK:             vector.store %{{.*}}, %arg8[
+func.func @pair_roles_bf16_d192(%q: !q, %k: !q, %v: !q, %out: !q, %dout: !q, %lse: !l, %dq: !q, %dk: !q, %dv: !q) {
+  %qt = bufferization.to_tensor %q restrict : !q to !t
+  %kt = bufferization.to_tensor %k restrict : !q to !t
+  %vt = bufferization.to_tensor %v restrict : !q to !t
+  %ot = bufferization.to_tensor %out restrict : !q to !t
+  %dot = bufferization.to_tensor %dout restrict : !q to !t
+  %lt = bufferization.to_tensor %lse restrict : !l to !lt
+  %gq, %gk, %gv = fa.attention_backward %qt, %kt, %vt, %ot, %lt, %dot {kernel_config = #fa.kernel_config<"sm_90a", wgmma, block_q = 64, block_kv = 64, warps = 8, stages = 2>} : (!t, !t, !t, !t, !lt, !t) -> (!t, !t, !t)
+  bufferization.materialize_in_destination %gq in restrict writable %dq : (!t, !q) -> ()
+  bufferization.materialize_in_destination %gk in restrict writable %dk : (!t, !q) -> ()
+  bufferization.materialize_in_destination %gv in restrict writable %dv : (!t, !q) -> ()
+  return
+}

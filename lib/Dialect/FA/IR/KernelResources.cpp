@@ -79,11 +79,13 @@ int64_t mlir::fa::backwardDqChunk(int64_t blockQ, int64_t headDim,
   return 0;
 }
 
-/// The columns the first warpgroup of a wgmma pair keeps (whole 64-column
-/// panels, the larger share; TiledAttentionBackwardToGPU's wgCols).
-static int64_t wgSplitCols(int64_t cols) {
-  return std::min<int64_t>(
-      cols, 64 * llvm::divideCeil(llvm::divideCeil(cols, 64), 2));
+PairColumns mlir::fa::backwardPairColumns(int64_t dSlice, int64_t dvSlice) {
+  if (dSlice == dvSlice && dSlice % 128 != 0)
+    return {dSlice, 0, true};
+  auto half = [](int64_t cols) {
+    return 64 * llvm::divideCeil(llvm::divideCeil(cols, 64), 2);
+  };
+  return {half(dSlice), half(dvSlice), false};
 }
 
 /// Warps of the deterministic dQ kernel: at most one per 16 query rows.
@@ -193,10 +195,10 @@ KernelResources mlir::fa::kernelResources(KernelConfigAttr config,
     // dK and dV of 16 keys per warp row tile; S^T and dP^T of those keys
     // against the query block.
     if (wgSplit > 1) {
-      // Each warpgroup's half of the column panels (rounded up); S^T and
-      // dP^T of 64 keys against half the queries.
-      r.accumulatorRegisters =
-          (wgSplitCols(dSlice) + wgSplitCols(dvSlice)) / 2 + bq / 2;
+      // Each warpgroup's dK / dV columns (backwardPairColumns) of 64 keys;
+      // S^T and dP^T of 64 keys against half the queries.
+      PairColumns cols = backwardPairColumns(dSlice, dvSlice);
+      r.accumulatorRegisters = (cols.k + cols.v) / 2 + bq / 2;
       return r;
     }
     int64_t m = bkv / (16 * r.warps);

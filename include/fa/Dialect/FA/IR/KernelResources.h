@@ -195,6 +195,20 @@ struct KernelResources {
   int64_t dqStageRows = 0;
 };
 
+/// The dK / dV accumulator columns of each warpgroup of a backward wgmma
+/// pair (two warpgroups per 64 keys) for a slice of `dSlice` / `dvSlice`
+/// columns. Both warpgroups issue the same wgmma instructions (one in a
+/// divergent branch is serialized). Where D = Dv and the columns do not
+/// halve into whole 64-column panels (D = 160, 192), they take roles: the
+/// first accumulates all of dK, the second all of dV (`roles`; `k` = the
+/// slice, `v` = 0). Otherwise each keeps half the panels of both, rounded up
+/// (at D = 192 / Dv = 128 the middle panel of dK is computed by both).
+struct PairColumns {
+  int64_t k = 0, v = 0;
+  bool roles = false;
+};
+PairColumns backwardPairColumns(int64_t dSlice, int64_t dvSlice);
+
 /// Columns of dQ per work unit of the mma.sync key-block kernel: the
 /// largest power-of-two chunk <= 64 (and >= 16) that divides the head dim
 /// and deals the (16-row, chunk) units of a [block_q, d] tile evenly to
