@@ -2461,17 +2461,14 @@ SmallVector<Value> KeyBlockKernel::bodyWgmmaSplit(Value t, Value buf,
   SmallVector<Value> dv =
       wg.fenceOperands(frags.toAccumulator(acc.slice(ndk, ndv)));
   // Both warpgroups run the same instructions (a wgmma in a divergent
-  // branch gets serialized): each takes h = ceil(panels / 2) whole panels,
-  // the second one the last h, so with an odd panel count (D = 192) the
-  // middle panel is computed by both and stored by the first.
+  // branch gets serialized), each one chain of `cols` columns of B from the
+  // slice's panel `slicePanels`, the second warpgroup `shift` panels on.
   auto accumulate = [&](Value descA, const SmemTile &aTile, Value descMN,
-                        const SmemTile &bTile, int64_t sliceCols,
-                        Value slicePanels, SmallVector<Value> &out) {
-    int64_t panels = llvm::divideCeil(sliceCols, 64),
-            h = llvm::divideCeil(panels, 2), cols = 64 * h;
+                        const SmemTile &bTile, int64_t cols, Value slicePanels,
+                        int64_t shift, SmallVector<Value> &out) {
+    Value first = shift ? add(slicePanels, mul(wgId, idx(shift))) : slicePanels;
     Value bDesc = wg.advance(
-        descMN, add(bufBytes, mul(add(slicePanels, mul(wgId, idx(panels - h))),
-                                  idx(bTile.panelStride() * 2))));
+        descMN, add(bufBytes, mul(first, idx(bTile.panelStride() * 2))));
     for (int64_t kk = 0; kk < cfg.br / 16; ++kk) {
       int64_t panel = kk / 4, inPanel = (kk % 4) * 32;
       out =
@@ -2482,8 +2479,9 @@ SmallVector<Value> KeyBlockKernel::bodyWgmmaSplit(Value t, Value buf,
   };
   Value slicePanelsK = mul(slice, idx(cfg.dkCols() / 64));
   Value slicePanelsV = mul(slice, idx(cfg.dvCols() / 64));
+  PairColumns pc = backwardPairColumns(cfg.dkCols(), cfg.dvCols());
   wg.fence();
-  if (cfg.pairRoles()) {
+  if (pc.roles) {
     // Roles: the first warpgroup's chain is dK += dS^T Q, the second's dV
     // += P^T dO, all the slice's columns: the same instructions on operands
     // picked by the warpgroup (D = Dv, so the tiles have the same shape).
@@ -2500,20 +2498,19 @@ SmallVector<Value> KeyBlockKernel::bodyWgmmaSplit(Value t, Value buf,
     Value qMN = wg.opaque(qDescMN);
     Value doMN = wg.opaque(doDescMN);
     Value descMN = pick(qMN, doMN);
-    Value bDesc = wg.advance(
-        descMN, add(bufBytes, mul(slicePanelsK, idx(qTile.panelStride() * 2))));
-    for (int64_t kk = 0; kk < cfg.br / 16; ++kk) {
-      int64_t panel = kk / 4, inPanel = (kk % 4) * 32;
-      dk = wg.mmaSS(
-          wg.advance(descA, panel * dsTile.panelStride() * 2 + inPanel),
-          wg.advance(bDesc, kk * k16Bytes), cfg.dkCols(), dk,
-          NVVM::MMALayout::row, NVVM::MMALayout::row);
-    }
+    accumulate(descA, dsTile, descMN, qTile, pc.k, slicePanelsK, 0, dk);
   } else {
-    accumulate(wg.opaque(pDescK), pTile, wg.opaque(doDescMN), doTile,
-               cfg.dvCols(), slicePanelsV, dv);
-    accumulate(wg.opaque(dsDescK), dsTile, wg.opaque(qDescMN), qTile,
-               cfg.dkCols(), slicePanelsK, dk);
+    // Halves: each warpgroup takes pc.k / pc.v columns (whole panels,
+    // rounded up), the second one the last of them, so with an odd panel
+    // count (D = 192 / Dv = 128) the middle panel is computed by both and
+    // stored by the first.
+    auto shift = [](int64_t sliceCols, int64_t cols) {
+      return llvm::divideCeil(sliceCols, 64) - cols / 64;
+    };
+    accumulate(wg.opaque(pDescK), pTile, wg.opaque(doDescMN), doTile, pc.v,
+               slicePanelsV, shift(cfg.dvCols(), pc.v), dv);
+    accumulate(wg.opaque(dsDescK), dsTile, wg.opaque(qDescMN), qTile, pc.k,
+               slicePanelsK, shift(cfg.dkCols(), pc.k), dk);
   }
   wg.commit();
   if (n.withDq)
