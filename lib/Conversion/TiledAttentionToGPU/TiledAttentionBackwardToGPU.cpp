@@ -1369,6 +1369,10 @@ constexpr int64_t kDqEmptyBarrier = 4;
 /// Polls of a fixed-order dQ semaphore before the kernel traps (each an L2
 /// round trip: tens of seconds, far past any wait for a running block).
 constexpr int64_t kDqOrderPolls = int64_t(1) << 26;
+/// The most key blocks per head for which the fixed dQ order rotates: all
+/// of a head's blocks must be able to be resident together (one per
+/// multiprocessor), since a block may wait for one launched after it.
+constexpr int64_t kMaxRotatedKeyBlocks = 64;
 
 class KeyBlockKernel : public BackwardEmitter {
 public:
@@ -1484,6 +1488,13 @@ private:
   bool queryOuter() const {
     return heavyBlocksFirst() && cfg.d >= 128 && !cfg.persistent;
   }
+  /// Whether the fixed dQ order may rotate each key block's query blocks
+  /// (tileValues): every key block sees every query block (no mask, no
+  /// modifiers), one tile per block.
+  bool rotatedOrder() const {
+    return dqOrder && !cfg.mask && !cfg.modifiers && !cfg.persistent &&
+           !n.in.packed;
+  }
   /// queryOuter: whether this tile's loop is in that order, and the key
   /// block modulo the group size (the first head).
   Value queryOuterNow, headRotation;
@@ -1563,8 +1574,14 @@ private:
   /// The fixed dQ order (dQ warp, one lane): before the first addition to a
   /// query block, wait (when `waits`) until the key block above has added
   /// to it; after the last, let the key block below go on.
-  void waitForTurn(Value semaphore, Value waits);
-  void passTurn(Value semaphore);
+  void waitForTurn(Value semaphore, Value waits, Value want);
+  void passTurn(Value semaphore, Value mine);
+  /// Query block `rem` (counted from qbLo) of the block's iteration order:
+  /// rotated by qbShift when the fixed dQ order rotates.
+  Value rotateQb(Value rem);
+  /// The rotated fixed order's position of this key block among those
+  /// adding into query block `qb` (rotatedOrder).
+  Value orderRank(Value qb);
   void dqBarrier(bool sync, int64_t first, Value group);
   /// Per-warp dQ staging (f32, sm_90 only) and its row stride.
   Value dqStage;
@@ -1595,6 +1612,10 @@ private:
   /// above this one (which adds first) sees the same query blocks; this
   /// block's key block (the key-block loop's index).
   Value dqOrder, orderHeads, orderBlocks, firstWait, blockKey;
+  /// The fixed dQ order without a mask (rotatedOrder): whether this launch
+  /// rotates (few enough key blocks), the number of key blocks, and the
+  /// query block this block starts at (0 when not rotating).
+  Value rotates, orderKeyBlocks, qbShift;
   IRMapping base;
   /// Persistent: this block's x and the launch's (blocks per grid), the
   /// Q / dO items of the block's earlier tiles and its tile count so far
@@ -1681,9 +1702,10 @@ IRMapping KeyBlockKernel::iteration(Value t) {
     qb = arith::SelectOp::create(b, loc, gqa, sub(sub(nQB, idx(1)), quot), rem);
   } else if (cfg.tightRegisters() || cfg.persistent) {
     std::tie(head, qb) = divRemU32(t, nQB);
+    qb = rotateQb(qb);
   } else {
     head = divu(t, nQB);
-    qb = remu(t, nQB);
+    qb = rotateQb(remu(t, nQB));
   }
   // (A split group: t < nQB, so head is 0 before the block's own.)
   if (headOffset)
@@ -1691,6 +1713,37 @@ IRMapping KeyBlockKernel::iteration(Value t) {
   m.map(n.headLoop.getInductionVar(), head);
   m.map(n.queryLoop.getInductionVar(), add(qbLo, qb));
   return m;
+}
+
+Value KeyBlockKernel::rotateQb(Value rem) {
+  if (!qbShift)
+    return rem;
+  Value qb = add(rem, qbShift);
+  return arith::SelectOp::create(
+      b, loc, arith::CmpIOp::create(b, loc, arith::CmpIPredicate::uge, qb, nQB),
+      sub(qb, nQB), qb);
+}
+
+Value KeyBlockKernel::orderRank(Value qb) {
+  // Key block j starts at query block s_j = j * nQB / nKB and walks them
+  // in order: it reaches `qb` at step (qb - s_j) mod nQB. The blocks with
+  // s_j <= qb (j < J = ceil((qb + 1) nKB / nQB)) arrive first, the later
+  // j the earlier; then the others, again the later j the earlier. The
+  // order is fixed by the indices alone (deterministic), and a block
+  // finds the ones before it done when all run in step.
+  // (One op per statement: the IR's order does not depend on the order
+  // C++ evaluates arguments in.)
+  Value nKB = orderKeyBlocks, j = blockKey, one = idx(1);
+  Value next = add(qb, one);
+  Value reach = mul(next, nKB);
+  Value roundUp = add(reach, sub(nQB, one));
+  Value bigJ = divu(roundUp, nQB);
+  Value early = slt(j, bigJ);
+  Value lastEarly = sub(bigJ, one);
+  Value earlyRank = sub(lastEarly, j);
+  Value lastLate = add(bigJ, sub(nKB, one));
+  Value lateRank = sub(lastLate, j);
+  return arith::SelectOp::create(b, loc, early, earlyRank, lateRank);
 }
 
 void KeyBlockKernel::issue(Value t, Value buf) {
@@ -2661,19 +2714,33 @@ void KeyBlockKernel::emitDqWarp(Value total, Value producerLane,
           qStart = clone(n.in.q.offsets[2], m);
     // The fixed order: this query block's semaphore, and whether the key
     // block above adds before this one.
-    Value semaphore, waits;
+    Value semaphore, waits, want, mine;
     if (dqOrder) {
       // (Few registers: the producer has kMinProducerRegs. Relative to the
       // group's first semaphore.)
       Value t = loop.getInductionVar();
-      Value at = add(mul(divu(t, nQB), orderBlocks), remu(t, nQB));
+      Value rem = remu(t, nQB);
+      Value qb = rotateQb(rem);
+      Value at = add(mul(divu(t, nQB), orderBlocks), qb);
       semaphore = LLVM::IntToPtrOp::create(
           b, loc, LLVM::LLVMPointerType::get(b.getContext(), 1),
           arith::IndexCastOp::create(b, loc, b.getI64Type(),
                                      add(orderBase, mul(at, idx(4))))
               .getResult());
-      waits = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sge,
-                                    remu(t, nQB), firstWait);
+      waits = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sge, rem,
+                                    firstWait);
+      if (qbShift) {
+        // Rotating: wait for the count of blocks done to reach this
+        // block's rank, then count this one; else the descending order's
+        // values (waitForTurn, passTurn).
+        Value rank = orderRank(qb);
+        Value rankDone = add(rank, idx(1));
+        Value above = add(blockKey, idx(2));
+        Value self = add(blockKey, idx(1));
+        waits = arith::OrIOp::create(b, loc, waits, rotates);
+        want = arith::SelectOp::create(b, loc, rotates, rank, above);
+        mine = arith::SelectOp::create(b, loc, rotates, rankDone, self);
+      }
     }
     // The units in the consumers' order (addDqWgmma): unit u is warpgroup
     // u % groups's, 64 queries (u % mq) by 64 columns (u / mq).
@@ -2689,7 +2756,7 @@ void KeyBlockKernel::emitDqWarp(Value total, Value producerLane,
         OpBuilder::InsertionGuard g2(b);
         b.setInsertionPointToStart(ifOp.thenBlock());
         if (dqOrder && u == 0)
-          waitForTurn(semaphore, waits);
+          waitForTurn(semaphore, waits, want);
         Value row0 = add(qStart, idx(64 * (u % mq)));
         Value col0 = add(dkCol0, idx(64 * (u / mq)));
         for (int64_t p = 0; p < 64 / kDqBoxCols; ++p) {
@@ -2723,7 +2790,7 @@ void KeyBlockKernel::emitDqWarp(Value total, Value producerLane,
       else
         onlyIf(slt(add(loop.getInductionVar(), idx(1)), total), arrive);
       if (dqOrder && u == units - 1)
-        onlyIf(leader, [&] { passTurn(semaphore); });
+        onlyIf(leader, [&] { passTurn(semaphore, mine); });
     }
   }
   // The reductions have completed before the block exits.
@@ -2732,13 +2799,16 @@ void KeyBlockKernel::emitDqWarp(Value total, Value producerLane,
                                          UnitAttr());
 }
 
-void KeyBlockKernel::waitForTurn(Value semaphore, Value waits) {
-  // The key block above stores its index + 1 once its additions are done
-  // (passTurn). Spin on an acquire load; after kDqOrderPolls polls (tens of
-  // seconds) trap rather than hang.
+void KeyBlockKernel::waitForTurn(Value semaphore, Value waits,
+                                 Value wantIndex) {
+  // The semaphore holds `want` once the key blocks before this one in the
+  // query block's order have added (passTurn; by default the descending
+  // order: the key block above stores its index + 1). Spin on an acquire
+  // load; after kDqOrderPolls polls (tens of seconds) trap rather than hang.
   Type i32Type = b.getI32Type(), i64Type = b.getI64Type();
-  Value want =
-      arith::IndexCastOp::create(b, loc, i32Type, add(blockKey, idx(2)));
+  if (!wantIndex)
+    wantIndex = add(blockKey, idx(2));
+  Value want = arith::IndexCastOp::create(b, loc, i32Type, wantIndex);
   auto ifOp = scf::IfOp::create(b, loc, waits, false);
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(ifOp.thenBlock());
@@ -2777,9 +2847,10 @@ void KeyBlockKernel::waitForTurn(Value semaphore, Value waits) {
                              NVVM::SharedSpaceAttr());
 }
 
-void KeyBlockKernel::passTurn(Value semaphore) {
-  Value mine =
-      arith::IndexCastOp::create(b, loc, b.getI32Type(), add(blockKey, idx(1)));
+void KeyBlockKernel::passTurn(Value semaphore, Value mineIndex) {
+  if (!mineIndex)
+    mineIndex = add(blockKey, idx(1));
+  Value mine = arith::IndexCastOp::create(b, loc, b.getI32Type(), mineIndex);
   // The reductions have completed (not only read the staging area) and are
   // ordered before the release that lets the key block below add.
   NVVM::CpAsyncBulkWaitGroupOp::create(b, loc, b.getI32IntegerAttr(0),
@@ -3016,7 +3087,7 @@ void KeyBlockKernel::mapBlock(gpu::KernelDim3 ids, gpu::KernelDim3 grid,
     // before it (resident or done), never for one that may not start.
     // (Descending, because in a causal band the key block above starts
     // its query blocks later and so reaches each one first: it rarely
-    // waits.)
+    // waits. Without a mask the order rotates instead, rotatedOrder.)
     blockX = sub(sub(grid.x, idx(1)), blockX);
   }
   dkCol0 = mul(slice, idx(cfg.dkCols()));
@@ -3059,6 +3130,21 @@ Value KeyBlockKernel::tileValues() {
   if (splitNow)
     total = arith::SelectOp::create(b, loc, splitNow, span, total);
   nQB = arith::MaxSIOp::create(b, loc, span, one);
+  if (rotatedOrder()) {
+    // Without a mask every key block adds into every query block: in the
+    // descending order all of them start at query block 0 and block j
+    // waits for the nKB - 1 - j above it (a ramp of nKB iterations: 0.79x
+    // the fast backward at D = 64, 2k, H100). Each key block starts at its
+    // own query block instead (orderRank). Only where all of a head's key
+    // blocks can be resident at once: a block may then wait for one
+    // launched after it.
+    orderKeyBlocks = clone(n.keyLoop.getUpperBound(), base);
+    rotates =
+        cmpIdx(arith::CmpIPredicate::ule, orderKeyBlocks, kMaxRotatedKeyBlocks);
+    Value spread = mul(blockKey, nQB);
+    Value start = divu(spread, orderKeyBlocks);
+    qbShift = arith::SelectOp::create(b, loc, rotates, start, zero);
+  }
   if (queryOuter()) {
     headRotation = divRemU32(blockKey, groups).second;
     Value keyBlocks = tileGrid()[0];

@@ -226,6 +226,10 @@ func.func @ws_causal_bf16_d128(%q: !q, %k: !q, %v: !q, %out: !q, %dout: !q, %lse
 // block above has added, adds, waits for the reductions to complete (not
 // only to read the staging area) and stores its own turn (release). A
 // semaphore that never turns traps instead of hanging. No dQ kernel.
+// Without a mask every key block adds into every query block: with at most
+// 64 key blocks (ROT) each starts at its own query block (SHIFT = j * nQB /
+// nKB) and waits for its rank in that rotated order instead of for the key
+// block above.
 
 !q = memref<?x?x?x64xf16, strided<[?, ?, ?, 1], offset: ?>>
 !l = memref<?x?x?xf32, strided<[?, ?, 1], offset: ?>>
@@ -237,7 +241,15 @@ func.func @ws_causal_bf16_d128(%q: !q, %k: !q, %v: !q, %out: !q, %dout: !q, %lse
 // CHECK:         gpu.launch {{.*}} function(@ws_deterministic_f16_d64_preprocess_kernel) {
 // CHECK:           memref.store %{{.*}}, %[[ORDER]][{{.*}}] : memref<?x?x?xi32>
 // CHECK:         gpu.launch {{.*}} function(@ws_deterministic_f16_d64_kernel) {
+// CHECK:           %[[ROT:.*]] = arith.cmpi ule, %[[NKB:.*]], %{{.*}} : index
+// CHECK-NEXT:      arith.muli
+// CHECK-NEXT:      %[[START:.*]] = arith.divui %{{.*}}, %[[NKB]] : index
+// CHECK-NEXT:      arith.select %[[ROT]], %[[START]], %{{.*}} : index
 // CHECK:           fagpu.warp_specialize consumer_warpgroups 1 registers(24, 240) producer {
+// CHECK:             %[[WAITS:.*]] = arith.ori %{{.*}}, %[[ROT]] : i1
+// CHECK:             %[[WANT:.*]] = arith.select %[[ROT]], %{{.*}}, %{{.*}} : index
+// CHECK:             arith.index_cast %[[WANT]] : index to i32
+// CHECK:             scf.if %[[WAITS]]
 // CHECK:             scf.while
 // CHECK:               llvm.load %{{.*}} atomic syncscope("device") acquire
 // CHECK:             llvm.intr.trap
