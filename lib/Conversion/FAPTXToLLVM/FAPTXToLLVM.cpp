@@ -122,6 +122,20 @@ struct Ex2Lowering : OpRewritePattern<Ex2Op> {
   }
 };
 
+/// `llvm.tanh` with `afn`: NVPTX selects tanh.approx.f32 for it (LLVM 22
+/// has no NVVM tanh intrinsic).
+struct TanhLowering : OpRewritePattern<TanhOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(TanhOp op,
+                                PatternRewriter &rewriter) const override {
+    rewriter.replaceOpWithNewOp<LLVM::TanhOp>(
+        op, op.getType(), op.getInput(),
+        LLVM::FastmathFlagsAttr::get(rewriter.getContext(),
+                                     LLVM::FastmathFlags::afn));
+    return success();
+  }
+};
+
 struct OpaqueLowering : OpRewritePattern<OpaqueOp> {
   using OpRewritePattern::OpRewritePattern;
   LogicalResult matchAndRewrite(OpaqueOp op,
@@ -192,6 +206,7 @@ struct FAConvertFAPTXToLLVMPass
 
 void mlir::fa::populateFAPTXToLLVMPatterns(RewritePatternSet &patterns) {
   patterns.add<WgmmaMmaRSLowering, RedGlobalAddLowering, OperandFenceLowering,
-               Ex2Lowering, OpaqueLowering, TensorMapParamLowering>(
+               Ex2Lowering, TanhLowering, OpaqueLowering,
+               TensorMapParamLowering>(
       patterns.getContext());
 }

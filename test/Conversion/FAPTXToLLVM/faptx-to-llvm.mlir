@@ -81,3 +81,15 @@ func.func @ex2(%x: f32) -> f32 {
   %y = faptx.ex2 %x : f32
   return %y : f32
 }
+
+// -----
+
+// The softcap's tanh is LLVM's tanh with `afn`, which NVPTX selects as
+// tanh.approx.f32 (one MUFU.TANH); LLVM 22 has no NVVM tanh intrinsic.
+// CHECK-LABEL: func @tanh
+// CHECK: %[[Y:.*]] = llvm.intr.tanh(%{{.*}}) {fastmathFlags = #llvm.fastmath<afn>} : (f32) -> f32
+// CHECK: return %[[Y]]
+func.func @tanh(%x: f32) -> f32 {
+  %y = faptx.tanh %x : f32
+  return %y : f32
+}

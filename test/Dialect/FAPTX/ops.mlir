@@ -78,3 +78,18 @@ func.func @ex2(%x: f32) -> (f32, f32) {
   %b = faptx.ex2 %x : f32
   return %a, %b : f32, f32
 }
+
+// -----
+
+// tanh is Pure like ex2: unused, it folds away; used twice, CSE keeps one.
+// CHECK-LABEL: func @tanh
+// CHECK-COUNT-3: faptx.tanh %{{.*}} : f32
+// CSE-LABEL: func @tanh
+// CSE-COUNT-1: faptx.tanh
+// CSE-NOT: faptx.tanh
+func.func @tanh(%x: f32) -> (f32, f32) {
+  %unused = faptx.tanh %x : f32
+  %a = faptx.tanh %x : f32
+  %b = faptx.tanh %x : f32
+  return %a, %b : f32, f32
+}

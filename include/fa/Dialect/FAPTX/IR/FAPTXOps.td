@@ -128,6 +128,24 @@ def FAPTX_Ex2Op : FAPTX_Op<"ex2", [Pure]> {
   let assemblyFormat = "$input attr-dict `:` type($input)";
 }
 
+def FAPTX_TanhOp : FAPTX_Op<"tanh", [Pure]> {
+  let summary = "tanh(x), approximate (tanh.approx.f32)";
+  let description = [{
+    One MUFU.TANH (sm_75 and later), maximum relative error 2^-10.99: the
+    tanh FlashAttention's softcap uses. `math.tanh` reaches libdevice's
+    `__nv_tanhf`, two exponentials and a division per score; with it a
+    softcapped forward takes 1.6-2.6x the plain one's time (H100,
+    2026-12-07). The softcap's input is a score of bf16 / f16 operands.
+
+    ```mlir
+    %y = faptx.tanh %x : f32
+    ```
+  }];
+  let arguments = (ins F32:$input);
+  let results = (outs F32:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+}
+
 def FAPTX_OpaqueOp : FAPTX_Op<"opaque"> {
   let summary = "a 64-bit value LLVM cannot see through (mov.b64)";
   let description = [{
