@@ -1017,6 +1017,13 @@ bool splitsGroups(const BackwardConfig &cfg, bool causalBand, bool packed,
          cfg.wgSplit == 1 && causalBand && !packed && !orderedDq;
 }
 
+/// Whether a key-block kernel's fixed dQ order may rotate each key block's
+/// query blocks (KeyBlockKernel::orderRank): every key block sees every
+/// query block (no mask, no modifiers), one tile per block.
+bool rotatesDqOrder(const BackwardConfig &cfg, bool orderedDq, bool packed) {
+  return orderedDq && !cfg.mask && !cfg.modifiers && !cfg.persistent && !packed;
+}
+
 /// Whether `init` (a shared output of the nest) is a linalg.fill of zero.
 bool isZeroFill(Value init) {
   auto fill = init.getDefiningOp<linalg::FillOp>();
@@ -1369,9 +1376,10 @@ constexpr int64_t kDqEmptyBarrier = 4;
 /// Polls of a fixed-order dQ semaphore before the kernel traps (each an L2
 /// round trip: tens of seconds, far past any wait for a running block).
 constexpr int64_t kDqOrderPolls = int64_t(1) << 26;
-/// The most key blocks per head for which the fixed dQ order rotates: all
-/// of a head's blocks must be able to be resident together (one per
-/// multiprocessor), since a block may wait for one launched after it.
+/// The most key blocks per head for which the fixed dQ order rotates (and
+/// fewer than the multiprocessors): all of a head's blocks must be able to
+/// be resident together (one per multiprocessor), since a block may wait
+/// for one launched after it.
 constexpr int64_t kMaxRotatedKeyBlocks = 64;
 
 class KeyBlockKernel : public BackwardEmitter {
@@ -1380,15 +1388,18 @@ public:
   /// `dqOrder`: the semaphores of a fixed dQ order (a nest marked
   /// `fa.dq_accumulation = "ordered"`): the dQ warp adds each query block's
   /// dQ with key blocks descending, each waiting for the key block above
-  /// (FlashAttention-3's deterministic mode).
+  /// (FlashAttention-3's deterministic mode; without a mask, rotated:
+  /// `hostSms` is then the launch device's multiprocessor count, a host
+  /// value the kernel takes as a parameter, the manifest's SMS).
   KeyBlockKernel(OpBuilder &b, Location loc, KeyBlockNest &n,
                  const BackwardConfig &cfg, Value lse2, Value delta,
                  Value dqAcc, Value dqOrder = Value(),
                  ArrayRef<Value> maps = {}, Value dkAcc = Value(),
-                 Value dvAcc = Value())
+                 Value dvAcc = Value(), Value hostSms = Value())
       : BackwardEmitter(b, loc), n(n), cfg(cfg), frags(b, loc, cfg.elt),
         wg(b, loc, cfg.elt), lse2(lse2), delta(delta), dqAcc(dqAcc),
-        dkAcc(dkAcc), dvAcc(dvAcc), dqOrder(dqOrder), hostMaps(maps) {
+        dkAcc(dkAcc), dvAcc(dvAcc), dqOrder(dqOrder), hostSms(hostSms),
+        hostMaps(maps) {
     elt = cfg.elt;
   }
 
@@ -1488,13 +1499,11 @@ private:
   bool queryOuter() const {
     return heavyBlocksFirst() && cfg.d >= 128 && !cfg.persistent;
   }
-  /// Whether the fixed dQ order may rotate each key block's query blocks
-  /// (tileValues): every key block sees every query block (no mask, no
-  /// modifiers), one tile per block.
+  /// Whether the fixed dQ order may rotate (rotatesDqOrder).
   bool rotatedOrder() const {
-    return dqOrder && !cfg.mask && !cfg.modifiers && !cfg.persistent &&
-           !n.in.packed;
+    return dqOrder && rotatesDqOrder(cfg, n.orderedDq, n.in.packed);
   }
+
   /// queryOuter: whether this tile's loop is in that order, and the key
   /// block modulo the group size (the first head).
   Value queryOuterNow, headRotation;
@@ -1616,6 +1625,8 @@ private:
   /// rotates (few enough key blocks), the number of key blocks, and the
   /// query block this block starts at (0 when not rotating).
   Value rotates, orderKeyBlocks, qbShift;
+  /// The rotating order's multiprocessor count (a host value).
+  Value hostSms;
   IRMapping base;
   /// Persistent: this block's x and the launch's (blocks per grid), the
   /// Q / dO items of the block's earlier tiles and its tile count so far
@@ -3136,11 +3147,15 @@ Value KeyBlockKernel::tileValues() {
     // waits for the nKB - 1 - j above it (a ramp of nKB iterations: 0.79x
     // the fast backward at D = 64, 2k, H100). Each key block starts at its
     // own query block instead (orderRank). Only where all of a head's key
-    // blocks can be resident at once: a block may then wait for one
-    // launched after it.
+    // blocks can be resident at once, fewer than the multiprocessors (MIG
+    // slices have few): a block may then wait for one launched after it.
+    assert(hostSms && "a rotating order reads the multiprocessor count");
     orderKeyBlocks = clone(n.keyLoop.getUpperBound(), base);
-    rotates =
-        cmpIdx(arith::CmpIPredicate::ule, orderKeyBlocks, kMaxRotatedKeyBlocks);
+    Value fewerThanSms = sub(hostSms, one);
+    Value limit =
+        arith::MinUIOp::create(b, loc, fewerThanSms, idx(kMaxRotatedKeyBlocks));
+    rotates = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ule,
+                                    orderKeyBlocks, limit);
     Value spread = mul(blockKey, nQB);
     Value start = divu(spread, orderKeyBlocks);
     qbShift = arith::SelectOp::create(b, loc, rotates, start, zero);
@@ -4035,12 +4050,15 @@ LogicalResult mlir::fa::convertTiledAttentionBackwardToGPU(
             TypeAttr::get(tmaDescriptor(b.getContext(), 64, b.getF32Type(),
                                         /*rank=*/4, kDqBoxCols))));
     }
+    Value sms;
+    if (rotatesDqOrder(*keyCfg, keyNest->orderedDq, packed))
+      sms = fagpu::HostMultiprocessorCountOp::create(b, loc);
     gpu::LaunchOp launch = launchAt(grid, keyCfg->launchThreads(), "_kernel");
     OpBuilder::InsertionGuard g(b);
     b.setInsertionPointToStart(&launch.getBody().front());
     keyCfg->bindScalars(b, loc);
     KeyBlockKernel kernel(b, loc, *keyNest, *keyCfg, lse2, delta, dqAcc,
-                          dqOrder, maps, dkAcc, dvAcc);
+                          dqOrder, maps, dkAcc, dvAcc, sms);
     int64_t bytes = kernel.emit(launch);
     if (failed(checkSharedMemory(keyNest->forall, config, chip,
                                  {KernelKind::BackwardKeyBlock, keyCfg->d,

@@ -227,9 +227,10 @@ func.func @ws_causal_bf16_d128(%q: !q, %k: !q, %v: !q, %out: !q, %dout: !q, %lse
 // only to read the staging area) and stores its own turn (release). A
 // semaphore that never turns traps instead of hanging. No dQ kernel.
 // Without a mask every key block adds into every query block: with at most
-// 64 key blocks (ROT) each starts at its own query block (SHIFT = j * nQB /
-// nKB) and waits for its rank in that rotated order instead of for the key
-// block above.
+// 64 key blocks, and fewer than the launch device's multiprocessors (SMS, a
+// host value passed in: all of a head's blocks resident at once), each
+// starts at its own query block (ROT; START = j * nQB / nKB) and waits for
+// its rank in that rotated order instead of for the key block above.
 
 !q = memref<?x?x?x64xf16, strided<[?, ?, ?, 1], offset: ?>>
 !l = memref<?x?x?xf32, strided<[?, ?, 1], offset: ?>>
@@ -240,8 +241,11 @@ func.func @ws_causal_bf16_d128(%q: !q, %k: !q, %v: !q, %out: !q, %dout: !q, %lse
 // CHECK:         %[[ORDER:.*]] = memref.alloc({{.*}}) {fa.workspace = "dq_order"} : memref<?x?x?xi32>
 // CHECK:         gpu.launch {{.*}} function(@ws_deterministic_f16_d64_preprocess_kernel) {
 // CHECK:           memref.store %{{.*}}, %[[ORDER]][{{.*}}] : memref<?x?x?xi32>
+// CHECK:         %[[SMS:.*]] = fagpu.host_multiprocessor_count
 // CHECK:         gpu.launch {{.*}} function(@ws_deterministic_f16_d64_kernel) {
-// CHECK:           %[[ROT:.*]] = arith.cmpi ule, %[[NKB:.*]], %{{.*}} : index
+// CHECK:           %[[FEWER:.*]] = arith.subi %[[SMS]], %{{.*}} : index
+// CHECK:           %[[LIMIT:.*]] = arith.minui %[[FEWER]], %{{.*}} : index
+// CHECK-NEXT:      %[[ROT:.*]] = arith.cmpi ule, %[[NKB:.*]], %[[LIMIT]] : index
 // CHECK-NEXT:      arith.muli
 // CHECK-NEXT:      %[[START:.*]] = arith.divui %{{.*}}, %[[NKB]] : index
 // CHECK-NEXT:      arith.select %[[ROT]], %[[START]], %{{.*}} : index
