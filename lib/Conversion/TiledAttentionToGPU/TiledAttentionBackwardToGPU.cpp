@@ -1388,9 +1388,9 @@ public:
   /// `dqOrder`: the semaphores of a fixed dQ order (a nest marked
   /// `fa.dq_accumulation = "ordered"`): the dQ warp adds each query block's
   /// dQ with key blocks descending, each waiting for the key block above
-  /// (FlashAttention-3's deterministic mode; without a mask, rotated:
-  /// `hostSms` is then the launch device's multiprocessor count, a host
-  /// value the kernel takes as a parameter, the manifest's SMS).
+  /// (FlashAttention-3's deterministic mode). Given `hostSms` (the launch
+  /// device's multiprocessor count, a host value the kernel takes as a
+  /// parameter, the manifest's SMS; rotatesDqOrder), the order rotates.
   KeyBlockKernel(OpBuilder &b, Location loc, KeyBlockNest &n,
                  const BackwardConfig &cfg, Value lse2, Value delta,
                  Value dqAcc, Value dqOrder = Value(),
@@ -1400,6 +1400,7 @@ public:
         wg(b, loc, cfg.elt), lse2(lse2), delta(delta), dqAcc(dqAcc),
         dkAcc(dkAcc), dvAcc(dvAcc), dqOrder(dqOrder), hostSms(hostSms),
         hostMaps(maps) {
+    assert((!hostSms || dqOrder) && "only a fixed dQ order rotates");
     elt = cfg.elt;
   }
 
@@ -1499,11 +1500,6 @@ private:
   bool queryOuter() const {
     return heavyBlocksFirst() && cfg.d >= 128 && !cfg.persistent;
   }
-  /// Whether the fixed dQ order may rotate (rotatesDqOrder).
-  bool rotatedOrder() const {
-    return dqOrder && rotatesDqOrder(cfg, n.orderedDq, n.in.packed);
-  }
-
   /// queryOuter: whether this tile's loop is in that order, and the key
   /// block modulo the group size (the first head).
   Value queryOuterNow, headRotation;
@@ -1589,7 +1585,7 @@ private:
   /// rotated by qbShift when the fixed dQ order rotates.
   Value rotateQb(Value rem);
   /// The rotated fixed order's position of this key block among those
-  /// adding into query block `qb` (rotatedOrder).
+  /// adding into query block `qb` (rotatesDqOrder).
   Value orderRank(Value qb);
   void dqBarrier(bool sync, int64_t first, Value group);
   /// Per-warp dQ staging (f32, sm_90 only) and its row stride.
@@ -1621,12 +1617,11 @@ private:
   /// above this one (which adds first) sees the same query blocks; this
   /// block's key block (the key-block loop's index).
   Value dqOrder, orderHeads, orderBlocks, firstWait, blockKey;
-  /// The fixed dQ order without a mask (rotatedOrder): whether this launch
-  /// rotates (few enough key blocks), the number of key blocks, and the
-  /// query block this block starts at (0 when not rotating).
-  Value rotates, orderKeyBlocks, qbShift;
-  /// The rotating order's multiprocessor count (a host value).
-  Value hostSms;
+  /// The fixed dQ order without a mask (rotatesDqOrder): the launch
+  /// device's multiprocessor count (a host value, given only then), whether
+  /// this launch rotates (few enough key blocks), the number of key blocks,
+  /// and the query block this block starts at (0 when not rotating).
+  Value hostSms, rotates, orderKeyBlocks, qbShift;
   IRMapping base;
   /// Persistent: this block's x and the launch's (blocks per grid), the
   /// Q / dO items of the block's earlier tiles and its tile count so far
@@ -3098,7 +3093,7 @@ void KeyBlockKernel::mapBlock(gpu::KernelDim3 ids, gpu::KernelDim3 grid,
     // before it (resident or done), never for one that may not start.
     // (Descending, because in a causal band the key block above starts
     // its query blocks later and so reaches each one first: it rarely
-    // waits. Without a mask the order rotates instead, rotatedOrder.)
+    // waits. Without a mask the order rotates instead, rotatesDqOrder.)
     blockX = sub(sub(grid.x, idx(1)), blockX);
   }
   dkCol0 = mul(slice, idx(cfg.dkCols()));
@@ -3141,7 +3136,7 @@ Value KeyBlockKernel::tileValues() {
   if (splitNow)
     total = arith::SelectOp::create(b, loc, splitNow, span, total);
   nQB = arith::MaxSIOp::create(b, loc, span, one);
-  if (rotatedOrder()) {
+  if (hostSms) {
     // Without a mask every key block adds into every query block: in the
     // descending order all of them start at query block 0 and block j
     // waits for the nKB - 1 - j above it (a ramp of nKB iterations: 0.79x
@@ -3149,7 +3144,6 @@ Value KeyBlockKernel::tileValues() {
     // own query block instead (orderRank). Only where all of a head's key
     // blocks can be resident at once, fewer than the multiprocessors (MIG
     // slices have few): a block may then wait for one launched after it.
-    assert(hostSms && "a rotating order reads the multiprocessor count");
     orderKeyBlocks = clone(n.keyLoop.getUpperBound(), base);
     Value fewerThanSms = sub(hostSms, one);
     Value limit =
