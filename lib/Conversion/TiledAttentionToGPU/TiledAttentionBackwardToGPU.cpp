@@ -1132,9 +1132,9 @@ scoreGradients(BackwardEmitter &e, WarpFragments &frags,
           u = scoreInl->at(x, qKey, kKey);
           grad = gradInl->at(x, qKey, kKey);
           if (capInv)
-            u = math::TanhOp::create(b, loc, e.fmul(u, capInv));
+            u = faptx::TanhOp::create(b, loc, e.fmul(u, capInv));
         } else if (cfg.softcap()) {
-          u = math::TanhOp::create(b, loc, e.fmul(u, cfg.factors.capIn));
+          u = faptx::TanhOp::create(b, loc, e.fmul(u, cfg.factors.capIn));
         }
         // P = exp2(u c - lse2); lse2 = +inf (padded or empty rows) gives 0.
         Value l = lse2(f, h, el);

@@ -1475,10 +1475,10 @@ ForwardKernelEmitter::SoftmaxUpdate ForwardKernelEmitter::emitSoftmax(
                                       arith::FastMathFlags::contract);
             x = scoreInliner->at(x, mt * 2 + h, nt * 2 + e);
             if (capInv)
-              x = math::TanhOp::create(
+              x = faptx::TanhOp::create(
                   b, loc, arith::MulFOp::create(b, loc, x, capInv));
           } else if (factors.capIn) {
-            x = math::TanhOp::create(
+            x = faptx::TanhOp::create(
                 b, loc, arith::MulFOp::create(b, loc, x, factors.capIn));
           }
           u(mt, nt, h, e) = x;

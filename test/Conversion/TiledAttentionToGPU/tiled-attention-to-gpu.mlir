@@ -89,8 +89,8 @@ func.func @causal_f16(%q: memref<?x?x?x64xf16, strided<[?, ?, ?, 1], offset: ?>>
 // -----
 
 // bf16 has no nvgpu.mma.sync lowering in MLIR 22: the MMA is nvvm.mma.sync on
-// packed bf16x2 registers. Softcap: tanh before the mask, log2(e) folded
-// into the exp2 multiply-add. No mask: the fully visible blocks, then the
+// packed bf16x2 registers. Softcap: tanh.approx.f32 (faptx.tanh) before the
+// mask, log2(e) folded into the exp2 multiply-add. No mask: the fully visible blocks, then the
 // tail block with only the key bound (no diagonal compare).
 
 // CHECK-LABEL: func.func @softcap_bf16
@@ -99,11 +99,11 @@ func.func @causal_f16(%q: memref<?x?x?x64xf16, strided<[?, ?, ?, 1], offset: ?>>
 // CHECK:             llvm.bitcast %{{.*}} : vector<2xbf16> to i32
 // CHECK:             nvvm.mma.sync A[{{.*}}] B[{{.*}}] C[{{.*}}] {layoutA = #nvvm.mma_layout<row>, layoutB = #nvvm.mma_layout<col>, multiplicandAPtxType = #nvvm.mma_type<bf16>, multiplicandBPtxType = #nvvm.mma_type<bf16>, shape = #nvvm.shape<m = 16, n = 8, k = 16>}
 // CHECK-NOT:         arith.cmpi
-// CHECK:             math.tanh
+// CHECK:             faptx.tanh
 // CHECK:             math.fma
 // CHECK:             scf.yield
 // CHECK:           scf.for
-// CHECK:             math.tanh
+// CHECK:             faptx.tanh
 // CHECK:             arith.cmpi slt
 // CHECK-NOT:         arith.cmpi sle
 // CHECK:             math.exp2
@@ -132,7 +132,7 @@ func.func @softcap_bf16(%q: memref<?x?x?x128xbf16, strided<[?, ?, ?, 1], offset:
 // CHECK:         gpu.launch
 // CHECK-NOT:       arith.divf
 // CHECK:           arith.mulf %{{.*}}, %[[IN]] : f32
-// CHECK:           math.tanh
+// CHECK:           faptx.tanh
 // CHECK:           math.fma %{{.*}}, %[[EXP]]
 // CHECK:         gpu.terminator
 func.func @runtime_scalars(%q: memref<?x?x?x64xbf16, strided<[?, ?, ?, 1], offset: ?>>, %k: memref<?x?x?x64xbf16, strided<[?, ?, ?, 1], offset: ?>>, %v: memref<?x?x?x64xbf16, strided<[?, ?, ?, 1], offset: ?>>, %o: memref<?x?x?x64xbf16, strided<[?, ?, ?, 1], offset: ?>>, %lse: memref<?x?x?xf32, strided<[?, ?, ?], offset: ?>>, %scale: f32, %softcap: f32) {
