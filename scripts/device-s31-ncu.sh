@@ -5,7 +5,8 @@
 # state samples per instruction (ncu's source page works on cuDNN's runtime-
 # compiled kernel too); first issue 12's variants against the plain forward
 # (bench_variants.py). On an H200, issue 10's run instead
-# (device-s31-h200.sh). Carry build/kernels.tar.xz. Output: $OUT/ncu/.
+# (device-s31-h200.sh). NO_VARIANTS=1 skips the variants. Carry
+# build/kernels.tar.xz. Output: $OUT/ncu/.
 if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then
   exec bash "$(dirname "$0")/device-s31-h200.sh"
 fi
@@ -13,9 +14,11 @@ source "$(dirname "${BASH_SOURCE[0]}")/device-env.sh"
 exec > >(tee "$OUT/log.txt") 2>&1
 unpack_kernels build/kernels "${KERNELS:-build/kernels.tar.xz}"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
-echo "== bench_variants (issue 12: softcap / window / GQA against plain) at $(elapsed) s"
-timeout 150 $PY bench/bench_variants.py --headdims 64 128 --seqlens 4096 16384 \
-  --json "$OUT/variants.json" 2>&1 | grep -v Warn | tail -12
+if [ -z "$NO_VARIANTS" ]; then
+  echo "== bench_variants (issue 12: softcap / window / GQA against plain) at $(elapsed) s"
+  timeout 150 $PY bench/bench_variants.py --headdims 64 128 --seqlens 4096 16384 \
+    --json "$OUT/variants.json" 2>&1 | grep -v Warn | tail -12
+fi
 mkdir -p "$OUT/ncu"
 N=${N:-2048}
 D=${D:-128}

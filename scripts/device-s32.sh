@@ -23,6 +23,16 @@ if [ "${PART:-1}" = 1 ]; then
       --direction both --headdims 64 128 --seqlens 2048 16384 --masks full causal \
       --rep 25 --json $OUT/ab-softcap.json 2>&1 | grep "B/A"
   fi
+  if [ -f build/wexp.tar.xz ] && [ "$(left)" -gt 90 ]; then
+    # An experiment: the causal-window backward with dQ by a query-block
+    # kernel (Flex's structure: no f32 accumulator), the deterministic
+    # cooperative form under the fast kernel's name.
+    unpack_kernels build/wexp build/wexp.tar.xz
+    echo "== A/B causal window bwd, atomics (A) vs query-block dQ kernel (B) at $(elapsed) s"
+    timeout 80 $PY bench/bench_kernel_ab.py --a build/kernels --b build/wexp --direction bwd \
+      --headdims 64 128 --seqlens 4096 16384 --masks causal-window=99,0 causal-window=1023,0 \
+      --rep 25 --json $OUT/ab-window-dq.json 2>&1 | grep "B/A"
+  fi
   if [ "$(left)" -gt 30 ]; then
     echo "== bench_variants at $(elapsed) s"
     FLASHMLIR_KERNEL_DIR=build/kernels:build/kernels-var timeout $(( $(left) - 5 )) \
