@@ -1,12 +1,13 @@
 #!/bin/bash
 # Thirty-second session, first call. On any card: the softcap's tanh as
-# tanh.approx.f32 (faptx.tanh): every GPU suite on main's set (KERNELS,
+# tanh.approx.f32 (faptx.tanh): the GPU suites of the changed kernels on main's set (KERNELS,
 # build/kernels.tar.xz, now with the 22 softcap kernels changed), the
 # sanitizers on a softcap backward, the A/B against the set before
 # (OLD, build/kernels-s31.tar.xz), bench_variants with the causal softcap
 # forwards (VAR, build/kernels-var.tar.xz). With PART=2 on an H200: issue
-# 10's and 17's runs (the D = 192 sanitizers, the head-dim bench beside
-# FA2 / cuDNN, the host overhead, the Llama step). Log: $OUT/log.txt.
+# 10's and 17's runs (the other suites, the D = 192 sanitizers, the host
+# overhead, the Llama step, the head-dim bench beside FA2 / cuDNN). Log:
+# $OUT/log.txt.
 source "$(dirname "${BASH_SOURCE[0]}")/device-env.sh"
 exec > >(tee "$OUT/log.txt") 2>&1
 unpack_kernels build/kernels "${KERNELS:-build/kernels.tar.xz}"
@@ -14,8 +15,9 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 if [ "${PART:-1}" = 1 ]; then
   unpack_kernels build/kernels-old "${OLD:-build/kernels-s31.tar.xz}"
   unpack_kernels build/kernels-var "${VAR:-build/kernels-var.tar.xz}"
+  # (The suites whose kernels changed: softcap, the deterministic ones.)
   gpu_suites 200 test_gpu_attention test_gpu_sequences test_gpu_launch test_gpu_decode \
-    test_gpu_backward test_gpu_head_dims test_gpu_compile test_gpu_transformers
+    test_gpu_backward
   [ "$(left)" -gt 120 ] && FLASHMLIR_KERNEL_DIR=build/kernels sanitize_backward "128 softcap big"
   if [ "$(left)" -gt 60 ]; then
     echo "== A/B softcap 30, before (A) vs tanh.approx (B) at $(elapsed) s"
@@ -40,6 +42,7 @@ if [ "${PART:-1}" = 1 ]; then
       --json "$OUT/variants.json" 2>&1 | grep -v Warn | tail -14
   fi
 else
+  gpu_suites 150 test_gpu_head_dims test_gpu_compile test_gpu_transformers
   [ "$(left)" -gt 200 ] && FLASHMLIR_KERNEL_DIR=build/kernels sanitize_backward "192 causal big"
   if [ "$(left)" -gt 100 ]; then
     echo "== bench_overhead at $(elapsed) s"
