@@ -1,7 +1,7 @@
 #!/bin/bash
 # Thirty-second session, first call. On any card: the softcap's tanh as
-# tanh.approx.f32 (faptx.tanh): the GPU suites of the changed kernels on main's set (KERNELS,
-# build/kernels.tar.xz, now with the 22 softcap kernels changed), the
+# tanh.approx.f32 (faptx.tanh): the GPU suites of the changed kernels on
+# main's set (KERNELS, build/kernels.tar.xz, 22 softcap kernels changed), the
 # sanitizers on a softcap backward, the A/B against the set before
 # (OLD, build/kernels-s31.tar.xz), bench_variants with the causal softcap
 # forwards (VAR, build/kernels-var.tar.xz). With PART=2 on an H200: issue
