@@ -169,3 +169,33 @@ func.func @static_gqa(%q: !q, %k: !k, %v: !k, %out: !q, %dout: !q, %lse: !l, %dq
   bufferization.materialize_in_destination %gv in restrict writable %dv : (!tk, !k) -> ()
   return
 }
+
+// -----
+
+// Softcap: the recomputed scores pass through tanh.approx.f32 (faptx.tanh),
+// as in the forward, before the exponent; dS takes 1 - tanh^2.
+
+!q = memref<?x?x?x64xbf16, strided<[?, ?, ?, 1], offset: ?>>
+!l = memref<?x?x?xf32, strided<[?, ?, 1], offset: ?>>
+!t = tensor<?x?x?x64xbf16>
+!lt = tensor<?x?x?xf32>
+
+// CHECK-LABEL: func.func @softcap
+// CHECK:         gpu.launch {{.*}} function(@softcap_kernel)
+// CHECK-NOT:       math.tanh
+// CHECK:           faptx.tanh
+// CHECK-NOT:       math.tanh
+// CHECK:         gpu.launch {{.*}} function(@softcap_dq_convert_kernel)
+func.func @softcap(%q: !q, %k: !q, %v: !q, %out: !q, %dout: !q, %lse: !l, %dq: !q, %dk: !q, %dv: !q) {
+  %qt = bufferization.to_tensor %q restrict : !q to !t
+  %kt = bufferization.to_tensor %k restrict : !q to !t
+  %vt = bufferization.to_tensor %v restrict : !q to !t
+  %ot = bufferization.to_tensor %out restrict : !q to !t
+  %dot = bufferization.to_tensor %dout restrict : !q to !t
+  %lt = bufferization.to_tensor %lse restrict : !l to !lt
+  %gq, %gk, %gv = fa.attention_backward %qt, %kt, %vt, %ot, %lt, %dot softcap 30.0 : (!t, !t, !t, !t, !lt, !t) -> (!t, !t, !t)
+  bufferization.materialize_in_destination %gq in restrict writable %dq : (!t, !q) -> ()
+  bufferization.materialize_in_destination %gk in restrict writable %dk : (!t, !q) -> ()
+  bufferization.materialize_in_destination %gv in restrict writable %dv : (!t, !q) -> ()
+  return
+}

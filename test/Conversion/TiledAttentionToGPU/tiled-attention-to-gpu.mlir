@@ -90,8 +90,8 @@ func.func @causal_f16(%q: memref<?x?x?x64xf16, strided<[?, ?, ?, 1], offset: ?>>
 
 // bf16 has no nvgpu.mma.sync lowering in MLIR 22: the MMA is nvvm.mma.sync on
 // packed bf16x2 registers. Softcap: tanh.approx.f32 (faptx.tanh) before the
-// mask, log2(e) folded into the exp2 multiply-add. No mask: the fully visible blocks, then the
-// tail block with only the key bound (no diagonal compare).
+// mask, log2(e) folded into the exp2 multiply-add. No mask: the fully visible
+// blocks, then the tail block with only the key bound (no diagonal compare).
 
 // CHECK-LABEL: func.func @softcap_bf16
 // CHECK:         gpu.launch
