@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """One backward (bf16, Nq = 77, Nk = 131 or Nq = 200, Nk = 333, GQA 4:2)
 for a focused compute-sanitizer run: sanitize-bwd.py D [causal] [det]
-[big] [softcap] (softcap 30). Prints the max gradient errors against a float64 CPU reference (a
-CUDA reference would run under the sanitizer too)."""
+[big] [softcap] (softcap 30). Prints the max gradient errors against a
+float64 CPU reference (a CUDA reference would run under the sanitizer
+too)."""
 import os
 import sys
 

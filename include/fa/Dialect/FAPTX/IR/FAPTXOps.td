@@ -133,8 +133,8 @@ def FAPTX_TanhOp : FAPTX_Op<"tanh", [Pure]> {
   let description = [{
     One MUFU.TANH (sm_75 and later), maximum relative error 2^-10.99: the
     tanh FlashAttention's softcap uses. `math.tanh` reaches libdevice's
-    `__nv_tanhf`, two exponentials and a division per score; with it a
-    softcapped forward takes 1.6-2.6x the plain one's time (H100,
+    `__nv_tanhf`, two exponentials and a division per score; with that, a
+    softcapped forward took 1.6-2.6x the plain one's time (H100,
     2026-12-07). The softcap's input is a score of bf16 / f16 operands.
 
     ```mlir
